@@ -1,0 +1,206 @@
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { openapi } from '@elysiajs/openapi'
+import { type AnyElysia, Elysia } from 'elysia'
+import { coreMigrations } from './auth/migrations'
+import { authRoutes } from './auth/routes'
+import { AuthService } from './auth/service'
+import { Bus } from './bus'
+import type { LoadedConfig } from './config'
+import { type Db, type MigrationSet, migrate, openDb } from './db'
+import { errorHandler } from './http'
+import { createLogger, type Logger } from './log'
+import { Metrics } from './metrics'
+import { monitoring, type Monitor } from './monitoring'
+import { type PluginContext, type PluginManifest, ProviderRegistry, type Services } from './plugin'
+import { RateLimiter } from './ratelimit'
+
+export interface AppOptions {
+  /** The plugin map (normally `plugins/index.ts`); tests pass a subset. */
+  plugins: Record<string, PluginManifest>
+  /** PostgreSQL schema to use (tests isolate themselves this way). */
+  pgSchema?: string
+  log?: Logger
+}
+
+export interface LiveopsApp {
+  app: AnyElysia
+  db: Db
+  auth: AuthService
+  metrics: Metrics
+  bus: Bus
+  log: Logger
+  /** Runs plugin stop hooks in reverse order and closes the stores. Idempotent. */
+  stop(): Promise<void>
+  /** The bootstrap admin's generated password, when one was generated. */
+  generatedAdminPassword?: string
+}
+
+/** Plugins in an order where each comes after what it depends on. */
+export function orderPlugins(enabled: string[], known: Record<string, PluginManifest>): PluginManifest[] {
+  const out: PluginManifest[] = []
+  const state = new Map<string, 'visiting' | 'done'>()
+  const visit = (name: string, from?: string) => {
+    const p = known[name]
+    if (!p) throw new Error(`plugin '${from}' depends on unknown plugin '${name}'`)
+    if (!enabled.includes(name)) throw new Error(`plugin '${from}' depends on '${name}', which is not enabled under plugins:`)
+    const s = state.get(name)
+    if (s === 'done') return
+    if (s === 'visiting') throw new Error(`plugin dependency cycle through '${name}'`)
+    state.set(name, 'visiting')
+    for (const d of p.dependsOn ?? []) visit(d, name)
+    state.set(name, 'done')
+    out.push(p)
+  }
+  for (const name of enabled) visit(name)
+  return out
+}
+
+function jwtSecret(configured: string, dataDir: string): string {
+  if (configured) return configured
+  mkdirSync(dataDir, { recursive: true })
+  const file = join(dataDir, 'jwt-secret')
+  if (existsSync(file)) return readFileSync(file, 'utf8').trim()
+  const secret = Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString('base64url')
+  writeFileSync(file, secret, { mode: 0o600 })
+  return secret
+}
+
+async function bootstrapAdmin(auth: AuthService, email: string, password: string, log: Logger): Promise<string | undefined> {
+  if ((await auth.countUsers()) > 0) return undefined
+  const generated = password ? undefined : Buffer.from(crypto.getRandomValues(new Uint8Array(12))).toString('base64url')
+  await auth.createUser({ email, username: 'admin', name: 'Administrator', password: password || generated!, roles: ['admin'] })
+  if (generated) log.warn(`bootstrap admin created: ${email} with generated password ${generated} (shown once)`)
+  else log.info(`bootstrap admin created: ${email}`)
+  return generated
+}
+
+/**
+ * Builds the whole application from a validated configuration: opens the store, applies every
+ * migration, bootstraps the admin and sets up each enabled plugin in dependency order. Never
+ * listens; `core/main.ts` and the tests decide how requests arrive.
+ */
+export async function createApp(config: LoadedConfig, opts: AppOptions): Promise<LiveopsApp> {
+  const core = config.core
+  const log = opts.log ?? createLogger(core.log)
+  const ordered = orderPlugins(Object.keys(config.plugins), opts.plugins)
+  const db = openDb(core.database.url, core.data_dir, { schema: opts.pgSchema, max: core.database.pool })
+  const stops: Array<() => Promise<void> | void> = []
+  const stopAll = async () => {
+    for (const fn of stops.splice(0).reverse()) {
+      try {
+        await fn()
+      } catch (e) {
+        log.error('stop hook failed', { error: String(e) })
+      }
+    }
+  }
+  stops.push(() => db.close())
+  try {
+    const sets: MigrationSet[] = [{ plugin: 'core', migrations: coreMigrations }]
+    for (const p of ordered) if (p.migrations?.length) sets.push({ plugin: p.name, migrations: p.migrations })
+    const applied = await migrate(db, sets)
+    if (applied.length) log.info('migrations applied', { migrations: applied })
+
+    const auth = new AuthService(db, {
+      jwtSecret: jwtSecret(core.auth.jwt_secret, core.data_dir),
+      accessTtlS: core.auth.access_ttl_s,
+      refreshTtlS: core.auth.refresh_ttl_s,
+      adminToken: core.auth.admin_token,
+    })
+    await auth.init()
+    const generatedAdminPassword = await bootstrapAdmin(auth, core.admin.email, core.admin.password, log)
+
+    const metrics = new Metrics()
+    const bus = new Bus((event, e) => log.error('bus listener failed', { event, error: String(e) }))
+    const providers = new ProviderRegistry()
+    const limiter = new RateLimiter(core.rate_limit.requests_per_minute, core.rate_limit.burst)
+    const services = new Map<string, unknown>()
+    const starts: Array<() => Promise<void> | void> = []
+    const monitor: Monitor = { agents: () => ({ total: 0, online: 0 }) }
+
+    const mon = monitoring({ db, metrics, config: core, auth, limiter, monitor })
+    stops.push(mon.close)
+
+    const app = new Elysia({ serve: { maxRequestBodySize: Math.round(core.server.body_limit_mb * 1024 * 1024) } })
+      .use(errorHandler)
+      .use(
+        openapi({
+          path: '/docs',
+          specPath: '/v3/api-docs',
+          exclude: { paths: ['/docs', '/v3/api-docs'] },
+          documentation: {
+            info: {
+              title: 'liveops',
+              version: '1',
+              description:
+                'Self-hosted back end for live games. Error bodies: `/api/*` answers `{error, message, timestamp, path}`; ' +
+                '`/api/v1/analytics/*` answers `{error, message, details}`; the other `/api/v1/*` routes answer the envelope ' +
+                '`{code, message, data}` (code 0 on success, the HTTP status on error). Authenticated API responses carry ' +
+                'X-RateLimit-Limit/Remaining/Reset; past the limit they answer 429 with Retry-After.',
+            },
+            components: {
+              securitySchemes: {
+                bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
+                apiKey: { type: 'apiKey', in: 'header', name: 'x-api-key' },
+                adminToken: { type: 'apiKey', in: 'header', name: 'x-admin-token' },
+              },
+            },
+            security: [{ bearer: [] }],
+          },
+        }),
+      )
+    // Route templates, not raw paths, label the request histogram (bounded cardinality).
+    const started = new WeakMap<Request, number>()
+    app
+      .onRequest(({ request }) => {
+        started.set(request, performance.now())
+      })
+      .onAfterResponse({ as: 'global' }, ({ request, route, set }) => {
+        const t0 = started.get(request)
+        if (t0 === undefined) return
+        const status = typeof set.status === 'number' ? set.status : 200
+        metrics.http.observe({ method: request.method, route: route || 'unmatched', status: String(status) }, (performance.now() - t0) / 1000)
+      })
+    app.use(mon.app).use(authRoutes(auth, limiter))
+
+    for (const p of ordered) {
+      const ctx: PluginContext<unknown> = {
+        name: p.name,
+        config: config.plugins[p.name],
+        core,
+        db,
+        metrics,
+        log: log.child(p.name),
+        bus,
+        auth,
+        providers,
+        provide: (name, service) => {
+          services.set(name, service)
+        },
+        service: <K extends keyof Services>(name: K): Services[K] => {
+          if (!services.has(name)) throw new Error(`plugin '${p.name}' asked for service '${String(name)}' that no plugin provides (add it to dependsOn)`)
+          return services.get(name) as Services[K]
+        },
+        setAgentCounter: (fn) => {
+          monitor.agents = fn
+        },
+        onStart: (fn) => {
+          starts.push(fn)
+        },
+        onStop: (fn) => {
+          stops.push(fn)
+        },
+      }
+      app.use(await p.setup(ctx as never))
+      if (p.start) starts.push(() => p.start!(ctx as never))
+      if (p.stop) stops.push(() => p.stop!(ctx as never))
+    }
+    for (const fn of starts) await fn()
+
+    return { app, db, auth, metrics, bus, log, stop: stopAll, generatedAdminPassword }
+  } catch (e) {
+    await stopAll()
+    throw e
+  }
+}

@@ -1,0 +1,5 @@
+import type { Migration } from '../db'
+import m001 from './migrations/001_auth.sql' with { type: 'text' }
+
+/** Core's own migrations, recorded in the ledger under the name `core`. */
+export const coreMigrations: Migration[] = [{ id: 1, name: 'auth', sql: m001 }]

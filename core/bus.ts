@@ -1,0 +1,39 @@
+/**
+ * In-process typed events. Plugins add their event names by augmenting `BusEvents`:
+ *
+ *   declare module '../../core/bus' { interface BusEvents { 'certificate_expiring': { domain: string } } }
+ *
+ * A listener that throws is logged and never breaks the emitter or the other listeners.
+ */
+// biome-ignore lint/suspicious/noEmptyInterface: augmented by plugins
+export interface BusEvents {}
+
+type Listener<T> = (payload: T) => void | Promise<void>
+
+export class Bus {
+  private listeners = new Map<string, Set<Listener<never>>>()
+
+  constructor(private onError: (event: string, error: unknown) => void = () => undefined) {}
+
+  on<K extends keyof BusEvents & string>(event: K, fn: Listener<BusEvents[K]>): () => void {
+    let set = this.listeners.get(event)
+    if (!set) this.listeners.set(event, (set = new Set()))
+    set.add(fn as Listener<never>)
+    return () => set.delete(fn as Listener<never>)
+  }
+
+  /** Resolves when every listener has finished (or failed). */
+  async emit<K extends keyof BusEvents & string>(event: K, payload: BusEvents[K]): Promise<void> {
+    const set = this.listeners.get(event)
+    if (!set) return
+    await Promise.all(
+      [...set].map(async (fn) => {
+        try {
+          await (fn as Listener<BusEvents[K]>)(payload)
+        } catch (e) {
+          this.onError(event, e)
+        }
+      }),
+    )
+  }
+}

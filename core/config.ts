@@ -1,0 +1,225 @@
+import { type Static, type TSchema, Type as T } from '@sinclair/typebox'
+import { Value } from '@sinclair/typebox/value'
+import { parse as parseYaml } from 'yaml'
+
+const Strict = { additionalProperties: false } as const
+
+/** The core part of the YAML. Every field documents when and why to change it. */
+export const CoreConfigSchema = T.Object(
+  {
+    server: T.Object(
+      {
+        /** Listening port (env PORT). */
+        port: T.Integer({ minimum: 0, maximum: 65535, default: 8080 }),
+        /** Listening address (env HOST). */
+        host: T.String({ default: '0.0.0.0' }),
+        /** Largest accepted request body in MB; ingestion has its own limits. */
+        body_limit_mb: T.Number({ minimum: 0.001, default: 10 }),
+        /** Seconds in-flight requests get to finish on SIGTERM. */
+        shutdown_grace_s: T.Number({ minimum: 0, default: 10 }),
+      },
+      { ...Strict, default: {} },
+    ),
+    /** Where the embedded store, the generated JWT secret and backups live (env DATA_DIR). */
+    data_dir: T.String({ default: './data' }),
+    database: T.Object(
+      {
+        /** Empty: SQLite in data_dir; `postgres://...`: PostgreSQL; else a SQLite path (env DATABASE_URL). */
+        url: T.String({ default: '' }),
+        /** PostgreSQL connection pool size. */
+        pool: T.Integer({ minimum: 1, maximum: 200, default: 10 }),
+      },
+      { ...Strict, default: {} },
+    ),
+    warehouse: T.Object(
+      {
+        /** `embedded` (the main store), a SQLite path, a PostgreSQL URL, or `none` (env WAREHOUSE_DSN). */
+        dsn: T.String({ default: 'embedded' }),
+      },
+      { ...Strict, default: {} },
+    ),
+    auth: T.Object(
+      {
+        /** HS256 signing secret; empty: generated once and kept in data_dir (env JWT_SECRET). */
+        jwt_secret: T.String({ default: '' }),
+        /** Access token lifetime in seconds (the login answer's expiresIn). */
+        access_ttl_s: T.Integer({ minimum: 60, default: 900 }),
+        /** Refresh token lifetime in seconds. */
+        refresh_ttl_s: T.Integer({ minimum: 300, default: 30 * 24 * 3600 }),
+        /** Value of the `x-admin-token` header that authenticates internal services; empty disables it. */
+        admin_token: T.String({ default: '' }),
+        /** Spec 2 `auth.enabled`: off opens the notification routes to anonymous callers. */
+        enabled: T.Boolean({ default: true }),
+      },
+      { ...Strict, default: {} },
+    ),
+    admin: T.Object(
+      {
+        /** Bootstrap admin created when no user exists (env ADMIN_EMAIL). */
+        email: T.String({ default: 'admin@localhost' }),
+        /** Empty: a password is generated and printed once (env ADMIN_PASSWORD). */
+        password: T.String({ default: '' }),
+      },
+      { ...Strict, default: {} },
+    ),
+    rate_limit: T.Object(
+      {
+        /** Spec 1 section 8: requests per minute per API key or user. 0 disables limiting. */
+        requests_per_minute: T.Integer({ minimum: 0, default: 1000 }),
+        /** Requests per second per API key or user. */
+        burst: T.Integer({ minimum: 0, default: 100 }),
+      },
+      { ...Strict, default: {} },
+    ),
+    log: T.Object(
+      {
+        level: T.Union([T.Literal('debug'), T.Literal('info'), T.Literal('warn'), T.Literal('error')], { default: 'info' }),
+        format: T.Union([T.Literal('console'), T.Literal('json')], { default: 'json' }),
+        /** Append to this file instead of stdout. */
+        file: T.Optional(T.String()),
+        max_size: T.Number({ minimum: 1, default: 100 }),
+        max_backups: T.Integer({ minimum: 0, default: 5 }),
+        max_age: T.Integer({ minimum: 0, default: 30 }),
+        /** Field names masked in logs and API reads ('set' plus the last 4 characters). */
+        sensitive_fields: T.Array(T.String(), { default: ['password', 'token', 'secret', 'authorization', 'api_key'] }),
+        /** Log each HTTP request at debug level. */
+        requests: T.Boolean({ default: false }),
+      },
+      { ...Strict, default: {} },
+    ),
+    telemetry: T.Object(
+      {
+        prometheus: T.Object(
+          {
+            /** Serve the Prometheus text exposition, unauthenticated (env TELEMETRY_PROMETHEUS_ENABLED). */
+            enabled: T.Boolean({ default: false }),
+            path: T.String({ pattern: '^/', default: '/metrics/prometheus' }),
+          },
+          { ...Strict, default: {} },
+        ),
+      },
+      { ...Strict, default: {} },
+    ),
+    redis: T.Object(
+      {
+        /** When set, `/readyz` checks it. */
+        url: T.String({ default: '' }),
+      },
+      { ...Strict, default: {} },
+    ),
+    /** Plugins to enable, each with its own settings. */
+    plugins: T.Record(T.String(), T.Unknown(), { default: {} }),
+  },
+  Strict,
+)
+
+export type CoreConfig = Static<typeof CoreConfigSchema>
+
+export class ConfigError extends Error {
+  constructor(readonly errors: string[]) {
+    super(`invalid configuration:\n${errors.map((e) => `  - ${e}`).join('\n')}`)
+  }
+}
+
+const VAR = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g
+
+/** `${VAR}` and `${VAR:-default}` in every string value; an unset `${VAR}` without default is an error. */
+export function expand(value: unknown, env: Record<string, string | undefined>, path: string, errors: string[]): unknown {
+  if (typeof value === 'string')
+    return value.replace(VAR, (_, name: string, fallback: string | undefined) => {
+      const v = env[name]
+      if (v !== undefined && v !== '') return v
+      if (fallback !== undefined) return fallback
+      if (v === '') return ''
+      errors.push(`${path || '(root)'}: environment variable ${name} is not set and has no default`)
+      return ''
+    })
+  if (Array.isArray(value)) return value.map((v, i) => expand(v, env, `${path}[${i}]`, errors))
+  if (value && typeof value === 'object')
+    return Object.fromEntries(
+      Object.entries(value).map(([k, v]) => [k, expand(v, env, path ? `${path}.${k}` : k, errors)]),
+    )
+  return value
+}
+
+function pathOf(prefix: string, pointer: string): string {
+  const parts = pointer.split('/').filter(Boolean)
+  return [prefix, ...parts].filter(Boolean).join('.')
+}
+
+/** Defaults, conversion of env-expanded strings to numbers and booleans, then every error with its path. */
+export function check<S extends TSchema>(schema: S, raw: unknown, prefix: string, errors: string[]): Static<S> {
+  const value = Value.Convert(schema, Value.Default(schema, Value.Clone(raw ?? {})))
+  for (const e of Value.Errors(schema, value)) {
+    errors.push(`${pathOf(prefix, e.path) || '(root)'}: ${e.message}`)
+  }
+  return value as Static<S>
+}
+
+/** The running contract: these variables win over the YAML. */
+function applyEnv(raw: Record<string, unknown>, env: Record<string, string | undefined>) {
+  const set = (path: string[], v: unknown) => {
+    let o = raw
+    for (const k of path.slice(0, -1)) {
+      if (!o[k] || typeof o[k] !== 'object') o[k] = {}
+      o = o[k] as Record<string, unknown>
+    }
+    o[path[path.length - 1]] = v
+  }
+  if (env.PORT) set(['server', 'port'], env.PORT)
+  if (env.HOST) set(['server', 'host'], env.HOST)
+  if (env.DATA_DIR) set(['data_dir'], env.DATA_DIR)
+  if (env.DATABASE_URL) set(['database', 'url'], env.DATABASE_URL)
+  if (env.JWT_SECRET) set(['auth', 'jwt_secret'], env.JWT_SECRET)
+  if (env.ADMIN_EMAIL) set(['admin', 'email'], env.ADMIN_EMAIL)
+  if (env.ADMIN_PASSWORD) set(['admin', 'password'], env.ADMIN_PASSWORD)
+  if (env.ADMIN_TOKEN) set(['auth', 'admin_token'], env.ADMIN_TOKEN)
+  if (env.REDIS_URL) set(['redis', 'url'], env.REDIS_URL)
+  // Set but empty means "no warehouse" (running contract).
+  if (env.WAREHOUSE_DSN !== undefined) set(['warehouse', 'dsn'], env.WAREHOUSE_DSN === '' ? 'none' : env.WAREHOUSE_DSN)
+  if (env.TELEMETRY_PROMETHEUS_ENABLED) set(['telemetry', 'prometheus', 'enabled'], env.TELEMETRY_PROMETHEUS_ENABLED)
+}
+
+export interface LoadedConfig {
+  core: CoreConfig
+  /** Validated settings of each enabled plugin, by name. */
+  plugins: Record<string, unknown>
+}
+
+export interface PluginSchemas {
+  [name: string]: { config?: TSchema }
+}
+
+/**
+ * Parses, expands and validates a YAML text against the core schema and the schema of every
+ * plugin it enables. Throws one ConfigError listing every problem with its path.
+ */
+export function loadConfig(
+  text: string,
+  known: PluginSchemas,
+  env: Record<string, string | undefined> = process.env,
+): LoadedConfig {
+  const errors: string[] = []
+  let parsed: unknown
+  try {
+    parsed = parseYaml(text) ?? {}
+  } catch (e) {
+    throw new ConfigError([`YAML: ${(e as Error).message.split('\n')[0]}`])
+  }
+  if (typeof parsed !== 'object' || Array.isArray(parsed)) throw new ConfigError(['(root): expected a mapping'])
+  const raw = expand(parsed, env, '', errors) as Record<string, unknown>
+  applyEnv(raw, env)
+  const core = check(CoreConfigSchema, raw, '', errors)
+  const plugins: Record<string, unknown> = {}
+  const names = Object.keys(known)
+  for (const [name, settings] of Object.entries(core.plugins ?? {})) {
+    const def = known[name]
+    if (!def) {
+      errors.push(`plugins.${name}: unknown plugin; known plugins: ${names.join(', ')}`)
+      continue
+    }
+    plugins[name] = def.config ? check(def.config, settings ?? {}, `plugins.${name}`, errors) : (settings ?? {})
+  }
+  if (errors.length) throw new ConfigError(errors)
+  return { core, plugins }
+}

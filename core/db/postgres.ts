@@ -1,0 +1,81 @@
+import postgres from 'postgres'
+import type { Db, Param, Row } from './types'
+
+const converted = new Map<string, string>()
+
+/** `?` placeholders become `$1..$n`; quoted text is left alone. Cached per statement text. */
+export function toPg(sql: string): string {
+  let out = converted.get(sql)
+  if (out !== undefined) return out
+  let n = 0
+  let quoted = false
+  out = ''
+  for (const ch of sql) {
+    if (ch === "'") quoted = !quoted
+    out += ch === '?' && !quoted ? `$${++n}` : ch
+  }
+  converted.set(sql, out)
+  return out
+}
+
+type Sql = postgres.Sql | postgres.TransactionSql
+
+function wrap(sql: Sql, root: () => Db): Db {
+  const self: Db = {
+    dialect: 'postgres',
+    async all<T = Row>(q: string, params: readonly Param[] = []) {
+      return (await sql.unsafe(toPg(q), params as postgres.ParameterOrJSON<never>[], { prepare: true })) as unknown as T[]
+    },
+    async get<T = Row>(q: string, params: readonly Param[] = []) {
+      const rows = await self.all<T>(q, params)
+      return rows[0]
+    },
+    async run(q: string, params: readonly Param[] = []) {
+      const res = await sql.unsafe(toPg(q), params as postgres.ParameterOrJSON<never>[], { prepare: true })
+      return res.count
+    },
+    async tx<T>(fn: (tx: Db) => Promise<T>) {
+      if ('savepoint' in sql) return (await sql.savepoint((s) => fn(wrap(s, root)))) as T
+      return (await (sql as postgres.Sql).begin((t) => fn(wrap(t, root)))) as T
+    },
+    async exec(q: string) {
+      await sql.unsafe(q)
+    },
+    ping: () => root().ping(),
+    close: () => root().close(),
+  }
+  return self
+}
+
+export interface PgOptions {
+  /** Schema every connection uses; tests get a fresh one each. */
+  schema?: string
+  max?: number
+}
+
+/** BIGINT (epoch ms, counts) and NUMERIC (sums) come back as JS numbers, as on SQLite. */
+const numberTypes = {
+  bigint: { to: 20, from: [20], serialize: (x: number | bigint) => String(x), parse: (x: string) => Number(x) },
+  numeric: { to: 1700, from: [1700], serialize: (x: number) => String(x), parse: (x: string) => Number(x) },
+}
+
+export function openPostgres(url: string, opts: PgOptions = {}): Db {
+  const sql = postgres(url, {
+    max: opts.max ?? 10,
+    onnotice: () => undefined,
+    types: numberTypes,
+    connection: opts.schema ? { search_path: opts.schema } : {},
+  })
+  const root: Db = {
+    ...wrap(sql, () => root),
+    async ping() {
+      const t = performance.now()
+      await sql`SELECT 1`
+      return performance.now() - t
+    },
+    async close() {
+      await sql.end({ timeout: 5 })
+    },
+  }
+  return root
+}

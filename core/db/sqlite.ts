@@ -1,0 +1,153 @@
+import { Database, type Statement } from 'bun:sqlite'
+import type { Db, Param, Row } from './types'
+
+const READ = /^\s*(select|with|pragma|explain)\b/i
+const RETURNING = /\breturning\b/i
+
+function isRead(sql: string): boolean {
+  return READ.test(sql) && !RETURNING.test(sql)
+}
+
+/**
+ * SQLite allows one writer. Every write and every transaction runs on the writer connection,
+ * one at a time, in arrival order; reads outside a transaction use a second connection, which in
+ * WAL mode sees only committed data. So no request reads another's uncommitted rows and no
+ * rollback erases another request's write.
+ */
+class WriterQueue {
+  private tail: Promise<unknown> = Promise.resolve()
+  private pending = 0
+
+  get idle(): boolean {
+    return this.pending === 0
+  }
+
+  run<T>(fn: () => T | Promise<T>): Promise<T> {
+    this.pending++
+    const next = this.tail.then(fn).finally(() => this.pending--)
+    this.tail = next.catch(() => undefined)
+    return next
+  }
+}
+
+function open(path: string): Database {
+  const db = new Database(path, { create: true, strict: false })
+  db.exec('PRAGMA journal_mode = WAL')
+  db.exec('PRAGMA busy_timeout = 5000')
+  db.exec('PRAGMA synchronous = NORMAL')
+  db.exec('PRAGMA foreign_keys = ON')
+  return db
+}
+
+type Conn = { db: Database; cache: Map<string, Statement> }
+
+function stmt(conn: Conn, sql: string): Statement {
+  let s = conn.cache.get(sql)
+  if (!s) {
+    s = conn.db.prepare(sql)
+    conn.cache.set(sql, s)
+  }
+  return s
+}
+
+function direct(conn: Conn, savepoints: { n: number }, dialectDb: () => Db): Db {
+  const self: Db = {
+    dialect: 'sqlite',
+    async all<T = Row>(sql: string, params: readonly Param[] = []) {
+      return stmt(conn, sql).all(...(params as Param[])) as T[]
+    },
+    async get<T = Row>(sql: string, params: readonly Param[] = []) {
+      return (stmt(conn, sql).get(...(params as Param[])) ?? undefined) as T | undefined
+    },
+    async run(sql: string, params: readonly Param[] = []) {
+      return stmt(conn, sql).run(...(params as Param[])).changes
+    },
+    async tx<T>(fn: (tx: Db) => Promise<T>) {
+      const name = `sp${++savepoints.n}`
+      conn.db.exec(`SAVEPOINT ${name}`)
+      try {
+        const out = await fn(self)
+        conn.db.exec(`RELEASE ${name}`)
+        return out
+      } catch (e) {
+        conn.db.exec(`ROLLBACK TO ${name}`)
+        conn.db.exec(`RELEASE ${name}`)
+        throw e
+      }
+    },
+    async exec(sql: string) {
+      conn.db.exec(sql)
+    },
+    ping: () => dialectDb().ping(),
+    close: async () => undefined,
+  }
+  return self
+}
+
+export function openSqlite(path: string): Db {
+  const writer: Conn = { db: open(path), cache: new Map() }
+  // An in-memory database cannot be shared between two connections.
+  const reader: Conn = path === ':memory:' ? writer : { db: open(path), cache: new Map() }
+  if (reader !== writer) reader.db.exec('PRAGMA query_only = ON')
+  const queue = new WriterQueue()
+  const savepoints = { n: 0 }
+  let closed = false
+
+  const write = <T>(fn: () => T): Promise<T> => {
+    // Fast path: nothing queued, so nothing can be mid-transaction on the writer.
+    if (queue.idle) {
+      try {
+        return Promise.resolve(fn())
+      } catch (e) {
+        return Promise.reject(e)
+      }
+    }
+    return queue.run(fn)
+  }
+
+  const db: Db = {
+    dialect: 'sqlite',
+    async all<T = Row>(sql: string, params: readonly Param[] = []) {
+      if (isRead(sql) && reader !== writer) return stmt(reader, sql).all(...(params as Param[])) as T[]
+      return write(() => stmt(writer, sql).all(...(params as Param[])) as T[])
+    },
+    async get<T = Row>(sql: string, params: readonly Param[] = []) {
+      if (isRead(sql) && reader !== writer)
+        return (stmt(reader, sql).get(...(params as Param[])) ?? undefined) as T | undefined
+      return write(() => (stmt(writer, sql).get(...(params as Param[])) ?? undefined) as T | undefined)
+    },
+    run(sql: string, params: readonly Param[] = []) {
+      return write(() => stmt(writer, sql).run(...(params as Param[])).changes)
+    },
+    tx<T>(fn: (tx: Db) => Promise<T>) {
+      return queue.run(async () => {
+        writer.db.exec('BEGIN IMMEDIATE')
+        try {
+          const out = await fn(direct(writer, savepoints, () => db))
+          writer.db.exec('COMMIT')
+          return out
+        } catch (e) {
+          writer.db.exec('ROLLBACK')
+          throw e
+        }
+      })
+    },
+    exec(sql: string) {
+      return queue.run(() => writer.db.exec(sql))
+    },
+    async ping() {
+      const t = performance.now()
+      reader.db.query('SELECT 1').get()
+      return performance.now() - t
+    },
+    async close() {
+      if (closed) return
+      closed = true
+      await queue.run(() => undefined)
+      if (reader !== writer) reader.db.close()
+      writer.db.exec('PRAGMA optimize')
+      writer.db.close()
+    },
+  }
+  return db
+}

@@ -1,0 +1,35 @@
+export type Param = string | number | bigint | boolean | null | Uint8Array
+export type Row = Record<string, unknown>
+export type Dialect = 'sqlite' | 'postgres'
+
+/**
+ * The one storage facade. Both engines run the same SQL: `?` placeholders, TEXT ids, BIGINT
+ * epoch-ms times, JSON as TEXT, `ON CONFLICT`, `RETURNING`. Reads outside a transaction never see
+ * uncommitted rows; writes on SQLite go through one serialized writer.
+ */
+export interface Db {
+  readonly dialect: Dialect
+  /** Rows of a query. */
+  all<T = Row>(sql: string, params?: readonly Param[]): Promise<T[]>
+  /** First row or undefined. */
+  get<T = Row>(sql: string, params?: readonly Param[]): Promise<T | undefined>
+  /** A write; resolves to the number of changed rows. */
+  run(sql: string, params?: readonly Param[]): Promise<number>
+  /** Runs `fn` in one transaction; a throw rolls back only this transaction's writes. Nests as savepoints. */
+  tx<T>(fn: (tx: Db) => Promise<T>): Promise<T>
+  /** Several statements without parameters (DDL). */
+  exec(sql: string): Promise<void>
+  /** Round trip in milliseconds; throws when the store is unreachable. */
+  ping(): Promise<number>
+  close(): Promise<void>
+}
+
+export interface Migration {
+  /** Positive and increasing within a plugin; the ledger key with the plugin name. */
+  id: number
+  name: string
+  /** Portable SQL, run on both engines unless `pg` is given. */
+  sql: string
+  /** A PostgreSQL twin for the rare statement that must differ. */
+  pg?: string
+}

@@ -1,0 +1,178 @@
+import { Elysia } from 'elysia'
+
+/**
+ * Typed errors thrown by stores, services and macros. Routes never catch them: the one onError
+ * below turns each into the error body of the API family the request belongs to.
+ */
+export class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly details?: unknown,
+    readonly headers?: Record<string, string>,
+  ) {
+    super(message)
+  }
+}
+
+export class Invalid extends HttpError {
+  /** `field` is the path of the offending input, for example `body.config.variants[1].weight`. */
+  constructor(message: string, details?: unknown, code = 'bad_request') {
+    super(400, code, message, details)
+  }
+}
+export class NotFound extends HttpError {
+  constructor(message: string) {
+    super(404, 'not_found', message)
+  }
+}
+export class Conflict extends HttpError {
+  constructor(message: string, details?: unknown) {
+    super(409, 'conflict', message, details)
+  }
+}
+export class Unauthorized extends HttpError {
+  constructor(message = 'authentication required', code = 'unauthorized') {
+    super(401, code, message)
+  }
+}
+export class Forbidden extends HttpError {
+  constructor(message = 'permission denied', code = 'forbidden') {
+    super(403, code, message)
+  }
+}
+export class TooManyRequests extends HttpError {
+  constructor(message: string, retryAfterSeconds: number, code = 'rate_limit_exceeded', details?: unknown) {
+    super(429, code, message, details ?? { retry_after: retryAfterSeconds }, {
+      'retry-after': String(retryAfterSeconds),
+    })
+  }
+}
+export class ServiceUnavailable extends HttpError {
+  constructor(message: string, code = 'service_unavailable') {
+    super(503, code, message)
+  }
+}
+
+/** Shorthand used by stores: `invalidField('body.name', 'must not be blank')`. */
+export function invalidField(field: string, reason: string): Invalid {
+  return new Invalid(`${field}: ${reason}`, { field, reason })
+}
+
+export type ErrorFamily = 'general' | 'analytics' | 'envelope'
+
+/**
+ * Three API families share one server, each with its own error body (spec 1 section 7, spec 2
+ * and 3): the general `/api` family, the server-analytics family and the enveloped `/api/v1`
+ * notification and operations family.
+ */
+export function familyOf(path: string): ErrorFamily {
+  if (path.startsWith('/api/v1/analytics')) return 'analytics'
+  if (path.startsWith('/api/v1/')) return 'envelope'
+  return 'general'
+}
+
+export function errorBody(family: ErrorFamily, path: string, code: string, message: string, details?: unknown) {
+  switch (family) {
+    case 'analytics':
+      return { error: code, message, details: details ?? null }
+    case 'envelope':
+      return { code: 0, message, data: details ?? null }
+    default:
+      return details === undefined
+        ? { error: code, message, timestamp: new Date().toISOString(), path }
+        : { error: code, message, timestamp: new Date().toISOString(), path, details }
+  }
+}
+
+function errorResponse(path: string, status: number, code: string, message: string, details?: unknown, headers?: Record<string, string>) {
+  const family = familyOf(path)
+  const body = errorBody(family, path, code, message, details)
+  if (family === 'envelope') (body as { code: number }).code = status
+  return new Response(JSON.stringify(body), {
+    status,
+    headers: { 'content-type': 'application/json', ...headers },
+  })
+}
+
+type ValidationIssue = { path?: string; message?: string; summary?: string }
+
+/** Turns a TypeBox JSON pointer (`/config/variants/0/weight`) into `config.variants[0].weight`. */
+export function pointerToField(pointer: string | undefined): string {
+  if (!pointer) return ''
+  return pointer
+    .split('/')
+    .filter(Boolean)
+    .map((part, i) => (/^\d+$/.test(part) ? `[${part}]` : i === 0 ? part : `.${part}`))
+    .join('')
+}
+
+function validationResponse(path: string, error: unknown) {
+  const e = error as { type?: string; all?: ValidationIssue[]; valueError?: ValidationIssue; message?: string }
+  const where = e.type ?? 'body'
+  const issues = (e.all ?? (e.valueError ? [e.valueError] : [])).map((i) => {
+    const field = [where, pointerToField(i.path)].filter(Boolean).join('.')
+    return { field, reason: i.message ?? i.summary ?? 'invalid' }
+  })
+  // One issue per field: TypeBox reports a union failure once per branch.
+  const seen = new Set<string>()
+  const unique = issues.filter((i) => (seen.has(i.field) ? false : (seen.add(i.field), true)))
+  const first = unique[0] ?? { field: where, reason: 'invalid' }
+  const message = unique.length
+    ? unique.map((i) => `${i.field}: ${i.reason}`).join('; ')
+    : `${where}: invalid`
+  return errorResponse(path, 400, 'bad_request', message, { field: first.field, errors: unique })
+}
+
+/**
+ * The one error mapping. Registered before every plugin so it covers them all.
+ */
+export const errorHandler = new Elysia({ name: 'liveops.errors' })
+  .error({ HttpError })
+  .onError({ as: 'global' }, ({ code, error, request }) => {
+    const path = new URL(request.url).pathname
+    if (error instanceof HttpError)
+      return errorResponse(path, error.status, error.code, error.message, error.details, error.headers)
+    switch (code) {
+      case 'VALIDATION':
+        return validationResponse(path, error)
+      case 'PARSE':
+        return errorResponse(path, 400, 'bad_request', 'body: malformed JSON')
+      case 'NOT_FOUND':
+        return errorResponse(path, 404, 'not_found', `no route for ${request.method} ${path}`)
+      case 'INVALID_COOKIE_SIGNATURE':
+        return errorResponse(path, 401, 'unauthorized', 'invalid cookie')
+    }
+    const status = (error as { status?: number }).status
+    if (typeof status === 'number' && status >= 400 && status < 500)
+      return errorResponse(path, status, 'bad_request', (error as Error).message ?? 'bad request')
+    console.error(JSON.stringify({ timestamp: new Date().toISOString(), level: 'error', component: 'http', msg: String((error as Error)?.stack ?? error), path }))
+    return errorResponse(path, 500, 'internal_error', 'internal server error')
+  })
+
+/** The enveloped success body of the `/api/v1` notification and operations family. */
+export function ok<T>(data: T, message = 'ok') {
+  return { code: 0, message, data }
+}
+
+export interface Page<T> {
+  items: T[]
+  total: number
+  page: number
+  size: number
+}
+
+/**
+ * Parses `sort=field,asc|desc` against a whitelist of sortable fields mapped to columns.
+ * Unknown fields or directions answer 400 naming `query.sort`.
+ */
+export function parseSort(sort: string | undefined, columns: Record<string, string>, fallback: string): string {
+  if (!sort) return fallback
+  const [field, dir = 'asc'] = sort.split(',').map((s) => s.trim())
+  const column = columns[field]
+  if (!column) throw invalidField('query.sort', `unknown field '${field}', expected one of ${Object.keys(columns).join(', ')}`)
+  const d = dir.toLowerCase()
+  if (d !== 'asc' && d !== 'desc') throw invalidField('query.sort', `direction must be asc or desc, got '${dir}'`)
+  return `${column} ${d.toUpperCase()}`
+}

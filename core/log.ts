@@ -1,0 +1,94 @@
+import { appendFileSync, mkdirSync, renameSync, statSync } from 'node:fs'
+import { dirname } from 'node:path'
+
+export type Level = 'debug' | 'info' | 'warn' | 'error'
+const RANK: Record<Level, number> = { debug: 10, info: 20, warn: 30, error: 40 }
+
+/** Spec 3 "Health and metrics": the server log record's well-known fields. */
+export interface LogFields {
+  game_id?: string
+  env?: string
+  function_id?: string
+  user_id?: string
+  duration_ms?: number
+  [key: string]: unknown
+}
+
+export interface Logger {
+  debug(msg: string, fields?: LogFields): void
+  info(msg: string, fields?: LogFields): void
+  warn(msg: string, fields?: LogFields): void
+  error(msg: string, fields?: LogFields): void
+  child(component: string): Logger
+}
+
+export interface LogSettings {
+  level: Level
+  format: 'console' | 'json'
+  file?: string
+  max_size: number
+  max_backups: number
+  max_age: number
+  sensitive_fields: string[]
+}
+
+/** Masks secret-bearing fields at any depth: 'set' plus the last 4 characters. */
+export function maskSecrets(value: unknown, sensitive: ReadonlySet<string>): unknown {
+  if (Array.isArray(value)) return value.map((v) => maskSecrets(v, sensitive))
+  if (value && typeof value === 'object') {
+    const out: Record<string, unknown> = {}
+    for (const [k, v] of Object.entries(value)) {
+      out[k] = sensitive.has(k.toLowerCase()) ? maskValue(v) : maskSecrets(v, sensitive)
+    }
+    return out
+  }
+  return value
+}
+
+export function maskValue(v: unknown): string {
+  if (v === undefined || v === null || v === '') return ''
+  const s = String(v)
+  return `set${s.length > 8 ? `:${s.slice(-4)}` : ''}`
+}
+
+export function createLogger(settings: LogSettings, write: (line: string) => void = defaultWriter(settings)): Logger {
+  const min = RANK[settings.level]
+  const sensitive = new Set(settings.sensitive_fields.map((f) => f.toLowerCase()))
+  const make = (component: string): Logger => {
+    const emit = (level: Level, msg: string, fields?: LogFields) => {
+      if (RANK[level] < min) return
+      const masked = fields ? (maskSecrets(fields, sensitive) as LogFields) : undefined
+      const timestamp = new Date().toISOString()
+      if (settings.format === 'json') write(JSON.stringify({ timestamp, level, component, msg, ...masked }))
+      else write(`${timestamp} ${level.toUpperCase().padEnd(5)} [${component}] ${msg}${masked ? ` ${JSON.stringify(masked)}` : ''}`)
+    }
+    return {
+      debug: (m, f) => emit('debug', m, f),
+      info: (m, f) => emit('info', m, f),
+      warn: (m, f) => emit('warn', m, f),
+      error: (m, f) => emit('error', m, f),
+      child: (c) => make(c),
+    }
+  }
+  return make('liveops')
+}
+
+/** stdout, or an appended file rotated at max_size MB keeping max_backups old files. */
+function defaultWriter(s: LogSettings): (line: string) => void {
+  if (!s.file) return (line) => process.stdout.write(`${line}\n`)
+  const file = s.file
+  mkdirSync(dirname(file), { recursive: true })
+  return (line) => {
+    try {
+      if (statSync(file).size > s.max_size * 1024 * 1024) {
+        for (let i = s.max_backups - 1; i >= 1; i--) {
+          try {
+            renameSync(`${file}.${i}`, `${file}.${i + 1}`)
+          } catch {}
+        }
+        if (s.max_backups > 0) renameSync(file, `${file}.1`)
+      }
+    } catch {}
+    appendFileSync(file, `${line}\n`)
+  }
+}

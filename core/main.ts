@@ -1,0 +1,111 @@
+#!/usr/bin/env bun
+import { existsSync, readFileSync } from 'node:fs'
+import { collectDefaultMetrics } from 'prom-client'
+import embeddedConfig from '../config/liveops.yaml' with { type: 'text' }
+import { plugins } from '../plugins'
+import { commands } from '../plugins/commands'
+import { createApp } from './app'
+import { ConfigError, type LoadedConfig, loadConfig } from './config'
+import { createLogger } from './log'
+
+const USAGE = `liveops — self-hosted back end for live games
+
+usage:
+  liveops [serve] [--config FILE]     run the server (default config: $LIVEOPS_CONFIG or config/liveops.yaml,
+                                      else the embedded default)
+  liveops check-config FILE           validate a configuration file and list every problem
+  liveops help                        this text`
+
+function readConfig(file: string | undefined): { text: string; source: string } {
+  const path = file ?? process.env.LIVEOPS_CONFIG ?? 'config/liveops.yaml'
+  if (existsSync(path)) return { text: readFileSync(path, 'utf8'), source: path }
+  if (file || process.env.LIVEOPS_CONFIG) {
+    console.error(`config file not found: ${path}`)
+    process.exit(2)
+  }
+  return { text: embeddedConfig, source: 'embedded default' }
+}
+
+function load(text: string): LoadedConfig {
+  try {
+    return loadConfig(text, plugins)
+  } catch (e) {
+    if (e instanceof ConfigError) {
+      console.error(e.message)
+      process.exit(2)
+    }
+    throw e
+  }
+}
+
+async function serve(file: string | undefined) {
+  const { text, source } = readConfig(file)
+  const config = load(text)
+  const log = createLogger(config.core.log)
+  const t0 = performance.now()
+  const built = await createApp(config, { plugins, log })
+  collectDefaultMetrics({ register: built.metrics.registry })
+  const server = Bun.serve({
+    port: config.core.server.port,
+    hostname: config.core.server.host,
+    maxRequestBodySize: Math.round(config.core.server.body_limit_mb * 1024 * 1024),
+    fetch: (req) => built.app.handle(req),
+    error: () => new Response('internal server error', { status: 500 }),
+  })
+  log.info(`liveops listening on http://${server.hostname}:${server.port}`, {
+    config: source,
+    store: built.db.dialect,
+    plugins: Object.keys(config.plugins),
+    duration_ms: Math.round(performance.now() - t0),
+  })
+
+  let stopping = false
+  const shutdown = async (signal: string) => {
+    if (stopping) return
+    stopping = true
+    log.info(`${signal}: draining in-flight requests`)
+    const grace = config.core.server.shutdown_grace_s * 1000
+    // stop(false) refuses new connections and resolves when in-flight requests finish.
+    await Promise.race([server.stop(false), Bun.sleep(grace).then(() => server.stop(true))])
+    await built.stop()
+    log.info('stopped')
+    process.exit(0)
+  }
+  process.on('SIGTERM', () => void shutdown('SIGTERM'))
+  process.on('SIGINT', () => void shutdown('SIGINT'))
+}
+
+async function main(argv: string[]) {
+  const [cmd = 'serve', ...rest] = argv
+  const flag = (name: string, args: string[]) => {
+    const i = args.indexOf(name)
+    return i >= 0 ? args[i + 1] : undefined
+  }
+  switch (cmd) {
+    case 'serve':
+      return serve(flag('--config', rest))
+    case '--config':
+      return serve(rest[0])
+    case 'check-config': {
+      const file = rest[0]
+      if (!file) {
+        console.error('usage: liveops check-config FILE')
+        process.exit(2)
+      }
+      const config = load(readFileSync(file, 'utf8'))
+      console.log(`ok: ${file} (plugins: ${Object.keys(config.plugins).join(', ') || 'none'})`)
+      return
+    }
+    case 'help':
+    case '--help':
+    case '-h':
+      console.log(USAGE)
+      return
+    default:
+      if (commands[cmd]) return commands[cmd](rest)
+      console.error(`unknown command '${cmd}'\n\n${USAGE}`)
+      process.exit(2)
+  }
+}
+
+if (import.meta.main) await main(process.argv.slice(2))

@@ -1,0 +1,77 @@
+import { TooManyRequests } from './http'
+
+export interface RateDecision {
+  limit: number
+  remaining: number
+  /** Epoch seconds at which the minute window resets. */
+  reset: number
+}
+
+/**
+ * Spec 1 section 8: 1000 requests per minute per API key (or user) with bursts of at most 100
+ * per second. Two fixed windows per key, kept in memory; old keys are swept once a minute.
+ */
+export class RateLimiter {
+  private minute = new Map<string, { window: number; n: number }>()
+  private second = new Map<string, { window: number; n: number }>()
+  private lastSweep = 0
+
+  constructor(
+    readonly perMinute: number,
+    readonly burst: number,
+  ) {}
+
+  get enabled(): boolean {
+    return this.perMinute > 0
+  }
+
+  /** Counts one request for `key`; throws 429 with Retry-After when over either limit. */
+  hit(key: string, now = Date.now()): RateDecision {
+    const minuteWindow = Math.floor(now / 60_000)
+    const secondWindow = Math.floor(now / 1000)
+    if (minuteWindow !== this.lastSweep) this.sweep(minuteWindow)
+    const m = this.bump(this.minute, key, minuteWindow)
+    const reset = (minuteWindow + 1) * 60
+    if (m.n > this.perMinute) {
+      m.n--
+      const retry = Math.max(1, reset - Math.floor(now / 1000))
+      throw new TooManyRequests(`rate limit of ${this.perMinute} requests per minute exceeded`, retry, 'rate_limit_exceeded', {
+        limit: this.perMinute,
+        retry_after: retry,
+      })
+    }
+    if (this.burst > 0) {
+      const s = this.bump(this.second, key, secondWindow)
+      if (s.n > this.burst) {
+        s.n--
+        m.n--
+        throw new TooManyRequests(`burst limit of ${this.burst} requests per second exceeded`, 1, 'rate_limit_exceeded', {
+          limit: this.burst,
+          retry_after: 1,
+        })
+      }
+    }
+    return { limit: this.perMinute, remaining: Math.max(0, this.perMinute - m.n), reset }
+  }
+
+  private bump(map: Map<string, { window: number; n: number }>, key: string, window: number) {
+    let e = map.get(key)
+    if (!e || e.window !== window) map.set(key, (e = { window, n: 0 }))
+    e.n++
+    return e
+  }
+
+  private sweep(minuteWindow: number) {
+    this.lastSweep = minuteWindow
+    for (const [k, v] of this.minute) if (v.window < minuteWindow) this.minute.delete(k)
+    this.second.clear()
+  }
+}
+
+export function rateHeaders(d: RateDecision): Record<string, string> {
+  return {
+    'x-ratelimit-limit': String(d.limit),
+    'x-ratelimit-remaining': String(d.remaining),
+    'x-ratelimit-reset': String(d.reset),
+  }
+}

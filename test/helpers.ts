@@ -1,0 +1,150 @@
+import { describe } from 'bun:test'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import postgres from 'postgres'
+import { stringify } from 'yaml'
+import { createApp, type LiveopsApp } from '../core/app'
+import { loadConfig } from '../core/config'
+import { createLogger } from '../core/log'
+import { plugins as allPlugins } from '../plugins'
+
+export type Engine = 'sqlite' | 'postgres'
+export const PG_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
+
+async function pgReachable(): Promise<boolean> {
+  const sql = postgres(PG_URL, { max: 1, connect_timeout: 2, onnotice: () => undefined })
+  try {
+    await sql`SELECT 1`
+    return true
+  } catch {
+    return false
+  } finally {
+    await sql.end({ timeout: 1 })
+  }
+}
+
+/** SQLite always; PostgreSQL when it answers. With CI=true or REQUIRE_PG=1 an unreachable PostgreSQL fails the run. */
+export const engines: Engine[] = await (async () => {
+  if (process.env.TEST_ENGINES) return process.env.TEST_ENGINES.split(',') as Engine[]
+  if (await pgReachable()) return ['sqlite', 'postgres']
+  if (process.env.CI === 'true' || process.env.REQUIRE_PG === '1')
+    throw new Error(`PostgreSQL is required (CI) but ${PG_URL} does not answer`)
+  console.warn(`PostgreSQL at ${PG_URL} does not answer: running on SQLite only`)
+  return ['sqlite']
+})()
+
+/** Runs a describe block once per engine, named `[sqlite]` / `[postgres]`. */
+export function forEachEngine(fn: (engine: Engine) => void): void {
+  for (const engine of engines) describe(`[${engine}]`, () => fn(engine))
+}
+
+export const ADMIN_PASSWORD = 'admin-password'
+
+export interface TestResponse<T = any> {
+  status: number
+  body: T
+  headers: Headers
+}
+
+export interface TestApp extends LiveopsApp {
+  engine: Engine
+  dataDir: string
+  /** `app.handle` of a request to `http://localhost{path}`; JSON bodies are sent and parsed. */
+  req<T = any>(method: string, path: string, opts?: { body?: unknown; token?: string | null; headers?: Record<string, string>; raw?: BodyInit }): Promise<TestResponse<T>>
+  /** An access token of a user holding `role` (created once per app). */
+  token(role?: string): Promise<string>
+}
+
+export interface MakeAppOptions {
+  /** Plugins to enable with their settings; default: `{ <each name>: {} }` of `plugins`. */
+  plugins?: Record<string, unknown>
+  /** Extra core settings merged over the test defaults (for example `{ rate_limit: {...} }`). */
+  config?: Record<string, unknown>
+  env?: Record<string, string>
+}
+
+function merge(a: Record<string, unknown>, b: Record<string, unknown>): Record<string, unknown> {
+  const out = { ...a }
+  for (const [k, v] of Object.entries(b)) {
+    const prev = out[k]
+    out[k] = prev && v && typeof prev === 'object' && typeof v === 'object' && !Array.isArray(v) ? merge(prev as Record<string, unknown>, v as Record<string, unknown>) : v
+  }
+  return out
+}
+
+/** Opens a fresh PostgreSQL schema for one app; dropped again by `stop()`. */
+async function freshSchema(): Promise<{ schema: string; drop: () => Promise<void> }> {
+  const schema = `t_${crypto.randomUUID().replace(/-/g, '').slice(0, 16)}`
+  const sql = postgres(PG_URL, { max: 1, onnotice: () => undefined })
+  await sql.unsafe(`CREATE SCHEMA ${schema}`)
+  await sql.end()
+  return {
+    schema,
+    drop: async () => {
+      const s = postgres(PG_URL, { max: 1, onnotice: () => undefined })
+      await s.unsafe(`DROP SCHEMA IF EXISTS ${schema} CASCADE`)
+      await s.end()
+    },
+  }
+}
+
+/**
+ * The real app on a real store: a temp SQLite file or a fresh PostgreSQL schema. Rate limits are
+ * lifted unless a test sets them.
+ */
+export async function makeApp(engine: Engine, opts: MakeAppOptions = {}): Promise<TestApp> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'liveops-test-'))
+  const pg = engine === 'postgres' ? await freshSchema() : undefined
+  const base = {
+    data_dir: dataDir,
+    database: { url: pg ? PG_URL : join(dataDir, 'test.sqlite'), pool: 5 },
+    auth: { jwt_secret: 'test-secret', admin_token: 'test-admin-token' },
+    admin: { email: 'admin@localhost', password: ADMIN_PASSWORD },
+    rate_limit: { requests_per_minute: 0, burst: 0 },
+    log: { level: 'error' },
+    plugins: opts.plugins ?? Object.fromEntries(Object.keys(allPlugins).map((n) => [n, {}])),
+  }
+  const yaml = stringify(merge(base, opts.config ?? {}))
+  const config = loadConfig(yaml, allPlugins, opts.env ?? {})
+  const built = await createApp(config, { plugins: allPlugins, pgSchema: pg?.schema, log: createLogger(config.core.log) })
+  const tokens = new Map<string, string>()
+
+  const req: TestApp['req'] = async (method, path, o = {}) => {
+    const headers: Record<string, string> = { ...o.headers }
+    if (o.token) headers.authorization = `Bearer ${o.token}`
+    let body: BodyInit | undefined = o.raw
+    if (o.body !== undefined) {
+      headers['content-type'] ??= 'application/json'
+      body = JSON.stringify(o.body)
+    }
+    const res = await built.app.handle(new Request(`http://localhost${path}`, { method, headers, body }))
+    const text = await res.text()
+    let parsed: unknown = text
+    if ((res.headers.get('content-type') ?? '').includes('json') && text) parsed = JSON.parse(text)
+    return { status: res.status, body: parsed as never, headers: res.headers }
+  }
+
+  const token = async (role = 'admin') => {
+    let t = tokens.get(role)
+    if (!t) {
+      const user = await built.auth.createUser({ email: `${role}@test.local`, username: `${role}-user`, password: 'password-123', roles: [role] })
+      t = built.auth.accessToken(user)
+      tokens.set(role, t)
+    }
+    return t
+  }
+
+  return {
+    ...built,
+    engine,
+    dataDir,
+    req,
+    token,
+    stop: async () => {
+      await built.stop()
+      await pg?.drop()
+      rmSync(dataDir, { recursive: true, force: true })
+    },
+  }
+}
