@@ -3,6 +3,7 @@ import { join } from 'node:path'
 import { openapi } from '@elysiajs/openapi'
 import { type AnyElysia, Elysia } from 'elysia'
 import { coreMigrations } from './auth/migrations'
+import { authGuard } from './auth/guard'
 import { authRoutes } from './auth/routes'
 import { AuthService } from './auth/service'
 import { Bus } from './bus'
@@ -115,6 +116,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     const bus = new Bus((event, e) => log.error('bus listener failed', { event, error: String(e) }))
     const providers = new ProviderRegistry()
     const limiter = new RateLimiter(core.rate_limit.requests_per_minute, core.rate_limit.burst)
+    const guard = authGuard(auth, limiter)
     const services = new Map<string, unknown>()
     const starts: Array<() => Promise<void> | void> = []
     const monitor: Monitor = { agents: () => ({ total: 0, online: 0 }) }
@@ -174,6 +176,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
         log: log.child(p.name),
         bus,
         auth,
+        guard,
         providers,
         provide: (name, service) => {
           services.set(name, service)

@@ -49,7 +49,7 @@ export class Metrics {
     await this.refresh()
     const out: Record<string, unknown> = {}
     for (const m of await this.registry.getMetricsAsJSON()) {
-      if (!m.name.startsWith(prefix) || m.type === 'histogram') continue
+      if (!m.name.startsWith(prefix) || String(m.type) === 'histogram') continue
       const values = m.values as Array<{ value: number; labels: Record<string, string | number> }>
       out[m.name] = values.length === 1 && Object.keys(values[0].labels).length === 0
         ? values[0].value

@@ -60,7 +60,8 @@ export function monitoring(deps: { db: Db; metrics: Metrics; config: CoreConfig;
 
   const health = async () => {
     const [database, agents] = await Promise.all([checkDb(), checkAgents()])
-    const checks: Record<string, unknown> = { database, agents }
+    type Check = { status: string; latency_ms?: number; error?: string }
+    const checks: { database: Check; agents: AgentCounts; redis?: Check } = { database, agents }
     let up = database.status === 'up'
     if (redis) {
       try {

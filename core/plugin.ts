@@ -1,5 +1,6 @@
 import type { TSchema, Static } from '@sinclair/typebox'
 import type { AnyElysia } from 'elysia'
+import type { authGuard } from './auth/guard'
 import type { AuthService } from './auth/service'
 import type { Bus } from './bus'
 import type { CoreConfig } from './config'
@@ -37,6 +38,11 @@ export interface PluginContext<C> {
   log: Logger
   bus: Bus
   auth: AuthService
+  /**
+   * The route policy macros (`{ permission: 'games:write' }`, `{ apiKey: true }`) sharing the
+   * app's one rate limiter: `new Elysia({ name }).use(ctx.guard)`.
+   */
+  guard: ReturnType<typeof authGuard>
   providers: ProviderRegistry
   provide<K extends keyof Services>(name: K, service: Services[K]): void
   service<K extends keyof Services>(name: K): Services[K]

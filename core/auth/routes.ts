@@ -5,7 +5,7 @@ import { authGuard } from './guard'
 import { ROLES } from './roles'
 import { AuthService } from './service'
 
-const Role = t.Union(ROLES.map((r) => t.Literal(r)))
+const Role = t.UnionEnum(ROLES)
 const UserOut = t.Object({ id: t.String(), email: t.String(), name: t.String(), roles: t.Array(t.String()) })
 const UserFull = t.Object({
   id: t.String(),

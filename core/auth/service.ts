@@ -342,7 +342,7 @@ export class AuthService {
 
   async listApiKeys(filter: { gameId?: string; environment?: string } = {}): Promise<ApiKey[]> {
     const rows = await this.db.all<KeyRow>(
-      `SELECT ${KEY_COLS} FROM api_keys WHERE (? IS NULL OR game_id = ?) AND (? IS NULL OR environment = ?) ORDER BY created_at, id`,
+      `SELECT ${KEY_COLS} FROM api_keys WHERE (CAST(? AS TEXT) IS NULL OR game_id = ?) AND (CAST(? AS TEXT) IS NULL OR environment = ?) ORDER BY created_at, id`,
       [filter.gameId ?? null, filter.gameId ?? null, filter.environment ?? null, filter.environment ?? null],
     )
     return rows.map(toKey)
@@ -361,7 +361,7 @@ export class AuthService {
   /** Revokes every key bound to a game (or one of its environments), for example when it is deleted. */
   async revokeApiKeysOf(gameId: string, environment?: string): Promise<void> {
     await this.db.run(
-      'UPDATE api_keys SET revoked_at = ? WHERE game_id = ? AND (? IS NULL OR environment = ?) AND revoked_at IS NULL',
+      'UPDATE api_keys SET revoked_at = ? WHERE game_id = ? AND (CAST(? AS TEXT) IS NULL OR environment = ?) AND revoked_at IS NULL',
       [Date.now(), gameId, environment ?? null, environment ?? null],
     )
     this.keyCache.clear()

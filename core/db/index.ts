@@ -8,7 +8,7 @@ export type { Db, Dialect, Migration, Param, Row } from './types'
 export { migrate, MigrationError, type MigrationSet } from './migrate'
 
 /** True for `postgres://` and `postgresql://` URLs. */
-export function isPostgresUrl(url: string | undefined): url is string {
+export function isPostgresUrl(url: string | undefined): boolean {
   return !!url && /^postgres(ql)?:\/\//.test(url)
 }
 
@@ -17,7 +17,7 @@ export function isPostgresUrl(url: string | undefined): url is string {
  * when empty, `liveops.sqlite` in the data directory.
  */
 export function openDb(url: string | undefined, dataDir: string, pg: PgOptions = {}): Db {
-  if (isPostgresUrl(url)) return openPostgres(url, pg)
+  if (url && isPostgresUrl(url)) return openPostgres(url, pg)
   let path = url?.replace(/^sqlite:(\/\/)?/, '') || ''
   if (!path) {
     mkdirSync(dataDir, { recursive: true })

@@ -133,7 +133,9 @@ export function openSqlite(path: string): Db {
       })
     },
     exec(sql: string) {
-      return queue.run(() => writer.db.exec(sql))
+      return queue.run(() => {
+        writer.db.exec(sql)
+      })
     },
     async ping() {
       const t = performance.now()

@@ -6,6 +6,9 @@ export type Dialect = 'sqlite' | 'postgres'
  * The one storage facade. Both engines run the same SQL: `?` placeholders, TEXT ids, BIGINT
  * epoch-ms times, JSON as TEXT, `ON CONFLICT`, `RETURNING`. Reads outside a transaction never see
  * uncommitted rows; writes on SQLite go through one serialized writer.
+ *
+ * PostgreSQL must know each parameter's type: an optional filter written `(? IS NULL OR col = ?)`
+ * needs `(CAST(? AS TEXT) IS NULL OR col = ?)`.
  */
 export interface Db {
   readonly dialect: Dialect

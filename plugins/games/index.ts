@@ -1,3 +1,27 @@
-import { Elysia } from 'elysia'
+import { Type as T } from '@sinclair/typebox'
 import { definePlugin } from '../../core/plugin'
-export default definePlugin({ name: 'games', setup: () => new Elysia({ name: 'games' }) })
+import m001 from './migrations/001_games.sql' with { type: 'text' }
+import { gamesRoutes } from './routes'
+import { gamesStore } from './store'
+import './types'
+
+/**
+ * The game and environment registry (spec 1), per-environment settings, and the API keys bound
+ * to an environment. Provides `games` (see `types.ts`) to the plugins that depend on it.
+ */
+export default definePlugin({
+  name: 'games',
+  config: T.Object(
+    {
+      /** How stale a cached game or environment read may be, in ms; bounds how late other instances' writes show. */
+      cache_ttl_ms: T.Integer({ minimum: 0, default: 1000 }),
+    },
+    { additionalProperties: false },
+  ),
+  migrations: [{ id: 1, name: 'games', sql: m001 }],
+  setup(ctx) {
+    const store = gamesStore(ctx.db, ctx.config.cache_ttl_ms)
+    ctx.provide('games', store.service)
+    return gamesRoutes(ctx, store)
+  },
+})

@@ -1,0 +1,321 @@
+import { Value } from '@sinclair/typebox/value'
+import { type Db, fromJson, iso, newId } from '../../core/db'
+import { Conflict, NotFound, invalidField, parseSort } from '../../core/http'
+import type { Game, SettingsPatch } from './schema'
+import { type Environment, EnvironmentSettings, type GamesService, type GAME_STATUSES } from './types'
+
+type Status = (typeof GAME_STATUSES)[number]
+
+/** Status changes allowed through update (upstream); publish and unpublish are the usual doors. */
+const NEXT: Record<Status, readonly Status[]> = {
+  DEVELOPMENT: ['TESTING'],
+  TESTING: ['LIVE', 'DEVELOPMENT'],
+  LIVE: ['MAINTENANCE'],
+  MAINTENANCE: ['LIVE', 'DISCONTINUED'],
+  DISCONTINUED: [],
+}
+
+/** Every new game gets these, with the recommended retention. */
+const DEFAULT_ENVIRONMENTS = [
+  { name: 'dev', type: 'DEVELOPMENT', displayName: 'Development', retentionDays: 7 },
+  { name: 'staging', type: 'STAGING', displayName: 'Staging', retentionDays: 30 },
+  { name: 'prod', type: 'PRODUCTION', displayName: 'Production', retentionDays: 365 },
+] as const
+
+type GameRow = {
+  id: string
+  name: string
+  genre: string
+  platforms: string
+  timezone: string
+  default_currency: string
+  description: string
+  status: string
+  created_at: number
+  updated_at: number
+}
+type EnvRow = {
+  id: string
+  game_id: string
+  name: string
+  type: string
+  display_name: string
+  description: string
+  settings: string
+  created_at: number
+  updated_at: number
+}
+
+const GAME_COLS = 'id, name, genre, platforms, timezone, default_currency, description, status, created_at, updated_at'
+const ENV_COLS = 'id, game_id, name, type, display_name, description, settings, created_at, updated_at'
+const SORTABLE = { name: 'name', genre: 'genre', status: 'status', createdAt: 'created_at', updatedAt: 'updated_at' }
+
+const toGame = (r: GameRow): Game => ({
+  id: r.id,
+  name: r.name,
+  genre: r.genre as Game['genre'],
+  platforms: fromJson<string[]>(r.platforms, []),
+  timezone: r.timezone,
+  defaultCurrency: r.default_currency,
+  description: r.description,
+  status: r.status as Status,
+  createdAt: iso(r.created_at)!,
+  updatedAt: iso(r.updated_at)!,
+})
+
+/** Settings with every default filled, so readers never meet a missing field. */
+export function completeSettings(partial: unknown): EnvironmentSettings {
+  return Value.Default(EnvironmentSettings, Value.Clone(partial ?? {})) as EnvironmentSettings
+}
+
+function mergeSettings(base: EnvironmentSettings, patch: SettingsPatch | undefined): EnvironmentSettings {
+  if (!patch) return base
+  return {
+    ...base,
+    ...patch,
+    rateLimit: { ...base.rateLimit, ...patch.rateLimit },
+    pii: { ...base.pii, ...patch.pii },
+  } as EnvironmentSettings
+}
+
+const toEnv = (r: EnvRow): Environment => ({
+  id: r.id,
+  gameId: r.game_id,
+  name: r.name,
+  type: r.type as Environment['type'],
+  displayName: r.display_name,
+  description: r.description,
+  settings: completeSettings(fromJson(r.settings, {})),
+  createdAt: iso(r.created_at)!,
+  updatedAt: iso(r.updated_at)!,
+})
+
+function checkTimezone(tz: string) {
+  try {
+    new Intl.DateTimeFormat('en', { timeZone: tz })
+  } catch {
+    throw invalidField('body.timezone', `'${tz}' is not an IANA time-zone name`)
+  }
+}
+
+/**
+ * Games and environments. Reads by id go through a small cache kept current by this process's
+ * writes and refreshed after `cacheTtlMs`, so other instances' writes show up within that bound.
+ */
+export function gamesStore(db: Db, cacheTtlMs: number) {
+  const games = new Map<string, { game: Game | null; at: number }>()
+  const envs = new Map<string, { env: Environment | null; at: number }>()
+  const listeners: Array<(c: { gameId: string; environment?: string; deleted: boolean }) => void> = []
+  const changed = (gameId: string, environment?: string, deleted = false) => {
+    for (const fn of listeners) fn({ gameId, environment, deleted })
+  }
+  const fresh = (at: number) => Date.now() - at < cacheTtlMs
+
+  async function findGame(id: string): Promise<Game | null> {
+    const c = games.get(id)
+    if (c && fresh(c.at)) return c.game
+    const row = await db.get<GameRow>(`SELECT ${GAME_COLS} FROM games WHERE id = ?`, [id])
+    const game = row ? toGame(row) : null
+    games.set(id, { game, at: Date.now() })
+    return game
+  }
+
+  async function getGame(id: string): Promise<Game> {
+    const g = await findGame(id)
+    if (!g) throw new NotFound(`game '${id}' not found`)
+    return g
+  }
+
+  async function findEnv(gameId: string, name: string): Promise<Environment | null> {
+    const key = `${gameId}/${name}`
+    const c = envs.get(key)
+    if (c && fresh(c.at)) return c.env
+    const row = await db.get<EnvRow>(`SELECT ${ENV_COLS} FROM environments WHERE game_id = ? AND name = ?`, [gameId, name])
+    const env = row ? toEnv(row) : null
+    envs.set(key, { env, at: Date.now() })
+    return env
+  }
+
+  async function getEnv(gameId: string, name: string): Promise<Environment> {
+    await getGame(gameId)
+    const e = await findEnv(gameId, name)
+    if (!e) throw new NotFound(`environment '${name}' of game '${gameId}' not found`)
+    return e
+  }
+
+  function forgetGame(id: string) {
+    games.delete(id)
+    for (const k of envs.keys()) if (k.startsWith(`${id}/`)) envs.delete(k)
+  }
+
+  /** Compare-and-set on status, so two concurrent transitions cannot both win. */
+  async function moveStatus(id: string, to: Status, check: (g: Game) => void): Promise<Game> {
+    const game = await db.tx(async (tx) => {
+      const row = await tx.get<GameRow>(`SELECT ${GAME_COLS} FROM games WHERE id = ?`, [id])
+      if (!row) throw new NotFound(`game '${id}' not found`)
+      check(toGame(row))
+      const updated = await tx.get<GameRow>(
+        `UPDATE games SET status = ?, updated_at = ? WHERE id = ? AND status = ? RETURNING ${GAME_COLS}`,
+        [to, Date.now(), id, row.status],
+      )
+      if (!updated) throw new Conflict(`game '${id}' changed concurrently; retry`)
+      return toGame(updated)
+    })
+    games.set(id, { game, at: Date.now() })
+    changed(id)
+    return game
+  }
+
+  const needsPlatform = (g: Game) => {
+    if (!g.platforms.length) throw new Conflict(`game '${g.id}' has no platform; add one before going LIVE`, { field: 'platforms' })
+  }
+
+  const service: GamesService = {
+    environment: async (gameId, name) => (await findEnv(gameId, name)) ?? undefined,
+    gameExists: async (gameId) => !!(await findGame(gameId)),
+    environments: async () => (await db.all<EnvRow>(`SELECT ${ENV_COLS} FROM environments ORDER BY game_id, name`)).map(toEnv),
+    onChange: (fn) => {
+      listeners.push(fn)
+    },
+  }
+
+  return {
+    service,
+    getGame,
+    getEnv,
+
+    async createGame(input: { name: string; genre: string; platforms: string[]; timezone: string; defaultCurrency: string; description?: string }) {
+      checkTimezone(input.timezone)
+      const id = newId()
+      const now = Date.now()
+      const game = await db.tx(async (tx) => {
+        const row = await tx.get<GameRow>(
+          `INSERT INTO games (${GAME_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, 'DEVELOPMENT', ?, ?) RETURNING ${GAME_COLS}`,
+          [id, input.name.trim(), input.genre, JSON.stringify(input.platforms), input.timezone, input.defaultCurrency, input.description ?? '', now, now],
+        )
+        for (const e of DEFAULT_ENVIRONMENTS)
+          await tx.run(`INSERT INTO environments (${ENV_COLS}) VALUES (?, ?, ?, ?, ?, '', ?, ?, ?)`, [
+            newId(),
+            id,
+            e.name,
+            e.type,
+            e.displayName,
+            JSON.stringify(completeSettings({ retentionDays: e.retentionDays })),
+            now,
+            now,
+          ])
+        return toGame(row!)
+      })
+      games.set(id, { game, at: Date.now() })
+      changed(id)
+      return game
+    },
+
+    async listGames(q: { page?: number; size?: number; sort?: string; status?: string; genre?: string }) {
+      const page = q.page ?? 0
+      const size = q.size ?? 20
+      const order = parseSort(q.sort, SORTABLE, 'created_at DESC')
+      const where = '(CAST(? AS TEXT) IS NULL OR status = ?) AND (CAST(? AS TEXT) IS NULL OR genre = ?)'
+      const args = [q.status ?? null, q.status ?? null, q.genre ?? null, q.genre ?? null]
+      const [rows, count] = await Promise.all([
+        db.all<GameRow>(`SELECT ${GAME_COLS} FROM games WHERE ${where} ORDER BY ${order}, id LIMIT ? OFFSET ?`, [...args, size, page * size]),
+        db.get<{ n: number }>(`SELECT COUNT(*) AS n FROM games WHERE ${where}`, args),
+      ])
+      return { items: rows.map(toGame), total: Number(count?.n ?? 0), page, size }
+    },
+
+    async updateGame(id: string, patch: { name?: string; description?: string; genre?: string; platforms?: string[]; timezone?: string; defaultCurrency?: string; status?: Status }) {
+      if (patch.timezone) checkTimezone(patch.timezone)
+      const game = await db.tx(async (tx) => {
+        const row = await tx.get<GameRow>(`SELECT ${GAME_COLS} FROM games WHERE id = ?`, [id])
+        if (!row) throw new NotFound(`game '${id}' not found`)
+        const current = toGame(row)
+        const status = patch.status ?? current.status
+        if (status !== current.status && !NEXT[current.status].includes(status))
+          throw new Conflict(`status cannot change from ${current.status} to ${status}`, { field: 'status', from: current.status, to: status, allowed: NEXT[current.status] })
+        const platforms = patch.platforms ?? current.platforms
+        if (status === 'LIVE') needsPlatform({ ...current, platforms })
+        const updated = await tx.get<GameRow>(
+          `UPDATE games SET name = ?, description = ?, genre = ?, platforms = ?, timezone = ?, default_currency = ?, status = ?, updated_at = ?
+           WHERE id = ? RETURNING ${GAME_COLS}`,
+          [patch.name?.trim() ?? current.name, patch.description ?? current.description, patch.genre ?? current.genre, JSON.stringify(platforms), patch.timezone ?? current.timezone, patch.defaultCurrency ?? current.defaultCurrency, status, Date.now(), id],
+        )
+        return toGame(updated!)
+      })
+      games.set(id, { game, at: Date.now() })
+      changed(id)
+      return game
+    },
+
+    async deleteGame(id: string) {
+      const n = await db.run(`DELETE FROM games WHERE id = ? AND status <> 'LIVE'`, [id])
+      if (!n) {
+        const g = await getGame(id)
+        throw new Conflict(`game '${id}' is ${g.status}; unpublish it before deleting`, { field: 'status' })
+      }
+      forgetGame(id)
+      changed(id, undefined, true)
+    },
+
+    publish: (id: string) =>
+      moveStatus(id, 'LIVE', (g) => {
+        if (g.status === 'LIVE') throw new Conflict(`game '${id}' is already LIVE`)
+        if (g.status === 'DISCONTINUED') throw new Conflict(`game '${id}' is DISCONTINUED and cannot be published`)
+        needsPlatform(g)
+      }),
+
+    unpublish: (id: string) =>
+      moveStatus(id, 'MAINTENANCE', (g) => {
+        if (g.status !== 'LIVE') throw new Conflict(`game '${id}' is ${g.status}; only a LIVE game can be unpublished`)
+      }),
+
+    async listEnvs(gameId: string) {
+      await getGame(gameId)
+      return (await db.all<EnvRow>(`SELECT ${ENV_COLS} FROM environments WHERE game_id = ? ORDER BY created_at, name`, [gameId])).map(toEnv)
+    },
+
+    async createEnv(gameId: string, input: { name: string; type: string; displayName?: string; description?: string; settings?: SettingsPatch }) {
+      await getGame(gameId)
+      const now = Date.now()
+      const settings = mergeSettings(completeSettings({ retentionDays: input.type === 'PRODUCTION' ? 365 : input.type === 'STAGING' ? 30 : 7 }), input.settings)
+      const row = await db.get<EnvRow>(
+        `INSERT INTO environments (${ENV_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (game_id, name) DO NOTHING RETURNING ${ENV_COLS}`,
+        [newId(), gameId, input.name, input.type, input.displayName ?? input.name, input.description ?? '', JSON.stringify(settings), now, now],
+      )
+      if (!row) throw new Conflict(`environment '${input.name}' already exists in game '${gameId}'`, { field: 'name' })
+      const env = toEnv(row)
+      envs.set(`${gameId}/${env.name}`, { env, at: Date.now() })
+      changed(gameId, env.name)
+      return env
+    },
+
+    async updateEnv(gameId: string, name: string, patch: { type?: string; displayName?: string; description?: string; settings?: SettingsPatch }) {
+      const env = await db.tx(async (tx) => {
+        const row = await tx.get<EnvRow>(`SELECT ${ENV_COLS} FROM environments WHERE game_id = ? AND name = ?`, [gameId, name])
+        if (!row) {
+          if (!(await tx.get('SELECT id FROM games WHERE id = ?', [gameId]))) throw new NotFound(`game '${gameId}' not found`)
+          throw new NotFound(`environment '${name}' of game '${gameId}' not found`)
+        }
+        const current = toEnv(row)
+        const updated = await tx.get<EnvRow>(
+          `UPDATE environments SET type = ?, display_name = ?, description = ?, settings = ?, updated_at = ? WHERE id = ? RETURNING ${ENV_COLS}`,
+          [patch.type ?? current.type, patch.displayName ?? current.displayName, patch.description ?? current.description, JSON.stringify(mergeSettings(current.settings, patch.settings)), Date.now(), current.id],
+        )
+        return toEnv(updated!)
+      })
+      envs.set(`${gameId}/${name}`, { env, at: Date.now() })
+      changed(gameId, name)
+      return env
+    },
+
+    async deleteEnv(gameId: string, name: string) {
+      await getGame(gameId)
+      const n = await db.run('DELETE FROM environments WHERE game_id = ? AND name = ?', [gameId, name])
+      if (!n) throw new NotFound(`environment '${name}' of game '${gameId}' not found`)
+      envs.delete(`${gameId}/${name}`)
+      changed(gameId, name, true)
+    },
+  }
+}
+
+export type GamesStore = ReturnType<typeof gamesStore>

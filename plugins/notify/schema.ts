@@ -1,0 +1,163 @@
+import { t } from 'elysia'
+import type { Static } from '@sinclair/typebox'
+
+export const LEVELS = ['debug', 'info', 'warning', 'error', 'critical'] as const
+export const STATUSES = ['success', 'failed', 'pending', 'shadow'] as const
+export const SCOPES = ['config', 'trigger', 'query'] as const
+
+const Strict = { additionalProperties: false } as const
+
+/**
+ * One channel under `plugins.notify.channels.<name>`: `type` names a provider type registered by
+ * a provider plugin (webhook, smtp) or the built-in `log`; `module` loads a third-party provider
+ * file first. Every other key is the provider's own settings, checked against its schema.
+ */
+export const ChannelConfig = t.Object(
+  {
+    type: t.String({ minLength: 1 }),
+    /** Path of a file whose default export is a `defineProvider(...)`; relative paths resolve from the working directory. */
+    module: t.Optional(t.String({ minLength: 1 })),
+    /** Starts disabled (enable with POST /providers/{name}/enable). */
+    enabled: t.Optional(t.Boolean()),
+  },
+  { additionalProperties: true },
+)
+export type ChannelConfig = Static<typeof ChannelConfig>
+
+/** A static route: a notification without named channels goes to every route whose type and level match. */
+export const Route = t.Object(
+  {
+    /** Exact type, or a prefix ending in `*`; omitted matches every type. */
+    type: t.Optional(t.String({ minLength: 1 })),
+    /** Levels this route takes; omitted takes every level. */
+    levels: t.Optional(t.Array(t.UnionEnum(LEVELS))),
+    channels: t.Array(t.String({ minLength: 1 }), { minItems: 1 }),
+  },
+  Strict,
+)
+export type Route = Static<typeof Route>
+
+export const NotifyConfig = t.Object(
+  {
+    channels: t.Record(t.String(), ChannelConfig, { default: {} }),
+    routes: t.Array(Route, { default: [] }),
+    /** `user:<name>` audience entries: the channels and recipients of each person. */
+    users: t.Record(t.String(), t.Record(t.String(), t.Array(t.String())), { default: {} }),
+    queue: t.Object(
+      {
+        /** Stable identity of this instance's claims; empty: generated once into data_dir. */
+        instance_id: t.String({ default: '' }),
+        /** How often the dispatcher looks for due retries and other instances' released work. */
+        poll_ms: t.Integer({ minimum: 10, default: 500 }),
+        /** A claim older than this is considered abandoned (crashed instance) and re-delivered. */
+        lease_ms: t.Integer({ minimum: 1000, default: 120_000 }),
+        /** Largest number of deliveries claimed at once per channel. */
+        batch: t.Integer({ minimum: 1, maximum: 1000, default: 200 }),
+      },
+      { ...Strict, default: {} },
+    ),
+    retry: t.Object(
+      {
+        max_attempts: t.Integer({ minimum: 1, maximum: 50, default: 5 }),
+        base_ms: t.Integer({ minimum: 0, default: 1000 }),
+        max_ms: t.Integer({ minimum: 0, default: 300_000 }),
+      },
+      { ...Strict, default: {} },
+    ),
+    workers: t.Object(
+      {
+        /** Deliver from this process; off leaves every delivery to remote workers. */
+        local: t.Boolean({ default: true }),
+        /** Concurrent sends per channel in the local pool. */
+        concurrency: t.Integer({ minimum: 1, maximum: 1024, default: 32 }),
+        remote: t.Object(
+          {
+            enabled: t.Boolean({ default: false }),
+            /** Remote workers connect here by WebSocket (`/api/v1/workers/connect`); 0 picks a free port. */
+            host: t.String({ default: '127.0.0.1' }),
+            port: t.Integer({ minimum: 0, maximum: 65535, default: 8091 }),
+            heartbeat_s: t.Number({ minimum: 0.05, default: 10 }),
+            /** Missed heartbeats before a worker counts as offline. */
+            missed_heartbeats: t.Integer({ minimum: 1, default: 3 }),
+            /** A delivery handed to a worker that answers within this time counts as a retryable failure. */
+            result_timeout_ms: t.Integer({ minimum: 100, default: 60_000 }),
+          },
+          { ...Strict, default: {} },
+        ),
+      },
+      { ...Strict, default: {} },
+    ),
+    /** Idempotency records kept in memory (spec 2: about 1000, FIFO). */
+    idempotency_entries: t.Integer({ minimum: 1, default: 1000 }),
+  },
+  { ...Strict, default: {} },
+)
+export type NotifyConfig = Static<typeof NotifyConfig>
+
+export const Level = t.UnionEnum(LEVELS)
+
+export const NotifyBody = t.Object(
+  {
+    type: t.String({ minLength: 1, maxLength: 200 }),
+    level: t.Optional(Level),
+    channels: t.Optional(t.Array(t.String({ minLength: 1 }), { maxItems: 100 })),
+    channel: t.Optional(t.String({ minLength: 1 })),
+    audience: t.Optional(t.Array(t.String({ minLength: 1 }), { maxItems: 100 })),
+    recipients: t.Optional(t.Record(t.String(), t.Array(t.String()))),
+    template: t.Optional(t.String({ minLength: 1 })),
+    params: t.Optional(t.Record(t.String(), t.Unknown())),
+    data: t.Optional(t.Record(t.String(), t.Unknown())),
+    idempotency_key: t.Optional(t.String({ minLength: 1, maxLength: 256 })),
+    title: t.Optional(t.String({ maxLength: 10_000 })),
+    body: t.Optional(t.String({ maxLength: 500_000 })),
+  },
+  { additionalProperties: true },
+)
+export type NotifyBody = Static<typeof NotifyBody>
+
+export const TemplateField = t.Object({ label: t.String(), value: t.String() }, Strict)
+
+export const TemplateBody = t.Object(
+  {
+    id: t.Optional(t.String({ pattern: '^[a-zA-Z0-9][a-zA-Z0-9._-]{0,63}$' })),
+    name: t.String({ minLength: 1, maxLength: 200 }),
+    title: t.String({ maxLength: 10_000 }),
+    /** Body text with placeholders; the fields follow it as `label: value` lines. */
+    body: t.Optional(t.String({ maxLength: 500_000 })),
+    level: t.Optional(Level),
+    fields: t.Optional(t.Array(TemplateField, { maxItems: 100 })),
+    /** Params the preview renders with when it is given none. */
+    sample_params: t.Optional(t.Record(t.String(), t.Unknown())),
+  },
+  Strict,
+)
+export type TemplateBody = Static<typeof TemplateBody>
+
+export const ConfigPut = t.Object(
+  {
+    /** Provider type; required when the channel does not exist yet. */
+    type: t.Optional(t.String({ minLength: 1 })),
+    enabled: t.Optional(t.Boolean()),
+    /** The provider's settings (the YAML keys besides type). */
+    config: t.Record(t.String(), t.Unknown()),
+  },
+  Strict,
+)
+
+export const LogsQuery = t.Object({
+  offset: t.Optional(t.Integer({ minimum: 0 })),
+  limit: t.Optional(t.Integer({ minimum: 1, maximum: 500 })),
+  status: t.Optional(t.UnionEnum(STATUSES)),
+  provider: t.Optional(t.String({ minLength: 1 })),
+  level: t.Optional(Level),
+  since: t.Optional(t.String({ format: 'date-time' })),
+  until: t.Optional(t.String({ format: 'date-time' })),
+})
+
+export const AppTokenBody = t.Object(
+  {
+    name: t.String({ minLength: 1, maxLength: 200 }),
+    scopes: t.Array(t.UnionEnum(SCOPES), { minItems: 1, uniqueItems: true }),
+  },
+  Strict,
+)

@@ -1,0 +1,139 @@
+import { type Db, fromJson, iso, newId } from '../../core/db'
+import { Conflict, NotFound } from '../../core/http'
+import type { TemplateBody } from './schema'
+
+export interface Template {
+  id: string
+  name: string
+  title: string
+  body: string
+  level: string
+  fields: { label: string; value: string }[]
+  sample_params: Record<string, unknown>
+  created_at: string
+  updated_at: string
+}
+
+export interface Rendered {
+  title: string
+  body: string
+  level: string
+  fields: { label: string; value: string }[]
+}
+
+type Row = {
+  id: string
+  name: string
+  title: string
+  body: string
+  level: string
+  fields: string
+  sample_params: string
+  created_at: number
+  updated_at: number
+}
+const COLS = 'id, name, title, body, level, fields, sample_params, created_at, updated_at'
+const toTemplate = (r: Row): Template => ({
+  id: r.id,
+  name: r.name,
+  title: r.title,
+  body: r.body,
+  level: r.level,
+  fields: fromJson(r.fields, []),
+  sample_params: fromJson(r.sample_params, {}),
+  created_at: iso(r.created_at)!,
+  updated_at: iso(r.updated_at)!,
+})
+
+const PLACEHOLDER = /\{\{\s*\.([A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*)*)\s*\}\}/g
+
+function lookup(vars: Record<string, unknown>, path: string): string {
+  let v: unknown = vars
+  for (const part of path.split('.')) {
+    if (!v || typeof v !== 'object') return ''
+    v = (v as Record<string, unknown>)[part]
+  }
+  if (v === undefined || v === null) return ''
+  return typeof v === 'object' ? JSON.stringify(v) : String(v)
+}
+
+/** `{{.name}}` (and `{{.a.b}}`) placeholders, Go-template style; an unknown name renders empty. */
+export function renderText(text: string, vars: Record<string, unknown>): string {
+  return text.replace(PLACEHOLDER, (_, path: string) => lookup(vars, path))
+}
+
+/** Renders a template with data merged under params (params win on equal names). */
+export function render(tpl: Pick<Template, 'title' | 'body' | 'level' | 'fields'>, params: Record<string, unknown>, data: Record<string, unknown> = {}): Rendered {
+  const vars = { ...data, ...params }
+  const fields = tpl.fields.map((f) => ({ label: renderText(f.label, vars), value: renderText(f.value, vars) }))
+  const lines = fields.map((f) => `${f.label}: ${f.value}`)
+  const head = renderText(tpl.body, vars)
+  return {
+    title: renderText(tpl.title, vars),
+    body: [head, ...lines].filter((s) => s !== '').join('\n'),
+    level: tpl.level,
+    fields,
+  }
+}
+
+/** Templates are few and read on every templated notify, so reads come from a cache kept in step with writes. */
+export function templateStore(db: Db) {
+  const cache = new Map<string, Template>()
+  let loaded = false
+
+  const load = async () => {
+    if (loaded) return
+    for (const r of await db.all<Row>(`SELECT ${COLS} FROM notify_templates`)) cache.set(r.id, toTemplate(r))
+    loaded = true
+  }
+
+  const values = (b: TemplateBody) => [b.name, b.title, b.body ?? '', b.level ?? 'info', JSON.stringify(b.fields ?? []), JSON.stringify(b.sample_params ?? {})]
+
+  return {
+    async list(): Promise<Template[]> {
+      await load()
+      return [...cache.values()].sort((a, b) => a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id))
+    },
+    async find(id: string): Promise<Template | undefined> {
+      await load()
+      return cache.get(id)
+    },
+    async get(id: string): Promise<Template> {
+      const tpl = await this.find(id)
+      if (!tpl) throw new NotFound(`template '${id}' not found`)
+      return tpl
+    },
+    async create(b: TemplateBody): Promise<Template> {
+      await load()
+      const now = Date.now()
+      const id = b.id ?? newId()
+      const row = await db.get<Row>(
+        `INSERT INTO notify_templates (${COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING ${COLS}`,
+        [id, ...values(b), now, now],
+      )
+      if (!row) throw new Conflict(`template '${id}' exists`)
+      const tpl = toTemplate(row)
+      cache.set(id, tpl)
+      return tpl
+    },
+    /** Whole replacement; the id in the URL wins over one in the body. */
+    async update(id: string, b: TemplateBody): Promise<Template> {
+      await load()
+      const row = await db.get<Row>(
+        `UPDATE notify_templates SET name = ?, title = ?, body = ?, level = ?, fields = ?, sample_params = ?, updated_at = ? WHERE id = ? RETURNING ${COLS}`,
+        [...values(b), Date.now(), id],
+      )
+      if (!row) throw new NotFound(`template '${id}' not found`)
+      const tpl = toTemplate(row)
+      cache.set(id, tpl)
+      return tpl
+    },
+    async remove(id: string): Promise<void> {
+      await load()
+      const n = await db.run('DELETE FROM notify_templates WHERE id = ?', [id])
+      if (!n) throw new NotFound(`template '${id}' not found`)
+      cache.delete(id)
+    },
+  }
+}
+export type TemplateStore = ReturnType<typeof templateStore>
