@@ -30,6 +30,11 @@ function checksum(db: Db, m: Migration): string {
  * once from racing.
  */
 export async function migrate(db: Db, sets: readonly MigrationSet[]): Promise<string[]> {
+  for (const set of sets)
+    set.migrations.reduce((last, m) => {
+      if (!(m.id > last)) throw new MigrationError(`${set.plugin}: migration ids must increase (${m.id} after ${last})`)
+      return m.id
+    }, 0)
   await db.exec(LEDGER)
   return db.tx(async (tx) => {
     if (tx.dialect === 'postgres') await tx.get('SELECT pg_advisory_xact_lock(?)', [ADVISORY_LOCK])
@@ -39,10 +44,7 @@ export async function migrate(db: Db, sets: readonly MigrationSet[]): Promise<st
     const applied = new Map(rows.map((r) => [`${r.plugin}/${r.id}`, r]))
     const done: string[] = []
     for (const set of sets) {
-      let last = 0
       for (const m of set.migrations) {
-        if (!(m.id > last)) throw new MigrationError(`${set.plugin}: migration ids must increase (${m.id} after ${last})`)
-        last = m.id
         const sum = checksum(tx, m)
         const prior = applied.get(`${set.plugin}/${m.id}`)
         if (prior) {

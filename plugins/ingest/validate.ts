@@ -1,0 +1,152 @@
+/**
+ * Event validation of spec 1 section 4 and 7 rule 2, and the mapping of accepted events to the
+ * stored shape. Pure functions: the routes, the service and the tests share them.
+ */
+
+/** One accepted event, normalized; `props` is the event object as sent. */
+export interface NormEvent {
+  gameId: string
+  env: string
+  event: string
+  ts: number
+  userId: string | null
+  sessionId: string | null
+  amountCents: number | null
+  currency: string | null
+  durationMs: number | null
+  network: string | null
+  level: string | null
+  props: Record<string, unknown>
+  payment?: { orderId: string; status: PaymentStatus; amountCents: number }
+}
+
+export const PAYMENT_STATUSES = ['success', 'refunded', 'failed'] as const
+export type PaymentStatus = (typeof PAYMENT_STATUSES)[number]
+
+export interface EventError {
+  index: number
+  field: string
+  reason: string
+}
+
+type Obj = Record<string, unknown>
+const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v)
+
+/** A field at top level, else inside `attrs`. */
+export function pick(e: Obj, key: string): unknown {
+  if (e[key] !== undefined) return e[key]
+  const attrs = e.attrs
+  return isObj(attrs) ? attrs[key] : undefined
+}
+
+const str = (v: unknown): string | null => (typeof v === 'string' && v !== '' ? v : typeof v === 'number' && Number.isFinite(v) ? String(v) : null)
+const num = (v: unknown): number | null => {
+  const n = typeof v === 'number' ? v : typeof v === 'string' && v.trim() !== '' ? Number(v) : Number.NaN
+  return Number.isFinite(n) ? Math.round(n) : null
+}
+
+/** `session.start` (OpenTelemetry style) and `session_start` are one event. */
+export function canonicalName(name: string): string {
+  return name === 'session.start' ? 'session_start' : name
+}
+
+const TS = /^\d{1,16}$/
+
+export interface ValidateOptions {
+  payments: boolean
+  /** The `X-Game-Id` header: the default game and the one every event must name. */
+  gameId?: string
+}
+
+/**
+ * Checks every event and reports every problem; the caller refuses the batch when any exists.
+ * A numeric `ts` is reported as missing, as the spec requires.
+ */
+export function validateEvents(list: unknown[], opts: ValidateOptions): { events: NormEvent[]; errors: EventError[] } {
+  const events: NormEvent[] = []
+  const errors: EventError[] = []
+  list.forEach((raw, index) => {
+    const bad = (field: string, reason: string) => errors.push({ index, field, reason })
+    if (!isObj(raw)) return bad('event', 'must be a JSON object')
+    const before = errors.length
+    const name = pick(raw, 'event')
+    if (name === undefined || name === null || name === '') bad('event', 'required')
+    else if (typeof name !== 'string') bad('event', 'must be a string')
+    const ts = pick(raw, 'ts')
+    if (ts === undefined || ts === null || typeof ts === 'number') bad('ts', 'missing: ts must be a string of epoch milliseconds')
+    else if (typeof ts !== 'string' || !TS.test(ts)) bad('ts', 'must be a string of epoch milliseconds')
+    let gameId = pick(raw, 'game_id')
+    if (gameId === undefined && opts.gameId) gameId = opts.gameId
+    if (gameId === undefined || gameId === '') bad('game_id', 'required')
+    else if (typeof gameId !== 'string') bad('game_id', 'must be a string')
+    else if (opts.gameId && gameId !== opts.gameId) bad('game_id', `must match X-Game-Id '${opts.gameId}'`)
+    const env = pick(raw, 'env')
+    if (env === undefined || env === '') bad('env', 'required')
+    else if (typeof env !== 'string') bad('env', 'must be a string')
+    let payment: NormEvent['payment']
+    if (opts.payments) {
+      const orderId = pick(raw, 'order_id')
+      const status = pick(raw, 'status')
+      const amount = pick(raw, 'amount_cents')
+      if (typeof orderId !== 'string' || orderId === '') bad('order_id', orderId === undefined ? 'required' : 'must be a non-empty string')
+      if (typeof status !== 'string' || !PAYMENT_STATUSES.includes(status as PaymentStatus))
+        bad('status', status === undefined ? 'required' : `must be one of ${PAYMENT_STATUSES.join(', ')}`)
+      if (typeof amount !== 'number' || !Number.isInteger(amount) || amount <= 0)
+        bad('amount_cents', amount === undefined ? 'required' : 'must be an integer greater than 0')
+      if (errors.length === before) payment = { orderId: orderId as string, status: status as PaymentStatus, amountCents: amount as number }
+    }
+    if (errors.length !== before) return
+    events.push(normalize(raw, { gameId: gameId as string, env: env as string, event: name as string, ts: Number(ts) }, payment))
+  })
+  return { events, errors }
+}
+
+/** Builds the stored shape; `base` holds the already-validated identity fields. */
+export function normalize(raw: Obj, base: { gameId: string; env: string; event: string; ts: number }, payment?: NormEvent['payment']): NormEvent {
+  return {
+    gameId: base.gameId,
+    env: base.env,
+    event: canonicalName(base.event),
+    ts: base.ts,
+    userId: str(pick(raw, 'user_id')) ?? str(pick(raw, 'uid')),
+    sessionId: str(pick(raw, 'session_id')),
+    amountCents: payment?.amountCents ?? num(pick(raw, 'amount_cents')),
+    currency: str(pick(raw, 'currency')),
+    durationMs: num(pick(raw, 'duration_ms') ?? pick(raw, 'durationMs')),
+    network: str(pick(raw, 'network')),
+    level: str(pick(raw, 'level')),
+    props: raw,
+    payment,
+  }
+}
+
+/**
+ * `/v1/batch` items (upstream fields event_id, game_id, environment, event_type, event_name,
+ * device_id, ts_client): game and environment come from the API key; an item naming another is
+ * rejected. Returns the event or the rejection reason.
+ */
+export function batchItem(raw: unknown, key: { gameId: string; env: string }, now: number): NormEvent | string {
+  if (!isObj(raw)) return 'must be a JSON object'
+  const name = pick(raw, 'event_name') ?? pick(raw, 'event') ?? pick(raw, 'event_type')
+  if (typeof name !== 'string' || name === '') return 'event_name: required'
+  const game = pick(raw, 'game_id')
+  if (game !== undefined && game !== key.gameId) return `game_id: must be the API key's game '${key.gameId}'`
+  const env = pick(raw, 'environment') ?? pick(raw, 'env')
+  if (env !== undefined && env !== key.env) return `environment: must be the API key's environment '${key.env}'`
+  const tsRaw = pick(raw, 'ts_client') ?? pick(raw, 'ts')
+  let ts = now
+  if (tsRaw !== undefined) {
+    const parsed = typeof tsRaw === 'number' ? tsRaw : typeof tsRaw === 'string' && TS.test(tsRaw) ? Number(tsRaw) : typeof tsRaw === 'string' ? Date.parse(tsRaw) : Number.NaN
+    if (!Number.isFinite(parsed) || parsed < 0) return 'ts_client: must be epoch milliseconds or an ISO 8601 date-time'
+    ts = Math.round(parsed)
+  }
+  const ev = normalize(raw, { gameId: key.gameId, env: key.env, event: name, ts })
+  ev.userId ??= str(pick(raw, 'device_id'))
+  return ev
+}
+
+/** The client's id of a `/v1/batch` item, or its position when it has none. */
+export function batchItemId(raw: unknown, index: number): string {
+  const id = isObj(raw) ? raw.event_id : undefined
+  return typeof id === 'string' && id !== '' ? id : String(index)
+}

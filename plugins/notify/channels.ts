@@ -1,0 +1,247 @@
+import { resolve } from 'node:path'
+import { Type as T } from '@sinclair/typebox'
+import { Value } from '@sinclair/typebox/value'
+import type { Db } from '../../core/db'
+import { fromJson } from '../../core/db'
+import { Invalid, NotFound, invalidField } from '../../core/http'
+import { type Logger, maskValue } from '../../core/log'
+import { type Provider, type ProviderDefinition, type ProviderRegistry, defineProvider } from '../../core/plugin'
+import type { ChannelConfig } from './schema'
+
+/** The built-in `log` provider: writes each delivery to the service log (demos, smoke tests, benches). */
+export const logProvider = defineProvider({
+  type: 'log',
+  config: T.Object({ level: T.Optional(T.Union([T.Literal('debug'), T.Literal('info'), T.Literal('warn')])) }, { additionalProperties: false }),
+  create(settings, { log }) {
+    const level = settings.level ?? 'info'
+    return {
+      async send(d) {
+        log[level]('notification', { id: d.id, channel: d.provider, level: d.level, title: d.title, targets: d.targets, recipients: d.recipients })
+        return { ok: true }
+      },
+    }
+  },
+})
+
+/** One configured channel: its settings and the live provider built from them, swapped as a whole. */
+export interface Slot {
+  name: string
+  type: string
+  settings: Record<string, unknown>
+  module?: string
+  enabled: boolean
+  provider?: Provider
+  /** 'available', or the reason the provider could not be built. */
+  status: string
+  since: number
+  source: 'yaml' | 'runtime'
+  updatedAt: number
+}
+
+const RESERVED = new Set(['type', 'module', 'enabled'])
+
+function splitConfig(c: ChannelConfig): { type: string; module?: string; enabled?: boolean; settings: Record<string, unknown> } {
+  const settings: Record<string, unknown> = {}
+  for (const [k, v] of Object.entries(c)) if (!RESERVED.has(k)) settings[k] = v
+  return { type: c.type, module: c.module, enabled: c.enabled, settings }
+}
+
+type StoredRow = { name: string; type: string | null; config: string | null; enabled: number | null; updated_at: number }
+
+/**
+ * The channel slots. A slot's provider is looked up at send time, so PUT /config and
+ * enable/disable take effect for the next send. A new configuration is built and verified before
+ * the swap; on failure the old provider stays and the caller gets a 4xx. Runtime changes are
+ * stored in `notify_channels` and win over the YAML at the next start.
+ */
+export function channelManager(opts: { db: Db; registry: ProviderRegistry; log: Logger; sensitive: readonly string[]; yaml: Record<string, ChannelConfig> }) {
+  const { db, registry, log } = opts
+  const slots = new Map<string, Slot>()
+  const listeners: Array<(name: string) => void> = []
+  const sensitive = new Set(opts.sensitive.map((s) => s.toLowerCase()))
+
+  async function definition(type: string, module: string | undefined, field: string): Promise<ProviderDefinition> {
+    let def = registry.get(type)
+    if (!def && module) {
+      // A file path read at runtime: works from source and from the compiled binary alike.
+      const mod = (await import(resolve(module))) as { default?: ProviderDefinition }
+      const loaded = mod.default
+      if (!loaded || typeof loaded.create !== 'function' || typeof loaded.type !== 'string')
+        throw invalidField(`${field}.module`, `'${module}' has no default export made by defineProvider`)
+      if (loaded.type !== type) throw invalidField(`${field}.module`, `'${module}' provides type '${loaded.type}', not '${type}'`)
+      if (!registry.get(type)) registry.register(loaded)
+      def = loaded
+    }
+    if (!def) throw invalidField(`${field}.type`, `unknown provider type '${type}'; known: ${registry.list().join(', ')}`)
+    return def
+  }
+
+  /** Validates settings against the provider's schema, creates the provider and verifies it. */
+  async function build(name: string, type: string, module: string | undefined, settings: Record<string, unknown>, field: string): Promise<{ provider: Provider; settings: Record<string, unknown> }> {
+    const def = await definition(type, module, field)
+    const value = Value.Default(def.config, Value.Clone(settings)) as Record<string, unknown>
+    const first = Value.Errors(def.config, value).First()
+    if (first) {
+      const at = first.path.split('/').filter(Boolean).join('.')
+      throw invalidField(`${field}.config${at ? `.${at}` : ''}`, first.message)
+    }
+    let provider: Provider
+    try {
+      provider = await def.create(value as never, { log: log.child(`provider:${name}`) })
+    } catch (e) {
+      throw new Invalid(`channel '${name}': ${(e as Error).message}`, { field: `${field}.config`, reason: (e as Error).message })
+    }
+    try {
+      await provider.verify?.()
+    } catch (e) {
+      await provider.close?.().catch(() => undefined)
+      throw new Invalid(`channel '${name}': verification failed: ${(e as Error).message}`, { field: `${field}.config`, reason: (e as Error).message })
+    }
+    return { provider, settings }
+  }
+
+  function changed(name: string) {
+    for (const fn of listeners) fn(name)
+  }
+
+  const secretKeys = (type: string) => new Set([...sensitive, ...(registry.get(type)?.secrets ?? []).map((s) => s.toLowerCase())])
+
+  function mask(value: unknown, keys: Set<string>): unknown {
+    if (Array.isArray(value)) return value.map((v) => mask(v, keys))
+    if (value && typeof value === 'object')
+      return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, keys.has(k.toLowerCase()) && typeof v !== 'object' ? maskValue(v) : mask(v, keys)]))
+    return value
+  }
+
+  /** A secret sent back as its masked read value keeps the stored secret (GET then PUT round-trips). */
+  function unmask(next: unknown, prev: unknown, keys: Set<string>): unknown {
+    if (next && typeof next === 'object' && !Array.isArray(next)) {
+      const p = prev && typeof prev === 'object' ? (prev as Record<string, unknown>) : {}
+      return Object.fromEntries(
+        Object.entries(next).map(([k, v]) => [k, keys.has(k.toLowerCase()) && typeof v === 'string' && p[k] !== undefined && v === maskValue(p[k]) ? p[k] : unmask(v, p[k], keys)]),
+      )
+    }
+    return next
+  }
+
+  return {
+    slots,
+    onChange(fn: (name: string) => void) {
+      listeners.push(fn)
+    },
+
+    /** YAML first, then the stored runtime changes over it; a channel that cannot be built is kept with its error as status. */
+    async start() {
+      const stored = new Map((await db.all<StoredRow>('SELECT name, type, config, enabled, updated_at FROM notify_channels')).map((r) => [r.name, r]))
+      const names = new Set([...Object.keys(opts.yaml), ...stored.keys()])
+      for (const name of names) {
+        const y = opts.yaml[name] ? splitConfig(opts.yaml[name]) : undefined
+        const s = stored.get(name)
+        const type = s?.type ?? y?.type
+        if (!type) continue
+        if (y && !s?.type && !registry.get(y.type) && !y.module)
+          throw new Error(`plugins.notify.channels.${name}.type: unknown provider type '${y.type}'; known: ${registry.list().join(', ')}`)
+        const settings = s?.config ? fromJson<Record<string, unknown>>(s.config, {}) : (y?.settings ?? {})
+        const slot: Slot = {
+          name,
+          type,
+          settings,
+          module: s?.type && s.type !== y?.type ? undefined : y?.module,
+          enabled: s?.enabled !== null && s?.enabled !== undefined ? !!s.enabled : (y?.enabled ?? true),
+          status: 'available',
+          since: Date.now(),
+          source: s?.config ? 'runtime' : 'yaml',
+          updatedAt: s?.updated_at ?? Date.now(),
+        }
+        try {
+          slot.provider = (await build(name, type, slot.module, settings, `plugins.notify.channels.${name}`)).provider
+        } catch (e) {
+          slot.status = `error: ${(e as Error).message}`
+          log.error('channel could not be built', { channel: name, error: (e as Error).message })
+        }
+        slots.set(name, slot)
+      }
+    },
+
+    async stop() {
+      for (const s of slots.values()) await s.provider?.close?.().catch(() => undefined)
+    },
+
+    get(name: string): Slot {
+      const s = slots.get(name)
+      if (!s) throw new NotFound(`provider not found: ${name}`)
+      return s
+    },
+
+    /** The configuration as read by GET /config/{name}: secrets masked. */
+    view(name: string) {
+      const s = this.get(name)
+      return {
+        name: s.name,
+        type: s.type,
+        enabled: s.enabled,
+        status: s.status,
+        source: s.source,
+        updated_at: new Date(s.updatedAt).toISOString(),
+        config: mask(s.settings, secretKeys(s.type)) as Record<string, unknown>,
+      }
+    },
+
+    /** PUT /config/{name}: build and verify, then swap and store; the old provider stays on failure. */
+    async put(name: string, body: { type?: string; enabled?: boolean; config: Record<string, unknown> }) {
+      if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/.test(name)) throw invalidField('params.name', 'letters, digits, dot, dash and underscore, 1-64')
+      if ('module' in body.config) throw invalidField('body.config.module', 'provider modules load only from the YAML, never through the API')
+      if ('type' in body.config || 'enabled' in body.config) throw invalidField('body.config', "'type' and 'enabled' go beside config, not inside it")
+      const prev = slots.get(name)
+      const type = body.type ?? prev?.type
+      if (!type) throw invalidField('body.type', `required: channel '${name}' does not exist yet`)
+      const sameType = prev?.type === type
+      const settings = sameType ? (unmask(body.config, prev?.settings, secretKeys(type)) as Record<string, unknown>) : body.config
+      const built = await build(name, type, sameType ? prev?.module : undefined, settings, 'body')
+      const now = Date.now()
+      const enabled = body.enabled ?? prev?.enabled ?? true
+      await db.run(
+        `INSERT INTO notify_channels (name, type, config, enabled, updated_at) VALUES (?, ?, ?, ?, ?)
+         ON CONFLICT (name) DO UPDATE SET type = excluded.type, config = excluded.config, enabled = excluded.enabled, updated_at = excluded.updated_at`,
+        [name, type, JSON.stringify(settings), enabled ? 1 : 0, now],
+      )
+      const old = prev?.provider
+      slots.set(name, {
+        name,
+        type,
+        settings,
+        module: sameType ? prev?.module : undefined,
+        enabled,
+        provider: built.provider,
+        status: 'available',
+        since: now,
+        source: 'runtime',
+        updatedAt: now,
+      })
+      // Sends already holding the old provider finish on it; close only after they had time to.
+      if (old?.close) setTimeout(() => void old.close?.().catch(() => undefined), 35_000).unref?.()
+      changed(name)
+      return this.view(name)
+    },
+
+    async setEnabled(name: string, enabled: boolean) {
+      const s = this.get(name)
+      const now = Date.now()
+      await db.run(
+        `INSERT INTO notify_channels (name, type, config, enabled, updated_at) VALUES (?, NULL, NULL, ?, ?)
+         ON CONFLICT (name) DO UPDATE SET enabled = excluded.enabled, updated_at = excluded.updated_at`,
+        [name, enabled ? 1 : 0, now],
+      )
+      if (s.enabled !== enabled) s.since = now
+      s.enabled = enabled
+      s.updatedAt = now
+      changed(name)
+      return { name, enabled }
+    },
+
+    list() {
+      return [...slots.values()].sort((a, b) => a.name.localeCompare(b.name))
+    },
+  }
+}
+export type ChannelManager = ReturnType<typeof channelManager>

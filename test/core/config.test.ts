@@ -1,0 +1,98 @@
+import { describe, expect, test } from 'bun:test'
+import { ConfigError, loadConfig } from '../../core/config'
+import { plugins } from '../../plugins'
+
+const load = (yaml: string, env: Record<string, string> = {}) => loadConfig(yaml, plugins, env)
+const errorsOf = (yaml: string, env: Record<string, string> = {}) => {
+  try {
+    load(yaml, env)
+  } catch (e) {
+    if (e instanceof ConfigError) return e.errors
+    throw e
+  }
+  throw new Error('expected a ConfigError')
+}
+
+describe('config', () => {
+  test('defaults fill every section', () => {
+    const c = load('plugins: { games: {} }')
+    expect(c.core.server.port).toBe(8080)
+    expect(c.core.server.host).toBe('0.0.0.0')
+    expect(c.core.data_dir).toBe('./data')
+    expect(c.core.rate_limit).toEqual({ requests_per_minute: 1000, burst: 100 })
+    expect(c.core.telemetry.prometheus).toEqual({ enabled: false, path: '/metrics/prometheus' })
+    expect(c.plugins.games).toEqual({ cache_ttl_ms: 1000 })
+  })
+
+  test('${VAR} and ${VAR:-default} expand, and numbers and booleans convert', () => {
+    const yaml = 'server: { port: "${P}", host: "${H:-127.0.0.1}" }\ndata_dir: "/srv/${NAME}/data"\ntelemetry: { prometheus: { enabled: "${PROM:-false}" } }'
+    const c = load(yaml, { P: '9090', NAME: 'liveops', PROM: 'true' })
+    expect(c.core.server.port).toBe(9090)
+    expect(c.core.server.host).toBe('127.0.0.1')
+    expect(c.core.data_dir).toBe('/srv/liveops/data')
+    expect(c.core.telemetry.prometheus.enabled).toBe(true)
+  })
+
+  test('the running-contract variables win over the YAML', () => {
+    const c = load('server: { port: 1 }\ndatabase: { url: "x.sqlite" }', {
+      PORT: '7000',
+      DATABASE_URL: 'postgres://db/liveops',
+      DATA_DIR: '/var/lib/liveops',
+      TELEMETRY_PROMETHEUS_ENABLED: 'true',
+    })
+    expect(c.core.server.port).toBe(7000)
+    expect(c.core.database.url).toBe('postgres://db/liveops')
+    expect(c.core.data_dir).toBe('/var/lib/liveops')
+    expect(c.core.telemetry.prometheus.enabled).toBe(true)
+  })
+
+  test('WAREHOUSE_DSN: unset keeps the config, empty means none', () => {
+    expect(load('warehouse: { dsn: embedded }').core.warehouse.dsn).toBe('embedded')
+    expect(load('warehouse: { dsn: embedded }', { WAREHOUSE_DSN: '' }).core.warehouse.dsn).toBe('none')
+    expect(load('{}', { WAREHOUSE_DSN: '/tmp/wh.sqlite' }).core.warehouse.dsn).toBe('/tmp/wh.sqlite')
+  })
+
+  test('every error is reported at once, each with its path', () => {
+    const errors = errorsOf(
+      'server: { port: "${MISSING}", prot: 1 }\nlog: { level: loud }\nplugins: { games: { cache_ttl_ms: -1 }, gmaes: {} }\nrate_limit: { burst: many }',
+    )
+    const text = errors.join('\n')
+    expect(text).toContain('server.port: environment variable MISSING is not set')
+    expect(text).toContain('server.prot')
+    expect(text).toContain('log.level')
+    expect(text).toContain('plugins.games.cache_ttl_ms')
+    expect(text).toContain('rate_limit.burst')
+    expect(errors.length).toBeGreaterThanOrEqual(5)
+  })
+
+  test('an unknown plugin key fails and lists the known plugins', () => {
+    const errors = errorsOf('plugins: { gmaes: {} }')
+    expect(errors).toHaveLength(1)
+    expect(errors[0]).toContain('plugins.gmaes: unknown plugin')
+    for (const name of Object.keys(plugins)) expect(errors[0]).toContain(name)
+  })
+
+  test('YAML syntax errors are reported, not thrown raw', () => {
+    expect(errorsOf('server: [unclosed')[0]).toStartWith('YAML:')
+  })
+
+  test('the shipped configs are valid', async () => {
+    for (const file of ['config/liveops.yaml', 'config/production.example.yaml']) {
+      const text = await Bun.file(file).text()
+      expect(() => load(text, { DATABASE_URL: 'postgres://u@db/liveops', SMTP_PASSWORD: 'x', INGEST_SIGNING_SECRET: 's', ADMIN_TOKEN: 't' })).not.toThrow()
+    }
+  })
+
+  test('liveops check-config answers ok or lists every problem with exit code 2', async () => {
+    const good = Bun.spawnSync([process.execPath, 'core/main.ts', 'check-config', 'config/liveops.yaml'])
+    expect(good.exitCode).toBe(0)
+    expect(good.stdout.toString()).toContain('ok: config/liveops.yaml')
+    const bad = `${process.env.TMPDIR ?? '/tmp'}/liveops-bad-${Date.now()}.yaml`
+    await Bun.write(bad, 'server: { port: nope }\nplugins: { nope: {} }\n')
+    const r = Bun.spawnSync([process.execPath, 'core/main.ts', 'check-config', bad])
+    expect(r.exitCode).toBe(2)
+    const err = r.stderr.toString()
+    expect(err).toContain('server.port')
+    expect(err).toContain('plugins.nope: unknown plugin')
+  })
+})

@@ -1,0 +1,150 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import postgres from 'postgres'
+import { type Db, MigrationError, migrate, openDb } from '../../core/db'
+import { toPg } from '../../core/db/postgres'
+import { forEachEngine, PG_URL, type Engine } from '../helpers'
+
+/** A raw store on a temp SQLite file or a fresh PostgreSQL schema. */
+async function rawDb(engine: Engine): Promise<{ db: Db; done: () => Promise<void> }> {
+  const dir = mkdtempSync(join(tmpdir(), 'liveops-db-'))
+  if (engine === 'sqlite') {
+    const db = openDb(join(dir, 'x.sqlite'), dir)
+    return { db, done: async () => { await db.close(); rmSync(dir, { recursive: true, force: true }) } }
+  }
+  const schema = `t_${crypto.randomUUID().replace(/-/g, '').slice(0, 16)}`
+  const admin = postgres(PG_URL, { max: 1, onnotice: () => undefined })
+  await admin.unsafe(`CREATE SCHEMA ${schema}`)
+  const db = openDb(PG_URL, dir, { schema, max: 10 })
+  return {
+    db,
+    done: async () => {
+      await db.close()
+      await admin.unsafe(`DROP SCHEMA ${schema} CASCADE`)
+      await admin.end()
+      rmSync(dir, { recursive: true, force: true })
+    },
+  }
+}
+
+test('? placeholders become $n outside quotes', () => {
+  expect(toPg("SELECT * FROM t WHERE a = ? AND b = '?' AND c = ?")).toBe("SELECT * FROM t WHERE a = $1 AND b = '?' AND c = $2")
+})
+
+forEachEngine((engine) => {
+  let h: { db: Db; done: () => Promise<void> }
+  beforeAll(async () => {
+    h = await rawDb(engine)
+  })
+  afterAll(() => h.done())
+
+  describe('Db facade', () => {
+    test('same SQL on both engines: RETURNING, ON CONFLICT, BIGINT times, JSON as TEXT', async () => {
+      const { db } = h
+      await db.exec('CREATE TABLE kv (k TEXT PRIMARY KEY, v TEXT NOT NULL, at BIGINT NOT NULL)')
+      const now = Date.now()
+      const row = await db.get<{ k: string; at: number }>('INSERT INTO kv (k, v, at) VALUES (?, ?, ?) RETURNING k, at', ['a', JSON.stringify({ x: 1 }), now])
+      expect(row).toEqual({ k: 'a', at: now })
+      expect(await db.run('INSERT INTO kv (k, v, at) VALUES (?, ?, ?) ON CONFLICT (k) DO NOTHING', ['a', '{}', 1])).toBe(0)
+      await db.run('INSERT INTO kv (k, v, at) VALUES (?, ?, ?) ON CONFLICT (k) DO UPDATE SET v = excluded.v', ['a', '"y"', 1])
+      expect((await db.get<{ v: string }>('SELECT v FROM kv WHERE k = ?', ['a']))?.v).toBe('"y"')
+      expect(await db.get('SELECT v FROM kv WHERE k = ?', ['missing'])).toBeUndefined()
+      const n = await db.get<{ n: number }>('SELECT COUNT(*) AS n FROM kv')
+      expect(n?.n).toBe(1)
+      expect(await db.ping()).toBeGreaterThanOrEqual(0)
+    })
+
+    test('200 concurrent writes and transactions, some rolling back: no dirty read, no lost write', async () => {
+      const { db } = h
+      await db.exec('CREATE TABLE acct (id TEXT PRIMARY KEY, balance BIGINT NOT NULL)')
+      await db.exec('CREATE TABLE ledger (id TEXT PRIMARY KEY, tag TEXT NOT NULL)')
+      await db.run('INSERT INTO acct (id, balance) VALUES (?, ?)', ['a', 0])
+      const dirty: string[] = []
+      const committed: string[] = []
+      const ops = Array.from({ length: 200 }, (_, i) => async () => {
+        const id = `op-${i}`
+        if (i % 4 === 0) {
+          // A plain write outside any transaction.
+          await db.run('INSERT INTO ledger (id, tag) VALUES (?, ?)', [id, 'plain'])
+          committed.push(id)
+        } else {
+          const rollback = i % 4 === 1
+          try {
+            await db.tx(async (tx) => {
+              await tx.run('INSERT INTO ledger (id, tag) VALUES (?, ?)', [id, rollback ? 'doomed' : 'tx'])
+              await tx.run('UPDATE acct SET balance = balance + 1 WHERE id = ?', ['a'])
+              // Give other requests a chance to run in the middle of this transaction.
+              await Bun.sleep(i % 3)
+              if (rollback) throw new Error('roll back')
+            })
+            committed.push(id)
+          } catch (e) {
+            if ((e as Error).message !== 'roll back') throw e
+          }
+        }
+        // A read outside the transaction must never see a doomed row.
+        const seen = await db.all<{ id: string }>("SELECT id FROM ledger WHERE tag = 'doomed'")
+        if (seen.length) dirty.push(...seen.map((r) => r.id))
+      })
+      await Promise.all(ops.map((op) => op()))
+      expect(dirty).toEqual([])
+      const rows = await db.all<{ id: string }>('SELECT id FROM ledger ORDER BY id')
+      expect(rows.map((r) => r.id).sort()).toEqual(committed.sort())
+      expect(rows).toHaveLength(150)
+      const balance = await db.get<{ balance: number }>('SELECT balance FROM acct WHERE id = ?', ['a'])
+      expect(balance?.balance).toBe(100)
+    })
+
+    test('nested transactions are savepoints: an inner rollback keeps the outer work', async () => {
+      const { db } = h
+      await db.exec('CREATE TABLE nest (id TEXT PRIMARY KEY)')
+      await db.tx(async (tx) => {
+        await tx.run('INSERT INTO nest (id) VALUES (?)', ['outer'])
+        await tx.tx(async (inner) => {
+          await inner.run('INSERT INTO nest (id) VALUES (?)', ['inner'])
+          throw new Error('inner fails')
+        }).catch(() => undefined)
+      })
+      expect((await db.all<{ id: string }>('SELECT id FROM nest')).map((r) => r.id)).toEqual(['outer'])
+    })
+  })
+
+  describe('migrations', () => {
+    const m1 = { id: 1, name: 'init', sql: 'CREATE TABLE widgets (id TEXT PRIMARY KEY);\nCREATE INDEX widgets_id ON widgets (id);' }
+    const m2 = { id: 2, name: 'colour', sql: "ALTER TABLE widgets ADD COLUMN colour TEXT NOT NULL DEFAULT 'red'" }
+
+    test('applied once, recorded in the ledger with a checksum', async () => {
+      const { db } = h
+      expect(await migrate(db, [{ plugin: 'widgets', migrations: [m1] }])).toEqual(['widgets/1'])
+      expect(await migrate(db, [{ plugin: 'widgets', migrations: [m1, m2] }])).toEqual(['widgets/2'])
+      expect(await migrate(db, [{ plugin: 'widgets', migrations: [m1, m2] }])).toEqual([])
+      const ledger = await db.all<{ id: number; checksum: string }>("SELECT id, checksum FROM liveops_migrations WHERE plugin = 'widgets' ORDER BY id")
+      expect(ledger.map((r) => r.id)).toEqual([1, 2])
+      expect(ledger[0].checksum).toMatch(/^[0-9a-f]{64}$/)
+      await db.run('INSERT INTO widgets (id) VALUES (?)', ['w'])
+      expect((await db.get<{ colour: string }>('SELECT colour FROM widgets'))?.colour).toBe('red')
+    })
+
+    test('an edited applied migration stops startup with a clear message', async () => {
+      const edited = { ...m1, sql: `${m1.sql}\n-- tweak` }
+      const err = await migrate(h.db, [{ plugin: 'widgets', migrations: [edited, m2] }]).catch((e) => e)
+      expect(err).toBeInstanceOf(MigrationError)
+      expect(err.message).toContain('widgets/001_init was edited after it was applied')
+    })
+
+    test('pending migrations apply in one transaction: a failing one leaves nothing behind', async () => {
+      const { db } = h
+      const ok = { id: 1, name: 'ok', sql: 'CREATE TABLE gadgets (id TEXT PRIMARY KEY)' }
+      const broken = { id: 2, name: 'broken', sql: 'CREATE TABLE gadgets_broken (id TEXT PRIMARY KEY); INSERT INTO no_such_table VALUES (1)' }
+      await expect(migrate(db, [{ plugin: 'gadgets', migrations: [ok, broken] }])).rejects.toThrow()
+      expect(await db.all("SELECT id FROM liveops_migrations WHERE plugin = 'gadgets'")).toEqual([])
+      expect(await migrate(db, [{ plugin: 'gadgets', migrations: [ok] }])).toEqual(['gadgets/1'])
+    })
+
+    test('ids must increase', async () => {
+      await expect(migrate(h.db, [{ plugin: 'bad', migrations: [m2, m1] }])).rejects.toThrow('ids must increase')
+    })
+  })
+})
