@@ -66,7 +66,10 @@ export function monitoring(deps: { db: Db; metrics: Metrics; config: CoreConfig;
     if (redis) {
       try {
         const t = performance.now()
-        await withTimeout(redis.send('PING', []), 2000)
+        await withTimeout((async () => {
+          if (!redis.connected) await redis.connect()
+          await redis.send('PING', [])
+        })(), 2000)
         checks.redis = { status: 'up', latency_ms: Math.round((performance.now() - t) * 1000) / 1000 }
       } catch (e) {
         checks.redis = { status: 'down', error: (e as Error).message }

@@ -1,0 +1,216 @@
+import type { Server, ServerWebSocket } from 'bun'
+import type { Principal } from '../../core/auth/service'
+import { HttpError } from '../../core/http'
+import type { Logger } from '../../core/log'
+import type { Delivery, SendResult } from '../../core/plugin'
+
+/**
+ * The wire protocol between the server and `liveops worker`, JSON text frames:
+ *   worker -> server  {type:'hello', worker_id, capabilities, concurrency}
+ *                     {type:'heartbeat'}
+ *                     {type:'result', id, ok, retryable?, error?}
+ *   server -> worker  {type:'welcome', heartbeat_s}
+ *                     {type:'delivery', delivery, channel: {name, type, config}}
+ */
+export type WorkerMessage =
+  | { type: 'hello'; worker_id: string; capabilities: string[]; concurrency?: number }
+  | { type: 'heartbeat' }
+  | { type: 'result'; id: string; ok: boolean; retryable?: boolean; error?: string }
+
+export type ServerMessage =
+  | { type: 'welcome'; heartbeat_s: number }
+  | { type: 'delivery'; delivery: Delivery; channel: { name: string; type: string; config: Record<string, unknown> } }
+
+interface Conn {
+  principal?: Principal
+  worker?: RemoteWorker
+}
+
+interface RemoteWorker {
+  id: string
+  capabilities: string[]
+  concurrency: number
+  connectedAt: number
+  lastHeartbeat: number
+  closed: boolean
+  ws: ServerWebSocket<Conn>
+  inflight: Map<string, { resolve: (r: SendResult) => void; timer: Timer }>
+}
+
+export interface HubOptions {
+  host: string
+  port: number
+  heartbeatS: number
+  missedHeartbeats: number
+  resultTimeoutMs: number
+  log: Logger
+  /** Checks the connecting worker's credentials; throws an HttpError to refuse. */
+  authenticate(headers: Record<string, string | undefined>): Promise<Principal | undefined>
+  /** A worker said hello or freed capacity: the dispatcher may hand out more. */
+  onCapacity(): void
+}
+
+/**
+ * Remote workers: separate processes that connect by WebSocket, say which provider types they
+ * can send, heartbeat, receive deliveries and report results. A worker that disconnects or stays
+ * silent fails its in-flight deliveries as retryable, so the queue re-delivers them.
+ */
+export function workerHub(opts: HubOptions) {
+  const workers = new Map<string, RemoteWorker>()
+  let server: Server<Conn> | undefined
+  const staleMs = () => opts.heartbeatS * 1000 * opts.missedHeartbeats
+  const online = (w: RemoteWorker) => !w.closed && Date.now() - w.lastHeartbeat <= staleMs()
+
+  function drop(w: RemoteWorker, reason: string) {
+    w.closed = true
+    for (const [, f] of w.inflight) {
+      clearTimeout(f.timer)
+      f.resolve({ ok: false, retryable: true, error: `worker ${w.id}: ${reason}` })
+    }
+    w.inflight.clear()
+  }
+
+  // Offline workers stay listed for an hour so operators can see what went away.
+  const sweeper = setInterval(() => {
+    const now = Date.now()
+    for (const [id, w] of workers) {
+      if (!w.closed && now - w.lastHeartbeat > staleMs()) {
+        opts.log.warn('worker missed its heartbeats', { worker_id: id })
+        drop(w, 'missed heartbeats')
+        w.ws.close(4000, 'missed heartbeats')
+      }
+      if (w.closed && now - w.lastHeartbeat > 3_600_000) workers.delete(id)
+    }
+  }, Math.max(50, (opts.heartbeatS * 1000) / 2))
+  sweeper.unref?.()
+
+  function onMessage(ws: ServerWebSocket<Conn>, text: string) {
+    let msg: WorkerMessage
+    try {
+      msg = JSON.parse(text) as WorkerMessage
+    } catch {
+      ws.close(4400, 'malformed message')
+      return
+    }
+    const w = ws.data.worker
+    if (msg.type === 'hello') {
+      if (!msg.worker_id || !Array.isArray(msg.capabilities)) return ws.close(4400, 'hello needs worker_id and capabilities')
+      const prior = workers.get(msg.worker_id)
+      if (prior && !prior.closed) drop(prior, 'replaced by a new connection')
+      const now = Date.now()
+      const worker: RemoteWorker = {
+        id: msg.worker_id,
+        capabilities: msg.capabilities.map(String),
+        concurrency: Math.max(1, Math.min(1024, Number(msg.concurrency) || 16)),
+        connectedAt: now,
+        lastHeartbeat: now,
+        closed: false,
+        ws,
+        inflight: new Map(),
+      }
+      ws.data.worker = worker
+      workers.set(worker.id, worker)
+      opts.log.info('worker connected', { worker_id: worker.id, capabilities: worker.capabilities })
+      send(ws, { type: 'welcome', heartbeat_s: opts.heartbeatS })
+      opts.onCapacity()
+      return
+    }
+    if (!w) return ws.close(4400, 'say hello first')
+    w.lastHeartbeat = Date.now()
+    if (msg.type === 'result') {
+      const f = w.inflight.get(msg.id)
+      if (!f) return
+      clearTimeout(f.timer)
+      w.inflight.delete(msg.id)
+      f.resolve(msg.ok ? { ok: true } : { ok: false, retryable: msg.retryable !== false, error: String(msg.error ?? 'worker reported a failure') })
+      opts.onCapacity()
+    }
+  }
+
+  const send = (ws: ServerWebSocket<Conn>, m: ServerMessage) => ws.send(JSON.stringify(m))
+
+  return {
+    start() {
+      server = Bun.serve<Conn>({
+        hostname: opts.host,
+        port: opts.port,
+        async fetch(req, srv) {
+          const url = new URL(req.url)
+          if (url.pathname !== '/api/v1/workers/connect') return new Response('not found', { status: 404 })
+          const headers: Record<string, string | undefined> = Object.fromEntries(req.headers)
+          const token = url.searchParams.get('token')
+          if (token && !headers.authorization) headers.authorization = `Bearer ${token}`
+          try {
+            const principal = await opts.authenticate(headers)
+            if (srv.upgrade(req, { data: { principal } })) return undefined
+            return new Response('expected a WebSocket upgrade', { status: 426 })
+          } catch (e) {
+            const status = e instanceof HttpError ? e.status : 500
+            return Response.json({ code: status, message: (e as Error).message, data: null }, { status })
+          }
+        },
+        websocket: {
+          message: (ws, m) => onMessage(ws, typeof m === 'string' ? m : new TextDecoder().decode(m)),
+          close(ws) {
+            const w = ws.data.worker
+            if (w && !w.closed) {
+              opts.log.info('worker disconnected', { worker_id: w.id })
+              drop(w, 'disconnected')
+            }
+          },
+        },
+      })
+      return server.port
+    },
+
+    async stop() {
+      clearInterval(sweeper)
+      for (const w of workers.values()) if (!w.closed) drop(w, 'server stopping')
+      server?.stop(true)
+    },
+
+    /** Free sends across online workers able to send this provider type. */
+    free(type: string): number {
+      let n = 0
+      for (const w of workers.values()) if (online(w) && w.capabilities.includes(type)) n += Math.max(0, w.concurrency - w.inflight.size)
+      return n
+    },
+
+    /** Hands a delivery to the least busy capable worker; undefined when none has room. */
+    dispatch(delivery: Delivery, channel: { name: string; type: string; config: Record<string, unknown> }): { worker: string; result: Promise<SendResult> } | undefined {
+      let best: RemoteWorker | undefined
+      for (const w of workers.values())
+        if (online(w) && w.capabilities.includes(channel.type) && w.inflight.size < w.concurrency && (!best || w.inflight.size < best.inflight.size)) best = w
+      if (!best) return undefined
+      const w = best
+      const result = new Promise<SendResult>((resolve) => {
+        const timer = setTimeout(() => {
+          w.inflight.delete(delivery.id)
+          resolve({ ok: false, retryable: true, error: `worker ${w.id}: no result within ${opts.resultTimeoutMs} ms` })
+        }, opts.resultTimeoutMs)
+        w.inflight.set(delivery.id, { resolve, timer })
+      })
+      send(w.ws, { type: 'delivery', delivery, channel })
+      return { worker: w.id, result }
+    },
+
+    list() {
+      const rows = [...workers.values()].map((w) => ({
+        worker_id: w.id,
+        mode: 'remote' as const,
+        capabilities: w.capabilities,
+        concurrency: w.concurrency,
+        in_flight: w.inflight.size,
+        connected_at: new Date(w.connectedAt).toISOString(),
+        last_heartbeat: new Date(w.lastHeartbeat).toISOString(),
+        status: online(w) ? ('online' as const) : ('offline' as const),
+      }))
+      return { count: rows.length, workers: rows }
+    },
+
+    get port() {
+      return server?.port
+    },
+  }
+}
+export type WorkerHub = ReturnType<typeof workerHub>
