@@ -1,0 +1,198 @@
+import { newId } from '../../core/db'
+import { invalidField } from '../../core/http'
+import type { ChannelManager } from './channels'
+import type { Dispatcher } from './queue'
+import type { NotifyBody, NotifyConfig, Route } from './schema'
+import type { DeliveryRow, QueueStore } from './store'
+import { type TemplateStore, render } from './templates'
+
+export interface Failure {
+  channel: string
+  error: string
+}
+export type NotifyResult =
+  | { code: 0; message: 'ok'; data: { notification_id: string; task_ids: string[]; accepted: string[]; failed?: Failure[] } }
+  | { code: 422; message: string; data: { notification_id: string; accepted: never[]; failed: Failure[] } }
+
+/** A group member (spec 2 "Group"): no recipients means every recipient of that channel. */
+export interface GroupMember {
+  channel: string
+  recipients?: string[]
+}
+
+/** What a router (the rule engine of a later issue) sees of a notification without named channels. */
+export interface RoutingInput {
+  type: string
+  level: string
+  title: string
+  body: string
+  params: Record<string, unknown>
+}
+
+/**
+ * Extension points for the plugins that come later (groups, rules): they register here, so
+ * notify never reads their tables. A router answering undefined falls back to the static routes.
+ */
+export interface NotifyService {
+  notify(body: NotifyBody): Promise<NotifyResult>
+  setGroupResolver(fn: (id: string) => Promise<GroupMember[] | undefined>): void
+  setRouter(fn: (n: RoutingInput) => Promise<{ channels: string[] } | undefined>): void
+}
+
+declare module '../../core/plugin' {
+  interface Services {
+    notify: NotifyService
+  }
+}
+
+export function routeMatches(r: Route, type: string, level: string): boolean {
+  if (r.levels && !r.levels.includes(level as never)) return false
+  if (!r.type || r.type === '*') return true
+  return r.type.endsWith('*') ? type.startsWith(r.type.slice(0, -1)) : r.type === type
+}
+
+/** Spec 2 idempotency: accepted results only, about 1000 of them, first in first out, gone on restart. */
+class IdempotencyTable {
+  private entries = new Map<string, Promise<NotifyResult>>()
+  constructor(private max: number) {}
+  get(key: string) {
+    return this.entries.get(key)
+  }
+  set(key: string, p: Promise<NotifyResult>) {
+    this.entries.set(key, p)
+    while (this.entries.size > this.max) this.entries.delete(this.entries.keys().next().value as string)
+  }
+  delete(key: string, p: Promise<NotifyResult>) {
+    if (this.entries.get(key) === p) this.entries.delete(key)
+  }
+}
+
+export function notifyService(opts: { config: NotifyConfig; channels: ChannelManager; templates: TemplateStore; store: QueueStore; dispatcher: () => Dispatcher | undefined }): NotifyService {
+  const { config, channels, templates, store } = opts
+  const seen = new IdempotencyTable(config.idempotency_entries)
+  let groups: ((id: string) => Promise<GroupMember[] | undefined>) | undefined
+  let router: ((n: RoutingInput) => Promise<{ channels: string[] } | undefined>) | undefined
+
+  async function content(b: NotifyBody) {
+    if (b.template) {
+      const tpl = await templates.find(b.template)
+      if (!tpl) throw invalidField('body.template', `template '${b.template}' not found`)
+      const r = render(tpl, b.params ?? {}, b.data ?? {})
+      return { title: r.title, body: r.body, level: b.level ?? r.level }
+    }
+    if (b.title === undefined && b.body === undefined) throw invalidField('body', 'give a template, or a title and/or body')
+    return { title: b.title ?? '', body: b.body ?? '', level: b.level ?? 'info' }
+  }
+
+  async function process(b: NotifyBody): Promise<NotifyResult> {
+    const c = await content(b)
+    const plan = new Map<string, { targets: Set<string>; recipients: Set<string> }>()
+    const failed: Failure[] = []
+    const add = (channel: string, target: string, recipients: readonly string[] = []) => {
+      let p = plan.get(channel)
+      if (!p) plan.set(channel, (p = { targets: new Set(), recipients: new Set() }))
+      p.targets.add(target)
+      for (const r of recipients) p.recipients.add(r)
+    }
+    const refs = [...new Set([...(b.channels ?? []), ...(b.channel ? [b.channel] : []), ...(b.audience ?? [])])]
+    for (const ref of refs) {
+      if (ref.startsWith('group:')) {
+        const id = ref.slice(6)
+        const members = groups ? await groups(id) : undefined
+        if (!groups) failed.push({ channel: ref, error: 'groups are not configured' })
+        else if (!members) failed.push({ channel: ref, error: `group not found: ${id}` })
+        else for (const m of members) add(m.channel, ref, m.recipients)
+      } else if (ref.startsWith('user:')) {
+        const name = ref.slice(5)
+        const user = config.users[name]
+        if (!user) failed.push({ channel: ref, error: `user not found: ${name}` })
+        else for (const [ch, rcpt] of Object.entries(user)) add(ch, ref, rcpt)
+      } else add(ref, ref)
+    }
+    if (!refs.length) {
+      const routed = router ? await router({ type: b.type, level: c.level, title: c.title, body: c.body, params: b.params ?? {} }) : undefined
+      const names = routed?.channels ?? [...new Set(config.routes.filter((r) => routeMatches(r, b.type, c.level)).flatMap((r) => r.channels))]
+      for (const ch of names) add(ch, ch)
+      if (!names.length) failed.push({ channel: '*', error: `no channel named and no route matches type '${b.type}' and level '${c.level}'` })
+    }
+    for (const [ch, rcpt] of Object.entries(b.recipients ?? {})) {
+      const p = plan.get(ch)
+      if (p) for (const r of rcpt) p.recipients.add(r)
+    }
+
+    const notificationId = newId()
+    const now = Date.now()
+    const accepted: string[] = []
+    const rows: DeliveryRow[] = []
+    const raw = JSON.stringify({ type: b.type, template: b.template, params: b.params ?? {}, data: b.data ?? {} })
+    for (const [ch, p] of plan) {
+      const slot = channels.slots.get(ch)
+      if (!slot) failed.push({ channel: ch, error: `provider not found: ${ch}` })
+      else if (!slot.enabled) failed.push({ channel: ch, error: `provider disabled: ${ch}` })
+      else {
+        accepted.push(ch)
+        rows.push({
+          id: newId(),
+          notification_id: notificationId,
+          channel: ch,
+          provider_type: slot.type,
+          type: b.type,
+          level: c.level,
+          targets: JSON.stringify([...p.targets]),
+          recipients: JSON.stringify([...p.recipients]),
+          title: c.title,
+          body: c.body,
+          raw,
+          attempts: 0,
+          created_at: now,
+        })
+      }
+    }
+    if (!rows.length)
+      return {
+        code: 422,
+        message: `all channels failed: ${failed.map((f) => `${f.channel}: ${f.error}`).join('; ')}`,
+        data: { notification_id: notificationId, accepted: [], failed },
+      }
+    await store.accept(
+      { id: notificationId, type: b.type, level: c.level, title: c.title, template: b.template ?? null, idempotency_key: b.idempotency_key ?? null, channels: JSON.stringify(accepted), created_at: now },
+      rows,
+    )
+    const d = opts.dispatcher()
+    for (const ch of accepted) d?.hint(ch)
+    return {
+      code: 0,
+      message: 'ok',
+      data: { notification_id: notificationId, task_ids: rows.map((r) => r.id), accepted, ...(failed.length ? { failed } : {}) },
+    }
+  }
+
+  return {
+    async notify(b) {
+      const key = b.idempotency_key
+      if (!key) return process(b)
+      const prior = seen.get(key)
+      if (prior) {
+        // A concurrent twin may still be running; wait for it, and run anew only if it was not accepted.
+        const r = await prior.catch(() => undefined)
+        if (r?.code === 0) return r
+      }
+      const p = process(b)
+      seen.set(key, p)
+      try {
+        const r = await p
+        if (r.code !== 0) seen.delete(key, p)
+        return r
+      } catch (e) {
+        seen.delete(key, p)
+        throw e
+      }
+    },
+    setGroupResolver(fn) {
+      groups = fn
+    },
+    setRouter(fn) {
+      router = fn
+    },
+  }
+}

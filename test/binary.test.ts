@@ -1,0 +1,76 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { startServer } from './process'
+
+/**
+ * The compiled single binary, end to end: build it, start it on a temporary DATA_DIR with the
+ * embedded default configuration, log in, create a game, read the API docs and the health.
+ */
+describe('single binary', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'liveops-bin-'))
+  const binary = join(dir, 'liveops')
+
+  beforeAll(() => {
+    const build = Bun.spawnSync([process.execPath, 'scripts/build.ts', `--outfile=${binary}`], { stdout: 'pipe', stderr: 'pipe' })
+    if (build.exitCode !== 0) throw new Error(build.stderr.toString())
+  }, 120_000)
+  afterAll(() => rmSync(dir, { recursive: true, force: true }))
+
+  test('starts on the embedded default, logs in, creates a game, serves /v3/api-docs and /healthz; SIGTERM drains', async () => {
+    const dataDir = join(dir, 'data')
+    // Run outside the repo so the embedded configuration, not config/liveops.yaml, is used.
+    const s = await startServer([binary], { DATA_DIR: dataDir, ADMIN_PASSWORD: 'binary-admin-pw' }, { cwd: dir })
+    try {
+      expect(s.output()).toContain('embedded default')
+      const health = await fetch(`${s.base}/healthz`)
+      expect(health.status).toBe(200)
+      expect((await health.json()).checks.database.status).toBe('up')
+
+      const login = await fetch(`${s.base}/api/auth/login`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ email: 'admin@localhost', password: 'binary-admin-pw' }),
+      })
+      expect(login.status).toBe(200)
+      const { token } = await login.json()
+      const game = await fetch(`${s.base}/api/games`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+        body: JSON.stringify({ name: 'Binary Quest', genre: 'CASUAL', platforms: ['WEB'], timezone: 'UTC', defaultCurrency: 'USD' }),
+      })
+      if (game.status !== 201) console.error(s.output())
+      expect(game.status).toBe(201)
+      const { id } = await game.json()
+      expect((await (await fetch(`${s.base}/api/games/${id}`, { headers: { authorization: `Bearer ${token}` } })).json()).name).toBe('Binary Quest')
+
+      const docs = await fetch(`${s.base}/v3/api-docs`)
+      expect(docs.status).toBe(200)
+      expect(Object.keys((await docs.json()).paths)).toContain('/api/games')
+
+      // A request whose body is still arriving when SIGTERM lands must still be answered.
+      let release!: () => void
+      const gate = new Promise<void>((r) => (release = r))
+      const body = new ReadableStream<Uint8Array>({
+        async start(c) {
+          c.enqueue(new TextEncoder().encode('{"email":"admin@localhost",'))
+          await gate
+          c.enqueue(new TextEncoder().encode('"password":"binary-admin-pw"}'))
+          c.close()
+        },
+      })
+      const inflight = fetch(`${s.base}/api/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body, duplex: 'half' } as RequestInit)
+      await Bun.sleep(100)
+      s.proc.kill('SIGTERM')
+      await Bun.sleep(100)
+      release()
+      const late = await inflight
+      expect(late.status).toBe(200)
+      expect(await s.proc.exited).toBe(0)
+      expect(s.output()).toContain('stopped')
+    } finally {
+      s.proc.kill('SIGKILL')
+    }
+  }, 60_000)
+})

@@ -1,0 +1,32 @@
+import type { Subprocess } from 'bun'
+
+export interface Running {
+  proc: Subprocess<'ignore', 'pipe', 'pipe'>
+  base: string
+  output: () => string
+}
+
+/**
+ * Starts `cmd` (the server or the compiled binary) with PORT=0 and waits for its "listening"
+ * log line, which names the port it got.
+ */
+export async function startServer(cmd: string[], env: Record<string, string>, opts: { cwd?: string; timeoutMs?: number } = {}): Promise<Running> {
+  const timeoutMs = opts.timeoutMs ?? 15_000
+  const proc = Bun.spawn(cmd, { cwd: opts.cwd, env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env }, stdout: 'pipe', stderr: 'pipe' })
+  let out = ''
+  const decoder = new TextDecoder()
+  const pump = async (stream: ReadableStream<Uint8Array>) => {
+    for await (const chunk of stream) out += decoder.decode(chunk)
+  }
+  void pump(proc.stdout)
+  void pump(proc.stderr)
+  const deadline = Date.now() + timeoutMs
+  while (Date.now() < deadline) {
+    const m = out.match(/listening on (http:\/\/[^"\s]+)/)
+    if (m) return { proc, base: m[1], output: () => out }
+    if (proc.exitCode !== null) break
+    await Bun.sleep(10)
+  }
+  proc.kill('SIGKILL')
+  throw new Error(`server did not start:\n${out}`)
+}
