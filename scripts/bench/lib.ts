@@ -1,0 +1,64 @@
+import { mkdtempSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import postgres from 'postgres'
+
+export const PG_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
+
+export function arg(name: string, fallback: string): string {
+  const hit = process.argv.find((a) => a.startsWith(`--${name}=`))
+  return hit ? hit.slice(name.length + 3) : fallback
+}
+
+/** A fresh PostgreSQL database for one run; returns its URL. */
+export async function freshPgDatabase(name: string): Promise<string> {
+  const sql = postgres(PG_URL, { max: 1, onnotice: () => undefined })
+  await sql.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+  await sql.unsafe(`CREATE DATABASE ${name}`)
+  await sql.end()
+  return PG_URL.replace(/\/[^/]*$/, `/${name}`)
+}
+
+export function tempDir(prefix: string): string {
+  return mkdtempSync(join(tmpdir(), prefix))
+}
+
+export interface WrkResult {
+  rps: number
+  p50ms: number
+  p99ms: number
+  errors: number
+  requests: number
+}
+
+function toMs(v: string): number {
+  const m = v.match(/^([\d.]+)(us|ms|s)$/)
+  if (!m) return Number.NaN
+  const n = Number(m[1])
+  return m[2] === 'us' ? n / 1000 : m[2] === 's' ? n * 1000 : n
+}
+
+/** Runs wrk (Debian package `wrk`) and parses throughput, latency percentiles and errors. */
+export function wrk(url: string, opts: { connections: number; seconds: number; threads?: number; headers?: Record<string, string>; script?: string }): WrkResult {
+  const args = ['wrk', `-t${opts.threads ?? 2}`, `-c${opts.connections}`, `-d${opts.seconds}s`, '--latency']
+  for (const [k, v] of Object.entries(opts.headers ?? {})) args.push('-H', `${k}: ${v}`)
+  if (opts.script) args.push('-s', opts.script)
+  args.push(url)
+  const out = Bun.spawnSync(args, { stdout: 'pipe', stderr: 'pipe' })
+  const text = out.stdout.toString()
+  if (out.exitCode !== 0) throw new Error(`wrk failed: ${out.stderr.toString()}`)
+  const errLine = text.match(/Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/)
+  const non2xx = Number(text.match(/Non-2xx or 3xx responses: (\d+)/)?.[1] ?? 0)
+  return {
+    rps: Number(text.match(/Requests\/sec:\s+([\d.]+)/)?.[1] ?? 0),
+    p50ms: toMs(text.match(/\s50%\s+(\S+)/)?.[1] ?? ''),
+    p99ms: toMs(text.match(/\s99%\s+(\S+)/)?.[1] ?? ''),
+    errors: non2xx + (errLine ? errLine.slice(1).reduce((s, x) => s + Number(x), 0) : 0),
+    requests: Number(text.match(/(\d+) requests in/)?.[1] ?? 0),
+  }
+}
+
+export function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b)
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2
+}
