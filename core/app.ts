@@ -2,17 +2,17 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { openapi } from '@elysiajs/openapi'
 import { type AnyElysia, Elysia } from 'elysia'
-import { coreMigrations } from './auth/migrations'
 import { authGuard } from './auth/guard'
+import { coreMigrations } from './auth/migrations'
 import { authRoutes } from './auth/routes'
 import { AuthService } from './auth/service'
 import { Bus } from './bus'
 import type { LoadedConfig } from './config'
 import { type Db, type MigrationSet, migrate, openDb } from './db'
 import { errorHandler } from './http'
-import { createLogger, type Logger } from './log'
+import { type Logger, createLogger } from './log'
 import { Metrics } from './metrics'
-import { monitoring, type Monitor } from './monitoring'
+import { type Monitor, monitoring } from './monitoring'
 import { type PluginContext, type PluginManifest, ProviderRegistry, type Services } from './plugin'
 import { RateLimiter } from './ratelimit'
 
@@ -44,7 +44,8 @@ export function orderPlugins(enabled: string[], known: Record<string, PluginMani
   const visit = (name: string, from?: string) => {
     const p = known[name]
     if (!p) throw new Error(`plugin '${from}' depends on unknown plugin '${name}'`)
-    if (!enabled.includes(name)) throw new Error(`plugin '${from}' depends on '${name}', which is not enabled under plugins:`)
+    if (!enabled.includes(name))
+      throw new Error(`plugin '${from}' depends on '${name}', which is not enabled under plugins:`)
     const s = state.get(name)
     if (s === 'done') return
     if (s === 'visiting') throw new Error(`plugin dependency cycle through '${name}'`)
@@ -67,11 +68,25 @@ function jwtSecret(configured: string, dataDir: string): string {
   return secret
 }
 
-async function bootstrapAdmin(auth: AuthService, email: string, password: string, log: Logger): Promise<string | undefined> {
+async function bootstrapAdmin(
+  auth: AuthService,
+  email: string,
+  password: string,
+  log: Logger,
+): Promise<string | undefined> {
   if ((await auth.countUsers()) > 0) return undefined
-  const generated = password ? undefined : Buffer.from(crypto.getRandomValues(new Uint8Array(12))).toString('base64url')
-  await auth.createUser({ email, username: 'admin', name: 'Administrator', password: password || generated!, roles: ['admin'] })
-  if (generated) log.warn(`bootstrap admin created: ${email} with generated password ${generated} (shown once)`)
+  const generated = password
+    ? undefined
+    : Buffer.from(crypto.getRandomValues(new Uint8Array(12))).toString('base64url')
+  await auth.createUser({
+    email,
+    username: 'admin',
+    name: 'Administrator',
+    password: password || generated!,
+    roles: ['admin'],
+  })
+  if (generated)
+    log.warn(`bootstrap admin created: ${email} with generated password ${generated} (shown once)`)
   else log.info(`bootstrap admin created: ${email}`)
   return generated
 }
@@ -124,7 +139,9 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     const mon = monitoring({ db, metrics, config: core, auth, limiter, monitor })
     stops.push(mon.close)
 
-    const app = new Elysia({ serve: { maxRequestBodySize: Math.round(core.server.body_limit_mb * 1024 * 1024) } })
+    const app = new Elysia({
+      serve: { maxRequestBodySize: Math.round(core.server.body_limit_mb * 1024 * 1024) },
+    })
       .use(errorHandler)
       .use(
         openapi({
@@ -162,7 +179,10 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
         const t0 = started.get(request)
         if (t0 === undefined) return
         const status = typeof set.status === 'number' ? set.status : 200
-        metrics.http.observe({ method: request.method, route: route || 'unmatched', status: String(status) }, (performance.now() - t0) / 1000)
+        metrics.http.observe(
+          { method: request.method, route: route || 'unmatched', status: String(status) },
+          (performance.now() - t0) / 1000,
+        )
       })
     app.use(mon.app).use(authRoutes(auth, limiter))
 
@@ -182,7 +202,10 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
           services.set(name, service)
         },
         service: <K extends keyof Services>(name: K): Services[K] => {
-          if (!services.has(name)) throw new Error(`plugin '${p.name}' asked for service '${String(name)}' that no plugin provides (add it to dependsOn)`)
+          if (!services.has(name))
+            throw new Error(
+              `plugin '${p.name}' asked for service '${String(name)}' that no plugin provides (add it to dependsOn)`,
+            )
           return services.get(name) as Services[K]
         },
         setAgentCounter: (fn) => {

@@ -16,8 +16,8 @@ export class Bus {
   constructor(private onError: (event: string, error: unknown) => void = () => undefined) {}
 
   on<K extends keyof BusEvents & string>(event: K, fn: Listener<BusEvents[K]>): () => void {
-    let set = this.listeners.get(event)
-    if (!set) this.listeners.set(event, (set = new Set()))
+    const set = this.listeners.get(event) ?? new Set()
+    this.listeners.set(event, set)
     set.add(fn as Listener<never>)
     return () => set.delete(fn as Listener<never>)
   }

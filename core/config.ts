@@ -1,4 +1,4 @@
-import { type Static, type TSchema, Type as T } from '@sinclair/typebox'
+import { type Static, Type as T, type TSchema } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 import { parse as parseYaml } from 'yaml'
 
@@ -73,7 +73,9 @@ export const CoreConfigSchema = T.Object(
     ),
     log: T.Object(
       {
-        level: T.Union([T.Literal('debug'), T.Literal('info'), T.Literal('warn'), T.Literal('error')], { default: 'info' }),
+        level: T.Union([T.Literal('debug'), T.Literal('info'), T.Literal('warn'), T.Literal('error')], {
+          default: 'info',
+        }),
         format: T.Union([T.Literal('console'), T.Literal('json')], { default: 'json' }),
         /** Append to this file instead of stdout. */
         file: T.Optional(T.String()),
@@ -81,7 +83,9 @@ export const CoreConfigSchema = T.Object(
         max_backups: T.Integer({ minimum: 0, default: 5 }),
         max_age: T.Integer({ minimum: 0, default: 30 }),
         /** Field names masked in logs and API reads ('set' plus the last 4 characters). */
-        sensitive_fields: T.Array(T.String(), { default: ['password', 'token', 'secret', 'authorization', 'api_key'] }),
+        sensitive_fields: T.Array(T.String(), {
+          default: ['password', 'token', 'secret', 'authorization', 'api_key'],
+        }),
         /** Log each HTTP request at debug level. */
         requests: T.Boolean({ default: false }),
       },
@@ -124,7 +128,12 @@ export class ConfigError extends Error {
 const VAR = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g
 
 /** `${VAR}` and `${VAR:-default}` in every string value; an unset `${VAR}` without default is an error. */
-export function expand(value: unknown, env: Record<string, string | undefined>, path: string, errors: string[]): unknown {
+export function expand(
+  value: unknown,
+  env: Record<string, string | undefined>,
+  path: string,
+  errors: string[],
+): unknown {
   if (typeof value === 'string')
     return value.replace(VAR, (_, name: string, fallback: string | undefined) => {
       const v = env[name]
@@ -148,7 +157,12 @@ function pathOf(prefix: string, pointer: string): string {
 }
 
 /** Defaults, conversion of env-expanded strings to numbers and booleans, then every error with its path. */
-export function check<S extends TSchema>(schema: S, raw: unknown, prefix: string, errors: string[]): Static<S> {
+export function check<S extends TSchema>(
+  schema: S,
+  raw: unknown,
+  prefix: string,
+  errors: string[],
+): Static<S> {
   const value = Value.Convert(schema, Value.Default(schema, Value.Clone(raw ?? {})))
   for (const e of Value.Errors(schema, value)) {
     errors.push(`${pathOf(prefix, e.path) || '(root)'}: ${e.message}`)
@@ -176,8 +190,10 @@ function applyEnv(raw: Record<string, unknown>, env: Record<string, string | und
   if (env.ADMIN_TOKEN) set(['auth', 'admin_token'], env.ADMIN_TOKEN)
   if (env.REDIS_URL) set(['redis', 'url'], env.REDIS_URL)
   // Set but empty means "no warehouse" (running contract).
-  if (env.WAREHOUSE_DSN !== undefined) set(['warehouse', 'dsn'], env.WAREHOUSE_DSN === '' ? 'none' : env.WAREHOUSE_DSN)
-  if (env.TELEMETRY_PROMETHEUS_ENABLED) set(['telemetry', 'prometheus', 'enabled'], env.TELEMETRY_PROMETHEUS_ENABLED)
+  if (env.WAREHOUSE_DSN !== undefined)
+    set(['warehouse', 'dsn'], env.WAREHOUSE_DSN === '' ? 'none' : env.WAREHOUSE_DSN)
+  if (env.TELEMETRY_PROMETHEUS_ENABLED)
+    set(['telemetry', 'prometheus', 'enabled'], env.TELEMETRY_PROMETHEUS_ENABLED)
 }
 
 export interface LoadedConfig {
@@ -206,7 +222,8 @@ export function loadConfig(
   } catch (e) {
     throw new ConfigError([`YAML: ${(e as Error).message.split('\n')[0]}`])
   }
-  if (typeof parsed !== 'object' || Array.isArray(parsed)) throw new ConfigError(['(root): expected a mapping'])
+  if (typeof parsed !== 'object' || Array.isArray(parsed))
+    throw new ConfigError(['(root): expected a mapping'])
   const raw = expand(parsed, env, '', errors) as Record<string, unknown>
   applyEnv(raw, env)
   const core = check(CoreConfigSchema, raw, '', errors)
@@ -218,7 +235,9 @@ export function loadConfig(
       errors.push(`plugins.${name}: unknown plugin; known plugins: ${names.join(', ')}`)
       continue
     }
-    plugins[name] = def.config ? check(def.config, settings ?? {}, `plugins.${name}`, errors) : (settings ?? {})
+    plugins[name] = def.config
+      ? check(def.config, settings ?? {}, `plugins.${name}`, errors)
+      : (settings ?? {})
   }
   if (errors.length) throw new ConfigError(errors)
   return { core, plugins }

@@ -73,7 +73,13 @@ export function familyOf(path: string): ErrorFamily {
   return 'general'
 }
 
-export function errorBody(family: ErrorFamily, path: string, code: string, message: string, details?: unknown) {
+export function errorBody(
+  family: ErrorFamily,
+  path: string,
+  code: string,
+  message: string,
+  details?: unknown,
+) {
   switch (family) {
     case 'analytics':
       return { error: code, message, details: details ?? null }
@@ -86,7 +92,14 @@ export function errorBody(family: ErrorFamily, path: string, code: string, messa
   }
 }
 
-function errorResponse(path: string, status: number, code: string, message: string, details?: unknown, headers?: Record<string, string>) {
+function errorResponse(
+  path: string,
+  status: number,
+  code: string,
+  message: string,
+  details?: unknown,
+  headers?: Record<string, string>,
+) {
   const family = familyOf(path)
   const body = errorBody(family, path, code, message, details)
   if (family === 'envelope') (body as { code: number }).code = status
@@ -109,15 +122,19 @@ export function pointerToField(pointer: string | undefined): string {
 }
 
 function validationResponse(path: string, error: unknown) {
-  const e = error as { type?: string; all?: ValidationIssue[]; valueError?: ValidationIssue; message?: string }
+  const e = error as {
+    type?: string
+    all?: ValidationIssue[]
+    valueError?: ValidationIssue
+    message?: string
+  }
   const where = e.type ?? 'body'
   const issues = (e.all ?? (e.valueError ? [e.valueError] : [])).map((i) => {
     const field = [where, pointerToField(i.path)].filter(Boolean).join('.')
     return { field, reason: i.message ?? i.summary ?? 'invalid' }
   })
   // One issue per field: TypeBox reports a union failure once per branch.
-  const seen = new Set<string>()
-  const unique = issues.filter((i) => (seen.has(i.field) ? false : (seen.add(i.field), true)))
+  const unique = [...new Map(issues.map((i) => [i.field, i])).values()]
   const first = unique[0] ?? { field: where, reason: 'invalid' }
   const message = unique.length
     ? unique.map((i) => `${i.field}: ${i.reason}`).join('; ')
@@ -147,7 +164,15 @@ export const errorHandler = new Elysia({ name: 'liveops.errors' })
     const status = (error as { status?: number }).status
     if (typeof status === 'number' && status >= 400 && status < 500)
       return errorResponse(path, status, 'bad_request', (error as Error).message ?? 'bad request')
-    console.error(JSON.stringify({ timestamp: new Date().toISOString(), level: 'error', component: 'http', msg: String((error as Error)?.stack ?? error), path }))
+    console.error(
+      JSON.stringify({
+        timestamp: new Date().toISOString(),
+        level: 'error',
+        component: 'http',
+        msg: String((error as Error)?.stack ?? error),
+        path,
+      }),
+    )
     return errorResponse(path, 500, 'internal_error', 'internal server error')
   })
 
@@ -167,12 +192,21 @@ export interface Page<T> {
  * Parses `sort=field,asc|desc` against a whitelist of sortable fields mapped to columns.
  * Unknown fields or directions answer 400 naming `query.sort`.
  */
-export function parseSort(sort: string | undefined, columns: Record<string, string>, fallback: string): string {
+export function parseSort(
+  sort: string | undefined,
+  columns: Record<string, string>,
+  fallback: string,
+): string {
   if (!sort) return fallback
   const [field, dir = 'asc'] = sort.split(',').map((s) => s.trim())
   const column = columns[field]
-  if (!column) throw invalidField('query.sort', `unknown field '${field}', expected one of ${Object.keys(columns).join(', ')}`)
+  if (!column)
+    throw invalidField(
+      'query.sort',
+      `unknown field '${field}', expected one of ${Object.keys(columns).join(', ')}`,
+    )
   const d = dir.toLowerCase()
-  if (d !== 'asc' && d !== 'desc') throw invalidField('query.sort', `direction must be asc or desc, got '${dir}'`)
+  if (d !== 'asc' && d !== 'desc')
+    throw invalidField('query.sort', `direction must be asc or desc, got '${dir}'`)
   return `${column} ${d.toUpperCase()}`
 }

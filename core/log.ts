@@ -51,7 +51,10 @@ export function maskValue(v: unknown): string {
   return `set${s.length > 8 ? `:${s.slice(-4)}` : ''}`
 }
 
-export function createLogger(settings: LogSettings, write: (line: string) => void = defaultWriter(settings)): Logger {
+export function createLogger(
+  settings: LogSettings,
+  write: (line: string) => void = defaultWriter(settings),
+): Logger {
   const min = RANK[settings.level]
   const sensitive = new Set(settings.sensitive_fields.map((f) => f.toLowerCase()))
   const make = (component: string): Logger => {
@@ -60,7 +63,10 @@ export function createLogger(settings: LogSettings, write: (line: string) => voi
       const masked = fields ? (maskSecrets(fields, sensitive) as LogFields) : undefined
       const timestamp = new Date().toISOString()
       if (settings.format === 'json') write(JSON.stringify({ timestamp, level, component, msg, ...masked }))
-      else write(`${timestamp} ${level.toUpperCase().padEnd(5)} [${component}] ${msg}${masked ? ` ${JSON.stringify(masked)}` : ''}`)
+      else
+        write(
+          `${timestamp} ${level.toUpperCase().padEnd(5)} [${component}] ${msg}${masked ? ` ${JSON.stringify(masked)}` : ''}`,
+        )
     }
     return {
       debug: (m, f) => emit('debug', m, f),

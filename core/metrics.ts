@@ -11,11 +11,12 @@ export class Metrics {
   private collectors: Array<() => Promise<void> | void> = []
 
   constructor() {
-    this.http = this.histogram('svc_http_request_duration_seconds', 'HTTP request duration by route template', [
-      'method',
-      'route',
-      'status',
-    ], [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5])
+    this.http = this.histogram(
+      'svc_http_request_duration_seconds',
+      'HTTP request duration by route template',
+      ['method', 'route', 'status'],
+      [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+    )
   }
 
   counter<L extends string>(name: string, help: string, labelNames: readonly L[] = []) {
@@ -51,9 +52,10 @@ export class Metrics {
     for (const m of await this.registry.getMetricsAsJSON()) {
       if (!m.name.startsWith(prefix) || String(m.type) === 'histogram') continue
       const values = m.values as Array<{ value: number; labels: Record<string, string | number> }>
-      out[m.name] = values.length === 1 && Object.keys(values[0].labels).length === 0
-        ? values[0].value
-        : values.map((v) => ({ labels: v.labels, value: v.value }))
+      out[m.name] =
+        values.length === 1 && Object.keys(values[0].labels).length === 0
+          ? values[0].value
+          : values.map((v) => ({ labels: v.labels, value: v.value }))
     }
     return out
   }

@@ -1,7 +1,7 @@
 import { RedisClient } from 'bun'
 import { Elysia, t } from 'elysia'
-import type { AuthService } from './auth/service'
 import { authGuard } from './auth/guard'
+import type { AuthService } from './auth/service'
 import type { CoreConfig } from './config'
 import type { Db } from './db'
 import { ok } from './http'
@@ -16,7 +16,12 @@ export interface Monitor {
 async function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
   let timer: Timer | undefined
   try {
-    return await Promise.race([p, new Promise<T>((_, rej) => (timer = setTimeout(() => rej(new Error(`timed out after ${ms} ms`)), ms)))])
+    return await Promise.race([
+      p,
+      new Promise<T>((_, rej) => {
+        timer = setTimeout(() => rej(new Error(`timed out after ${ms} ms`)), ms)
+      }),
+    ])
   } finally {
     clearTimeout(timer)
   }
@@ -26,9 +31,22 @@ async function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
  * Spec 3 "Health, metrics": `/healthz`, `/readyz`, the JSON metrics and the optional Prometheus
  * exposition. Platform gauges are computed when read, never sampled in the background.
  */
-export function monitoring(deps: { db: Db; metrics: Metrics; config: CoreConfig; auth: AuthService; limiter: RateLimiter; monitor: Monitor }) {
+export function monitoring(deps: {
+  db: Db
+  metrics: Metrics
+  config: CoreConfig
+  auth: AuthService
+  limiter: RateLimiter
+  monitor: Monitor
+}) {
   const { db, metrics, config } = deps
-  const redis = config.redis.url ? new RedisClient(config.redis.url, { connectionTimeout: 2000, autoReconnect: true, enableOfflineQueue: false }) : undefined
+  const redis = config.redis.url
+    ? new RedisClient(config.redis.url, {
+        connectionTimeout: 2000,
+        autoReconnect: true,
+        enableOfflineQueue: false,
+      })
+    : undefined
 
   const dbUp = metrics.gauge('svc_db_up', '1 when the database answers, 0 when not')
   const dbLatency = metrics.gauge('svc_db_latency_ms', 'Database ping latency in milliseconds')
@@ -66,10 +84,13 @@ export function monitoring(deps: { db: Db; metrics: Metrics; config: CoreConfig;
     if (redis) {
       try {
         const t = performance.now()
-        await withTimeout((async () => {
-          if (!redis.connected) await redis.connect()
-          await redis.send('PING', [])
-        })(), 2000)
+        await withTimeout(
+          (async () => {
+            if (!redis.connected) await redis.connect()
+            await redis.send('PING', [])
+          })(),
+          2000,
+        )
         checks.redis = { status: 'up', latency_ms: Math.round((performance.now() - t) * 1000) / 1000 }
       } catch (e) {
         checks.redis = { status: 'down', error: (e as Error).message }
@@ -82,8 +103,14 @@ export function monitoring(deps: { db: Db; metrics: Metrics; config: CoreConfig;
   const HealthBody = t.Object({
     status: t.String({ description: 'ok, or unavailable when a check is down' }),
     checks: t.Object({
-      database: t.Object({ status: t.String(), latency_ms: t.Optional(t.Number()), error: t.Optional(t.String()) }),
-      redis: t.Optional(t.Object({ status: t.String(), latency_ms: t.Optional(t.Number()), error: t.Optional(t.String()) })),
+      database: t.Object({
+        status: t.String(),
+        latency_ms: t.Optional(t.Number()),
+        error: t.Optional(t.String()),
+      }),
+      redis: t.Optional(
+        t.Object({ status: t.String(), latency_ms: t.Optional(t.Number()), error: t.Optional(t.String()) }),
+      ),
       agents: t.Object({ total: t.Integer(), online: t.Integer() }),
     }),
   })
@@ -91,24 +118,43 @@ export function monitoring(deps: { db: Db; metrics: Metrics; config: CoreConfig;
 
   const app = new Elysia({ name: 'liveops.monitoring' })
     .use(authGuard(deps.auth, deps.limiter))
-    .get('/healthz', async ({ set }) => {
-      const h = await health()
-      set.status = h.up ? 200 : 503
-      return h.body
-    }, { detail: detail('Liveness with the database, redis (when configured) and agent checks'), response: { 200: HealthBody, 503: HealthBody } })
-    .get('/readyz', async ({ set }) => {
-      const h = await health()
-      set.status = h.up ? 200 : 503
-      return h.body
-    }, { detail: detail('Readiness: 503 until every configured dependency answers'), response: { 200: HealthBody, 503: HealthBody } })
+    .get(
+      '/healthz',
+      async ({ set }) => {
+        const h = await health()
+        set.status = h.up ? 200 : 503
+        return h.body
+      },
+      {
+        detail: detail('Liveness with the database, redis (when configured) and agent checks'),
+        response: { 200: HealthBody, 503: HealthBody },
+      },
+    )
+    .get(
+      '/readyz',
+      async ({ set }) => {
+        const h = await health()
+        set.status = h.up ? 200 : 503
+        return h.body
+      },
+      {
+        detail: detail('Readiness: 503 until every configured dependency answers'),
+        response: { 200: HealthBody, 503: HealthBody },
+      },
+    )
     .get('/api/v1/monitoring/metrics', async () => ok(await metrics.json()), {
       permission: 'ops:read',
       detail: detail('Platform metrics (svc_*) as JSON, computed at request time'),
     })
   const prom = config.telemetry.prometheus
   if (prom.enabled)
-    app.get(prom.path, async () => new Response(await metrics.text(), { headers: { 'content-type': metrics.registry.contentType } }), {
-      detail: detail('Prometheus text exposition (no authentication)'),
-    })
+    app.get(
+      prom.path,
+      async () =>
+        new Response(await metrics.text(), { headers: { 'content-type': metrics.registry.contentType } }),
+      {
+        detail: detail('Prometheus text exposition (no authentication)'),
+      },
+    )
   return { app, close: () => redis?.close() }
 }

@@ -1,4 +1,4 @@
-import type { TSchema, Static } from '@sinclair/typebox'
+import type { Static, TSchema } from '@sinclair/typebox'
 import type { AnyElysia } from 'elysia'
 import type { authGuard } from './auth/guard'
 import type { AuthService } from './auth/service'

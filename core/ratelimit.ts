@@ -35,20 +35,30 @@ export class RateLimiter {
     if (m.n > this.perMinute) {
       m.n--
       const retry = Math.max(1, reset - Math.floor(now / 1000))
-      throw new TooManyRequests(`rate limit of ${this.perMinute} requests per minute exceeded`, retry, 'rate_limit_exceeded', {
-        limit: this.perMinute,
-        retry_after: retry,
-      })
+      throw new TooManyRequests(
+        `rate limit of ${this.perMinute} requests per minute exceeded`,
+        retry,
+        'rate_limit_exceeded',
+        {
+          limit: this.perMinute,
+          retry_after: retry,
+        },
+      )
     }
     if (this.burst > 0) {
       const s = this.bump(this.second, key, secondWindow)
       if (s.n > this.burst) {
         s.n--
         m.n--
-        throw new TooManyRequests(`burst limit of ${this.burst} requests per second exceeded`, 1, 'rate_limit_exceeded', {
-          limit: this.burst,
-          retry_after: 1,
-        })
+        throw new TooManyRequests(
+          `burst limit of ${this.burst} requests per second exceeded`,
+          1,
+          'rate_limit_exceeded',
+          {
+            limit: this.burst,
+            retry_after: 1,
+          },
+        )
       }
     }
     return { limit: this.perMinute, remaining: Math.max(0, this.perMinute - m.n), reset }
@@ -56,7 +66,10 @@ export class RateLimiter {
 
   private bump(map: Map<string, { window: number; n: number }>, key: string, window: number) {
     let e = map.get(key)
-    if (!e || e.window !== window) map.set(key, (e = { window, n: 0 }))
+    if (!e || e.window !== window) {
+      e = { window, n: 0 }
+      map.set(key, e)
+    }
     e.n++
     return e
   }

@@ -7,12 +7,23 @@
 import { mkdirSync } from 'node:fs'
 
 const target = process.argv.find((a) => a.startsWith('--target='))?.slice('--target='.length)
-const outfile = process.argv.find((a) => a.startsWith('--outfile='))?.slice('--outfile='.length) ?? 'dist/liveops'
+const outfile =
+  process.argv.find((a) => a.startsWith('--outfile='))?.slice('--outfile='.length) ?? 'dist/liveops'
 mkdirSync('dist', { recursive: true })
 const t0 = performance.now()
-const args = ['build', 'core/main.ts', '--compile', '--minify-whitespace', '--minify-syntax', '--sourcemap', `--outfile=${outfile}`]
+const args = [
+  'build',
+  'core/main.ts',
+  '--compile',
+  '--minify-whitespace',
+  '--minify-syntax',
+  '--sourcemap',
+  `--outfile=${outfile}`,
+]
 if (target) args.push(`--target=${target}`)
 const proc = Bun.spawnSync([process.execPath, ...args], { stdout: 'inherit', stderr: 'inherit' })
 if (proc.exitCode !== 0) process.exit(proc.exitCode ?? 1)
 const size = Bun.file(outfile).size
-console.log(`built ${outfile} (${(size / 1024 / 1024).toFixed(1)} MB) in ${Math.round(performance.now() - t0)} ms`)
+console.log(
+  `built ${outfile} (${(size / 1024 / 1024).toFixed(1)} MB) in ${Math.round(performance.now() - t0)} ms`,
+)

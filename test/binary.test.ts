@@ -13,7 +13,10 @@ describe('single binary', () => {
   const binary = join(dir, 'liveops')
 
   beforeAll(() => {
-    const build = Bun.spawnSync([process.execPath, 'scripts/build.ts', `--outfile=${binary}`], { stdout: 'pipe', stderr: 'pipe' })
+    const build = Bun.spawnSync([process.execPath, 'scripts/build.ts', `--outfile=${binary}`], {
+      stdout: 'pipe',
+      stderr: 'pipe',
+    })
     if (build.exitCode !== 0) throw new Error(build.stderr.toString())
   }, 120_000)
   afterAll(() => rmSync(dir, { recursive: true, force: true }))
@@ -21,7 +24,11 @@ describe('single binary', () => {
   test('starts on the embedded default, logs in, creates a game, serves /v3/api-docs and /healthz; SIGTERM drains', async () => {
     const dataDir = join(dir, 'data')
     // Run outside the repo so the embedded configuration, not config/liveops.yaml, is used.
-    const s = await startServer([binary], { DATA_DIR: dataDir, ADMIN_PASSWORD: 'binary-admin-pw' }, { cwd: dir })
+    const s = await startServer(
+      [binary],
+      { DATA_DIR: dataDir, ADMIN_PASSWORD: 'binary-admin-pw' },
+      { cwd: dir },
+    )
     try {
       expect(s.output()).toContain('embedded default')
       const health = await fetch(`${s.base}/healthz`)
@@ -38,12 +45,24 @@ describe('single binary', () => {
       const game = await fetch(`${s.base}/api/games`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
-        body: JSON.stringify({ name: 'Binary Quest', genre: 'CASUAL', platforms: ['WEB'], timezone: 'UTC', defaultCurrency: 'USD' }),
+        body: JSON.stringify({
+          name: 'Binary Quest',
+          genre: 'CASUAL',
+          platforms: ['WEB'],
+          timezone: 'UTC',
+          defaultCurrency: 'USD',
+        }),
       })
       if (game.status !== 201) console.error(s.output())
       expect(game.status).toBe(201)
       const { id } = await game.json()
-      expect((await (await fetch(`${s.base}/api/games/${id}`, { headers: { authorization: `Bearer ${token}` } })).json()).name).toBe('Binary Quest')
+      expect(
+        (
+          await (
+            await fetch(`${s.base}/api/games/${id}`, { headers: { authorization: `Bearer ${token}` } })
+          ).json()
+        ).name,
+      ).toBe('Binary Quest')
 
       const docs = await fetch(`${s.base}/v3/api-docs`)
       expect(docs.status).toBe(200)
@@ -51,7 +70,9 @@ describe('single binary', () => {
 
       // A request whose body is still arriving when SIGTERM lands must still be answered.
       let release!: () => void
-      const gate = new Promise<void>((r) => (release = r))
+      const gate = new Promise<void>((r) => {
+        release = r
+      })
       const body = new ReadableStream<Uint8Array>({
         async start(c) {
           c.enqueue(new TextEncoder().encode('{"email":"admin@localhost",'))
@@ -60,7 +81,12 @@ describe('single binary', () => {
           c.close()
         },
       })
-      const inflight = fetch(`${s.base}/api/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body, duplex: 'half' } as RequestInit)
+      const inflight = fetch(`${s.base}/api/auth/login`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body,
+        duplex: 'half',
+      } as RequestInit)
       await Bun.sleep(100)
       s.proc.kill('SIGTERM')
       await Bun.sleep(100)

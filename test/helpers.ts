@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
 import { stringify } from 'yaml'
-import { createApp, type LiveopsApp } from '../core/app'
+import { type LiveopsApp, createApp } from '../core/app'
 import { loadConfig } from '../core/config'
 import { createLogger } from '../core/log'
 import { plugins as allPlugins } from '../plugins'
@@ -41,6 +41,7 @@ export function forEachEngine(fn: (engine: Engine) => void): void {
 
 export const ADMIN_PASSWORD = 'admin-password'
 
+// biome-ignore lint/suspicious/noExplicitAny: response bodies are JSON of every shape; the assertions check them
 export interface TestResponse<T = any> {
   status: number
   body: T
@@ -51,7 +52,12 @@ export interface TestApp extends LiveopsApp {
   engine: Engine
   dataDir: string
   /** `app.handle` of a request to `http://localhost{path}`; JSON bodies are sent and parsed. */
-  req<T = any>(method: string, path: string, opts?: { body?: unknown; token?: string | null; headers?: Record<string, string>; raw?: BodyInit }): Promise<TestResponse<T>>
+  // biome-ignore lint/suspicious/noExplicitAny: as above
+  req<T = any>(
+    method: string,
+    path: string,
+    opts?: { body?: unknown; token?: string | null; headers?: Record<string, string>; raw?: BodyInit },
+  ): Promise<TestResponse<T>>
   /** An access token of a user holding `role` (created once per app). */
   token(role?: string): Promise<string>
 }
@@ -68,7 +74,10 @@ function merge(a: Record<string, unknown>, b: Record<string, unknown>): Record<s
   const out = { ...a }
   for (const [k, v] of Object.entries(b)) {
     const prev = out[k]
-    out[k] = prev && v && typeof prev === 'object' && typeof v === 'object' && !Array.isArray(v) ? merge(prev as Record<string, unknown>, v as Record<string, unknown>) : v
+    out[k] =
+      prev && v && typeof prev === 'object' && typeof v === 'object' && !Array.isArray(v)
+        ? merge(prev as Record<string, unknown>, v as Record<string, unknown>)
+        : v
   }
   return out
 }
@@ -107,7 +116,11 @@ export async function makeApp(engine: Engine, opts: MakeAppOptions = {}): Promis
   }
   const yaml = stringify(merge(base, opts.config ?? {}))
   const config = loadConfig(yaml, allPlugins, opts.env ?? {})
-  const built = await createApp(config, { plugins: allPlugins, pgSchema: pg?.schema, log: createLogger(config.core.log) })
+  const built = await createApp(config, {
+    plugins: allPlugins,
+    pgSchema: pg?.schema,
+    log: createLogger(config.core.log),
+  })
   const tokens = new Map<string, string>()
 
   const req: TestApp['req'] = async (method, path, o = {}) => {
@@ -128,7 +141,12 @@ export async function makeApp(engine: Engine, opts: MakeAppOptions = {}): Promis
   const token = async (role = 'admin') => {
     let t = tokens.get(role)
     if (!t) {
-      const user = await built.auth.createUser({ email: `${role}@test.local`, username: `${role}-user`, password: 'password-123', roles: [role] })
+      const user = await built.auth.createUser({
+        email: `${role}@test.local`,
+        username: `${role}-user`,
+        password: 'password-123',
+        roles: [role],
+      })
       t = built.auth.accessToken(user)
       tokens.set(role, t)
     }

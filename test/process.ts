@@ -10,9 +10,18 @@ export interface Running {
  * Starts `cmd` (the server or the compiled binary) with PORT=0 and waits for its "listening"
  * log line, which names the port it got.
  */
-export async function startServer(cmd: string[], env: Record<string, string>, opts: { cwd?: string; timeoutMs?: number } = {}): Promise<Running> {
+export async function startServer(
+  cmd: string[],
+  env: Record<string, string>,
+  opts: { cwd?: string; timeoutMs?: number } = {},
+): Promise<Running> {
   const timeoutMs = opts.timeoutMs ?? 15_000
-  const proc = Bun.spawn(cmd, { cwd: opts.cwd, env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env }, stdout: 'pipe', stderr: 'pipe' })
+  const proc = Bun.spawn(cmd, {
+    cwd: opts.cwd,
+    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env },
+    stdout: 'pipe',
+    stderr: 'pipe',
+  })
   let out = ''
   const decoder = new TextDecoder()
   const pump = async (stream: ReadableStream<Uint8Array>) => {

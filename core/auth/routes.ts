@@ -30,46 +30,77 @@ const V1User = t.Object({ id: t.String(), username: t.String(), role: t.String()
  * service's own login family (`/api/v1/auth`, spec 2 section 5).
  */
 export function authRoutes(auth: AuthService, limiter: RateLimiter) {
-  const v1User = (u: { id: string; username: string; roles: string[] }) => ({ id: u.id, username: u.username, role: auth.primaryRole(u.roles) })
+  const v1User = (u: { id: string; username: string; roles: string[] }) => ({
+    id: u.id,
+    username: u.username,
+    role: auth.primaryRole(u.roles),
+  })
   return new Elysia({ name: 'liveops.auth' })
     .use(authGuard(auth, limiter))
     .model({ 'auth.Tokens': Tokens, 'auth.User': UserFull })
-    .post('/api/auth/login', async ({ body }) => auth.issue(await auth.checkPassword('email', body.email, body.password)), {
-      body: t.Object({ email: t.String({ minLength: 1 }), password: t.String({ minLength: 1 }) }),
-      response: { 200: 'auth.Tokens' },
-      detail: { tags: ['auth'], summary: 'Log in with email and password; 401 on wrong credentials' },
-    })
+    .post(
+      '/api/auth/login',
+      async ({ body }) => auth.issue(await auth.checkPassword('email', body.email, body.password)),
+      {
+        body: t.Object({ email: t.String({ minLength: 1 }), password: t.String({ minLength: 1 }) }),
+        response: { 200: 'auth.Tokens' },
+        detail: { tags: ['auth'], summary: 'Log in with email and password; 401 on wrong credentials' },
+      },
+    )
     .post('/api/auth/refresh', ({ body }) => auth.refresh(body.refreshToken), {
       body: t.Object({ refreshToken: t.String({ minLength: 1 }) }),
       response: { 200: 'auth.Tokens' },
       detail: {
         tags: ['auth'],
-        summary: 'Rotate a refresh token: answers a new access token and a new refresh token; a reused refresh token revokes its whole session family (401)',
+        summary:
+          'Rotate a refresh token: answers a new access token and a new refresh token; a reused refresh token revokes its whole session family (401)',
       },
     })
-    .post('/api/v1/auth/login', async ({ body }) => {
-      const user = await auth.checkPassword('username', body.username, body.password)
-      return { token: auth.accessToken(user), user: v1User(user) }
-    }, {
-      body: t.Object({ username: t.String({ minLength: 1 }), password: t.String({ minLength: 1 }) }),
-      response: { 200: t.Object({ token: t.String(), user: V1User }) },
-      detail: { tags: ['auth'], summary: 'Notification-service login by username (no envelope)' },
-    })
-    .post('/api/v1/auth/refresh', async ({ headers, query }) => {
-      const principal = auth.verifyAccess(AuthService.bearer(headers, query))
-      if (!principal) throw new Unauthorized('missing, invalid or expired token')
-      const user = await auth.getUser(principal.id).catch(() => undefined)
-      if (!user || user.disabled) throw new Unauthorized('user no longer exists or is disabled')
-      return { code: 0, message: 'ok', data: { token: auth.accessToken(user) } }
-    }, { detail: { tags: ['auth'], summary: 'New token from a valid one (Bearer, cookie service_token or query token)' } })
-    .get('/api/v1/auth/me', async ({ headers, query }) => {
-      const principal = auth.verifyAccess(AuthService.bearer(headers, query))
-      if (!principal) throw new Unauthorized('missing, invalid or expired token')
-      const user = await auth.getUser(principal.id).catch(() => {
-        throw new NotFound('user no longer exists')
-      })
-      return { code: 0, message: 'ok', data: v1User(user) }
-    }, { detail: { tags: ['auth'], summary: 'The current user: 401 without a valid token, 404 when the user was deleted' } })
+    .post(
+      '/api/v1/auth/login',
+      async ({ body }) => {
+        const user = await auth.checkPassword('username', body.username, body.password)
+        return { token: auth.accessToken(user), user: v1User(user) }
+      },
+      {
+        body: t.Object({ username: t.String({ minLength: 1 }), password: t.String({ minLength: 1 }) }),
+        response: { 200: t.Object({ token: t.String(), user: V1User }) },
+        detail: { tags: ['auth'], summary: 'Notification-service login by username (no envelope)' },
+      },
+    )
+    .post(
+      '/api/v1/auth/refresh',
+      async ({ headers, query }) => {
+        const principal = auth.verifyAccess(AuthService.bearer(headers, query))
+        if (!principal) throw new Unauthorized('missing, invalid or expired token')
+        const user = await auth.getUser(principal.id).catch(() => undefined)
+        if (!user || user.disabled) throw new Unauthorized('user no longer exists or is disabled')
+        return { code: 0, message: 'ok', data: { token: auth.accessToken(user) } }
+      },
+      {
+        detail: {
+          tags: ['auth'],
+          summary: 'New token from a valid one (Bearer, cookie service_token or query token)',
+        },
+      },
+    )
+    .get(
+      '/api/v1/auth/me',
+      async ({ headers, query }) => {
+        const principal = auth.verifyAccess(AuthService.bearer(headers, query))
+        if (!principal) throw new Unauthorized('missing, invalid or expired token')
+        const user = await auth.getUser(principal.id).catch(() => {
+          throw new NotFound('user no longer exists')
+        })
+        return { code: 0, message: 'ok', data: v1User(user) }
+      },
+      {
+        detail: {
+          tags: ['auth'],
+          summary: 'The current user: 401 without a valid token, 404 when the user was deleted',
+        },
+      },
+    )
     .post('/api/users', ({ body }) => auth.createUser(body), {
       permission: 'users:write',
       body: t.Object({
@@ -82,15 +113,22 @@ export function authRoutes(auth: AuthService, limiter: RateLimiter) {
       response: { 200: 'auth.User' },
       detail: { tags: ['users'], summary: 'Create a user (admin, operator)' },
     })
-    .get('/api/users', async ({ query }) => {
-      const page = query.page ?? 0
-      const size = query.size ?? 20
-      return { ...(await auth.listUsers(page, size)), page, size }
-    }, {
-      permission: 'users:read',
-      query: t.Object({ page: t.Optional(t.Integer({ minimum: 0 })), size: t.Optional(t.Integer({ minimum: 1, maximum: 200 })) }),
-      detail: { tags: ['users'], summary: 'List users, paged (admin, operator)' },
-    })
+    .get(
+      '/api/users',
+      async ({ query }) => {
+        const page = query.page ?? 0
+        const size = query.size ?? 20
+        return { ...(await auth.listUsers(page, size)), page, size }
+      },
+      {
+        permission: 'users:read',
+        query: t.Object({
+          page: t.Optional(t.Integer({ minimum: 0 })),
+          size: t.Optional(t.Integer({ minimum: 1, maximum: 200 })),
+        }),
+        detail: { tags: ['users'], summary: 'List users, paged (admin, operator)' },
+      },
+    )
     .get('/api/users/:id', ({ params }) => auth.getUser(params.id), {
       permission: 'users:read',
       response: { 200: 'auth.User' },
@@ -105,15 +143,22 @@ export function authRoutes(auth: AuthService, limiter: RateLimiter) {
         disabled: t.Optional(t.Boolean()),
       }),
       response: { 200: 'auth.User' },
-      detail: { tags: ['users'], summary: 'Update name, roles, password or the disabled flag; role changes apply at the next token' },
+      detail: {
+        tags: ['users'],
+        summary: 'Update name, roles, password or the disabled flag; role changes apply at the next token',
+      },
     })
     .post('/api/users/:id/disable', ({ params }) => auth.updateUser(params.id, { disabled: true }), {
       permission: 'users:write',
       response: { 200: 'auth.User' },
       detail: { tags: ['users'], summary: 'Disable a user: its tokens stop working at once' },
     })
-    .delete('/api/users/:id', async ({ params, set }) => {
-      await auth.deleteUser(params.id)
-      set.status = 204
-    }, { permission: 'users:write', detail: { tags: ['users'], summary: 'Delete a user' } })
+    .delete(
+      '/api/users/:id',
+      async ({ params, set }) => {
+        await auth.deleteUser(params.id)
+        set.status = 204
+      },
+      { permission: 'users:write', detail: { tags: ['users'], summary: 'Delete a user' } },
+    )
 }

@@ -114,7 +114,8 @@ export interface NewUser {
 function checkRoles(roles: readonly string[], field: string) {
   if (!roles.length) throw invalidField(field, 'at least one role is required')
   for (const r of roles)
-    if (!(ROLES as readonly string[]).includes(r)) throw invalidField(field, `unknown role '${r}', expected one of ${ROLES.join(', ')}`)
+    if (!(ROLES as readonly string[]).includes(r))
+      throw invalidField(field, `unknown role '${r}', expected one of ${ROLES.join(', ')}`)
 }
 
 /**
@@ -152,7 +153,8 @@ export class AuthService {
     if (input.password.length < 8) throw invalidField('body.password', 'must be at least 8 characters')
     checkRoles(input.roles, 'body.roles')
     const username = (input.username ?? email.split('@')[0]).trim()
-    if (!/^[A-Za-z0-9._-]{1,64}$/.test(username)) throw invalidField('body.username', 'letters, digits, dot, dash and underscore, 1-64')
+    if (!/^[A-Za-z0-9._-]{1,64}$/.test(username))
+      throw invalidField('body.username', 'letters, digits, dot, dash and underscore, 1-64')
     const now = Date.now()
     const hash = await Bun.password.hash(input.password)
     const row = await this.db.get<UserRow>(
@@ -166,7 +168,10 @@ export class AuthService {
 
   async listUsers(page: number, size: number): Promise<{ items: User[]; total: number }> {
     const [rows, total] = await Promise.all([
-      this.db.all<UserRow>(`SELECT ${USER_COLS} FROM users ORDER BY created_at, id LIMIT ? OFFSET ?`, [size, page * size]),
+      this.db.all<UserRow>(`SELECT ${USER_COLS} FROM users ORDER BY created_at, id LIMIT ? OFFSET ?`, [
+        size,
+        page * size,
+      ]),
       this.countUsers(),
     ])
     return { items: rows.map(toUser), total }
@@ -178,14 +183,25 @@ export class AuthService {
     return toUser(row)
   }
 
-  async updateUser(id: string, patch: { name?: string; roles?: string[]; password?: string; disabled?: boolean }): Promise<User> {
+  async updateUser(
+    id: string,
+    patch: { name?: string; roles?: string[]; password?: string; disabled?: boolean },
+  ): Promise<User> {
     if (patch.roles) checkRoles(patch.roles, 'body.roles')
-    if (patch.password !== undefined && patch.password.length < 8) throw invalidField('body.password', 'must be at least 8 characters')
+    if (patch.password !== undefined && patch.password.length < 8)
+      throw invalidField('body.password', 'must be at least 8 characters')
     const hash = patch.password !== undefined ? await Bun.password.hash(patch.password) : null
     const row = await this.db.get<UserRow>(
       `UPDATE users SET name = COALESCE(?, name), roles = COALESCE(?, roles), password_hash = COALESCE(?, password_hash),
        disabled = COALESCE(?, disabled), updated_at = ? WHERE id = ? RETURNING ${USER_COLS}`,
-      [patch.name ?? null, patch.roles ? JSON.stringify(patch.roles) : null, hash, patch.disabled === undefined ? null : patch.disabled ? 1 : 0, Date.now(), id],
+      [
+        patch.name ?? null,
+        patch.roles ? JSON.stringify(patch.roles) : null,
+        hash,
+        patch.disabled === undefined ? null : patch.disabled ? 1 : 0,
+        Date.now(),
+        id,
+      ],
     )
     if (!row) throw new NotFound(`user '${id}' not found`)
     if (row.disabled) this.block(id)
@@ -196,7 +212,10 @@ export class AuthService {
 
   async deleteUser(id: string): Promise<void> {
     const n = await this.db.tx(async (tx) => {
-      await tx.run('UPDATE refresh_tokens SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL', [Date.now(), id])
+      await tx.run('UPDATE refresh_tokens SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL', [
+        Date.now(),
+        id,
+      ])
       return tx.run('DELETE FROM users WHERE id = ?', [id])
     })
     if (!n) throw new NotFound(`user '${id}' not found`)
@@ -228,7 +247,15 @@ export class AuthService {
   accessToken(user: Pick<User, 'id' | 'username' | 'email' | 'roles'>): string {
     const now = Math.floor(Date.now() / 1000)
     return signJwt(
-      { sub: user.id, username: user.username, email: user.email, roles: user.roles, iat: now, exp: now + this.settings.accessTtlS, jti: randomToken(8) },
+      {
+        sub: user.id,
+        username: user.username,
+        email: user.email,
+        roles: user.roles,
+        iat: now,
+        exp: now + this.settings.accessTtlS,
+        jti: randomToken(8),
+      },
       this.settings.jwtSecret,
     )
   }
@@ -257,23 +284,37 @@ export class AuthService {
     const hash = sha256(refreshToken)
     const now = Date.now()
     const outcome = await this.db.tx(async (tx) => {
-      const row = await tx.get<{ id: string; family_id: string; user_id: string; expires_at: number; used_at: number | null; revoked_at: number | null }>(
+      const row = await tx.get<{
+        id: string
+        family_id: string
+        user_id: string
+        expires_at: number
+        used_at: number | null
+        revoked_at: number | null
+      }>(
         'SELECT id, family_id, user_id, expires_at, used_at, revoked_at FROM refresh_tokens WHERE token_hash = ?',
         [hash],
       )
       if (!row) return { error: 'invalid refresh token' } as const
       if (row.used_at !== null || row.revoked_at !== null) {
-        await tx.run('UPDATE refresh_tokens SET revoked_at = ? WHERE family_id = ? AND revoked_at IS NULL', [now, row.family_id])
+        await tx.run('UPDATE refresh_tokens SET revoked_at = ? WHERE family_id = ? AND revoked_at IS NULL', [
+          now,
+          row.family_id,
+        ])
         return { error: 'refresh token reused; its session was revoked', revoke: true } as const
       }
       if (row.expires_at <= now) return { error: 'refresh token expired' } as const
-      const claimed = await tx.run('UPDATE refresh_tokens SET used_at = ? WHERE id = ? AND used_at IS NULL', [now, row.id])
+      const claimed = await tx.run('UPDATE refresh_tokens SET used_at = ? WHERE id = ? AND used_at IS NULL', [
+        now,
+        row.id,
+      ])
       if (!claimed) return { error: 'invalid refresh token' } as const
       return { userId: row.user_id, familyId: row.family_id } as const
     })
     if ('error' in outcome) throw new Unauthorized(outcome.error, 'invalid_refresh_token')
     const row = await this.db.get<UserRow>(`SELECT ${USER_COLS} FROM users WHERE id = ?`, [outcome.userId])
-    if (!row || row.disabled) throw new Unauthorized('user no longer exists or is disabled', 'invalid_refresh_token')
+    if (!row || row.disabled)
+      throw new Unauthorized('user no longer exists or is disabled', 'invalid_refresh_token')
     return this.issue(toUser(row), outcome.familyId)
   }
 
@@ -301,7 +342,10 @@ export class AuthService {
   }
 
   /** Bearer header, then the spec 2 cookie `service_token`, then the query parameter `token`. */
-  static bearer(headers: Record<string, string | undefined>, query?: Record<string, unknown>): string | undefined {
+  static bearer(
+    headers: Record<string, string | undefined>,
+    query?: Record<string, unknown>,
+  ): string | undefined {
     const h = headers.authorization
     if (h?.startsWith('Bearer ')) return h.slice(7).trim()
     const cookie = headers.cookie?.match(/(?:^|;\s*)service_token=([^;]+)/)?.[1]
@@ -330,12 +374,26 @@ export class AuthService {
 
   // -- API keys -------------------------------------------------------------------------------
 
-  async createApiKey(input: { name: string; gameId?: string; environment?: string; createdBy?: string }): Promise<ApiKey & { key: string }> {
+  async createApiKey(input: {
+    name: string
+    gameId?: string
+    environment?: string
+    createdBy?: string
+  }): Promise<ApiKey & { key: string }> {
     const key = `lok_${randomToken(24)}`
     const row = await this.db.get<KeyRow>(
       `INSERT INTO api_keys (id, name, key_hash, prefix, game_id, environment, created_by, created_at)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING ${KEY_COLS}`,
-      [newId(), input.name, sha256(key), key.slice(0, 8), input.gameId ?? null, input.environment ?? null, input.createdBy ?? null, Date.now()],
+      [
+        newId(),
+        input.name,
+        sha256(key),
+        key.slice(0, 8),
+        input.gameId ?? null,
+        input.environment ?? null,
+        input.createdBy ?? null,
+        Date.now(),
+      ],
     )
     return { ...toKey(row!), key }
   }
@@ -376,7 +434,14 @@ export class AuthService {
     const row = await this.db.get<KeyRow>(`SELECT ${KEY_COLS} FROM api_keys WHERE key_hash = ?`, [hash])
     const principal: Principal | null =
       row && row.revoked_at === null
-        ? { kind: 'apiKey', id: row.id, username: `apikey:${row.name}`, roles: ['developer'], gameId: row.game_id ?? undefined, environment: row.environment ?? undefined }
+        ? {
+            kind: 'apiKey',
+            id: row.id,
+            username: `apikey:${row.name}`,
+            roles: ['developer'],
+            gameId: row.game_id ?? undefined,
+            environment: row.environment ?? undefined,
+          }
         : null
     if (this.keyCache.size > 10_000) this.keyCache.clear()
     this.keyCache.set(hash, principal)

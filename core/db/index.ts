@@ -1,6 +1,6 @@
 import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
-import { openPostgres, type PgOptions } from './postgres'
+import { type PgOptions, openPostgres } from './postgres'
 import { openSqlite } from './sqlite'
 import type { Db } from './types'
 

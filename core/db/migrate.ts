@@ -32,7 +32,8 @@ function checksum(db: Db, m: Migration): string {
 export async function migrate(db: Db, sets: readonly MigrationSet[]): Promise<string[]> {
   for (const set of sets)
     set.migrations.reduce((last, m) => {
-      if (!(m.id > last)) throw new MigrationError(`${set.plugin}: migration ids must increase (${m.id} after ${last})`)
+      if (!(m.id > last))
+        throw new MigrationError(`${set.plugin}: migration ids must increase (${m.id} after ${last})`)
       return m.id
     }, 0)
   await db.exec(LEDGER)
@@ -56,13 +57,10 @@ export async function migrate(db: Db, sets: readonly MigrationSet[]): Promise<st
           continue
         }
         await tx.exec(tx.dialect === 'postgres' && m.pg ? m.pg : m.sql)
-        await tx.run('INSERT INTO liveops_migrations (plugin, id, name, checksum, applied_at) VALUES (?, ?, ?, ?, ?)', [
-          set.plugin,
-          m.id,
-          m.name,
-          sum,
-          Date.now(),
-        ])
+        await tx.run(
+          'INSERT INTO liveops_migrations (plugin, id, name, checksum, applied_at) VALUES (?, ?, ?, ?, ?)',
+          [set.plugin, m.id, m.name, sum, Date.now()],
+        )
         done.push(`${set.plugin}/${m.id}`)
       }
     }

@@ -24,7 +24,9 @@ function wrap(sql: Sql, root: () => Db): Db {
   const self: Db = {
     dialect: 'postgres',
     async all<T = Row>(q: string, params: readonly Param[] = []) {
-      return (await sql.unsafe(toPg(q), params as postgres.ParameterOrJSON<never>[], { prepare: true })) as unknown as T[]
+      return (await sql.unsafe(toPg(q), params as postgres.ParameterOrJSON<never>[], {
+        prepare: true,
+      })) as unknown as T[]
     },
     async get<T = Row>(q: string, params: readonly Param[] = []) {
       const rows = await self.all<T>(q, params)
@@ -55,7 +57,12 @@ export interface PgOptions {
 
 /** BIGINT (epoch ms, counts) and NUMERIC (sums) come back as JS numbers, as on SQLite. */
 const numberTypes = {
-  bigint: { to: 20, from: [20], serialize: (x: number | bigint) => String(x), parse: (x: string) => Number(x) },
+  bigint: {
+    to: 20,
+    from: [20],
+    serialize: (x: number | bigint) => String(x),
+    parse: (x: string) => Number(x),
+  },
   numeric: { to: 1700, from: [1700], serialize: (x: number) => String(x), parse: (x: string) => Number(x) },
 }
 

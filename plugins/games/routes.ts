@@ -4,10 +4,10 @@ import {
   ApiKey,
   ApiKeyCreate,
   ApiKeyCreated,
+  EnvName,
   Environment,
   EnvironmentCreate,
   EnvironmentUpdate,
-  EnvName,
   Game,
   GameCreate,
   GameList,
@@ -27,16 +27,30 @@ export function gamesRoutes(ctx: PluginContext<unknown>, store: GamesStore) {
   /** The environment as the API shows it: with the active API keys bound to it. */
   const withKeys = async <E extends { gameId: string; name: string }>(env: E) => {
     const keys = await auth.listApiKeys({ gameId: env.gameId, environment: env.name })
-    return { ...env, apiKeys: keys.filter((k) => !k.revokedAt).map((k) => ({ id: k.id, name: k.name, prefix: k.prefix, createdAt: k.createdAt })) }
+    return {
+      ...env,
+      apiKeys: keys
+        .filter((k) => !k.revokedAt)
+        .map((k) => ({ id: k.id, name: k.name, prefix: k.prefix, createdAt: k.createdAt })),
+    }
   }
 
   return new Elysia({ name: 'games' })
     .use(ctx.guard)
     .model({ 'games.Game': Game, 'games.Environment': Environment, 'games.ApiKey': ApiKey })
-    .post('/api/games', async ({ body, set }) => {
-      set.status = 201
-      return store.createGame(body)
-    }, { permission: 'games:write', body: GameCreate, response: { 201: 'games.Game' }, detail: tag('Create a game (status DEVELOPMENT) with dev, staging and prod environments') })
+    .post(
+      '/api/games',
+      async ({ body, set }) => {
+        set.status = 201
+        return store.createGame(body)
+      },
+      {
+        permission: 'games:write',
+        body: GameCreate,
+        response: { 201: 'games.Game' },
+        detail: tag('Create a game (status DEVELOPMENT) with dev, staging and prod environments'),
+      },
+    )
     .get('/api/games', ({ query }) => store.listGames(query), {
       permission: 'games:read',
       query: ListQuery,
@@ -54,13 +68,23 @@ export function gamesRoutes(ctx: PluginContext<unknown>, store: GamesStore) {
       params: GameParams,
       body: GameUpdate,
       response: { 200: 'games.Game' },
-      detail: tag('Update a game; status changes follow DEVELOPMENT->TESTING, TESTING->LIVE|DEVELOPMENT, LIVE->MAINTENANCE, MAINTENANCE->LIVE|DISCONTINUED (else 409)'),
+      detail: tag(
+        'Update a game; status changes follow DEVELOPMENT->TESTING, TESTING->LIVE|DEVELOPMENT, LIVE->MAINTENANCE, MAINTENANCE->LIVE|DISCONTINUED (else 409)',
+      ),
     })
-    .delete('/api/games/:gameId', async ({ params, set }) => {
-      await store.deleteGame(params.gameId)
-      await auth.revokeApiKeysOf(params.gameId)
-      set.status = 204
-    }, { permission: 'games:write', params: GameParams, detail: tag('Delete a game that is not LIVE (409 when LIVE); its API keys are revoked') })
+    .delete(
+      '/api/games/:gameId',
+      async ({ params, set }) => {
+        await store.deleteGame(params.gameId)
+        await auth.revokeApiKeysOf(params.gameId)
+        set.status = 204
+      },
+      {
+        permission: 'games:write',
+        params: GameParams,
+        detail: tag('Delete a game that is not LIVE (409 when LIVE); its API keys are revoked'),
+      },
+    )
     .post('/api/games/:gameId/publish', ({ params }) => store.publish(params.gameId), {
       permission: 'games:write',
       params: GameParams,
@@ -73,52 +97,107 @@ export function gamesRoutes(ctx: PluginContext<unknown>, store: GamesStore) {
       response: { 200: 'games.Game' },
       detail: tag('Move LIVE to MAINTENANCE; 409 otherwise'),
     })
-    .post('/api/games/:gameId/environments', async ({ params, body, set }) => {
-      set.status = 201
-      return withKeys(await store.createEnv(params.gameId, body))
-    }, { permission: 'environments:write', params: GameParams, body: EnvironmentCreate, response: { 201: 'games.Environment' }, detail: tag('Create an environment (409 when the name exists)', ['environments']) })
-    .get('/api/games/:gameId/environments', async ({ params }) => Promise.all((await store.listEnvs(params.gameId)).map(withKeys)), {
-      permission: 'games:read',
-      params: GameParams,
-      response: { 200: t.Array(Environment) },
-      detail: tag('List the environments of a game', ['environments']),
-    })
-    .get('/api/games/:gameId/environments/:environmentName', async ({ params }) => withKeys(await store.getEnv(params.gameId, params.environmentName)), {
-      permission: 'games:read',
-      params: EnvParams,
-      response: { 200: 'games.Environment' },
-      detail: tag('Read an environment with its settings', ['environments']),
-    })
-    .put('/api/games/:gameId/environments/:environmentName', async ({ params, body }) => withKeys(await store.updateEnv(params.gameId, params.environmentName, body)), {
-      permission: 'environments:write',
-      params: EnvParams,
-      body: EnvironmentUpdate,
-      response: { 200: 'games.Environment' },
-      detail: tag('Update an environment; settings are merged field by field', ['environments']),
-    })
-    .delete('/api/games/:gameId/environments/:environmentName', async ({ params, set }) => {
-      await store.deleteEnv(params.gameId, params.environmentName)
-      await auth.revokeApiKeysOf(params.gameId, params.environmentName)
-      set.status = 204
-    }, { permission: 'environments:write', params: EnvParams, detail: tag('Delete an environment; its API keys are revoked', ['environments']) })
-    .get('/api/games/:gameId/environments/:environmentName/settings', async ({ params }) => (await store.getEnv(params.gameId, params.environmentName)).settings, {
-      permission: 'games:read',
-      params: EnvParams,
-      response: { 200: EnvironmentSettings },
-      detail: tag('Per-environment settings: sampling rate, rate-limit policy, PII policy, property allow-list, retention days', ['environments']),
-    })
-    .put('/api/games/:gameId/environments/:environmentName/settings', async ({ params, body }) => (await store.updateEnv(params.gameId, params.environmentName, { settings: body })).settings, {
-      permission: 'environments:write',
-      params: EnvParams,
-      body: SettingsPatch,
-      response: { 200: EnvironmentSettings },
-      detail: tag('Update per-environment settings (fields not given stay as they are)', ['environments']),
-    })
-    .post('/api/api-keys', async ({ body, principal, set }) => {
-      await store.getEnv(body.gameId, body.environment)
-      set.status = 201
-      return auth.createApiKey({ ...body, createdBy: principal.id })
-    }, { permission: 'apikeys:write', body: ApiKeyCreate, response: { 201: ApiKeyCreated }, detail: tag('Create an API key bound to a game and environment; the key is shown only in this answer', ['api-keys']) })
+    .post(
+      '/api/games/:gameId/environments',
+      async ({ params, body, set }) => {
+        set.status = 201
+        return withKeys(await store.createEnv(params.gameId, body))
+      },
+      {
+        permission: 'environments:write',
+        params: GameParams,
+        body: EnvironmentCreate,
+        response: { 201: 'games.Environment' },
+        detail: tag('Create an environment (409 when the name exists)', ['environments']),
+      },
+    )
+    .get(
+      '/api/games/:gameId/environments',
+      async ({ params }) => Promise.all((await store.listEnvs(params.gameId)).map(withKeys)),
+      {
+        permission: 'games:read',
+        params: GameParams,
+        response: { 200: t.Array(Environment) },
+        detail: tag('List the environments of a game', ['environments']),
+      },
+    )
+    .get(
+      '/api/games/:gameId/environments/:environmentName',
+      async ({ params }) => withKeys(await store.getEnv(params.gameId, params.environmentName)),
+      {
+        permission: 'games:read',
+        params: EnvParams,
+        response: { 200: 'games.Environment' },
+        detail: tag('Read an environment with its settings', ['environments']),
+      },
+    )
+    .put(
+      '/api/games/:gameId/environments/:environmentName',
+      async ({ params, body }) =>
+        withKeys(await store.updateEnv(params.gameId, params.environmentName, body)),
+      {
+        permission: 'environments:write',
+        params: EnvParams,
+        body: EnvironmentUpdate,
+        response: { 200: 'games.Environment' },
+        detail: tag('Update an environment; settings are merged field by field', ['environments']),
+      },
+    )
+    .delete(
+      '/api/games/:gameId/environments/:environmentName',
+      async ({ params, set }) => {
+        await store.deleteEnv(params.gameId, params.environmentName)
+        await auth.revokeApiKeysOf(params.gameId, params.environmentName)
+        set.status = 204
+      },
+      {
+        permission: 'environments:write',
+        params: EnvParams,
+        detail: tag('Delete an environment; its API keys are revoked', ['environments']),
+      },
+    )
+    .get(
+      '/api/games/:gameId/environments/:environmentName/settings',
+      async ({ params }) => (await store.getEnv(params.gameId, params.environmentName)).settings,
+      {
+        permission: 'games:read',
+        params: EnvParams,
+        response: { 200: EnvironmentSettings },
+        detail: tag(
+          'Per-environment settings: sampling rate, rate-limit policy, PII policy, property allow-list, retention days',
+          ['environments'],
+        ),
+      },
+    )
+    .put(
+      '/api/games/:gameId/environments/:environmentName/settings',
+      async ({ params, body }) =>
+        (await store.updateEnv(params.gameId, params.environmentName, { settings: body })).settings,
+      {
+        permission: 'environments:write',
+        params: EnvParams,
+        body: SettingsPatch,
+        response: { 200: EnvironmentSettings },
+        detail: tag('Update per-environment settings (fields not given stay as they are)', ['environments']),
+      },
+    )
+    .post(
+      '/api/api-keys',
+      async ({ body, principal, set }) => {
+        await store.getEnv(body.gameId, body.environment)
+        set.status = 201
+        return auth.createApiKey({ ...body, createdBy: principal.id })
+      },
+      {
+        permission: 'apikeys:write',
+        body: ApiKeyCreate,
+        response: { 201: ApiKeyCreated },
+        detail: tag(
+          'Create an API key bound to a game and environment; the key is shown only in this answer',
+          ['api-keys'],
+        ),
+      },
+    )
     .get('/api/api-keys', ({ query }) => auth.listApiKeys(query), {
       permission: 'apikeys:read',
       query: t.Object({ gameId: t.Optional(t.String()), environment: t.Optional(t.String()) }),

@@ -23,7 +23,11 @@ export const Game = t.Object({
 export type Game = typeof Game.static
 
 const Name = t.String({ minLength: 1, maxLength: 200 })
-const Timezone = t.String({ minLength: 1, maxLength: 64, description: 'IANA time-zone name, for example Europe/Berlin' })
+const Timezone = t.String({
+  minLength: 1,
+  maxLength: 64,
+  description: 'IANA time-zone name, for example Europe/Berlin',
+})
 const Currency = t.String({ pattern: '^[A-Z]{3}$', description: 'ISO 4217 code, for example USD' })
 
 export const GameCreate = t.Object(
@@ -51,12 +55,19 @@ export const GameUpdate = t.Object(
   { additionalProperties: false },
 )
 
-export const GameList = t.Object({ items: t.Array(Game), total: t.Integer(), page: t.Integer(), size: t.Integer() })
+export const GameList = t.Object({
+  items: t.Array(Game),
+  total: t.Integer(),
+  page: t.Integer(),
+  size: t.Integer(),
+})
 
 export const ListQuery = t.Object({
   page: t.Optional(t.Integer({ minimum: 0, default: 0, description: '0-based page' })),
   size: t.Optional(t.Integer({ minimum: 1, maximum: 100, default: 20 })),
-  sort: t.Optional(t.String({ description: 'field[,asc|desc]; fields: name, genre, status, createdAt, updatedAt' })),
+  sort: t.Optional(
+    t.String({ description: 'field[,asc|desc]; fields: name, genre, status, createdAt, updatedAt' }),
+  ),
   status: t.Optional(GameStatus),
   genre: t.Optional(Genre),
 })
@@ -84,12 +95,18 @@ export const Environment = t.Object({
   displayName: t.String(),
   description: t.String(),
   settings: EnvironmentSettings,
-  apiKeys: t.Array(ApiKeyRef, { description: 'active API keys bound to this environment (keys themselves are shown only once, at creation)' }),
+  apiKeys: t.Array(ApiKeyRef, {
+    description:
+      'active API keys bound to this environment (keys themselves are shown only once, at creation)',
+  }),
   createdAt: t.String(),
   updatedAt: t.String(),
 })
 
-export const EnvName = t.String({ pattern: '^[a-z][a-z0-9-]{0,31}$', description: 'lower case, the key in paths' })
+export const EnvName = t.String({
+  pattern: '^[a-z][a-z0-9-]{0,31}$',
+  description: 'lower case, the key in paths',
+})
 
 export const EnvironmentCreate = t.Object(
   {
@@ -113,7 +130,11 @@ export const EnvironmentUpdate = t.Object(
 )
 
 export const ApiKeyCreate = t.Object(
-  { name: t.String({ minLength: 1, maxLength: 100 }), gameId: t.String({ minLength: 1 }), environment: EnvName },
+  {
+    name: t.String({ minLength: 1, maxLength: 100 }),
+    gameId: t.String({ minLength: 1 }),
+    environment: EnvName,
+  },
   { additionalProperties: false },
 )
 export const ApiKey = t.Object({

@@ -2,7 +2,7 @@ import { Value } from '@sinclair/typebox/value'
 import { type Db, fromJson, iso, newId } from '../../core/db'
 import { Conflict, NotFound, invalidField, parseSort } from '../../core/http'
 import type { Game, SettingsPatch } from './schema'
-import { type Environment, EnvironmentSettings, type GamesService, type GAME_STATUSES } from './types'
+import { type Environment, EnvironmentSettings, type GAME_STATUSES, type GamesService } from './types'
 
 type Status = (typeof GAME_STATUSES)[number]
 
@@ -46,9 +46,16 @@ type EnvRow = {
   updated_at: number
 }
 
-const GAME_COLS = 'id, name, genre, platforms, timezone, default_currency, description, status, created_at, updated_at'
+const GAME_COLS =
+  'id, name, genre, platforms, timezone, default_currency, description, status, created_at, updated_at'
 const ENV_COLS = 'id, game_id, name, type, display_name, description, settings, created_at, updated_at'
-const SORTABLE = { name: 'name', genre: 'genre', status: 'status', createdAt: 'created_at', updatedAt: 'updated_at' }
+const SORTABLE = {
+  name: 'name',
+  genre: 'genre',
+  status: 'status',
+  createdAt: 'created_at',
+  updatedAt: 'updated_at',
+}
 
 const toGame = (r: GameRow): Game => ({
   id: r.id,
@@ -130,7 +137,10 @@ export function gamesStore(db: Db, cacheTtlMs: number) {
     const key = `${gameId}/${name}`
     const c = envs.get(key)
     if (c && fresh(c.at)) return c.env
-    const row = await db.get<EnvRow>(`SELECT ${ENV_COLS} FROM environments WHERE game_id = ? AND name = ?`, [gameId, name])
+    const row = await db.get<EnvRow>(`SELECT ${ENV_COLS} FROM environments WHERE game_id = ? AND name = ?`, [
+      gameId,
+      name,
+    ])
     const env = row ? toEnv(row) : null
     envs.set(key, { env, at: Date.now() })
     return env
@@ -167,13 +177,15 @@ export function gamesStore(db: Db, cacheTtlMs: number) {
   }
 
   const needsPlatform = (g: Game) => {
-    if (!g.platforms.length) throw new Conflict(`game '${g.id}' has no platform; add one before going LIVE`, { field: 'platforms' })
+    if (!g.platforms.length)
+      throw new Conflict(`game '${g.id}' has no platform; add one before going LIVE`, { field: 'platforms' })
   }
 
   const service: GamesService = {
     environment: async (gameId, name) => (await findEnv(gameId, name)) ?? undefined,
     gameExists: async (gameId) => !!(await findGame(gameId)),
-    environments: async () => (await db.all<EnvRow>(`SELECT ${ENV_COLS} FROM environments ORDER BY game_id, name`)).map(toEnv),
+    environments: async () =>
+      (await db.all<EnvRow>(`SELECT ${ENV_COLS} FROM environments ORDER BY game_id, name`)).map(toEnv),
     onChange: (fn) => {
       listeners.push(fn)
     },
@@ -184,14 +196,31 @@ export function gamesStore(db: Db, cacheTtlMs: number) {
     getGame,
     getEnv,
 
-    async createGame(input: { name: string; genre: string; platforms: string[]; timezone: string; defaultCurrency: string; description?: string }) {
+    async createGame(input: {
+      name: string
+      genre: string
+      platforms: string[]
+      timezone: string
+      defaultCurrency: string
+      description?: string
+    }) {
       checkTimezone(input.timezone)
       const id = newId()
       const now = Date.now()
       const game = await db.tx(async (tx) => {
         const row = await tx.get<GameRow>(
           `INSERT INTO games (${GAME_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, 'DEVELOPMENT', ?, ?) RETURNING ${GAME_COLS}`,
-          [id, input.name.trim(), input.genre, JSON.stringify(input.platforms), input.timezone, input.defaultCurrency, input.description ?? '', now, now],
+          [
+            id,
+            input.name.trim(),
+            input.genre,
+            JSON.stringify(input.platforms),
+            input.timezone,
+            input.defaultCurrency,
+            input.description ?? '',
+            now,
+            now,
+          ],
         )
         for (const e of DEFAULT_ENVIRONMENTS)
           await tx.run(`INSERT INTO environments (${ENV_COLS}) VALUES (?, ?, ?, ?, ?, '', ?, ?, ?)`, [
@@ -218,13 +247,27 @@ export function gamesStore(db: Db, cacheTtlMs: number) {
       const where = '(CAST(? AS TEXT) IS NULL OR status = ?) AND (CAST(? AS TEXT) IS NULL OR genre = ?)'
       const args = [q.status ?? null, q.status ?? null, q.genre ?? null, q.genre ?? null]
       const [rows, count] = await Promise.all([
-        db.all<GameRow>(`SELECT ${GAME_COLS} FROM games WHERE ${where} ORDER BY ${order}, id LIMIT ? OFFSET ?`, [...args, size, page * size]),
+        db.all<GameRow>(
+          `SELECT ${GAME_COLS} FROM games WHERE ${where} ORDER BY ${order}, id LIMIT ? OFFSET ?`,
+          [...args, size, page * size],
+        ),
         db.get<{ n: number }>(`SELECT COUNT(*) AS n FROM games WHERE ${where}`, args),
       ])
       return { items: rows.map(toGame), total: Number(count?.n ?? 0), page, size }
     },
 
-    async updateGame(id: string, patch: { name?: string; description?: string; genre?: string; platforms?: string[]; timezone?: string; defaultCurrency?: string; status?: Status }) {
+    async updateGame(
+      id: string,
+      patch: {
+        name?: string
+        description?: string
+        genre?: string
+        platforms?: string[]
+        timezone?: string
+        defaultCurrency?: string
+        status?: Status
+      },
+    ) {
       if (patch.timezone) checkTimezone(patch.timezone)
       const game = await db.tx(async (tx) => {
         const row = await tx.get<GameRow>(`SELECT ${GAME_COLS} FROM games WHERE id = ?`, [id])
@@ -232,13 +275,28 @@ export function gamesStore(db: Db, cacheTtlMs: number) {
         const current = toGame(row)
         const status = patch.status ?? current.status
         if (status !== current.status && !NEXT[current.status].includes(status))
-          throw new Conflict(`status cannot change from ${current.status} to ${status}`, { field: 'status', from: current.status, to: status, allowed: NEXT[current.status] })
+          throw new Conflict(`status cannot change from ${current.status} to ${status}`, {
+            field: 'status',
+            from: current.status,
+            to: status,
+            allowed: NEXT[current.status],
+          })
         const platforms = patch.platforms ?? current.platforms
         if (status === 'LIVE') needsPlatform({ ...current, platforms })
         const updated = await tx.get<GameRow>(
           `UPDATE games SET name = ?, description = ?, genre = ?, platforms = ?, timezone = ?, default_currency = ?, status = ?, updated_at = ?
            WHERE id = ? RETURNING ${GAME_COLS}`,
-          [patch.name?.trim() ?? current.name, patch.description ?? current.description, patch.genre ?? current.genre, JSON.stringify(platforms), patch.timezone ?? current.timezone, patch.defaultCurrency ?? current.defaultCurrency, status, Date.now(), id],
+          [
+            patch.name?.trim() ?? current.name,
+            patch.description ?? current.description,
+            patch.genre ?? current.genre,
+            JSON.stringify(platforms),
+            patch.timezone ?? current.timezone,
+            patch.defaultCurrency ?? current.defaultCurrency,
+            status,
+            Date.now(),
+            id,
+          ],
         )
         return toGame(updated!)
       })
@@ -260,46 +318,95 @@ export function gamesStore(db: Db, cacheTtlMs: number) {
     publish: (id: string) =>
       moveStatus(id, 'LIVE', (g) => {
         if (g.status === 'LIVE') throw new Conflict(`game '${id}' is already LIVE`)
-        if (g.status === 'DISCONTINUED') throw new Conflict(`game '${id}' is DISCONTINUED and cannot be published`)
+        if (g.status === 'DISCONTINUED')
+          throw new Conflict(`game '${id}' is DISCONTINUED and cannot be published`)
         needsPlatform(g)
       }),
 
     unpublish: (id: string) =>
       moveStatus(id, 'MAINTENANCE', (g) => {
-        if (g.status !== 'LIVE') throw new Conflict(`game '${id}' is ${g.status}; only a LIVE game can be unpublished`)
+        if (g.status !== 'LIVE')
+          throw new Conflict(`game '${id}' is ${g.status}; only a LIVE game can be unpublished`)
       }),
 
     async listEnvs(gameId: string) {
       await getGame(gameId)
-      return (await db.all<EnvRow>(`SELECT ${ENV_COLS} FROM environments WHERE game_id = ? ORDER BY created_at, name`, [gameId])).map(toEnv)
+      return (
+        await db.all<EnvRow>(
+          `SELECT ${ENV_COLS} FROM environments WHERE game_id = ? ORDER BY created_at, name`,
+          [gameId],
+        )
+      ).map(toEnv)
     },
 
-    async createEnv(gameId: string, input: { name: string; type: string; displayName?: string; description?: string; settings?: SettingsPatch }) {
+    async createEnv(
+      gameId: string,
+      input: {
+        name: string
+        type: string
+        displayName?: string
+        description?: string
+        settings?: SettingsPatch
+      },
+    ) {
       await getGame(gameId)
       const now = Date.now()
-      const settings = mergeSettings(completeSettings({ retentionDays: input.type === 'PRODUCTION' ? 365 : input.type === 'STAGING' ? 30 : 7 }), input.settings)
+      const settings = mergeSettings(
+        completeSettings({
+          retentionDays: input.type === 'PRODUCTION' ? 365 : input.type === 'STAGING' ? 30 : 7,
+        }),
+        input.settings,
+      )
       const row = await db.get<EnvRow>(
         `INSERT INTO environments (${ENV_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (game_id, name) DO NOTHING RETURNING ${ENV_COLS}`,
-        [newId(), gameId, input.name, input.type, input.displayName ?? input.name, input.description ?? '', JSON.stringify(settings), now, now],
+        [
+          newId(),
+          gameId,
+          input.name,
+          input.type,
+          input.displayName ?? input.name,
+          input.description ?? '',
+          JSON.stringify(settings),
+          now,
+          now,
+        ],
       )
-      if (!row) throw new Conflict(`environment '${input.name}' already exists in game '${gameId}'`, { field: 'name' })
+      if (!row)
+        throw new Conflict(`environment '${input.name}' already exists in game '${gameId}'`, {
+          field: 'name',
+        })
       const env = toEnv(row)
       envs.set(`${gameId}/${env.name}`, { env, at: Date.now() })
       changed(gameId, env.name)
       return env
     },
 
-    async updateEnv(gameId: string, name: string, patch: { type?: string; displayName?: string; description?: string; settings?: SettingsPatch }) {
+    async updateEnv(
+      gameId: string,
+      name: string,
+      patch: { type?: string; displayName?: string; description?: string; settings?: SettingsPatch },
+    ) {
       const env = await db.tx(async (tx) => {
-        const row = await tx.get<EnvRow>(`SELECT ${ENV_COLS} FROM environments WHERE game_id = ? AND name = ?`, [gameId, name])
+        const row = await tx.get<EnvRow>(
+          `SELECT ${ENV_COLS} FROM environments WHERE game_id = ? AND name = ?`,
+          [gameId, name],
+        )
         if (!row) {
-          if (!(await tx.get('SELECT id FROM games WHERE id = ?', [gameId]))) throw new NotFound(`game '${gameId}' not found`)
+          if (!(await tx.get('SELECT id FROM games WHERE id = ?', [gameId])))
+            throw new NotFound(`game '${gameId}' not found`)
           throw new NotFound(`environment '${name}' of game '${gameId}' not found`)
         }
         const current = toEnv(row)
         const updated = await tx.get<EnvRow>(
           `UPDATE environments SET type = ?, display_name = ?, description = ?, settings = ?, updated_at = ? WHERE id = ? RETURNING ${ENV_COLS}`,
-          [patch.type ?? current.type, patch.displayName ?? current.displayName, patch.description ?? current.description, JSON.stringify(mergeSettings(current.settings, patch.settings)), Date.now(), current.id],
+          [
+            patch.type ?? current.type,
+            patch.displayName ?? current.displayName,
+            patch.description ?? current.description,
+            JSON.stringify(mergeSettings(current.settings, patch.settings)),
+            Date.now(),
+            current.id,
+          ],
         )
         return toEnv(updated!)
       })

@@ -1,6 +1,18 @@
 import { t } from 'elysia'
 
-export const GENRES = ['RPG', 'STRATEGY', 'ACTION', 'PUZZLE', 'CASUAL', 'SIMULATION', 'SPORTS', 'SHOOTER', 'MMORPG', 'MOBA', 'BATTLE_ROYALE'] as const
+export const GENRES = [
+  'RPG',
+  'STRATEGY',
+  'ACTION',
+  'PUZZLE',
+  'CASUAL',
+  'SIMULATION',
+  'SPORTS',
+  'SHOOTER',
+  'MMORPG',
+  'MOBA',
+  'BATTLE_ROYALE',
+] as const
 export const GAME_STATUSES = ['DEVELOPMENT', 'TESTING', 'LIVE', 'MAINTENANCE', 'DISCONTINUED'] as const
 export const ENV_TYPES = ['DEVELOPMENT', 'STAGING', 'PRODUCTION'] as const
 export const PII_ACTIONS = ['allow', 'deny', 'mask', 'drop'] as const

@@ -17,7 +17,19 @@ for (let i = 0; i < runs; i++) {
   const dir = tempDir('liveops-bin-bench-')
   const port = 20000 + Math.floor(Math.random() * 20000)
   const t0 = performance.now()
-  const proc = Bun.spawn([binary], { cwd: dir, env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', DATA_DIR: join(dir, 'data'), ADMIN_PASSWORD: 'bench-password', LOG_LEVEL: 'warn' }, stdout: 'ignore', stderr: 'ignore' })
+  const proc = Bun.spawn([binary], {
+    cwd: dir,
+    env: {
+      ...process.env,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      DATA_DIR: join(dir, 'data'),
+      ADMIN_PASSWORD: 'bench-password',
+      LOG_LEVEL: 'warn',
+    },
+    stdout: 'ignore',
+    stderr: 'ignore',
+  })
   for (;;) {
     try {
       if ((await fetch(`http://127.0.0.1:${port}/healthz`)).status === 200) break
@@ -33,4 +45,11 @@ for (let i = 0; i < runs; i++) {
   await proc.exited
   rmSync(dir, { recursive: true, force: true })
 }
-console.log(JSON.stringify({ readyMsMedian: Math.round(median(ready)), readyMsMax: Math.round(Math.max(...ready)), idleRssMbMedian: Math.round(median(rss)), runs }))
+console.log(
+  JSON.stringify({
+    readyMsMedian: Math.round(median(ready)),
+    readyMsMax: Math.round(Math.max(...ready)),
+    idleRssMbMedian: Math.round(median(rss)),
+    runs,
+  }),
+)

@@ -18,16 +18,39 @@ const connections = Number(arg('connections', '64'))
 for (const engine of engines) {
   const dir = tempDir('liveops-bench-')
   const config = join(dir, 'bench.yaml')
-  await Bun.write(config, `data_dir: ${dir}\nrate_limit: { requests_per_minute: 0, burst: 0 }\nlog: { level: info }\nplugins: { games: {} }\n`)
+  await Bun.write(
+    config,
+    `data_dir: ${dir}\nrate_limit: { requests_per_minute: 0, burst: 0 }\nlog: { level: info }\nplugins: { games: {} }\n`,
+  )
   const env: Record<string, string> = { ADMIN_PASSWORD: 'bench-password', JWT_SECRET: 'bench' }
   if (engine === 'postgres') env.DATABASE_URL = await freshPgDatabase('liveops_bench_games')
   const s = await startServer([process.execPath, 'core/main.ts', '--config', config], env)
   try {
-    const { token } = await (await fetch(`${s.base}/api/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: 'admin@localhost', password: 'bench-password' }) })).json()
-    const game = await (await fetch(`${s.base}/api/games`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: JSON.stringify({ name: 'Bench', genre: 'RPG', platforms: ['IOS'], timezone: 'UTC', defaultCurrency: 'USD' }) })).json()
+    const { token } = await (
+      await fetch(`${s.base}/api/auth/login`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ email: 'admin@localhost', password: 'bench-password' }),
+      })
+    ).json()
+    const game = await (
+      await fetch(`${s.base}/api/games`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+        body: JSON.stringify({
+          name: 'Bench',
+          genre: 'RPG',
+          platforms: ['IOS'],
+          timezone: 'UTC',
+          defaultCurrency: 'USD',
+        }),
+      })
+    ).json()
     const url = `${s.base}/api/games/${game.id}`
     wrk(url, { connections, seconds: 2, headers: { authorization: `Bearer ${token}` } }) // warm-up
-    const results = Array.from({ length: runs }, () => wrk(url, { connections, seconds, headers: { authorization: `Bearer ${token}` } }))
+    const results = Array.from({ length: runs }, () =>
+      wrk(url, { connections, seconds, headers: { authorization: `Bearer ${token}` } }),
+    )
     const row = {
       engine,
       rps: Math.round(median(results.map((r) => r.rps))),

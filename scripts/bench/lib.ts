@@ -39,7 +39,16 @@ function toMs(v: string): number {
 }
 
 /** Runs wrk (Debian package `wrk`) and parses throughput, latency percentiles and errors. */
-export function wrk(url: string, opts: { connections: number; seconds: number; threads?: number; headers?: Record<string, string>; script?: string }): WrkResult {
+export function wrk(
+  url: string,
+  opts: {
+    connections: number
+    seconds: number
+    threads?: number
+    headers?: Record<string, string>
+    script?: string
+  },
+): WrkResult {
   const args = ['wrk', `-t${opts.threads ?? 2}`, `-c${opts.connections}`, `-d${opts.seconds}s`, '--latency']
   for (const [k, v] of Object.entries(opts.headers ?? {})) args.push('-H', `${k}: ${v}`)
   if (opts.script) args.push('-s', opts.script)

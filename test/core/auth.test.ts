@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { ADMIN_PASSWORD, forEachEngine, makeApp, type TestApp } from '../helpers'
+import { ADMIN_PASSWORD, type TestApp, forEachEngine, makeApp } from '../helpers'
 
 forEachEngine((engine) => {
   let a: TestApp
@@ -8,20 +8,27 @@ forEachEngine((engine) => {
   })
   afterAll(() => a.stop())
 
-  const login = (email: string, password: string) => a.req('POST', '/api/auth/login', { body: { email, password } })
+  const login = (email: string, password: string) =>
+    a.req('POST', '/api/auth/login', { body: { email, password } })
 
   describe('spec 1 login and refresh', () => {
     test('the bootstrap admin logs in: token, refreshToken, expiresIn, user', async () => {
       const r = await login('admin@localhost', ADMIN_PASSWORD)
       expect(r.status).toBe(200)
-      expect(r.body).toMatchObject({ expiresIn: 900, user: { email: 'admin@localhost', roles: ['admin'], name: 'Administrator' } })
+      expect(r.body).toMatchObject({
+        expiresIn: 900,
+        user: { email: 'admin@localhost', roles: ['admin'], name: 'Administrator' },
+      })
       expect(r.body.token.split('.')).toHaveLength(3)
       expect(typeof r.body.refreshToken).toBe('string')
       expect((await a.req('GET', '/api/games', { token: r.body.token })).status).toBe(200)
     })
 
     test('wrong password or unknown user: 401; missing field: 400 naming it', async () => {
-      for (const [email, pw] of [['admin@localhost', 'wrong'], ['nobody@x.y', ADMIN_PASSWORD]]) {
+      for (const [email, pw] of [
+        ['admin@localhost', 'wrong'],
+        ['nobody@x.y', ADMIN_PASSWORD],
+      ]) {
         const r = await login(email, pw)
         expect(r.status).toBe(401)
         expect(r.body.error).toBe('invalid_credentials')
@@ -41,24 +48,35 @@ forEachEngine((engine) => {
       const replay = await a.req('POST', '/api/auth/refresh', { body: { refreshToken: first.refreshToken } })
       expect(replay.status).toBe(401)
       expect(replay.body.message).toContain('reused')
-      expect((await a.req('POST', '/api/auth/refresh', { body: { refreshToken: second.body.refreshToken } })).status).toBe(401)
+      expect(
+        (await a.req('POST', '/api/auth/refresh', { body: { refreshToken: second.body.refreshToken } }))
+          .status,
+      ).toBe(401)
       // Another login is a separate family and still works.
       const other = (await login('admin@localhost', ADMIN_PASSWORD)).body
-      expect((await a.req('POST', '/api/auth/refresh', { body: { refreshToken: other.refreshToken } })).status).toBe(200)
-      expect((await a.req('POST', '/api/auth/refresh', { body: { refreshToken: 'garbage' } })).status).toBe(401)
+      expect(
+        (await a.req('POST', '/api/auth/refresh', { body: { refreshToken: other.refreshToken } })).status,
+      ).toBe(200)
+      expect((await a.req('POST', '/api/auth/refresh', { body: { refreshToken: 'garbage' } })).status).toBe(
+        401,
+      )
       expect((await a.req('POST', '/api/auth/refresh', { body: {} })).status).toBe(400)
     })
 
     test('concurrent refreshes of one token: exactly one succeeds', async () => {
       const { refreshToken } = (await login('admin@localhost', ADMIN_PASSWORD)).body
-      const results = await Promise.all(Array.from({ length: 6 }, () => a.req('POST', '/api/auth/refresh', { body: { refreshToken } })))
+      const results = await Promise.all(
+        Array.from({ length: 6 }, () => a.req('POST', '/api/auth/refresh', { body: { refreshToken } })),
+      )
       expect(results.filter((r) => r.status === 200)).toHaveLength(1)
     })
   })
 
   describe('spec 2 login family (/api/v1/auth)', () => {
     test('login by username answers {token, user: {id, username, role}} with no envelope', async () => {
-      const r = await a.req('POST', '/api/v1/auth/login', { body: { username: 'admin', password: ADMIN_PASSWORD } })
+      const r = await a.req('POST', '/api/v1/auth/login', {
+        body: { username: 'admin', password: ADMIN_PASSWORD },
+      })
       expect(r.status).toBe(200)
       expect(Object.keys(r.body).sort()).toEqual(['token', 'user'])
       expect(r.body.user).toMatchObject({ username: 'admin', role: 'admin' })
@@ -68,7 +86,9 @@ forEachEngine((engine) => {
     })
 
     test('refresh takes the Bearer header, the service_token cookie or the token query; 401 otherwise', async () => {
-      const { token } = (await a.req('POST', '/api/v1/auth/login', { body: { username: 'admin', password: ADMIN_PASSWORD } })).body
+      const { token } = (
+        await a.req('POST', '/api/v1/auth/login', { body: { username: 'admin', password: ADMIN_PASSWORD } })
+      ).body
       for (const opts of [{ token }, { headers: { cookie: `other=1; service_token=${token}` } }]) {
         const r = await a.req('POST', '/api/v1/auth/refresh', opts)
         expect(r.status).toBe(200)
@@ -83,10 +103,19 @@ forEachEngine((engine) => {
 
     test('me: the current user; 401 without a token; 404 once the user is deleted', async () => {
       const admin = await a.token('admin')
-      const u = await a.req('POST', '/api/users', { token: admin, body: { email: 'temp@x.io', username: 'temp', password: 'password-123', roles: ['analyst'] } })
-      const { token } = (await a.req('POST', '/api/v1/auth/login', { body: { username: 'temp', password: 'password-123' } })).body
+      const u = await a.req('POST', '/api/users', {
+        token: admin,
+        body: { email: 'temp@x.io', username: 'temp', password: 'password-123', roles: ['analyst'] },
+      })
+      const { token } = (
+        await a.req('POST', '/api/v1/auth/login', { body: { username: 'temp', password: 'password-123' } })
+      ).body
       const me = await a.req('GET', '/api/v1/auth/me', { token })
-      expect(me.body).toEqual({ code: 0, message: 'ok', data: { id: u.body.id, username: 'temp', role: 'analyst' } })
+      expect(me.body).toEqual({
+        code: 0,
+        message: 'ok',
+        data: { id: u.body.id, username: 'temp', role: 'analyst' },
+      })
       expect((await a.req('GET', '/api/v1/auth/me')).status).toBe(401)
       // Deleted users: me is 404 for a token minted before the deletion is still cryptographically valid.
       await a.db.run('DELETE FROM users WHERE id = ?', [u.body.id])
@@ -98,13 +127,23 @@ forEachEngine((engine) => {
     test('admin and operator manage users; passwords never come back', async () => {
       for (const role of ['admin', 'operator']) {
         const t = await a.token(role)
-        const c = await a.req('POST', '/api/users', { token: t, body: { email: `Dev.${role}@Studio.io`, password: 'password-123', roles: ['developer'] } })
+        const c = await a.req('POST', '/api/users', {
+          token: t,
+          body: { email: `Dev.${role}@Studio.io`, password: 'password-123', roles: ['developer'] },
+        })
         expect(c.status).toBe(200)
-        expect(c.body).toMatchObject({ email: `dev.${role}@studio.io`, roles: ['developer'], disabled: false })
+        expect(c.body).toMatchObject({
+          email: `dev.${role}@studio.io`,
+          roles: ['developer'],
+          disabled: false,
+        })
         expect(JSON.stringify(c.body)).not.toContain('password')
         const g = await a.req('GET', `/api/users/${c.body.id}`, { token: t })
         expect(g.body.id).toBe(c.body.id)
-        const u = await a.req('PUT', `/api/users/${c.body.id}`, { token: t, body: { roles: ['developer', 'analyst'], name: 'Dev' } })
+        const u = await a.req('PUT', `/api/users/${c.body.id}`, {
+          token: t,
+          body: { roles: ['developer', 'analyst'], name: 'Dev' },
+        })
         expect(u.body).toMatchObject({ roles: ['developer', 'analyst'], name: 'Dev' })
       }
       const list = await a.req('GET', '/api/users?page=0&size=100', { token: await a.token('admin') })
@@ -140,14 +179,23 @@ forEachEngine((engine) => {
 
     test('disabling a user stops its tokens and logins at once; deleting does too', async () => {
       const t = await a.token('admin')
-      const u = (await a.req('POST', '/api/users', { token: t, body: { email: 'gone@y.z', password: 'password-123', roles: ['viewer'] } })).body
+      const u = (
+        await a.req('POST', '/api/users', {
+          token: t,
+          body: { email: 'gone@y.z', password: 'password-123', roles: ['viewer'] },
+        })
+      ).body
       const session = (await login('gone@y.z', 'password-123')).body
       expect((await a.req('GET', '/api/games', { token: session.token })).status).toBe(200)
       expect((await a.req('POST', `/api/users/${u.id}/disable`, { token: t })).body.disabled).toBe(true)
       expect((await a.req('GET', '/api/games', { token: session.token })).status).toBe(401)
       expect((await login('gone@y.z', 'password-123')).status).toBe(401)
-      expect((await a.req('POST', '/api/auth/refresh', { body: { refreshToken: session.refreshToken } })).status).toBe(401)
-      expect((await a.req('PUT', `/api/users/${u.id}`, { token: t, body: { disabled: false } })).body.disabled).toBe(false)
+      expect(
+        (await a.req('POST', '/api/auth/refresh', { body: { refreshToken: session.refreshToken } })).status,
+      ).toBe(401)
+      expect(
+        (await a.req('PUT', `/api/users/${u.id}`, { token: t, body: { disabled: false } })).body.disabled,
+      ).toBe(false)
       const again = (await login('gone@y.z', 'password-123')).body
       expect((await a.req('GET', '/api/games', { token: again.token })).status).toBe(200)
       expect((await a.req('DELETE', `/api/users/${u.id}`, { token: t })).status).toBe(204)

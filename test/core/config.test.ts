@@ -25,7 +25,8 @@ describe('config', () => {
   })
 
   test('${VAR} and ${VAR:-default} expand, and numbers and booleans convert', () => {
-    const yaml = 'server: { port: "${P}", host: "${H:-127.0.0.1}" }\ndata_dir: "/srv/${NAME}/data"\ntelemetry: { prometheus: { enabled: "${PROM:-false}" } }'
+    const yaml =
+      'server: { port: "${P}", host: "${H:-127.0.0.1}" }\ndata_dir: "/srv/${NAME}/data"\ntelemetry: { prometheus: { enabled: "${PROM:-false}" } }'
     const c = load(yaml, { P: '9090', NAME: 'liveops', PROM: 'true' })
     expect(c.core.server.port).toBe(9090)
     expect(c.core.server.host).toBe('127.0.0.1')
@@ -79,7 +80,14 @@ describe('config', () => {
   test('the shipped configs are valid', async () => {
     for (const file of ['config/liveops.yaml', 'config/production.example.yaml']) {
       const text = await Bun.file(file).text()
-      expect(() => load(text, { DATABASE_URL: 'postgres://u@db/liveops', SMTP_PASSWORD: 'x', INGEST_SIGNING_SECRET: 's', ADMIN_TOKEN: 't' })).not.toThrow()
+      expect(() =>
+        load(text, {
+          DATABASE_URL: 'postgres://u@db/liveops',
+          SMTP_PASSWORD: 'x',
+          INGEST_SIGNING_SECRET: 's',
+          ADMIN_TOKEN: 't',
+        }),
+      ).not.toThrow()
     }
   })
 

@@ -5,14 +5,20 @@ import { join } from 'node:path'
 import postgres from 'postgres'
 import { type Db, MigrationError, migrate, openDb } from '../../core/db'
 import { toPg } from '../../core/db/postgres'
-import { forEachEngine, PG_URL, type Engine } from '../helpers'
+import { type Engine, PG_URL, forEachEngine } from '../helpers'
 
 /** A raw store on a temp SQLite file or a fresh PostgreSQL schema. */
 async function rawDb(engine: Engine): Promise<{ db: Db; done: () => Promise<void> }> {
   const dir = mkdtempSync(join(tmpdir(), 'liveops-db-'))
   if (engine === 'sqlite') {
     const db = openDb(join(dir, 'x.sqlite'), dir)
-    return { db, done: async () => { await db.close(); rmSync(dir, { recursive: true, force: true }) } }
+    return {
+      db,
+      done: async () => {
+        await db.close()
+        rmSync(dir, { recursive: true, force: true })
+      },
+    }
   }
   const schema = `t_${crypto.randomUUID().replace(/-/g, '').slice(0, 16)}`
   const admin = postgres(PG_URL, { max: 1, onnotice: () => undefined })
@@ -30,7 +36,9 @@ async function rawDb(engine: Engine): Promise<{ db: Db; done: () => Promise<void
 }
 
 test('? placeholders become $n outside quotes', () => {
-  expect(toPg("SELECT * FROM t WHERE a = ? AND b = '?' AND c = ?")).toBe("SELECT * FROM t WHERE a = $1 AND b = '?' AND c = $2")
+  expect(toPg("SELECT * FROM t WHERE a = ? AND b = '?' AND c = ?")).toBe(
+    "SELECT * FROM t WHERE a = $1 AND b = '?' AND c = $2",
+  )
 })
 
 forEachEngine((engine) => {
@@ -45,10 +53,18 @@ forEachEngine((engine) => {
       const { db } = h
       await db.exec('CREATE TABLE kv (k TEXT PRIMARY KEY, v TEXT NOT NULL, at BIGINT NOT NULL)')
       const now = Date.now()
-      const row = await db.get<{ k: string; at: number }>('INSERT INTO kv (k, v, at) VALUES (?, ?, ?) RETURNING k, at', ['a', JSON.stringify({ x: 1 }), now])
+      const row = await db.get<{ k: string; at: number }>(
+        'INSERT INTO kv (k, v, at) VALUES (?, ?, ?) RETURNING k, at',
+        ['a', JSON.stringify({ x: 1 }), now],
+      )
       expect(row).toEqual({ k: 'a', at: now })
-      expect(await db.run('INSERT INTO kv (k, v, at) VALUES (?, ?, ?) ON CONFLICT (k) DO NOTHING', ['a', '{}', 1])).toBe(0)
-      await db.run('INSERT INTO kv (k, v, at) VALUES (?, ?, ?) ON CONFLICT (k) DO UPDATE SET v = excluded.v', ['a', '"y"', 1])
+      expect(
+        await db.run('INSERT INTO kv (k, v, at) VALUES (?, ?, ?) ON CONFLICT (k) DO NOTHING', ['a', '{}', 1]),
+      ).toBe(0)
+      await db.run(
+        'INSERT INTO kv (k, v, at) VALUES (?, ?, ?) ON CONFLICT (k) DO UPDATE SET v = excluded.v',
+        ['a', '"y"', 1],
+      )
       expect((await db.get<{ v: string }>('SELECT v FROM kv WHERE k = ?', ['a']))?.v).toBe('"y"')
       expect(await db.get('SELECT v FROM kv WHERE k = ?', ['missing'])).toBeUndefined()
       const n = await db.get<{ n: number }>('SELECT COUNT(*) AS n FROM kv')
@@ -102,25 +118,37 @@ forEachEngine((engine) => {
       await db.exec('CREATE TABLE nest (id TEXT PRIMARY KEY)')
       await db.tx(async (tx) => {
         await tx.run('INSERT INTO nest (id) VALUES (?)', ['outer'])
-        await tx.tx(async (inner) => {
-          await inner.run('INSERT INTO nest (id) VALUES (?)', ['inner'])
-          throw new Error('inner fails')
-        }).catch(() => undefined)
+        await tx
+          .tx(async (inner) => {
+            await inner.run('INSERT INTO nest (id) VALUES (?)', ['inner'])
+            throw new Error('inner fails')
+          })
+          .catch(() => undefined)
       })
       expect((await db.all<{ id: string }>('SELECT id FROM nest')).map((r) => r.id)).toEqual(['outer'])
     })
   })
 
   describe('migrations', () => {
-    const m1 = { id: 1, name: 'init', sql: 'CREATE TABLE widgets (id TEXT PRIMARY KEY);\nCREATE INDEX widgets_id ON widgets (id);' }
-    const m2 = { id: 2, name: 'colour', sql: "ALTER TABLE widgets ADD COLUMN colour TEXT NOT NULL DEFAULT 'red'" }
+    const m1 = {
+      id: 1,
+      name: 'init',
+      sql: 'CREATE TABLE widgets (id TEXT PRIMARY KEY);\nCREATE INDEX widgets_id ON widgets (id);',
+    }
+    const m2 = {
+      id: 2,
+      name: 'colour',
+      sql: "ALTER TABLE widgets ADD COLUMN colour TEXT NOT NULL DEFAULT 'red'",
+    }
 
     test('applied once, recorded in the ledger with a checksum', async () => {
       const { db } = h
       expect(await migrate(db, [{ plugin: 'widgets', migrations: [m1] }])).toEqual(['widgets/1'])
       expect(await migrate(db, [{ plugin: 'widgets', migrations: [m1, m2] }])).toEqual(['widgets/2'])
       expect(await migrate(db, [{ plugin: 'widgets', migrations: [m1, m2] }])).toEqual([])
-      const ledger = await db.all<{ id: number; checksum: string }>("SELECT id, checksum FROM liveops_migrations WHERE plugin = 'widgets' ORDER BY id")
+      const ledger = await db.all<{ id: number; checksum: string }>(
+        "SELECT id, checksum FROM liveops_migrations WHERE plugin = 'widgets' ORDER BY id",
+      )
       expect(ledger.map((r) => r.id)).toEqual([1, 2])
       expect(ledger[0].checksum).toMatch(/^[0-9a-f]{64}$/)
       await db.run('INSERT INTO widgets (id) VALUES (?)', ['w'])
@@ -137,14 +165,20 @@ forEachEngine((engine) => {
     test('pending migrations apply in one transaction: a failing one leaves nothing behind', async () => {
       const { db } = h
       const ok = { id: 1, name: 'ok', sql: 'CREATE TABLE gadgets (id TEXT PRIMARY KEY)' }
-      const broken = { id: 2, name: 'broken', sql: 'CREATE TABLE gadgets_broken (id TEXT PRIMARY KEY); INSERT INTO no_such_table VALUES (1)' }
+      const broken = {
+        id: 2,
+        name: 'broken',
+        sql: 'CREATE TABLE gadgets_broken (id TEXT PRIMARY KEY); INSERT INTO no_such_table VALUES (1)',
+      }
       await expect(migrate(db, [{ plugin: 'gadgets', migrations: [ok, broken] }])).rejects.toThrow()
       expect(await db.all("SELECT id FROM liveops_migrations WHERE plugin = 'gadgets'")).toEqual([])
       expect(await migrate(db, [{ plugin: 'gadgets', migrations: [ok] }])).toEqual(['gadgets/1'])
     })
 
     test('ids must increase', async () => {
-      await expect(migrate(h.db, [{ plugin: 'bad', migrations: [m2, m1] }])).rejects.toThrow('ids must increase')
+      await expect(migrate(h.db, [{ plugin: 'bad', migrations: [m2, m1] }])).rejects.toThrow(
+        'ids must increase',
+      )
     })
   })
 })

@@ -1,19 +1,38 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createLogger } from '../../core/log'
-import { forEachEngine, makeApp, type TestApp } from '../helpers'
+import { type TestApp, forEachEngine, makeApp } from '../helpers'
 
 describe('logging', () => {
   test('JSON records carry the spec 3 fields; sensitive fields are masked at any depth; levels filter', () => {
     const lines: string[] = []
     const log = createLogger(
-      { level: 'info', format: 'json', max_size: 1, max_backups: 1, max_age: 1, sensitive_fields: ['password', 'token'] },
+      {
+        level: 'info',
+        format: 'json',
+        max_size: 1,
+        max_backups: 1,
+        max_age: 1,
+        sensitive_fields: ['password', 'token'],
+      },
       (l) => lines.push(l),
     ).child('ingest')
     log.debug('hidden')
-    log.info('batch stored', { game_id: 'g1', env: 'prod', duration_ms: 3, user: { password: 'hunter2-long-secret', token: 'abcd1234efgh' } })
+    log.info('batch stored', {
+      game_id: 'g1',
+      env: 'prod',
+      duration_ms: 3,
+      user: { password: 'hunter2-long-secret', token: 'abcd1234efgh' },
+    })
     expect(lines).toHaveLength(1)
     const rec = JSON.parse(lines[0])
-    expect(rec).toMatchObject({ level: 'info', component: 'ingest', msg: 'batch stored', game_id: 'g1', env: 'prod', duration_ms: 3 })
+    expect(rec).toMatchObject({
+      level: 'info',
+      component: 'ingest',
+      msg: 'batch stored',
+      game_id: 'g1',
+      env: 'prod',
+      duration_ms: 3,
+    })
     expect(new Date(rec.timestamp).toISOString()).toBe(rec.timestamp)
     expect(rec.user).toEqual({ password: 'set:cret', token: 'set:efgh' })
     expect(lines[0]).not.toContain('hunter2')
@@ -26,7 +45,10 @@ forEachEngine((engine) => {
     beforeAll(async () => {
       a = await makeApp(engine, {
         plugins: { games: {} },
-        config: { rate_limit: { requests_per_minute: 30, burst: 20 }, telemetry: { prometheus: { enabled: true, path: '/metrics/prometheus' } } },
+        config: {
+          rate_limit: { requests_per_minute: 30, burst: 20 },
+          telemetry: { prometheus: { enabled: true, path: '/metrics/prometheus' } },
+        },
       })
     })
     afterAll(() => a.stop())
@@ -42,7 +64,11 @@ forEachEngine((engine) => {
       const unrouted = await a.req('GET', '/api/v1/analytics/nothing-here')
       expect(unrouted.status).toBe(404)
       expect(Object.keys(unrouted.body).sort()).toEqual(['details', 'error', 'message'])
-      const malformed = await a.req('POST', '/api/games', { token: await a.token('admin'), raw: '{"name":', headers: { 'content-type': 'application/json' } })
+      const malformed = await a.req('POST', '/api/games', {
+        token: await a.token('admin'),
+        raw: '{"name":',
+        headers: { 'content-type': 'application/json' },
+      })
       expect(malformed.status).toBe(400)
     })
 
@@ -53,11 +79,16 @@ forEachEngine((engine) => {
       expect(Number(first.headers.get('x-ratelimit-remaining'))).toBe(29)
       expect(Number(first.headers.get('x-ratelimit-reset'))).toBeGreaterThan(Date.now() / 1000)
       // Burst of 20 per second: the 21st request in the same second is refused.
-      const burst = await Promise.all(Array.from({ length: 25 }, () => a.req('GET', '/api/games', { token: t })))
+      const burst = await Promise.all(
+        Array.from({ length: 25 }, () => a.req('GET', '/api/games', { token: t })),
+      )
       const limited = burst.filter((r) => r.status === 429)
       expect(limited.length).toBeGreaterThan(0)
       expect(limited[0].headers.get('retry-after')).toBeTruthy()
-      expect(limited[0].body).toMatchObject({ error: 'rate_limit_exceeded', details: { limit: expect.any(Number), retry_after: expect.any(Number) } })
+      expect(limited[0].body).toMatchObject({
+        error: 'rate_limit_exceeded',
+        details: { limit: expect.any(Number), retry_after: expect.any(Number) },
+      })
       // Another user has a budget of their own.
       expect((await a.req('GET', '/api/games', { token: await a.token('developer') })).status).toBe(200)
     })
@@ -67,12 +98,28 @@ forEachEngine((engine) => {
       expect(r.status).toBe(200)
       expect(r.body.openapi).toMatch(/^3\./)
       const paths = r.body.paths as Record<string, Record<string, { tags?: string[]; summary?: string }>>
-      for (const p of ['/api/games', '/api/games/{gameId}', '/api/games/{gameId}/environments/{environmentName}', '/api/auth/login', '/api/auth/refresh', '/api/v1/auth/login', '/api/users', '/api/api-keys', '/healthz', '/readyz', '/api/v1/monitoring/metrics'])
+      for (const p of [
+        '/api/games',
+        '/api/games/{gameId}',
+        '/api/games/{gameId}/environments/{environmentName}',
+        '/api/auth/login',
+        '/api/auth/refresh',
+        '/api/v1/auth/login',
+        '/api/users',
+        '/api/api-keys',
+        '/healthz',
+        '/readyz',
+        '/api/v1/monitoring/metrics',
+      ])
         expect(paths[p]).toBeDefined()
       for (const [p, ops] of Object.entries(paths))
         for (const [m, op] of Object.entries(ops)) {
           if (!['get', 'post', 'put', 'delete', 'patch'].includes(m)) continue
-          expect({ route: `${m} ${p}`, tags: op.tags?.length ?? 0, summary: !!op.summary }).toEqual({ route: `${m} ${p}`, tags: expect.any(Number), summary: true })
+          expect({ route: `${m} ${p}`, tags: op.tags?.length ?? 0, summary: !!op.summary }).toEqual({
+            route: `${m} ${p}`,
+            tags: expect.any(Number),
+            summary: true,
+          })
           expect(op.tags?.length ?? 0).toBeGreaterThan(0)
         }
       const docs = await a.app.handle(new Request('http://localhost/docs'))
@@ -84,7 +131,10 @@ forEachEngine((engine) => {
       for (const path of ['/healthz', '/readyz']) {
         const r = await a.req('GET', path)
         expect(r.status).toBe(200)
-        expect(r.body).toMatchObject({ status: 'ok', checks: { database: { status: 'up' }, agents: { total: 0, online: 0 } } })
+        expect(r.body).toMatchObject({
+          status: 'ok',
+          checks: { database: { status: 'up' }, agents: { total: 0, online: 0 } },
+        })
         expect(r.body.checks.redis).toBeUndefined()
       }
     })
@@ -94,7 +144,12 @@ forEachEngine((engine) => {
       const m = await a.req('GET', '/api/v1/monitoring/metrics', { token: await a.token('operator') })
       expect(m.status).toBe(200)
       expect(m.body.code).toBe(0)
-      expect(m.body.data).toMatchObject({ svc_db_up: 1, svc_agents_total: 0, svc_agents_healthy: 0, svc_functions_registered: 0 })
+      expect(m.body.data).toMatchObject({
+        svc_db_up: 1,
+        svc_agents_total: 0,
+        svc_agents_healthy: 0,
+        svc_functions_registered: 0,
+      })
       expect(m.body.data.svc_db_latency_ms).toBeGreaterThanOrEqual(0)
       await a.req('GET', '/api/games/some-id-1', { token: await a.token('operator') })
       await a.req('GET', '/api/games/some-id-2', { token: await a.token('operator') })
@@ -108,7 +163,10 @@ forEachEngine((engine) => {
 
   describe('optional pieces', () => {
     test('Prometheus is off by default; /readyz checks redis when configured and answers 503 when it is down', async () => {
-      const up = await makeApp(engine, { plugins: { games: {} }, config: { redis: { url: 'redis://127.0.0.1:6379' } } })
+      const up = await makeApp(engine, {
+        plugins: { games: {} },
+        config: { redis: { url: 'redis://127.0.0.1:6379' } },
+      })
       try {
         expect((await up.req('GET', '/metrics/prometheus')).status).toBe(404)
         const r = await up.req('GET', '/readyz')
@@ -117,7 +175,10 @@ forEachEngine((engine) => {
       } finally {
         await up.stop()
       }
-      const down = await makeApp(engine, { plugins: { games: {} }, config: { redis: { url: 'redis://127.0.0.1:1' } } })
+      const down = await makeApp(engine, {
+        plugins: { games: {} },
+        config: { redis: { url: 'redis://127.0.0.1:1' } },
+      })
       try {
         const r = await down.req('GET', '/readyz')
         expect(r.status).toBe(503)

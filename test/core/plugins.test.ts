@@ -7,17 +7,23 @@ import { Elysia } from 'elysia'
 import { createApp, orderPlugins } from '../../core/app'
 import { ConfigError, loadConfig } from '../../core/config'
 import { createLogger } from '../../core/log'
-import { definePlugin, type PluginManifest } from '../../core/plugin'
+import { type PluginManifest, definePlugin } from '../../core/plugin'
 import { startServer } from '../process'
 
-const quiet = createLogger({ level: 'error', format: 'json', max_size: 1, max_backups: 0, max_age: 0, sensitive_fields: [] }, () => undefined)
+const quiet = createLogger(
+  { level: 'error', format: 'json', max_size: 1, max_backups: 0, max_age: 0, sensitive_fields: [] },
+  () => undefined,
+)
 
 function fakePlugins(events: string[]) {
   const make = (name: string, dependsOn: string[] = []) =>
     definePlugin({
       name,
       dependsOn,
-      config: T.Object({ greeting: T.String({ default: `hi from ${name}` }) }, { additionalProperties: false }),
+      config: T.Object(
+        { greeting: T.String({ default: `hi from ${name}` }) },
+        { additionalProperties: false },
+      ),
       migrations: [{ id: 1, name: 'init', sql: `CREATE TABLE ${name}_things (id TEXT PRIMARY KEY)` }],
       setup(ctx) {
         events.push(`setup ${name}`)
@@ -38,12 +44,28 @@ describe('plugin composition', () => {
     const events: string[] = []
     const plugins = fakePlugins(events)
     const dir = mkdtempSync(join(tmpdir(), 'liveops-plugins-'))
-    const config = loadConfig(`data_dir: ${dir}\nadmin: { password: pw-12345678 }\nplugins: { gamma: {}, alpha: { greeting: hello }, beta: {} }`, plugins, {})
+    const config = loadConfig(
+      `data_dir: ${dir}\nadmin: { password: pw-12345678 }\nplugins: { gamma: {}, alpha: { greeting: hello }, beta: {} }`,
+      plugins,
+      {},
+    )
     const built = await createApp(config, { plugins, log: quiet })
-    expect(events).toEqual(['setup beta', 'setup alpha', 'setup gamma', 'start beta', 'start alpha', 'start gamma'])
+    expect(events).toEqual([
+      'setup beta',
+      'setup alpha',
+      'setup gamma',
+      'start beta',
+      'start alpha',
+      'start gamma',
+    ])
     expect(await (await built.app.handle(new Request('http://localhost/alpha'))).text()).toBe('hello')
     expect(await (await built.app.handle(new Request('http://localhost/beta'))).text()).toBe('hi from beta')
-    expect(await built.db.all('SELECT plugin FROM liveops_migrations WHERE id = 1 ORDER BY plugin')).toEqual([{ plugin: 'alpha' }, { plugin: 'beta' }, { plugin: 'core' }, { plugin: 'gamma' }])
+    expect(await built.db.all('SELECT plugin FROM liveops_migrations WHERE id = 1 ORDER BY plugin')).toEqual([
+      { plugin: 'alpha' },
+      { plugin: 'beta' },
+      { plugin: 'core' },
+      { plugin: 'gamma' },
+    ])
     await built.stop()
     await built.stop()
     expect(events.slice(6)).toEqual(['stop gamma', 'stop alpha', 'stop beta'])
@@ -52,9 +74,14 @@ describe('plugin composition', () => {
 
   test('a dependency that is not enabled, unknown, or a cycle is a startup error', () => {
     const plugins = fakePlugins([])
-    expect(() => orderPlugins(['alpha'], plugins)).toThrow("plugin 'alpha' depends on 'beta', which is not enabled")
+    expect(() => orderPlugins(['alpha'], plugins)).toThrow(
+      "plugin 'alpha' depends on 'beta', which is not enabled",
+    )
     expect(() => orderPlugins(['x'], plugins)).toThrow('unknown plugin')
-    const cyclic = { a: { ...plugins.beta, name: 'a', dependsOn: ['b'] }, b: { ...plugins.beta, name: 'b', dependsOn: ['a'] } }
+    const cyclic = {
+      a: { ...plugins.beta, name: 'a', dependsOn: ['b'] },
+      b: { ...plugins.beta, name: 'b', dependsOn: ['a'] },
+    }
     expect(() => orderPlugins(['a', 'b'], cyclic)).toThrow('cycle')
   })
 
@@ -77,13 +104,26 @@ describe('server process', () => {
   test('bodies over server.body_limit_mb answer 413; --config selects the file', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'liveops-limit-'))
     const config = join(dir, 'small.yaml')
-    await Bun.write(config, `data_dir: ${dir}\nserver: { body_limit_mb: 0.01 }\nlog: { level: info }\nplugins: { games: {} }\n`)
-    const s = await startServer([process.execPath, 'core/main.ts', '--config', config], { ADMIN_PASSWORD: 'limit-password' })
+    await Bun.write(
+      config,
+      `data_dir: ${dir}\nserver: { body_limit_mb: 0.01 }\nlog: { level: info }\nplugins: { games: {} }\n`,
+    )
+    const s = await startServer([process.execPath, 'core/main.ts', '--config', config], {
+      ADMIN_PASSWORD: 'limit-password',
+    })
     try {
       expect(s.output()).toContain(config)
-      const big = await fetch(`${s.base}/api/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: 'x'.repeat(20_000), password: 'y' }) })
+      const big = await fetch(`${s.base}/api/auth/login`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ email: 'x'.repeat(20_000), password: 'y' }),
+      })
       expect(big.status).toBe(413)
-      const small = await fetch(`${s.base}/api/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: 'admin@localhost', password: 'limit-password' }) })
+      const small = await fetch(`${s.base}/api/auth/login`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ email: 'admin@localhost', password: 'limit-password' }),
+      })
       expect(small.status).toBe(200)
     } finally {
       s.proc.kill('SIGTERM')
