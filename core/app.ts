@@ -171,18 +171,32 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
       )
     // Route templates, not raw paths, label the request histogram (bounded cardinality).
     const started = new WeakMap<Request, number>()
+    const httpLog = log.child('http')
     app
       .onRequest(({ request }) => {
         started.set(request, performance.now())
       })
-      .onAfterResponse({ as: 'global' }, ({ request, route, set }) => {
+      .onAfterResponse({ as: 'global' }, ({ request, route, set, responseValue }) => {
         const t0 = started.get(request)
         if (t0 === undefined) return
-        const status = typeof set.status === 'number' ? set.status : 200
+        const status =
+          responseValue instanceof Response
+            ? responseValue.status
+            : typeof set.status === 'number'
+              ? set.status
+              : 200
+        const seconds = (performance.now() - t0) / 1000
         metrics.http.observe(
           { method: request.method, route: route || 'unmatched', status: String(status) },
-          (performance.now() - t0) / 1000,
+          seconds,
         )
+        if (core.log.requests)
+          httpLog.info('request', {
+            method: request.method,
+            route,
+            status,
+            duration_ms: Math.round(seconds * 1e6) / 1000,
+          })
       })
     app.use(mon.app).use(authRoutes(auth, limiter))
 

@@ -1,4 +1,4 @@
-import { appendFileSync, mkdirSync, renameSync, statSync } from 'node:fs'
+import { appendFileSync, existsSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs'
 import { dirname } from 'node:path'
 
 export type Level = 'debug' | 'info' | 'warn' | 'error'
@@ -79,22 +79,31 @@ export function createLogger(
   return make('liveops')
 }
 
-/** stdout, or an appended file rotated at max_size MB keeping max_backups old files. */
+/**
+ * stdout, or an appended file rotated when it passes max_size MB: the current file becomes
+ * `.1`, older ones shift up to max_backups, and rotated files older than max_age days are removed.
+ */
 function defaultWriter(s: LogSettings): (line: string) => void {
   if (!s.file) return (line) => process.stdout.write(`${line}\n`)
   const file = s.file
   mkdirSync(dirname(file), { recursive: true })
+  let size = existsSync(file) ? statSync(file).size : 0
+  const rotate = () => {
+    const cutoff = Date.now() - s.max_age * 86_400_000
+    for (let i = s.max_backups; i >= 1; i--) {
+      const from = `${file}.${i}`
+      if (!existsSync(from)) continue
+      if (i === s.max_backups || (s.max_age > 0 && statSync(from).mtimeMs < cutoff))
+        rmSync(from, { force: true })
+      else renameSync(from, `${file}.${i + 1}`)
+    }
+    if (s.max_backups > 0) renameSync(file, `${file}.1`)
+    else rmSync(file, { force: true })
+    size = 0
+  }
   return (line) => {
-    try {
-      if (statSync(file).size > s.max_size * 1024 * 1024) {
-        for (let i = s.max_backups - 1; i >= 1; i--) {
-          try {
-            renameSync(`${file}.${i}`, `${file}.${i + 1}`)
-          } catch {}
-        }
-        if (s.max_backups > 0) renameSync(file, `${file}.1`)
-      }
-    } catch {}
+    if (size > s.max_size * 1024 * 1024) rotate()
     appendFileSync(file, `${line}\n`)
+    size += Buffer.byteLength(line) + 1
   }
 }

@@ -25,7 +25,12 @@ export async function startServer(
   let out = ''
   const decoder = new TextDecoder()
   const pump = async (stream: ReadableStream<Uint8Array>) => {
-    for await (const chunk of stream) out += decoder.decode(chunk)
+    const reader = stream.getReader()
+    for (;;) {
+      const { done, value } = await reader.read()
+      if (done) return
+      out += decoder.decode(value)
+    }
   }
   void pump(proc.stdout)
   void pump(proc.stderr)

@@ -1,4 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { createLogger } from '../../core/log'
 import { type TestApp, forEachEngine, makeApp } from '../helpers'
 
@@ -36,6 +39,26 @@ describe('logging', () => {
     expect(new Date(rec.timestamp).toISOString()).toBe(rec.timestamp)
     expect(rec.user).toEqual({ password: 'set:cret', token: 'set:efgh' })
     expect(lines[0]).not.toContain('hunter2')
+  })
+
+  test('a log file rotates past max_size, keeping max_backups files', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'liveops-log-'))
+    const file = join(dir, 'liveops.log')
+    const log = createLogger({
+      level: 'info',
+      format: 'console',
+      file,
+      max_size: 0.001,
+      max_backups: 2,
+      max_age: 30,
+      sensitive_fields: [],
+    })
+    for (let i = 0; i < 100; i++) log.info(`line ${i} ${'x'.repeat(40)}`)
+    expect(existsSync(`${file}.1`)).toBe(true)
+    expect(existsSync(`${file}.2`)).toBe(true)
+    expect(existsSync(`${file}.3`)).toBe(false)
+    expect(readFileSync(file, 'utf8')).toContain('line 99')
+    rmSync(dir, { recursive: true, force: true })
   })
 })
 
@@ -156,7 +179,9 @@ forEachEngine((engine) => {
       const text = (await a.req('GET', '/metrics/prometheus')).body as string
       expect(text).toContain('svc_db_up 1')
       expect(text).toMatch(/svc_db_latency_ms \d/)
-      expect(text).toContain('route="/api/games/:gameId"')
+      expect(text).toMatch(
+        /svc_http_request_duration_seconds_count\{method="GET",route="\/api\/games\/:gameId",status="404"\} [1-9]/,
+      )
       expect(text).not.toContain('some-id-1')
     })
   })
