@@ -116,32 +116,24 @@ export function monitoring(deps: {
   })
   const detail = (summary: string) => ({ tags: ['monitoring'], summary })
 
+  const answer = async ({ set }: { set: { status?: number | string } }) => {
+    const h = await health()
+    set.status = h.up ? 200 : 503
+    return h.body
+  }
+  const healthRoute = (summary: string) => ({
+    detail: detail(summary),
+    response: { 200: HealthBody, 503: HealthBody },
+  })
+
   const app = new Elysia({ name: 'liveops.monitoring' })
     .use(authGuard(deps.auth, deps.limiter))
     .get(
       '/healthz',
-      async ({ set }) => {
-        const h = await health()
-        set.status = h.up ? 200 : 503
-        return h.body
-      },
-      {
-        detail: detail('Liveness with the database, redis (when configured) and agent checks'),
-        response: { 200: HealthBody, 503: HealthBody },
-      },
+      answer,
+      healthRoute('Liveness with the database, redis (when configured) and agent checks'),
     )
-    .get(
-      '/readyz',
-      async ({ set }) => {
-        const h = await health()
-        set.status = h.up ? 200 : 503
-        return h.body
-      },
-      {
-        detail: detail('Readiness: 503 until every configured dependency answers'),
-        response: { 200: HealthBody, 503: HealthBody },
-      },
-    )
+    .get('/readyz', answer, healthRoute('Readiness: 503 until every configured dependency answers'))
     .get('/api/v1/monitoring/metrics', async () => ok(await metrics.json()), {
       permission: 'ops:read',
       detail: detail('Platform metrics (svc_*) as JSON, computed at request time'),
