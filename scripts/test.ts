@@ -10,9 +10,12 @@ const proc = Bun.spawn([process.execPath, 'test', ...process.argv.slice(2)], {
 })
 let tail = ''
 const decoder = new TextDecoder()
-for await (const chunk of proc.stderr) {
-  process.stderr.write(chunk)
-  tail = (tail + decoder.decode(chunk)).slice(-4000)
+const reader = proc.stderr.getReader()
+for (;;) {
+  const { done, value } = await reader.read()
+  if (done) break
+  process.stderr.write(value)
+  tail = (tail + decoder.decode(value)).slice(-4000)
 }
 const code = await proc.exited
 const passed = Number(tail.match(/^\s*(\d+) pass$/m)?.[1] ?? 0)
@@ -21,3 +24,5 @@ const failed = Number(tail.match(/^\s*(\d+) fail$/m)?.[1] ?? 0)
 const reportedFailed = code !== 0 && failed === 0 ? 1 : failed
 console.log(`${passed} passed, ${reportedFailed} failed`)
 process.exit(code !== 0 || passed === 0 ? 1 : 0)
+
+export {}
