@@ -24,7 +24,8 @@ export class HyperLogLog {
   }
 
   merge(other: HyperLogLog): void {
-    for (let i = 0; i < M; i++) if (other.registers[i] > this.registers[i]) this.registers[i] = other.registers[i]
+    for (let i = 0; i < M; i++)
+      if (other.registers[i] > this.registers[i]) this.registers[i] = other.registers[i]
   }
 
   count(): number {
@@ -63,7 +64,8 @@ export class HyperLogLog {
     const bytes = new Uint8Array(Buffer.from(text.slice(2), 'base64'))
     if (text.startsWith('d:') && bytes.length === M) return new HyperLogLog(bytes)
     const h = new HyperLogLog()
-    if (text.startsWith('s:')) for (let j = 0; j + 2 < bytes.length; j += 3) h.registers[(bytes[j] << 8) | bytes[j + 1]] = bytes[j + 2]
+    if (text.startsWith('s:'))
+      for (let j = 0; j + 2 < bytes.length; j += 3) h.registers[(bytes[j] << 8) | bytes[j + 1]] = bytes[j + 2]
     return h
   }
 }

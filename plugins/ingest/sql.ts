@@ -17,7 +17,11 @@ function chunks(n: number, cols: number): number[] {
     out.push(cap)
     left -= cap
   }
-  for (let size = cap >> 1; size >= 1; size >>= 1) if (left >= size) (out.push(size), (left -= size))
+  for (let size = cap >> 1; size >= 1; size >>= 1) {
+    if (left < size) continue
+    out.push(size)
+    left -= size
+  }
   return out
 }
 
@@ -26,7 +30,13 @@ function chunks(n: number, cols: number): number[] {
  * `ON CONFLICT ... DO NOTHING RETURNING ...`. The chunks are sent together, so PostgreSQL
  * pipelines them on the transaction's connection.
  */
-export async function insertMany(db: Db, table: string, cols: readonly string[], rows: Param[][], tail = ''): Promise<Row[]> {
+export async function insertMany(
+  db: Db,
+  table: string,
+  cols: readonly string[],
+  rows: Param[][],
+  tail = '',
+): Promise<Row[]> {
   if (!rows.length) return []
   const tuple = `(${cols.map(() => '?').join(', ')})`
   const head = `INSERT INTO ${table} (${cols.join(', ')}) VALUES `

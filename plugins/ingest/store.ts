@@ -1,7 +1,7 @@
 import type { Db, Param } from '../../core/db'
-import type { ExperimentCounts } from './types'
 import type { Invocation } from './schema'
-import { DAY, floorTo, HOUR, MINUTE } from './sql'
+import { DAY, HOUR, MINUTE, floorTo } from './sql'
+import type { ExperimentCounts } from './types'
 import { histValue } from './writer'
 
 const date = (ms: number) => new Date(ms).toISOString().slice(0, 10)
@@ -9,7 +9,9 @@ const n = (v: unknown) => Number(v ?? 0)
 
 /** `game_id = ? [AND env = ?]`: built, not `? IS NULL`, because PostgreSQL cannot type a bare NULL parameter. */
 function scope(gameId: string, env: string | undefined): { where: string; params: Param[] } {
-  return env === undefined ? { where: 'game_id = ?', params: [gameId] } : { where: 'game_id = ? AND env = ?', params: [gameId, env] }
+  return env === undefined
+    ? { where: 'game_id = ?', params: [gameId] }
+    : { where: 'game_id = ? AND env = ?', params: [gameId, env] }
 }
 
 /** Reads of the warehouse endpoints; every one reads rollups, never raw events, except the invocation list. */
@@ -19,7 +21,9 @@ export function warehouseStore(db: Db) {
       const from = floorTo(now, DAY) - (q.days - 1) * DAY
       const { where, params } = scope(q.gameId, q.env)
       const rows = await db.all<{ env: string; day: number; dau: number; new_users: number }>(
-        `SELECT env, day, dau, new_users FROM ingest_daily WHERE ${where} AND day >= ?`, [...params, from])
+        `SELECT env, day, dau, new_users FROM ingest_daily WHERE ${where} AND day >= ?`,
+        [...params, from],
+      )
       const envs = q.env !== undefined ? [q.env] : [...new Set(rows.map((r) => r.env))].sort()
       const byKey = new Map(rows.map((r) => [`${r.env}|${n(r.day)}`, r]))
       const points = []
@@ -36,7 +40,8 @@ export function warehouseStore(db: Db) {
       const { where, params } = scope(q.gameId, q.env)
       const rows = await db.all<{ day: number; r: number; f: number; x: number }>(
         `SELECT day, SUM(revenue_cents) AS r, SUM(refunds_cents) AS f, SUM(failed) AS x FROM ingest_daily WHERE ${where} AND day >= ? GROUP BY day`,
-        [...params, from])
+        [...params, from],
+      )
       const byDay = new Map(rows.map((r) => [n(r.day), r]))
       const points = []
       for (let day = from; day <= floorTo(now, DAY); day += DAY) {
@@ -51,21 +56,34 @@ export function warehouseStore(db: Db) {
       const from = floorTo(now, MINUTE) - (q.minutes - 1) * MINUTE
       const { where, params } = scope(q.gameId, q.env)
       const rows = await db.all<{ minute: number; online: number }>(
-        `SELECT minute, SUM(online) AS online FROM ingest_online WHERE ${where} AND minute >= ? GROUP BY minute`, [...params, from])
+        `SELECT minute, SUM(online) AS online FROM ingest_online WHERE ${where} AND minute >= ? GROUP BY minute`,
+        [...params, from],
+      )
       const byMinute = new Map(rows.map((r) => [n(r.minute), n(r.online)]))
       const points = []
-      for (let m = from; m <= floorTo(now, MINUTE); m += MINUTE) points.push({ minute: new Date(m).toISOString(), online: byMinute.get(m) ?? 0 })
+      for (let m = from; m <= floorTo(now, MINUTE); m += MINUTE)
+        points.push({ minute: new Date(m).toISOString(), online: byMinute.get(m) ?? 0 })
       return { points }
     },
 
     async summary(q: { gameId: string; env?: string; hours: number }, now = Date.now()) {
       const from = floorTo(now, HOUR) - (q.hours - 1) * HOUR
       const { where, params } = scope(q.gameId, q.env)
-      const fns = await db.all<{ function_id: string; total: number; failed: number; ds: number; dn: number }>(
+      const fns = await db.all<{
+        function_id: string
+        total: number
+        failed: number
+        ds: number
+        dn: number
+      }>(
         `SELECT function_id, SUM(total) AS total, SUM(failed) AS failed, SUM(duration_sum) AS ds, SUM(duration_n) AS dn
-         FROM ingest_invocation_hour WHERE ${where} AND hour >= ? GROUP BY function_id`, [...params, from])
+         FROM ingest_invocation_hour WHERE ${where} AND hour >= ? GROUP BY function_id`,
+        [...params, from],
+      )
       const hist = await db.all<{ bucket: number; n: number }>(
-        `SELECT bucket, SUM(n) AS n FROM ingest_invocation_hist WHERE ${where} AND hour >= ? GROUP BY bucket ORDER BY bucket`, [...params, from])
+        `SELECT bucket, SUM(n) AS n FROM ingest_invocation_hist WHERE ${where} AND hour >= ? GROUP BY bucket ORDER BY bucket`,
+        [...params, from],
+      )
       const total = fns.reduce((a, r) => a + n(r.total), 0)
       const failed = fns.reduce((a, r) => a + n(r.failed), 0)
       const ds = fns.reduce((a, r) => a + n(r.ds), 0)
@@ -88,19 +106,29 @@ export function warehouseStore(db: Db) {
         avgDurationMs: dn ? round(ds / dn) : 0,
         p95DurationMs: p95,
         topFunctions: fns
-          .map((r) => ({ functionId: r.function_id, total: n(r.total), failed: n(r.failed), avgDurationMs: n(r.dn) ? round(n(r.ds) / n(r.dn)) : 0 }))
+          .map((r) => ({
+            functionId: r.function_id,
+            total: n(r.total),
+            failed: n(r.failed),
+            avgDurationMs: n(r.dn) ? round(n(r.ds) / n(r.dn)) : 0,
+          }))
           .sort((a, b) => b.total - a.total || a.functionId.localeCompare(b.functionId))
           .slice(0, 10),
       }
     },
 
-    async trend(q: { gameId: string; env?: string; interval: 'hour' | 'day'; limit?: number }, now = Date.now()) {
+    async trend(
+      q: { gameId: string; env?: string; interval: 'hour' | 'day'; limit?: number },
+      now = Date.now(),
+    ) {
       const unit = q.interval === 'day' ? DAY : HOUR
       const count = q.limit ?? (q.interval === 'day' ? 14 : 24)
       const from = floorTo(now, unit) - (count - 1) * unit
       const { where, params } = scope(q.gameId, q.env)
       const rows = await db.all<{ hour: number; total: number; failed: number }>(
-        `SELECT hour, SUM(total) AS total, SUM(failed) AS failed FROM ingest_invocation_hour WHERE ${where} AND hour >= ? GROUP BY hour`, [...params, from])
+        `SELECT hour, SUM(total) AS total, SUM(failed) AS failed FROM ingest_invocation_hour WHERE ${where} AND hour >= ? GROUP BY hour`,
+        [...params, from],
+      )
       const byBucket = new Map<number, { total: number; failed: number }>()
       for (const r of rows) {
         const b = floorTo(n(r.hour), unit)
@@ -110,21 +138,43 @@ export function warehouseStore(db: Db) {
         byBucket.set(b, x)
       }
       const points = []
-      for (let b = from; b <= floorTo(now, unit); b += unit) points.push({ bucket: new Date(b).toISOString(), ...(byBucket.get(b) ?? { total: 0, failed: 0 }) })
+      for (let b = from; b <= floorTo(now, unit); b += unit)
+        points.push({ bucket: new Date(b).toISOString(), ...(byBucket.get(b) ?? { total: 0, failed: 0 }) })
       return { points }
     },
 
-    async invocations(q: { gameId: string; env?: string; functionId?: string; outcome?: string; page: number; pageSize: number }) {
+    async invocations(q: {
+      gameId: string
+      env?: string
+      functionId?: string
+      outcome?: string
+      page: number
+      pageSize: number
+    }) {
       const s = scope(q.gameId, q.env)
       let where = s.where
       const params = [...s.params]
-      if (q.functionId !== undefined) (where += ' AND function_id = ?'), params.push(q.functionId)
-      if (q.outcome !== undefined) (where += ' AND outcome = ?'), params.push(q.outcome)
+      if (q.functionId !== undefined) {
+        where += ' AND function_id = ?'
+        params.push(q.functionId)
+      }
+      if (q.outcome !== undefined) {
+        where += ' AND outcome = ?'
+        params.push(q.outcome)
+      }
       const [count, rows] = await Promise.all([
         db.get<{ n: number }>(`SELECT COUNT(*) AS n FROM ingest_invocations WHERE ${where}`, params),
-        db.all<{ ts: number; function_id: string; actor: string | null; outcome: string; duration_ms: number | null; trace_id: string | null }>(
+        db.all<{
+          ts: number
+          function_id: string
+          actor: string | null
+          outcome: string
+          duration_ms: number | null
+          trace_id: string | null
+        }>(
           `SELECT ts, function_id, actor, outcome, duration_ms, trace_id FROM ingest_invocations WHERE ${where} ORDER BY ts DESC, id DESC LIMIT ? OFFSET ?`,
-          [...params, q.pageSize, q.page * q.pageSize]),
+          [...params, q.pageSize, q.page * q.pageSize],
+        ),
       ])
       const items: Invocation[] = rows.map((r) => ({
         timestamp: new Date(n(r.ts)).toISOString(),
@@ -140,18 +190,29 @@ export function warehouseStore(db: Db) {
 }
 
 /** Experiment counts from the exposure and conversion rollups. */
-export async function experimentCounts(db: Db, q: { gameId: string; environment: string; experimentId: string; metrics: string[] }): Promise<ExperimentCounts> {
+export async function experimentCounts(
+  db: Db,
+  q: { gameId: string; environment: string; experimentId: string; metrics: string[] },
+): Promise<ExperimentCounts> {
   const base = [q.gameId, q.environment, q.experimentId]
   const exposures = await db.all<{ variant: string; n: number }>(
-    'SELECT variant, COUNT(*) AS n FROM ingest_exposures WHERE game_id = ? AND env = ? AND experiment_id = ? GROUP BY variant', base)
+    'SELECT variant, COUNT(*) AS n FROM ingest_exposures WHERE game_id = ? AND env = ? AND experiment_id = ? GROUP BY variant',
+    base,
+  )
   const out: ExperimentCounts = { variants: {} }
-  for (const r of exposures) out.variants[r.variant] = { exposures: n(r.n), conversions: Object.fromEntries(q.metrics.map((m) => [m, 0])) }
+  for (const r of exposures)
+    out.variants[r.variant] = {
+      exposures: n(r.n),
+      conversions: Object.fromEntries(q.metrics.map((m) => [m, 0])),
+    }
   if (!q.metrics.length || !exposures.length) return out
   const conv = await db.all<{ variant: string; event: string; n: number }>(
     `SELECT x.variant, u.event, COUNT(*) AS n FROM ingest_exposures x
      JOIN ingest_user_events u ON u.game_id = x.game_id AND u.env = x.env AND u.user_id = x.user_id
      WHERE x.game_id = ? AND x.env = ? AND x.experiment_id = ? AND u.event IN (${q.metrics.map(() => '?').join(', ')}) AND u.last_ts >= x.ts
-     GROUP BY x.variant, u.event`, [...base, ...q.metrics])
+     GROUP BY x.variant, u.event`,
+    [...base, ...q.metrics],
+  )
   for (const r of conv) {
     const v = out.variants[r.variant]
     if (v) v.conversions[r.event] = n(r.n)
@@ -161,15 +222,22 @@ export async function experimentCounts(db: Db, q: { gameId: string; environment:
 
 /**
  * Deletes what is older than each environment's retention: raw events, payments, invocations and
- * the per-user and per-minute detail. Daily and hourly counters stay. Deletes in slices so the
- * SQLite writer is never held for long.
+ * the per-user and per-minute detail. Daily and hourly counters stay. Deletes raw rows by receive time, in
+ * slices so the SQLite writer is never held for long.
  */
-export async function purge(db: Db, envs: Array<{ gameId: string; name: string; retentionDays: number }>, now = Date.now()): Promise<number> {
+export async function purge(
+  db: Db,
+  envs: Array<{ gameId: string; name: string; retentionDays: number }>,
+  now = Date.now(),
+): Promise<number> {
   let deleted = 0
-  const slice = async (table: string, key: string, col: string, g: string, e: string, cutoff: number) => {
+  // Ids are receive time x 1024, so `id < cutoff x 1024` is a range walk on the primary key.
+  const slice = async (table: string, g: string, e: string, cutoff: number) => {
     for (;;) {
       const n = await db.run(
-        `DELETE FROM ${table} WHERE ${key} IN (SELECT ${key} FROM ${table} WHERE game_id = ? AND env = ? AND ${col} < ? LIMIT 5000)`, [g, e, cutoff])
+        `DELETE FROM ${table} WHERE id IN (SELECT id FROM ${table} WHERE id < ? AND game_id = ? AND env = ? LIMIT 5000)`,
+        [cutoff * 1024, g, e],
+      )
       deleted += n
       if (n < 5000) break
     }
@@ -178,11 +246,23 @@ export async function purge(db: Db, envs: Array<{ gameId: string; name: string; 
     const cutoff = now - env.retentionDays * DAY
     const g = env.gameId
     const e = env.name
-    await slice('ingest_events', 'id', 'received_at', g, e, cutoff)
-    await slice('ingest_invocations', 'id', 'ts', g, e, cutoff)
-    deleted += await db.run('DELETE FROM ingest_payments WHERE game_id = ? AND env = ? AND received_at < ?', [g, e, cutoff])
-    deleted += await db.run('DELETE FROM ingest_user_day WHERE game_id = ? AND env = ? AND day < ?', [g, e, floorTo(cutoff, DAY)])
-    deleted += await db.run('DELETE FROM ingest_online WHERE game_id = ? AND env = ? AND minute < ?', [g, e, cutoff])
+    await slice('ingest_events', g, e, cutoff)
+    await slice('ingest_invocations', g, e, cutoff)
+    deleted += await db.run('DELETE FROM ingest_payments WHERE game_id = ? AND env = ? AND received_at < ?', [
+      g,
+      e,
+      cutoff,
+    ])
+    deleted += await db.run('DELETE FROM ingest_user_day WHERE game_id = ? AND env = ? AND day < ?', [
+      g,
+      e,
+      floorTo(cutoff, DAY),
+    ])
+    deleted += await db.run('DELETE FROM ingest_online WHERE game_id = ? AND env = ? AND minute < ?', [
+      g,
+      e,
+      cutoff,
+    ])
   }
   return deleted
 }

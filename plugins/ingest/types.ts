@@ -20,7 +20,12 @@ export interface EventsService {
    * Counts for one experiment. A user counts once, in the variant of their first exposure.
    * `metrics` are event names (the experiment's primary and secondary metrics).
    */
-  experimentCounts(q: { gameId: string; environment: string; experimentId: string; metrics: string[] }): Promise<ExperimentCounts>
+  experimentCounts(q: {
+    gameId: string
+    environment: string
+    experimentId: string
+    metrics: string[]
+  }): Promise<ExperimentCounts>
   /**
    * Stores already-validated events as a server-side write (used by tests and other plugins);
    * resolves once they are durable.

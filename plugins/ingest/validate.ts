@@ -39,15 +39,23 @@ export function pick(e: Obj, key: string): unknown {
   return isObj(attrs) ? attrs[key] : undefined
 }
 
-const str = (v: unknown): string | null => (typeof v === 'string' && v !== '' ? v : typeof v === 'number' && Number.isFinite(v) ? String(v) : null)
+/** PostgreSQL TEXT cannot hold NUL; one such character must not fail the whole group commit. */
+export const clean = (v: string): string => (v.includes('\0') ? v.replaceAll('\0', '') : v)
+export const str = (v: unknown): string | null =>
+  typeof v === 'string' && v !== ''
+    ? clean(v)
+    : typeof v === 'number' && Number.isFinite(v)
+      ? String(v)
+      : null
+/** Integers within the exact double range only: a BIGINT overflow would fail the whole group commit. */
 const num = (v: unknown): number | null => {
   const n = typeof v === 'number' ? v : typeof v === 'string' && v.trim() !== '' ? Number(v) : Number.NaN
-  return Number.isFinite(n) ? Math.round(n) : null
+  return Number.isFinite(n) && Math.abs(n) <= Number.MAX_SAFE_INTEGER ? Math.round(n) : null
 }
 
 /** `session.start` (OpenTelemetry style) and `session_start` are one event. */
 export function canonicalName(name: string): string {
-  return name === 'session.start' ? 'session_start' : name
+  return name === 'session.start' ? 'session_start' : clean(name)
 }
 
 const TS = /^\d{1,16}$/
@@ -62,7 +70,10 @@ export interface ValidateOptions {
  * Checks every event and reports every problem; the caller refuses the batch when any exists.
  * A numeric `ts` is reported as missing, as the spec requires.
  */
-export function validateEvents(list: unknown[], opts: ValidateOptions): { events: NormEvent[]; errors: EventError[] } {
+export function validateEvents(
+  list: unknown[],
+  opts: ValidateOptions,
+): { events: NormEvent[]; errors: EventError[] } {
   const events: NormEvent[] = []
   const errors: EventError[] = []
   list.forEach((raw, index) => {
@@ -73,7 +84,8 @@ export function validateEvents(list: unknown[], opts: ValidateOptions): { events
     if (name === undefined || name === null || name === '') bad('event', 'required')
     else if (typeof name !== 'string') bad('event', 'must be a string')
     const ts = pick(raw, 'ts')
-    if (ts === undefined || ts === null || typeof ts === 'number') bad('ts', 'missing: ts must be a string of epoch milliseconds')
+    if (ts === undefined || ts === null || typeof ts === 'number')
+      bad('ts', 'missing: ts must be a string of epoch milliseconds')
     else if (typeof ts !== 'string' || !TS.test(ts)) bad('ts', 'must be a string of epoch milliseconds')
     let gameId = pick(raw, 'game_id')
     if (gameId === undefined && opts.gameId) gameId = opts.gameId
@@ -88,21 +100,37 @@ export function validateEvents(list: unknown[], opts: ValidateOptions): { events
       const orderId = pick(raw, 'order_id')
       const status = pick(raw, 'status')
       const amount = pick(raw, 'amount_cents')
-      if (typeof orderId !== 'string' || orderId === '') bad('order_id', orderId === undefined ? 'required' : 'must be a non-empty string')
+      if (typeof orderId !== 'string' || orderId === '')
+        bad('order_id', orderId === undefined ? 'required' : 'must be a non-empty string')
       if (typeof status !== 'string' || !PAYMENT_STATUSES.includes(status as PaymentStatus))
         bad('status', status === undefined ? 'required' : `must be one of ${PAYMENT_STATUSES.join(', ')}`)
-      if (typeof amount !== 'number' || !Number.isInteger(amount) || amount <= 0)
+      if (typeof amount !== 'number' || !Number.isSafeInteger(amount) || amount <= 0)
         bad('amount_cents', amount === undefined ? 'required' : 'must be an integer greater than 0')
-      if (errors.length === before) payment = { orderId: orderId as string, status: status as PaymentStatus, amountCents: amount as number }
+      if (errors.length === before)
+        payment = {
+          orderId: clean(orderId as string),
+          status: status as PaymentStatus,
+          amountCents: amount as number,
+        }
     }
     if (errors.length !== before) return
-    events.push(normalize(raw, { gameId: gameId as string, env: env as string, event: name as string, ts: Number(ts) }, payment))
+    events.push(
+      normalize(
+        raw,
+        { gameId: gameId as string, env: env as string, event: name as string, ts: Number(ts) },
+        payment,
+      ),
+    )
   })
   return { events, errors }
 }
 
 /** Builds the stored shape; `base` holds the already-validated identity fields. */
-export function normalize(raw: Obj, base: { gameId: string; env: string; event: string; ts: number }, payment?: NormEvent['payment']): NormEvent {
+export function normalize(
+  raw: Obj,
+  base: { gameId: string; env: string; event: string; ts: number },
+  payment?: NormEvent['payment'],
+): NormEvent {
   return {
     gameId: base.gameId,
     env: base.env,
@@ -125,19 +153,32 @@ export function normalize(raw: Obj, base: { gameId: string; env: string; event: 
  * device_id, ts_client): game and environment come from the API key; an item naming another is
  * rejected. Returns the event or the rejection reason.
  */
-export function batchItem(raw: unknown, key: { gameId: string; env: string }, now: number): NormEvent | string {
+export function batchItem(
+  raw: unknown,
+  key: { gameId: string; env: string },
+  now: number,
+): NormEvent | string {
   if (!isObj(raw)) return 'must be a JSON object'
   const name = pick(raw, 'event_name') ?? pick(raw, 'event') ?? pick(raw, 'event_type')
   if (typeof name !== 'string' || name === '') return 'event_name: required'
   const game = pick(raw, 'game_id')
   if (game !== undefined && game !== key.gameId) return `game_id: must be the API key's game '${key.gameId}'`
   const env = pick(raw, 'environment') ?? pick(raw, 'env')
-  if (env !== undefined && env !== key.env) return `environment: must be the API key's environment '${key.env}'`
+  if (env !== undefined && env !== key.env)
+    return `environment: must be the API key's environment '${key.env}'`
   const tsRaw = pick(raw, 'ts_client') ?? pick(raw, 'ts')
   let ts = now
   if (tsRaw !== undefined) {
-    const parsed = typeof tsRaw === 'number' ? tsRaw : typeof tsRaw === 'string' && TS.test(tsRaw) ? Number(tsRaw) : typeof tsRaw === 'string' ? Date.parse(tsRaw) : Number.NaN
-    if (!Number.isFinite(parsed) || parsed < 0) return 'ts_client: must be epoch milliseconds or an ISO 8601 date-time'
+    const parsed =
+      typeof tsRaw === 'number'
+        ? tsRaw
+        : typeof tsRaw === 'string' && TS.test(tsRaw)
+          ? Number(tsRaw)
+          : typeof tsRaw === 'string'
+            ? Date.parse(tsRaw)
+            : Number.NaN
+    if (!Number.isFinite(parsed) || parsed < 0)
+      return 'ts_client: must be epoch milliseconds or an ISO 8601 date-time'
     ts = Math.round(parsed)
   }
   const ev = normalize(raw, { gameId: key.gameId, env: key.env, event: name, ts })

@@ -1,12 +1,22 @@
 import type { Db, Param } from '../../core/db'
-import { newId } from '../../core/db'
 import type { Logger } from '../../core/log'
 import { HyperLogLog } from './hll'
-import { DAY, floorTo, HOUR, insertMany, MINUTE } from './sql'
-import { pick, type NormEvent } from './validate'
+import { persist } from './persist'
+import { DAY, HOUR, MINUTE, floorTo } from './sql'
+import { type NormEvent, pick, str } from './validate'
 
-const EVENT_COLS = ['id', 'received_at', 'game_id', 'env', 'event', 'ts', 'user_id', 'session_id', 'amount_cents', 'currency', 'duration_ms', 'network', 'level', 'props'] as const
 const DAU_EVENTS = new Set(['login', 'session_start'])
+/**
+ * Top-level fields whose columns hold them exactly are left out of `props` (a smaller row is a
+ * smaller WAL); everything else, including what was promoted from `attrs`, stays.
+ */
+const COLUMN_FIELDS = new Set(['event', 'ts', 'game_id', 'env'])
+
+function propsJson(raw: Record<string, unknown>): string {
+  const out: Record<string, unknown> = {}
+  for (const k in raw) if (!COLUMN_FIELDS.has(k)) out[k] = raw[k]
+  return JSON.stringify(out)
+}
 const ONLINE_EVENTS = new Set(['heartbeat', 'session_start'])
 /** Largest transaction; a bigger backlog is committed in several. */
 const MAX_ROWS_PER_TX = 20_000
@@ -18,8 +28,10 @@ export const histBucket = (ms: number) => Math.round(Math.log1p(Math.max(0, ms))
 export const histValue = (bucket: number) => Math.expm1(bucket * Math.log(1.05))
 
 const sep = '\u0001'
-const key = (...parts: Array<string | number>) => parts.join(sep)
-const s = (v: unknown): string | null => (typeof v === 'string' && v !== '' ? v : typeof v === 'number' ? String(v) : null)
+// Template literals, not rest arguments and join: this runs several times per event.
+const key = (a: string, b: string, c: string | number, d?: string | number) =>
+  d === undefined ? `${a}${sep}${b}${sep}${c}` : `${a}${sep}${b}${sep}${c}${sep}${d}`
+const s = str
 
 interface Pending {
   events: NormEvent[]
@@ -35,75 +47,131 @@ interface Pending {
  */
 export class GroupWriter {
   private pending: Pending[] = []
-  private running: Promise<void> | undefined
+  private active = 0
+  private scheduled = false
+  private idleWaiters: Array<() => void> = []
+  private ready: Promise<void> | undefined
+  /** Commits in flight at once: SQLite has one writer anyway; PostgreSQL overlaps round trips and fsyncs. */
+  private readonly concurrency: number
   private seen = new Set<string>()
   private userDays = new Set<string>()
   private exposed = new Set<string>()
-  private sketches = new Map<string, HyperLogLog>()
-  private loaded = false
+  private sketches = new Map<string, { h: HyperLogLog; v: number }>()
+  private loadingSketches = new Map<string, Promise<{ h: HyperLogLog; v: number }>>()
+  private lastId = 0
 
   constructor(
     private db: Db,
     private log: Logger,
-  ) {}
+  ) {
+    this.concurrency = db.dialect === 'postgres' ? 3 : 1
+  }
 
   /** Resolves once the events are committed. */
   write(events: NormEvent[]): Promise<void> {
     if (!events.length) return Promise.resolve()
     return new Promise((resolve, reject) => {
       this.pending.push({ events, resolve, reject })
-      // setImmediate lets every request parsed in this turn of the event loop join the batch.
-      this.running ??= new Promise<void>((r) => setImmediate(r)).then(() => this.drain())
+      this.kick()
     })
   }
 
   /** Waits for everything queued so far. */
-  async idle(): Promise<void> {
-    while (this.running) await this.running
+  idle(): Promise<void> {
+    if (!this.active && !this.scheduled && !this.pending.length) return Promise.resolve()
+    return new Promise((r) => this.idleWaiters.push(r))
   }
 
-  private async drain(): Promise<void> {
+  /** Starts another commit when there is work and a free slot. */
+  private kick() {
+    if (this.scheduled || this.active >= this.concurrency || !this.pending.length) return
+    this.scheduled = true
+    // setImmediate lets every request parsed in this turn of the event loop join the batch.
+    setImmediate(() => {
+      this.scheduled = false
+      void this.drainOne()
+    })
+  }
+
+  private async drainOne(): Promise<void> {
+    if (!this.pending.length || this.active >= this.concurrency) return
+    this.active++
+    const batch: Pending[] = []
+    let n = 0
     try {
-      if (!this.loaded) await this.loadExposed()
-      while (this.pending.length) {
-        const batch: Pending[] = []
-        let n = 0
-        while (this.pending.length && n < MAX_ROWS_PER_TX) {
-          const p = this.pending.shift()!
-          batch.push(p)
-          n += p.events.length
-        }
-        try {
-          await this.commit(batch.flatMap((p) => p.events))
-          for (const p of batch) p.resolve()
-        } catch (e) {
-          this.log.error('event batch commit failed', { error: String(e), events: n })
-          for (const p of batch) p.reject(e)
-        }
+      // A failed start (store unreachable) is retried by the next commit.
+      this.ready ??= this.init().catch((e) => {
+        this.ready = undefined
+        throw e
+      })
+      await this.ready
+      while (this.pending.length && n < MAX_ROWS_PER_TX) {
+        const p = this.pending.shift()!
+        batch.push(p)
+        n += p.events.length
       }
+      // What arrives while this commit runs may start the next one (PostgreSQL: up to `concurrency`).
+      this.kick()
+      await this.commit(batch.flatMap((p) => p.events))
+      for (const p of batch) p.resolve()
+    } catch (e) {
+      this.log.error('event batch commit failed', { error: String(e), events: n })
+      for (const p of batch) p.reject(e)
+      if (!batch.length) for (const p of this.pending.splice(0)) p.reject(e)
     } finally {
-      this.running = undefined
-      if (this.pending.length) this.running = this.drain()
+      this.active--
+      this.kick()
+      if (!this.active && !this.scheduled && !this.pending.length)
+        for (const r of this.idleWaiters.splice(0)) r()
     }
   }
 
-  private async loadExposed() {
-    const rows = await this.db.all<{ game_id: string; env: string; user_id: string }>('SELECT DISTINCT game_id, env, user_id FROM ingest_exposures')
+  /**
+   * Time-ordered integer ids: receive time in ms x 1024 plus a counter (exact in a double until
+   * the year 2248). Starts past the largest stored id, so a restart with a clock step back
+   * never collides.
+   */
+  private nextId(): number {
+    this.lastId = Math.max(this.lastId + 1, Date.now() * 1024)
+    return this.lastId
+  }
+
+  private async init() {
+    const max = await this.db.get<{ m: number | null }>('SELECT MAX(id) AS m FROM ingest_events')
+    const maxInv = await this.db.get<{ m: number | null }>('SELECT MAX(id) AS m FROM ingest_invocations')
+    this.lastId = Math.max(Number(max?.m ?? 0), Number(maxInv?.m ?? 0))
+    const rows = await this.db.all<{ game_id: string; env: string; user_id: string }>(
+      'SELECT DISTINCT game_id, env, user_id FROM ingest_exposures',
+    )
     for (const r of rows) this.exposed.add(key(r.game_id, r.env, r.user_id))
-    this.loaded = true
   }
 
-  private async sketch(gameId: string, env: string, minute: number): Promise<HyperLogLog> {
+  /** The cached sketch of a minute; concurrent commits share one load and one object. */
+  private sketch(gameId: string, env: string, minute: number): Promise<{ h: HyperLogLog; v: number }> {
     const k = key(gameId, env, minute)
-    let h = this.sketches.get(k)
-    if (!h) {
-      const row = await this.db.get<{ sketch: string }>('SELECT sketch FROM ingest_online WHERE game_id = ? AND env = ? AND minute = ?', [gameId, env, minute])
-      h = row ? HyperLogLog.parse(row.sketch) : new HyperLogLog()
-      // Oldest first out: sketches are persisted on every commit, so eviction loses nothing.
-      if (this.sketches.size >= SKETCH_CAP) this.sketches.delete(this.sketches.keys().next().value!)
-      this.sketches.set(k, h)
+    const hit = this.sketches.get(k)
+    if (hit) return Promise.resolve(hit)
+    let loading = this.loadingSketches.get(k)
+    if (!loading) {
+      loading = this.db
+        .get<{ sketch: string; version: number }>(
+          'SELECT sketch, version FROM ingest_online WHERE game_id = ? AND env = ? AND minute = ?',
+          [gameId, env, minute],
+        )
+        .then((row) => {
+          const sk = {
+            h: row ? HyperLogLog.parse(row.sketch) : new HyperLogLog(),
+            v: Number(row?.version ?? 0),
+          }
+          // Oldest first out: sketches are persisted on every commit, so eviction loses nothing.
+          if (this.sketches.size >= SKETCH_CAP) this.sketches.delete(this.sketches.keys().next().value!)
+          this.sketches.set(k, sk)
+          return sk
+        })
+        .finally(() => this.loadingSketches.delete(k))
+      this.loadingSketches.set(k, loading)
     }
-    return h
+    return loading
   }
 
   private async commit(events: NormEvent[]): Promise<void> {
@@ -120,22 +188,62 @@ export class GroupWriter {
     const userEvents = new Map<string, [string, string, string, string, number]>()
 
     for (const e of events) {
-      eventRows.push([newId(), now, e.gameId, e.env, e.event, e.ts, e.userId, e.sessionId, e.amountCents, e.currency, e.durationMs, e.network, e.level, JSON.stringify(e.props)])
+      eventRows.push([
+        this.nextId(),
+        now,
+        e.gameId,
+        e.env,
+        e.event,
+        e.ts,
+        e.userId,
+        e.sessionId,
+        e.amountCents,
+        e.currency,
+        e.durationMs,
+        e.network,
+        e.level,
+        propsJson(e.props),
+      ])
       if (e.payment) {
         const k = key(e.gameId, e.env, e.payment.orderId, e.payment.status)
-        if (!payments.has(k)) payments.set(k, [e.gameId, e.env, e.payment.orderId, e.payment.status, e.payment.amountCents, e.currency, e.userId, e.ts, now])
+        if (!payments.has(k))
+          payments.set(k, [
+            e.gameId,
+            e.env,
+            e.payment.orderId,
+            e.payment.status,
+            e.payment.amountCents,
+            e.currency,
+            e.userId,
+            e.ts,
+            now,
+          ])
       }
       if (e.event === 'function.invoke') {
         const fn = s(pick(e.props, 'functionId')) ?? s(pick(e.props, 'function_id')) ?? 'unknown'
         const outcome = s(pick(e.props, 'outcome')) === 'failure' ? 'failure' : 'success'
         const dur = e.durationMs
-        invocations.push([newId(), e.gameId, e.env, e.ts, now, fn, s(pick(e.props, 'actor')), outcome, dur, s(pick(e.props, 'traceId')) ?? s(pick(e.props, 'trace_id'))])
+        invocations.push([
+          this.nextId(),
+          e.gameId,
+          e.env,
+          e.ts,
+          now,
+          fn,
+          s(pick(e.props, 'actor')),
+          outcome,
+          dur,
+          s(pick(e.props, 'traceId')) ?? s(pick(e.props, 'trace_id')),
+        ])
         const hour = floorTo(e.ts, HOUR)
         const hk = key(e.gameId, e.env, hour, fn)
         const h = hours.get(hk) ?? [e.gameId, e.env, hour, fn, 0, 0, 0, 0]
         h[4]++
         if (outcome === 'failure') h[5]++
-        if (dur !== null) (h[6] += dur), h[7]++
+        if (dur !== null) {
+          h[6] += dur
+          h[7]++
+        }
         hours.set(hk, h)
         if (dur !== null) {
           const b = histBucket(dur)
@@ -171,7 +279,7 @@ export class GroupWriter {
       if (who && ONLINE_EVENTS.has(e.event)) {
         const minute = floorTo(e.ts, MINUTE)
         const ok = key(e.gameId, e.env, minute)
-        ;(await this.sketch(e.gameId, e.env, minute)).add(who)
+        ;(await this.sketch(e.gameId, e.env, minute)).h.add(who)
         online.set(ok, [e.gameId, e.env, minute])
       }
     }
@@ -182,56 +290,30 @@ export class GroupWriter {
       const prev = userEvents.get(k)
       if (!prev || e.ts > prev[4]) userEvents.set(k, [e.gameId, e.env, e.userId, e.event, e.ts])
     }
-    const onlineRows = [...online.entries()].map(([k, [g, env, minute]]) => {
-      const h = this.sketches.get(k) ?? new HyperLogLog()
-      return [g, env, minute, h.count(), h.serialize()]
+    // Each write of a sketch carries a new version, so a slower concurrent commit holding an
+    // older snapshot of the same minute cannot overwrite a newer one.
+    const onlineRows = [...online.keys()].sort().map((k) => {
+      const [g, env, minute] = online.get(k)!
+      const sk = this.sketches.get(k) ?? { h: new HyperLogLog(), v: 0 }
+      sk.v++
+      return [g, env, minute, sk.h.count(), sk.h.serialize(), sk.v]
     })
 
-    await this.db.tx(async (tx) => {
-      const [, paid, , , , fresh, active] = await Promise.all([
-        insertMany(tx, 'ingest_events', EVENT_COLS, eventRows),
-        insertMany(tx, 'ingest_payments', ['game_id', 'env', 'order_id', 'status', 'amount_cents', 'currency', 'user_id', 'ts', 'received_at'], [...payments.values()],
-          'ON CONFLICT (game_id, env, order_id, status) DO NOTHING RETURNING game_id, env, status, amount_cents, ts'),
-        insertMany(tx, 'ingest_invocations', ['id', 'game_id', 'env', 'ts', 'received_at', 'function_id', 'actor', 'outcome', 'duration_ms', 'trace_id'], invocations),
-        insertMany(tx, 'ingest_invocation_hour', ['game_id', 'env', 'hour', 'function_id', 'total', 'failed', 'duration_sum', 'duration_n'], [...hours.values()],
-          `ON CONFLICT (game_id, env, hour, function_id) DO UPDATE SET total = ingest_invocation_hour.total + excluded.total,
-           failed = ingest_invocation_hour.failed + excluded.failed, duration_sum = ingest_invocation_hour.duration_sum + excluded.duration_sum,
-           duration_n = ingest_invocation_hour.duration_n + excluded.duration_n`),
-        insertMany(tx, 'ingest_invocation_hist', ['game_id', 'env', 'hour', 'bucket', 'n'], [...hist.values()],
-          'ON CONFLICT (game_id, env, hour, bucket) DO UPDATE SET n = ingest_invocation_hist.n + excluded.n'),
-        insertMany(tx, 'ingest_first_seen', ['game_id', 'env', 'user_id', 'first_ts'], [...firstSeen.values()],
-          'ON CONFLICT (game_id, env, user_id) DO NOTHING RETURNING game_id, env, first_ts'),
-        insertMany(tx, 'ingest_user_day', ['game_id', 'env', 'day', 'user_id'], [...userDays.values()],
-          'ON CONFLICT (game_id, env, day, user_id) DO NOTHING RETURNING game_id, env, day'),
-        insertMany(tx, 'ingest_online', ['game_id', 'env', 'minute', 'online', 'sketch'], onlineRows,
-          'ON CONFLICT (game_id, env, minute) DO UPDATE SET online = excluded.online, sketch = excluded.sketch'),
-        insertMany(tx, 'ingest_exposures', ['game_id', 'env', 'experiment_id', 'user_id', 'variant', 'ts'], [...exposures.values()],
-          `ON CONFLICT (game_id, env, experiment_id, user_id) DO UPDATE SET variant = excluded.variant, ts = excluded.ts
-           WHERE excluded.ts < ingest_exposures.ts`),
-        insertMany(tx, 'ingest_user_events', ['game_id', 'env', 'user_id', 'event', 'last_ts'], [...userEvents.values()],
-          `ON CONFLICT (game_id, env, user_id, event) DO UPDATE SET last_ts = excluded.last_ts WHERE excluded.last_ts > ingest_user_events.last_ts`),
-      ])
-      // Daily counters from the rows that were really new: dau, new users, revenue, refunds, failed.
-      const daily = new Map<string, [string, string, number, number, number, number, number, number]>()
-      const bump = (g: unknown, env: unknown, ts: number, i: 3 | 4 | 5 | 6 | 7, by: number) => {
-        const day = floorTo(ts, DAY)
-        const k = key(String(g), String(env), day)
-        const d = daily.get(k) ?? [String(g), String(env), day, 0, 0, 0, 0, 0]
-        d[i] += by
-        daily.set(k, d)
-      }
-      for (const r of active) bump(r.game_id, r.env, Number(r.day), 3, 1)
-      for (const r of fresh) bump(r.game_id, r.env, Number(r.first_ts), 4, 1)
-      for (const r of paid) {
-        if (r.status === 'success') bump(r.game_id, r.env, Number(r.ts), 5, Number(r.amount_cents))
-        else if (r.status === 'refunded') bump(r.game_id, r.env, Number(r.ts), 6, Number(r.amount_cents))
-        else bump(r.game_id, r.env, Number(r.ts), 7, 1)
-      }
-      const dailyRows = [...daily.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).map(([, v]) => v)
-      await insertMany(tx, 'ingest_daily', ['game_id', 'env', 'day', 'dau', 'new_users', 'revenue_cents', 'refunds_cents', 'failed'], dailyRows,
-        `ON CONFLICT (game_id, env, day) DO UPDATE SET dau = ingest_daily.dau + excluded.dau, new_users = ingest_daily.new_users + excluded.new_users,
-         revenue_cents = ingest_daily.revenue_cents + excluded.revenue_cents, refunds_cents = ingest_daily.refunds_cents + excluded.refunds_cents,
-         failed = ingest_daily.failed + excluded.failed`)
+    const sorted = <T extends Param[]>(m: Map<string, T>): T[] =>
+      this.concurrency > 1
+        ? [...m.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, v]) => v)
+        : [...m.values()]
+    await persist(this.db, {
+      events: eventRows,
+      payments: sorted(payments),
+      invocations,
+      hours: sorted(hours),
+      hist: sorted(hist),
+      firstSeen: sorted(firstSeen),
+      userDays: sorted(userDays),
+      online: onlineRows,
+      exposures: sorted(exposures),
+      userEvents: sorted(userEvents),
     })
     if (this.seen.size + firstSeen.size > CACHE_CAP) this.seen.clear()
     for (const k of firstSeen.keys()) this.seen.add(k)

@@ -1,7 +1,8 @@
--- Raw events. Ids are UUIDv7 and the only secondary index is on server receive time, so every
--- insert lands at the end of its b-trees (performance note 1). Hot fields are columns.
+-- Raw events. The id is time-ordered (receive time in ms x 1024 + a counter), the SQLite rowid
+-- itself, and there is no secondary index, so an insert only appends (performance note 1);
+-- retention deletes walk the id range. Hot fields are columns.
 CREATE TABLE ingest_events (
-  id TEXT PRIMARY KEY,
+  id INTEGER PRIMARY KEY,
   received_at BIGINT NOT NULL,
   game_id TEXT NOT NULL,
   env TEXT NOT NULL,
@@ -16,7 +17,6 @@ CREATE TABLE ingest_events (
   level TEXT,
   props TEXT NOT NULL
 );
-CREATE INDEX ingest_events_received ON ingest_events (game_id, env, received_at);
 
 -- One row per order and status: a repeated (order_id, status) is stored once.
 CREATE TABLE ingest_payments (
@@ -33,7 +33,7 @@ CREATE TABLE ingest_payments (
 );
 
 CREATE TABLE ingest_invocations (
-  id TEXT PRIMARY KEY,
+  id INTEGER PRIMARY KEY,
   game_id TEXT NOT NULL,
   env TEXT NOT NULL,
   ts BIGINT NOT NULL,
@@ -78,6 +78,8 @@ CREATE TABLE ingest_online (
   minute BIGINT NOT NULL,
   online BIGINT NOT NULL,
   sketch TEXT NOT NULL,
+  -- Bumped on every write; an older snapshot never replaces a newer one.
+  version BIGINT NOT NULL,
   PRIMARY KEY (game_id, env, minute)
 );
 CREATE TABLE ingest_invocation_hour (

@@ -1,0 +1,73 @@
+import { type Db, migrate, openDb } from '../../core/db'
+import { Invalid } from '../../core/http'
+import { definePlugin } from '../../core/plugin'
+import { ingestMigrations } from './migrations'
+import { ingestRoutes } from './routes'
+import { IngestConfig } from './schema'
+import { Ingestor } from './service'
+import { experimentCounts, purge, warehouseStore } from './store'
+import type { EventsService } from './types'
+import { validateEvents } from './validate'
+import { GroupWriter } from './writer'
+
+/**
+ * Signed event and payment ingestion, the event store with its write-time rollups, and the
+ * warehouse analytics. The event store lives in the main store (`warehouse.dsn: embedded` or
+ * `none`) or in the store a SQLite path or PostgreSQL URL names; with `none` events are still
+ * stored (experiments need them) but the warehouse endpoints answer 503.
+ */
+export default definePlugin({
+  name: 'ingest',
+  dependsOn: ['games'],
+  config: IngestConfig,
+  migrations: ingestMigrations,
+  async setup(ctx) {
+    const dsn = ctx.core.warehouse.dsn.trim()
+    let db: Db = ctx.db
+    if (dsn !== 'embedded' && dsn !== 'none' && dsn !== '') {
+      db = openDb(dsn, ctx.core.data_dir, { max: ctx.core.database.pool })
+      await migrate(db, [{ plugin: 'ingest', migrations: ingestMigrations }])
+      ctx.onStop(() => db.close())
+    }
+    const warehouse = dsn === 'none' || dsn === '' ? undefined : warehouseStore(db)
+    const games = ctx.service('games')
+    const writer = new GroupWriter(db, ctx.log)
+    const secret = ctx.config.signing_secret || process.env.INGEST_SIGNING_SECRET || ''
+    const ingestor = new Ingestor(ctx.config, secret, games, writer, ctx.log)
+
+    const events: EventsService = {
+      experimentCounts: (q) => experimentCounts(db, q),
+      async ingest(list) {
+        const { events, errors } = validateEvents(list, { payments: false })
+        if (errors.length) throw new Invalid(`${errors.length} invalid events`, { errors })
+        await writer.write(events)
+        return { accepted: events.length }
+      },
+    }
+    ctx.provide('events', events)
+
+    let timer: ReturnType<typeof setInterval> | undefined
+    const runPurge = async () => {
+      const envs = await games.environments()
+      const n = await purge(
+        db,
+        envs.map((e) => ({ gameId: e.gameId, name: e.name, retentionDays: e.settings.retentionDays })),
+      )
+      if (n) ctx.log.info('retention purge', { deleted: n })
+    }
+    ctx.onStart(() => {
+      if (ctx.config.purge_interval_minutes > 0) {
+        timer = setInterval(
+          () => runPurge().catch((e) => ctx.log.error('retention purge failed', { error: String(e) })),
+          ctx.config.purge_interval_minutes * 60_000,
+        )
+        timer.unref?.()
+      }
+    })
+    ctx.onStop(async () => {
+      if (timer) clearInterval(timer)
+      await writer.idle()
+    })
+    return ingestRoutes(ingestor, ctx.auth, ctx.guard, warehouse)
+  },
+})

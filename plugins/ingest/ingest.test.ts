@@ -1,0 +1,389 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { gzipSync } from 'node:zlib'
+import { LiveopsClient } from '../../sdk/client'
+import { signRequest } from '../../sdk/sign'
+import { type TestApp, forEachEngine, makeApp } from '../../test/helpers'
+import { SECRET, game, signed } from './testing'
+
+forEachEngine((engine) => {
+  let a: TestApp
+  let admin: string
+  let gameId: string
+  const ev = (event: string, extra: Record<string, unknown> = {}) => ({
+    event,
+    ts: String(Date.now()),
+    game_id: gameId,
+    env: 'prod',
+    ...extra,
+  })
+  const count = async (sql: string, params: (string | number)[] = []) =>
+    Number((await a.db.get<{ n: number }>(sql, params))?.n ?? 0)
+
+  beforeAll(async () => {
+    a = await makeApp(engine, {
+      plugins: { games: {}, ingest: { signing_secret: SECRET, purge_interval_minutes: 0 } },
+    })
+    admin = await a.token('admin')
+    const g = await a.req('POST', '/api/games', { token: admin, body: game })
+    expect(g.status).toBe(201)
+    gameId = g.body.id
+  })
+  afterAll(() => a.stop())
+
+  describe('signed ingestion', () => {
+    test('the SDK batches, signs and delivers; DAU and new users follow login and session_start', async () => {
+      const sent: number[] = []
+      const client = new LiveopsClient({
+        endpoint: 'http://localhost',
+        gameId,
+        env: 'prod',
+        secret: SECRET,
+        batchSize: 3,
+        flushIntervalMs: 0,
+        flushOnExit: false,
+        fetch: async (url, init) => {
+          sent.push(JSON.parse(String(init.body)).length)
+          return a.app.handle(new Request(url, init))
+        },
+      })
+      for (const u of ['u1', 'u2', 'u3']) {
+        client.identify(u)
+        client.track('login')
+      }
+      client.identify('u1')
+      client.track('session_start', { session_id: 's1' })
+      client.track('level_up', { level: 3 })
+      await client.close()
+      expect(client.acknowledged).toBe(5)
+      expect(sent).toEqual([3, 2])
+      const r = await a.req('GET', `/api/v1/analytics/warehouse/dau?gameId=${gameId}&env=prod&days=1`, {
+        token: admin,
+      })
+      expect(r.status).toBe(200)
+      expect(r.body.points).toEqual([
+        { date: new Date().toISOString().slice(0, 10), gameId, env: 'prod', dau: 3, newUsers: 3 },
+      ])
+      expect(
+        await count(
+          "SELECT COUNT(*) AS n FROM ingest_events WHERE game_id = ? AND event = 'level_up' AND level = '3'",
+          [gameId],
+        ),
+      ).toBe(1)
+    })
+
+    test('missing headers, bad timestamp, skew and bad signature answer 401 with their codes', async () => {
+      const body = JSON.stringify([ev('x')])
+      const r1 = await a.req('POST', '/api/ingest/events', { raw: body, headers: { 'x-timestamp': '1' } })
+      expect(r1.status).toBe(401)
+      expect(r1.body).toMatchObject({ error: 'missing_signature_headers', path: '/api/ingest/events' })
+      expect(r1.body.details.missing).toEqual(['X-Nonce', 'X-Signature'])
+      const sig = await signRequest(SECRET, body)
+      const r2 = await a.req('POST', '/api/ingest/events', {
+        raw: body,
+        headers: { ...sig, 'X-Timestamp': 'soon' },
+      })
+      expect([r2.status, r2.body.error]).toEqual([401, 'invalid_timestamp'])
+      const r3 = await signed(a, '/api/ingest/events', [ev('x')], {
+        timestamp: Math.floor(Date.now() / 1000) - 301,
+      })
+      expect([r3.status, r3.body.error]).toEqual([401, 'timestamp_skew'])
+      const r4 = await signed(a, '/api/ingest/events', [ev('x')], { secret: 'wrong' })
+      expect([r4.status, r4.body.error]).toEqual([401, 'invalid_signature'])
+      // A body changed after signing fails too.
+      const r5 = await a.req('POST', '/api/ingest/events', {
+        raw: body.replace('"x"', '"y"'),
+        headers: { ...sig },
+      })
+      expect([r5.status, r5.body.error]).toEqual([401, 'invalid_signature'])
+    })
+
+    test('a nonce seen in the last 15 minutes is a replay: 429 duplicate_nonce', async () => {
+      const first = await signed(a, '/api/ingest/events', [ev('x')], { nonce: 'nonce-1' })
+      expect(first.status).toBe(200)
+      const again = await signed(a, '/api/ingest/events', [ev('x')], { nonce: 'nonce-1' })
+      expect([again.status, again.body.error]).toEqual([429, 'duplicate_nonce'])
+    })
+
+    test('over 10 MB answers 413 before the signature is checked', async () => {
+      const big = 'x'.repeat(10 * 1024 * 1024 + 1)
+      const r = await a.req('POST', '/api/ingest/events', {
+        raw: big,
+        headers: { 'x-timestamp': '1', 'x-nonce': 'n', 'x-signature': 'bad' },
+      })
+      expect([r.status, r.body.error]).toEqual([413, 'body_too_large'])
+    })
+
+    test('a batch with bad events is refused whole, listing every index, field and reason', async () => {
+      const before = await count('SELECT COUNT(*) AS n FROM ingest_events')
+      const batch = [
+        ev('fine'),
+        { ...ev('numeric'), ts: Date.now() },
+        { ts: String(Date.now()), game_id: gameId, env: 'prod' },
+        { ...ev('e'), game_id: 42, env: ['prod'] },
+        'not an object',
+        { event: 'in_attrs', attrs: { ts: String(Date.now()), game_id: gameId, env: 'prod' } },
+        { ...ev('bad ts'), ts: 'yesterday' },
+      ]
+      const r = await signed(a, '/api/ingest/events', batch)
+      expect(r.status).toBe(400)
+      expect(r.body.error).toBe('invalid_events')
+      expect(r.body.details.errors).toEqual([
+        { index: 1, field: 'ts', reason: 'missing: ts must be a string of epoch milliseconds' },
+        { index: 2, field: 'event', reason: 'required' },
+        { index: 3, field: 'game_id', reason: 'must be a string' },
+        { index: 3, field: 'env', reason: 'must be a string' },
+        { index: 4, field: 'event', reason: 'must be a JSON object' },
+        { index: 6, field: 'ts', reason: 'must be a string of epoch milliseconds' },
+      ])
+      expect(await count('SELECT COUNT(*) AS n FROM ingest_events')).toBe(before)
+    })
+
+    test('malformed JSON and a body that is not an array answer 400 invalid_payload', async () => {
+      const r1 = await signed(a, '/api/ingest/events', '[{"event":')
+      expect([r1.status, r1.body.error]).toEqual([400, 'invalid_payload'])
+      const r2 = await signed(a, '/api/ingest/events', { event: 'x' })
+      expect([r2.status, r2.body.error]).toEqual([400, 'invalid_payload'])
+    })
+
+    test('unknown game or environment: 400 naming it', async () => {
+      const r1 = await signed(a, '/api/ingest/events', [ev('x'), { ...ev('x'), game_id: 'no-such-game' }])
+      expect(r1.status).toBe(400)
+      expect(r1.body).toMatchObject({
+        error: 'unknown_game',
+        details: { field: '[1].game_id', gameId: 'no-such-game' },
+      })
+      expect(r1.body.message).toContain("'no-such-game'")
+      const r2 = await signed(a, '/api/ingest/events', [{ ...ev('x'), env: 'qa' }])
+      expect(r2.status).toBe(400)
+      expect(r2.body).toMatchObject({
+        error: 'unknown_environment',
+        details: { field: '[0].env', env: 'qa' },
+      })
+    })
+  })
+
+  describe('payments and revenue', () => {
+    test('payments need order_id, status and amount_cents > 0', async () => {
+      const r = await signed(a, '/api/ingest/payments', [
+        ev('payment', { order_id: 'o-1', status: 'success', amount_cents: 100 }),
+        ev('payment', { status: 'paid', amount_cents: 0 }),
+      ])
+      expect(r.status).toBe(400)
+      expect(r.body.details.errors).toEqual([
+        { index: 1, field: 'order_id', reason: 'required' },
+        { index: 1, field: 'status', reason: 'must be one of success, refunded, failed' },
+        { index: 1, field: 'amount_cents', reason: 'must be an integer greater than 0' },
+      ])
+    })
+
+    test('an order_id repeated with the same status is stored once; revenue, refunds and failed per day', async () => {
+      const p = (order: string, status: string, amount: number) =>
+        ev('payment', { order_id: order, status, amount_cents: amount, currency: 'USD', uid: 'payer' })
+      expect(
+        (
+          await signed(a, '/api/ingest/payments', [
+            p('o-1', 'success', 499),
+            p('o-1', 'success', 499),
+            p('o-2', 'success', 1000),
+          ])
+        ).status,
+      ).toBe(200)
+      expect(
+        (
+          await signed(a, '/api/ingest/payments', [
+            p('o-1', 'success', 499),
+            p('o-2', 'refunded', 1000),
+            p('o-3', 'failed', 50),
+          ])
+        ).status,
+      ).toBe(200)
+      const r = await a.req('GET', `/api/v1/analytics/warehouse/revenue?gameId=${gameId}&days=2`, {
+        token: admin,
+      })
+      expect(r.status).toBe(200)
+      expect(r.body.points).toHaveLength(2)
+      expect(r.body.points[1]).toEqual({
+        date: new Date().toISOString().slice(0, 10),
+        revenueCents: 1499,
+        refundsCents: 1000,
+        failed: 1,
+      })
+      expect(r.body.points[0]).toMatchObject({ revenueCents: 0, refundsCents: 0, failed: 0 })
+      expect(await count('SELECT COUNT(*) AS n FROM ingest_payments WHERE game_id = ?', [gameId])).toBe(4)
+    })
+  })
+
+  describe('/v1/batch with an API key', () => {
+    let key: string
+    beforeAll(async () => {
+      const r = await a.req('POST', '/api/api-keys', {
+        token: admin,
+        body: { name: 'sdk', gameId, environment: 'staging' },
+      })
+      expect(r.status).toBe(201)
+      key = r.body.key
+    })
+    const batch = (raw: BodyInit, headers: Record<string, string> = {}) =>
+      a.req('POST', '/v1/batch', {
+        raw,
+        headers: { 'x-api-key': key, 'content-type': 'application/json', ...headers },
+      })
+
+    test('a JSON array: good items accepted, bad ones rejected with their event_id and reason', async () => {
+      const r = await batch(
+        JSON.stringify([
+          { event_id: 'e1', event_name: 'login', user_id: 'b1', ts_client: Date.now() },
+          { event_id: 'e2', event_type: 'heartbeat', device_id: 'd9' },
+          { event_id: 'e3' },
+          { event_id: 'e4', event_name: 'x', environment: 'prod' },
+          { event_id: 'e5', event_name: 'x', ts_client: 'not a time' },
+        ]),
+      )
+      expect(r.status).toBe(200)
+      expect(r.body.accepted).toEqual(['e1', 'e2'])
+      expect(r.body.rejected).toEqual([
+        { event_id: 'e3', reason: 'event_name: required' },
+        { event_id: 'e4', reason: "environment: must be the API key's environment 'staging'" },
+        { event_id: 'e5', reason: 'ts_client: must be epoch milliseconds or an ISO 8601 date-time' },
+      ])
+      expect(
+        await count("SELECT COUNT(*) AS n FROM ingest_events WHERE game_id = ? AND env = 'staging'", [
+          gameId,
+        ]),
+      ).toBe(2)
+    })
+
+    test('NDJSON, gzip, and a line that does not parse', async () => {
+      const nd = `${JSON.stringify({ event_id: 'n1', event_name: 'tap' })}\n{oops\n${JSON.stringify({ event_id: 'n2', event_name: 'tap' })}\n`
+      const r = await batch(gzipSync(nd), {
+        'content-encoding': 'gzip',
+        'content-type': 'application/x-ndjson',
+      })
+      expect(r.status).toBe(200)
+      expect(r.body).toEqual({
+        accepted: ['n1', 'n2'],
+        rejected: [{ event_id: '1', reason: 'invalid JSON' }],
+      })
+      const bad = await batch(new Uint8Array([1, 2, 3]), { 'content-encoding': 'gzip' })
+      expect([bad.status, bad.body.error]).toEqual([400, 'invalid_payload'])
+    })
+
+    test('limits: over 500 events 413, an event over 64 KB rejected, a body over 1 MB 413', async () => {
+      const many = JSON.stringify(
+        Array.from({ length: 501 }, (_, i) => ({ event_id: `m${i}`, event_name: 'x' })),
+      )
+      expect((await batch(many)).status).toBe(413)
+      const r = await batch(
+        JSON.stringify([{ event_id: 'big', event_name: 'x', blob: 'y'.repeat(65 * 1024) }]),
+      )
+      expect(r.body.rejected).toEqual([{ event_id: 'big', reason: 'event_too_large' }])
+      const huge = await batch(
+        JSON.stringify([{ event_id: 'h', event_name: 'x', blob: 'y'.repeat(1024 * 1024) }]),
+      )
+      expect([huge.status, huge.body.error]).toEqual([413, 'body_too_large'])
+    })
+
+    test('a bad key answers 401; no key and no signature 401', async () => {
+      const r = await a.req('POST', '/v1/batch', { raw: '[]', headers: { 'x-api-key': 'lok_nope' } })
+      expect([r.status, r.body.error]).toEqual([401, 'invalid_api_key'])
+      const r2 = await a.req('POST', '/v1/batch', { raw: '[]' })
+      expect([r2.status, r2.body.error]).toEqual([401, 'missing_signature_headers'])
+    })
+
+    test('sampling rate 0 keeps nothing (still accepted); the per-key rate limit answers 429 rate_limit_exceeded', async () => {
+      const put = (settings: Record<string, unknown>) =>
+        a.req('PUT', `/api/games/${gameId}/environments/staging/settings`, { token: admin, body: settings })
+      expect((await put({ samplingRate: 0 })).status).toBe(200)
+      const before = await count("SELECT COUNT(*) AS n FROM ingest_events WHERE env = 'staging'")
+      const r = await batch(JSON.stringify([{ event_id: 's1', event_name: 'tap', user_id: 'x' }]))
+      expect(r.body.accepted).toEqual(['s1'])
+      expect(await count("SELECT COUNT(*) AS n FROM ingest_events WHERE env = 'staging'")).toBe(before)
+      expect((await put({ samplingRate: 1, rateLimit: { requestsPerMinutePerKey: 1 } })).status).toBe(200)
+      expect((await batch('[]')).status).toBe(200)
+      const limited = await batch('[]')
+      expect(limited.status).toBe(429)
+      expect(limited.body).toMatchObject({ error: 'rate_limit_exceeded', details: { limit: 1 } })
+      expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0)
+      expect((await put({ rateLimit: { requestsPerMinutePerKey: 0 } })).status).toBe(200)
+    })
+  })
+
+  describe('OTLP logs', () => {
+    test('log records become events; session.start counts as session_start', async () => {
+      const now = Date.now()
+      const body = {
+        resourceLogs: [
+          {
+            resource: {
+              attributes: [
+                { key: 'game_id', value: { stringValue: gameId } },
+                { key: 'deployment.environment', value: { stringValue: 'dev' } },
+              ],
+            },
+            scopeLogs: [
+              {
+                logRecords: [
+                  {
+                    timeUnixNano: String(now * 1e6),
+                    body: { stringValue: 'session.start' },
+                    attributes: [
+                      { key: 'user.id', value: { stringValue: 'otel-1' } },
+                      { key: 'session.id', value: { stringValue: 'S' } },
+                    ],
+                  },
+                  {
+                    timeUnixNano: String(now * 1e6),
+                    attributes: [
+                      { key: 'event.name', value: { stringValue: 'heartbeat' } },
+                      { key: 'user_id', value: { stringValue: 'otel-2' } },
+                    ],
+                  },
+                  { attributes: [] },
+                ],
+              },
+            ],
+          },
+        ],
+      }
+      const r = await signed(a, '/v1/logs', body)
+      expect(r.status).toBe(200)
+      expect(r.body).toEqual({
+        partialSuccess: { rejectedLogRecords: 1, errorMessage: '2: event_name: required' },
+      })
+      const online = await a.req(
+        'GET',
+        `/api/v1/analytics/warehouse/online?gameId=${gameId}&env=dev&minutes=2`,
+        { token: admin },
+      )
+      expect(online.body.points.at(-1).online).toBe(2)
+      const dau = await a.req('GET', `/api/v1/analytics/warehouse/dau?gameId=${gameId}&env=dev&days=1`, {
+        token: admin,
+      })
+      expect(dau.body.points[0].dau).toBe(1)
+    })
+  })
+
+  describe('server-side writes', () => {
+    test('analytics:write writes events and payments; viewer 403; no token 401; bad events 400', async () => {
+      const ok = await a.req('POST', '/api/v1/analytics/ingest', { token: admin, body: [ev('server_evt')] })
+      expect(ok.status).toBe(200)
+      expect(ok.body).toEqual({ ok: true, accepted: 1 })
+      const pay = await a.req('POST', '/api/v1/analytics/payments/ingest', {
+        token: admin,
+        body: [ev('payment', { order_id: 'srv-1', status: 'success', amount_cents: 1 })],
+      })
+      expect(pay.status).toBe(200)
+      const viewer = await a.req('POST', '/api/v1/analytics/ingest', {
+        token: await a.token('viewer'),
+        body: [ev('x')],
+      })
+      expect(viewer.status).toBe(403)
+      const anon = await a.req('POST', '/api/v1/analytics/ingest', { body: [ev('x')] })
+      expect(anon.status).toBe(401)
+      const bad = await a.req('POST', '/api/v1/analytics/ingest', { token: admin, body: [{ event: 'x' }] })
+      expect(bad.status).toBe(400)
+      expect(bad.body).toMatchObject({ error: 'invalid_events', details: { errors: expect.any(Array) } })
+      expect(Object.keys(bad.body).sort()).toEqual(['details', 'error', 'message'])
+    })
+  })
+})

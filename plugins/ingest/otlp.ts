@@ -1,0 +1,62 @@
+/**
+ * OTLP/HTTP logs in the JSON encoding (ExportLogsServiceRequest): each log record becomes one
+ * event. Resource attributes are merged under the record's own; the event name is the
+ * `event.name` (or `event`) attribute, else the string body.
+ */
+type Obj = Record<string, unknown>
+const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v)
+const arr = (v: unknown): unknown[] => (Array.isArray(v) ? v : [])
+
+/** An OTLP AnyValue as a plain value. */
+function anyValue(v: unknown): unknown {
+  if (!isObj(v)) return undefined
+  if ('stringValue' in v) return v.stringValue
+  if ('intValue' in v) return Number(v.intValue)
+  if ('doubleValue' in v) return Number(v.doubleValue)
+  if ('boolValue' in v) return v.boolValue
+  if (isObj(v.arrayValue)) return arr(v.arrayValue.values).map(anyValue)
+  if (isObj(v.kvlistValue)) return attributes(v.kvlistValue.values)
+  return undefined
+}
+
+function attributes(list: unknown): Obj {
+  const out: Obj = {}
+  for (const kv of arr(list)) if (isObj(kv) && typeof kv.key === 'string') out[kv.key] = anyValue(kv.value)
+  return out
+}
+
+const ALIASES: Array<[string, string[]]> = [
+  ['game_id', ['game.id']],
+  ['environment', ['env', 'deployment.environment']],
+  ['user_id', ['uid', 'user.id', 'enduser.id']],
+  ['session_id', ['session.id']],
+]
+
+/** Plain event objects in the `/v1/batch` item shape; a record that is not an object maps to a rejection string. */
+export function otlpRecords(body: unknown): unknown[] {
+  const out: unknown[] = []
+  for (const rl of arr(isObj(body) ? body.resourceLogs : undefined)) {
+    if (!isObj(rl)) continue
+    const resource = attributes(isObj(rl.resource) ? rl.resource.attributes : undefined)
+    for (const sl of arr(rl.scopeLogs)) {
+      for (const rec of arr(isObj(sl) ? sl.logRecords : undefined)) {
+        if (!isObj(rec)) {
+          out.push(rec)
+          continue
+        }
+        const a: Obj = { ...resource, ...attributes(rec.attributes) }
+        for (const [name, alts] of ALIASES)
+          for (const alt of alts) if (a[name] === undefined && a[alt] !== undefined) a[name] = a[alt]
+        const bodyValue = anyValue(rec.body)
+        const name = a['event.name'] ?? a.event ?? (typeof bodyValue === 'string' ? bodyValue : undefined)
+        const nanos = rec.timeUnixNano ?? rec.observedTimeUnixNano
+        const ts = nanos !== undefined && Number(nanos) > 0 ? Math.round(Number(nanos) / 1e6) : undefined
+        const event: Obj = { ...a, event_name: name, ts_client: ts }
+        if (typeof rec.traceId === 'string' && rec.traceId) event.traceId ??= rec.traceId
+        if (rec.severityText !== undefined) event.severity = rec.severityText
+        out.push(event)
+      }
+    }
+  }
+  return out
+}

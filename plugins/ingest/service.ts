@@ -1,0 +1,145 @@
+import { HttpError } from '../../core/http'
+import type { Logger } from '../../core/log'
+import { type RateDecision, RateLimiter } from '../../core/ratelimit'
+import type { Environment, GamesService } from '../games/types'
+import type { IngestConfig } from './schema'
+import { NonceCache, verifySignature } from './signature'
+import type { NormEvent } from './validate'
+import type { GroupWriter } from './writer'
+
+const tooLarge = (what: string, limit: number) =>
+  new HttpError(413, 'body_too_large', `${what} is larger than ${limit} bytes`, { limit })
+
+/** Reads the raw body, refusing it by Content-Length before reading and by size after. */
+export async function readBody(request: Request, limit: number): Promise<Uint8Array> {
+  const declared = Number(request.headers.get('content-length') ?? 0)
+  if (declared > limit) throw tooLarge('request body', limit)
+  const body = new Uint8Array(await request.arrayBuffer())
+  if (body.byteLength > limit) throw tooLarge('request body', limit)
+  return body
+}
+
+/** gzip decoding with the limit applied to the decoded size, so a small bomb cannot expand without bound. */
+export async function gunzip(body: Uint8Array, limit: number): Promise<Uint8Array> {
+  const reader = new Blob([body as Uint8Array<ArrayBuffer>])
+    .stream()
+    .pipeThrough(new DecompressionStream('gzip'))
+    .getReader()
+  const parts: Uint8Array[] = []
+  let total = 0
+  try {
+    for (;;) {
+      const { done, value } = await reader.read()
+      if (done) break
+      total += value.byteLength
+      if (total > limit) throw tooLarge('decoded request body', limit)
+      parts.push(value)
+    }
+  } catch (e) {
+    if (e instanceof HttpError) throw e
+    throw new HttpError(400, 'invalid_payload', 'body: Content-Encoding gzip but the body is not valid gzip')
+  }
+  return Buffer.concat(parts)
+}
+
+export function parseJson(body: Uint8Array): unknown {
+  try {
+    return JSON.parse(new TextDecoder().decode(body))
+  } catch {
+    throw new HttpError(400, 'invalid_payload', 'body: malformed JSON')
+  }
+}
+
+/**
+ * What the ingestion routes share: signature checks, environment lookup, per-environment
+ * sampling and rate limits, and the hand-over to the group-commit writer.
+ */
+export class Ingestor {
+  readonly nonces: NonceCache
+  private limiters = new Map<number, RateLimiter>()
+
+  constructor(
+    readonly config: IngestConfig,
+    private sharedSecret: string,
+    private games: GamesService,
+    readonly writer: GroupWriter,
+    readonly log: Logger,
+  ) {
+    this.nonces = new NonceCache(config.nonce_window_s * 1000)
+  }
+
+  /** Checks the signature of a raw body; `gameId` (X-Game-Id) picks a per-game secret. */
+  verify(headers: Record<string, string | undefined>, body: Uint8Array): void {
+    const gameId = headers['x-game-id']
+    const secret = (gameId && this.config.game_secrets[gameId]) || this.sharedSecret
+    verifySignature(
+      { timestamp: headers['x-timestamp'], nonce: headers['x-nonce'], signature: headers['x-signature'] },
+      body,
+      secret,
+      this.nonces,
+      this.config.max_skew_s,
+    )
+  }
+
+  /** Environments of every (game, env) pair named; 400 naming the first unknown one with where it was named. */
+  async environments(
+    pairs: Array<{ gameId: string; env: string; field: string }>,
+  ): Promise<Map<string, Environment>> {
+    const out = new Map<string, Environment>()
+    for (const p of pairs) {
+      const k = `${p.gameId}\u0001${p.env}`
+      if (out.has(k)) continue
+      const env = await this.games.environment(p.gameId, p.env)
+      if (!env) {
+        if (!(await this.games.gameExists(p.gameId)))
+          throw new HttpError(400, 'unknown_game', `${p.field}.game_id: game '${p.gameId}' does not exist`, {
+            field: `${p.field}.game_id`,
+            gameId: p.gameId,
+          })
+        throw new HttpError(
+          400,
+          'unknown_environment',
+          `${p.field}.env: game '${p.gameId}' has no environment '${p.env}'`,
+          {
+            field: `${p.field}.env`,
+            gameId: p.gameId,
+            env: p.env,
+          },
+        )
+      }
+      out.set(k, env)
+    }
+    return out
+  }
+
+  /** Counts one request against a per-minute limit of the environment (0: unlimited); 429 rate_limit_exceeded past it. */
+  limit(perMinute: number, key: string): RateDecision | undefined {
+    if (perMinute <= 0) return undefined
+    let l = this.limiters.get(perMinute)
+    if (!l) {
+      l = new RateLimiter(perMinute, 0)
+      this.limiters.set(perMinute, l)
+    }
+    return l.hit(key)
+  }
+
+  /**
+   * Keeps each environment's sampling share. A user is kept or dropped as a whole (by a hash of
+   * the user id), so DAU and funnels stay consistent; payments are never sampled.
+   */
+  sample(events: NormEvent[], envs: Map<string, Environment>): NormEvent[] {
+    return events.filter((e) => {
+      if (e.payment) return true
+      const rate = envs.get(`${e.gameId}\u0001${e.env}`)?.settings.samplingRate ?? 1
+      if (rate >= 1) return true
+      if (rate <= 0) return false
+      const h = e.userId ? (Bun.hash.murmur32v3(e.userId) >>> 0) / 2 ** 32 : Math.random()
+      return h < rate
+    })
+  }
+
+  /** Resolves once the events are committed (the `{ok: true}` promise of the spec). */
+  store(events: NormEvent[]): Promise<void> {
+    return this.writer.write(events)
+  }
+}

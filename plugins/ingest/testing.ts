@@ -1,0 +1,28 @@
+import { signRequest } from '../../sdk/sign'
+import type { TestApp } from '../../test/helpers'
+
+/** Shared by the ingestion test files. */
+export const SECRET = 'test-signing-secret'
+export const game = {
+  name: 'Ingest Quest',
+  genre: 'RPG',
+  platforms: ['ANDROID'],
+  timezone: 'UTC',
+  defaultCurrency: 'USD',
+}
+export const DAY = 86_400_000
+
+/** A request signed the way the SDK signs it. */
+export async function signed(
+  a: TestApp,
+  path: string,
+  payload: unknown,
+  o: { secret?: string; headers?: Record<string, string>; timestamp?: number; nonce?: string } = {},
+) {
+  const body = typeof payload === 'string' ? payload : JSON.stringify(payload)
+  const sig = await signRequest(o.secret ?? SECRET, body, { timestamp: o.timestamp, nonce: o.nonce })
+  return a.req('POST', path, {
+    raw: body,
+    headers: { 'content-type': 'application/json', ...sig, ...o.headers },
+  })
+}

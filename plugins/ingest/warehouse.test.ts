@@ -1,0 +1,293 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { join } from 'node:path'
+import { type TestApp, forEachEngine, makeApp } from '../../test/helpers'
+import { experimentCounts, purge } from './store'
+import { DAY, SECRET, game, signed } from './testing'
+
+// Warehouse reads, invocations, the event store and the store configuration.
+forEachEngine((engine) => {
+  let a: TestApp
+  let admin: string
+  let gameId: string
+  const ev = (event: string, extra: Record<string, unknown> = {}) => ({
+    event,
+    ts: String(Date.now()),
+    game_id: gameId,
+    env: 'prod',
+    ...extra,
+  })
+  const count = async (sql: string, params: (string | number)[] = []) =>
+    Number((await a.db.get<{ n: number }>(sql, params))?.n ?? 0)
+
+  beforeAll(async () => {
+    a = await makeApp(engine, {
+      plugins: { games: {}, ingest: { signing_secret: SECRET, purge_interval_minutes: 0 } },
+    })
+    admin = await a.token('admin')
+    const g = await a.req('POST', '/api/games', { token: admin, body: game })
+    expect(g.status).toBe(201)
+    gameId = g.body.id
+    // A login in every environment, a payment and some plain events.
+    const logins = ['dev', 'prod', 'staging'].map((env) => ev('login', { env, uid: `w-${env}` }))
+    const taps = Array.from({ length: 10 }, (_, i) => ev('tap', { uid: `t${i}` }))
+    expect((await signed(a, '/api/ingest/events', [...logins, ...taps])).status).toBe(200)
+    const pay = ev('payment', { order_id: 'w-1', status: 'success', amount_cents: 499, currency: 'USD' })
+    expect((await signed(a, '/api/ingest/payments', [pay])).status).toBe(200)
+  })
+  afterAll(() => a.stop())
+
+  describe('invocations', () => {
+    beforeAll(async () => {
+      const inv = (fn: string, outcome: string, durationMs: number, i: number) =>
+        ev('function.invoke', {
+          attrs: { functionId: fn, actor: `actor-${i}`, outcome, durationMs, traceId: `t-${i}` },
+        })
+      const list = []
+      for (let i = 0; i < 40; i++) list.push(inv('spawn', i % 4 === 0 ? 'failure' : 'success', 10 + i, i))
+      for (let i = 0; i < 10; i++) list.push(inv('loot', 'success', 100, 100 + i))
+      expect((await signed(a, '/api/ingest/events', list)).status).toBe(200)
+    })
+
+    test('summary: totals, success rate, average, p95 within 5%, top functions', async () => {
+      const r = await a.req('GET', `/api/v1/analytics/invocations/summary?gameId=${gameId}&env=prod`, {
+        token: admin,
+      })
+      expect(r.status).toBe(200)
+      expect(r.body).toMatchObject({ total: 50, failed: 10, successRate: 0.8 })
+      expect(r.body.avgDurationMs).toBeCloseTo((40 * 10 + (39 * 40) / 2 + 1000) / 50, 1)
+      expect(Math.abs(r.body.p95DurationMs - 100) / 100).toBeLessThan(0.05)
+      expect(r.body.topFunctions).toEqual([
+        { functionId: 'spawn', total: 40, failed: 10, avgDurationMs: 29.5 },
+        { functionId: 'loot', total: 10, failed: 0, avgDurationMs: 100 },
+      ])
+    })
+
+    test('trend per hour and per day', async () => {
+      const h = await a.req('GET', `/api/v1/analytics/invocations/trend?gameId=${gameId}&env=prod`, {
+        token: admin,
+      })
+      expect(h.status).toBe(200)
+      expect(h.body.points).toHaveLength(24)
+      expect(h.body.points.at(-1)).toMatchObject({ total: 50, failed: 10 })
+      const d = await a.req(
+        'GET',
+        `/api/v1/analytics/invocations/trend?gameId=${gameId}&env=prod&interval=day`,
+        { token: admin },
+      )
+      expect(d.body.points).toHaveLength(14)
+      expect(d.body.points.at(-1).bucket).toBe(`${new Date().toISOString().slice(0, 10)}T00:00:00.000Z`)
+      const bad = await a.req(
+        'GET',
+        `/api/v1/analytics/invocations/trend?gameId=${gameId}&env=prod&interval=week`,
+        { token: admin },
+      )
+      expect(bad.status).toBe(400)
+    })
+
+    test('list: filters, paging, pageSize at most 100', async () => {
+      const r = await a.req(
+        'GET',
+        `/api/v1/analytics/invocations?gameId=${gameId}&env=prod&functionId=spawn&outcome=failure&pageSize=3&page=1`,
+        { token: admin },
+      )
+      expect(r.status).toBe(200)
+      expect(r.body).toMatchObject({ total: 10, page: 1, pageSize: 3 })
+      expect(r.body.items).toHaveLength(3)
+      expect(r.body.items[0]).toMatchObject({
+        functionId: 'spawn',
+        outcome: 'failure',
+        actor: expect.stringMatching(/^actor-/),
+        traceId: expect.stringMatching(/^t-/),
+      })
+      expect(new Date(r.body.items[0].timestamp).toISOString()).toBe(r.body.items[0].timestamp)
+      const over = await a.req(
+        'GET',
+        `/api/v1/analytics/invocations?gameId=${gameId}&env=prod&pageSize=101`,
+        { token: admin },
+      )
+      expect(over.status).toBe(400)
+      expect(over.body.details.field).toBe('query.pageSize')
+      const noEnv = await a.req('GET', `/api/v1/analytics/invocations?gameId=${gameId}`, { token: admin })
+      expect(noEnv.status).toBe(400)
+    })
+  })
+
+  describe('warehouse endpoints', () => {
+    test('defaults: 14 days, 60 minutes; maxima enforced with 400 in the analytics error body', async () => {
+      const dau = await a.req('GET', `/api/v1/analytics/warehouse/dau?gameId=${gameId}&env=prod`, {
+        token: admin,
+      })
+      expect(dau.body.points).toHaveLength(14)
+      const online = await a.req('GET', `/api/v1/analytics/warehouse/online?gameId=${gameId}`, {
+        token: admin,
+      })
+      expect(online.body.points).toHaveLength(60)
+      expect(online.body.points[59].minute).toBe(
+        new Date(Math.floor(Date.now() / 60_000) * 60_000).toISOString(),
+      )
+      for (const q of [
+        'warehouse/dau?days=91',
+        'warehouse/dau?days=0',
+        'warehouse/revenue?days=91',
+        'warehouse/online?minutes=1441',
+        'invocations/summary?env=prod&hours=721',
+      ]) {
+        const [path, qs] = q.split('?')
+        const r = await a.req('GET', `/api/v1/analytics/${path}?gameId=${gameId}&${qs}`, { token: admin })
+        expect([q, r.status]).toEqual([q, 400])
+        expect(r.body).toMatchObject({
+          error: 'bad_request',
+          details: { field: expect.stringMatching(/^query\./) },
+        })
+      }
+      const noGame = await a.req('GET', '/api/v1/analytics/warehouse/dau', { token: admin })
+      expect(noGame.status).toBe(400)
+      expect(noGame.body.details.field).toBe('query.gameId')
+    })
+
+    test('without env every environment gets its own DAU points', async () => {
+      const r = await a.req('GET', `/api/v1/analytics/warehouse/dau?gameId=${gameId}&days=1`, {
+        token: admin,
+      })
+      expect(r.body.points.map((p: { env: string }) => p.env)).toEqual(['dev', 'prod', 'staging'])
+    })
+
+    test('unknown game: empty points; no token 401', async () => {
+      const r = await a.req('GET', '/api/v1/analytics/warehouse/dau?gameId=nope&days=2', { token: admin })
+      expect(r.body.points).toEqual([])
+      const rev = await a.req('GET', '/api/v1/analytics/warehouse/revenue?gameId=nope&days=2', {
+        token: admin,
+      })
+      expect(rev.body.points.map((p: { revenueCents: number }) => p.revenueCents)).toEqual([0, 0])
+      const anon = await a.req('GET', `/api/v1/analytics/warehouse/online?gameId=${gameId}`)
+      expect(anon.status).toBe(401)
+    })
+  })
+
+  describe('event store', () => {
+    test('experiment counts: first exposure wins, conversions at or after it', async () => {
+      const t0 = Date.now() - 10_000
+      const at = (e: Record<string, unknown>, dt: number) => ({ ...e, ts: String(t0 + dt) })
+      const r = await signed(a, '/api/ingest/events', [
+        at(ev('experiment_exposure', { uid: 'x1', attrs: { exp: 'E1', variant: 'A' } }), 0),
+        at(ev('experiment_exposure', { uid: 'x1', attrs: { exp: 'E1', variant: 'B' } }), 100),
+        at(ev('experiment_exposure', { uid: 'x2', attrs: { exp: 'E1', variant: 'B' } }), 0),
+        at(ev('purchase', { uid: 'x1' }), 50),
+        at(ev('purchase', { uid: 'x2' }), -50),
+      ])
+      expect(r.status).toBe(200)
+      const c = await experimentCounts(a.db, {
+        gameId,
+        environment: 'prod',
+        experimentId: 'E1',
+        metrics: ['purchase'],
+      })
+      expect(c).toEqual({
+        variants: {
+          A: { exposures: 1, conversions: { purchase: 1 } },
+          B: { exposures: 1, conversions: { purchase: 0 } },
+        },
+      })
+    })
+
+    test('ids are time-ordered and hot fields are columns', async () => {
+      const rows = await a.db.all<{ id: number; received_at: number }>(
+        'SELECT id, received_at FROM ingest_events ORDER BY received_at, id',
+      )
+      expect(rows.length).toBeGreaterThan(10)
+      for (let i = 1; i < rows.length; i++) expect(rows[i].id).toBeGreaterThan(rows[i - 1].id)
+      // The id carries the receive time (ms x 1024 + counter).
+      for (const r of rows) expect(Math.floor(r.id / 1024)).toBeGreaterThanOrEqual(r.received_at)
+      const p = await a.db.get<{ amount_cents: number; currency: string }>(
+        "SELECT amount_cents, currency FROM ingest_events WHERE event = 'payment' LIMIT 1",
+      )
+      expect(p).toMatchObject({ amount_cents: 499, currency: 'USD' })
+    })
+
+    test('retention purge: dev after 7 days, prod kept for 365', async () => {
+      const envs = [
+        { gameId, name: 'dev', retentionDays: 7 },
+        { gameId, name: 'prod', retentionDays: 365 },
+      ]
+      const dev = "SELECT COUNT(*) AS n FROM ingest_events WHERE env = 'dev'"
+      expect(await count(dev)).toBeGreaterThan(0)
+      await purge(a.db, envs, Date.now() + 6 * DAY)
+      expect(await count(dev)).toBeGreaterThan(0)
+      await purge(a.db, envs, Date.now() + 8 * DAY)
+      expect(await count(dev)).toBe(0)
+      expect(await count("SELECT COUNT(*) AS n FROM ingest_events WHERE env = 'prod'")).toBeGreaterThan(0)
+    })
+  })
+
+  describe('configuration', () => {
+    test('no secret: 403 ingest_disabled; no warehouse: 503 service_unavailable', async () => {
+      const b = await makeApp(engine, {
+        plugins: { games: {}, ingest: {} },
+        config: { warehouse: { dsn: 'none' } },
+      })
+      try {
+        const r = await signed(b, '/api/ingest/events', [ev('x')])
+        expect([r.status, r.body.error]).toEqual([403, 'ingest_disabled'])
+        const w = await b.req('GET', '/api/v1/analytics/warehouse/dau?gameId=g', {
+          token: await b.token('admin'),
+        })
+        expect(w.status).toBe(503)
+        expect(w.body).toMatchObject({ error: 'service_unavailable' })
+      } finally {
+        await b.stop()
+      }
+    })
+
+    test('per-game secrets chosen by X-Game-Id; every event must name that game', async () => {
+      const b = await makeApp(engine, {
+        plugins: { games: {}, ingest: { game_secrets: { 'game-a': 'secret-a' } } },
+      })
+      try {
+        const h = { 'x-game-id': 'game-a' }
+        const e = { event: 'x', ts: String(Date.now()), env: 'prod' }
+        const wrong = await signed(b, '/api/ingest/events', [e], { secret: 'other', headers: h })
+        expect(wrong.status).toBe(401)
+        const mismatch = await signed(b, '/api/ingest/events', [{ ...e, game_id: 'game-b' }], {
+          secret: 'secret-a',
+          headers: h,
+        })
+        expect(mismatch.body.details.errors).toEqual([
+          { index: 0, field: 'game_id', reason: "must match X-Game-Id 'game-a'" },
+        ])
+        // Signature and validation pass; the game itself does not exist in this app.
+        const r = await signed(b, '/api/ingest/events', [e], { secret: 'secret-a', headers: h })
+        expect([r.status, r.body.error]).toEqual([400, 'unknown_game'])
+      } finally {
+        await b.stop()
+      }
+    })
+
+    test('a separate warehouse store named by WAREHOUSE_DSN', async () => {
+      const dir = a.dataDir
+      const b = await makeApp(engine, {
+        plugins: { games: {}, ingest: { signing_secret: SECRET } },
+        env: { WAREHOUSE_DSN: join(dir, 'warehouse.sqlite') },
+      })
+      try {
+        const tok = await b.token('admin')
+        const g = await b.req('POST', '/api/games', { token: tok, body: game })
+        const r = await signed(b, '/api/ingest/events', [
+          { event: 'login', uid: 'w1', ts: String(Date.now()), game_id: g.body.id, env: 'prod' },
+        ])
+        expect(r.status).toBe(200)
+        const dau = await b.req(
+          'GET',
+          `/api/v1/analytics/warehouse/dau?gameId=${g.body.id}&env=prod&days=1`,
+          { token: tok },
+        )
+        expect(dau.body.points[0].dau).toBe(1)
+        const main = await b.db.get<{ n: number }>(
+          "SELECT COUNT(*) AS n FROM liveops_migrations WHERE plugin = 'ingest'",
+        )
+        expect(Number(main?.n)).toBe(1)
+      } finally {
+        await b.stop()
+      }
+    })
+  })
+})

@@ -1,0 +1,378 @@
+#!/usr/bin/env bun
+/**
+ * Ingestion benchmark against a real server process (`bun core/main.ts --config <temp yaml>`),
+ * load generated on the same machine (127.0.0.1 only, bounded in time).
+ *
+ *   bun scripts/bench/ingest.ts --mode=batch  --engine=sqlite|postgres [--seconds=60] [--connections=16]
+ *   bun scripts/bench/ingest.ts --mode=single --engine=sqlite [--seconds=30] [--connections=64]
+ *   bun scripts/bench/ingest.ts --mode=single-wrk --engine=sqlite [--seconds=20] [--connections=64]   (pre-signed, wrk)
+ *   bun scripts/bench/ingest.ts --mode=badsig --engine=sqlite [--seconds=20]   (wrk)
+ *   bun scripts/bench/ingest.ts --mode=kill   --engine=sqlite [--seconds=20]   (kill -9 mid-run, restart, count)
+ *
+ * `batch` sends signed 100-event batches whose event times replay 30 days over the run
+ * (200,000 users; login, session_start, heartbeat, function.invoke, payments, others), then
+ * times the warehouse queries over what it stored and checks acknowledged == stored.
+ */
+import { Database } from 'bun:sqlite'
+import { rmSync } from 'node:fs'
+import { join } from 'node:path'
+import postgres from 'postgres'
+import { type Running, startServer } from '../../test/process'
+import { PG_URL, arg, freshPgDatabase, median, tempDir, wrk } from './lib'
+
+const mode = arg('mode', 'batch')
+const engine = arg('engine', 'sqlite')
+const seconds = Number(arg('seconds', mode === 'batch' ? '60' : '20'))
+const connections = Number(arg('connections', mode === 'single' ? '64' : '16'))
+const batchSize = Number(arg('batch', '100'))
+const USERS = 200_000
+const SECRET = 'bench-signing-secret'
+const DAY = 86_400_000
+
+const dir = tempDir('liveops-ingest-bench-')
+const config = join(dir, 'bench.yaml')
+await Bun.write(
+  config,
+  [
+    `data_dir: ${dir}`,
+    'rate_limit: { requests_per_minute: 0, burst: 0 }',
+    'log: { level: info }',
+    `plugins: { games: {}, ingest: { signing_secret: ${SECRET}, purge_interval_minutes: 0 } }`,
+    '',
+  ].join('\n'),
+)
+const env: Record<string, string> = { ADMIN_PASSWORD: 'bench-password', JWT_SECRET: 'bench' }
+if (engine === 'postgres') env.DATABASE_URL = await freshPgDatabase('liveops_bench_ingest')
+// --profile=DIR writes the server's CPU profile (markdown) there on exit.
+const profile = arg('profile', '')
+const profFlags = profile ? ['--cpu-prof', '--cpu-prof-md', `--cpu-prof-dir=${profile}`] : []
+const start = () =>
+  startServer([process.execPath, ...profFlags, 'core/main.ts', '--config', config], env, {
+    timeoutMs: 60_000,
+  })
+
+async function storedEvents(): Promise<number> {
+  if (engine === 'postgres') {
+    const sql = postgres(env.DATABASE_URL, { max: 1, onnotice: () => undefined })
+    const [r] = await sql`SELECT COUNT(*)::bigint AS n FROM ingest_events`
+    await sql.end()
+    return Number(r.n)
+  }
+  const db = new Database(join(dir, 'liveops.sqlite'), { readonly: true })
+  const n = Number((db.query('SELECT COUNT(*) AS n FROM ingest_events').get() as { n: number }).n)
+  db.close()
+  return n
+}
+
+async function bootstrap(base: string): Promise<{ token: string; gameId: string }> {
+  const post = async (path: string, body: unknown, token?: string) =>
+    (
+      await fetch(`${base}${path}`, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          ...(token ? { authorization: `Bearer ${token}` } : {}),
+        },
+        body: JSON.stringify(body),
+      })
+    ).json()
+  const { token } = await post('/api/auth/login', { email: 'admin@localhost', password: 'bench-password' })
+  const game = await post(
+    '/api/games',
+    { name: 'Bench', genre: 'RPG', platforms: ['IOS'], timezone: 'UTC', defaultCurrency: 'USD' },
+    token,
+  )
+  return { token, gameId: game.id }
+}
+
+function sign(body: string): Record<string, string> {
+  const ts = String(Math.floor(Date.now() / 1000))
+  const nonce = crypto.randomUUID()
+  const digest = new Bun.CryptoHasher('sha256').update(body).digest('hex')
+  const sig = new Bun.CryptoHasher('sha256', SECRET).update(`${ts}\n${nonce}\n${digest}`).digest('base64')
+  return { 'content-type': 'application/json', 'x-timestamp': ts, 'x-nonce': nonce, 'x-signature': sig }
+}
+
+/**
+ * Event bodies without their `ts`, made once so the generator spends its CPU on sending: 400,000
+ * shapes over 200,000 users; a request picks 100 at random and prefixes each with its time.
+ */
+function shapes(gameId: string): string[] {
+  const out: string[] = []
+  for (let i = 0; i < 2 * USERS; i++) {
+    const uid = `u${i % USERS}`
+    const r = Math.random()
+    const base = { game_id: gameId, env: 'prod', uid }
+    let e: object
+    if (r < 0.05) e = { ...base, event: 'login' }
+    else if (r < 0.1) e = { ...base, event: 'session_start', session_id: `s${uid}` }
+    else if (r < 0.4) e = { ...base, event: 'heartbeat' }
+    else if (r < 0.5)
+      e = {
+        ...base,
+        event: 'function.invoke',
+        attrs: {
+          functionId: `fn${i % 20}`,
+          actor: uid,
+          outcome: Math.random() < 0.05 ? 'failure' : 'success',
+          durationMs: Math.round(Math.random() * 200),
+          traceId: crypto.randomUUID(),
+        },
+      }
+    else e = { ...base, event: 'level_up', level: String(i % 50), network: 'wifi' }
+    out.push(JSON.stringify(e).slice(1))
+  }
+  return out
+}
+
+function eventsBody(pool: string[], n: number, t: number): string {
+  const parts: string[] = new Array(n)
+  for (let i = 0; i < n; i++)
+    parts[i] = `{"ts":"${Math.round(t + i)}",${pool[Math.floor(Math.random() * pool.length)]}`
+  return `[${parts.join(',')}]`
+}
+
+function paymentsBody(gameId: string, n: number, t: number, seq: { order: number }): string {
+  const out: object[] = []
+  for (let i = 0; i < n; i++)
+    out.push({
+      ts: String(Math.round(t + i)),
+      game_id: gameId,
+      env: 'prod',
+      uid: `u${Math.floor(Math.random() * USERS)}`,
+      event: 'payment',
+      order_id: `o${++seq.order}`,
+      status: Math.random() < 0.9 ? 'success' : 'refunded',
+      amount_cents: 99 + Math.floor(Math.random() * 1000),
+      currency: 'USD',
+    })
+  return JSON.stringify(out)
+}
+
+interface LoadResult {
+  requests: number
+  acked: number
+  errors: number
+  latencies: number[]
+  seconds: number
+  statuses: Record<string, number>
+}
+
+/** `connections` loops posting signed batches until `until`; counts the events each 200 acknowledged. */
+async function load(
+  base: string,
+  gameId: string,
+  size: number,
+  runSeconds: number,
+  stopAt?: number,
+): Promise<LoadResult> {
+  const t0 = performance.now()
+  const until = t0 + runSeconds * 1000
+  const simStart = Date.now() - 30 * DAY
+  const seq = { order: 0 }
+  const res: LoadResult = { requests: 0, acked: 0, errors: 0, latencies: [], seconds: 0, statuses: {} }
+  const pool = shapes(gameId)
+  const loop = async () => {
+    let k = 0
+    while (performance.now() < (stopAt ?? until)) {
+      const sim = Math.min(Date.now(), simStart + ((performance.now() - t0) / (runSeconds * 1000)) * 30 * DAY)
+      // One request in 100 carries 10 payments; the rest carry events.
+      const payments = size > 1 && ++k % 100 === 0
+      const path = payments ? '/api/ingest/payments' : '/api/ingest/events'
+      const n = payments ? 10 : size
+      const body = payments ? paymentsBody(gameId, n, sim, seq) : eventsBody(pool, n, sim)
+      const s = performance.now()
+      try {
+        const r = await fetch(`${base}${path}`, { method: 'POST', headers: sign(body), body })
+        await r.arrayBuffer()
+        res.statuses[r.status] = (res.statuses[r.status] ?? 0) + 1
+        if (r.status === 200) res.acked += n
+        else res.errors++
+      } catch {
+        res.errors++
+        if (stopAt) return
+      }
+      res.requests++
+      res.latencies.push(performance.now() - s)
+    }
+  }
+  await Promise.all(Array.from({ length: connections }, loop))
+  res.seconds = (performance.now() - t0) / 1000
+  return res
+}
+
+function summary(r: LoadResult) {
+  const lat = [...r.latencies].sort((a, b) => a - b)
+  return {
+    eventsPerSec: Math.round(r.acked / r.seconds),
+    requestsPerSec: Math.round(r.requests / r.seconds),
+    p50ms: Math.round(lat[Math.floor(lat.length * 0.5)] * 10) / 10,
+    p99ms: Math.round(lat[Math.floor(lat.length * 0.99)] * 10) / 10,
+    errors: r.errors,
+    acked: r.acked,
+    statuses: r.statuses,
+  }
+}
+
+async function timeQuery(
+  base: string,
+  token: string,
+  path: string,
+): Promise<{ path: string; medianMs: number; maxMs: number }> {
+  const times: number[] = []
+  for (let i = 0; i < 11; i++) {
+    const s = performance.now()
+    const r = await fetch(`${base}${path}`, { headers: { authorization: `Bearer ${token}` } })
+    await r.arrayBuffer()
+    if (r.status !== 200) throw new Error(`${path}: ${r.status}`)
+    times.push(performance.now() - s)
+  }
+  return {
+    path,
+    medianMs: Math.round(median(times) * 10) / 10,
+    maxMs: Math.round(Math.max(...times) * 10) / 10,
+  }
+}
+
+const stop = async (s: Running) => {
+  s.proc.kill('SIGTERM')
+  await s.proc.exited
+}
+
+let s = await start()
+try {
+  const { token, gameId } = await bootstrap(s.base)
+  if (mode === 'batch' || mode === 'single') {
+    const r = await load(s.base, gameId, mode === 'single' ? 1 : batchSize, seconds)
+    const out: Record<string, unknown> = { mode, engine, seconds, connections, ...summary(r) }
+    if (mode === 'batch') {
+      const q = `gameId=${gameId}&env=prod`
+      out.queries = [
+        await timeQuery(s.base, token, `/api/v1/analytics/warehouse/dau?${q}&days=30`),
+        await timeQuery(s.base, token, `/api/v1/analytics/warehouse/revenue?${q}&days=30`),
+        await timeQuery(s.base, token, `/api/v1/analytics/warehouse/online?${q}&minutes=1440`),
+        await timeQuery(s.base, token, `/api/v1/analytics/invocations/summary?${q}&hours=720`),
+      ]
+      const dau = await (
+        await fetch(`${s.base}/api/v1/analytics/warehouse/dau?${q}&days=30`, {
+          headers: { authorization: `Bearer ${token}` },
+        })
+      ).json()
+      out.dauSample = dau.points.slice(-3)
+    }
+    await stop(s)
+    out.stored = await storedEvents()
+    out.ackedEqualsStored = out.stored === r.acked
+    console.log(JSON.stringify(out))
+  } else if (mode === 'single-wrk') {
+    // One-event requests from wrk: each request is pre-signed (unique nonce) by this process and
+    // replayed from a file by a Lua script, so the generator costs little CPU.
+    const n = Number(arg('requests', String(seconds * 40_000)))
+    const file = join(dir, 'signed.txt')
+    const lines: string[] = []
+    const pool = shapes(gameId)
+    for (let i = 0; i < n; i++) {
+      const body = eventsBody(pool, 1, Date.now())
+      const h = sign(body)
+      lines.push(`${h['x-timestamp']}\t${h['x-nonce']}\t${h['x-signature']}\t${body}`)
+    }
+    await Bun.write(file, `${lines.join('\n')}\n`)
+    const script = join(dir, 'single.lua')
+    await Bun.write(
+      script,
+      `
+local threads = {}
+local counter = 0
+function setup(thread) thread:set("id", counter); counter = counter + 1; table.insert(threads, thread) end
+function init(args)
+  reqs = {}
+  local i = 0
+  for line in io.lines("${file}") do
+    if i % 2 == id then
+      local ts, nonce, sig, body = line:match("([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)")
+      table.insert(reqs, wrk.format("POST", "/api/ingest/events", { ["Content-Type"] = "application/json", ["X-Timestamp"] = ts, ["X-Nonce"] = nonce, ["X-Signature"] = sig }, body))
+    end
+    i = i + 1
+  end
+  k = 0
+end
+function request() k = k + 1; if k > #reqs then k = 1 end; return reqs[k] end
+`,
+    )
+    const w = wrk(`${s.base}/api/ingest/events`, { connections, seconds, threads: 2, script })
+    await stop(s)
+    const stored = await storedEvents()
+    console.log(
+      JSON.stringify({
+        mode,
+        engine,
+        requestsPerSec: Math.round(w.rps),
+        p50ms: w.p50ms,
+        p99ms: w.p99ms,
+        requests: w.requests,
+        non2xx: w.errors,
+        acked: w.requests - w.errors,
+        stored,
+        ackedEqualsStored: stored === w.requests - w.errors,
+        presigned: n,
+      }),
+    )
+  } else if (mode === 'badsig') {
+    const body = JSON.stringify([{ event: 'x', ts: String(Date.now()), game_id: gameId, env: 'prod' }])
+    const script = join(dir, 'badsig.lua')
+    await Bun.write(script, `wrk.method = "POST"\nwrk.body = ${JSON.stringify(body)}\n`)
+    const headers = {
+      'content-type': 'application/json',
+      'x-timestamp': String(Math.floor(Date.now() / 1000) + 100_000),
+      'x-nonce': 'n',
+      'x-signature': 'AAAA',
+    }
+    // A fresh timestamp but a wrong signature: rejected by the HMAC check, never parsed or stored.
+    headers['x-timestamp'] = String(Math.floor(Date.now() / 1000))
+    const w = wrk(`${s.base}/api/ingest/events`, { connections, seconds, headers, script })
+    await stop(s)
+    console.log(
+      JSON.stringify({
+        mode,
+        engine,
+        rejectedPerSec: Math.round(w.rps),
+        p99ms: w.p99ms,
+        non2xx: w.errors,
+        requests: w.requests,
+        stored: await storedEvents(),
+      }),
+    )
+  } else if (mode === 'kill') {
+    const killAt = performance.now() + (seconds / 2) * 1000
+    const running = load(s.base, gameId, batchSize, seconds, killAt + 50)
+    await Bun.sleep(killAt - performance.now())
+    s.proc.kill('SIGKILL')
+    const r = await running
+    await s.proc.exited
+    s = await start()
+    await stop(s)
+    const stored = await storedEvents()
+    console.log(
+      JSON.stringify({
+        mode,
+        engine,
+        acked: r.acked,
+        stored,
+        lostAcked: Math.max(0, r.acked - stored),
+        storedButUnacked: Math.max(0, stored - r.acked),
+        failedRequests: r.errors,
+      }),
+    )
+  }
+} finally {
+  if (s.proc.exitCode === null) await stop(s)
+  // The stores of a long run take gigabytes: removed unless --keep.
+  if (arg('keep', '') === '') {
+    rmSync(dir, { recursive: true, force: true })
+    if (engine === 'postgres') {
+      const sql = postgres(PG_URL, { max: 1, onnotice: () => undefined })
+      await sql.unsafe('DROP DATABASE IF EXISTS liveops_bench_ingest WITH (FORCE)')
+      await sql.end()
+    }
+  }
+}

@@ -1,0 +1,223 @@
+import { signRequest } from './sign'
+
+/**
+ * The liveops client SDK: queues events, sends them in batches (signed with a shared secret,
+ * or with an API key to `/v1/batch`), retries failures with exponential backoff and jitter, and
+ * flushes when the page is hidden or the process exits. No server imports: browsers and Bun.
+ */
+export interface ClientOptions {
+  /** Base address, for example `https://liveops.example.com`. */
+  endpoint: string
+  gameId: string
+  env: string
+  /** Signing secret (server-to-server or trusted clients): events go to `/api/ingest/events`. */
+  secret?: string
+  /** API key bound to the game and environment: events go to `/v1/batch`. */
+  apiKey?: string
+  /** Events per request (default 100; `/v1/batch` takes at most 500). */
+  batchSize?: number
+  /** Flush at least this often while events wait (default 1000 ms; 0: only on size or flush()). */
+  flushIntervalMs?: number
+  /** Attempts after the first for a retryable failure (network, 5xx, 429); default 5. */
+  maxRetries?: number
+  /** First backoff delay, doubled per attempt (default 200 ms, capped at 30 s). */
+  backoffMs?: number
+  /** Oldest events are dropped past this many queued (default 10,000). */
+  maxQueue?: number
+  /** For tests and custom transports. */
+  fetch?: (input: string, init: RequestInit) => Promise<Response>
+  /** Called with each batch that was given up on. */
+  onError?: (error: Error, events: number) => void
+  /** Flush on page hide / process exit (default true). */
+  flushOnExit?: boolean
+}
+
+export type Attrs = Record<string, unknown>
+
+interface Queued {
+  kind: 'event' | 'payment'
+  body: Attrs
+}
+
+export class ClientError extends Error {
+  constructor(
+    message: string,
+    readonly status: number,
+    readonly retryable: boolean,
+    readonly retryAfterMs?: number,
+  ) {
+    super(message)
+  }
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+
+export class LiveopsClient {
+  private queue: Queued[] = []
+  private timer: ReturnType<typeof setTimeout> | undefined
+  private inflight: Promise<void> = Promise.resolve()
+  private userId: string | undefined
+  private readonly opts: Required<Omit<ClientOptions, 'secret' | 'apiKey' | 'fetch' | 'onError'>> &
+    ClientOptions
+  private sent = 0
+
+  constructor(options: ClientOptions) {
+    if (!options.secret && !options.apiKey) throw new Error('LiveopsClient needs a secret or an apiKey')
+    this.opts = {
+      batchSize: 100,
+      flushIntervalMs: 1000,
+      maxRetries: 5,
+      backoffMs: 200,
+      maxQueue: 10_000,
+      flushOnExit: true,
+      ...options,
+    }
+    if (this.opts.flushOnExit) this.hookExit()
+  }
+
+  /** Events acknowledged by the server so far. */
+  get acknowledged(): number {
+    return this.sent
+  }
+
+  identify(userId: string): void {
+    this.userId = userId
+  }
+
+  /** Queues one event; `ts` is now unless given (epoch ms). */
+  track(event: string, attrs: Attrs = {}, ts = Date.now()): void {
+    const body: Attrs = this.opts.apiKey
+      ? {
+          event_id: crypto.randomUUID(),
+          event_name: event,
+          ts_client: ts,
+          ...(this.userId ? { user_id: this.userId } : {}),
+          ...attrs,
+        }
+      : {
+          event,
+          ts: String(ts),
+          game_id: this.opts.gameId,
+          env: this.opts.env,
+          ...(this.userId ? { uid: this.userId } : {}),
+          attrs,
+        }
+    this.push({ kind: 'event', body })
+  }
+
+  /** Queues a payment event (signed mode only): status success, refunded or failed; amount in cents. */
+  payment(
+    p: {
+      orderId: string
+      status: 'success' | 'refunded' | 'failed'
+      amountCents: number
+      currency?: string
+      attrs?: Attrs
+    },
+    ts = Date.now(),
+  ): void {
+    if (!this.opts.secret) throw new Error('payments need the signing secret')
+    this.push({
+      kind: 'payment',
+      body: {
+        event: 'payment',
+        ts: String(ts),
+        game_id: this.opts.gameId,
+        env: this.opts.env,
+        ...(this.userId ? { uid: this.userId } : {}),
+        order_id: p.orderId,
+        status: p.status,
+        amount_cents: p.amountCents,
+        ...(p.currency ? { currency: p.currency } : {}),
+        attrs: p.attrs ?? {},
+      },
+    })
+  }
+
+  /** Sends everything queued; resolves when every batch was acknowledged or given up. */
+  flush(): Promise<void> {
+    if (this.timer) clearTimeout(this.timer)
+    this.timer = undefined
+    const items = this.queue.splice(0)
+    const batches: Queued[][] = []
+    for (const kind of ['event', 'payment'] as const) {
+      const of = items.filter((q) => q.kind === kind)
+      for (let i = 0; i < of.length; i += this.opts.batchSize)
+        batches.push(of.slice(i, i + this.opts.batchSize))
+    }
+    const run = this.inflight.then(() =>
+      Promise.all(batches.map((b) => this.sendWithRetry(b))).then(() => undefined),
+    )
+    this.inflight = run
+    return run
+  }
+
+  /** Flushes and stops the timer. */
+  close(): Promise<void> {
+    this.opts.flushOnExit = false
+    return this.flush()
+  }
+
+  private push(q: Queued) {
+    this.queue.push(q)
+    if (this.queue.length > this.opts.maxQueue) this.queue.splice(0, this.queue.length - this.opts.maxQueue)
+    if (this.queue.length >= this.opts.batchSize) void this.flush()
+    else if (!this.timer && this.opts.flushIntervalMs > 0)
+      this.timer = setTimeout(() => void this.flush(), this.opts.flushIntervalMs)
+  }
+
+  private async sendWithRetry(batch: Queued[]): Promise<void> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await this.send(batch)
+        this.sent += batch.length
+        return
+      } catch (e) {
+        const err = e instanceof ClientError ? e : new ClientError(String(e), 0, true)
+        if (!err.retryable || attempt >= this.opts.maxRetries) {
+          this.opts.onError?.(err, batch.length)
+          return
+        }
+        const backoff = Math.min(30_000, this.opts.backoffMs * 2 ** attempt)
+        await sleep(Math.max(err.retryAfterMs ?? 0, backoff / 2 + Math.random() * (backoff / 2)))
+      }
+    }
+  }
+
+  /** One attempt; a fresh timestamp and nonce each time, so a retry is never a replay. */
+  private async send(batch: Queued[]): Promise<void> {
+    const f = this.opts.fetch ?? ((input: string, init: RequestInit) => fetch(input, init))
+    const base = this.opts.endpoint.replace(/\/$/, '')
+    const body = JSON.stringify(batch.map((q) => q.body))
+    const headers: Record<string, string> = { 'content-type': 'application/json' }
+    let path: string
+    if (this.opts.apiKey) {
+      path = '/v1/batch'
+      headers['x-api-key'] = this.opts.apiKey
+    } else {
+      path = batch[0].kind === 'payment' ? '/api/ingest/payments' : '/api/ingest/events'
+      Object.assign(headers, await signRequest(this.opts.secret!, body))
+    }
+    const res = await f(`${base}${path}`, { method: 'POST', headers, body, keepalive: body.length < 60_000 })
+    if (res.ok) return
+    const text = await res.text().catch(() => '')
+    const retryAfter = Number(res.headers.get('retry-after'))
+    const retryable =
+      res.status >= 500 || (res.status === 429 && !text.includes('duplicate_nonce')) || res.status === 408
+    throw new ClientError(
+      `${path} answered ${res.status}: ${text.slice(0, 300)}`,
+      res.status,
+      retryable,
+      retryAfter > 0 ? retryAfter * 1000 : undefined,
+    )
+  }
+
+  private hookExit() {
+    const g = globalThis as {
+      addEventListener?: (t: string, fn: () => void) => void
+      process?: { once?: (t: string, fn: () => void) => void }
+    }
+    if (g.process?.once) g.process.once('beforeExit', () => void this.flush())
+    else g.addEventListener?.('pagehide', () => void this.flush())
+  }
+}
