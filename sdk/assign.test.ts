@@ -1,5 +1,13 @@
 import { describe, expect, test } from 'bun:test'
-import { type AssignableExperiment, assign, bucketOf, Experiments, type ExposureEvent, explain, variantFor } from './assign'
+import {
+  type AssignableExperiment,
+  Experiments,
+  type ExposureEvent,
+  assign,
+  bucketOf,
+  explain,
+  variantFor,
+} from './assign'
 import { murmur3, murmur3Bytes } from './murmur3'
 import vectors from './test-vectors.json'
 
@@ -68,20 +76,37 @@ describe('murmur3', () => {
   })
 
   test('matches the reference on awkward UTF-8: 2-, 3- and 4-byte characters, lone surrogates, every tail length', () => {
-    const samples = ['é', 'ß', '€', '中文字', '🎮', 'a🎮b', '\ud800', 'x\udc00y', '\ud83c', 'ÿ'.repeat(300), '🎮'.repeat(200)]
+    const samples = [
+      'é',
+      'ß',
+      '€',
+      '中文字',
+      '🎮',
+      'a🎮b',
+      '\ud800',
+      'x\udc00y',
+      '\ud83c',
+      'ÿ'.repeat(300),
+      '🎮'.repeat(200),
+    ]
     for (let n = 0; n < 40; n++) samples.push('abcdefghijklmnopqrstuvwxyz0123456789-_:.'.slice(0, n))
     for (const s of samples) expect(murmur3(s)).toBe(referenceMurmur3(s))
   })
 
   test('matches the reference on 5,000 random strings', () => {
     let seed = 12345
-    const rand = () => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0)
+    const rand = () => {
+      seed = (Math.imul(seed, 1103515245) + 12345) >>> 0
+      return seed
+    }
     for (let i = 0; i < 5000; i++) {
       const len = rand() % 60
       let s = ''
       for (let j = 0; j < len; j++) {
         const r = rand() % 10
-        s += String.fromCharCode(r < 7 ? 32 + (rand() % 95) : r < 9 ? 0x80 + (rand() % 0x7000) : 0xd800 + (rand() % 0x800))
+        s += String.fromCharCode(
+          r < 7 ? 32 + (rand() % 95) : r < 9 ? 0x80 + (rand() % 0x7000) : 0xd800 + (rand() % 0x800),
+        )
       }
       expect(murmur3(s)).toBe(referenceMurmur3(s))
     }
@@ -100,19 +125,25 @@ describe('published test vectors (sdk/test-vectors.json)', () => {
     expect(vectors.vectors.length).toBeGreaterThanOrEqual(50)
   })
 
-  test.each(vectors.vectors.map((v) => [v.experimentId, v.userId, v] as const))('%s / %p', (id, userId, v) => {
-    const e = byId.get(id)!
-    const input = `${e.id}:${e.salt}:${userId}`
-    expect(referenceMurmur3(input)).toBe(v.hash)
-    expect(murmur3(input)).toBe(v.hash)
-    expect(v.hash % 100).toBe(v.bucket)
-    expect(bucketOf(e.id, e.salt, userId)).toBe(v.bucket)
-    expect(assign(e, userId)).toBe(v.variant)
-  })
+  test.each(vectors.vectors.map((v) => [v.experimentId, v.userId, v] as const))(
+    '%s / %p',
+    (id, userId, v) => {
+      const e = byId.get(id)!
+      const input = `${e.id}:${e.salt}:${userId}`
+      expect(referenceMurmur3(input)).toBe(v.hash)
+      expect(murmur3(input)).toBe(v.hash)
+      expect(v.hash % 100).toBe(v.bucket)
+      expect(bucketOf(e.id, e.salt, userId)).toBe(v.bucket)
+      expect(assign(e, userId)).toBe(v.variant)
+    },
+  )
 })
 
 describe('assignment rule', () => {
-  const exp = (variants: Array<{ name: string; weight: number }>, targeting?: AssignableExperiment['config']['targeting']): AssignableExperiment => ({
+  const exp = (
+    variants: Array<{ name: string; weight: number }>,
+    targeting?: AssignableExperiment['config']['targeting'],
+  ): AssignableExperiment => ({
     id: 'e1',
     salt: 's',
     config: { variants, targeting },
@@ -133,7 +164,15 @@ describe('assignment rule', () => {
   })
 
   test('falls back to the first variant when weights do not reach the bucket, null without variants', () => {
-    expect(variantFor([{ name: 'A', weight: 10 }, { name: 'B', weight: 10 }], 50)).toBe('A')
+    expect(
+      variantFor(
+        [
+          { name: 'A', weight: 10 },
+          { name: 'B', weight: 10 },
+        ],
+        50,
+      ),
+    ).toBe('A')
     expect(variantFor([], 5)).toBeNull()
   })
 
@@ -163,38 +202,77 @@ describe('assignment rule', () => {
     expect(assign(e, 'u1', { platform: 'IOS', country: 'FR' })).toBeNull()
     expect(assign(e, 'u1', { platform: 'IOS' })).toBeNull()
     expect(assign(e, 'u1')).toBeNull()
-    expect(explain(e, 'u1', { platform: 'WEB', country: 'DE' })).toMatchObject({ eligible: false, variant: null, reason: "platform 'WEB' is not targeted" })
-    expect(explain(e, 'u1', { platform: 'IOS' }).reason).toBe('country unknown but the experiment targets countries')
+    expect(explain(e, 'u1', { platform: 'WEB', country: 'DE' })).toMatchObject({
+      eligible: false,
+      variant: null,
+      reason: "platform 'WEB' is not targeted",
+    })
+    expect(explain(e, 'u1', { platform: 'IOS' }).reason).toBe(
+      'country unknown but the experiment targets countries',
+    )
     const open = exp([{ name: 'A', weight: 100 }], { platform: [], countries: [] })
     expect(assign(open, 'u1')).toBe('A')
   })
 
   test('explain gives the bucket even when excluded', () => {
-    const e = exp([{ name: 'A', weight: 50 }, { name: 'B', weight: 50 }], { countries: ['US'] })
+    const e = exp(
+      [
+        { name: 'A', weight: 50 },
+        { name: 'B', weight: 50 },
+      ],
+      { countries: ['US'] },
+    )
     const out = explain(e, 'user-7', { country: 'FR' })
     expect(out.bucket).toBe(bucketOf('e1', 's', 'user-7'))
-    expect(explain(e, 'user-7', { country: 'us' })).toEqual({ bucket: out.bucket, variant: out.bucket < 50 ? 'A' : 'B', eligible: true })
+    expect(explain(e, 'user-7', { country: 'us' })).toEqual({
+      bucket: out.bucket,
+      variant: out.bucket < 50 ? 'A' : 'B',
+      eligible: true,
+    })
   })
 })
 
 describe('Experiments (exposure tracking)', () => {
-  const e: AssignableExperiment = { id: 'exp-1', salt: 'salt', config: { variants: [{ name: 'A', weight: 50 }, { name: 'B', weight: 50 }] } }
+  const e: AssignableExperiment = {
+    id: 'exp-1',
+    salt: 'salt',
+    config: {
+      variants: [
+        { name: 'A', weight: 50 },
+        { name: 'B', weight: 50 },
+      ],
+    },
+  }
 
   test('sends one experiment_exposure per user and experiment, with exp and variant', () => {
     const sent: ExposureEvent[] = []
-    const x = new Experiments({ gameId: 'g1', environment: 'prod', track: (ev) => sent.push(ev), now: () => 1_700_000_000_000 })
+    const x = new Experiments({
+      gameId: 'g1',
+      environment: 'prod',
+      track: (ev) => sent.push(ev),
+      now: () => 1_700_000_000_000,
+    })
     const v = x.assign(e, 'u1')
     x.assign(e, 'u1')
     x.assign(e, 'u1')
     x.assign(e, 'u2')
     expect(sent.length).toBe(2)
-    expect(sent[0]).toEqual({ event: 'experiment_exposure', ts: '1700000000000', uid: 'u1', game_id: 'g1', env: 'prod', attrs: { exp: 'exp-1', variant: v! } })
+    expect(sent[0]).toEqual({
+      event: 'experiment_exposure',
+      ts: '1700000000000',
+      uid: 'u1',
+      game_id: 'g1',
+      env: 'prod',
+      attrs: { exp: 'exp-1', variant: v! },
+    })
   })
 
   test('sends nothing for excluded users and again after a re-bucketing', () => {
     const sent: ExposureEvent[] = []
     const x = new Experiments({ gameId: 'g1', environment: 'prod', track: (ev) => sent.push(ev) })
-    expect(x.assign({ ...e, config: { ...e.config, targeting: { countries: ['US'] } } }, 'u1', { country: 'FR' })).toBeNull()
+    expect(
+      x.assign({ ...e, config: { ...e.config, targeting: { countries: ['US'] } } }, 'u1', { country: 'FR' }),
+    ).toBeNull()
     expect(sent.length).toBe(0)
     x.assign({ ...e, config: { variants: [{ name: 'A', weight: 100 }] } }, 'u1')
     x.assign({ ...e, config: { variants: [{ name: 'B', weight: 100 }] } }, 'u1')
@@ -203,7 +281,12 @@ describe('Experiments (exposure tracking)', () => {
 
   test('forgets the oldest exposures beyond maxRemembered', () => {
     const sent: ExposureEvent[] = []
-    const x = new Experiments({ gameId: 'g', environment: 'dev', track: (ev) => sent.push(ev), maxRemembered: 2 })
+    const x = new Experiments({
+      gameId: 'g',
+      environment: 'dev',
+      track: (ev) => sent.push(ev),
+      maxRemembered: 2,
+    })
     for (const u of ['a', 'b', 'c', 'a']) x.assign(e, u)
     expect(sent.map((s) => s.uid)).toEqual(['a', 'b', 'c', 'a'])
   })

@@ -76,14 +76,22 @@ export function exclusion(experiment: AssignableExperiment, attributes: Attribut
   const t = experiment.config.targeting
   if (!t) return undefined
   if (!listed(t.platform, attributes.platform))
-    return attributes.platform ? `platform '${attributes.platform}' is not targeted` : 'platform unknown but the experiment targets platforms'
+    return attributes.platform
+      ? `platform '${attributes.platform}' is not targeted`
+      : 'platform unknown but the experiment targets platforms'
   if (!listed(t.countries, attributes.country))
-    return attributes.country ? `country '${attributes.country}' is not targeted` : 'country unknown but the experiment targets countries'
+    return attributes.country
+      ? `country '${attributes.country}' is not targeted`
+      : 'country unknown but the experiment targets countries'
   return undefined
 }
 
 /** The variant name for the user, or null when targeting excludes the user. */
-export function assign(experiment: AssignableExperiment, userId: string, attributes?: Attributes): string | null {
+export function assign(
+  experiment: AssignableExperiment,
+  userId: string,
+  attributes?: Attributes,
+): string | null {
   if (attributes !== undefined || experiment.config.targeting) {
     if (exclusion(experiment, attributes) !== undefined) return null
   }
@@ -91,12 +99,18 @@ export function assign(experiment: AssignableExperiment, userId: string, attribu
 }
 
 /** The whole decision, for support and debugging. */
-export function explain(experiment: AssignableExperiment, userId: string, attributes?: Attributes): Explanation {
+export function explain(
+  experiment: AssignableExperiment,
+  userId: string,
+  attributes?: Attributes,
+): Explanation {
   const bucket = bucketOf(experiment.id, experiment.salt, userId)
   const reason = exclusion(experiment, attributes)
   if (reason !== undefined) return { bucket, variant: null, eligible: false, reason }
   const variant = variantFor(experiment.config.variants, bucket)
-  return variant === null ? { bucket, variant, eligible: false, reason: 'the experiment has no variants' } : { bucket, variant, eligible: true }
+  return variant === null
+    ? { bucket, variant, eligible: false, reason: 'the experiment has no variants' }
+    : { bucket, variant, eligible: true }
 }
 
 /** The `experiment_exposure` event of spec 1 section 6, in the ingestion event shape. */
@@ -113,7 +127,10 @@ export interface ExposureEvent {
 export interface ExperimentsOptions {
   gameId: string
   environment: string
-  /** Receives exposure events, for example the batching client's `track`. */
+  /**
+   * Receives exposure events. With the batching client of `sdk/client.ts` (identified as the
+   * same user): `track: (e) => client.track(e.event, e.attrs, Number(e.ts))`.
+   */
   track: (event: ExposureEvent) => void
   /** Exposures remembered for de-duplication; the oldest are forgotten beyond this. */
   maxRemembered?: number

@@ -2,16 +2,31 @@ import type { TSchema } from '@sinclair/typebox'
 import { t } from 'elysia'
 
 export const STATUSES = ['draft', 'running', 'paused'] as const
-export const ExperimentStatus = t.Union(STATUSES.map((s) => t.Literal(s)))
+// A tuple, not STATUSES.map(): Elysia's response typing needs the literal members spelled out.
+export const ExperimentStatus = t.Union([t.Literal('draft'), t.Literal('running'), t.Literal('paused')])
 export type ExperimentStatus = (typeof STATUSES)[number]
 
 /** Event names: what ingestion stores in `event`. */
-const MetricName = t.String({ minLength: 1, maxLength: 100, pattern: '^[^\\s]+$', description: 'an event name, for example purchase' })
+const MetricName = t.String({
+  minLength: 1,
+  maxLength: 100,
+  pattern: '^[^\\s]+$',
+  description: 'an event name, for example purchase',
+})
 
 export const Variant = t.Object(
   {
-    name: t.String({ minLength: 1, maxLength: 64, pattern: '\\S', description: 'unique within the experiment' }),
-    weight: t.Number({ minimum: 0, maximum: 100, description: 'percentage of users; the weights sum to 100' }),
+    name: t.String({
+      minLength: 1,
+      maxLength: 64,
+      pattern: '\\S',
+      description: 'unique within the experiment',
+    }),
+    weight: t.Number({
+      minimum: 0,
+      maximum: 100,
+      description: 'percentage of users; the weights sum to 100',
+    }),
   },
   { additionalProperties: false },
 )
@@ -20,7 +35,8 @@ export const ExperimentConfig = t.Object(
   {
     variants: t.Array(Variant, {
       maxItems: 26,
-      description: 'in order; the first is the control the others are compared with. A draft may have none; running needs two or more with positive weights',
+      description:
+        'in order; the first is the control the others are compared with. A draft may have none; running needs two or more with positive weights',
     }),
     targeting: t.Optional(
       t.Object(
@@ -29,7 +45,8 @@ export const ExperimentConfig = t.Object(
             t.Array(t.String({ pattern: '^[A-Za-z][A-Za-z0-9_]{0,31}$' }), {
               uniqueItems: true,
               maxItems: 20,
-              description: 'platforms shown the experiment (ANDROID, IOS, WEB); empty or absent: all. Stored upper case',
+              description:
+                'platforms shown the experiment (ANDROID, IOS, WEB); empty or absent: all. Stored upper case',
             }),
           ),
           countries: t.Optional(
@@ -72,7 +89,12 @@ export const Experiment = t.Object({
 export type Experiment = typeof Experiment.static
 
 const Name = t.String({ minLength: 1, maxLength: 200, pattern: '\\S' })
-const Salt = t.String({ minLength: 1, maxLength: 128, pattern: '^[^\\s]+$', description: 'part of the hashed text; changing it re-buckets every user' })
+const Salt = t.String({
+  minLength: 1,
+  maxLength: 128,
+  pattern: '^[^\\s]+$',
+  description: 'part of the hashed text; changing it re-buckets every user',
+})
 
 export const ExperimentCreate = t.Object(
   {
@@ -80,7 +102,14 @@ export const ExperimentCreate = t.Object(
     environment: t.String({ minLength: 1, maxLength: 64 }),
     name: Name,
     description: t.Optional(t.String({ maxLength: 2000 })),
-    salt: t.Optional(t.String({ minLength: 1, maxLength: 128, pattern: '^[^\\s]+$', description: 'absent: a random one is generated' })),
+    salt: t.Optional(
+      t.String({
+        minLength: 1,
+        maxLength: 128,
+        pattern: '^[^\\s]+$',
+        description: 'absent: a random one is generated',
+      }),
+    ),
     config: ExperimentConfig,
   },
   { additionalProperties: false },
@@ -103,7 +132,8 @@ export type ExperimentUpdate = typeof ExperimentUpdate.static
 export const UpdateQuery = t.Object({
   force: t.Optional(
     t.Boolean({
-      description: 'allow changing the variants or salt of a running or paused experiment, which re-buckets users',
+      description:
+        'allow changing the variants or salt of a running or paused experiment, which re-buckets users',
     }),
   ),
 })
@@ -114,11 +144,20 @@ export const ListQuery = t.Object({
   status: t.Optional(ExperimentStatus),
   page: t.Optional(t.Integer({ minimum: 0, default: 0, description: '0-based page' })),
   size: t.Optional(t.Integer({ minimum: 1, maximum: 100, default: 20 })),
-  sort: t.Optional(t.String({ description: 'field[,asc|desc]; fields: name, status, createdAt, updatedAt (default createdAt,desc)' })),
+  sort: t.Optional(
+    t.String({
+      description: 'field[,asc|desc]; fields: name, status, createdAt, updatedAt (default createdAt,desc)',
+    }),
+  ),
 })
 export type ListQuery = typeof ListQuery.static
 
-export const ExperimentPage = t.Object({ items: t.Array(Experiment), total: t.Integer(), page: t.Integer(), size: t.Integer() })
+export const ExperimentPage = t.Object({
+  items: t.Array(Experiment),
+  total: t.Integer(),
+  page: t.Integer(),
+  size: t.Integer(),
+})
 
 /** One entry of the public configuration read. */
 export const PublicExperiment = t.Object({ id: t.String(), salt: t.String(), config: ExperimentConfig })
@@ -143,10 +182,19 @@ export const Assignment = t.Object({
 const Nullable = <T extends TSchema>(s: T) => t.Union([s, t.Null()])
 
 export const Comparison = t.Object({
-  uplift: Nullable(t.Number({ description: 'relative: (rate - controlRate) / controlRate; null when the control rate is 0' })),
+  uplift: Nullable(
+    t.Number({
+      description: 'relative: (rate - controlRate) / controlRate; null when the control rate is 0',
+    }),
+  ),
   difference: t.Number({ description: 'absolute: rate - controlRate' }),
-  ci95: t.Object({ lower: t.Number(), upper: t.Number() }, { description: '95% confidence interval of the absolute difference (unpooled)' }),
-  upliftCi95: Nullable(t.Object({ lower: t.Number(), upper: t.Number() }, { description: 'ci95 divided by the control rate' })),
+  ci95: t.Object(
+    { lower: t.Number(), upper: t.Number() },
+    { description: '95% confidence interval of the absolute difference (unpooled)' },
+  ),
+  upliftCi95: Nullable(
+    t.Object({ lower: t.Number(), upper: t.Number() }, { description: 'ci95 divided by the control rate' }),
+  ),
   zScore: t.Number(),
   pValue: t.Number({ description: 'two-sided, two-proportion z-test with pooled variance' }),
   significant: t.Boolean({ description: 'pValue < 0.05' }),
@@ -158,7 +206,9 @@ export const MetricResult = t.Object({
     t.Object({
       name: t.String(),
       exposures: t.Integer(),
-      conversions: t.Integer({ description: 'exposed users who sent the metric event at or after their first exposure' }),
+      conversions: t.Integer({
+        description: 'exposed users who sent the metric event at or after their first exposure',
+      }),
       conversionRate: t.Number(),
       vsControl: Nullable(Comparison),
     }),
@@ -170,15 +220,21 @@ export const Results = t.Object({
   status: ExperimentStatus,
   control: Nullable(t.String()),
   totalExposures: t.Integer(),
-  exposures: t.Array(t.Object({ name: t.String(), weight: t.Number(), exposures: t.Integer(), share: t.Number() })),
+  exposures: t.Array(
+    t.Object({ name: t.String(), weight: t.Number(), exposures: t.Integer(), share: t.Number() }),
+  ),
   primary: Nullable(MetricResult),
   secondary: t.Array(MetricResult),
   srm: t.Object({
     chiSquare: Nullable(t.Number()),
     degreesOfFreedom: t.Integer(),
-    pValue: Nullable(t.Number({ description: 'chi-square goodness of fit of exposures against the weights' })),
+    pValue: Nullable(
+      t.Number({ description: 'chi-square goodness of fit of exposures against the weights' }),
+    ),
     mismatch: t.Boolean({ description: 'pValue < 0.001' }),
   }),
-  unexpectedVariants: t.Array(t.Object({ name: t.String(), exposures: t.Integer() }), { description: 'exposures naming no configured variant' }),
+  unexpectedVariants: t.Array(t.Object({ name: t.String(), exposures: t.Integer() }), {
+    description: 'exposures naming no configured variant',
+  }),
 })
 export type Results = typeof Results.static

@@ -51,8 +51,8 @@ export function normalTail(z: number): number {
 }
 
 const LANCZOS = [
-  0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313, -176.61502916214059, 12.507343278686905,
-  -0.13857109526572012, 9.9843695780195716e-6, 1.5056327351493116e-7,
+  0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313, -176.61502916214059,
+  12.507343278686905, -0.13857109526572012, 9.9843695780195716e-6, 1.5056327351493116e-7,
 ]
 
 /** ln Gamma(a) for a > 0 (Lanczos, g = 7). */
@@ -154,14 +154,15 @@ export function srm(observed: readonly number[], weights: readonly number[]): Sr
   let cells = 0
   let impossible = false
   for (let i = 0; i < observed.length; i++) {
-    const expected = weightSum > 0 ? (total * weights[i]) / weightSum : 0
-    if (expected > 0) {
-      chi += (observed[i] - expected) ** 2 / expected
+    if (weights[i] > 0) {
       cells++
+      const expected = (total * weights[i]) / weightSum
+      if (expected > 0) chi += (observed[i] - expected) ** 2 / expected
     } else if (observed[i] > 0) impossible = true
   }
   const df = Math.max(0, cells - 1)
-  if (total === 0 || (df === 0 && !impossible)) return { chiSquare: null, degreesOfFreedom: df, pValue: null, mismatch: false }
+  if (total === 0 || (df === 0 && !impossible))
+    return { chiSquare: null, degreesOfFreedom: df, pValue: null, mismatch: false }
   if (impossible) return { chiSquare: null, degreesOfFreedom: df, pValue: 0, mismatch: true }
   const pValue = chiSquareSurvival(chi, df)
   return { chiSquare: chi, degreesOfFreedom: df, pValue, mismatch: pValue < SRM_ALPHA }
@@ -200,7 +201,12 @@ export function analyze(exp: AnalyzedExperiment, counts: ExperimentCounts): Resu
     status: exp.status,
     control: variants[0]?.name ?? null,
     totalExposures: total,
-    exposures: variants.map((v, i) => ({ name: v.name, weight: v.weight, exposures: exposures[i], share: total > 0 ? exposures[i] / total : 0 })),
+    exposures: variants.map((v, i) => ({
+      name: v.name,
+      weight: v.weight,
+      exposures: exposures[i],
+      share: total > 0 ? exposures[i] / total : 0,
+    })),
     primary: primary && variants.length ? metric(primary) : null,
     secondary: variants.length ? secondary.map(metric) : [],
     srm: srm(

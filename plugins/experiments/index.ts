@@ -1,0 +1,71 @@
+import { Type as T } from '@sinclair/typebox'
+import { definePlugin } from '../../core/plugin'
+import '../games/types'
+import '../ingest/types'
+import m001 from './migrations/001_experiments.sql' with { type: 'text' }
+import { PublicConfig } from './public'
+import { experimentsRoutes } from './routes'
+import { experimentsStore } from './store'
+
+/**
+ * A/B experiments (spec 1): lifecycle, the public configuration read for client-side
+ * assignment, the assignment debugger and the results analysis over the ingest plugin's events.
+ */
+export default definePlugin({
+  name: 'experiments',
+  dependsOn: ['games', 'ingest'],
+  config: T.Object(
+    {
+      /** Cache-Control of the public configuration read; `no-cache` makes clients revalidate with the ETag every time. */
+      cache_control: T.String({ default: 'public, no-cache' }),
+      /**
+       * How often, in ms, to look for changes other instances sharing the database made (0: never).
+       * One process sees its own writes at once; with several instances on one PostgreSQL set
+       * it below 100 so a change shows everywhere within 100 ms.
+       */
+      refresh_ms: T.Integer({ minimum: 0, default: 0 }),
+    },
+    { additionalProperties: false },
+  ),
+  migrations: [{ id: 1, name: 'experiments', sql: m001 }],
+  setup(ctx) {
+    const games = ctx.service('games')
+    // The cache reads through the store and the store refreshes the cache after each write;
+    // both closures run only after setup, when both exist.
+    const cache = new PublicConfig(
+      { running: (g, e) => store.running(g, e), exists: async (g, e) => !!(await games.environment(g, e)) },
+      ctx.config.cache_control,
+    )
+    const store = experimentsStore(ctx.db, games, (gameId, environment) => cache.refresh(gameId, environment))
+    games.onChange((change) => {
+      if (change.deleted) cache.drop(change.gameId, change.environment)
+    })
+
+    ctx.onStart(async () => {
+      const fingerprints = await store.fingerprints()
+      await cache.preload([...fingerprints.keys()].map((k) => k.split('\n') as [string, string]))
+      if (ctx.config.refresh_ms > 0) {
+        let known = fingerprints
+        let busy = false
+        const timer = setInterval(async () => {
+          if (busy) return
+          busy = true
+          try {
+            const now = await store.fingerprints()
+            const stale = new Set<string>()
+            for (const [k, f] of now) if (known.get(k) !== f) stale.add(k)
+            for (const k of known.keys()) if (!now.has(k)) stale.add(k)
+            known = now
+            await Promise.all([...stale].map((k) => cache.refresh(...(k.split('\n') as [string, string]))))
+          } catch (e) {
+            ctx.log.warn('experiment config refresh failed', { error: String(e) })
+          } finally {
+            busy = false
+          }
+        }, ctx.config.refresh_ms)
+        ctx.onStop(() => clearInterval(timer))
+      }
+    })
+    return experimentsRoutes(ctx, store, cache)
+  },
+})

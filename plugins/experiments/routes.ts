@@ -1,0 +1,194 @@
+import { Elysia, t } from 'elysia'
+import type { PluginContext } from '../../core/plugin'
+import { explain } from '../../sdk/assign'
+import type { PublicConfig } from './public'
+import {
+  AssignQuery,
+  Assignment,
+  Experiment,
+  ExperimentCreate,
+  ExperimentPage,
+  ExperimentUpdate,
+  ListQuery,
+  PublicExperiment,
+  Results,
+  UpdateQuery,
+} from './schema'
+import { analyze } from './stats'
+import type { ExperimentsStore } from './store'
+import { checkQueryIntegers, rejectUnknown } from './strict'
+
+const tag = (summary: string, description?: string) => ({ tags: ['experiments'], summary, description })
+const IdParams = t.Object({ id: t.String() })
+
+export function experimentsRoutes(
+  ctx: PluginContext<unknown>,
+  store: ExperimentsStore,
+  publicConfig: PublicConfig,
+) {
+  return new Elysia({ name: 'experiments' })
+    .use(ctx.guard)
+    .model({
+      'experiments.Experiment': Experiment,
+      'experiments.Results': Results,
+      'experiments.PublicExperiment': PublicExperiment,
+    })
+    .post(
+      '/api/experiments',
+      async ({ body, set }) => {
+        set.status = 201
+        return store.create(body)
+      },
+      {
+        permission: 'experiments:write',
+        transform: ({ body }) => rejectUnknown(ExperimentCreate, body, 'body'),
+        body: ExperimentCreate,
+        response: { 201: 'experiments.Experiment' },
+        detail: tag(
+          'Create an experiment (status draft)',
+          'Variants need unique names and weights summing to 100 (a draft may have none yet). Unknown game or environment: 400. ' +
+            'A name already used in the same game and environment: 409.',
+        ),
+      },
+    )
+    .get('/api/experiments', ({ query }) => store.list(query), {
+      permission: 'experiments:read',
+      transform: ({ query }) => checkQueryIntegers(ListQuery, query),
+      query: ListQuery,
+      response: { 200: ExperimentPage },
+      detail: tag(
+        'List experiments: filters gameId, environment, status; page object {items, total, page, size}',
+      ),
+    })
+    .get('/api/experiments/:id', ({ params }) => store.get(params.id), {
+      permission: 'experiments:read',
+      params: IdParams,
+      response: { 200: 'experiments.Experiment' },
+      detail: tag('Read an experiment'),
+    })
+    .put(
+      '/api/experiments/:id',
+      ({ params, body, query }) => store.update(params.id, body, query.force === true),
+      {
+        permission: 'experiments:write',
+        params: IdParams,
+        query: UpdateQuery,
+        transform: ({ body }) => rejectUnknown(ExperimentUpdate, body, 'body'),
+        body: ExperimentUpdate,
+        response: { 200: 'experiments.Experiment' },
+        detail: tag(
+          'Update name, description, salt or config',
+          'gameId and environment are fixed (400 when changed). Changing the variants or the salt of a running or paused experiment ' +
+            're-buckets users and answers 409 unless force=true. A running experiment must keep a runnable config (409).',
+        ),
+      },
+    )
+    .delete(
+      '/api/experiments/:id',
+      async ({ params, set }) => {
+        await store.remove(params.id)
+        set.status = 204
+      },
+      {
+        permission: 'experiments:write',
+        params: IdParams,
+        detail: tag('Delete an experiment; a running one must be paused first (409)'),
+      },
+    )
+    .post('/api/experiments/:id/publish', ({ params }) => store.publish(params.id), {
+      permission: 'experiments:write',
+      params: IdParams,
+      response: { 200: 'experiments.Experiment' },
+      detail: tag(
+        'Start or resume: draft or paused -> running',
+        'Refused with 409 and the reasons when already running or when the config cannot run (fewer than two variants, a weight of 0, ' +
+          'the environment gone). The experiment appears in the public configuration at once.',
+      ),
+    })
+    .post('/api/experiments/:id/pause', ({ params }) => store.pause(params.id), {
+      permission: 'experiments:write',
+      params: IdParams,
+      response: { 200: 'experiments.Experiment' },
+      detail: tag('Pause: running -> paused (409 from any other state); it leaves the public configuration'),
+    })
+    .get(
+      '/api/experiments/:id/assign',
+      async ({ params, query }) => {
+        const e = await store.get(params.id)
+        return {
+          experimentId: e.id,
+          userId: query.userId,
+          status: e.status,
+          ...explain(e, query.userId, { platform: query.platform, country: query.country }),
+        }
+      },
+      {
+        permission: 'experiments:read',
+        params: IdParams,
+        query: AssignQuery,
+        response: { 200: Assignment },
+        detail: tag(
+          'The variant a user gets, computed by the SDK function itself',
+          'bucket = murmur3_x86_32(UTF-8 of id:salt:userId, seed 0) mod 100, then the accumulated-weight walk. Optional platform and ' +
+            'country check the targeting. For support and debugging; works in every status.',
+        ),
+      },
+    )
+    .get(
+      '/api/experiments/:id/results',
+      async ({ params }) => {
+        const e = await store.get(params.id)
+        const metrics = [e.config.metrics?.primary, ...(e.config.metrics?.secondary ?? [])].filter(
+          (m): m is string => !!m,
+        )
+        const counts = await ctx.service('events').experimentCounts({
+          gameId: e.gameId,
+          environment: e.environment,
+          experimentId: e.id,
+          metrics: [...new Set(metrics)],
+        })
+        return analyze(e, counts)
+      },
+      {
+        permission: 'experiments:read',
+        params: IdParams,
+        response: { 200: 'experiments.Results' },
+        detail: tag(
+          'Analysis: conversion per variant against the first, significance and SRM',
+          'A user counts once, in the variant of their first experiment_exposure; a conversion is the metric event at or after that. ' +
+            'Each variant against the first: relative uplift, absolute difference with its 95% interval, two-proportion z-test p-value, ' +
+            'significant below 0.05. SRM: chi-square of exposures against the weights, flagged below p = 0.001.',
+        ),
+      },
+    )
+    .get(
+      '/api/config/:gameId/:environment',
+      ({ params, request }) =>
+        publicConfig.serve(params.gameId, params.environment, request.headers.get('if-none-match')),
+      {
+        detail: {
+          tags: ['experiments'],
+          summary: 'Public: the running experiments of an environment as [{id, salt, config}]',
+          description:
+            'No authentication. Carries an ETag and Cache-Control: no-cache; a matching If-None-Match answers 304 without a body. ' +
+            'Changes are visible as soon as the write that made them answered. Unknown game or environment: 404.',
+          security: [],
+          responses: {
+            200: {
+              description: 'running experiments',
+              content: {
+                'application/json': {
+                  schema: {
+                    type: 'array',
+                    items: { $ref: '#/components/schemas/experiments.PublicExperiment' },
+                  },
+                },
+              },
+            },
+            304: { description: 'unchanged since the ETag sent' },
+            404: { description: 'unknown game or environment' },
+          },
+        },
+      },
+    )
+}
