@@ -12,7 +12,15 @@ export type Need = Scope | 'admin'
 const PREFIX = 'lat_'
 const sha256 = (s: string) => new Bun.CryptoHasher('sha256').update(s).digest('hex')
 
-type TokenRow = { id: string; name: string; scopes: string; prefix: string; created_by: string | null; created_at: number; revoked_at: number | null }
+type TokenRow = {
+  id: string
+  name: string
+  scopes: string
+  prefix: string
+  created_by: string | null
+  created_at: number
+  revoked_at: number | null
+}
 const COLS = 'id, name, scopes, prefix, created_by, created_at, revoked_at'
 const toToken = (r: TokenRow) => ({
   id: r.id,
@@ -29,7 +37,7 @@ const toToken = (r: TokenRow) => ({
  * config, trigger and query, which do not imply one another. They work whatever auth.enabled says.
  */
 export function appTokenStore(db: Db) {
-  const cache = new Map<string, Principal & { scopes: Scope[] } | null>()
+  const cache = new Map<string, (Principal & { scopes: Scope[] }) | null>()
   return {
     async create(name: string, scopes: Scope[], createdBy: string) {
       const token = `${PREFIX}${randomBytes(24).toString('base64url')}`
@@ -40,10 +48,15 @@ export function appTokenStore(db: Db) {
       return { ...toToken(row!), token }
     },
     async list() {
-      return (await db.all<TokenRow>(`SELECT ${COLS} FROM notify_app_tokens ORDER BY created_at, id`)).map(toToken)
+      return (await db.all<TokenRow>(`SELECT ${COLS} FROM notify_app_tokens ORDER BY created_at, id`)).map(
+        toToken,
+      )
     },
     async revoke(id: string) {
-      const row = await db.get<TokenRow>(`UPDATE notify_app_tokens SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ? RETURNING ${COLS}`, [Date.now(), id])
+      const row = await db.get<TokenRow>(
+        `UPDATE notify_app_tokens SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ? RETURNING ${COLS}`,
+        [Date.now(), id],
+      )
       if (!row) throw new NotFound(`application token '${id}' not found`)
       cache.clear()
       return toToken(row)
@@ -53,7 +66,16 @@ export function appTokenStore(db: Db) {
       const hit = cache.get(hash)
       if (hit !== undefined) return hit ?? undefined
       const row = await db.get<TokenRow>(`SELECT ${COLS} FROM notify_app_tokens WHERE token_hash = ?`, [hash])
-      const p = row && row.revoked_at === null ? { kind: 'apiKey' as const, id: row.id, username: `app:${row.name}`, roles: [], scopes: fromJson<Scope[]>(row.scopes, []) } : null
+      const p =
+        row && row.revoked_at === null
+          ? {
+              kind: 'apiKey' as const,
+              id: row.id,
+              username: `app:${row.name}`,
+              roles: [],
+              scopes: fromJson<Scope[]>(row.scopes, []),
+            }
+          : null
       if (cache.size > 10_000) cache.clear()
       cache.set(hash, p)
       return p ?? undefined
@@ -82,7 +104,8 @@ export async function authenticate(
   if (app) {
     const p = await tokens.verify(app)
     if (!p) throw new Unauthorized('invalid or revoked application token')
-    if (need === 'admin' || !p.scopes.includes(need)) throw new Forbidden(`application token lacks scope '${need === 'admin' ? 'admin' : need}'`)
+    if (need === 'admin' || !p.scopes.includes(need))
+      throw new Forbidden(`application token lacks scope '${need === 'admin' ? 'admin' : need}'`)
     return p
   }
   if (!enabled && need !== 'admin') return undefined
@@ -96,10 +119,13 @@ export async function authenticate(
   }
   const key = await auth.verifyApiKey(headers['x-api-key'])
   if (key) {
-    if (need === 'config' || need === 'admin') throw new Forbidden('an API key may query and trigger, not configure')
+    if (need === 'config' || need === 'admin')
+      throw new Forbidden('an API key may query and trigger, not configure')
     return key
   }
-  throw new Unauthorized('missing, invalid or expired token (Authorization: Bearer, X-API-Key or X-App-Token)')
+  throw new Unauthorized(
+    'missing, invalid or expired token (Authorization: Bearer, X-API-Key or X-App-Token)',
+  )
 }
 
 /** `{ notifyAuth: 'query' | 'trigger' | 'config' | 'admin' }` on a route; puts `principal` in the context. */

@@ -1,22 +1,37 @@
 import { resolve } from 'node:path'
-import { Type as T } from '@sinclair/typebox'
+import { Kind, Type as T } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 import type { Db } from '../../core/db'
 import { fromJson } from '../../core/db'
 import { Invalid, NotFound, invalidField } from '../../core/http'
 import { type Logger, maskValue } from '../../core/log'
-import { type Provider, type ProviderDefinition, type ProviderRegistry, defineProvider } from '../../core/plugin'
+import {
+  type Provider,
+  type ProviderDefinition,
+  type ProviderRegistry,
+  defineProvider,
+} from '../../core/plugin'
 import type { ChannelConfig } from './schema'
 
 /** The built-in `log` provider: writes each delivery to the service log (demos, smoke tests, benches). */
 export const logProvider = defineProvider({
   type: 'log',
-  config: T.Object({ level: T.Optional(T.Union([T.Literal('debug'), T.Literal('info'), T.Literal('warn')])) }, { additionalProperties: false }),
+  config: T.Object(
+    { level: T.Optional(T.Union([T.Literal('debug'), T.Literal('info'), T.Literal('warn')])) },
+    { additionalProperties: false },
+  ),
   create(settings, { log }) {
     const level = settings.level ?? 'info'
     return {
       async send(d) {
-        log[level]('notification', { id: d.id, channel: d.provider, level: d.level, title: d.title, targets: d.targets, recipients: d.recipients })
+        log[level]('notification', {
+          id: d.id,
+          channel: d.provider,
+          level: d.level,
+          title: d.title,
+          targets: d.targets,
+          recipients: d.recipients,
+        })
         return { ok: true }
       },
     }
@@ -38,15 +53,29 @@ export interface Slot {
   updatedAt: number
 }
 
+/** The target did not answer the pre-swap check: a runtime condition, not a configuration mistake. */
+class VerifyFailed extends Invalid {}
+
 const RESERVED = new Set(['type', 'module', 'enabled'])
 
-function splitConfig(c: ChannelConfig): { type: string; module?: string; enabled?: boolean; settings: Record<string, unknown> } {
+function splitConfig(c: ChannelConfig): {
+  type: string
+  module?: string
+  enabled?: boolean
+  settings: Record<string, unknown>
+} {
   const settings: Record<string, unknown> = {}
   for (const [k, v] of Object.entries(c)) if (!RESERVED.has(k)) settings[k] = v
   return { type: c.type, module: c.module, enabled: c.enabled, settings }
 }
 
-type StoredRow = { name: string; type: string | null; config: string | null; enabled: number | null; updated_at: number }
+type StoredRow = {
+  name: string
+  type: string | null
+  config: string | null
+  enabled: number | null
+  updated_at: number
+}
 
 /**
  * The channel slots. A slot's provider is looked up at send time, so PUT /config and
@@ -54,13 +83,25 @@ type StoredRow = { name: string; type: string | null; config: string | null; ena
  * the swap; on failure the old provider stays and the caller gets a 4xx. Runtime changes are
  * stored in `notify_channels` and win over the YAML at the next start.
  */
-export function channelManager(opts: { db: Db; registry: ProviderRegistry; log: Logger; sensitive: readonly string[]; yaml: Record<string, ChannelConfig> }) {
+export function channelManager(opts: {
+  db: Db
+  registry: ProviderRegistry
+  log: Logger
+  sensitive: readonly string[]
+  yaml: Record<string, ChannelConfig>
+}) {
   const { db, registry, log } = opts
   const slots = new Map<string, Slot>()
   const listeners: Array<(name: string) => void> = []
   const sensitive = new Set(opts.sensitive.map((s) => s.toLowerCase()))
+  /** Newest stored change seen, for picking up changes other instances made. */
+  let seenUntil = 0
 
-  async function definition(type: string, module: string | undefined, field: string): Promise<ProviderDefinition> {
+  async function definition(
+    type: string,
+    module: string | undefined,
+    field: string,
+  ): Promise<ProviderDefinition> {
     let def = registry.get(type)
     if (!def && module) {
       // A file path read at runtime: works from source and from the compiled binary alike.
@@ -68,19 +109,34 @@ export function channelManager(opts: { db: Db; registry: ProviderRegistry; log: 
       const loaded = mod.default
       if (!loaded || typeof loaded.create !== 'function' || typeof loaded.type !== 'string')
         throw invalidField(`${field}.module`, `'${module}' has no default export made by defineProvider`)
-      if (loaded.type !== type) throw invalidField(`${field}.module`, `'${module}' provides type '${loaded.type}', not '${type}'`)
+      if (loaded.type !== type)
+        throw invalidField(`${field}.module`, `'${module}' provides type '${loaded.type}', not '${type}'`)
       if (!registry.get(type)) registry.register(loaded)
       def = loaded
     }
-    if (!def) throw invalidField(`${field}.type`, `unknown provider type '${type}'; known: ${registry.list().join(', ')}`)
+    if (!def)
+      throw invalidField(
+        `${field}.type`,
+        `unknown provider type '${type}'; known: ${registry.list().join(', ')}`,
+      )
     return def
   }
 
   /** Validates settings against the provider's schema, creates the provider and verifies it. */
-  async function build(name: string, type: string, module: string | undefined, settings: Record<string, unknown>, field: string): Promise<{ provider: Provider; settings: Record<string, unknown> }> {
+  async function build(
+    name: string,
+    type: string,
+    module: string | undefined,
+    settings: Record<string, unknown>,
+    field: string,
+  ): Promise<{ provider: Provider; settings: Record<string, unknown> }> {
     const def = await definition(type, module, field)
-    const value = Value.Default(def.config, Value.Clone(settings)) as Record<string, unknown>
-    const first = Value.Errors(def.config, value).First()
+    // A provider file outside the repo may not reach TypeBox; a plain schema is its own to check in create.
+    const typed = Kind in def.config
+    const value = (
+      typed ? Value.Default(def.config, Value.Clone(settings)) : Value.Clone(settings)
+    ) as Record<string, unknown>
+    const first = typed ? Value.Errors(def.config, value).First() : undefined
     if (first) {
       const at = first.path.split('/').filter(Boolean).join('.')
       throw invalidField(`${field}.config${at ? `.${at}` : ''}`, first.message)
@@ -89,13 +145,19 @@ export function channelManager(opts: { db: Db; registry: ProviderRegistry; log: 
     try {
       provider = await def.create(value as never, { log: log.child(`provider:${name}`) })
     } catch (e) {
-      throw new Invalid(`channel '${name}': ${(e as Error).message}`, { field: `${field}.config`, reason: (e as Error).message })
+      throw new Invalid(`channel '${name}': ${(e as Error).message}`, {
+        field: `${field}.config`,
+        reason: (e as Error).message,
+      })
     }
     try {
       await provider.verify?.()
     } catch (e) {
       await provider.close?.().catch(() => undefined)
-      throw new Invalid(`channel '${name}': verification failed: ${(e as Error).message}`, { field: `${field}.config`, reason: (e as Error).message })
+      throw new VerifyFailed(`channel '${name}': verification failed: ${(e as Error).message}`, {
+        field: `${field}.config`,
+        reason: (e as Error).message,
+      })
     }
     return { provider, settings }
   }
@@ -104,12 +166,18 @@ export function channelManager(opts: { db: Db; registry: ProviderRegistry; log: 
     for (const fn of listeners) fn(name)
   }
 
-  const secretKeys = (type: string) => new Set([...sensitive, ...(registry.get(type)?.secrets ?? []).map((s) => s.toLowerCase())])
+  const secretKeys = (type: string) =>
+    new Set([...sensitive, ...(registry.get(type)?.secrets ?? []).map((s) => s.toLowerCase())])
 
   function mask(value: unknown, keys: Set<string>): unknown {
     if (Array.isArray(value)) return value.map((v) => mask(v, keys))
     if (value && typeof value === 'object')
-      return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, keys.has(k.toLowerCase()) && typeof v !== 'object' ? maskValue(v) : mask(v, keys)]))
+      return Object.fromEntries(
+        Object.entries(value).map(([k, v]) => [
+          k,
+          keys.has(k.toLowerCase()) && typeof v !== 'object' ? maskValue(v) : mask(v, keys),
+        ]),
+      )
     return value
   }
 
@@ -118,7 +186,12 @@ export function channelManager(opts: { db: Db; registry: ProviderRegistry; log: 
     if (next && typeof next === 'object' && !Array.isArray(next)) {
       const p = prev && typeof prev === 'object' ? (prev as Record<string, unknown>) : {}
       return Object.fromEntries(
-        Object.entries(next).map(([k, v]) => [k, keys.has(k.toLowerCase()) && typeof v === 'string' && p[k] !== undefined && v === maskValue(p[k]) ? p[k] : unmask(v, p[k], keys)]),
+        Object.entries(next).map(([k, v]) => [
+          k,
+          keys.has(k.toLowerCase()) && typeof v === 'string' && p[k] !== undefined && v === maskValue(p[k])
+            ? p[k]
+            : unmask(v, p[k], keys),
+        ]),
       )
     }
     return next
@@ -132,7 +205,12 @@ export function channelManager(opts: { db: Db; registry: ProviderRegistry; log: 
 
     /** YAML first, then the stored runtime changes over it; a channel that cannot be built is kept with its error as status. */
     async start() {
-      const stored = new Map((await db.all<StoredRow>('SELECT name, type, config, enabled, updated_at FROM notify_channels')).map((r) => [r.name, r]))
+      const stored = new Map(
+        (await db.all<StoredRow>('SELECT name, type, config, enabled, updated_at FROM notify_channels')).map(
+          (r) => [r.name, r],
+        ),
+      )
+      for (const r of stored.values()) seenUntil = Math.max(seenUntil, Number(r.updated_at))
       const names = new Set([...Object.keys(opts.yaml), ...stored.keys()])
       for (const name of names) {
         const y = opts.yaml[name] ? splitConfig(opts.yaml[name]) : undefined
@@ -140,7 +218,9 @@ export function channelManager(opts: { db: Db; registry: ProviderRegistry; log: 
         const type = s?.type ?? y?.type
         if (!type) continue
         if (y && !s?.type && !registry.get(y.type) && !y.module)
-          throw new Error(`plugins.notify.channels.${name}.type: unknown provider type '${y.type}'; known: ${registry.list().join(', ')}`)
+          throw new Error(
+            `plugins.notify.channels.${name}.type: unknown provider type '${y.type}'; known: ${registry.list().join(', ')}`,
+          )
         const settings = s?.config ? fromJson<Record<string, unknown>>(s.config, {}) : (y?.settings ?? {})
         const slot: Slot = {
           name,
@@ -154,12 +234,78 @@ export function channelManager(opts: { db: Db; registry: ProviderRegistry; log: 
           updatedAt: s?.updated_at ?? Date.now(),
         }
         try {
-          slot.provider = (await build(name, type, slot.module, settings, `plugins.notify.channels.${name}`)).provider
+          slot.provider = (
+            await build(name, type, slot.module, settings, `plugins.notify.channels.${name}`)
+          ).provider
         } catch (e) {
+          // A YAML mistake stops startup like any config error; an unreachable target or a stored
+          // change that no longer builds leaves the channel in error, fixable through PUT /config.
+          if (slot.source === 'yaml' && !(e instanceof VerifyFailed))
+            throw new Error(`plugins.notify.channels.${name}: ${(e as Error).message}`)
           slot.status = `error: ${(e as Error).message}`
           log.error('channel could not be built', { channel: name, error: (e as Error).message })
         }
         slots.set(name, slot)
+      }
+    },
+
+    /**
+     * Applies runtime changes other instances sharing the store made (PUT /config, enable/disable).
+     * The window reaches back a few seconds so clock skew between instances loses nothing; a change
+     * this slot already carries is skipped.
+     */
+    async sync() {
+      const rows = await db.all<StoredRow>(
+        'SELECT name, type, config, enabled, updated_at FROM notify_channels WHERE updated_at > ?',
+        [seenUntil - 10_000],
+      )
+      for (const r of rows) {
+        const at = Number(r.updated_at)
+        seenUntil = Math.max(seenUntil, at)
+        const slot = slots.get(r.name)
+        if (slot && slot.updatedAt >= at) continue
+        const enabled = r.enabled === null ? (slot?.enabled ?? true) : !!r.enabled
+        if (
+          r.type &&
+          r.config !== null &&
+          (!slot || slot.type !== r.type || JSON.stringify(slot.settings) !== r.config)
+        ) {
+          const settings = fromJson<Record<string, unknown>>(r.config, {})
+          try {
+            const built = await build(
+              r.name,
+              r.type,
+              slot?.type === r.type ? slot.module : undefined,
+              settings,
+              `channel ${r.name}`,
+            )
+            const old = slot?.provider
+            slots.set(r.name, {
+              name: r.name,
+              type: r.type,
+              settings,
+              module: slot?.type === r.type ? slot.module : undefined,
+              enabled,
+              provider: built.provider,
+              status: 'available',
+              since: at,
+              source: 'runtime',
+              updatedAt: at,
+            })
+            if (old?.close) setTimeout(() => void old.close?.().catch(() => undefined), 35_000).unref?.()
+          } catch (e) {
+            log.error('a stored channel change could not be applied', {
+              channel: r.name,
+              error: (e as Error).message,
+            })
+            continue
+          }
+        } else if (slot) {
+          if (slot.enabled !== enabled) slot.since = at
+          slot.enabled = enabled
+          slot.updatedAt = at
+        }
+        changed(r.name)
       }
     },
 
@@ -189,14 +335,22 @@ export function channelManager(opts: { db: Db; registry: ProviderRegistry; log: 
 
     /** PUT /config/{name}: build and verify, then swap and store; the old provider stays on failure. */
     async put(name: string, body: { type?: string; enabled?: boolean; config: Record<string, unknown> }) {
-      if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/.test(name)) throw invalidField('params.name', 'letters, digits, dot, dash and underscore, 1-64')
-      if ('module' in body.config) throw invalidField('body.config.module', 'provider modules load only from the YAML, never through the API')
-      if ('type' in body.config || 'enabled' in body.config) throw invalidField('body.config', "'type' and 'enabled' go beside config, not inside it")
+      if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/.test(name))
+        throw invalidField('params.name', 'letters, digits, dot, dash and underscore, 1-64')
+      if ('module' in body.config)
+        throw invalidField(
+          'body.config.module',
+          'provider modules load only from the YAML, never through the API',
+        )
+      if ('type' in body.config || 'enabled' in body.config)
+        throw invalidField('body.config', "'type' and 'enabled' go beside config, not inside it")
       const prev = slots.get(name)
       const type = body.type ?? prev?.type
       if (!type) throw invalidField('body.type', `required: channel '${name}' does not exist yet`)
       const sameType = prev?.type === type
-      const settings = sameType ? (unmask(body.config, prev?.settings, secretKeys(type)) as Record<string, unknown>) : body.config
+      const settings = sameType
+        ? (unmask(body.config, prev?.settings, secretKeys(type)) as Record<string, unknown>)
+        : body.config
       const built = await build(name, type, sameType ? prev?.module : undefined, settings, 'body')
       const now = Date.now()
       const enabled = body.enabled ?? prev?.enabled ?? true

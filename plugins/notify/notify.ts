@@ -11,7 +11,11 @@ export interface Failure {
   error: string
 }
 export type NotifyResult =
-  | { code: 0; message: 'ok'; data: { notification_id: string; task_ids: string[]; accepted: string[]; failed?: Failure[] } }
+  | {
+      code: 0
+      message: 'ok'
+      data: { notification_id: string; task_ids: string[]; accepted: string[]; failed?: Failure[] }
+    }
   | { code: 422; message: string; data: { notification_id: string; accepted: never[]; failed: Failure[] } }
 
 /** A group member (spec 2 "Group"): no recipients means every recipient of that channel. */
@@ -67,7 +71,13 @@ class IdempotencyTable {
   }
 }
 
-export function notifyService(opts: { config: NotifyConfig; channels: ChannelManager; templates: TemplateStore; store: QueueStore; dispatcher: () => Dispatcher | undefined }): NotifyService {
+export function notifyService(opts: {
+  config: NotifyConfig
+  channels: ChannelManager
+  templates: TemplateStore
+  store: QueueStore
+  dispatcher: () => Dispatcher | undefined
+}): NotifyService {
   const { config, channels, templates, store } = opts
   const seen = new IdempotencyTable(config.idempotency_entries)
   let groups: ((id: string) => Promise<GroupMember[] | undefined>) | undefined
@@ -80,7 +90,8 @@ export function notifyService(opts: { config: NotifyConfig; channels: ChannelMan
       const r = render(tpl, b.params ?? {}, b.data ?? {})
       return { title: r.title, body: r.body, level: b.level ?? r.level }
     }
-    if (b.title === undefined && b.body === undefined) throw invalidField('body', 'give a template, or a title and/or body')
+    if (b.title === undefined && b.body === undefined)
+      throw invalidField('body', 'give a template, or a title and/or body')
     return { title: b.title ?? '', body: b.body ?? '', level: b.level ?? 'info' }
   }
 
@@ -89,12 +100,14 @@ export function notifyService(opts: { config: NotifyConfig; channels: ChannelMan
     const plan = new Map<string, { targets: Set<string>; recipients: Set<string> }>()
     const failed: Failure[] = []
     const add = (channel: string, target: string, recipients: readonly string[] = []) => {
-      let p = plan.get(channel)
-      if (!p) plan.set(channel, (p = { targets: new Set(), recipients: new Set() }))
+      const p = plan.get(channel) ?? { targets: new Set<string>(), recipients: new Set<string>() }
+      plan.set(channel, p)
       p.targets.add(target)
       for (const r of recipients) p.recipients.add(r)
     }
-    const refs = [...new Set([...(b.channels ?? []), ...(b.channel ? [b.channel] : []), ...(b.audience ?? [])])]
+    const refs = [
+      ...new Set([...(b.channels ?? []), ...(b.channel ? [b.channel] : []), ...(b.audience ?? [])]),
+    ]
     for (const ref of refs) {
       if (ref.startsWith('group:')) {
         const id = ref.slice(6)
@@ -110,10 +123,18 @@ export function notifyService(opts: { config: NotifyConfig; channels: ChannelMan
       } else add(ref, ref)
     }
     if (!refs.length) {
-      const routed = router ? await router({ type: b.type, level: c.level, title: c.title, body: c.body, params: b.params ?? {} }) : undefined
-      const names = routed?.channels ?? [...new Set(config.routes.filter((r) => routeMatches(r, b.type, c.level)).flatMap((r) => r.channels))]
+      const routed = router
+        ? await router({ type: b.type, level: c.level, title: c.title, body: c.body, params: b.params ?? {} })
+        : undefined
+      const names = routed?.channels ?? [
+        ...new Set(config.routes.filter((r) => routeMatches(r, b.type, c.level)).flatMap((r) => r.channels)),
+      ]
       for (const ch of names) add(ch, ch)
-      if (!names.length) failed.push({ channel: '*', error: `no channel named and no route matches type '${b.type}' and level '${c.level}'` })
+      if (!names.length)
+        failed.push({
+          channel: '*',
+          error: `no channel named and no route matches type '${b.type}' and level '${c.level}'`,
+        })
     }
     for (const [ch, rcpt] of Object.entries(b.recipients ?? {})) {
       const p = plan.get(ch)
@@ -124,7 +145,12 @@ export function notifyService(opts: { config: NotifyConfig; channels: ChannelMan
     const now = Date.now()
     const accepted: string[] = []
     const rows: DeliveryRow[] = []
-    const raw = JSON.stringify({ type: b.type, template: b.template, params: b.params ?? {}, data: b.data ?? {} })
+    const raw = JSON.stringify({
+      type: b.type,
+      template: b.template,
+      params: b.params ?? {},
+      data: b.data ?? {},
+    })
     for (const [ch, p] of plan) {
       const slot = channels.slots.get(ch)
       if (!slot) failed.push({ channel: ch, error: `provider not found: ${ch}` })
@@ -155,7 +181,16 @@ export function notifyService(opts: { config: NotifyConfig; channels: ChannelMan
         data: { notification_id: notificationId, accepted: [], failed },
       }
     await store.accept(
-      { id: notificationId, type: b.type, level: c.level, title: c.title, template: b.template ?? null, idempotency_key: b.idempotency_key ?? null, channels: JSON.stringify(accepted), created_at: now },
+      {
+        id: notificationId,
+        type: b.type,
+        level: c.level,
+        title: c.title,
+        template: b.template ?? null,
+        idempotency_key: b.idempotency_key ?? null,
+        channels: JSON.stringify(accepted),
+        created_at: now,
+      },
       rows,
     )
     const d = opts.dispatcher()
@@ -163,7 +198,12 @@ export function notifyService(opts: { config: NotifyConfig; channels: ChannelMan
     return {
       code: 0,
       message: 'ok',
-      data: { notification_id: notificationId, task_ids: rows.map((r) => r.id), accepted, ...(failed.length ? { failed } : {}) },
+      data: {
+        notification_id: notificationId,
+        task_ids: rows.map((r) => r.id),
+        accepted,
+        ...(failed.length ? { failed } : {}),
+      },
     }
   }
 

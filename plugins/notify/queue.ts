@@ -52,10 +52,20 @@ export function dispatcher(opts: {
   let stopped = false
   const running = new Set<Promise<void>>()
 
-  const sent = opts.metrics.counter('svc_notify_deliveries_total', 'Delivery attempts by channel and outcome', ['channel', 'outcome'])
-  const sendTime = opts.metrics.histogram('svc_notify_send_duration_seconds', 'Provider send duration', ['channel'], [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30])
+  const sent = opts.metrics.counter(
+    'svc_notify_deliveries_total',
+    'Delivery attempts by channel and outcome',
+    ['channel', 'outcome'],
+  )
+  const sendTime = opts.metrics.histogram(
+    'svc_notify_send_duration_seconds',
+    'Provider send duration',
+    ['channel'],
+    [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30],
+  )
 
-  const localFree = (ch: string) => (config.workers.local ? config.workers.concurrency - (inflight.get(ch) ?? 0) : 0)
+  const localFree = (ch: string) =>
+    config.workers.local ? config.workers.concurrency - (inflight.get(ch) ?? 0) : 0
   const free = (slot: Slot) => Math.max(0, localFree(slot.name)) + (hub?.free(slot.type) ?? 0)
 
   function schedule() {
@@ -68,6 +78,7 @@ export function dispatcher(opts: {
   }
 
   async function pump() {
+    if (stopped) return
     if (pumping) {
       again = true
       return
@@ -84,7 +95,10 @@ export function dispatcher(opts: {
           }
           const room = Math.min(free(slot), config.queue.batch)
           if (room <= 0) continue
+          if (stopped) break
           const rows = await store.claim(ch, room, config.queue.lease_ms)
+          // Claimed while stopping: left claimed; this instance releases them at its next start (or the lease runs out).
+          if (stopped) break
           if (rows.length < room) maybe.delete(ch)
           for (const row of rows) track(run(row, slot))
         }
@@ -105,17 +119,27 @@ export function dispatcher(opts: {
     const delivery = toDelivery(row)
     const viaLocal = localFree(slot.name) > 0
     // Remote workers take what the local pool cannot (or everything, with workers.local off).
-    const remote = !viaLocal && hub ? hub.dispatch(delivery, { name: slot.name, type: slot.type, config: slot.settings }) : undefined
+    const remote =
+      !viaLocal && hub
+        ? hub.dispatch(delivery, { name: slot.name, type: slot.type, config: slot.settings })
+        : undefined
     if (remote) return { worker: remote.worker, result: await remote.result }
     inflight.set(slot.name, (inflight.get(slot.name) ?? 0) + 1)
     try {
       const provider = slot.provider
-      if (!provider) return { worker: opts.instanceId, result: { ok: false, retryable: true, error: `provider unavailable: ${slot.status}` } }
+      if (!provider)
+        return {
+          worker: opts.instanceId,
+          result: { ok: false, retryable: true, error: `provider unavailable: ${slot.status}` },
+        }
       try {
         return { worker: opts.instanceId, result: await provider.send(delivery) }
       } catch (e) {
         // A provider must return failures, not throw them; a throw is still a failure worth retrying.
-        return { worker: opts.instanceId, result: { ok: false, retryable: true, error: (e as Error).message || String(e) } }
+        return {
+          worker: opts.instanceId,
+          result: { ok: false, retryable: true, error: (e as Error).message || String(e) },
+        }
       }
     } finally {
       inflight.set(slot.name, (inflight.get(slot.name) ?? 1) - 1)
@@ -130,7 +154,14 @@ export function dispatcher(opts: {
     try {
       if (attempt > config.retry.max_attempts) {
         // Claimed again after crashes mid-send: the bound on attempts holds anyway.
-        await store.finish({ ...base, kind: 'failed', worker: opts.instanceId, durationMs: 0, error: 'attempts exhausted', retryable: false })
+        await store.finish({
+          ...base,
+          kind: 'failed',
+          worker: opts.instanceId,
+          durationMs: 0,
+          error: 'attempts exhausted',
+          retryable: false,
+        })
         return
       }
       const { worker, result } = await execute(row, slot)
@@ -142,7 +173,15 @@ export function dispatcher(opts: {
       } else if (result.retryable && attempt < config.retry.max_attempts) {
         sent.inc({ channel: slot.name, outcome: 'retry' })
         const delay = backoff(attempt, config.retry.base_ms, config.retry.max_ms)
-        await store.finish({ ...base, kind: 'retry', worker, durationMs, error: result.error, retryable: true, nextAt: Date.now() + delay })
+        await store.finish({
+          ...base,
+          kind: 'retry',
+          worker,
+          durationMs,
+          error: result.error,
+          retryable: true,
+          nextAt: Date.now() + delay,
+        })
         const timer = setTimeout(() => {
           timers.delete(timer)
           hint(slot.name)
@@ -150,7 +189,14 @@ export function dispatcher(opts: {
         timers.add(timer)
       } else {
         sent.inc({ channel: slot.name, outcome: 'failed' })
-        await store.finish({ ...base, kind: 'failed', worker, durationMs, error: result.error, retryable: result.retryable })
+        await store.finish({
+          ...base,
+          kind: 'failed',
+          worker,
+          durationMs,
+          error: result.error,
+          retryable: result.retryable,
+        })
       }
     } catch (e) {
       // The result could not be stored: the lease expires and the delivery is sent again (at least once).
@@ -188,6 +234,7 @@ export function dispatcher(opts: {
       stopped = true
       if (poller) clearInterval(poller)
       for (const t of timers) clearTimeout(t)
+      // Sends in flight record their results; a claim still in flight is not waited for (see pump).
       await Promise.race([Promise.all([...running]), Bun.sleep(graceMs)])
     },
     inflight: () => [...inflight.values()].reduce((a, b) => a + b, 0),

@@ -1,11 +1,16 @@
+import type { Static, TLiteral, TUnion } from '@sinclair/typebox'
 import { t } from 'elysia'
-import type { Static } from '@sinclair/typebox'
 
 export const LEVELS = ['debug', 'info', 'warning', 'error', 'critical'] as const
 export const STATUSES = ['success', 'failed', 'pending', 'shadow'] as const
 export const SCOPES = ['config', 'trigger', 'query'] as const
 
 const Strict = { additionalProperties: false } as const
+
+/** A union of literals; Elysia 1.4 fills an absent optional `t.UnionEnum` with its first member, this does not. */
+function oneOf<const L extends readonly string[]>(values: L) {
+  return t.Union(values.map((v) => t.Literal(v))) as unknown as TUnion<TLiteral<L[number]>[]>
+}
 
 /**
  * One channel under `plugins.notify.channels.<name>`: `type` names a provider type registered by
@@ -30,7 +35,7 @@ export const Route = t.Object(
     /** Exact type, or a prefix ending in `*`; omitted matches every type. */
     type: t.Optional(t.String({ minLength: 1 })),
     /** Levels this route takes; omitted takes every level. */
-    levels: t.Optional(t.Array(t.UnionEnum(LEVELS))),
+    levels: t.Optional(t.Array(oneOf(LEVELS))),
     channels: t.Array(t.String({ minLength: 1 }), { minItems: 1 }),
   },
   Strict,
@@ -51,6 +56,8 @@ export const NotifyConfig = t.Object(
         poll_ms: t.Integer({ minimum: 10, default: 500 }),
         /** A claim older than this is considered abandoned (crashed instance) and re-delivered. */
         lease_ms: t.Integer({ minimum: 1000, default: 120_000 }),
+        /** How often channel changes made by other instances sharing the store are picked up. */
+        sync_ms: t.Integer({ minimum: 100, default: 5000 }),
         /** Largest number of deliveries claimed at once per channel. */
         batch: t.Integer({ minimum: 1, maximum: 1000, default: 200 }),
       },
@@ -94,7 +101,7 @@ export const NotifyConfig = t.Object(
 )
 export type NotifyConfig = Static<typeof NotifyConfig>
 
-export const Level = t.UnionEnum(LEVELS)
+export const Level = oneOf(LEVELS)
 
 export const NotifyBody = t.Object(
   {
@@ -144,20 +151,21 @@ export const ConfigPut = t.Object(
   Strict,
 )
 
+/** Strings here, checked in the route: Elysia 1.4 reports coerced query fields as 'property', not 'query.<name>'. */
 export const LogsQuery = t.Object({
-  offset: t.Optional(t.Integer({ minimum: 0 })),
-  limit: t.Optional(t.Integer({ minimum: 1, maximum: 500 })),
-  status: t.Optional(t.UnionEnum(STATUSES)),
-  provider: t.Optional(t.String({ minLength: 1 })),
-  level: t.Optional(Level),
-  since: t.Optional(t.String({ format: 'date-time' })),
-  until: t.Optional(t.String({ format: 'date-time' })),
+  offset: t.Optional(t.String()),
+  limit: t.Optional(t.String()),
+  status: t.Optional(t.String()),
+  provider: t.Optional(t.String()),
+  level: t.Optional(t.String()),
+  since: t.Optional(t.String()),
+  until: t.Optional(t.String()),
 })
 
 export const AppTokenBody = t.Object(
   {
     name: t.String({ minLength: 1, maxLength: 200 }),
-    scopes: t.Array(t.UnionEnum(SCOPES), { minItems: 1, uniqueItems: true }),
+    scopes: t.Array(oneOf(SCOPES), { minItems: 1, uniqueItems: true }),
   },
   Strict,
 )

@@ -63,9 +63,16 @@ export function renderText(text: string, vars: Record<string, unknown>): string 
 }
 
 /** Renders a template with data merged under params (params win on equal names). */
-export function render(tpl: Pick<Template, 'title' | 'body' | 'level' | 'fields'>, params: Record<string, unknown>, data: Record<string, unknown> = {}): Rendered {
+export function render(
+  tpl: Pick<Template, 'title' | 'body' | 'level' | 'fields'>,
+  params: Record<string, unknown>,
+  data: Record<string, unknown> = {},
+): Rendered {
   const vars = { ...data, ...params }
-  const fields = tpl.fields.map((f) => ({ label: renderText(f.label, vars), value: renderText(f.value, vars) }))
+  const fields = tpl.fields.map((f) => ({
+    label: renderText(f.label, vars),
+    value: renderText(f.value, vars),
+  }))
   const lines = fields.map((f) => `${f.label}: ${f.value}`)
   const head = renderText(tpl.body, vars)
   return {
@@ -87,12 +94,21 @@ export function templateStore(db: Db) {
     loaded = true
   }
 
-  const values = (b: TemplateBody) => [b.name, b.title, b.body ?? '', b.level ?? 'info', JSON.stringify(b.fields ?? []), JSON.stringify(b.sample_params ?? {})]
+  const values = (b: TemplateBody) => [
+    b.name,
+    b.title,
+    b.body ?? '',
+    b.level ?? 'info',
+    JSON.stringify(b.fields ?? []),
+    JSON.stringify(b.sample_params ?? {}),
+  ]
 
   return {
     async list(): Promise<Template[]> {
       await load()
-      return [...cache.values()].sort((a, b) => a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id))
+      return [...cache.values()].sort(
+        (a, b) => a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id),
+      )
     },
     async find(id: string): Promise<Template | undefined> {
       await load()

@@ -19,7 +19,11 @@ export type WorkerMessage =
 
 export type ServerMessage =
   | { type: 'welcome'; heartbeat_s: number }
-  | { type: 'delivery'; delivery: Delivery; channel: { name: string; type: string; config: Record<string, unknown> } }
+  | {
+      type: 'delivery'
+      delivery: Delivery
+      channel: { name: string; type: string; config: Record<string, unknown> }
+    }
 
 interface Conn {
   principal?: Principal
@@ -71,17 +75,20 @@ export function workerHub(opts: HubOptions) {
   }
 
   // Offline workers stay listed for an hour so operators can see what went away.
-  const sweeper = setInterval(() => {
-    const now = Date.now()
-    for (const [id, w] of workers) {
-      if (!w.closed && now - w.lastHeartbeat > staleMs()) {
-        opts.log.warn('worker missed its heartbeats', { worker_id: id })
-        drop(w, 'missed heartbeats')
-        w.ws.close(4000, 'missed heartbeats')
+  const sweeper = setInterval(
+    () => {
+      const now = Date.now()
+      for (const [id, w] of workers) {
+        if (!w.closed && now - w.lastHeartbeat > staleMs()) {
+          opts.log.warn('worker missed its heartbeats', { worker_id: id })
+          drop(w, 'missed heartbeats')
+          w.ws.close(4000, 'missed heartbeats')
+        }
+        if (w.closed && now - w.lastHeartbeat > 3_600_000) workers.delete(id)
       }
-      if (w.closed && now - w.lastHeartbeat > 3_600_000) workers.delete(id)
-    }
-  }, Math.max(50, (opts.heartbeatS * 1000) / 2))
+    },
+    Math.max(50, (opts.heartbeatS * 1000) / 2),
+  )
   sweeper.unref?.()
 
   function onMessage(ws: ServerWebSocket<Conn>, text: string) {
@@ -94,7 +101,8 @@ export function workerHub(opts: HubOptions) {
     }
     const w = ws.data.worker
     if (msg.type === 'hello') {
-      if (!msg.worker_id || !Array.isArray(msg.capabilities)) return ws.close(4400, 'hello needs worker_id and capabilities')
+      if (!msg.worker_id || !Array.isArray(msg.capabilities))
+        return ws.close(4400, 'hello needs worker_id and capabilities')
       const prior = workers.get(msg.worker_id)
       if (prior && !prior.closed) drop(prior, 'replaced by a new connection')
       const now = Date.now()
@@ -122,7 +130,15 @@ export function workerHub(opts: HubOptions) {
       if (!f) return
       clearTimeout(f.timer)
       w.inflight.delete(msg.id)
-      f.resolve(msg.ok ? { ok: true } : { ok: false, retryable: msg.retryable !== false, error: String(msg.error ?? 'worker reported a failure') })
+      f.resolve(
+        msg.ok
+          ? { ok: true }
+          : {
+              ok: false,
+              retryable: msg.retryable !== false,
+              error: String(msg.error ?? 'worker reported a failure'),
+            },
+      )
       opts.onCapacity()
     }
   }
@@ -137,7 +153,10 @@ export function workerHub(opts: HubOptions) {
         async fetch(req, srv) {
           const url = new URL(req.url)
           if (url.pathname !== '/api/v1/workers/connect') return new Response('not found', { status: 404 })
-          const headers: Record<string, string | undefined> = Object.fromEntries(req.headers)
+          const headers: Record<string, string | undefined> = {}
+          req.headers.forEach((v, k) => {
+            headers[k] = v
+          })
           const token = url.searchParams.get('token')
           if (token && !headers.authorization) headers.authorization = `Bearer ${token}`
           try {
@@ -172,21 +191,35 @@ export function workerHub(opts: HubOptions) {
     /** Free sends across online workers able to send this provider type. */
     free(type: string): number {
       let n = 0
-      for (const w of workers.values()) if (online(w) && w.capabilities.includes(type)) n += Math.max(0, w.concurrency - w.inflight.size)
+      for (const w of workers.values())
+        if (online(w) && w.capabilities.includes(type)) n += Math.max(0, w.concurrency - w.inflight.size)
       return n
     },
 
     /** Hands a delivery to the least busy capable worker; undefined when none has room. */
-    dispatch(delivery: Delivery, channel: { name: string; type: string; config: Record<string, unknown> }): { worker: string; result: Promise<SendResult> } | undefined {
+    dispatch(
+      delivery: Delivery,
+      channel: { name: string; type: string; config: Record<string, unknown> },
+    ): { worker: string; result: Promise<SendResult> } | undefined {
       let best: RemoteWorker | undefined
       for (const w of workers.values())
-        if (online(w) && w.capabilities.includes(channel.type) && w.inflight.size < w.concurrency && (!best || w.inflight.size < best.inflight.size)) best = w
+        if (
+          online(w) &&
+          w.capabilities.includes(channel.type) &&
+          w.inflight.size < w.concurrency &&
+          (!best || w.inflight.size < best.inflight.size)
+        )
+          best = w
       if (!best) return undefined
       const w = best
       const result = new Promise<SendResult>((resolve) => {
         const timer = setTimeout(() => {
           w.inflight.delete(delivery.id)
-          resolve({ ok: false, retryable: true, error: `worker ${w.id}: no result within ${opts.resultTimeoutMs} ms` })
+          resolve({
+            ok: false,
+            retryable: true,
+            error: `worker ${w.id}: no result within ${opts.resultTimeoutMs} ms`,
+          })
         }, opts.resultTimeoutMs)
         w.inflight.set(delivery.id, { resolve, timer })
       })

@@ -1,0 +1,117 @@
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { definePlugin } from '../../core/plugin'
+import { appTokenStore, authenticate } from './auth'
+import { channelManager, logProvider } from './channels'
+import { logStore } from './logs'
+import m001 from './migrations/001_notify.sql' with { type: 'text' }
+import { notifyService } from './notify'
+import { type Dispatcher, dispatcher } from './queue'
+import { notifyRoutes } from './routes'
+import { NotifyConfig } from './schema'
+import { queueStore } from './store'
+import { templateStore } from './templates'
+import { workerHub } from './workers'
+
+export type { NotifyService } from './notify'
+
+/** The claims of one instance survive its restart under the same id, so it can release them at once. */
+function instanceId(configured: string, dataDir: string): string {
+  if (configured) return configured
+  const file = join(dataDir, 'notify-instance-id')
+  if (existsSync(file)) return readFileSync(file, 'utf8').trim()
+  mkdirSync(dataDir, { recursive: true })
+  const id = `notify-${Bun.randomUUIDv7().slice(-12)}`
+  writeFileSync(file, id)
+  return id
+}
+
+/**
+ * The notification service (spec 2): notify, the durable queue and its workers, providers and
+ * their runtime configuration, delivery logs, templates and application tokens.
+ *
+ * Provider plugins (webhook-provider, smtp-provider, third-party `module:` files) register their
+ * types in their own setup; notify builds channels only in onStart, after every plugin is set
+ * up, so neither side depends on the other's order.
+ */
+export default definePlugin({
+  name: 'notify',
+  config: NotifyConfig,
+  migrations: [{ id: 1, name: 'notify', sql: m001 }],
+  setup(ctx) {
+    const config = ctx.config
+    ctx.providers.register(logProvider)
+    const id = instanceId(config.queue.instance_id, ctx.core.data_dir)
+    const channels = channelManager({
+      db: ctx.db,
+      registry: ctx.providers,
+      log: ctx.log,
+      sensitive: ctx.core.log.sensitive_fields,
+      yaml: config.channels,
+    })
+    const queue = queueStore(ctx.db, id)
+    const templates = templateStore(ctx.db)
+    const tokens = appTokenStore(ctx.db)
+    let disp: Dispatcher | undefined
+    let syncer: Timer | undefined
+    const remote = config.workers.remote
+    const hub = remote.enabled
+      ? workerHub({
+          host: remote.host,
+          port: remote.port,
+          heartbeatS: remote.heartbeat_s,
+          missedHeartbeats: remote.missed_heartbeats,
+          resultTimeoutMs: remote.result_timeout_ms,
+          log: ctx.log.child('notify-workers'),
+          // Workers receive channel settings (secrets included): always authenticated, whatever auth.enabled says.
+          authenticate: (headers) => authenticate(ctx.auth, tokens, true, 'config', headers),
+          onCapacity: () => disp?.wake(),
+        })
+      : undefined
+    const service = notifyService({ config, channels, templates, store: queue, dispatcher: () => disp })
+    ctx.provide('notify', service)
+    const queued = ctx.metrics.gauge('svc_notify_queue_size', 'Deliveries not yet finished')
+    ctx.metrics.collect(async () => queued.set(await queue.size()))
+
+    ctx.onStart(async () => {
+      await channels.start()
+      disp = dispatcher({
+        store: queue,
+        channels,
+        config,
+        hub,
+        log: ctx.log,
+        metrics: ctx.metrics,
+        instanceId: id,
+      })
+      channels.onChange((name) => disp?.hint(name))
+      if (hub) {
+        const port = hub.start()
+        ctx.log.info(`remote workers connect to ws://${remote.host}:${port}/api/v1/workers/connect`)
+      }
+      await disp.start()
+      syncer = setInterval(
+        () => void channels.sync().catch((e) => ctx.log.error('channel sync failed', { error: String(e) })),
+        config.queue.sync_ms,
+      )
+    })
+    ctx.onStop(async () => {
+      clearInterval(syncer)
+      await disp?.stop()
+      await hub?.stop()
+      await channels.stop()
+    })
+
+    return notifyRoutes({
+      auth: ctx.auth,
+      authEnabled: ctx.core.auth.enabled,
+      tokens,
+      service,
+      channels,
+      queue,
+      logs: logStore(ctx.db),
+      templates,
+      hub,
+    })
+  },
+})

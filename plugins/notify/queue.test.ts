@@ -1,0 +1,123 @@
+import { afterAll, beforeAll, expect, test } from 'bun:test'
+import { forEachEngine } from '../../test/helpers'
+import { appOn, httpSink, ownStore, until } from './testing'
+
+forEachEngine((engine) => {
+  let store: Awaited<ReturnType<typeof ownStore>>
+  const sink = httpSink()
+  const channels = { hook: { type: 'webhook', url: sink.url } }
+  const notify = (workers: Record<string, unknown>, queue: Record<string, unknown> = {}) => ({
+    'webhook-provider': {},
+    notify: { channels, workers, queue: { poll_ms: 20, ...queue }, idempotency_entries: 2 },
+  })
+  beforeAll(async () => {
+    store = await ownStore(engine)
+  })
+  afterAll(async () => {
+    await store.drop()
+    sink.stop()
+  })
+
+  test('accepted deliveries are in the store before the answer and survive a restart', async () => {
+    // No local pool and no remote worker: nothing can deliver, the queue holds everything.
+    const a = await appOn(store, notify({ local: false }))
+    const ids: string[] = []
+    for (let i = 0; i < 5; i++)
+      ids.push(
+        ...((await a.req('POST', '/api/v1/notify', { type: 'x', channel: 'hook', title: `d${i}` })).body.data
+          .task_ids as string[]),
+      )
+    expect((await a.req('GET', '/api/v1/queue')).body.data.size).toBe(5)
+    await a.stop()
+
+    const b = await appOn(store, notify({ local: true }))
+    await until(() => ids.every((id) => sink.hits.some((h) => h.body.id === id)))
+    expect(ids.every((id) => sink.hits.some((h) => h.body.id === id))).toBe(true)
+    expect(await until(async () => (await b.req('GET', '/api/v1/queue')).body.data.size === 0)).toBe(true)
+    await b.stop()
+  }, 30_000)
+
+  test("an abandoned claim (a crashed instance's lease ran out) is delivered again, with the same id", async () => {
+    const a = await appOn(store, notify({ local: false }))
+    const id = (
+      (await a.req('POST', '/api/v1/notify', { type: 'x', channel: 'hook', title: 'orphan' })).body.data
+        .task_ids as string[]
+    )[0]
+    await a.db.run(
+      "UPDATE notify_deliveries SET claimed_by = 'crashed-instance', lease_until = ?, attempts = 1 WHERE id = ?",
+      [Date.now() - 1, id],
+    )
+    await a.stop()
+    const b = await appOn(store, notify({ local: true }))
+    expect(await until(() => sink.hits.some((h) => h.body.id === id))).toBe(true)
+    const log = await until(async () => {
+      const r = await b.req('GET', `/api/v1/logs/${id}`)
+      return r.body.data.status === 'success' ? r.body.data : undefined
+    })
+    expect(log?.attempt_count).toBe(2)
+    await b.stop()
+  }, 30_000)
+
+  test('two instances sharing one store claim disjoint deliveries: each delivered exactly once', async () => {
+    const a = await appOn(store, notify({ local: true, concurrency: 4 }, { instance_id: 'A', batch: 5 }))
+    const b = await appOn(store, notify({ local: true, concurrency: 4 }, { instance_id: 'B', batch: 5 }))
+    const before = sink.hits.length
+    const ids: string[] = []
+    await Promise.all(
+      Array.from({ length: 60 }, async (_, i) => {
+        const via = i % 2 ? a : b
+        ids.push(
+          ...((await via.req('POST', '/api/v1/notify', { type: 'x', channel: 'hook', title: `m${i}` })).body
+            .data.task_ids as string[]),
+        )
+      }),
+    )
+    await until(() => sink.hits.length - before >= 60)
+    await Bun.sleep(100)
+    const got = sink.hits.slice(before).map((h) => String(h.body.id))
+    expect(got.length).toBe(60)
+    expect(new Set(got).size).toBe(60)
+    expect(new Set(got)).toEqual(new Set(ids))
+    const workers = await a.db.all<{ worker: string }>(
+      `SELECT DISTINCT worker FROM notify_attempts WHERE delivery_id IN (${ids.map(() => '?').join(',')})`,
+      ids,
+    )
+    expect(workers.length).toBeGreaterThanOrEqual(1)
+    await a.stop()
+    await b.stop()
+  }, 30_000)
+
+  test('idempotency records are evicted first in first out (idempotency_entries: 2)', async () => {
+    const a = await appOn(store, notify({ local: false }))
+    const send = async (key: string) =>
+      (
+        await a.req('POST', '/api/v1/notify', {
+          type: 'x',
+          channel: 'hook',
+          title: 't',
+          idempotency_key: key,
+        })
+      ).body.data.notification_id
+    const k1 = await send('k1')
+    await send('k2')
+    const k3 = await send('k3')
+    expect(await send('k3')).toBe(k3)
+    expect(await send('k1')).not.toBe(k1)
+    await a.stop()
+  }, 30_000)
+
+  test('a runtime change on one instance reaches the others sharing the store', async () => {
+    const a = await appOn(store, notify({ local: false }, { instance_id: 'A', sync_ms: 100 }))
+    const b = await appOn(store, notify({ local: false }, { instance_id: 'B', sync_ms: 100 }))
+    const view = async () =>
+      (await b.req('GET', '/api/v1/config/hook')).body.data as { enabled: boolean; config: { url: string } }
+    await a.req('POST', '/api/v1/providers/hook/disable')
+    expect(await until(async () => (await view()).enabled === false)).toBe(true)
+    const url = `${sink.url}?v=2`
+    expect((await a.req('PUT', '/api/v1/config/hook', { config: { url }, enabled: true })).status).toBe(200)
+    expect(await until(async () => (await view()).config.url === url)).toBe(true)
+    expect((await view()).enabled).toBe(true)
+    await a.stop()
+    await b.stop()
+  }, 30_000)
+})

@@ -1,0 +1,319 @@
+import type { Static } from '@sinclair/typebox'
+import { Elysia, t } from 'elysia'
+import type { AuthService } from '../../core/auth/service'
+import { invalidField, ok } from '../../core/http'
+import { type AppTokenStore, notifyAuth } from './auth'
+import type { ChannelManager } from './channels'
+import type { LogFilter, logStore } from './logs'
+import type { NotifyService } from './notify'
+import { AppTokenBody, ConfigPut, LEVELS, LogsQuery, NotifyBody, STATUSES, TemplateBody } from './schema'
+import type { QueueStore } from './store'
+import { type TemplateStore, render } from './templates'
+import type { WorkerHub } from './workers'
+
+export interface RouteDeps {
+  auth: AuthService
+  authEnabled: boolean
+  tokens: AppTokenStore
+  service: NotifyService
+  channels: ChannelManager
+  queue: QueueStore
+  logs: ReturnType<typeof logStore>
+  templates: TemplateStore
+  hub?: WorkerHub
+}
+
+const tags = (tag: string) => ({ tags: [`notify ${tag}`] })
+
+function instant(value: string | undefined, field: string): string | undefined {
+  if (value === undefined) return undefined
+  if (
+    !/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/i.test(value) ||
+    Number.isNaN(Date.parse(value))
+  )
+    throw invalidField(field, `'${value}' is not an RFC 3339 timestamp`)
+  return value
+}
+
+function integer(value: string | undefined, field: string, min: number, max: number): number | undefined {
+  if (value === undefined) return undefined
+  const n = Number(value)
+  if (!/^-?\d+$/.test(value) || n < min || n > max)
+    throw invalidField(field, `must be an integer from ${min} to ${max}, got '${value}'`)
+  return n
+}
+
+function member<L extends readonly string[]>(
+  value: string | undefined,
+  field: string,
+  allowed: L,
+): L[number] | undefined {
+  if (value === undefined) return undefined
+  if (!allowed.includes(value))
+    throw invalidField(field, `must be one of ${allowed.join(', ')}, got '${value}'`)
+  return value
+}
+
+/** Spec 2 "GET /logs query": every parameter checked, each error naming it. */
+function logFilter(q: Static<typeof LogsQuery>): LogFilter {
+  return {
+    offset: integer(q.offset, 'query.offset', 0, Number.MAX_SAFE_INTEGER),
+    limit: integer(q.limit, 'query.limit', 1, 500),
+    status: member(q.status, 'query.status', STATUSES),
+    provider: q.provider || undefined,
+    level: member(q.level, 'query.level', LEVELS),
+    since: instant(q.since, 'query.since'),
+    until: instant(q.until, 'query.until'),
+  }
+}
+
+/** Routes of spec 2 that issue 5 covers; each names the scope an application token needs. */
+export function notifyRoutes(d: RouteDeps) {
+  const { channels } = d
+  const providerView = (s: ReturnType<ChannelManager['list']>[number]) => ({
+    name: s.name,
+    type: s.type,
+    status: s.status,
+    enabled: s.enabled,
+    since: new Date(s.since).toISOString(),
+  })
+  return new Elysia({ name: 'notify.routes' })
+    .use(notifyAuth(d.auth, d.tokens, d.authEnabled))
+    .post('/api/v1/notify', ({ body }) => d.service.notify(body), {
+      notifyAuth: 'trigger',
+      body: NotifyBody,
+      detail: {
+        ...tags('send'),
+        summary:
+          'Accept a notification: HTTP 200 with code 0 (all or some channels accepted, `failed` lists the rest) or code 422 (all failed)',
+        description:
+          'Recipients are the union of channels, channel and audience (group:<id>, user:<name>, bare channel); without any, static routes pick channels by type and level. ' +
+          'The notification and its deliveries are stored before the answer. A repeated idempotency_key returns the first accepted answer.',
+      },
+    })
+    .get(
+      '/api/v1/status',
+      () => {
+        const list = channels.list()
+        const healthy = list.every((s) => !s.enabled || s.status === 'available')
+        return ok({
+          status: healthy ? 'ok' : 'degraded',
+          providers: list.map((s) => ({ name: s.name, type: s.type, status: s.status, enabled: s.enabled })),
+        })
+      },
+      {
+        detail: {
+          ...tags('providers'),
+          summary:
+            'Public: service status and each channel (degraded when an enabled channel is unavailable)',
+        },
+      },
+    )
+    .get('/api/v1/providers', () => ok({ providers: channels.list().map(providerView) }), {
+      notifyAuth: 'query',
+      detail: {
+        ...tags('providers'),
+        summary: 'Channels with type, status, enabled and since (last status change)',
+      },
+    })
+    .post(
+      '/api/v1/providers/:name/enable',
+      async ({ params }) => ok(await channels.setEnabled(params.name, true), 'provider enabled'),
+      {
+        notifyAuth: 'config',
+        detail: {
+          ...tags('providers'),
+          summary: 'Enable a channel (stored; survives a restart); 404 when unknown',
+        },
+      },
+    )
+    .post(
+      '/api/v1/providers/:name/disable',
+      async ({ params }) => ok(await channels.setEnabled(params.name, false), 'provider disabled'),
+      {
+        notifyAuth: 'config',
+        detail: {
+          ...tags('providers'),
+          summary: 'Disable a channel: notify fails for it, its queued deliveries wait until it is enabled',
+        },
+      },
+    )
+    .get('/api/v1/config/:name', ({ params }) => ok(channels.view(params.name)), {
+      notifyAuth: 'query',
+      detail: {
+        ...tags('providers'),
+        summary:
+          "A channel's configuration {name, type, enabled, status, source, updated_at, config}; secrets read as 'set' plus the last 4",
+      },
+    })
+    .put(
+      '/api/v1/config/:name',
+      async ({ params, body }) => ok(await channels.put(params.name, body), 'provider configuration updated'),
+      {
+        notifyAuth: 'config',
+        body: ConfigPut,
+        detail: {
+          ...tags('providers'),
+          summary:
+            'Swap (or create) a channel at runtime: built and verified first; on failure the old one stays and the answer is 400',
+          description:
+            'Body {type?, enabled?, config}. A masked secret sent back unchanged keeps the stored secret. `module` is refused: provider files load only from the YAML.',
+        },
+      },
+    )
+    .get('/api/v1/workers', () => ok(d.hub?.list() ?? { count: 0, workers: [] }), {
+      notifyAuth: 'query',
+      detail: {
+        ...tags('workers'),
+        summary: 'Remote workers: online, or offline after missed heartbeats (listed for an hour)',
+      },
+    })
+    .get('/api/v1/queue', async () => ok({ size: await d.queue.size() }), {
+      notifyAuth: 'query',
+      detail: {
+        ...tags('queue'),
+        summary: 'Deliveries not yet finished (pending, including those waiting for a retry)',
+      },
+    })
+    .get('/api/v1/logs', async ({ query }) => ok(await d.logs.list(logFilter(query))), {
+      notifyAuth: 'query',
+      query: LogsQuery,
+      detail: {
+        ...tags('logs'),
+        summary:
+          'Delivery logs, newest first; provider matches the channel name or provider type; limit default 50, max 500',
+      },
+    })
+    .get(
+      '/api/v1/logs/stats',
+      async ({ query }) =>
+        ok(
+          await d.logs.stats({
+            since: instant(query.since, 'query.since'),
+            until: instant(query.until, 'query.until'),
+          }),
+        ),
+      {
+        notifyAuth: 'query',
+        query: t.Object({ since: t.Optional(t.String()), until: t.Optional(t.String()) }),
+        detail: {
+          ...tags('logs'),
+          summary:
+            'Counts by status, provider and level; success rate of finished deliveries; latency p50/p95 (ms, acceptance to success)',
+        },
+      },
+    )
+    .get('/api/v1/logs/:id', async ({ params }) => ok(await d.logs.get(params.id)), {
+      notifyAuth: 'query',
+      detail: {
+        ...tags('logs'),
+        summary: 'One delivery with its body, raw fields and every attempt (worker, duration, error)',
+      },
+    })
+    .get(
+      '/api/v1/templates',
+      async () => {
+        const templates = await d.templates.list()
+        return ok({ templates, count: templates.length })
+      },
+      { notifyAuth: 'query', detail: { ...tags('templates'), summary: 'Every template' } },
+    )
+    .post(
+      '/api/v1/templates/create',
+      async ({ body }) => ok(await d.templates.create(body), 'template created'),
+      {
+        notifyAuth: 'config',
+        body: TemplateBody,
+        detail: {
+          ...tags('templates'),
+          summary: 'Create a template (id generated when omitted; 409 when taken). Placeholders: {{.name}}',
+        },
+      },
+    )
+    .get('/api/v1/templates/:id', async ({ params }) => ok(await d.templates.get(params.id)), {
+      notifyAuth: 'query',
+      detail: { ...tags('templates'), summary: 'One template' },
+    })
+    .put(
+      '/api/v1/templates/:id',
+      async ({ params, body }) => ok(await d.templates.update(params.id, body), 'template updated'),
+      {
+        notifyAuth: 'config',
+        body: TemplateBody,
+        detail: { ...tags('templates'), summary: 'Replace a template; the id in the URL wins over the body' },
+      },
+    )
+    .delete(
+      '/api/v1/templates/:id',
+      async ({ params }) => {
+        await d.templates.remove(params.id)
+        return ok({ id: params.id }, 'template deleted')
+      },
+      { notifyAuth: 'config', detail: { ...tags('templates'), summary: 'Delete a template' } },
+    )
+    .post(
+      '/api/v1/templates/:id/preview',
+      async ({ params, body }) => {
+        // The body is optional, and Elysia 1.4 neither validates nor keeps an optional body's bad fields: checked here.
+        const b = (body ?? {}) as Record<string, unknown>
+        if (typeof b !== 'object' || Array.isArray(b)) throw invalidField('body', 'must be an object')
+        for (const k of ['params', 'data'] as const) {
+          const v = b[k]
+          if (v !== undefined && (typeof v !== 'object' || v === null || Array.isArray(v)))
+            throw invalidField(`body.${k}`, 'must be an object')
+        }
+        const tpl = await d.templates.get(params.id)
+        return ok(
+          render(
+            tpl,
+            (b.params as Record<string, unknown> | undefined) ?? tpl.sample_params,
+            (b.data as Record<string, unknown> | undefined) ?? {},
+          ),
+        )
+      },
+      {
+        notifyAuth: 'trigger',
+        detail: {
+          ...tags('templates'),
+          summary:
+            'Render a template with body {params?, data?} (params default to its sample_params): {title, body, level, fields}',
+        },
+      },
+    )
+    .post(
+      '/api/v1/app-tokens',
+      async ({ body, principal }) =>
+        ok(
+          await d.tokens.create(body.name, body.scopes, principal?.username ?? 'admin'),
+          'application token created',
+        ),
+      {
+        notifyAuth: 'admin',
+        body: AppTokenBody,
+        detail: {
+          ...tags('auth'),
+          summary:
+            'Create an application token (admins); the token is shown once. Scopes config, trigger, query do not imply each other',
+        },
+      },
+    )
+    .get(
+      '/api/v1/app-tokens',
+      async () => {
+        const tokens = await d.tokens.list()
+        return ok({ tokens, count: tokens.length })
+      },
+      {
+        notifyAuth: 'admin',
+        detail: { ...tags('auth'), summary: 'Application tokens (without their secrets)' },
+      },
+    )
+    .delete(
+      '/api/v1/app-tokens/:id',
+      async ({ params }) => ok(await d.tokens.revoke(params.id), 'application token revoked'),
+      {
+        notifyAuth: 'admin',
+        detail: { ...tags('auth'), summary: 'Revoke an application token; it stops working at once' },
+      },
+    )
+}

@@ -1,0 +1,105 @@
+import { afterAll, beforeAll, expect, test } from 'bun:test'
+import { type TestApp, forEachEngine, makeApp } from '../../test/helpers'
+import { render, renderText } from './templates'
+
+test('renderText fills {{.name}} and {{ .a.b }}; unknown names render empty', () => {
+  expect(renderText('{{.a}}-{{ .b.c }}-{{.none}}-{{x}}', { a: 1, b: { c: 'z' } })).toBe('1-z--{{x}}')
+  expect(
+    render(
+      { title: '{{.n}}', body: 'b {{.n}}', level: 'info', fields: [{ label: 'L', value: '{{.m}}' }] },
+      { n: 'p' },
+      { n: 'd', m: 'm' },
+    ),
+  ).toEqual({
+    title: 'p',
+    body: 'b p\nL: m',
+    level: 'info',
+    fields: [{ label: 'L', value: 'm' }],
+  })
+})
+
+forEachEngine((engine) => {
+  let t: TestApp
+  beforeAll(async () => {
+    t = await makeApp(engine, { plugins: { notify: {} }, config: { auth: { enabled: false } } })
+  })
+  afterAll(() => t.stop())
+
+  const tpl = {
+    id: 'deploy',
+    name: 'Deploy',
+    title: 'Deploy {{.service}} {{.version}}',
+    level: 'info',
+    fields: [{ label: 'By', value: '{{.user}}' }],
+    sample_params: { service: 'api', version: '1.2', user: 'ci' },
+  }
+
+  test('create, list, get, update, delete', async () => {
+    const c = await t.req('POST', '/api/v1/templates/create', { body: tpl })
+    expect(c.status).toBe(200)
+    expect(c.body.message).toBe('template created')
+    expect(c.body.data).toMatchObject({
+      id: 'deploy',
+      name: 'Deploy',
+      title: tpl.title,
+      level: 'info',
+      fields: tpl.fields,
+    })
+    const gen = await t.req('POST', '/api/v1/templates/create', { body: { name: 'No id', title: 'x' } })
+    expect(gen.body.data.id).toMatch(/^[0-9a-f-]{36}$/)
+    const list = await t.req('GET', '/api/v1/templates')
+    expect(list.body.data.count).toBe(2)
+    expect(list.body.data.templates.map((x: { id: string }) => x.id)).toContain('deploy')
+    expect((await t.req('GET', '/api/v1/templates/deploy')).body.data.name).toBe('Deploy')
+    const u = await t.req('PUT', '/api/v1/templates/deploy', {
+      body: { ...tpl, id: 'ignored', name: 'Deploy v2', level: 'warning' },
+    })
+    expect(u.body.data).toMatchObject({ id: 'deploy', name: 'Deploy v2', level: 'warning' })
+    expect((await t.req('GET', '/api/v1/templates/ignored')).status).toBe(404)
+    const del = await t.req('DELETE', `/api/v1/templates/${gen.body.data.id}`)
+    expect(del.body).toEqual({ code: 0, message: 'template deleted', data: { id: gen.body.data.id } })
+    expect((await t.req('GET', `/api/v1/templates/${gen.body.data.id}`)).status).toBe(404)
+  })
+
+  test('preview renders with given params or the sample params', async () => {
+    const sample = await t.req('POST', '/api/v1/templates/deploy/preview')
+    expect(sample.body.data).toEqual({
+      title: 'Deploy api 1.2',
+      body: 'By: ci',
+      level: 'warning',
+      fields: [{ label: 'By', value: 'ci' }],
+    })
+    const given = await t.req('POST', '/api/v1/templates/deploy/preview', {
+      body: { params: { service: 'web', version: '2' }, data: { user: 'ann' } },
+    })
+    expect(given.body.data.title).toBe('Deploy web 2')
+    expect(given.body.data.body).toBe('By: ann')
+    expect((await t.req('POST', '/api/v1/templates/none/preview', { body: {} })).status).toBe(404)
+    expect((await t.req('POST', '/api/v1/templates/deploy/preview', { body: { params: 'x' } })).status).toBe(
+      400,
+    )
+  })
+
+  test('bad input answers 400 naming the field; duplicate id 409; unknown id 404', async () => {
+    const dup = await t.req('POST', '/api/v1/templates/create', { body: tpl })
+    expect(dup.status).toBe(409)
+    const noName = await t.req('POST', '/api/v1/templates/create', { body: { title: 'x' } })
+    expect(noName.status).toBe(400)
+    expect(noName.body.message).toContain('body.name')
+    const badId = await t.req('POST', '/api/v1/templates/create', {
+      body: { id: '-bad id', name: 'n', title: 'x' },
+    })
+    expect(badId.body.data.field).toBe('body.id')
+    const badLevel = await t.req('POST', '/api/v1/templates/create', {
+      body: { name: 'n', title: 'x', level: 'loud' },
+    })
+    expect(badLevel.body.data.field).toBe('body.level')
+    const badFields = await t.req('POST', '/api/v1/templates/create', {
+      body: { name: 'n', title: 'x', fields: [{ label: 'a' }] },
+    })
+    expect(badFields.status).toBe(400)
+    expect(badFields.body.message).toContain('body.fields[0].value')
+    expect((await t.req('PUT', '/api/v1/templates/none', { body: tpl })).status).toBe(404)
+    expect((await t.req('DELETE', '/api/v1/templates/none')).status).toBe(404)
+  })
+})

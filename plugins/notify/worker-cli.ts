@@ -1,0 +1,145 @@
+import { hostname } from 'node:os'
+import { Value } from '@sinclair/typebox/value'
+import { createLogger } from '../../core/log'
+import { type Provider, ProviderRegistry, type SendResult } from '../../core/plugin'
+import { smtpProvider } from '../smtp-provider'
+import { webhookProvider } from '../webhook-provider'
+import { logProvider } from './channels'
+import type { ServerMessage, WorkerMessage } from './workers'
+
+const USAGE = `usage: liveops worker --server URL --token TOKEN [--id ID] [--capabilities webhook,smtp,log] [--concurrency N]
+
+Connects to a liveops server's worker endpoint (plugins.notify.workers.remote), advertises the
+provider types it can send, heartbeats, sends the deliveries it receives and reports results.
+TOKEN is an application token with the config scope, or a user token allowed notify:write.`
+
+export interface WorkerOptions {
+  server: string
+  token: string
+  id: string
+  capabilities: string[]
+  concurrency: number
+}
+
+/** Runs one remote worker until `stop()`; reconnects with backoff when the connection drops. */
+export function runWorker(o: WorkerOptions) {
+  const log = createLogger({
+    level: 'info',
+    format: 'json',
+    max_size: 100,
+    max_backups: 0,
+    max_age: 0,
+    sensitive_fields: ['password', 'token', 'authorization'],
+  }).child('worker')
+  const registry = new ProviderRegistry()
+  for (const def of [logProvider, webhookProvider, smtpProvider]) registry.register(def)
+  const providers = new Map<string, Provider>()
+  const url = `${o.server.replace(/^http/, 'ws').replace(/\/$/, '')}/api/v1/workers/connect`
+  let ws: WebSocket | undefined
+  let beat: Timer | undefined
+  let stopped = false
+  let retryMs = 500
+
+  async function provider(ch: {
+    name: string
+    type: string
+    config: Record<string, unknown>
+  }): Promise<Provider> {
+    const key = `${ch.name}\n${ch.type}\n${JSON.stringify(ch.config)}`
+    let p = providers.get(key)
+    if (p) return p
+    const def = registry.get(ch.type)
+    if (!def) throw new Error(`this worker cannot send provider type '${ch.type}'`)
+    p = await def.create(Value.Default(def.config, Value.Clone(ch.config)) as never, { log })
+    providers.set(key, p)
+    return p
+  }
+
+  async function deliver(m: Extract<ServerMessage, { type: 'delivery' }>) {
+    let r: SendResult
+    try {
+      r = await (await provider(m.channel)).send(m.delivery)
+    } catch (e) {
+      r = { ok: false, retryable: true, error: (e as Error).message }
+    }
+    const reply: WorkerMessage = r.ok
+      ? { type: 'result', id: m.delivery.id, ok: true }
+      : { type: 'result', id: m.delivery.id, ok: false, retryable: r.retryable, error: r.error }
+    ws?.send(JSON.stringify(reply))
+  }
+
+  function connect() {
+    // Bun's WebSocket client accepts headers, so the token never travels in the URL.
+    const sock = new WebSocket(url, {
+      headers: { authorization: `Bearer ${o.token}` },
+    } as unknown as string[])
+    ws = sock
+    sock.onopen = () => {
+      retryMs = 500
+      const hello: WorkerMessage = {
+        type: 'hello',
+        worker_id: o.id,
+        capabilities: o.capabilities,
+        concurrency: o.concurrency,
+      }
+      sock.send(JSON.stringify(hello))
+    }
+    sock.onmessage = (ev) => {
+      const m = JSON.parse(String(ev.data)) as ServerMessage
+      if (m.type === 'welcome') {
+        log.info('connected', { server: url, worker_id: o.id, capabilities: o.capabilities })
+        clearInterval(beat)
+        beat = setInterval(
+          () => sock.readyState === WebSocket.OPEN && sock.send(JSON.stringify({ type: 'heartbeat' })),
+          m.heartbeat_s * 1000,
+        )
+      } else if (m.type === 'delivery') void deliver(m)
+    }
+    sock.onclose = (ev) => {
+      clearInterval(beat)
+      if (stopped) return
+      log.warn('disconnected; reconnecting', { code: ev.code, reason: ev.reason, in_ms: retryMs })
+      setTimeout(connect, retryMs)
+      retryMs = Math.min(30_000, retryMs * 2)
+    }
+  }
+  connect()
+  return {
+    stop() {
+      stopped = true
+      clearInterval(beat)
+      ws?.close()
+    },
+  }
+}
+
+/** `liveops worker ...` */
+export async function workerCommand(args: string[]): Promise<void> {
+  const flag = (name: string) => {
+    const i = args.indexOf(name)
+    return i >= 0 ? args[i + 1] : undefined
+  }
+  const server = flag('--server')
+  const token = flag('--token') ?? process.env.LIVEOPS_WORKER_TOKEN
+  if (!server || !token || args.includes('--help')) {
+    console.error(USAGE)
+    process.exit(2)
+  }
+  const w = runWorker({
+    server,
+    token,
+    id: flag('--id') ?? `${hostname()}-${process.pid}`,
+    capabilities: (flag('--capabilities') ?? 'webhook,smtp,log')
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean),
+    concurrency: Number(flag('--concurrency') ?? 32),
+  })
+  const quit = () => {
+    w.stop()
+    process.exit(0)
+  }
+  process.on('SIGINT', quit)
+  process.on('SIGTERM', quit)
+  await new Promise(() => undefined)
+}

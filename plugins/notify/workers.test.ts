@@ -1,0 +1,125 @@
+import { afterAll, beforeAll, expect, test } from 'bun:test'
+import { join } from 'node:path'
+import { type TestApp, forEachEngine, makeApp } from '../../test/helpers'
+import { httpSink, until } from './testing'
+
+const root = join(import.meta.dir, '..', '..')
+
+function freePort(): number {
+  const s = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response() })
+  const port = s.port as number
+  s.stop(true)
+  return port
+}
+
+forEachEngine((engine) => {
+  let t: TestApp
+  let port: number
+  const sink = httpSink()
+  let worker: ReturnType<typeof Bun.spawn> | undefined
+  beforeAll(async () => {
+    port = freePort()
+    t = await makeApp(engine, {
+      plugins: {
+        'webhook-provider': {},
+        notify: {
+          channels: { hook: { type: 'webhook', url: sink.url } },
+          workers: { local: false, remote: { enabled: true, port, heartbeat_s: 0.2, missed_heartbeats: 2 } },
+        },
+      },
+      config: { auth: { enabled: false } },
+    })
+  })
+  afterAll(async () => {
+    worker?.kill('SIGKILL')
+    await t.stop()
+    sink.stop()
+  })
+
+  test('GET /workers is empty with count 0 before any remote worker attaches', async () => {
+    const r = await t.req('GET', '/api/v1/workers')
+    expect(r.body).toEqual({ code: 0, message: 'ok', data: { count: 0, workers: [] } })
+  }, 30_000)
+
+  test('the worker endpoint refuses a missing or wrong token, whatever auth.enabled says', async () => {
+    const url = `http://127.0.0.1:${port}/api/v1/workers/connect`
+    expect((await fetch(url)).status).toBe(401)
+    expect((await fetch(url, { headers: { authorization: 'Bearer lat_wrong' } })).status).toBe(401)
+    const q = (
+      await t.req('POST', '/api/v1/app-tokens', {
+        token: await t.token('admin'),
+        body: { name: 'q', scopes: ['query'] },
+      })
+    ).body.data.token
+    expect((await fetch(url, { headers: { authorization: `Bearer ${q}` } })).status).toBe(403)
+    expect((await fetch(`http://127.0.0.1:${port}/elsewhere`)).status).toBe(404)
+  }, 30_000)
+
+  test('a remote worker process connects, advertises capabilities, heartbeats, delivers and reports; offline after missed heartbeats', async () => {
+    const token = (
+      await t.req('POST', '/api/v1/app-tokens', {
+        token: await t.token('admin'),
+        body: { name: 'worker', scopes: ['config'] },
+      })
+    ).body.data.token
+    // Queued before the worker exists: it waits in the store.
+    const early = (
+      await t.req('POST', '/api/v1/notify', { body: { type: 'x', channel: 'hook', title: 'early' } })
+    ).body.data.task_ids[0]
+    worker = Bun.spawn(
+      [
+        'bun',
+        'core/main.ts',
+        'worker',
+        '--server',
+        `http://127.0.0.1:${port}`,
+        '--token',
+        token,
+        '--id',
+        `w-${engine}`,
+        '--capabilities',
+        'webhook,log',
+      ],
+      {
+        cwd: root,
+        stdout: 'ignore',
+        stderr: 'ignore',
+      },
+    )
+    const online = await until(async () => {
+      const r = await t.req('GET', '/api/v1/workers')
+      return r.body.data.workers.find((w: { status: string }) => w.status === 'online')
+    }, 10_000)
+    expect(online).toMatchObject({
+      worker_id: `w-${engine}`,
+      mode: 'remote',
+      capabilities: ['webhook', 'log'],
+      status: 'online',
+    })
+    expect(Date.parse(online.connected_at)).toBeGreaterThan(0)
+
+    expect(await until(() => sink.hits.some((h) => h.body.id === early), 5000)).toBe(true)
+    const late = (
+      await t.req('POST', '/api/v1/notify', { body: { type: 'x', channel: 'hook', title: 'late' } })
+    ).body.data.task_ids[0]
+    expect(await until(() => sink.hits.some((h) => h.body.id === late), 5000)).toBe(true)
+    const log = await until(async () => {
+      const r = await t.req('GET', `/api/v1/logs/${late}`)
+      return r.body.data.status === 'success' ? r.body.data : undefined
+    })
+    expect(log.attempts[0].worker).toBe(`w-${engine}`)
+
+    const beat1 = online.last_heartbeat
+    await Bun.sleep(500)
+    const again = (await t.req('GET', '/api/v1/workers')).body.data.workers[0]
+    expect(Date.parse(again.last_heartbeat)).toBeGreaterThan(Date.parse(beat1))
+
+    worker.kill('SIGSTOP')
+    const offline = await until(async () => {
+      const r = await t.req('GET', '/api/v1/workers')
+      return r.body.data.workers[0]?.status === 'offline' ? r.body.data : undefined
+    }, 5000)
+    expect(offline?.count).toBe(1)
+    worker.kill('SIGKILL')
+  }, 30_000)
+})

@@ -1,0 +1,113 @@
+import { Type as T } from '@sinclair/typebox'
+import { Elysia } from 'elysia'
+import { type SendResult, definePlugin, defineProvider } from '../../core/plugin'
+
+const Method = T.Union([T.Literal('POST'), T.Literal('PUT'), T.Literal('GET'), T.Literal('DELETE')])
+
+/** Spec 2 "Webhook provider configuration". */
+export const WebhookSettings = T.Object(
+  {
+    /** Full target URL with scheme; `$VAR` reads it from the environment. Required (checked at creation for the spec's message). */
+    url: T.Optional(T.String()),
+    /** Only POST and PUT work; GET and DELETE fail each send with 'method X not yet implemented'. */
+    method: T.Optional(T.Union([Method, T.String({ pattern: '^\\$' })])),
+    /** Sent on every request, overriding Content-Type when named; values are never `$`-expanded. */
+    headers: T.Optional(T.Record(T.String(), T.String())),
+    /** Request timeout; spec 2 says 30 seconds, lower it only for tests and benches. */
+    timeout_ms: T.Optional(T.Integer({ minimum: 1, maximum: 300_000 })),
+  },
+  { additionalProperties: false },
+)
+
+/** `$VAR` (not `${VAR}`) at the start of a top-level string names an environment variable. */
+export function expandTopLevel(
+  settings: Record<string, unknown>,
+  env: Record<string, string | undefined> = process.env,
+): Record<string, unknown> {
+  const out: Record<string, unknown> = {}
+  for (const [k, v] of Object.entries(settings))
+    out[k] = typeof v === 'string' && /^\$[A-Za-z_][A-Za-z0-9_]*$/.test(v) ? (env[v.slice(1)] ?? '') : v
+  return out
+}
+
+/** Spec 2 section 8: the webhook request timeout. */
+export const DEFAULT_TIMEOUT_MS = 30_000
+
+const RETRYABLE = (status: number) => status === 408 || status === 429 || status >= 500
+
+/** Turns fetch's failures into the spec's messages; network errors are retried like timeouts. */
+function failure(e: unknown, timedOut: boolean): SendResult {
+  if (timedOut) return { ok: false, retryable: true, error: 'context deadline exceeded' }
+  const err = e as { code?: string; message?: string }
+  const text = `${err.code ?? ''} ${err.message ?? ''}`
+  if (/ECONNREFUSED|ConnectionRefused|Unable to connect/i.test(text))
+    return { ok: false, retryable: true, error: 'connection refused' }
+  return { ok: false, retryable: true, error: err.message ?? String(e) }
+}
+
+export const webhookProvider = defineProvider({
+  type: 'webhook',
+  config: WebhookSettings,
+  create(raw, { log }) {
+    const s = expandTopLevel(raw as Record<string, unknown>) as typeof raw
+    if (!s.url) throw new Error('webhook: url is required')
+    let url: URL
+    try {
+      url = new URL(s.url)
+    } catch {
+      throw new Error(`webhook: url '${s.url}' is not a full URL with scheme`)
+    }
+    if (url.protocol !== 'http:' && url.protocol !== 'https:')
+      throw new Error(`webhook: url scheme must be http or https, got ${url.protocol}`)
+    const method = (s.method || 'POST').toUpperCase()
+    if (!['POST', 'PUT', 'GET', 'DELETE'].includes(method))
+      throw new Error(`webhook: method must be POST, PUT, GET or DELETE, got ${method}`)
+    const headers: Record<string, string> = { 'content-type': 'application/json' }
+    for (const [k, v] of Object.entries(s.headers ?? {})) headers[k.toLowerCase()] = v
+    const timeoutMs = s.timeout_ms ?? DEFAULT_TIMEOUT_MS
+    return {
+      async send(d, signal) {
+        if (method !== 'POST' && method !== 'PUT')
+          return { ok: false, retryable: false, error: `method ${method} not yet implemented` }
+        const payload = {
+          id: d.id,
+          provider: d.provider,
+          level: d.level,
+          targets: d.targets,
+          timestamp: d.timestamp,
+          title: d.title,
+          body: d.body,
+          raw: d.raw,
+        }
+        const timeout = AbortSignal.timeout(timeoutMs)
+        try {
+          const res = await fetch(url, {
+            method,
+            headers,
+            body: JSON.stringify(payload),
+            signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
+          })
+          const text = await res.text()
+          log.debug('webhook answered', { id: d.id, status: res.status, body: text.slice(0, 1000) })
+          if (res.ok) return { ok: true }
+          return {
+            ok: false,
+            retryable: RETRYABLE(res.status),
+            error: `unexpected status code: ${res.status}, body: ${text.slice(0, 2000)}`,
+          }
+        } catch (e) {
+          return failure(e, timeout.aborted)
+        }
+      },
+    }
+  },
+})
+
+/** Registers the `webhook` provider type; channels of that type are configured under plugins.notify.channels. */
+export default definePlugin({
+  name: 'webhook-provider',
+  setup(ctx) {
+    ctx.providers.register(webhookProvider)
+    return new Elysia({ name: 'webhook-provider' })
+  },
+})
