@@ -1,5 +1,10 @@
 import type { PluginManifest } from '../core/plugin'
+import experiments from './experiments'
 import games from './games'
+import ingest from './ingest'
+import notify from './notify'
+import smtpProvider from './smtp-provider'
+import webhookProvider from './webhook-provider'
 
 /**
  * Every plugin, by the name used under `plugins:` in the YAML. Static imports only: the
@@ -7,4 +12,9 @@ import games from './games'
  */
 export const plugins: Record<string, PluginManifest> = {
   games,
+  experiments,
+  ingest,
+  notify,
+  'webhook-provider': webhookProvider,
+  'smtp-provider': smtpProvider,
 } as Record<string, PluginManifest>
