@@ -186,6 +186,7 @@ export class GroupWriter {
     const online = new Map<string, [string, string, number]>()
     const exposures = new Map<string, [string, string, string, string, string, number]>()
     const userEvents = new Map<string, [string, string, string, string, number]>()
+    const missing = new Map<string, string[]>()
 
     for (const e of events) {
       eventRows.push([
@@ -279,10 +280,25 @@ export class GroupWriter {
       if (who && ONLINE_EVENTS.has(e.event)) {
         const minute = floorTo(e.ts, MINUTE)
         const ok = key(e.gameId, e.env, minute)
-        ;(await this.sketch(e.gameId, e.env, minute)).h.add(who)
+        // Cached sketches are updated in place; missing ones are loaded once per commit below,
+        // so the loop never suspends per event.
+        const cached = this.sketches.get(ok)
+        if (cached) cached.h.add(who)
+        else {
+          const waiting = missing.get(ok)
+          if (waiting) waiting.push(who)
+          else missing.set(ok, [who])
+        }
         online.set(ok, [e.gameId, e.env, minute])
       }
     }
+    await Promise.all(
+      [...missing].map(async ([ok, whos]) => {
+        const [g, env, minute] = online.get(ok)!
+        const sk = await this.sketch(g, env, minute)
+        for (const who of whos) sk.h.add(who)
+      }),
+    )
     // Conversions of exposed users: after the loop, so an exposure earlier in this batch counts.
     for (const e of events) {
       if (!e.userId || !this.exposed.has(key(e.gameId, e.env, e.userId))) continue
