@@ -121,14 +121,28 @@ export function pointerToField(pointer: string | undefined): string {
     .join('')
 }
 
-function validationResponse(path: string, error: unknown) {
+/**
+ * Elysia 1.4 validates each coerced query parameter on its own (type `property`) and forgets its
+ * name; the value it found is kept, so the name is recovered from the query string.
+ */
+function queryFieldOf(url: URL, found: unknown): string | undefined {
+  if (found === undefined) return undefined
+  const keys = [...url.searchParams].filter(([, v]) => v === String(found)).map(([k]) => k)
+  return keys.length === 1 ? `query.${keys[0]}` : undefined
+}
+
+function validationResponse(url: URL, error: unknown) {
+  const path = url.pathname
   const e = error as {
     type?: string
     all?: ValidationIssue[]
     valueError?: ValidationIssue
     message?: string
+    value?: unknown
   }
-  const where = e.type ?? 'body'
+  const where =
+    (e.type === 'property' ? queryFieldOf(url, e.value) : undefined) ??
+    (e.type === 'property' ? 'query' : (e.type ?? 'body'))
   const issues = (e.all ?? (e.valueError ? [e.valueError] : [])).map((i) => {
     const field = [where, pointerToField(i.path)].filter(Boolean).join('.')
     return { field, reason: i.message ?? i.summary ?? 'invalid' }
@@ -153,7 +167,7 @@ export const errorHandler = new Elysia({ name: 'liveops.errors' })
       return errorResponse(path, error.status, error.code, error.message, error.details, error.headers)
     switch (code) {
       case 'VALIDATION':
-        return validationResponse(path, error)
+        return validationResponse(new URL(request.url), error)
       case 'PARSE':
         return errorResponse(path, 400, 'bad_request', 'body: malformed JSON')
       case 'NOT_FOUND':

@@ -188,10 +188,10 @@ forEachEngine((engine) => {
       for (const [q, field] of [
         ['status=stopped', 'query.status'],
         ['sort=salt', 'query.sort'],
-        ['size=0', 'query.size: must be at least 1'],
-        ['size=101', 'query.size: must be at most 100'],
+        ['size=0', 'query.size: Expected integer to be greater or equal to 1'],
+        ['size=101', 'query.size: Expected integer to be less or equal to 100'],
         ['page=-1', 'query.page'],
-        ['page=x', 'query.page: must be an integer'],
+        ['page=x', 'query.page:'],
       ])
         expect((await a.req('GET', `/api/experiments?${q}`, { token: admin })).body.message).toContain(field)
     })

@@ -1,5 +1,6 @@
 import { Elysia, t } from 'elysia'
 import type { PluginContext } from '../../core/plugin'
+import { rejectUnknown } from '../../core/strict'
 import { explain } from '../../sdk/assign'
 import type { PublicConfig } from './public'
 import {
@@ -16,7 +17,6 @@ import {
 } from './schema'
 import { analyze } from './stats'
 import type { ExperimentsStore } from './store'
-import { checkQueryIntegers, rejectUnknown } from './strict'
 
 const tag = (summary: string, description?: string) => ({ tags: ['experiments'], summary, description })
 const IdParams = t.Object({ id: t.String() })
@@ -53,7 +53,6 @@ export function experimentsRoutes(
     )
     .get('/api/experiments', ({ query }) => store.list(query), {
       permission: 'experiments:read',
-      transform: ({ query }) => checkQueryIntegers(ListQuery, query),
       query: ListQuery,
       response: { 200: ExperimentPage },
       detail: tag(

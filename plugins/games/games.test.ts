@@ -127,8 +127,16 @@ forEachEngine((engine) => {
       expect(bad.status).toBe(400)
       expect(bad.body.message).toContain('query.sort')
       expect((await a.req('GET', '/api/games?sort=name,sideways', { token: admin })).status).toBe(400)
-      expect((await a.req('GET', '/api/games?size=1000', { token: admin })).status).toBe(400)
-      expect((await a.req('GET', '/api/games?page=-1', { token: admin })).status).toBe(400)
+      for (const [q, field] of [
+        ['size=1000', 'query.size'],
+        ['page=-1', 'query.page'],
+        ['size=abc', 'query.size'],
+        ['status=OPEN', 'query.status'],
+      ]) {
+        const r = await a.req('GET', `/api/games?${q}`, { token: admin })
+        expect(r.status).toBe(400)
+        expect(r.body.details.field).toBe(field)
+      }
     })
 
     test('update changes name and description; status follows the allowed transitions', async () => {
@@ -271,6 +279,12 @@ forEachEngine((engine) => {
           `/api/games/${g.id}/environments/dev/settings`,
           { pii: { email: 'shout' } },
           'body.pii.email',
+        ],
+        [
+          'PUT',
+          `/api/games/${g.id}/environments/dev/settings`,
+          { pii: { emial: 'drop' } },
+          'body.pii.emial: unknown field',
         ],
       ]
       for (const [m, p, body, field] of cases) {

@@ -1,5 +1,6 @@
 import { Elysia, t } from 'elysia'
 import type { PluginContext } from '../../core/plugin'
+import { rejectUnknown } from '../../core/strict'
 import {
   ApiKey,
   ApiKeyCreate,
@@ -46,6 +47,7 @@ export function gamesRoutes(ctx: PluginContext<unknown>, store: GamesStore) {
       },
       {
         permission: 'games:write',
+        transform: ({ body }) => rejectUnknown(GameCreate, body, 'body'),
         body: GameCreate,
         response: { 201: 'games.Game' },
         detail: tag('Create a game (status DEVELOPMENT) with dev, staging and prod environments'),
@@ -66,6 +68,7 @@ export function gamesRoutes(ctx: PluginContext<unknown>, store: GamesStore) {
     .put('/api/games/:gameId', ({ params, body }) => store.updateGame(params.gameId, body), {
       permission: 'games:write',
       params: GameParams,
+      transform: ({ body }) => rejectUnknown(GameUpdate, body, 'body'),
       body: GameUpdate,
       response: { 200: 'games.Game' },
       detail: tag(
@@ -106,6 +109,7 @@ export function gamesRoutes(ctx: PluginContext<unknown>, store: GamesStore) {
       {
         permission: 'environments:write',
         params: GameParams,
+        transform: ({ body }) => rejectUnknown(EnvironmentCreate, body, 'body'),
         body: EnvironmentCreate,
         response: { 201: 'games.Environment' },
         detail: tag('Create an environment (409 when the name exists)', ['environments']),
@@ -138,6 +142,7 @@ export function gamesRoutes(ctx: PluginContext<unknown>, store: GamesStore) {
       {
         permission: 'environments:write',
         params: EnvParams,
+        transform: ({ body }) => rejectUnknown(EnvironmentUpdate, body, 'body'),
         body: EnvironmentUpdate,
         response: { 200: 'games.Environment' },
         detail: tag('Update an environment; settings are merged field by field', ['environments']),
@@ -176,6 +181,7 @@ export function gamesRoutes(ctx: PluginContext<unknown>, store: GamesStore) {
       {
         permission: 'environments:write',
         params: EnvParams,
+        transform: ({ body }) => rejectUnknown(SettingsPatch, body, 'body'),
         body: SettingsPatch,
         response: { 200: EnvironmentSettings },
         detail: tag('Update per-environment settings (fields not given stay as they are)', ['environments']),
@@ -190,6 +196,7 @@ export function gamesRoutes(ctx: PluginContext<unknown>, store: GamesStore) {
       },
       {
         permission: 'apikeys:write',
+        transform: ({ body }) => rejectUnknown(ApiKeyCreate, body, 'body'),
         body: ApiKeyCreate,
         response: { 201: ApiKeyCreated },
         detail: tag(
