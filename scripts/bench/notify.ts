@@ -78,7 +78,7 @@ async function startServer(
       plugins: { 'webhook-provider': {}, notify },
     }),
   )
-  const proc = Bun.spawn(['bun', 'core/main.ts', '--config', file], {
+  const proc = Bun.spawn([process.execPath, 'core/main.ts', '--config', file], {
     cwd: root,
     stdout: 'ignore',
     stderr: 'inherit',

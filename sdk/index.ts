@@ -1,0 +1,20 @@
+/**
+ * The liveops client SDK: a batching, signing, retrying event client and experiment assignment
+ * with exposure reporting. No server imports; runs in browsers and Bun.
+ */
+export { type Attrs, ClientError, type ClientOptions, LiveopsClient } from './client'
+export {
+  type AssignableExperiment,
+  type AssignableVariant,
+  type Attributes,
+  assign,
+  bucketOf,
+  Experiments,
+  type ExperimentsOptions,
+  explain,
+  type ExposureEvent,
+  exclusion,
+  variantFor,
+} from './assign'
+export { murmur3, murmur3Bytes } from './murmur3'
+export { bodyDigest, newNonce, signRequest, type SignatureHeaders } from './sign'
