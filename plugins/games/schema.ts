@@ -1,5 +1,7 @@
 import { t } from 'elysia'
-import { ENV_TYPES, EnvironmentSettings, GAME_STATUSES, GENRES } from './types'
+import { ENV_TYPES, EnvironmentSettings, GAME_STATUSES, GENRES, PII_ACTIONS } from './types'
+
+const PiiAction = t.UnionEnum(PII_ACTIONS)
 
 export const PLATFORMS = ['ANDROID', 'IOS', 'WEB'] as const
 
@@ -75,8 +77,17 @@ export const ListQuery = t.Object({
 const SettingsPatch = t.Partial(
   t.Object({
     samplingRate: t.Number({ minimum: 0, maximum: 1 }),
-    rateLimit: t.Partial(EnvironmentSettings.properties.rateLimit, { additionalProperties: false }),
-    pii: t.Partial(EnvironmentSettings.properties.pii, { additionalProperties: false }),
+    // Written out without defaults: Elysia fills defaults in, and a patch must not reset what it omits.
+    rateLimit: t.Partial(
+      t.Object({
+        requestsPerMinutePerKey: t.Integer({ minimum: 0 }),
+        requestsPerMinutePerIp: t.Integer({ minimum: 0 }),
+      }),
+      { additionalProperties: false },
+    ),
+    pii: t.Partial(t.Object({ email: PiiAction, phone: PiiAction, ip: PiiAction }), {
+      additionalProperties: false,
+    }),
     propertyAllowList: t.Array(t.String({ minLength: 1 }), { maxItems: 500 }),
     retentionDays: t.Integer({ minimum: 1, maximum: 3650 }),
   }),

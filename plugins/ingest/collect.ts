@@ -2,6 +2,7 @@ import type { AuthService } from '../../core/auth/service'
 import { Forbidden, HttpError, Unauthorized } from '../../core/http'
 import { rateHeaders } from '../../core/ratelimit'
 import { otlpRecords } from './otlp'
+import { protect } from './privacy'
 import { type Ingestor, gunzip, parseJson, readBody } from './service'
 import { type EventError, type NormEvent, batchItem, batchItemId, validateEvents } from './validate'
 
@@ -68,7 +69,15 @@ export async function accept(
     const d = ing.limit(env.settings.rateLimit.requestsPerMinutePerIp, `ip:${env.gameId}:${env.name}:${ip}`)
     if (d) Object.assign(set.headers, rateHeaders(d))
   }
-  await ing.store(ing.sample(events, envs))
+  const { kept, denied } = protect(events, envs)
+  if (denied.length)
+    throw new HttpError(
+      400,
+      'pii_denied',
+      denied.map((d) => `[${d.index}].${d.field}: ${d.reason}`).join('; '),
+      { errors: denied },
+    )
+  await ing.store(ing.sample(kept, envs))
 }
 
 /**
@@ -183,7 +192,10 @@ export async function collect(
     const d = perKey ?? perIp
     if (d) Object.assign(set.headers, rateHeaders(d))
   }
-  await ing.store(ing.sample(events, envs))
-  accepted.push(...ids)
+  const { kept, denied } = protect(events, envs)
+  const refused = new Set(denied.map((d) => d.index))
+  for (const d of denied) rejected.push({ event_id: ids[d.index], reason: `${d.field}: ${d.reason}` })
+  await ing.store(ing.sample(kept, envs))
+  accepted.push(...ids.filter((_, i) => !refused.has(i)))
   return { accepted, rejected }
 }
