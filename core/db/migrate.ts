@@ -19,8 +19,17 @@ const LEDGER = `CREATE TABLE IF NOT EXISTS liveops_migrations (
 // Arbitrary constant shared by every liveops instance on one PostgreSQL database.
 const ADVISORY_LOCK = 72_410_001
 
+/**
+ * The SQL a migration runs on this engine. SQLite's `INTEGER PRIMARY KEY` is a 64-bit rowid;
+ * on PostgreSQL the same column is `BIGINT PRIMARY KEY`, so one portable file serves both.
+ */
+export function migrationSql(db: Db, m: Migration): string {
+  if (db.dialect !== 'postgres') return m.sql
+  return m.pg ?? m.sql.replace(/\bINTEGER PRIMARY KEY\b/gi, 'BIGINT PRIMARY KEY')
+}
+
 function checksum(db: Db, m: Migration): string {
-  const text = db.dialect === 'postgres' && m.pg ? m.pg : m.sql
+  const text = migrationSql(db, m)
   return new Bun.CryptoHasher('sha256').update(text.replace(/\r\n/g, '\n').trim()).digest('hex')
 }
 
@@ -56,7 +65,7 @@ export async function migrate(db: Db, sets: readonly MigrationSet[]): Promise<st
             )
           continue
         }
-        await tx.exec(tx.dialect === 'postgres' && m.pg ? m.pg : m.sql)
+        await tx.exec(migrationSql(tx, m))
         await tx.run(
           'INSERT INTO liveops_migrations (plugin, id, name, checksum, applied_at) VALUES (?, ?, ?, ?, ?)',
           [set.plugin, m.id, m.name, sum, Date.now()],

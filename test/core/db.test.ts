@@ -175,6 +175,14 @@ forEachEngine((engine) => {
       expect(await migrate(db, [{ plugin: 'gadgets', migrations: [ok] }])).toEqual(['gadgets/1'])
     })
 
+    test('INTEGER PRIMARY KEY holds 64-bit ids on both engines (BIGINT on PostgreSQL)', async () => {
+      const m = { id: 1, name: 'big', sql: 'CREATE TABLE big_ids (id INTEGER PRIMARY KEY, v TEXT)' }
+      await migrate(h.db, [{ plugin: 'big', migrations: [m] }])
+      const id = Date.now() * 1024 + 7
+      await h.db.run('INSERT INTO big_ids (id, v) VALUES (?, ?)', [id, 'x'])
+      expect((await h.db.get<{ id: number }>('SELECT id FROM big_ids'))?.id).toBe(id)
+    })
+
     test('ids must increase', async () => {
       await expect(migrate(h.db, [{ plugin: 'bad', migrations: [m2, m1] }])).rejects.toThrow(
         'ids must increase',

@@ -1,5 +1,5 @@
 -- Raw events. The id is time-ordered (receive time in ms x 1024 + a counter), the SQLite rowid
--- itself, and there is no secondary index, so an insert only appends (performance note 1);
+-- itself (BIGINT on PostgreSQL), and there is no secondary index, so an insert only appends (performance note 1);
 -- retention deletes walk the id range. Hot fields are columns.
 CREATE TABLE ingest_events (
   id INTEGER PRIMARY KEY,
