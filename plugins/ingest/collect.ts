@@ -2,7 +2,7 @@ import type { AuthService } from '../../core/auth/service'
 import { Forbidden, HttpError, Unauthorized } from '../../core/http'
 import { rateHeaders } from '../../core/ratelimit'
 import { otlpRecords } from './otlp'
-import { protect } from './privacy'
+import { type Denial, protect } from './privacy'
 import { type Ingestor, gunzip, parseJson, readBody } from './service'
 import { type EventError, type NormEvent, batchItem, batchItemId, validateEvents } from './validate'
 
@@ -11,6 +11,11 @@ import { type EventError, type NormEvent, batchItem, batchItemId, validateEvents
  * validation, environment checks, limits, sampling, and the durable write.
  */
 export type Headers = Record<string, string | undefined>
+
+const piiDenied = (denied: Denial[]) =>
+  new HttpError(400, 'pii_denied', denied.map((d) => `[${d.index}].${d.field}: ${d.reason}`).join('; '), {
+    errors: denied,
+  })
 export type Server = { requestIP(r: Request): { address: string } | null } | null
 
 export const clientIp = (server: Server, request: Request) => server?.requestIP(request)?.address ?? 'unknown'
@@ -70,13 +75,7 @@ export async function accept(
     if (d) Object.assign(set.headers, rateHeaders(d))
   }
   const { kept, denied } = protect(events, envs)
-  if (denied.length)
-    throw new HttpError(
-      400,
-      'pii_denied',
-      denied.map((d) => `[${d.index}].${d.field}: ${d.reason}`).join('; '),
-      { errors: denied },
-    )
+  if (denied.length) throw piiDenied(denied)
   await ing.store(ing.sample(kept, envs))
 }
 
@@ -198,4 +197,19 @@ export async function collect(
   await ing.store(ing.sample(kept, envs))
   accepted.push(...ids.filter((_, i) => !refused.has(i)))
   return { accepted, rejected }
+}
+
+/**
+ * Server-side writes (`/api/v1/analytics/ingest`, `/payments/ingest`): validated like signed
+ * ingestion and bound by the same privacy policy, but never sampled.
+ */
+export async function serverWrite(ing: Ingestor, body: unknown[], payments: boolean) {
+  const events = checked(body, payments)
+  const envs = await ing.environments(
+    events.map((e, i) => ({ gameId: e.gameId, env: e.env, field: `body[${i}]` })),
+  )
+  const { kept, denied } = protect(events, envs)
+  if (denied.length) throw piiDenied(denied)
+  await ing.store(kept)
+  return { ok: true as const, accepted: kept.length }
 }

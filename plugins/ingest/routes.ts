@@ -2,7 +2,7 @@ import { Elysia, t } from 'elysia'
 import type { AuthService } from '../../core/auth/service'
 import { ServiceUnavailable } from '../../core/http'
 import type { PluginContext } from '../../core/plugin'
-import { accept, checked, clientIp, collect, signedEvents } from './collect'
+import { accept, checked, clientIp, collect, serverWrite, signedEvents } from './collect'
 import * as S from './schema'
 import type { Ingestor } from './service'
 import type { warehouseStore } from './store'
@@ -90,36 +90,18 @@ export function ingestRoutes(
         },
       },
     )
-    .post(
-      '/api/v1/analytics/ingest',
-      async ({ body }) => {
-        const events = checked(body, false)
-        await ing.environments(events.map((e, i) => ({ gameId: e.gameId, env: e.env, field: `body[${i}]` })))
-        await ing.store(events)
-        return { ok: true as const, accepted: events.length }
-      },
-      {
-        permission: 'analytics:write',
-        body: t.Array(t.Unknown()),
-        response: { 200: S.ServerIngestOut },
-        detail: { tags: ['analytics'], summary: 'Server-side event write (not sampled)' },
-      },
-    )
-    .post(
-      '/api/v1/analytics/payments/ingest',
-      async ({ body }) => {
-        const events = checked(body, true)
-        await ing.environments(events.map((e, i) => ({ gameId: e.gameId, env: e.env, field: `body[${i}]` })))
-        await ing.store(events)
-        return { ok: true as const, accepted: events.length }
-      },
-      {
-        permission: 'analytics:write',
-        body: t.Array(t.Unknown()),
-        response: { 200: S.ServerIngestOut },
-        detail: { tags: ['analytics'], summary: 'Server-side payment write' },
-      },
-    )
+    .post('/api/v1/analytics/ingest', ({ body }) => serverWrite(ing, body, false), {
+      permission: 'analytics:write',
+      body: t.Array(t.Unknown()),
+      response: { 200: S.ServerIngestOut },
+      detail: { tags: ['analytics'], summary: 'Server-side event write (not sampled)' },
+    })
+    .post('/api/v1/analytics/payments/ingest', ({ body }) => serverWrite(ing, body, true), {
+      permission: 'analytics:write',
+      body: t.Array(t.Unknown()),
+      response: { 200: S.ServerIngestOut },
+      detail: { tags: ['analytics'], summary: 'Server-side payment write' },
+    })
     .get(
       '/api/v1/analytics/warehouse/dau',
       ({ query }) => wh().dau({ ...query, days: S.intParam(query.days, 'days', 1, 90, 14) }),
