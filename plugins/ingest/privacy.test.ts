@@ -87,7 +87,10 @@ forEachEngine((engine) => {
     expect(batch.body.rejected).toEqual([
       { event_id: 'b', reason: "email: personal data (email) is denied in environment 'prod'" },
     ])
-    const server = await a.req('POST', '/api/v1/analytics/ingest', { token: admin, body: [ev('leaky', { email: 'x@y.io' })] })
+    const server = await a.req('POST', '/api/v1/analytics/ingest', {
+      token: admin,
+      body: [ev('leaky', { email: 'x@y.io' })],
+    })
     expect(server.status).toBe(400)
     expect(server.body.error).toBe('pii_denied')
     expect(await policy({ pii: { email: 'mask' } })).toMatchObject({ status: 200 })
