@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { openapi } from '@elysiajs/openapi'
 import { type AnyElysia, Elysia } from 'elysia'
-import { authGuard } from './auth/guard'
+import { authGuard, rateLimiting } from './auth/guard'
 import { coreMigrations } from './auth/migrations'
 import { authRoutes } from './auth/routes'
 import { AuthService } from './auth/service'
@@ -132,6 +132,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     const providers = new ProviderRegistry()
     const limiter = new RateLimiter(core.rate_limit.requests_per_minute, core.rate_limit.burst)
     const guard = authGuard(auth, limiter)
+    const rateLimit = rateLimiting(limiter)
     const services = new Map<string, unknown>()
     const starts: Array<() => Promise<void> | void> = []
     const monitor: Monitor = { agents: () => ({ total: 0, online: 0 }) }
@@ -211,6 +212,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
         bus,
         auth,
         guard,
+        rateLimit,
         providers,
         provide: (name, service) => {
           services.set(name, service)

@@ -1,6 +1,6 @@
 import type { Static, TSchema } from '@sinclair/typebox'
 import type { AnyElysia } from 'elysia'
-import type { authGuard } from './auth/guard'
+import type { authGuard, rateLimiting } from './auth/guard'
 import type { AuthService } from './auth/service'
 import type { Bus } from './bus'
 import type { CoreConfig } from './config'
@@ -43,6 +43,8 @@ export interface PluginContext<C> {
    * app's one rate limiter: `new Elysia({ name }).use(ctx.guard)`.
    */
   guard: ReturnType<typeof authGuard>
+  /** The same per-user and per-key rate limit, for plugins with a macro of their own. */
+  rateLimit: ReturnType<typeof rateLimiting>
   providers: ProviderRegistry
   provide<K extends keyof Services>(name: K, service: Services[K]): void
   service<K extends keyof Services>(name: K): Services[K]

@@ -10,11 +10,21 @@ import { AuthService, type Principal } from './service'
  * `principal` in the handler context and count the request against its rate limit, answering
  * with the X-RateLimit-* headers.
  */
-export function authGuard(auth: AuthService, limiter: RateLimiter) {
-  const limit = (principal: Principal, set: { headers: Record<string, unknown> }) => {
+/**
+ * Counts a request against its principal's budget (the admin token is exempt), sets the
+ * X-RateLimit-* headers, and throws 429 with Retry-After past the limit.
+ */
+export function rateLimiting(limiter: RateLimiter) {
+  return (principal: Principal, headers: Record<string, unknown>) => {
     if (!limiter.enabled || principal.kind === 'admin') return
-    Object.assign(set.headers, rateHeaders(limiter.hit(`${principal.kind}:${principal.id}`)))
+    Object.assign(headers, rateHeaders(limiter.hit(`${principal.kind}:${principal.id}`)))
   }
+}
+
+export function authGuard(auth: AuthService, limiter: RateLimiter) {
+  const count = rateLimiting(limiter)
+  const limit = (principal: Principal, set: { headers: Record<string, unknown> }) =>
+    count(principal, set.headers)
   return new Elysia({ name: 'liveops.auth-guard' }).macro({
     permission: (permission: Permission) => ({
       resolve({ headers, set }) {

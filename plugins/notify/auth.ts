@@ -129,11 +129,18 @@ export async function authenticate(
 }
 
 /** `{ notifyAuth: 'query' | 'trigger' | 'config' | 'admin' }` on a route; puts `principal` in the context. */
-export function notifyAuth(auth: AuthService, tokens: AppTokenStore, enabled: boolean) {
+export function notifyAuth(
+  auth: AuthService,
+  tokens: AppTokenStore,
+  enabled: boolean,
+  rateLimit: (p: Principal, headers: Record<string, unknown>) => void,
+) {
   return new Elysia({ name: 'notify.auth' }).macro({
     notifyAuth: (need: Need) => ({
-      async resolve({ headers }) {
-        return { principal: await authenticate(auth, tokens, enabled, need, headers) }
+      async resolve({ headers, set }) {
+        const principal = await authenticate(auth, tokens, enabled, need, headers)
+        if (principal) rateLimit(principal, set.headers)
+        return { principal }
       },
     }),
   })

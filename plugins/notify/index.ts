@@ -105,6 +105,7 @@ export default definePlugin({
     return notifyRoutes({
       auth: ctx.auth,
       authEnabled: ctx.core.auth.enabled,
+      rateLimit: ctx.rateLimit,
       tokens,
       service,
       channels,

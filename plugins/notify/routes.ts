@@ -1,6 +1,6 @@
 import type { Static } from '@sinclair/typebox'
 import { Elysia, t } from 'elysia'
-import type { AuthService } from '../../core/auth/service'
+import type { AuthService, Principal } from '../../core/auth/service'
 import { invalidField, ok } from '../../core/http'
 import { type AppTokenStore, notifyAuth } from './auth'
 import type { ChannelManager } from './channels'
@@ -14,6 +14,8 @@ import type { WorkerHub } from './workers'
 export interface RouteDeps {
   auth: AuthService
   authEnabled: boolean
+  /** The platform's per-user and per-key rate limit (`ctx.rateLimit`). */
+  rateLimit: (p: Principal, headers: Record<string, unknown>) => void
   tokens: AppTokenStore
   service: NotifyService
   channels: ChannelManager
@@ -78,7 +80,7 @@ export function notifyRoutes(d: RouteDeps) {
     since: new Date(s.since).toISOString(),
   })
   return new Elysia({ name: 'notify.routes' })
-    .use(notifyAuth(d.auth, d.tokens, d.authEnabled))
+    .use(notifyAuth(d.auth, d.tokens, d.authEnabled, d.rateLimit))
     .post('/api/v1/notify', ({ body }) => d.service.notify(body), {
       notifyAuth: 'trigger',
       body: NotifyBody,

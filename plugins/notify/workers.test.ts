@@ -68,7 +68,7 @@ forEachEngine((engine) => {
     ).body.data.task_ids[0]
     worker = Bun.spawn(
       [
-        'bun',
+        process.execPath,
         'core/main.ts',
         'worker',
         '--server',
