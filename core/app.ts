@@ -137,7 +137,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     const starts: Array<() => Promise<void> | void> = []
     const monitor: Monitor = { agents: () => ({ total: 0, online: 0 }) }
 
-    const mon = monitoring({ db, metrics, config: core, auth, limiter, monitor })
+    const mon = monitoring({ db, metrics, config: core, guard, monitor })
     stops.push(mon.close)
 
     const app = new Elysia({
@@ -199,7 +199,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
             duration_ms: Math.round(seconds * 1e6) / 1000,
           })
       })
-    app.use(mon.app).use(authRoutes(auth, limiter))
+    app.use(mon.app).use(authRoutes(auth, guard))
 
     for (const p of ordered) {
       const ctx: PluginContext<unknown> = {

@@ -1,13 +1,11 @@
 import { RedisClient } from 'bun'
 import { Elysia, t } from 'elysia'
-import { authGuard } from './auth/guard'
-import type { AuthService } from './auth/service'
+import type { authGuard } from './auth/guard'
 import type { CoreConfig } from './config'
 import type { Db } from './db'
 import { ok } from './http'
 import type { Metrics } from './metrics'
 import type { AgentCounts } from './plugin'
-import type { RateLimiter } from './ratelimit'
 
 export interface Monitor {
   agents: () => Promise<AgentCounts> | AgentCounts
@@ -35,8 +33,8 @@ export function monitoring(deps: {
   db: Db
   metrics: Metrics
   config: CoreConfig
-  auth: AuthService
-  limiter: RateLimiter
+  /** The app's one policy-macro instance (shared rate limiter). */
+  guard: ReturnType<typeof authGuard>
   monitor: Monitor
 }) {
   const { db, metrics, config } = deps
@@ -127,7 +125,7 @@ export function monitoring(deps: {
   })
 
   const app = new Elysia({ name: 'liveops.monitoring' })
-    .use(authGuard(deps.auth, deps.limiter))
+    .use(deps.guard)
     .get(
       '/healthz',
       answer,

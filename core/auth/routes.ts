@@ -1,7 +1,6 @@
 import { Elysia, t } from 'elysia'
 import { NotFound, Unauthorized } from '../http'
-import type { RateLimiter } from '../ratelimit'
-import { authGuard } from './guard'
+import type { authGuard } from './guard'
 import { ROLES } from './roles'
 import { AuthService } from './service'
 
@@ -29,14 +28,14 @@ const V1User = t.Object({ id: t.String(), username: t.String(), role: t.String()
  * Login and user management of spec 1 (`/api/auth`, `/api/users`) and the notification
  * service's own login family (`/api/v1/auth`, spec 2 section 5).
  */
-export function authRoutes(auth: AuthService, limiter: RateLimiter) {
+export function authRoutes(auth: AuthService, guard: ReturnType<typeof authGuard>) {
   const v1User = (u: { id: string; username: string; roles: string[] }) => ({
     id: u.id,
     username: u.username,
     role: auth.primaryRole(u.roles),
   })
   return new Elysia({ name: 'liveops.auth' })
-    .use(authGuard(auth, limiter))
+    .use(guard)
     .model({ 'auth.Tokens': Tokens, 'auth.User': UserFull })
     .post(
       '/api/auth/login',
