@@ -13,6 +13,7 @@ import { errorHandler } from './http'
 import { type Logger, createLogger } from './log'
 import { Metrics } from './metrics'
 import { type Monitor, monitoring } from './monitoring'
+import { NativeRoutes } from './native'
 import { type PluginContext, type PluginManifest, ProviderRegistry, type Services } from './plugin'
 import { RateLimiter } from './ratelimit'
 
@@ -31,6 +32,11 @@ export interface LiveopsApp {
   metrics: Metrics
   bus: Bus
   log: Logger
+  /**
+   * Routes Bun's native router serves ahead of `app.handle` (`ctx.fastRoute`, `ctx.staticRoute`);
+   * a method a path does not list falls through to Elysia.
+   */
+  routes: NativeRoutes
   /** Runs plugin stop hooks in reverse order and closes the stores. Idempotent. */
   stop(): Promise<void>
   /** The bootstrap admin's generated password, when one was generated. */
@@ -89,6 +95,37 @@ async function bootstrapAdmin(
     log.warn(`bootstrap admin created: ${email} with generated password ${generated} (shown once)`)
   else log.info(`bootstrap admin created: ${email}`)
   return generated
+}
+
+/**
+ * Serves a built app: the fast routes from Bun's native router, everything else through Elysia.
+ * `core/main.ts` and the socket-level tests use this one function.
+ */
+export function listen(
+  built: LiveopsApp,
+  opts: { port: number; hostname: string; maxRequestBodySize?: number },
+) {
+  const handlers = () => ({
+    routes: built.routes.table(),
+    fetch: (req: Request) => built.app.handle(req),
+    error: () => new Response('internal server error', { status: 500 }),
+  })
+  const server = Bun.serve({
+    port: opts.port,
+    hostname: opts.hostname,
+    maxRequestBodySize: opts.maxRequestBodySize,
+    ...handlers(),
+  })
+  const off = built.routes.onChange(() => server.reload(handlers()))
+  return {
+    port: server.port,
+    hostname: server.hostname,
+    /** Stops listening (`force`: also drops in-flight requests) and stops following route changes. */
+    stop: (force = false) => {
+      off()
+      return server.stop(force)
+    },
+  }
 }
 
 /**
@@ -173,6 +210,10 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     // Route templates, not raw paths, label the request histogram (bounded cardinality).
     const started = new WeakMap<Request, number>()
     const httpLog = log.child('http')
+    const logRequest = (method: string, route: string, status: number, seconds: number) => {
+      if (core.log.requests)
+        httpLog.info('request', { method, route, status, duration_ms: Math.round(seconds * 1e6) / 1000 })
+    }
     app
       .onRequest(({ request }) => {
         started.set(request, performance.now())
@@ -191,15 +232,10 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
           { method: request.method, route: route || 'unmatched', status: String(status) },
           seconds,
         )
-        if (core.log.requests)
-          httpLog.info('request', {
-            method: request.method,
-            route,
-            status,
-            duration_ms: Math.round(seconds * 1e6) / 1000,
-          })
+        logRequest(request.method, route, status, seconds)
       })
     app.use(mon.app).use(authRoutes(auth, guard))
+    const routes = new NativeRoutes(metrics, logRequest)
 
     for (const p of ordered) {
       const ctx: PluginContext<unknown> = {
@@ -224,6 +260,8 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
             )
           return services.get(name) as Services[K]
         },
+        fastRoute: (method, path, handler) => routes.add(method, path, handler),
+        staticRoute: (path, response) => routes.setStatic(path, response),
         setAgentCounter: (fn) => {
           monitor.agents = fn
         },
@@ -240,7 +278,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     }
     for (const fn of starts) await fn()
 
-    return { app, db, auth, metrics, bus, log, stop: stopAll, generatedAdminPassword }
+    return { app, db, auth, metrics, bus, log, routes, stop: stopAll, generatedAdminPassword }
   } catch (e) {
     await stopAll()
     throw e

@@ -109,6 +109,26 @@ function errorResponse(
   })
 }
 
+/** The error body of a thrown HttpError, or a 500 for anything else (logged). */
+export function httpErrorResponse(path: string, error: unknown): Response {
+  if (error instanceof HttpError)
+    return errorResponse(path, error.status, error.code, error.message, error.details, error.headers)
+  logUnexpected(error, path)
+  return errorResponse(path, 500, 'internal_error', 'internal server error')
+}
+
+function logUnexpected(error: unknown, path: string) {
+  console.error(
+    JSON.stringify({
+      timestamp: new Date().toISOString(),
+      level: 'error',
+      component: 'http',
+      msg: String((error as Error)?.stack ?? error),
+      path,
+    }),
+  )
+}
+
 type ValidationIssue = { path?: string; message?: string; summary?: string }
 
 /** Turns a TypeBox JSON pointer (`/config/variants/0/weight`) into `config.variants[0].weight`. */
@@ -163,8 +183,7 @@ export const errorHandler = new Elysia({ name: 'liveops.errors' })
   .error({ HttpError })
   .onError({ as: 'global' }, ({ code, error, request }) => {
     const path = new URL(request.url).pathname
-    if (error instanceof HttpError)
-      return errorResponse(path, error.status, error.code, error.message, error.details, error.headers)
+    if (error instanceof HttpError) return httpErrorResponse(path, error)
     switch (code) {
       case 'VALIDATION':
         return validationResponse(new URL(request.url), error)
@@ -178,16 +197,7 @@ export const errorHandler = new Elysia({ name: 'liveops.errors' })
     const status = (error as { status?: number }).status
     if (typeof status === 'number' && status >= 400 && status < 500)
       return errorResponse(path, status, 'bad_request', (error as Error).message ?? 'bad request')
-    console.error(
-      JSON.stringify({
-        timestamp: new Date().toISOString(),
-        level: 'error',
-        component: 'http',
-        msg: String((error as Error)?.stack ?? error),
-        path,
-      }),
-    )
-    return errorResponse(path, 500, 'internal_error', 'internal server error')
+    return httpErrorResponse(path, error)
   })
 
 /** The enveloped success body of the `/api/v1` notification and operations family. */

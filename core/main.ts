@@ -4,7 +4,7 @@ import { collectDefaultMetrics } from 'prom-client'
 import embeddedConfig from '../config/liveops.yaml' with { type: 'text' }
 import { plugins } from '../plugins'
 import { commands } from '../plugins/commands'
-import { createApp } from './app'
+import { createApp, listen } from './app'
 import { ConfigError, type LoadedConfig, loadConfig } from './config'
 import { createLogger } from './log'
 
@@ -45,12 +45,10 @@ async function serve(file: string | undefined) {
   const t0 = performance.now()
   const built = await createApp(config, { plugins, log })
   collectDefaultMetrics({ register: built.metrics.registry })
-  const server = Bun.serve({
+  const server = listen(built, {
     port: config.core.server.port,
     hostname: config.core.server.host,
     maxRequestBodySize: Math.round(config.core.server.body_limit_mb * 1024 * 1024),
-    fetch: (req) => built.app.handle(req),
-    error: () => new Response('internal server error', { status: 500 }),
   })
   log.info(`liveops listening on http://${server.hostname}:${server.port}`, {
     config: source,

@@ -26,6 +26,9 @@ export interface AgentCounts {
   online: number
 }
 
+/** A handler of Bun's native router: the raw request and the decoded path parameters. */
+export type FastHandler = (request: Request, params: Record<string, string>) => Response | Promise<Response>
+
 export interface PluginContext<C> {
   /** The plugin's own name. */
   name: string
@@ -50,6 +53,21 @@ export interface PluginContext<C> {
   service<K extends keyof Services>(name: K): Services[K]
   /** Replaces the agents count in `/healthz` and the svc_agents_* gauges. */
   setAgentCounter(fn: () => Promise<AgentCounts> | AgentCounts): void
+  /**
+   * Serves one hot, public path from Bun's native router ahead of Elysia (no hooks, no body
+   * parsing, no auth): for reads every game client polls. Core still records the request
+   * histogram and maps a thrown HttpError to the path's error body. Register the same path in the
+   * plugin's Elysia routes too, with the same handler: that route documents it in the OpenAPI
+   * and answers `app.handle` (tests, and servers that use only `fetch`).
+   */
+  fastRoute(method: 'GET', path: string, handler: FastHandler): void
+  /**
+   * Serves one exact path (GET, HEAD) with a pre-built response from Bun's native router: no
+   * JavaScript runs per request, so these reads are not in the request histogram. Bun answers a
+   * matching If-None-Match with 304 from the response's ETag. Without a response, removes it.
+   * The change is visible to the next request. Exact paths win over `fastRoute` patterns.
+   */
+  staticRoute(path: string, response: Response | undefined): void
   /** Runs after every plugin is set up, before the server listens. */
   onStart(fn: () => Promise<void> | void): void
   /** Runs on shutdown, in reverse plugin order, after in-flight requests finished. */

@@ -127,6 +127,76 @@ forEachEngine((engine) => {
     })
   })
 
+  describe("over a socket, from Bun's native router", () => {
+    test('same answers as through Elysia: 200 with ETag, 304, 404 body, other methods fall through', async () => {
+      expect(a.routes.has('/api/config/:gameId/:environment')).toBe(true)
+      const base = a.listen()
+      const e = await create()
+      await publish(e.id)
+      const viaApp = await config()
+      const r = await fetch(`${base}/api/config/${gameId}/prod`)
+      expect(r.status).toBe(200)
+      expect(await r.json()).toEqual(viaApp.body)
+      expect(r.headers.get('etag')).toBe(viaApp.headers.get('etag'))
+      expect(r.headers.get('cache-control')).toBe(viaApp.headers.get('cache-control'))
+      expect(r.headers.get('content-type')).toContain('application/json')
+      const nm = await fetch(`${base}/api/config/${gameId}/prod`, {
+        headers: { 'if-none-match': r.headers.get('etag')! },
+      })
+      expect(nm.status).toBe(304)
+      expect(await nm.text()).toBe('')
+      const missing = await fetch(`${base}/api/config/no-such-game/prod`)
+      expect(missing.status).toBe(404)
+      expect(await missing.json()).toMatchObject({
+        error: 'not_found',
+        path: '/api/config/no-such-game/prod',
+      })
+      // Not a fast route for POST: Elysia answers, with its 404 body.
+      const post = await fetch(`${base}/api/config/${gameId}/prod`, { method: 'POST' })
+      expect(post.status).toBe(404)
+      expect(await post.json()).toMatchObject({ error: 'not_found' })
+      // A change is visible on the native route at once.
+      await a.req('POST', `/api/experiments/${e.id}/pause`, { token: admin })
+      const after = await (await fetch(`${base}/api/config/${gameId}/prod`)).json()
+      expect(after).toHaveLength(viaApp.body.length - 1)
+    })
+
+    test('the first read of an environment runs the fast route (counted); later reads are static', async () => {
+      const base = a.listen()
+      const count = async (status: string) => {
+        const text = await a.metrics.registry.metrics()
+        const line = text
+          .split('\n')
+          .find(
+            (l) =>
+              l.startsWith('svc_http_request_duration_seconds_count{') &&
+              l.includes('route="/api/config/:gameId/:environment"') &&
+              l.includes(`status="${status}"`),
+          )
+        return Number(line?.split(' ').pop() ?? 0)
+      }
+      const g = (await a.req('POST', '/api/games', { token: admin, body: { ...GAME, name: 'Static' } })).body
+        .id
+      const [ok0, missing0] = [await count('200'), await count('404')]
+      const first = await fetch(`${base}/api/config/${g}/dev`)
+      expect(first.status).toBe(200)
+      expect(await count('200')).toBe(ok0 + 1)
+      const second = await fetch(`${base}/api/config/${g}/dev`)
+      expect(second.status).toBe(200)
+      expect(await second.json()).toEqual([])
+      expect(second.headers.get('etag')).toBe(first.headers.get('etag'))
+      expect(await count('200')).toBe(ok0 + 1)
+      expect(a.routes.has(`/api/config/${g}/dev`)).toBe(true)
+      await fetch(`${base}/api/config/no-such-game/dev`)
+      expect(await count('404')).toBe(missing0 + 1)
+      // Deleting the environment removes its static answer.
+      await a.req('DELETE', `/api/games/${g}/environments/dev`, { token: admin })
+      await Bun.sleep(5)
+      expect(a.routes.has(`/api/config/${g}/dev`)).toBe(false)
+      expect((await fetch(`${base}/api/config/${g}/dev`)).status).toBe(404)
+    })
+  })
+
   describe('assignment debugger', () => {
     test('answers what the SDK computes, for every status', async () => {
       const e = await create({

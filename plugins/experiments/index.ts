@@ -7,6 +7,10 @@ import { PublicConfig } from './public'
 import { experimentsRoutes } from './routes'
 import { experimentsStore } from './store'
 
+const plain = /^[A-Za-z0-9._~-]+$/
+const configPath = (gameId: string, environment: string) =>
+  plain.test(gameId) && plain.test(environment) ? `/api/config/${gameId}/${environment}` : undefined
+
 /**
  * A/B experiments (spec 1): lifecycle, the public configuration read for client-side
  * assignment, the assignment debugger and the results analysis over the ingest plugin's events.
@@ -35,6 +39,12 @@ export default definePlugin({
     const cache = new PublicConfig(
       { running: (g, e) => store.running(g, e), exists: async (g, e) => !!(await games.environment(g, e)) },
       ctx.config.cache_control,
+      (gameId, environment, entry) => {
+        // Served by Bun itself (ETag and 304 included) once known; the first read of an
+        // environment, and any name that needs escaping, go through the fast route.
+        const path = configPath(gameId, environment)
+        if (path) ctx.staticRoute(path, entry && new Response(entry.bytes, { headers: entry.headers }))
+      },
     )
     const store = experimentsStore(ctx.db, games, (gameId, environment) => cache.refresh(gameId, environment))
     games.onChange((change) => {

@@ -1,7 +1,7 @@
 import { NotFound } from '../../core/http'
 import type { PublicExperiment } from './schema'
 
-interface Entry {
+export interface Entry {
   bytes: Uint8Array<ArrayBuffer>
   etag: string
   // Built once: a Response made from a Headers instance costs about half of one made from a plain object.
@@ -31,10 +31,26 @@ export class PublicConfig {
   private entries = new Map<string, Entry>()
   private chains = new Map<string, Promise<unknown>>()
 
+  /**
+   * `publish` hears every change of an environment's answer (undefined: gone), so it can be
+   * served without running JavaScript (ctx.staticRoute).
+   */
   constructor(
     private readonly source: PublicConfigSource,
     private readonly cacheControl: string,
+    private readonly publish: (
+      gameId: string,
+      environment: string,
+      entry: Entry | undefined,
+    ) => void = () => {},
   ) {}
+
+  private set(gameId: string, environment: string, entry: Entry | undefined) {
+    const k = key(gameId, environment)
+    if (entry) this.entries.set(k, entry)
+    else this.entries.delete(k)
+    this.publish(gameId, environment, entry)
+  }
 
   /** Queues `task` behind the other rebuilds of the same environment. */
   private serial(k: string, task: () => Promise<void>): Promise<void> {
@@ -62,7 +78,7 @@ export class PublicConfig {
   refresh(gameId: string, environment: string): Promise<void> {
     const k = key(gameId, environment)
     return this.serial(k, async () => {
-      this.entries.set(k, this.encode(await this.source.running(gameId, environment)))
+      this.set(gameId, environment, this.encode(await this.source.running(gameId, environment)))
     })
   }
 
@@ -74,7 +90,8 @@ export class PublicConfig {
         : [...this.entries.keys()].filter((k) => k.startsWith(`${gameId}\n`))
     for (const k of keys)
       void this.serial(k, async () => {
-        this.entries.delete(k)
+        const [g, e] = k.split('\n') as [string, string]
+        this.set(g, e, undefined)
       })
   }
 
@@ -107,7 +124,7 @@ export class PublicConfig {
     await this.serial(k, async () => {
       if (this.entries.has(k)) return
       if (!(await this.source.exists(gameId, environment))) return
-      this.entries.set(k, this.encode(await this.source.running(gameId, environment)))
+      this.set(gameId, environment, this.encode(await this.source.running(gameId, environment)))
     })
     const entry = this.entries.get(k)
     if (!entry) throw new NotFound(`environment '${environment}' of game '${gameId}' not found`)

@@ -21,11 +21,17 @@ import type { ExperimentsStore } from './store'
 const tag = (summary: string, description?: string) => ({ tags: ['experiments'], summary, description })
 const IdParams = t.Object({ id: t.String() })
 
+const CONFIG_PATH = '/api/config/:gameId/:environment'
+
 export function experimentsRoutes(
   ctx: PluginContext<unknown>,
   store: ExperimentsStore,
   publicConfig: PublicConfig,
 ) {
+  // Every game client polls this: served from Bun's native router too (see ctx.fastRoute).
+  ctx.fastRoute('GET', CONFIG_PATH, (request, params) =>
+    publicConfig.serve(params.gameId, params.environment, request.headers.get('if-none-match')),
+  )
   return new Elysia({ name: 'experiments' })
     .use(ctx.guard)
     .model({
@@ -161,7 +167,7 @@ export function experimentsRoutes(
       },
     )
     .get(
-      '/api/config/:gameId/:environment',
+      CONFIG_PATH,
       ({ params, request }) =>
         publicConfig.serve(params.gameId, params.environment, request.headers.get('if-none-match')),
       {

@@ -1,0 +1,96 @@
+import { httpErrorResponse } from './http'
+import type { Metrics } from './metrics'
+import type { FastHandler } from './plugin'
+
+type Handler = (request: Request & { params: Record<string, string> }) => Response | Promise<Response>
+/** What `Bun.serve({ routes })` takes: by method, a handler or a pre-built response. */
+export type RouteTable = Record<string, Partial<Record<'GET', Handler | Response>>>
+type LogRequest = (method: string, route: string, status: number, seconds: number) => void
+
+/**
+ * The routes Bun's native router serves ahead of Elysia (`ctx.fastRoute`, `ctx.staticRoute`).
+ * Static responses change at run time; the server that serves the table reloads it on every
+ * change, synchronously, so a change is visible to the next request.
+ */
+export class NativeRoutes {
+  private handlers: Record<string, Partial<Record<'GET', Handler>>> = {}
+  private statics = new Map<string, Response>()
+  private listeners = new Set<() => void>()
+
+  constructor(
+    private metrics: Metrics,
+    private logRequest: LogRequest,
+  ) {}
+
+  add(method: 'GET', path: string, handler: FastHandler): void {
+    if (this.handlers[path]?.[method]) throw new Error(`fast route ${method} ${path} registered twice`)
+    this.handlers[path] = { ...this.handlers[path], [method]: this.timed(method, path, handler) }
+  }
+
+  /** Sets (or, without a response, removes) the pre-built answer of one exact path. */
+  setStatic(path: string, response: Response | undefined): void {
+    if (response) this.statics.set(path, response)
+    else if (!this.statics.delete(path)) return
+    for (const fn of this.listeners) fn()
+  }
+
+  has(path: string): boolean {
+    return this.statics.has(path) || path in this.handlers
+  }
+
+  table(): RouteTable {
+    const out: RouteTable = { ...this.handlers }
+    // Keyed by method: any other method falls through to Elysia.
+    for (const [path, r] of this.statics) out[path] = { GET: r }
+    return out
+  }
+
+  /** Calls `fn` after every change of the table; returns the unsubscribe function. */
+  onChange(fn: () => void): () => void {
+    this.listeners.add(fn)
+    return () => this.listeners.delete(fn)
+  }
+
+  /**
+   * Wraps a fast route: the request histogram (one cached label child per status) and the error
+   * body of its family, as Elysia's hooks give every other route.
+   */
+  private timed(method: string, path: string, handler: FastHandler): Handler {
+    const children = new Map<number, { observe(v: number): void }>()
+    const observe = (status: number, t0: number) => {
+      let child = children.get(status)
+      if (!child) {
+        child = this.metrics.http.labels({ method, route: path, status: String(status) })
+        children.set(status, child)
+      }
+      const seconds = (performance.now() - t0) / 1000
+      child.observe(seconds)
+      this.logRequest(method, path, status, seconds)
+    }
+    const fail = (request: Request, e: unknown) => httpErrorResponse(new URL(request.url).pathname, e)
+    return (request) => {
+      const t0 = performance.now()
+      let out: Response | Promise<Response>
+      try {
+        out = handler(request, request.params)
+      } catch (e) {
+        out = fail(request, e)
+      }
+      if (out instanceof Response) {
+        observe(out.status, t0)
+        return out
+      }
+      return out.then(
+        (r) => {
+          observe(r.status, t0)
+          return r
+        },
+        (e) => {
+          const r = fail(request, e)
+          observe(r.status, t0)
+          return r
+        },
+      )
+    }
+  }
+}
