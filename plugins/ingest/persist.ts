@@ -41,18 +41,21 @@ const INVOCATION_COLS = [
   'trace_id',
 ]
 
-/** The rows of one group commit, prepared by the writer; upsert rows come sorted by key. */
+/**
+ * The rows of one group commit, prepared by the writer: each table's values one row after
+ * another, in its column order; upsert rows come sorted by key.
+ */
 export interface CommitRows {
-  events: Param[][]
-  payments: Param[][]
-  invocations: Param[][]
-  hours: Param[][]
-  hist: Param[][]
-  firstSeen: Param[][]
-  userDays: Param[][]
-  online: Param[][]
-  exposures: Param[][]
-  userEvents: Param[][]
+  events: Param[]
+  payments: Param[]
+  invocations: Param[]
+  hours: Param[]
+  hist: Param[]
+  firstSeen: Param[]
+  userDays: Param[]
+  online: Param[]
+  exposures: Param[]
+  userEvents: Param[]
 }
 
 /**
@@ -128,12 +131,21 @@ export async function persist(db: Db, rows: CommitRows): Promise<void> {
     ])
     // Daily counters from the rows that were really new: dau, new users, revenue, refunds, failed.
     const daily = new Map<string, [string, string, number, number, number, number, number, number]>()
+    // Consecutive returned rows mostly share game, environment and day: the last counter row is reused.
+    let last: [string, string, number, number, number, number, number, number] | undefined
     const bump = (g: unknown, env: unknown, ts: number, i: 3 | 4 | 5 | 6 | 7, by: number) => {
       const day = floorTo(ts, DAY)
-      const k = `${g}\u0001${env}\u0001${day}`
-      const d = daily.get(k) ?? [String(g), String(env), day, 0, 0, 0, 0, 0]
+      let d = last
+      if (d === undefined || d[2] !== day || d[0] !== String(g) || d[1] !== String(env)) {
+        const k = `${g}\u0001${env}\u0001${day}`
+        d = daily.get(k)
+        if (!d) {
+          d = [String(g), String(env), day, 0, 0, 0, 0, 0]
+          daily.set(k, d)
+        }
+        last = d
+      }
       d[i] += by
-      daily.set(k, d)
     }
     for (const r of active) bump(r.game_id, r.env, Number(r.day), 3, 1)
     for (const r of fresh) bump(r.game_id, r.env, Number(r.first_ts), 4, 1)
@@ -142,7 +154,7 @@ export async function persist(db: Db, rows: CommitRows): Promise<void> {
       else if (r.status === 'refunded') bump(r.game_id, r.env, Number(r.ts), 6, Number(r.amount_cents))
       else bump(r.game_id, r.env, Number(r.ts), 7, 1)
     }
-    const dailyRows = [...daily.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).map(([, v]) => v)
+    const dailyRows = [...daily.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).flatMap(([, v]) => v)
     await insertMany(
       tx,
       'ingest_daily',

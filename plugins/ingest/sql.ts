@@ -25,31 +25,67 @@ function chunks(n: number, cols: number): number[] {
   return out
 }
 
+interface Shape {
+  head: string
+  tuple: string
+  returning: boolean
+  /** Statement text by row count: the same string each time, so both engines' statement caches hit on a hashed string. */
+  bySize: Map<number, string>
+}
+/** table -> tail -> shape */
+const shapes = new Map<string, Map<string, Shape>>()
+
+function shape(table: string, cols: readonly string[], tail: string): Shape {
+  let byTail = shapes.get(table)
+  if (!byTail) {
+    byTail = new Map()
+    shapes.set(table, byTail)
+  }
+  let s = byTail.get(tail)
+  if (!s) {
+    s = {
+      head: `INSERT INTO ${table} (${cols.join(', ')}) VALUES `,
+      tuple: `(${cols.map(() => '?').join(', ')})`,
+      returning: /\bRETURNING\b/i.test(tail),
+      bySize: new Map(),
+    }
+    byTail.set(tail, s)
+  }
+  return s
+}
+
 /**
- * Multi-row INSERT of `rows` (arrays in `cols` order), with an optional tail such as
- * `ON CONFLICT ... DO NOTHING RETURNING ...`. The chunks are sent together, so PostgreSQL
- * pipelines them on the transaction's connection.
+ * Multi-row INSERT of `params`, the rows' values one after another in `cols` order, with an
+ * optional tail such as `ON CONFLICT ... DO NOTHING RETURNING ...`. The chunks are sent
+ * together, so PostgreSQL pipelines them on the transaction's connection.
  */
 export async function insertMany(
   db: Db,
   table: string,
   cols: readonly string[],
-  rows: Param[][],
+  params: Param[],
   tail = '',
 ): Promise<Row[]> {
-  if (!rows.length) return []
-  const tuple = `(${cols.map(() => '?').join(', ')})`
-  const head = `INSERT INTO ${table} (${cols.join(', ')}) VALUES `
-  const returning = /\bRETURNING\b/i.test(tail)
+  const width = cols.length
+  const rows = params.length / width
+  if (!rows) return []
+  const s = shape(table, cols, tail)
   const jobs: Promise<Row[] | number>[] = []
   let at = 0
-  for (const size of chunks(rows.length, cols.length)) {
-    const sql = `${head}${Array(size).fill(tuple).join(', ')} ${tail}`
-    const params = rows.slice(at, at + size).flat()
+  for (const size of chunks(rows, width)) {
+    let sql = s.bySize.get(size)
+    if (sql === undefined) {
+      sql = `${s.head}${Array(size).fill(s.tuple).join(', ')} ${tail}`
+      s.bySize.set(size, sql)
+    }
+    const chunk = size === rows ? params : params.slice(at * width, (at + size) * width)
     at += size
-    jobs.push(returning ? db.all(sql, params) : db.run(sql, params))
+    jobs.push(s.returning ? db.all(sql, chunk) : db.run(sql, chunk))
   }
-  const out: Row[] = []
-  for (const r of await Promise.all(jobs)) if (Array.isArray(r)) out.push(...r)
-  return out
+  if (!s.returning) {
+    await Promise.all(jobs)
+    return []
+  }
+  const out = (await Promise.all(jobs)) as Row[][]
+  return out.length === 1 ? out[0] : out.flat()
 }

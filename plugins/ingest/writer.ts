@@ -319,17 +319,18 @@ export class GroupWriter {
       this.concurrency > 1
         ? [...m.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, v]) => v)
         : [...m.values()]
+    // persist takes each table's values row after row.
     await persist(this.db, {
-      events: eventRows,
-      payments: sorted(payments),
-      invocations,
-      hours: sorted(hours),
-      hist: sorted(hist),
-      firstSeen: sorted(firstSeen),
-      userDays: sorted(userDays),
-      online: onlineRows,
-      exposures: sorted(exposures),
-      userEvents: sorted(userEvents),
+      events: eventRows.flat(),
+      payments: sorted(payments).flat(),
+      invocations: invocations.flat(),
+      hours: sorted(hours).flat(),
+      hist: sorted(hist).flat(),
+      firstSeen: sorted(firstSeen).flat(),
+      userDays: sorted(userDays).flat(),
+      online: onlineRows.flat(),
+      exposures: sorted(exposures).flat(),
+      userEvents: sorted(userEvents).flat(),
     })
     if (this.seen.size + firstSeen.size > CACHE_CAP) this.seen.clear()
     for (const k of firstSeen.keys()) this.seen.add(k)
