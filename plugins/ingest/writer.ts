@@ -1,20 +1,19 @@
 import type { Db, Param } from '../../core/db'
 import type { Logger } from '../../core/log'
 import { HyperLogLog } from './hll'
-import { persist } from './persist'
+import { type CommitRows, persist } from './persist'
 import { DAY, HOUR, MINUTE, floorTo } from './sql'
 import { type NormEvent, pick, str } from './validate'
 
 const DAU_EVENTS = new Set(['login', 'session_start'])
 /**
- * Top-level fields whose columns hold them exactly are left out of `props` (a smaller row is a
- * smaller WAL); everything else, including what was promoted from `attrs`, stays.
+ * Top-level fields whose columns hold them exactly (event, ts, game_id, env) are left out of
+ * `props` (a smaller row is a smaller WAL); everything else, including what was promoted from
+ * `attrs`, stays.
  */
-const COLUMN_FIELDS = new Set(['event', 'ts', 'game_id', 'env'])
-
 function propsJson(raw: Record<string, unknown>): string {
   const out: Record<string, unknown> = {}
-  for (const k in raw) if (!COLUMN_FIELDS.has(k)) out[k] = raw[k]
+  for (const k in raw) if (k !== 'event' && k !== 'ts' && k !== 'game_id' && k !== 'env') out[k] = raw[k]
   return JSON.stringify(out)
 }
 const ONLINE_EVENTS = new Set(['heartbeat', 'session_start'])
@@ -28,10 +27,149 @@ export const histBucket = (ms: number) => Math.round(Math.log1p(Math.max(0, ms))
 export const histValue = (bucket: number) => Math.expm1(bucket * Math.log(1.05))
 
 const sep = '\u0001'
-// Template literals, not rest arguments and join: this runs several times per event.
-const key = (a: string, b: string, c: string | number, d?: string | number) =>
-  d === undefined ? `${a}${sep}${b}${sep}${c}` : `${a}${sep}${b}${sep}${c}${sep}${d}`
 const s = str
+
+type Sketch = { h: HyperLogLog; v: number }
+
+/**
+ * Rows go out stream by stream, each key part compared as text: the order of the key joined
+ * with \u0001, as the writer has always sorted. Concurrent commits (PostgreSQL) therefore lock
+ * rows in one order and never deadlock; on SQLite sorted keys touch each B-tree page once.
+ */
+const byText = (a: string | number, b: string | number) => {
+  const x = String(a)
+  const y = String(b)
+  return x < y ? -1 : x > y ? 1 : 0
+}
+function inOrder<K extends string | number>(m: Map<K, unknown>): K[] {
+  const keys = [...m.keys()]
+  if (keys.length > 1) {
+    // Strings alone sort fastest without a comparator, by UTF-16 code unit as `<` compares.
+    if (typeof keys[0] === 'string') keys.sort()
+    else keys.sort(byText)
+  }
+  return keys
+}
+
+/**
+ * One game and environment. What is known to be stored is cached per stream, keyed by the user
+ * id alone, so a lookup hashes a short string the parser made instead of building a joined key.
+ */
+class Stream {
+  /** Users whose first-seen row is stored. */
+  readonly seen = new Set<string>()
+  /** Per day, users whose user-day row is stored. */
+  readonly days = new Map<number, Set<string>>()
+  /** Users with an exposure: their events feed the conversion rollup. */
+  readonly exposed = new Set<string>()
+  /** Online sketches by minute; the writer bounds their number across streams. */
+  readonly sketches = new Map<number, Sketch>()
+  constructor(
+    readonly gameId: string,
+    readonly env: string,
+  ) {}
+}
+
+interface Slot {
+  /** The minute's sketch, once known; else the visitors waiting for it to load. */
+  sk: Sketch | undefined
+  whos: string[]
+}
+
+/** What one commit gathers for one stream. */
+class Part {
+  /** user -> earliest ts */
+  readonly firstSeen = new Map<string, number>()
+  /** day -> users */
+  readonly userDays = new Map<number, Set<string>>()
+  /** order -> status -> row */
+  readonly payments = new Map<string, Map<string, Param[]>>()
+  /** hour -> function -> [total, failed, duration sum, duration n] */
+  readonly hours = new Map<number, Map<string, [number, number, number, number]>>()
+  /** hour -> bucket -> n */
+  readonly hist = new Map<number, Map<number, number>>()
+  /** minute -> sketch */
+  readonly online = new Map<number, Slot>()
+  /** experiment -> user -> [variant, ts] */
+  readonly exposures = new Map<string, Map<string, [string, number]>>()
+  /** user -> event -> last ts */
+  readonly userEvents = new Map<string, Map<string, number>>()
+  constructor(readonly s: Stream) {}
+}
+
+/** Conversions of exposed users: after the loop, so an exposure earlier in this batch counts. */
+function conversions(events: NormEvent[], partOf: Part[]) {
+  for (let i = 0; i < events.length; i++) {
+    const e = events[i]
+    const { userId } = e
+    if (!userId) continue
+    const p = partOf[i]
+    if (!p.s.exposed.size || !p.s.exposed.has(userId)) continue
+    let byEvent = p.userEvents.get(userId)
+    if (!byEvent) {
+      byEvent = new Map()
+      p.userEvents.set(userId, byEvent)
+    }
+    const prev = byEvent.get(e.event)
+    if (prev === undefined || e.ts > prev) byEvent.set(e.event, e.ts)
+  }
+}
+
+/** The rollup rows of a commit, stream by stream, keys in order. */
+function rollupRows(ordered: Part[]) {
+  const payments: Param[] = []
+  const hours: Param[] = []
+  const hist: Param[] = []
+  const firstSeen: Param[] = []
+  const userDays: Param[] = []
+  const online: Param[] = []
+  const exposures: Param[] = []
+  const userEvents: Param[] = []
+  for (const p of ordered) {
+    const { gameId: g, env } = p.s
+    for (const order of inOrder(p.payments)) {
+      const byStatus = p.payments.get(order)!
+      for (const status of inOrder(byStatus)) payments.push(...byStatus.get(status)!)
+    }
+    for (const hour of inOrder(p.hours)) {
+      const fns = p.hours.get(hour)!
+      for (const fn of inOrder(fns)) {
+        const h = fns.get(fn)!
+        hours.push(g, env, hour, fn, h[0], h[1], h[2], h[3])
+      }
+    }
+    for (const hour of inOrder(p.hist)) {
+      const buckets = p.hist.get(hour)!
+      for (const b of inOrder(buckets)) hist.push(g, env, hour, b, buckets.get(b)!)
+    }
+    for (const user of inOrder(p.firstSeen)) firstSeen.push(g, env, user, p.firstSeen.get(user)!)
+    for (const day of inOrder(p.userDays)) {
+      const users = [...p.userDays.get(day)!]
+      if (users.length > 1) users.sort()
+      for (const user of users) userDays.push(g, env, day, user)
+    }
+    // Each write of a sketch carries a new version, so a slower concurrent commit holding an
+    // older snapshot of the same minute cannot overwrite a newer one.
+    for (const minute of inOrder(p.online)) {
+      const sk = p.online.get(minute)!.sk!
+      sk.v++
+      online.push(g, env, minute, sk.h.count(), sk.h.serialize(), sk.v)
+    }
+    for (const exp of inOrder(p.exposures)) {
+      const users = p.exposures.get(exp)!
+      for (const user of inOrder(users)) {
+        const [variant, ts] = users.get(user)!
+        exposures.push(g, env, exp, user, variant, ts)
+      }
+    }
+    for (const user of inOrder(p.userEvents)) {
+      const byEvent = p.userEvents.get(user)!
+      for (const event of inOrder(byEvent)) userEvents.push(g, env, user, event, byEvent.get(event)!)
+    }
+  }
+
+  return { payments, hours, hist, firstSeen, userDays, online, exposures, userEvents }
+}
 
 interface Pending {
   events: NormEvent[]
@@ -53,16 +191,23 @@ export class GroupWriter {
   private ready: Promise<void> | undefined
   /** Commits in flight at once: SQLite has one writer anyway; PostgreSQL overlaps round trips and fsyncs. */
   private readonly concurrency: number
-  private seen = new Set<string>()
-  private userDays = new Set<string>()
-  private exposed = new Set<string>()
-  private sketches = new Map<string, { h: HyperLogLog; v: number }>()
-  private loadingSketches = new Map<string, Promise<{ h: HyperLogLog; v: number }>>()
+  /** game -> env -> stream */
+  private streams = new Map<string, Map<string, Stream>>()
+  private seenSize = 0
+  private userDaysSize = 0
+  /** Every cached sketch, oldest first, for eviction: `game \u0001 env \u0001 minute` -> owner. */
+  private sketchOrder = new Map<string, { st: Stream; minute: number }>()
+  private loadingSketches = new Map<string, Promise<Sketch>>()
   private lastId = 0
 
+  /**
+   * `persistRows` runs each commit's transaction somewhere else (a persist thread with its own
+   * connection); by default `persist` on `db`. It must resolve only once the rows are committed.
+   */
   constructor(
     private db: Db,
     private log: Logger,
+    private persistRows: (rows: CommitRows) => Promise<void> = (rows) => persist(db, rows),
   ) {
     this.concurrency = db.dialect === 'postgres' ? 3 : 1
   }
@@ -112,7 +257,7 @@ export class GroupWriter {
       }
       // What arrives while this commit runs may start the next one (PostgreSQL: up to `concurrency`).
       this.kick()
-      await this.commit(batch.flatMap((p) => p.events))
+      await this.commit(batch.length === 1 ? batch[0].events : batch.flatMap((p) => p.events))
       for (const p of batch) p.resolve()
     } catch (e) {
       this.log.error('event batch commit failed', { error: String(e), events: n })
@@ -126,14 +271,22 @@ export class GroupWriter {
     }
   }
 
-  /**
-   * Time-ordered integer ids: receive time in ms x 1024 plus a counter (exact in a double until
-   * the year 2248). Starts past the largest stored id, so a restart with a clock step back
-   * never collides.
-   */
-  private nextId(): number {
-    this.lastId = Math.max(this.lastId + 1, Date.now() * 1024)
-    return this.lastId
+  private stream(gameId: string, env: string): Stream {
+    let byEnv = this.streams.get(gameId)
+    if (!byEnv) {
+      byEnv = new Map()
+      this.streams.set(gameId, byEnv)
+    }
+    let st = byEnv.get(env)
+    if (!st) {
+      st = new Stream(gameId, env)
+      byEnv.set(env, st)
+    }
+    return st
+  }
+
+  private *allStreams(): Generator<Stream> {
+    for (const byEnv of this.streams.values()) yield* byEnv.values()
   }
 
   private async init() {
@@ -143,20 +296,20 @@ export class GroupWriter {
     const rows = await this.db.all<{ game_id: string; env: string; user_id: string }>(
       'SELECT DISTINCT game_id, env, user_id FROM ingest_exposures',
     )
-    for (const r of rows) this.exposed.add(key(r.game_id, r.env, r.user_id))
+    for (const r of rows) this.stream(r.game_id, r.env).exposed.add(r.user_id)
   }
 
   /** The cached sketch of a minute; concurrent commits share one load and one object. */
-  private sketch(gameId: string, env: string, minute: number): Promise<{ h: HyperLogLog; v: number }> {
-    const k = key(gameId, env, minute)
-    const hit = this.sketches.get(k)
+  private sketch(st: Stream, minute: number): Promise<Sketch> {
+    const hit = st.sketches.get(minute)
     if (hit) return Promise.resolve(hit)
+    const k = `${st.gameId}${sep}${st.env}${sep}${minute}`
     let loading = this.loadingSketches.get(k)
     if (!loading) {
       loading = this.db
         .get<{ sketch: string; version: number }>(
           'SELECT sketch, version FROM ingest_online WHERE game_id = ? AND env = ? AND minute = ?',
-          [gameId, env, minute],
+          [st.gameId, st.env, minute],
         )
         .then((row) => {
           const sk = {
@@ -164,8 +317,13 @@ export class GroupWriter {
             v: Number(row?.version ?? 0),
           }
           // Oldest first out: sketches are persisted on every commit, so eviction loses nothing.
-          if (this.sketches.size >= SKETCH_CAP) this.sketches.delete(this.sketches.keys().next().value!)
-          this.sketches.set(k, sk)
+          if (this.sketchOrder.size >= SKETCH_CAP) {
+            const [oldest, owner] = this.sketchOrder.entries().next().value!
+            this.sketchOrder.delete(oldest)
+            owner.st.sketches.delete(owner.minute)
+          }
+          this.sketchOrder.set(k, { st, minute })
+          st.sketches.set(minute, sk)
           return sk
         })
         .finally(() => this.loadingSketches.delete(k))
@@ -176,27 +334,64 @@ export class GroupWriter {
 
   private async commit(events: NormEvent[]): Promise<void> {
     const now = Date.now()
-    const eventRows: Param[][] = []
-    const payments = new Map<string, Param[]>()
-    const invocations: Param[][] = []
-    const hours = new Map<string, [string, string, number, string, number, number, number, number]>()
-    const hist = new Map<string, [string, string, number, number, number]>()
-    const firstSeen = new Map<string, [string, string, string, number]>()
-    const userDays = new Map<string, [string, string, number, string]>()
-    const online = new Map<string, [string, string, number]>()
-    const exposures = new Map<string, [string, string, string, string, string, number]>()
-    const userEvents = new Map<string, [string, string, string, string, number]>()
-    const missing = new Map<string, string[]>()
+    // The per-event work runs in plain functions, which the JIT optimizes better than async ones.
+    const { ev, invocations, parts, partOf } = this.gather(events, now)
+    const loads: Promise<void>[] = []
+    for (const p of parts.values())
+      for (const [minute, slot] of p.online)
+        if (!slot.sk)
+          loads.push(
+            this.sketch(p.s, minute).then((sk) => {
+              for (const who of slot.whos) sk.h.add(who)
+              slot.sk = sk
+            }),
+          )
+    await Promise.all(loads)
+    conversions(events, partOf)
+    const ordered = [...parts.values()]
+    if (ordered.length > 1) ordered.sort((a, b) => byText(a.s.gameId, b.s.gameId) || byText(a.s.env, b.s.env))
+    await this.persistRows({ events: ev, invocations, ...rollupRows(ordered) })
+    this.remember(ordered)
+  }
 
-    for (const e of events) {
-      eventRows.push([
-        this.nextId(),
+  /** One pass over the events: raw rows, and each stream's rollup keys not yet known to be stored. */
+  private gather(events: NormEvent[], now: number) {
+    // Time-ordered integer ids: receive time in ms x 1024 plus a counter (exact in a double until
+    // the year 2248). Starts past the largest stored id, so a restart with a clock step back
+    // never collides. The loop below never suspends, so it numbers its rows alone.
+    let id = Math.max(this.lastId, now * 1024 - 1)
+    const ev: Param[] = []
+    const invocations: Param[] = []
+    const parts = new Map<Stream, Part>()
+    const partOf: Part[] = new Array(events.length)
+    let part: Part | undefined
+    let lastGame = ''
+    let lastEnv = ''
+
+    for (let i = 0; i < events.length; i++) {
+      const e = events[i]
+      const { gameId, env, userId, ts } = e
+      // Consecutive events of one game and environment share the stream and its part.
+      if (part === undefined || gameId !== lastGame || env !== lastEnv) {
+        const st = this.stream(gameId, env)
+        part = parts.get(st)
+        if (!part) {
+          part = new Part(st)
+          parts.set(st, part)
+        }
+        lastGame = gameId
+        lastEnv = env
+      }
+      partOf[i] = part
+      const st = part.s
+      ev.push(
+        ++id,
         now,
-        e.gameId,
-        e.env,
+        gameId,
+        env,
         e.event,
-        e.ts,
-        e.userId,
+        ts,
+        userId,
         e.sessionId,
         e.amountCents,
         e.currency,
@@ -204,19 +399,24 @@ export class GroupWriter {
         e.network,
         e.level,
         propsJson(e.props),
-      ])
+      )
       if (e.payment) {
-        const k = key(e.gameId, e.env, e.payment.orderId, e.payment.status)
-        if (!payments.has(k))
-          payments.set(k, [
-            e.gameId,
-            e.env,
-            e.payment.orderId,
-            e.payment.status,
+        const { orderId, status } = e.payment
+        let byStatus = part.payments.get(orderId)
+        if (!byStatus) {
+          byStatus = new Map()
+          part.payments.set(orderId, byStatus)
+        }
+        if (!byStatus.has(status))
+          byStatus.set(status, [
+            gameId,
+            env,
+            orderId,
+            status,
             e.payment.amountCents,
             e.currency,
-            e.userId,
-            e.ts,
+            userId,
+            ts,
             now,
           ])
       }
@@ -224,117 +424,122 @@ export class GroupWriter {
         const fn = s(pick(e.props, 'functionId')) ?? s(pick(e.props, 'function_id')) ?? 'unknown'
         const outcome = s(pick(e.props, 'outcome')) === 'failure' ? 'failure' : 'success'
         const dur = e.durationMs
-        invocations.push([
-          this.nextId(),
-          e.gameId,
-          e.env,
-          e.ts,
+        invocations.push(
+          ++id,
+          gameId,
+          env,
+          ts,
           now,
           fn,
           s(pick(e.props, 'actor')),
           outcome,
           dur,
           s(pick(e.props, 'traceId')) ?? s(pick(e.props, 'trace_id')),
-        ])
-        const hour = floorTo(e.ts, HOUR)
-        const hk = key(e.gameId, e.env, hour, fn)
-        const h = hours.get(hk) ?? [e.gameId, e.env, hour, fn, 0, 0, 0, 0]
-        h[4]++
-        if (outcome === 'failure') h[5]++
-        if (dur !== null) {
-          h[6] += dur
-          h[7]++
+        )
+        const hour = floorTo(ts, HOUR)
+        let fns = part.hours.get(hour)
+        if (!fns) {
+          fns = new Map()
+          part.hours.set(hour, fns)
         }
-        hours.set(hk, h)
+        let h = fns.get(fn)
+        if (!h) {
+          h = [0, 0, 0, 0]
+          fns.set(fn, h)
+        }
+        h[0]++
+        if (outcome === 'failure') h[1]++
         if (dur !== null) {
+          h[2] += dur
+          h[3]++
+          let buckets = part.hist.get(hour)
+          if (!buckets) {
+            buckets = new Map()
+            part.hist.set(hour, buckets)
+          }
           const b = histBucket(dur)
-          const bk = key(e.gameId, e.env, hour, b)
-          const x = hist.get(bk) ?? [e.gameId, e.env, hour, b, 0]
-          x[4]++
-          hist.set(bk, x)
+          buckets.set(b, (buckets.get(b) ?? 0) + 1)
         }
       }
-      if (e.userId) {
-        const uk = key(e.gameId, e.env, e.userId)
-        if (!this.seen.has(uk)) {
-          const prev = firstSeen.get(uk)
-          if (!prev || e.ts < prev[3]) firstSeen.set(uk, [e.gameId, e.env, e.userId, e.ts])
+      if (userId) {
+        if (!st.seen.has(userId)) {
+          const prev = part.firstSeen.get(userId)
+          if (prev === undefined || ts < prev) part.firstSeen.set(userId, ts)
         }
         if (DAU_EVENTS.has(e.event)) {
-          const day = floorTo(e.ts, DAY)
-          const dk = key(e.gameId, e.env, day, e.userId)
-          if (!this.userDays.has(dk)) userDays.set(dk, [e.gameId, e.env, day, e.userId])
+          const day = floorTo(ts, DAY)
+          if (!st.days.get(day)?.has(userId)) {
+            let users = part.userDays.get(day)
+            if (!users) {
+              users = new Set()
+              part.userDays.set(day, users)
+            }
+            users.add(userId)
+          }
         }
         if (e.event === 'experiment_exposure') {
           const exp = s(pick(e.props, 'exp'))
           const variant = s(pick(e.props, 'variant'))
           if (exp && variant) {
-            const xk = key(e.gameId, e.env, exp, e.userId)
-            const prev = exposures.get(xk)
-            if (!prev || e.ts < prev[5]) exposures.set(xk, [e.gameId, e.env, exp, e.userId, variant, e.ts])
-            this.exposed.add(uk)
+            let users = part.exposures.get(exp)
+            if (!users) {
+              users = new Map()
+              part.exposures.set(exp, users)
+            }
+            const prev = users.get(userId)
+            if (!prev || ts < prev[1]) users.set(userId, [variant, ts])
+            st.exposed.add(userId)
           }
         }
       }
-      const who = e.userId ?? e.sessionId
+      const who = userId ?? e.sessionId
       if (who && ONLINE_EVENTS.has(e.event)) {
-        const minute = floorTo(e.ts, MINUTE)
-        const ok = key(e.gameId, e.env, minute)
+        const minute = floorTo(ts, MINUTE)
         // Cached sketches are updated in place; missing ones are loaded once per commit below,
         // so the loop never suspends per event.
-        const cached = this.sketches.get(ok)
-        if (cached) cached.h.add(who)
-        else {
-          const waiting = missing.get(ok)
-          if (waiting) waiting.push(who)
-          else missing.set(ok, [who])
+        let slot = part.online.get(minute)
+        if (!slot) {
+          slot = { sk: st.sketches.get(minute), whos: [] }
+          part.online.set(minute, slot)
         }
-        online.set(ok, [e.gameId, e.env, minute])
+        if (slot.sk) slot.sk.h.add(who)
+        else slot.whos.push(who)
       }
     }
-    await Promise.all(
-      [...missing].map(async ([ok, whos]) => {
-        const [g, env, minute] = online.get(ok)!
-        const sk = await this.sketch(g, env, minute)
-        for (const who of whos) sk.h.add(who)
-      }),
-    )
-    // Conversions of exposed users: after the loop, so an exposure earlier in this batch counts.
-    for (const e of events) {
-      if (!e.userId || !this.exposed.has(key(e.gameId, e.env, e.userId))) continue
-      const k = key(e.gameId, e.env, e.userId, e.event)
-      const prev = userEvents.get(k)
-      if (!prev || e.ts > prev[4]) userEvents.set(k, [e.gameId, e.env, e.userId, e.event, e.ts])
-    }
-    // Each write of a sketch carries a new version, so a slower concurrent commit holding an
-    // older snapshot of the same minute cannot overwrite a newer one.
-    const onlineRows = [...online.keys()].sort().map((k) => {
-      const [g, env, minute] = online.get(k)!
-      const sk = this.sketches.get(k) ?? { h: new HyperLogLog(), v: 0 }
-      sk.v++
-      return [g, env, minute, sk.h.count(), sk.h.serialize(), sk.v]
-    })
+    this.lastId = id
+    return { ev, invocations, parts, partOf }
+  }
 
-    const sorted = <T extends Param[]>(m: Map<string, T>): T[] =>
-      this.concurrency > 1
-        ? [...m.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, v]) => v)
-        : [...m.values()]
-    // persist takes each table's values row after row.
-    await persist(this.db, {
-      events: eventRows.flat(),
-      payments: sorted(payments).flat(),
-      invocations: invocations.flat(),
-      hours: sorted(hours).flat(),
-      hist: sorted(hist).flat(),
-      firstSeen: sorted(firstSeen).flat(),
-      userDays: sorted(userDays).flat(),
-      online: onlineRows.flat(),
-      exposures: sorted(exposures).flat(),
-      userEvents: sorted(userEvents).flat(),
-    })
-    if (this.seen.size + firstSeen.size > CACHE_CAP) this.seen.clear()
-    for (const k of firstSeen.keys()) this.seen.add(k)
-    if (this.userDays.size + userDays.size > CACHE_CAP) this.userDays.clear()
-    for (const k of userDays.keys()) this.userDays.add(k)
+  /** After a successful commit: what it stored is known from now on. */
+  private remember(ordered: Part[]) {
+    let fresh = 0
+    let active = 0
+    for (const p of ordered) {
+      fresh += p.firstSeen.size
+      for (const users of p.userDays.values()) active += users.size
+    }
+    if (this.seenSize + fresh > CACHE_CAP) {
+      for (const st of this.allStreams()) st.seen.clear()
+      this.seenSize = 0
+    }
+    if (this.userDaysSize + active > CACHE_CAP) {
+      for (const st of this.allStreams()) st.days.clear()
+      this.userDaysSize = 0
+    }
+    for (const { s: st, firstSeen: users, userDays: days } of ordered) {
+      const before = st.seen.size
+      for (const user of users.keys()) st.seen.add(user)
+      this.seenSize += st.seen.size - before
+      for (const [day, users] of days) {
+        let known = st.days.get(day)
+        if (!known) {
+          known = new Set()
+          st.days.set(day, known)
+        }
+        const had = known.size
+        for (const user of users) known.add(user)
+        this.userDaysSize += known.size - had
+      }
+    }
   }
 }
