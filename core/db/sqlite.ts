@@ -30,10 +30,34 @@ class WriterQueue {
   }
 }
 
-function open(path: string): Database {
+/** How long a write waits for another connection's write lock before failing. */
+const BUSY_WAIT_MS = 5000
+
+const isBusy = (e: unknown) => (e as { code?: string } | null)?.code === 'SQLITE_BUSY'
+
+/**
+ * Another connection to the same file (a persist thread, a second process) may hold the write
+ * lock. The event-loop connection never sleeps inside SQLite's busy handler (that would stall
+ * every request): it gets SQLITE_BUSY at once and retries here, yielding between attempts.
+ * Only statements that changed nothing when refused are retried: BEGIN IMMEDIATE and single
+ * autocommit statements.
+ */
+async function retryBusy<T>(fn: () => T): Promise<T> {
+  const deadline = Date.now() + BUSY_WAIT_MS
+  for (let wait = 1; ; wait = Math.min(wait * 2, 16)) {
+    try {
+      return fn()
+    } catch (e) {
+      if (!isBusy(e) || Date.now() > deadline) throw e
+    }
+    await Bun.sleep(wait)
+  }
+}
+
+function open(path: string, busyTimeoutMs: number): Database {
   const db = new Database(path, { create: true, strict: false })
   db.exec('PRAGMA journal_mode = WAL')
-  db.exec('PRAGMA busy_timeout = 5000')
+  db.exec(`PRAGMA busy_timeout = ${busyTimeoutMs}`)
   db.exec('PRAGMA synchronous = NORMAL')
   db.exec('PRAGMA foreign_keys = ON')
   return db
@@ -84,10 +108,14 @@ function direct(conn: Conn, savepoints: { n: number }, dialectDb: () => Db): Db 
   return self
 }
 
-export function openSqlite(path: string): Db {
-  const writer: Conn = { db: open(path), cache: new Map() }
+/**
+ * Opens a SQLite file. `blocking` (worker threads, which have no requests to stall) waits for a
+ * busy write lock inside SQLite; otherwise writes wait asynchronously (`retryBusy`).
+ */
+export function openSqlite(path: string, opts: { blocking?: boolean } = {}): Db {
+  const writer: Conn = { db: open(path, opts.blocking ? BUSY_WAIT_MS : 0), cache: new Map() }
   // An in-memory database cannot be shared between two connections.
-  const reader: Conn = path === ':memory:' ? writer : { db: open(path), cache: new Map() }
+  const reader: Conn = path === ':memory:' ? writer : { db: open(path, BUSY_WAIT_MS), cache: new Map() }
   if (reader !== writer) reader.db.exec('PRAGMA query_only = ON')
   const queue = new WriterQueue()
   const savepoints = { n: 0 }
@@ -99,14 +127,15 @@ export function openSqlite(path: string): Db {
       try {
         return Promise.resolve(fn())
       } catch (e) {
-        return Promise.reject(e)
+        if (!isBusy(e)) return Promise.reject(e)
       }
     }
-    return queue.run(fn)
+    return queue.run(() => retryBusy(fn))
   }
 
   const db: Db = {
     dialect: 'sqlite',
+    file: path === ':memory:' ? undefined : path,
     async all<T = Row>(sql: string, params: readonly Param[] = []) {
       if (isRead(sql) && reader !== writer) return stmt(reader, sql).all(...(params as Param[])) as T[]
       return write(() => stmt(writer, sql).all(...(params as Param[])) as T[])
@@ -121,7 +150,7 @@ export function openSqlite(path: string): Db {
     },
     tx<T>(fn: (tx: Db) => Promise<T>) {
       return queue.run(async () => {
-        writer.db.exec('BEGIN IMMEDIATE')
+        await retryBusy(() => writer.db.exec('BEGIN IMMEDIATE'))
         try {
           const out = await fn(direct(writer, savepoints, () => db))
           writer.db.exec('COMMIT')
@@ -133,8 +162,8 @@ export function openSqlite(path: string): Db {
       })
     },
     exec(sql: string) {
-      return queue.run(() => {
-        writer.db.exec(sql)
+      return queue.run(async () => {
+        await retryBusy(() => writer.db.exec(sql))
       })
     },
     async ping() {

@@ -12,6 +12,8 @@ export type Dialect = 'sqlite' | 'postgres'
  */
 export interface Db {
   readonly dialect: Dialect
+  /** The SQLite file, for a second connection from another thread; undefined for PostgreSQL and `:memory:`. */
+  readonly file?: string
   /** Rows of a query. */
   all<T = Row>(sql: string, params?: readonly Param[]): Promise<T[]>
   /** First row or undefined. */

@@ -190,3 +190,60 @@ forEachEngine((engine) => {
     })
   })
 })
+
+describe('[sqlite] another connection holding the write lock', () => {
+  let dir: string
+  let db: Db
+  let other: import('bun:sqlite').Database
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'liveops-busy-'))
+    db = openDb(join(dir, 'busy.sqlite'), dir)
+    await db.exec('CREATE TABLE t (v TEXT)')
+    const { Database } = await import('bun:sqlite')
+    other = new Database(join(dir, 'busy.sqlite'))
+  })
+  afterAll(async () => {
+    other.close()
+    await db.close()
+    rmSync(dir, { recursive: true, force: true })
+  })
+
+  test('writes and transactions wait without stalling the event loop, then apply', async () => {
+    other.exec('BEGIN IMMEDIATE')
+    other.exec("INSERT INTO t VALUES ('other')")
+    const t0 = performance.now()
+    let timerLate = -1
+    const timer = new Promise<void>((r) =>
+      setTimeout(() => {
+        timerLate = performance.now() - t0 - 10
+        r()
+      }, 10),
+    )
+    const write = db.run("INSERT INTO t VALUES ('mine')")
+    const tx = db.tx(async (t) => {
+      await t.run("INSERT INTO t VALUES ('in tx')")
+    })
+    setTimeout(() => other.exec('COMMIT'), 60)
+    await Promise.all([write, tx, timer])
+    // A 10 ms timer fired while the lock was held: nothing slept inside SQLite on this thread.
+    expect(timerLate).toBeLessThan(40)
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(55)
+    expect((await db.all<{ v: string }>('SELECT v FROM t ORDER BY rowid')).map((r) => r.v)).toEqual([
+      'other',
+      'mine',
+      'in tx',
+    ])
+  })
+
+  test('a write still refused after the busy wait fails instead of hanging', async () => {
+    other.exec('BEGIN IMMEDIATE')
+    try {
+      const started = performance.now()
+      const err = await db.run("INSERT INTO t VALUES ('late')").catch((e) => e)
+      expect(String(err)).toMatch(/locked|busy/i)
+      expect(performance.now() - started).toBeGreaterThanOrEqual(4900)
+    } finally {
+      other.exec('ROLLBACK')
+    }
+  }, 15_000)
+})
