@@ -1,10 +1,13 @@
 import { httpErrorResponse } from './http'
 import type { Metrics } from './metrics'
-import type { FastHandler } from './plugin'
+import type { FastHandler, FastMethod, FastServer } from './plugin'
 
-type Handler = (request: Request & { params: Record<string, string> }) => Response | Promise<Response>
+type Handler = (
+  request: Request & { params: Record<string, string> },
+  server: FastServer,
+) => Response | Promise<Response>
 /** What `Bun.serve({ routes })` takes: by method, a handler or a pre-built response. */
-export type RouteTable = Record<string, Partial<Record<'GET', Handler | Response>>>
+export type RouteTable = Record<string, Partial<Record<FastMethod, Handler | Response>>>
 type LogRequest = (method: string, route: string, status: number, seconds: number) => void
 
 /**
@@ -13,7 +16,7 @@ type LogRequest = (method: string, route: string, status: number, seconds: numbe
  * change, synchronously, so a change is visible to the next request.
  */
 export class NativeRoutes {
-  private handlers: Record<string, Partial<Record<'GET', Handler>>> = {}
+  private handlers: Record<string, Partial<Record<FastMethod, Handler>>> = {}
   private statics = new Map<string, Response>()
   private listeners = new Set<() => void>()
 
@@ -22,7 +25,7 @@ export class NativeRoutes {
     private logRequest: LogRequest,
   ) {}
 
-  add(method: 'GET', path: string, handler: FastHandler): void {
+  add(method: FastMethod, path: string, handler: FastHandler): void {
     if (this.handlers[path]?.[method]) throw new Error(`fast route ${method} ${path} registered twice`)
     this.handlers[path] = { ...this.handlers[path], [method]: this.timed(method, path, handler) }
   }
@@ -41,7 +44,7 @@ export class NativeRoutes {
   table(): RouteTable {
     const out: RouteTable = { ...this.handlers }
     // Keyed by method: any other method falls through to Elysia.
-    for (const [path, r] of this.statics) out[path] = { GET: r }
+    for (const [path, r] of this.statics) out[path] = { ...out[path], GET: r }
     return out
   }
 
@@ -68,11 +71,11 @@ export class NativeRoutes {
       this.logRequest(method, path, status, seconds)
     }
     const fail = (request: Request, e: unknown) => httpErrorResponse(new URL(request.url).pathname, e)
-    return (request) => {
+    return (request, server) => {
       const t0 = performance.now()
       let out: Response | Promise<Response>
       try {
-        out = handler(request, request.params)
+        out = handler(request, request.params, server)
       } catch (e) {
         out = fail(request, e)
       }

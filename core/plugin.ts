@@ -26,8 +26,16 @@ export interface AgentCounts {
   online: number
 }
 
-/** A handler of Bun's native router: the raw request and the decoded path parameters. */
-export type FastHandler = (request: Request, params: Record<string, string>) => Response | Promise<Response>
+export type FastMethod = 'GET' | 'POST'
+/** The server a fast route runs in: enough to know the client's address. */
+export type FastServer = { requestIP(r: Request): { address: string } | null }
+/** A handler of Bun's native router: the raw request, the decoded path parameters and the server. */
+export type FastHandler = (
+  request: Request,
+  params: Record<string, string>,
+  /** Null when the request came through `app.handle` without a server (tests). */
+  server: FastServer | null,
+) => Response | Promise<Response>
 
 export interface PluginContext<C> {
   /** The plugin's own name. */
@@ -55,12 +63,12 @@ export interface PluginContext<C> {
   setAgentCounter(fn: () => Promise<AgentCounts> | AgentCounts): void
   /**
    * Serves one hot, public path from Bun's native router ahead of Elysia (no hooks, no body
-   * parsing, no auth): for reads every game client polls. Core still records the request
+   * parsing, no auth): reads every game client polls, signed ingestion. Core still records the request
    * histogram and maps a thrown HttpError to the path's error body. Register the same path in the
    * plugin's Elysia routes too, with the same handler: that route documents it in the OpenAPI
    * and answers `app.handle` (tests, and servers that use only `fetch`).
    */
-  fastRoute(method: 'GET', path: string, handler: FastHandler): void
+  fastRoute(method: FastMethod, path: string, handler: FastHandler): void
   /**
    * Serves one exact path (GET, HEAD) with a pre-built response from Bun's native router: no
    * JavaScript runs per request, so these reads are not in the request histogram. Bun answers a

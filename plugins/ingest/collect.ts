@@ -16,7 +16,7 @@ const piiDenied = (denied: Denial[]) =>
   new HttpError(400, 'pii_denied', denied.map((d) => `[${d.index}].${d.field}: ${d.reason}`).join('; '), {
     errors: denied,
   })
-export type Server = { requestIP(r: Request): { address: string } | null } | null
+export type Server = { requestIP(r: Request): { address: string } | null } | null | undefined
 
 export const clientIp = (server: Server, request: Request) => server?.requestIP(request)?.address ?? 'unknown'
 
@@ -61,7 +61,7 @@ export async function accept(
   ing: Ingestor,
   events: NormEvent[],
   ip: string,
-  set: { headers: Record<string, unknown> },
+  set: { headers: Record<string, string> },
 ) {
   const firstAt = new Map<string, number>()
   events.forEach(
