@@ -11,9 +11,12 @@ const outfile =
   process.argv.find((a) => a.startsWith('--outfile='))?.slice('--outfile='.length) ?? 'dist/liveops'
 mkdirSync('dist', { recursive: true })
 const t0 = performance.now()
+// Worker threads are separate entrypoints of the binary (plugins/ingest/persist-thread.ts).
+const workers = ['plugins/ingest/persist-thread.worker.ts']
 const args = [
   'build',
   'core/main.ts',
+  ...workers,
   '--compile',
   '--minify-whitespace',
   '--minify-syntax',

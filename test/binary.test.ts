@@ -2,11 +2,13 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { signRequest } from '../sdk/sign'
 import { startServer } from './process'
 
 /**
  * The compiled single binary, end to end: build it, start it on a temporary DATA_DIR with the
- * embedded default configuration, log in, create a game, read the API docs and the health.
+ * embedded default configuration, log in, create a game, ingest a signed event, read the API
+ * docs and the health.
  */
 describe('single binary', () => {
   const dir = mkdtempSync(join(tmpdir(), 'liveops-bin-'))
@@ -26,7 +28,7 @@ describe('single binary', () => {
     // Run outside the repo so the embedded configuration, not config/liveops.yaml, is used.
     const s = await startServer(
       [binary],
-      { DATA_DIR: dataDir, ADMIN_PASSWORD: 'binary-admin-pw' },
+      { DATA_DIR: dataDir, ADMIN_PASSWORD: 'binary-admin-pw', INGEST_SIGNING_SECRET: 'binary-secret' },
       { cwd: dir },
     )
     try {
@@ -63,6 +65,22 @@ describe('single binary', () => {
           ).json()
         ).name,
       ).toBe('Binary Quest')
+
+      // Signed ingestion commits on the persist thread, a second entrypoint of the binary.
+      const events = JSON.stringify([
+        { event: 'login', ts: String(Date.now()), game_id: id, env: 'prod', uid: 'u1' },
+      ])
+      const ingest = await fetch(`${s.base}/api/ingest/events`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...(await signRequest('binary-secret', events)) },
+        body: events,
+      })
+      if (ingest.status !== 200) console.error(s.output())
+      expect(await ingest.json()).toEqual({ ok: true })
+      const dau = await fetch(`${s.base}/api/v1/analytics/warehouse/dau?gameId=${id}&env=prod&days=1`, {
+        headers: { authorization: `Bearer ${token}` },
+      })
+      expect((await dau.json()).points.at(-1).dau).toBe(1)
 
       const docs = await fetch(`${s.base}/v3/api-docs`)
       expect(docs.status).toBe(200)

@@ -2,6 +2,7 @@ import { type Db, migrate, openDb } from '../../core/db'
 import { Invalid } from '../../core/http'
 import { definePlugin } from '../../core/plugin'
 import { ingestMigrations } from './migrations'
+import { PersistThread } from './persist-thread'
 import { ingestRoutes } from './routes'
 import { IngestConfig } from './schema'
 import { Ingestor } from './service'
@@ -31,7 +32,10 @@ export default definePlugin({
     }
     const warehouse = dsn === 'none' || dsn === '' ? undefined : warehouseStore(db)
     const games = ctx.service('games')
-    const writer = new GroupWriter(db, ctx.log)
+    // SQLite: the transactions run on a thread of their own (persist-thread.ts), so the event
+    // loop keeps answering while a commit and its fsync run.
+    const thread = db.dialect === 'sqlite' && db.file ? new PersistThread(db.file) : undefined
+    const writer = new GroupWriter(db, ctx.log, thread && ((rows) => thread.persist(rows)))
     const secret = ctx.config.signing_secret || process.env.INGEST_SIGNING_SECRET || ''
     const ingestor = new Ingestor(ctx.config, secret, games, writer, ctx.log)
 
@@ -67,7 +71,8 @@ export default definePlugin({
     ctx.onStop(async () => {
       if (timer) clearInterval(timer)
       await writer.idle()
+      await thread?.close()
     })
-    return ingestRoutes(ingestor, ctx.auth, ctx.guard, warehouse)
+    return ingestRoutes(ingestor, ctx.auth, ctx.guard, ctx.fastRoute, warehouse)
   },
 })

@@ -189,7 +189,7 @@ export class GroupWriter {
   private scheduled = false
   private idleWaiters: Array<() => void> = []
   private ready: Promise<void> | undefined
-  /** Commits in flight at once: SQLite has one writer anyway; PostgreSQL overlaps round trips and fsyncs. */
+  /** Commits in flight at once (see the constructor). */
   private readonly concurrency: number
   /** game -> env -> stream */
   private streams = new Map<string, Map<string, Stream>>()
@@ -200,16 +200,22 @@ export class GroupWriter {
   private loadingSketches = new Map<string, Promise<Sketch>>()
   private lastId = 0
 
+  private persistRows: (rows: CommitRows) => Promise<void>
+
   /**
-   * `persistRows` runs each commit's transaction somewhere else (a persist thread with its own
-   * connection); by default `persist` on `db`. It must resolve only once the rows are committed.
+   * `thread` runs each commit's transaction somewhere else (a persist thread with its own
+   * connection, which applies commits in the order they were sent); by default `persist` on
+   * `db`. It must resolve only once the rows are committed.
    */
   constructor(
     private db: Db,
     private log: Logger,
-    private persistRows: (rows: CommitRows) => Promise<void> = (rows) => persist(db, rows),
+    thread?: (rows: CommitRows) => Promise<void>,
   ) {
-    this.concurrency = db.dialect === 'postgres' ? 3 : 1
+    this.persistRows = thread ?? ((rows) => persist(db, rows))
+    // PostgreSQL overlaps round trips and fsyncs; with a persist thread the event loop prepares
+    // the next commit while the thread stores the previous one; alone, SQLite has one writer.
+    this.concurrency = db.dialect === 'postgres' ? 3 : thread ? 2 : 1
   }
 
   /** Resolves once the events are committed. */
