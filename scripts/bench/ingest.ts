@@ -18,6 +18,7 @@ import { rmSync } from 'node:fs'
 import { join } from 'node:path'
 import postgres from 'postgres'
 import { type Running, startServer } from '../../test/process'
+import { USERS, eventsBody, shapes } from './events'
 import { PG_URL, arg, freshPgDatabase, median, tempDir, wrk } from './lib'
 
 const mode = arg('mode', 'batch')
@@ -25,7 +26,7 @@ const engine = arg('engine', 'sqlite')
 const seconds = Number(arg('seconds', mode === 'batch' ? '60' : '20'))
 const connections = Number(arg('connections', mode === 'single' ? '64' : '16'))
 const batchSize = Number(arg('batch', '100'))
-const USERS = 200_000
+
 const SECRET = 'bench-signing-secret'
 const DAY = 86_400_000
 
@@ -91,45 +92,6 @@ function sign(body: string): Record<string, string> {
   const digest = new Bun.CryptoHasher('sha256').update(body).digest('hex')
   const sig = new Bun.CryptoHasher('sha256', SECRET).update(`${ts}\n${nonce}\n${digest}`).digest('base64')
   return { 'content-type': 'application/json', 'x-timestamp': ts, 'x-nonce': nonce, 'x-signature': sig }
-}
-
-/**
- * Event bodies without their `ts`, made once so the generator spends its CPU on sending: 400,000
- * shapes over 200,000 users; a request picks 100 at random and prefixes each with its time.
- */
-function shapes(gameId: string): string[] {
-  const out: string[] = []
-  for (let i = 0; i < 2 * USERS; i++) {
-    const uid = `u${i % USERS}`
-    const r = Math.random()
-    const base = { game_id: gameId, env: 'prod', uid }
-    let e: object
-    if (r < 0.05) e = { ...base, event: 'login' }
-    else if (r < 0.1) e = { ...base, event: 'session_start', session_id: `s${uid}` }
-    else if (r < 0.4) e = { ...base, event: 'heartbeat' }
-    else if (r < 0.5)
-      e = {
-        ...base,
-        event: 'function.invoke',
-        attrs: {
-          functionId: `fn${i % 20}`,
-          actor: uid,
-          outcome: Math.random() < 0.05 ? 'failure' : 'success',
-          durationMs: Math.round(Math.random() * 200),
-          traceId: crypto.randomUUID(),
-        },
-      }
-    else e = { ...base, event: 'level_up', level: String(i % 50), network: 'wifi' }
-    out.push(JSON.stringify(e).slice(1))
-  }
-  return out
-}
-
-function eventsBody(pool: string[], n: number, t: number): string {
-  const parts: string[] = new Array(n)
-  for (let i = 0; i < n; i++)
-    parts[i] = `{"ts":"${Math.round(t + i)}",${pool[Math.floor(Math.random() * pool.length)]}`
-  return `[${parts.join(',')}]`
 }
 
 function paymentsBody(gameId: string, n: number, t: number, seq: { order: number }): string {
