@@ -48,7 +48,17 @@ const RESERVED = new Set([
   'trace_id',
 ])
 
-const kindOf = (key: string): Kind | undefined => KINDS.find(([, re]) => re.test(key))?.[0]
+const NONE = 'none'
+/** Key name -> kind, remembered: a batch repeats the same few names. Bounded, as names come from clients. */
+const kinds = new Map<string, Kind | typeof NONE>()
+const kindOf = (key: string): Kind | undefined => {
+  let k = kinds.get(key)
+  if (k === undefined) {
+    k = KINDS.find(([, re]) => re.test(key))?.[0] ?? NONE
+    if (kinds.size < 10_000) kinds.set(key, k)
+  }
+  return k === NONE ? undefined : k
+}
 
 /** `jane.doe@example.com` -> `j***@example.com`; phones keep the last 4 digits; IPs lose the host part. */
 export function mask(kind: Kind, value: unknown): unknown {
@@ -72,13 +82,20 @@ export interface Denial {
   reason: string
 }
 
+type Policy = Environment['settings']
+
+/** Whether applying the policy to one level (top or attrs) would change or refuse anything. */
+function touches(obj: Obj, policy: Policy, allow: Set<string> | undefined): boolean {
+  for (const key in obj) {
+    if (allow && !allow.has(key) && !RESERVED.has(key)) return true
+    const kind = kindOf(key)
+    if (kind && policy.pii[kind] !== 'allow') return true
+  }
+  return false
+}
+
 /** Applies one level (top or attrs) of the policy in place; returns the first denied field. */
-function scrub(
-  obj: Obj,
-  policy: Environment['settings'],
-  allow: Set<string> | undefined,
-  prefix: string,
-): string | undefined {
+function scrub(obj: Obj, policy: Policy, allow: Set<string> | undefined, prefix: string): string | undefined {
   for (const key of Object.keys(obj)) {
     const kind = kindOf(key)
     const action = kind ? policy.pii[kind] : 'allow'
@@ -100,30 +117,49 @@ export function protect(
 ): { kept: NormEvent[]; denied: Denial[] } {
   const kept: NormEvent[] = []
   const denied: Denial[] = []
-  events.forEach((e, index) => {
-    const settings = envs.get(`${e.gameId}\u0001${e.env}`)?.settings
-    if (!settings) return void kept.push(e)
-    const allow = settings.propertyAllowList.length ? new Set(settings.propertyAllowList) : undefined
-    const noPii =
-      settings.pii.email === 'allow' && settings.pii.phone === 'allow' && settings.pii.ip === 'allow'
-    if (noPii && !allow) return void kept.push(e)
-    const props: Obj = { ...e.props }
-    const attrs =
-      props.attrs && typeof props.attrs === 'object' && !Array.isArray(props.attrs)
-        ? { ...(props.attrs as Obj) }
+  let lastKey = ''
+  let settings: Policy | undefined
+  let allow: Set<string> | undefined
+  let noPii = true
+  for (let index = 0; index < events.length; index++) {
+    const e = events[index]
+    const key = `${e.gameId}\u0001${e.env}`
+    if (key !== lastKey || index === 0) {
+      lastKey = key
+      settings = envs.get(key)?.settings
+      allow = settings?.propertyAllowList.length ? new Set(settings.propertyAllowList) : undefined
+      noPii =
+        !settings ||
+        (settings.pii.email === 'allow' && settings.pii.phone === 'allow' && settings.pii.ip === 'allow')
+    }
+    if (!settings || (noPii && !allow)) {
+      kept.push(e)
+      continue
+    }
+    const nested =
+      e.props.attrs && typeof e.props.attrs === 'object' && !Array.isArray(e.props.attrs)
+        ? (e.props.attrs as Obj)
         : undefined
+    // Most events carry nothing the policy acts on: kept as they are, without copies.
+    if (!touches(e.props, settings, allow) && !(nested && touches(nested, settings, allow))) {
+      kept.push(e)
+      continue
+    }
+    const props: Obj = { ...e.props }
+    const attrs = nested ? { ...nested } : undefined
     const field =
       scrub(props, settings, allow, '') ?? (attrs ? scrub(attrs, settings, allow, 'attrs.') : undefined)
     if (field) {
       const kind = kindOf(field.replace(/^attrs\./, ''))
-      return void denied.push({
+      denied.push({
         index,
         field,
         reason: `personal data (${kind}) is denied in environment '${e.env}'`,
       })
+      continue
     }
     if (attrs) props.attrs = attrs
     kept.push({ ...e, props })
-  })
+  }
   return { kept, denied }
 }

@@ -275,7 +275,11 @@ function request() k = k + 1; if k > #reqs then k = 1 end; return reqs[k] end
         non2xx: w.errors,
         acked: w.requests - w.errors,
         stored,
-        ackedEqualsStored: stored === w.requests - w.errors,
+        // wrk stops counting at its deadline with up to one request per connection in flight:
+        // those are stored but never counted as acknowledged. Lost acknowledgements are the failure.
+        lostAcked: Math.max(0, w.requests - w.errors - stored),
+        inFlightAtStop: stored - (w.requests - w.errors),
+        countCheck: stored >= w.requests - w.errors && stored - (w.requests - w.errors) <= connections,
         presigned: n,
       }),
     )
