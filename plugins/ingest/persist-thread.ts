@@ -3,7 +3,8 @@ import type { CommitRows } from './persist'
 /** Messages to the persist thread. */
 export type PersistRequest =
   | { kind: 'open'; file: string }
-  | { kind: 'commit'; id: number; rows: CommitRows }
+  /** The rows as JSON text: one string crosses threads far cheaper than a structured clone of thousands of values. */
+  | { kind: 'commit'; id: number; rows: string }
   | { kind: 'close'; id: number }
 /** Its answers: the open, then one per commit, in order. */
 export type PersistReply = { id: number; error?: string }
@@ -59,7 +60,7 @@ export class PersistThread {
     const id = ++this.seq
     return new Promise((resolve, reject) => {
       this.waiting.set(id, { resolve, reject })
-      this.send({ kind: 'commit', id, rows })
+      this.send({ kind: 'commit', id, rows: JSON.stringify(rows) })
     })
   }
 

@@ -4,7 +4,7 @@
  */
 import type { Db } from '../../core/db'
 import { openSqlite } from '../../core/db/sqlite'
-import { persist } from './persist'
+import { type CommitRows, persist } from './persist'
 import type { PersistReply, PersistRequest } from './persist-thread'
 
 declare const self: Worker
@@ -29,7 +29,7 @@ self.onmessage = (m: MessageEvent<PersistRequest>) => {
     }
     try {
       if (!db) throw new Error('persist thread: no store open')
-      await persist(db, msg.rows)
+      await persist(db, JSON.parse(msg.rows) as CommitRows)
       reply({ id: msg.id })
     } catch (e) {
       reply({ id: msg.id, error: String((e as Error)?.message ?? e) })
