@@ -18,11 +18,15 @@ const SECRET = 'stage-secret'
 const gameId = '01a2075d-0306-7071-a8a6-1b019ae6abfd'
 const pool = shapes(gameId)
 const t0 = Date.now() - 86_400_000
-const bodies = Array.from({ length: batches }, (_, i) => new TextEncoder().encode(eventsBody(pool, 100, t0 + i)))
+const bodies = Array.from({ length: batches }, (_, i) =>
+  new TextEncoder().encode(eventsBody(pool, 100, t0 + i)),
+)
 const sign = (body: Uint8Array, nonce: string) => {
   const ts = String(Math.floor(Date.now() / 1000))
   const digest = new Bun.CryptoHasher('sha256').update(body).digest('hex')
-  const signature = new Bun.CryptoHasher('sha256', SECRET).update(`${ts}\n${nonce}\n${digest}`).digest('base64')
+  const signature = new Bun.CryptoHasher('sha256', SECRET)
+    .update(`${ts}\n${nonce}\n${digest}`)
+    .digest('base64')
   return { timestamp: ts, nonce, signature }
 }
 // The default policy of a new environment: IPs masked, the rest allowed.

@@ -19,7 +19,7 @@ import { join } from 'node:path'
 import postgres from 'postgres'
 import { type Running, startServer } from '../../test/process'
 import { USERS, eventsBody, shapes } from './events'
-import { PG_URL, arg, freshPgDatabase, median, tempDir, wrk } from './lib'
+import { PG_URL, type WrkResult, arg, freshPgDatabase, median, startBare, tempDir, wrk } from './lib'
 
 const mode = arg('mode', 'batch')
 const engine = arg('engine', 'sqlite')
@@ -295,16 +295,38 @@ function request() k = k + 1; if k > #reqs then k = 1 end; return reqs[k] end
     }
     // A fresh timestamp but a wrong signature: rejected by the HMAC check, never parsed or stored.
     headers['x-timestamp'] = String(Math.floor(Date.now() / 1000))
-    const w = wrk(`${s.base}/api/ingest/events`, { connections, seconds, headers, script })
+    // The ceiling: a bare Bun POST route that reads the body and answers a 401 of the same size,
+    // in its own process, measured in alternation with liveops (the machine is shared and noisy).
+    const sample = await fetch(`${s.base}/api/ingest/events`, { method: 'POST', headers, body })
+    const answer = await sample.text()
+    const bare = await startBare(
+      '/api/ingest/events',
+      `{ POST: async (r) => { await r.arrayBuffer(); return new Response(${JSON.stringify(answer)}, { status: 401, headers: { 'content-type': 'application/json' } }) } }`,
+    )
+    const runs = Number(arg('runs', '3'))
+    const ours: WrkResult[] = []
+    const ceiling: WrkResult[] = []
+    for (let i = 0; i < runs; i++) {
+      ours.push(wrk(`${s.base}/api/ingest/events`, { connections, seconds, headers, script }))
+      ceiling.push(wrk(`${bare.base}/api/ingest/events`, { connections, seconds, headers, script }))
+    }
+    bare.stop()
     await stop(s)
+    const rps = median(ours.map((w) => w.rps))
+    const bareRps = median(ceiling.map((w) => w.rps))
     console.log(
       JSON.stringify({
         mode,
         engine,
-        rejectedPerSec: Math.round(w.rps),
-        p99ms: w.p99ms,
-        non2xx: w.errors,
-        requests: w.requests,
+        status: sample.status,
+        rejectedPerSec: Math.round(rps),
+        p99ms: median(ours.map((w) => w.p99ms)),
+        non2xx: ours.reduce((n, w) => n + w.errors, 0),
+        requests: ours.reduce((n, w) => n + w.requests, 0),
+        runs: ours.map((w) => Math.round(w.rps)),
+        bareBunPerSec: Math.round(bareRps),
+        bareRuns: ceiling.map((w) => Math.round(w.rps)),
+        liveopsShareOfCeiling: +(rps / bareRps).toFixed(2),
         stored: await storedEvents(),
       }),
     )

@@ -71,3 +71,30 @@ export function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b)
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2
 }
+
+/**
+ * The machine's ceiling for one HTTP answer: a bare `Bun.serve` in its own process (no
+ * liveops code) answering `path` the way `handler` says. The machine is shared and its speed
+ * drifts from day to day, so a benchmark reports liveops against this ceiling, measured in
+ * alternation with it, besides the absolute figures.
+ *
+ * `route` is the source of one Bun route value: a `new Response(...)` or `{ POST: async (r) => ... }`.
+ */
+export async function startBare(path: string, route: string): Promise<{ base: string; stop: () => void }> {
+  const dir = tempDir('liveops-bare-')
+  const file = join(dir, 'bare.ts')
+  await Bun.write(
+    file,
+    `const s = Bun.serve({ port: 0, hostname: '127.0.0.1', routes: { ${JSON.stringify(path)}: ${route} }, fetch: () => new Response('not found', { status: 404 }) })\nconsole.log('ready ' + s.port)\n`,
+  )
+  const proc = Bun.spawn([process.execPath, file], { stdout: 'pipe', stderr: 'inherit' })
+  const reader = proc.stdout.getReader()
+  let out = ''
+  while (!/ready \d+/.test(out)) {
+    const { done, value } = await reader.read()
+    if (done) throw new Error(`bare server did not start: ${out}`)
+    out += new TextDecoder().decode(value)
+  }
+  const port = out.match(/ready (\d+)/)![1]
+  return { base: `http://127.0.0.1:${port}`, stop: () => proc.kill() }
+}
