@@ -85,7 +85,7 @@ function merge(a: Record<string, unknown>, b: Record<string, unknown>): Record<s
 }
 
 /** Opens a fresh PostgreSQL schema for one app; dropped again by `stop()`. */
-async function freshSchema(): Promise<{ schema: string; drop: () => Promise<void> }> {
+export async function freshSchema(): Promise<{ schema: string; drop: () => Promise<void> }> {
   const schema = `t_${crypto.randomUUID().replace(/-/g, '').slice(0, 16)}`
   const sql = postgres(PG_URL, { max: 1, onnotice: () => undefined })
   await sql.unsafe(`CREATE SCHEMA ${schema}`)

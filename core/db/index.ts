@@ -4,7 +4,7 @@ import { type PgOptions, openPostgres } from './postgres'
 import { openSqlite } from './sqlite'
 import type { Db } from './types'
 
-export type { Db, Dialect, Migration, Param, Row } from './types'
+export type { Db, Dialect, Migration, Param, Row, StoreLocation } from './types'
 export { migrate, MigrationError, type MigrationSet } from './migrate'
 
 /** True for `postgres://` and `postgresql://` URLs. */

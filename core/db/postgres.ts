@@ -75,6 +75,7 @@ export function openPostgres(url: string, opts: PgOptions = {}): Db {
   })
   const root: Db = {
     ...wrap(sql, () => root),
+    location: { url, schema: opts.schema },
     async ping() {
       const t = performance.now()
       await sql`SELECT 1`

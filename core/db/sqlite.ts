@@ -135,7 +135,7 @@ export function openSqlite(path: string, opts: { blocking?: boolean } = {}): Db 
 
   const db: Db = {
     dialect: 'sqlite',
-    file: path === ':memory:' ? undefined : path,
+    location: path === ':memory:' ? undefined : { url: path },
     async all<T = Row>(sql: string, params: readonly Param[] = []) {
       if (isRead(sql) && reader !== writer) return stmt(reader, sql).all(...(params as Param[])) as T[]
       return write(() => stmt(writer, sql).all(...(params as Param[])) as T[])
@@ -176,7 +176,13 @@ export function openSqlite(path: string, opts: { blocking?: boolean } = {}): Db 
       closed = true
       await queue.run(() => undefined)
       if (reader !== writer) reader.db.close()
-      writer.db.exec('PRAGMA optimize')
+      // Best effort: statistics for the next start. Another connection (a persist thread
+      // closing at the same time) may hold the lock; that costs nothing but the statistics.
+      try {
+        await retryBusy(() => writer.db.exec('PRAGMA optimize'))
+      } catch (e) {
+        if (!isBusy(e)) throw e
+      }
       writer.db.close()
     },
   }

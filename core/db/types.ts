@@ -2,6 +2,12 @@ export type Param = string | number | bigint | boolean | null | Uint8Array
 export type Row = Record<string, unknown>
 export type Dialect = 'sqlite' | 'postgres'
 
+/** A store's address: a SQLite file path or a PostgreSQL URL, with the schema its connections use. */
+export interface StoreLocation {
+  url: string
+  schema?: string
+}
+
 /**
  * The one storage facade. Both engines run the same SQL: `?` placeholders, TEXT ids, BIGINT
  * epoch-ms times, JSON as TEXT, `ON CONFLICT`, `RETURNING`. Reads outside a transaction never see
@@ -12,8 +18,11 @@ export type Dialect = 'sqlite' | 'postgres'
  */
 export interface Db {
   readonly dialect: Dialect
-  /** The SQLite file, for a second connection from another thread; undefined for PostgreSQL and `:memory:`. */
-  readonly file?: string
+  /**
+   * How another thread opens this same store with connections of its own (a persist thread);
+   * undefined for an in-memory SQLite store, which no other connection can reach.
+   */
+  readonly location?: StoreLocation
   /** Rows of a query. */
   all<T = Row>(sql: string, params?: readonly Param[]): Promise<T[]>
   /** First row or undefined. */

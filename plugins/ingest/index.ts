@@ -9,7 +9,7 @@ import { Ingestor } from './service'
 import { experimentCounts, purge, warehouseStore } from './store'
 import type { EventsService } from './types'
 import { validateEvents } from './validate'
-import { GroupWriter } from './writer'
+import { COMMITS_IN_FLIGHT, GroupWriter } from './writer'
 
 /**
  * Signed event and payment ingestion, the event store with its write-time rollups, and the
@@ -32,9 +32,9 @@ export default definePlugin({
     }
     const warehouse = dsn === 'none' || dsn === '' ? undefined : warehouseStore(db)
     const games = ctx.service('games')
-    // SQLite: the transactions run on a thread of their own (persist-thread.ts), so the event
-    // loop keeps answering while a commit and its fsync run.
-    const thread = db.dialect === 'sqlite' && db.file ? new PersistThread(db.file) : undefined
+    // The transactions run on a thread of their own (persist-thread.ts), so the event loop keeps
+    // answering while a commit runs: SQLite's statements and fsyncs, PostgreSQL's encoding.
+    const thread = db.location && new PersistThread(db.location, COMMITS_IN_FLIGHT[db.dialect])
     const writer = new GroupWriter(db, ctx.log, thread && ((rows) => thread.persist(rows)))
     const secret = ctx.config.signing_secret || process.env.INGEST_SIGNING_SECRET || ''
     const ingestor = new Ingestor(ctx.config, secret, games, writer, ctx.log)

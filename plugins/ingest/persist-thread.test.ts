@@ -1,30 +1,42 @@
-import { Database } from 'bun:sqlite'
 import { afterEach, expect, test } from 'bun:test'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { migrate } from '../../core/db'
+import { type Db, type StoreLocation, migrate } from '../../core/db'
+import { openPostgres } from '../../core/db/postgres'
 import { openSqlite } from '../../core/db/sqlite'
+import { PG_URL, forEachEngine, freshSchema } from '../../test/helpers'
 import { ingestMigrations } from './migrations'
 import type { CommitRows } from './persist'
 import { PersistThread } from './persist-thread'
 
-// The SQLite persist thread: its own connection to the file, commits applied in the order sent,
-// each promise settled by its own transaction, failures reported to the caller, nothing after close.
+// The persist thread: its own connections to the store, each promise settled by its own
+// transaction, failures reported to the caller, nothing accepted after close. SQLite commits
+// apply in the order sent.
 
-const dirs: string[] = []
-afterEach(() => {
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true })
+const cleanups: Array<() => Promise<void> | void> = []
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c()
 })
 
-async function migratedFile(): Promise<string> {
+/** A migrated store and its location; `db` is the test's own connection for reading back. */
+async function store(engine: string): Promise<{ location: StoreLocation; db: Db }> {
+  if (engine === 'postgres') {
+    const { schema, drop } = await freshSchema()
+    const db = openPostgres(PG_URL, { schema, max: 2 })
+    await migrate(db, [{ plugin: 'ingest', migrations: ingestMigrations }])
+    cleanups.push(drop, () => db.close())
+    return { location: { url: PG_URL, schema }, db }
+  }
   const dir = mkdtempSync(join(tmpdir(), 'liveops-persist-'))
-  dirs.push(dir)
   const file = join(dir, 'w.sqlite')
   const db = openSqlite(file)
   await migrate(db, [{ plugin: 'ingest', migrations: ingestMigrations }])
-  await db.close()
-  return file
+  cleanups.push(
+    () => rmSync(dir, { recursive: true, force: true }),
+    () => db.close(),
+  )
+  return { location: { url: file }, db }
 }
 
 const empty = (): CommitRows => ({
@@ -43,72 +55,69 @@ const empty = (): CommitRows => ({
 /** One raw event row, in the column order of persist.ts (id, received_at, game_id, env, event, ts, user_id, ...). */
 const eventRow = (id: number, user: string) =>
   [id, 1000, 'g', 'prod', 'login', 1000, user, null, null, null, null, null, null, '{}'] as const
-
-test('commits run in the order sent and are visible to other connections once their promise resolves', async () => {
-  const file = await migratedFile()
-  const thread = new PersistThread(file)
-  const commits = Array.from({ length: 20 }, (_, c) => {
-    const rows = empty()
-    for (let i = 0; i < 50; i++) rows.events.push(...eventRow(c * 50 + i + 1, `u${c}`))
-    return thread.persist(rows)
-  })
-  await commits[0]
-  const reader = new Database(file, { readonly: true })
-  const count = () => (reader.query('SELECT COUNT(*) AS n FROM ingest_events').get() as { n: number }).n
-  expect(count()).toBeGreaterThanOrEqual(50)
-  await Promise.all(commits)
-  expect(count()).toBe(1000)
-  const firstOf = reader.query('SELECT user_id FROM ingest_events ORDER BY rowid LIMIT 1').get() as {
-    user_id: string
-  }
-  expect(firstOf.user_id).toBe('u0')
-  reader.close()
-  await thread.close()
-})
-
-test('a failed commit rejects its own promise with the store error; the next commit still lands', async () => {
-  const file = await migratedFile()
-  const thread = new PersistThread(file)
-  const ok = empty()
-  ok.events.push(...eventRow(1, 'a'))
-  await thread.persist(ok)
-  // The same id again breaks the primary key: that transaction alone rolls back.
-  const dup = empty()
-  dup.events.push(...eventRow(2, 'b'), ...eventRow(1, 'c'))
-  // (`expect(promise).rejects` never settles on a promise rejected from a worker's message in Bun 1.4.5.)
-  const failure = await thread.persist(dup).then(
+const count = async (db: Db) =>
+  Number((await db.get<{ n: number }>('SELECT COUNT(*) AS n FROM ingest_events'))?.n)
+/** How a promise settled, as text: `expect(promise).rejects` never settles on a promise rejected from a worker's message in Bun 1.4.5. */
+const settled = (p: Promise<unknown>) =>
+  p.then(
     () => 'resolved',
     (e) => String(e),
   )
-  expect(failure).toMatch(/UNIQUE constraint failed: ingest_events.id/)
-  const next = empty()
-  next.events.push(...eventRow(3, 'd'))
-  await thread.persist(next)
-  await thread.close()
-  const reader = new Database(file, { readonly: true })
-  const users = (
-    reader.query('SELECT user_id FROM ingest_events ORDER BY id').all() as { user_id: string }[]
-  ).map((r) => r.user_id)
-  reader.close()
-  expect(users).toEqual(['a', 'd'])
-})
 
-test('close waits for the commits already sent; persisting afterwards is refused', async () => {
-  const file = await migratedFile()
-  const thread = new PersistThread(file)
-  const pending = Array.from({ length: 5 }, (_, c) => {
-    const rows = empty()
-    rows.events.push(...eventRow(c + 1, `u${c}`))
-    return thread.persist(rows)
+forEachEngine((engine) => {
+  test('every commit is stored and readable from other connections once its promise resolves', async () => {
+    const { location, db } = await store(engine)
+    const thread = new PersistThread(location, 3)
+    const commits = Array.from({ length: 20 }, (_, c) => {
+      const rows = empty()
+      for (let i = 0; i < 50; i++) rows.events.push(...eventRow(c * 50 + i + 1, `u${c}`))
+      return thread.persist(rows)
+    })
+    await commits[0]
+    expect(await count(db)).toBeGreaterThanOrEqual(50)
+    await Promise.all(commits)
+    expect(await count(db)).toBe(1000)
+    if (engine === 'sqlite') {
+      // One writer, in the order sent: the first commit's rows come first in the file.
+      const first = await db.get<{ user_id: string }>(
+        'SELECT user_id FROM ingest_events ORDER BY rowid LIMIT 1',
+      )
+      expect(first?.user_id).toBe('u0')
+    }
+    await thread.close()
   })
-  await thread.close()
-  await Promise.all(pending)
-  const reader = new Database(file, { readonly: true })
-  expect((reader.query('SELECT COUNT(*) AS n FROM ingest_events').get() as { n: number }).n).toBe(5)
-  reader.close()
-  const after = await thread.persist(empty()).then(
-    () => 'resolved',
-    (e) => String(e),
-  )
-  expect(after).toMatch(/persist thread closed/)
+
+  test('a failed commit rejects its own promise with the store error and stores nothing of it; the next still lands', async () => {
+    const { location, db } = await store(engine)
+    const thread = new PersistThread(location, 3)
+    const ok = empty()
+    ok.events.push(...eventRow(1, 'a'))
+    await thread.persist(ok)
+    // The same id again breaks the primary key: that transaction alone rolls back.
+    const dup = empty()
+    dup.events.push(...eventRow(2, 'b'), ...eventRow(1, 'c'))
+    expect(await settled(thread.persist(dup))).toMatch(/unique|duplicate key/i)
+    const next = empty()
+    next.events.push(...eventRow(3, 'd'))
+    await thread.persist(next)
+    await thread.close()
+    const users = (await db.all<{ user_id: string }>('SELECT user_id FROM ingest_events ORDER BY id')).map(
+      (r) => r.user_id,
+    )
+    expect(users).toEqual(['a', 'd'])
+  })
+
+  test('close waits for the commits already sent; persisting afterwards is refused', async () => {
+    const { location, db } = await store(engine)
+    const thread = new PersistThread(location, 3)
+    const pending = Array.from({ length: 5 }, (_, c) => {
+      const rows = empty()
+      rows.events.push(...eventRow(c + 1, `u${c}`))
+      return thread.persist(rows)
+    })
+    await thread.close()
+    expect(await Promise.all(pending.map(settled))).toEqual(Array(5).fill('resolved'))
+    expect(await count(db)).toBe(5)
+    expect(await settled(thread.persist(empty()))).toMatch(/persist thread closed/)
+  })
 })

@@ -1,12 +1,13 @@
+import type { StoreLocation } from '../../core/db'
 import type { CommitRows } from './persist'
 
 /** Messages to the persist thread. */
 export type PersistRequest =
-  | { kind: 'open'; file: string }
+  | { kind: 'open'; location: StoreLocation; connections: number }
   /** The rows as JSON text: one string crosses threads far cheaper than a structured clone of thousands of values. */
   | { kind: 'commit'; id: number; rows: string }
   | { kind: 'close'; id: number }
-/** Its answers: the open, then one per commit, in order. */
+/** Its answers: one per commit, and one for the close. */
 export type PersistReply = { id: number; error?: string }
 
 /**
@@ -19,10 +20,15 @@ function workerEntry(): string {
 }
 
 /**
- * The SQLite half of the group-commit writer on its own thread (performance note 2): the event
- * loop prepares each commit's rows and answers HTTP while a Worker with its own connection to
- * the same file runs the transactions, the fsyncs and the WAL checkpoints. Commits are applied
- * one at a time in the order they were sent; each promise settles when its transaction did.
+ * The store half of the group-commit writer on its own thread (performance note 2): the event
+ * loop verifies, parses and prepares each commit's rows and answers HTTP while a Worker with
+ * its own connections to the same store runs the transactions: SQLite's statements, fsyncs and
+ * checkpoints, or PostgreSQL's parameter encoding and round trips (half the event loop's time
+ * on that engine when they ran there). Each promise settles when its transaction did.
+ *
+ * SQLite commits are applied one at a time, in the order sent. PostgreSQL commits run side by
+ * side on up to `connections` connections, as they did on the event loop: rows are locked in
+ * key order, counters only add and sketches only move forward, so their order does not matter.
  */
 export class PersistThread {
   private worker: Worker
@@ -30,7 +36,7 @@ export class PersistThread {
   private seq = 0
   private dead: Error | undefined
 
-  constructor(file: string) {
+  constructor(location: StoreLocation, connections = 1) {
     this.worker = new Worker(workerEntry())
     this.worker.onmessage = (m: MessageEvent<PersistReply>) => {
       const w = this.waiting.get(m.data.id)
@@ -41,7 +47,7 @@ export class PersistThread {
     }
     this.worker.onerror = (e) => this.fail(new Error(`persist thread failed: ${e.message}`))
     this.worker.addEventListener('close', () => this.fail(new Error('persist thread exited')))
-    this.send({ kind: 'open', file })
+    this.send({ kind: 'open', location, connections })
   }
 
   private send(msg: PersistRequest) {
@@ -64,10 +70,9 @@ export class PersistThread {
     })
   }
 
-  /** Waits for the commits sent so far, then closes the thread's connection and ends it. */
+  /** Waits for the commits sent so far, then closes the thread's connections and ends it. */
   async close(): Promise<void> {
     if (this.dead) return
-    // Sent after every commit, so the thread answers it after they are all applied.
     const id = ++this.seq
     await new Promise<void>((resolve) => {
       this.waiting.set(id, { resolve, reject: () => resolve() })

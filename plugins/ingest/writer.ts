@@ -17,6 +17,12 @@ function propsJson(raw: Record<string, unknown>): string {
   return JSON.stringify(out)
 }
 const ONLINE_EVENTS = new Set(['heartbeat', 'session_start'])
+/**
+ * Commits in flight at once. PostgreSQL overlaps round trips and fsyncs on several connections.
+ * SQLite has one writer: with a persist thread, the event loop prepares the next commit while the
+ * thread stores the previous one; without one (`:memory:`), one at a time.
+ */
+export const COMMITS_IN_FLIGHT = { sqlite: 2, postgres: 3 } as const
 /** Largest transaction; a bigger backlog is committed in several. */
 const MAX_ROWS_PER_TX = 20_000
 /** Bounded membership caches: clearing one only costs a few redundant conflict checks. */
@@ -213,9 +219,7 @@ export class GroupWriter {
     thread?: (rows: CommitRows) => Promise<void>,
   ) {
     this.persistRows = thread ?? ((rows) => persist(db, rows))
-    // PostgreSQL overlaps round trips and fsyncs; with a persist thread the event loop prepares
-    // the next commit while the thread stores the previous one; alone, SQLite has one writer.
-    this.concurrency = db.dialect === 'postgres' ? 3 : thread ? 2 : 1
+    this.concurrency = thread || db.dialect === 'postgres' ? COMMITS_IN_FLIGHT[db.dialect] : 1
   }
 
   /** Resolves once the events are committed. */
