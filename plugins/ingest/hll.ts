@@ -6,6 +6,8 @@
 const P = 12
 const M = 1 << P
 const ALPHA = 0.7213 / (1 + 1.079 / M)
+/** 2^-rank for every rank a register can hold (at most 32 - P + 1), looked up instead of computed. */
+const INVERSE_POWERS = Float64Array.from({ length: 64 }, (_, r) => 2 ** -r)
 
 export class HyperLogLog {
   readonly registers: Uint8Array
@@ -31,9 +33,10 @@ export class HyperLogLog {
   count(): number {
     let sum = 0
     let zeros = 0
+    const regs = this.registers
     for (let i = 0; i < M; i++) {
-      const r = this.registers[i]
-      sum += 2 ** -r
+      const r = regs[i]
+      sum += INVERSE_POWERS[r]
       if (r === 0) zeros++
     }
     const raw = (ALPHA * M * M) / sum

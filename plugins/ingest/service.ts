@@ -113,14 +113,14 @@ export class Ingestor {
   }
 
   /** Counts one request against a per-minute limit of the environment (0: unlimited); 429 rate_limit_exceeded past it. */
-  limit(perMinute: number, key: string): RateDecision | undefined {
+  limit(perMinute: number, key: () => string): RateDecision | undefined {
     if (perMinute <= 0) return undefined
     let l = this.limiters.get(perMinute)
     if (!l) {
       l = new RateLimiter(perMinute, 0)
       this.limiters.set(perMinute, l)
     }
-    return l.hit(key)
+    return l.hit(key())
   }
 
   /**
