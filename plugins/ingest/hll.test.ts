@@ -12,6 +12,15 @@ describe('HyperLogLog', () => {
     })
   }
 
+  test('add tells whether a register changed', () => {
+    const h = new HyperLogLog()
+    expect(h.add('someone')).toBe(true)
+    expect(h.add('someone')).toBe(false)
+    const before = h.serialize()
+    for (let i = 0; i < 5; i++) h.add('someone')
+    expect(h.serialize()).toBe(before)
+  })
+
   test('serializes sparse and dense and merges', () => {
     const a = new HyperLogLog()
     const b = new HyperLogLog()

@@ -16,13 +16,16 @@ export class HyperLogLog {
     this.registers = registers ?? new Uint8Array(M)
   }
 
-  add(value: string): void {
+  /** Adds a value; true when a register changed (else the sketch, and its count, are as before). */
+  add(value: string): boolean {
     // murmur3 32-bit: the top P bits pick the register, the rest give the rank.
     const h = Bun.hash.murmur32v3(value) >>> 0
     const idx = h >>> (32 - P)
     const rest = (h << P) >>> 0
     const rank = rest === 0 ? 32 - P + 1 : Math.clz32(rest) + 1
-    if (rank > this.registers[idx]) this.registers[idx] = rank
+    if (rank <= this.registers[idx]) return false
+    this.registers[idx] = rank
+    return true
   }
 
   merge(other: HyperLogLog): void {

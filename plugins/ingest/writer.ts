@@ -80,6 +80,11 @@ interface Slot {
   /** The minute's sketch, once known; else the visitors waiting for it to load. */
   sk: Sketch | undefined
   whos: string[]
+  /**
+   * Whether this commit changed a register. Once a minute's sketch fills, most visitors change
+   * none; an unchanged sketch is not written again (its stored row already says the same).
+   */
+  changed: boolean
 }
 
 /** What one commit gathers for one stream. */
@@ -157,7 +162,9 @@ function rollupRows(ordered: Part[]) {
     // Each write of a sketch carries a new version, so a slower concurrent commit holding an
     // older snapshot of the same minute cannot overwrite a newer one.
     for (const minute of inOrder(p.online)) {
-      const sk = p.online.get(minute)!.sk!
+      const slot = p.online.get(minute)!
+      if (!slot.changed) continue
+      const sk = slot.sk!
       sk.v++
       online.push(g, env, minute, sk.h.count(), sk.h.serialize(), sk.v)
     }
@@ -352,7 +359,7 @@ export class GroupWriter {
         if (!slot.sk)
           loads.push(
             this.sketch(p.s, minute).then((sk) => {
-              for (const who of slot.whos) sk.h.add(who)
+              for (const who of slot.whos) if (sk.h.add(who)) slot.changed = true
               slot.sk = sk
             }),
           )
@@ -509,11 +516,11 @@ export class GroupWriter {
         // so the loop never suspends per event.
         let slot = part.online.get(minute)
         if (!slot) {
-          slot = { sk: st.sketches.get(minute), whos: [] }
+          slot = { sk: st.sketches.get(minute), whos: [], changed: false }
           part.online.set(minute, slot)
         }
-        if (slot.sk) slot.sk.h.add(who)
-        else slot.whos.push(who)
+        if (!slot.sk) slot.whos.push(who)
+        else if (slot.sk.h.add(who)) slot.changed = true
       }
     }
     this.lastId = id
