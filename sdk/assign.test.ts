@@ -8,7 +8,7 @@ import {
   explain,
   variantFor,
 } from './assign'
-import { murmur3, murmur3Bytes } from './murmur3'
+import { murmur3, murmur3Bytes, murmur3Key } from './murmur3'
 import vectors from './test-vectors.json'
 
 /**
@@ -109,6 +109,39 @@ describe('murmur3', () => {
         )
       }
       expect(murmur3(s)).toBe(referenceMurmur3(s))
+    }
+  })
+
+  test('murmur3Key(a, b, c) hashes `${a}:${b}:${c}` exactly, whatever hashed before it', () => {
+    let seed = 777
+    const rand = () => {
+      seed = (Math.imul(seed, 1103515245) + 12345) >>> 0
+      return seed
+    }
+    const word = (max: number) => {
+      let s = ''
+      const len = rand() % max
+      for (let j = 0; j < len; j++) {
+        const r = rand() % 10
+        s += String.fromCharCode(
+          r < 7 ? 32 + (rand() % 95) : r < 9 ? 0x80 + (rand() % 0x7000) : 0xd800 + (rand() % 0x800),
+        )
+      }
+      return s
+    }
+    const prefixes = [
+      ['0190f5a2-7c1e-7b3a-9d41-2f6c8e0a1b23', '9f86d081884c7d65'],
+      ['', ''],
+      ['a', 'bc'],
+      ['🎮'.repeat(100), 'ÿ'.repeat(90)],
+      ['x\ud800', '\udc00y'],
+    ]
+    for (let i = 0; i < 3000; i++) {
+      // Runs of the same prefix (the cached path), prefix changes, and plain murmur3 calls in between.
+      const [a, b] = i % 7 === 0 ? [word(40), word(20)] : prefixes[Math.floor(i / 50) % prefixes.length]
+      const c = i % 97 === 0 ? 'z'.repeat(900) : word(30)
+      expect(murmur3Key(a, b, c)).toBe(referenceMurmur3(`${a}:${b}:${c}`))
+      if (i % 11 === 0) expect(murmur3(c)).toBe(referenceMurmur3(c))
     }
   })
 

@@ -11,7 +11,7 @@
  * the server's schema library. The server passes its schema-typed experiments in, so the
  * compiler checks that both stay compatible.
  */
-import { murmur3 } from './murmur3'
+import { murmur3Key } from './murmur3'
 
 export interface AssignableVariant {
   name: string
@@ -45,7 +45,7 @@ export interface Explanation {
 
 /** The user's bucket, 0..99. */
 export function bucketOf(id: string, salt: string, userId: string): number {
-  return murmur3(`${id}:${salt}:${userId}`) % 100
+  return murmur3Key(id, salt, userId) % 100
 }
 
 /** The variant for a bucket by the accumulated-weight walk; null only without variants. */

@@ -11,15 +11,20 @@ const C2 = 0x1b873593
 let scratch = new Uint8Array(256)
 
 /**
- * Encodes `s` as UTF-8 into the scratch buffer and returns the byte count. Hand-written rather
- * than TextEncoder.encodeInto because ids and user ids are short and mostly ASCII, where a plain
- * loop beats the native call; lone surrogates become U+FFFD exactly as TextEncoder does.
+ * Encodes `s` as UTF-8 into the scratch buffer from byte `at` and returns the end offset.
+ * Hand-written rather than TextEncoder.encodeInto because ids and user ids are short and mostly
+ * ASCII, where a plain loop beats the native call; lone surrogates become U+FFFD exactly as
+ * TextEncoder does.
  */
-function encode(s: string): number {
+function encode(s: string, at = 0): number {
   const n = s.length
-  if (scratch.length < n * 3) scratch = new Uint8Array(n * 3 + 64)
+  if (scratch.length < at + n * 3) {
+    const grown = new Uint8Array(at + n * 3 + 64)
+    grown.set(scratch.subarray(0, at))
+    scratch = grown
+  }
   const out = scratch
-  let p = 0
+  let p = at
   for (let i = 0; i < n; i++) {
     let c = s.charCodeAt(i)
     if (c < 0x80) {
@@ -51,10 +56,12 @@ function encode(s: string): number {
 
 /** MurmurHash3 x86 32-bit of the first `len` bytes of `bytes`, as an unsigned integer. */
 export function murmur3Bytes(bytes: Uint8Array, seed = 0, len = bytes.length): number {
-  let h = seed | 0
-  const blocks = len & ~3
-  let i = 0
-  for (; i < blocks; i += 4) {
+  return finish(blocks(seed | 0, bytes, 0, len & ~3), bytes, len)
+}
+
+/** The body of the hash: mixes the 4-byte blocks in [from, to) into the state `h`. */
+function blocks(h: number, bytes: Uint8Array, from: number, to: number): number {
+  for (let i = from; i < to; i += 4) {
     let k = bytes[i] | (bytes[i + 1] << 8) | (bytes[i + 2] << 16) | (bytes[i + 3] << 24)
     k = Math.imul(k, C1)
     k = (k << 15) | (k >>> 17)
@@ -62,6 +69,12 @@ export function murmur3Bytes(bytes: Uint8Array, seed = 0, len = bytes.length): n
     h = (h << 13) | (h >>> 19)
     h = (Math.imul(h, 5) + 0xe6546b64) | 0
   }
+  return h
+}
+
+/** The tail bytes after the last whole block and the final avalanche. */
+function finish(h: number, bytes: Uint8Array, len: number): number {
+  const i = len & ~3
   const rest = len & 3
   if (rest) {
     let k = 0
@@ -83,7 +96,35 @@ export function murmur3Bytes(bytes: Uint8Array, seed = 0, len = bytes.length): n
 
 /** MurmurHash3 x86 32-bit of the UTF-8 bytes of `s`, as an unsigned integer. */
 export function murmur3(s: string, seed = 0): number {
-  // encode() may replace the scratch buffer, so it must run before the buffer is read.
+  // encode() may replace the scratch buffer, so it must run before the buffer is read. It
+  // overwrites murmur3Key's cached prefix too.
+  prefixA = undefined
   const len = encode(s)
   return murmur3Bytes(scratch, seed, len)
+}
+
+// The last `a:b:` prefix hashed by murmur3Key: its bytes stay at the start of the scratch buffer
+// and the state after its whole blocks is kept, so the next key with the same prefix hashes only
+// what follows (the assignment hot path: one experiment, many users).
+let prefixA: string | undefined
+let prefixB: string | undefined
+let prefixLen = 0
+let prefixState = 0
+
+/**
+ * MurmurHash3 x86 32-bit (seed 0) of the UTF-8 bytes of `${a}:${b}:${c}`, without building the
+ * string: equal to `murmur3(`${a}:${b}:${c}`)`.
+ */
+export function murmur3Key(a: string, b: string, c: string): number {
+  if (a !== prefixA || b !== prefixB) {
+    let p = encode(a)
+    p = encode(':', p)
+    p = encode(b, p)
+    prefixLen = encode(':', p)
+    prefixState = blocks(0, scratch, 0, prefixLen & ~3)
+    prefixA = a
+    prefixB = b
+  }
+  const len = encode(c, prefixLen)
+  return finish(blocks(prefixState, scratch, prefixLen & ~3, len & ~3), scratch, len)
 }
