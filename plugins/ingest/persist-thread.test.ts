@@ -120,4 +120,22 @@ forEachEngine((engine) => {
     expect(await count(db)).toBe(5)
     expect(await settled(thread.persist(empty()))).toMatch(/persist thread closed/)
   })
+
+  if (engine === 'sqlite')
+    test('a checkpointer thread copies committed WAL frames into the database file; commits do not wait for it', async () => {
+      const { location, db } = await store(engine)
+      const file = location.url
+      const before = Bun.file(file).size
+      const thread = new PersistThread(location)
+      const rows = empty()
+      for (let i = 0; i < 2000; i++) rows.events.push(...eventRow(i + 1, `u${i}`))
+      await thread.persist(rows)
+      // The commit only appended to the WAL (commits checkpoint themselves past 32 MB only).
+      expect(Bun.file(`${file}-wal`).size).toBeGreaterThan(0)
+      const deadline = Date.now() + 3000
+      while (Bun.file(file).size <= before && Date.now() < deadline) await Bun.sleep(50)
+      expect(Bun.file(file).size).toBeGreaterThan(before)
+      expect(await count(db)).toBe(2000)
+      await thread.close()
+    })
 })
