@@ -35,6 +35,10 @@ export default definePlugin({
     // The transactions run on a thread of their own (persist-thread.ts), so the event loop keeps
     // answering while a commit runs: SQLite's statements and fsyncs, PostgreSQL's encoding.
     const thread = db.location && new PersistThread(db.location, COMMITS_IN_FLIGHT[db.dialect])
+    // SQLite: the persist thread and its checkpointer keep the WAL short. This process's own
+    // writes on the event loop (other plugins sharing the file) then never run a checkpoint
+    // there, which with a WAL of up to 32 MB could stall every request for its copy and fsync.
+    if (thread && db.dialect === 'sqlite') await db.exec('PRAGMA wal_autocheckpoint = 0')
     const writer = new GroupWriter(db, ctx.log, thread && ((rows) => thread.persist(rows)))
     const secret = ctx.config.signing_secret || process.env.INGEST_SIGNING_SECRET || ''
     const ingestor = new Ingestor(ctx.config, secret, games, writer, ctx.log)
