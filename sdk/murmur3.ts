@@ -60,7 +60,8 @@ export function murmur3Bytes(bytes: Uint8Array, seed = 0, len = bytes.length): n
 }
 
 /** The body of the hash: mixes the 4-byte blocks in [from, to) into the state `h`. */
-function blocks(h: number, bytes: Uint8Array, from: number, to: number): number {
+function blocks(state: number, bytes: Uint8Array, from: number, to: number): number {
+  let h = state
   for (let i = from; i < to; i += 4) {
     let k = bytes[i] | (bytes[i + 1] << 8) | (bytes[i + 2] << 16) | (bytes[i + 3] << 24)
     k = Math.imul(k, C1)
@@ -73,7 +74,8 @@ function blocks(h: number, bytes: Uint8Array, from: number, to: number): number 
 }
 
 /** The tail bytes after the last whole block and the final avalanche. */
-function finish(h: number, bytes: Uint8Array, len: number): number {
+function finish(state: number, bytes: Uint8Array, len: number): number {
+  let h = state
   const i = len & ~3
   const rest = len & 3
   if (rest) {
