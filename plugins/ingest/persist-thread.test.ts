@@ -121,6 +121,39 @@ forEachEngine((engine) => {
     expect(await settled(thread.persist(empty()))).toMatch(/persist thread closed/)
   })
 
+  test('a thread that dies is replaced: its unanswered commits are refused, later ones land', async () => {
+    const { location, db } = await store(engine)
+    const thread = new PersistThread(location, 3)
+    const first = empty()
+    first.events.push(...eventRow(1, 'before'))
+    await thread.persist(first)
+    // A crash, as far as the owner can tell: the worker is gone without closing.
+    const inflight = empty()
+    inflight.events.push(...eventRow(2, 'maybe'))
+    const pending = settled(thread.persist(inflight))
+    ;(thread as unknown as { worker: Worker }).worker.terminate()
+    expect(await pending).toMatch(/persist thread (exited|failed)|resolved/)
+    // Until the new thread is up, commits are refused at once rather than lost.
+    let later = 'refused'
+    for (let i = 0; i < 100 && later !== 'resolved'; i++) {
+      const rows = empty()
+      rows.events.push(...eventRow(10 + i, 'after'))
+      later = await settled(thread.persist(rows))
+      if (later !== 'resolved') {
+        expect(later).toMatch(/persist thread restarting/)
+        await Bun.sleep(20)
+      }
+    }
+    expect(later).toBe('resolved')
+    expect(thread.restarts).toBe(1)
+    const users = (await db.all<{ user_id: string }>('SELECT DISTINCT user_id FROM ingest_events')).map(
+      (r) => r.user_id,
+    )
+    expect(users).toContain('before')
+    expect(users).toContain('after')
+    await thread.close()
+  })
+
   if (engine === 'sqlite')
     test('a checkpointer thread copies committed WAL frames into the database file; commits do not wait for it', async () => {
       const { location, db } = await store(engine)

@@ -41,12 +41,16 @@ function workerEntry(): string {
  * key order, counters only add and sketches only move forward, so their order does not matter.
  */
 export class PersistThread {
-  private worker: Worker
+  /** Undefined while a dead thread waits to be started again. */
+  private worker: Worker | undefined
   /** SQLite: a second thread running the WAL checkpoints, off the commits' path. */
   private checkpointer: Worker | undefined
   private waiting = new Map<number, { resolve: () => void; reject: (e: Error) => void }>()
   private seq = 0
   private dead: Error | undefined
+  private readonly open: PersistRequest
+  /** Times the thread died and was started again. */
+  restarts = 0
 
   constructor(location: StoreLocation, connections = 1) {
     const sqlite = !isPostgresUrl(location.url)
@@ -55,7 +59,7 @@ export class PersistThread {
       const lost = () => {
         if (this.checkpointer !== cp) return
         this.checkpointer = undefined
-        if (!this.dead) this.send({ kind: 'autocheckpoint' })
+        if (!this.dead) this.worker?.postMessage({ kind: 'autocheckpoint' } satisfies PersistRequest)
       }
       cp.onerror = lost
       cp.addEventListener('close', lost)
@@ -66,49 +70,71 @@ export class PersistThread {
       } satisfies PersistRequest)
       this.checkpointer = cp
     }
-    this.worker = new Worker(workerEntry())
-    this.worker.onmessage = (m: MessageEvent<PersistReply>) => {
-      const w = this.waiting.get(m.data.id)
-      if (!w) return
+    this.open = { kind: 'open', location, connections, checkpointer: sqlite }
+    this.worker = this.spawn()
+  }
+
+  /**
+   * Starts the thread. Should it die (a crash, or an error nothing caught), the commits it had
+   * not answered are refused: their requests get an error and clients send them again (rows of
+   * a transaction that had committed are then stored twice, as after kill -9). A new thread
+   * takes over after a pause that doubles with each death, up to a second.
+   */
+  private spawn(): Worker {
+    const w = new Worker(workerEntry())
+    w.onmessage = (m: MessageEvent<PersistReply>) => {
+      const waiting = this.waiting.get(m.data.id)
+      if (!waiting) return
       this.waiting.delete(m.data.id)
-      if (m.data.error === undefined) w.resolve()
-      else w.reject(new Error(m.data.error))
+      if (m.data.error === undefined) waiting.resolve()
+      else waiting.reject(new Error(m.data.error))
     }
-    this.worker.onerror = (e) => this.fail(new Error(`persist thread failed: ${e.message}`))
-    this.worker.addEventListener('close', () => this.fail(new Error('persist thread exited')))
-    this.send({ kind: 'open', location, connections, checkpointer: sqlite })
-  }
-
-  private send(msg: PersistRequest) {
-    this.worker.postMessage(msg)
-  }
-
-  private fail(e: Error) {
-    this.dead ??= e
-    for (const w of this.waiting.values()) w.reject(e)
-    this.waiting.clear()
+    const lost = (why: string) => {
+      if (this.worker !== w || this.dead) return
+      this.worker = undefined
+      w.terminate()
+      const e = new Error(`persist thread ${why}`)
+      for (const waiting of this.waiting.values()) waiting.reject(e)
+      this.waiting.clear()
+      this.restarts++
+      setTimeout(
+        () => {
+          if (!this.dead) this.worker = this.spawn()
+        },
+        Math.min(1000, 10 * 2 ** Math.min(this.restarts - 1, 7)),
+      )
+    }
+    w.onerror = (e) => lost(`failed: ${e.message}`)
+    w.addEventListener('close', () => lost('exited'))
+    w.postMessage(this.open)
+    return w
   }
 
   /** Resolves once the rows are committed. */
   persist(rows: CommitRows): Promise<void> {
     if (this.dead) return Promise.reject(this.dead)
+    const w = this.worker
+    if (!w) return Promise.reject(new Error('persist thread restarting'))
     const id = ++this.seq
     return new Promise((resolve, reject) => {
       this.waiting.set(id, { resolve, reject })
-      this.send({ kind: 'commit', id, rows: JSON.stringify(rows) })
+      w.postMessage({ kind: 'commit', id, rows: JSON.stringify(rows) } satisfies PersistRequest)
     })
   }
 
   /** Waits for the commits sent so far, then closes the thread's connections and ends it. */
   async close(): Promise<void> {
     if (this.dead) return
-    const id = ++this.seq
-    await new Promise<void>((resolve) => {
-      this.waiting.set(id, { resolve, reject: () => resolve() })
-      this.send({ kind: 'close', id })
-    })
-    this.worker.terminate()
+    const w = this.worker
+    if (w) {
+      const id = ++this.seq
+      await new Promise<void>((resolve) => {
+        this.waiting.set(id, { resolve, reject: () => resolve() })
+        w.postMessage({ kind: 'close', id } satisfies PersistRequest)
+      })
+    }
     this.dead = new Error('persist thread closed')
+    w?.terminate()
     // Then one last checkpoint of everything committed, and the checkpointer ends too.
     const cp = this.checkpointer
     this.checkpointer = undefined
