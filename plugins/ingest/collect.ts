@@ -1,5 +1,6 @@
 import type { AuthService } from '../../core/auth/service'
 import { Forbidden, HttpError, Unauthorized } from '../../core/http'
+import type { FastServer } from '../../core/plugin'
 import { rateHeaders } from '../../core/ratelimit'
 import { otlpRecords } from './otlp'
 import { type Denial, protect } from './privacy'
@@ -16,7 +17,8 @@ const piiDenied = (denied: Denial[]) =>
   new HttpError(400, 'pii_denied', denied.map((d) => `[${d.index}].${d.field}: ${d.reason}`).join('; '), {
     errors: denied,
   })
-export type Server = { requestIP(r: Request): { address: string } | null } | null | undefined
+/** Bun's server, where the request came through one (absent for `app.handle`). */
+export type Server = FastServer | null | undefined
 
 /**
  * The client's address, looked up only when asked: Bun's requestIP costs a few microseconds and

@@ -55,6 +55,12 @@ const empty = (): CommitRows => ({
 /** One raw event row, in the column order of persist.ts (id, received_at, game_id, env, event, ts, user_id, ...). */
 const eventRow = (id: number, user: string) =>
   [id, 1000, 'g', 'prod', 'login', 1000, user, null, null, null, null, null, null, '{}'] as const
+/** A commit of login events, one per `[id, user]`. */
+const commitOf = (...events: Array<[number, string]>): CommitRows => {
+  const rows = empty()
+  for (const [id, user] of events) rows.events.push(...eventRow(id, user))
+  return rows
+}
 const count = async (db: Db) =>
   Number((await db.get<{ n: number }>('SELECT COUNT(*) AS n FROM ingest_events'))?.n)
 /** How a promise settled, as text: `expect(promise).rejects` never settles on a promise rejected from a worker's message in Bun 1.4.5. */
@@ -68,11 +74,11 @@ forEachEngine((engine) => {
   test('every commit is stored and readable from other connections once its promise resolves', async () => {
     const { location, db } = await store(engine)
     const thread = new PersistThread(location, 3)
-    const commits = Array.from({ length: 20 }, (_, c) => {
-      const rows = empty()
-      for (let i = 0; i < 50; i++) rows.events.push(...eventRow(c * 50 + i + 1, `u${c}`))
-      return thread.persist(rows)
-    })
+    const commits = Array.from({ length: 20 }, (_, c) =>
+      thread.persist(
+        commitOf(...Array.from({ length: 50 }, (_, i): [number, string] => [c * 50 + i + 1, `u${c}`])),
+      ),
+    )
     await commits[0]
     expect(await count(db)).toBeGreaterThanOrEqual(50)
     await Promise.all(commits)
@@ -90,16 +96,10 @@ forEachEngine((engine) => {
   test('a failed commit rejects its own promise with the store error and stores nothing of it; the next still lands', async () => {
     const { location, db } = await store(engine)
     const thread = new PersistThread(location, 3)
-    const ok = empty()
-    ok.events.push(...eventRow(1, 'a'))
-    await thread.persist(ok)
+    await thread.persist(commitOf([1, 'a']))
     // The same id again breaks the primary key: that transaction alone rolls back.
-    const dup = empty()
-    dup.events.push(...eventRow(2, 'b'), ...eventRow(1, 'c'))
-    expect(await settled(thread.persist(dup))).toMatch(/unique|duplicate key/i)
-    const next = empty()
-    next.events.push(...eventRow(3, 'd'))
-    await thread.persist(next)
+    expect(await settled(thread.persist(commitOf([2, 'b'], [1, 'c'])))).toMatch(/unique|duplicate key/i)
+    await thread.persist(commitOf([3, 'd']))
     await thread.close()
     const users = (await db.all<{ user_id: string }>('SELECT user_id FROM ingest_events ORDER BY id')).map(
       (r) => r.user_id,
@@ -110,11 +110,7 @@ forEachEngine((engine) => {
   test('close waits for the commits already sent; persisting afterwards is refused', async () => {
     const { location, db } = await store(engine)
     const thread = new PersistThread(location, 3)
-    const pending = Array.from({ length: 5 }, (_, c) => {
-      const rows = empty()
-      rows.events.push(...eventRow(c + 1, `u${c}`))
-      return thread.persist(rows)
-    })
+    const pending = Array.from({ length: 5 }, (_, c) => thread.persist(commitOf([c + 1, `u${c}`])))
     await thread.close()
     expect(await Promise.all(pending.map(settled))).toEqual(Array(5).fill('resolved'))
     expect(await count(db)).toBe(5)
@@ -124,21 +120,15 @@ forEachEngine((engine) => {
   test('a thread that dies is replaced: its unanswered commits are refused, later ones land', async () => {
     const { location, db } = await store(engine)
     const thread = new PersistThread(location, 3)
-    const first = empty()
-    first.events.push(...eventRow(1, 'before'))
-    await thread.persist(first)
+    await thread.persist(commitOf([1, 'before']))
     // A crash, as far as the owner can tell: the worker is gone without closing.
-    const inflight = empty()
-    inflight.events.push(...eventRow(2, 'maybe'))
-    const pending = settled(thread.persist(inflight))
+    const pending = settled(thread.persist(commitOf([2, 'maybe'])))
     ;(thread as unknown as { worker: Worker }).worker.terminate()
     expect(await pending).toMatch(/persist thread (exited|failed)|resolved/)
     // Until the new thread is up, commits are refused at once rather than lost.
     let later = 'refused'
     for (let i = 0; i < 100 && later !== 'resolved'; i++) {
-      const rows = empty()
-      rows.events.push(...eventRow(10 + i, 'after'))
-      later = await settled(thread.persist(rows))
+      later = await settled(thread.persist(commitOf([10 + i, 'after'])))
       if (later !== 'resolved') {
         expect(later).toMatch(/persist thread restarting/)
         await Bun.sleep(20)
@@ -160,9 +150,9 @@ forEachEngine((engine) => {
       const file = location.url
       const before = Bun.file(file).size
       const thread = new PersistThread(location)
-      const rows = empty()
-      for (let i = 0; i < 2000; i++) rows.events.push(...eventRow(i + 1, `u${i}`))
-      await thread.persist(rows)
+      await thread.persist(
+        commitOf(...Array.from({ length: 2000 }, (_, i): [number, string] => [i + 1, `u${i}`])),
+      )
       // The commit only appended to the WAL (commits checkpoint themselves past 32 MB only).
       expect(Bun.file(`${file}-wal`).size).toBeGreaterThan(0)
       const deadline = Date.now() + 3000

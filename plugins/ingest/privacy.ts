@@ -84,24 +84,33 @@ export interface Denial {
 
 type Policy = Environment['settings']
 
+/** What the policy does with one property: keep it, refuse the event, drop it, or mask it as a kind. */
+function actionFor(
+  key: string,
+  policy: Policy,
+  allow: Set<string> | undefined,
+): 'keep' | 'deny' | 'drop' | Kind {
+  const kind = kindOf(key)
+  const pii = kind ? policy.pii[kind] : 'allow'
+  if (pii === 'deny') return 'deny'
+  if (pii === 'drop' || (allow && !allow.has(key) && !RESERVED.has(key))) return 'drop'
+  if (pii === 'mask' && kind) return kind
+  return 'keep'
+}
+
 /** Whether applying the policy to one level (top or attrs) would change or refuse anything. */
 function touches(obj: Obj, policy: Policy, allow: Set<string> | undefined): boolean {
-  for (const key in obj) {
-    if (allow && !allow.has(key) && !RESERVED.has(key)) return true
-    const kind = kindOf(key)
-    if (kind && policy.pii[kind] !== 'allow') return true
-  }
+  for (const key in obj) if (actionFor(key, policy, allow) !== 'keep') return true
   return false
 }
 
 /** Applies one level (top or attrs) of the policy in place; returns the first denied field. */
 function scrub(obj: Obj, policy: Policy, allow: Set<string> | undefined, prefix: string): string | undefined {
   for (const key of Object.keys(obj)) {
-    const kind = kindOf(key)
-    const action = kind ? policy.pii[kind] : 'allow'
+    const action = actionFor(key, policy, allow)
     if (action === 'deny') return `${prefix}${key}`
-    if (action === 'drop' || (allow && !allow.has(key) && !RESERVED.has(key))) delete obj[key]
-    else if (action === 'mask' && kind) obj[key] = mask(kind, obj[key])
+    if (action === 'drop') delete obj[key]
+    else if (action !== 'keep') obj[key] = mask(action, obj[key])
   }
   return undefined
 }

@@ -217,8 +217,7 @@ export class GroupWriter {
 
   /**
    * `thread` runs each commit's transaction somewhere else (a persist thread with its own
-   * connection, which applies commits in the order they were sent); by default `persist` on
-   * `db`. It must resolve only once the rows are committed.
+   * connections); by default `persist` on `db`. It must resolve only once the rows are committed.
    */
   constructor(
     private db: Db,
