@@ -70,7 +70,10 @@ export class NativeRoutes {
       child.observe(seconds)
       this.logRequest(method, path, status, seconds)
     }
-    const fail = (request: Request, e: unknown) => httpErrorResponse(new URL(request.url).pathname, e)
+    // A path without parameters is the request's path: no URL to parse on the error path.
+    const fixed = !path.includes(':') && !path.includes('*')
+    const fail = (request: Request, e: unknown) =>
+      httpErrorResponse(fixed ? path : new URL(request.url).pathname, e)
     return (request, server) => {
       const t0 = performance.now()
       let out: Response | Promise<Response>

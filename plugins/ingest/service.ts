@@ -3,7 +3,7 @@ import type { Logger } from '../../core/log'
 import { type RateDecision, RateLimiter } from '../../core/ratelimit'
 import type { Environment, GamesService } from '../games/types'
 import type { IngestConfig } from './schema'
-import { NonceCache, verifySignature } from './signature'
+import { NonceCache, signatureError } from './signature'
 import type { NormEvent } from './validate'
 import type { GroupWriter } from './writer'
 
@@ -14,7 +14,7 @@ const tooLarge = (what: string, limit: number) =>
 export async function readBody(request: Request, limit: number): Promise<Uint8Array> {
   const declared = Number(request.headers.get('content-length') ?? 0)
   if (declared > limit) throw tooLarge('request body', limit)
-  const body = new Uint8Array(await request.arrayBuffer())
+  const body = await request.bytes()
   if (body.byteLength > limit) throw tooLarge('request body', limit)
   return body
 }
@@ -68,17 +68,26 @@ export class Ingestor {
     this.nonces = new NonceCache(config.nonce_window_s * 1000)
   }
 
-  /** Checks the signature of a raw body; `gameId` (X-Game-Id) picks a per-game secret. */
-  verify(headers: Record<string, string | undefined>, body: Uint8Array): void {
+  /**
+   * Why a raw body's signature is refused, or undefined when it is authentic; `gameId`
+   * (X-Game-Id) picks a per-game secret.
+   */
+  signatureError(headers: Record<string, string | undefined>, body: Uint8Array): HttpError | undefined {
     const gameId = headers['x-game-id']
     const secret = (gameId && this.config.game_secrets[gameId]) || this.sharedSecret
-    verifySignature(
+    return signatureError(
       { timestamp: headers['x-timestamp'], nonce: headers['x-nonce'], signature: headers['x-signature'] },
       body,
       secret,
       this.nonces,
       this.config.max_skew_s,
     )
+  }
+
+  /** `signatureError`, thrown. */
+  verify(headers: Record<string, string | undefined>, body: Uint8Array): void {
+    const e = this.signatureError(headers, body)
+    if (e) throw e
   }
 
   /** Environments of every (game, env) pair named; 400 naming the first unknown one with where it was named. */

@@ -32,47 +32,78 @@ export interface SignatureHeaders {
 }
 
 const TS = /^\d{1,12}$/
+/** Canonical Base64 of a SHA-256 HMAC: 43 characters and one `=`. */
+const CANONICAL = 44
+
+/** Compares two strings in time that depends only on their length. */
+function sameText(a: string, b: string): boolean {
+  if (a.length !== b.length) return false
+  let d = 0
+  for (let i = 0; i < a.length; i++) d |= a.charCodeAt(i) ^ b.charCodeAt(i)
+  return d === 0
+}
 
 /**
  * Spec 1 section 5 rule 4: X-Signature = base64(HMAC-SHA256(secret, timestamp + "\n" + nonce +
  * "\n" + lowercase hex SHA-256 of the raw body)). Runs over the raw bytes before any parsing.
- * Throws 403 ingest_disabled without a secret (whatever the headers), 401 for missing headers, a bad or skewed
- * timestamp and a bad signature, 429 duplicate_nonce for a replay.
+ * Returns (never throws, so a refused request costs no unwinding) 403 ingest_disabled without a
+ * secret (whatever the headers), 401 for missing headers, a bad or skewed timestamp and a bad
+ * signature, 429 duplicate_nonce for a replay; undefined when the request is authentic.
  */
-export function verifySignature(
+export function signatureError(
   h: SignatureHeaders,
   body: Uint8Array,
   secret: string | undefined,
   nonces: NonceCache,
   maxSkewS: number,
   now = Date.now(),
-): void {
+): HttpError | undefined {
   if (!secret)
-    throw new Forbidden('ingestion is disabled: no signing secret is configured', 'ingest_disabled')
+    return new Forbidden('ingestion is disabled: no signing secret is configured', 'ingest_disabled')
   if (!h.timestamp || !h.nonce || !h.signature) {
     const missing = [
       !h.timestamp && 'X-Timestamp',
       !h.nonce && 'X-Nonce',
       !h.signature && 'X-Signature',
     ].filter(Boolean)
-    throw new HttpError(401, 'missing_signature_headers', `missing header ${missing.join(', ')}`, { missing })
+    return new HttpError(401, 'missing_signature_headers', `missing header ${missing.join(', ')}`, {
+      missing,
+    })
   }
-  if (!TS.test(h.timestamp)) throw new Unauthorized('X-Timestamp must be epoch seconds', 'invalid_timestamp')
+  if (!TS.test(h.timestamp)) return new Unauthorized('X-Timestamp must be epoch seconds', 'invalid_timestamp')
   const skew = Math.abs(now / 1000 - Number(h.timestamp))
   if (skew > maxSkewS)
-    throw new Unauthorized(
+    return new Unauthorized(
       `X-Timestamp is ${Math.round(skew)} s from the server clock (at most ${maxSkewS} s)`,
       'timestamp_skew',
     )
-  const digest = new Bun.CryptoHasher('sha256').update(body).digest('hex')
+  const digest = Bun.SHA256.hash(body, 'hex')
   const expected = new Bun.CryptoHasher('sha256', secret)
     .update(`${h.timestamp}\n${h.nonce}\n${digest}`)
-    .digest()
-  const given = Buffer.from(h.signature, 'base64')
-  if (given.length !== expected.length || !timingSafeEqual(given, expected))
-    throw new Unauthorized('X-Signature does not match the request', 'invalid_signature')
+    .digest('base64')
+  if (!sameText(expected, h.signature) && !sameLenient(expected, h.signature))
+    return new Unauthorized('X-Signature does not match the request', 'invalid_signature')
   if (!nonces.claim(h.nonce, now))
-    throw new TooManyRequests('X-Nonce was already used in the last 15 minutes', 1, 'duplicate_nonce', {
+    return new TooManyRequests('X-Nonce was already used in the last 15 minutes', 1, 'duplicate_nonce', {
       nonce: h.nonce,
     })
+  return undefined
+}
+
+/**
+ * A signature that is not canonical Base64 (unpadded, URL-safe alphabet) is compared as bytes,
+ * as any Base64 decoder would read it.
+ */
+function sameLenient(expected: string, given: string): boolean {
+  // Only 43 (unpadded) or 44 characters can hold 32 bytes.
+  if (given.length !== CANONICAL - 1 && (given.length !== CANONICAL || !/[-_]/.test(given))) return false
+  const a = Buffer.from(expected, 'base64')
+  const b = Buffer.from(given, 'base64')
+  return a.length === b.length && timingSafeEqual(a, b)
+}
+
+/** `signatureError`, thrown. */
+export function verifySignature(...args: Parameters<typeof signatureError>): void {
+  const e = signatureError(...args)
+  if (e) throw e
 }

@@ -19,7 +19,7 @@ import { join } from 'node:path'
 import postgres from 'postgres'
 import { type Running, startServer } from '../../test/process'
 import { USERS, eventsBody, shapes } from './events'
-import { PG_URL, type WrkResult, arg, freshPgDatabase, median, startBare, tempDir, wrk } from './lib'
+import { type CpuResult, PG_URL, arg, freshPgDatabase, median, startBare, tempDir, wrk, wrkCpu } from './lib'
 
 const mode = arg('mode', 'batch')
 const engine = arg('engine', 'sqlite')
@@ -304,11 +304,13 @@ function request() k = k + 1; if k > #reqs then k = 1 end; return reqs[k] end
       `{ POST: async (r) => { await r.arrayBuffer(); return new Response(${JSON.stringify(answer)}, { status: 401, headers: { 'content-type': 'application/json' } }) } }`,
     )
     const runs = Number(arg('runs', '3'))
-    const ours: WrkResult[] = []
-    const ceiling: WrkResult[] = []
+    const ours: CpuResult[] = []
+    const ceiling: CpuResult[] = []
     for (let i = 0; i < runs; i++) {
-      ours.push(wrk(`${s.base}/api/ingest/events`, { connections, seconds, headers, script }))
-      ceiling.push(wrk(`${bare.base}/api/ingest/events`, { connections, seconds, headers, script }))
+      ours.push(wrkCpu(s.proc.pid, `${s.base}/api/ingest/events`, { connections, seconds, headers, script }))
+      ceiling.push(
+        wrkCpu(bare.pid, `${bare.base}/api/ingest/events`, { connections, seconds, headers, script }),
+      )
     }
     bare.stop()
     await stop(s)
@@ -327,6 +329,9 @@ function request() k = k + 1; if k > #reqs then k = 1 end; return reqs[k] end
         bareBunPerSec: Math.round(bareRps),
         bareRuns: ceiling.map((w) => Math.round(w.rps)),
         liveopsShareOfCeiling: +(rps / bareRps).toFixed(2),
+        // Server CPU per request (all threads, from /proc): steadier than req/s on a noisy machine.
+        cpuUsPerRequest: median(ours.map((w) => w.cpuUsPerRequest)),
+        bareCpuUsPerRequest: median(ceiling.map((w) => w.cpuUsPerRequest)),
         stored: await storedEvents(),
       }),
     )

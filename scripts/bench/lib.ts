@@ -1,4 +1,4 @@
-import { mkdtempSync } from 'node:fs'
+import { mkdtempSync, readFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
@@ -80,7 +80,31 @@ export function median(xs: number[]): number {
  *
  * `route` is the source of one Bun route value: a `new Response(...)` or `{ POST: async (r) => ... }`.
  */
-export async function startBare(path: string, route: string): Promise<{ base: string; stop: () => void }> {
+/**
+ * CPU seconds a process has used so far, all its threads, from /proc (Linux). Divided by the
+ * requests served in between it gives the server's cost per request, which moves far less with
+ * the machine's noise than requests per second do.
+ */
+export function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  // utime and stime are fields 14 and 15 of the whole line, in clock ticks (100 per second).
+  return (Number(fields[11]) + Number(fields[12])) / 100
+}
+
+/** wrk against `url` while measuring the server process's CPU: adds µs of server CPU per request. */
+export type CpuResult = WrkResult & { cpuUsPerRequest: number }
+export function wrkCpu(pid: number, url: string, opts: Parameters<typeof wrk>[1]): CpuResult {
+  const c0 = cpuSeconds(pid)
+  const w = wrk(url, opts)
+  const used = cpuSeconds(pid) - c0
+  return { ...w, cpuUsPerRequest: +((used * 1e6) / Math.max(1, w.requests)).toFixed(1) }
+}
+
+export async function startBare(
+  path: string,
+  route: string,
+): Promise<{ base: string; pid: number; stop: () => void }> {
   const dir = tempDir('liveops-bare-')
   const file = join(dir, 'bare.ts')
   await Bun.write(
@@ -96,5 +120,5 @@ export async function startBare(path: string, route: string): Promise<{ base: st
     out += new TextDecoder().decode(value)
   }
   const port = out.match(/ready (\d+)/)![1]
-  return { base: `http://127.0.0.1:${port}`, stop: () => proc.kill() }
+  return { base: `http://127.0.0.1:${port}`, pid: proc.pid, stop: () => proc.kill() }
 }
