@@ -6,6 +6,7 @@
  *   bun scripts/bench/ingest.ts --mode=batch  --engine=sqlite|postgres [--seconds=60] [--connections=16]
  *   bun scripts/bench/ingest.ts --mode=single --engine=sqlite [--seconds=30] [--connections=64]
  *   bun scripts/bench/ingest.ts --mode=single-wrk --engine=sqlite [--seconds=20] [--connections=64]   (pre-signed, wrk)
+ *   bun scripts/bench/ingest.ts --mode=batch-wrk --engine=sqlite [--seconds=60] [--connections=16]   (pre-signed 100-event batches, wrk)
  *   bun scripts/bench/ingest.ts --mode=badsig --engine=sqlite [--seconds=20]   (wrk)
  *   bun scripts/bench/ingest.ts --mode=kill   --engine=sqlite [--seconds=20]   (kill -9 mid-run, restart, count)
  *
@@ -24,7 +25,7 @@ import { type CpuResult, PG_URL, arg, freshPgDatabase, median, startBare, tempDi
 const mode = arg('mode', 'batch')
 const engine = arg('engine', 'sqlite')
 const seconds = Number(arg('seconds', mode === 'batch' ? '60' : '20'))
-const connections = Number(arg('connections', mode === 'single' ? '64' : '16'))
+const connections = Number(arg('connections', mode === 'single' || mode === 'single-wrk' ? '64' : '16'))
 const batchSize = Number(arg('batch', '100'))
 
 const SECRET = 'bench-signing-secret'
@@ -226,17 +227,26 @@ try {
     out.stored = await storedEvents()
     out.ackedEqualsStored = out.stored === r.acked
     console.log(JSON.stringify(out))
-  } else if (mode === 'single-wrk') {
-    // One-event requests from wrk: each request is pre-signed (unique nonce) by this process and
-    // replayed from a file by a Lua script, so the generator costs little CPU.
-    const n = Number(arg('requests', String(seconds * 40_000)))
+  } else if (mode === 'single-wrk' || mode === 'batch-wrk') {
+    // Requests from wrk: each is pre-signed (unique nonce) by this process and replayed from a
+    // file by a Lua script, so the generator costs little CPU. `single-wrk` sends one event per
+    // request; `batch-wrk` sends --batch events per request whose times replay 30 days in order.
+    const size = mode === 'batch-wrk' ? batchSize : 1
+    const n = Number(arg('requests', String(seconds * (size > 1 ? 1_500 : 40_000))))
     const file = join(dir, 'signed.txt')
     const lines: string[] = []
     const pool = shapes(gameId)
+    const simStart = Date.now() - 30 * DAY
+    const seq = { order: 0 }
     for (let i = 0; i < n; i++) {
-      const body = eventsBody(pool, 1, Date.now())
+      const at = size > 1 ? simStart + (i / n) * 30 * DAY : Date.now()
+      // One batch in 100 carries payments (as many as a batch of events, so every request
+      // acknowledges the same number of events and the count check stays exact).
+      const payments = size > 1 && i % 100 === 99
+      const body = payments ? paymentsBody(gameId, size, at, seq) : eventsBody(pool, size, at)
       const h = sign(body)
-      lines.push(`${h['x-timestamp']}\t${h['x-nonce']}\t${h['x-signature']}\t${body}`)
+      const path = payments ? '/api/ingest/payments' : '/api/ingest/events'
+      lines.push(`${path}\t${h['x-timestamp']}\t${h['x-nonce']}\t${h['x-signature']}\t${body}`)
     }
     await Bun.write(file, `${lines.join('\n')}\n`)
     const script = join(dir, 'single.lua')
@@ -251,8 +261,8 @@ function init(args)
   local i = 0
   for line in io.lines("${file}") do
     if i % 2 == id then
-      local ts, nonce, sig, body = line:match("([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)")
-      table.insert(reqs, wrk.format("POST", "/api/ingest/events", { ["Content-Type"] = "application/json", ["X-Timestamp"] = ts, ["X-Nonce"] = nonce, ["X-Signature"] = sig }, body))
+      local path, ts, nonce, sig, body = line:match("([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)")
+      table.insert(reqs, wrk.format("POST", path, { ["Content-Type"] = "application/json", ["X-Timestamp"] = ts, ["X-Nonce"] = nonce, ["X-Signature"] = sig }, body))
     end
     i = i + 1
   end
@@ -261,26 +271,41 @@ end
 function request() k = k + 1; if k > #reqs then k = 1 end; return reqs[k] end
 `,
     )
-    const w = wrk(`${s.base}/api/ingest/events`, { connections, seconds, threads: 2, script })
+    const w = wrkCpu(s.proc.pid, `${s.base}/api/ingest/events`, { connections, seconds, threads: 2, script })
+    const acked = (w.requests - w.errors) * size
+    const q = `gameId=${gameId}&env=prod`
+    const queries =
+      size > 1
+        ? [
+            await timeQuery(s.base, token, `/api/v1/analytics/warehouse/dau?${q}&days=30`),
+            await timeQuery(s.base, token, `/api/v1/analytics/warehouse/revenue?${q}&days=30`),
+            await timeQuery(s.base, token, `/api/v1/analytics/warehouse/online?${q}&minutes=1440`),
+            await timeQuery(s.base, token, `/api/v1/analytics/invocations/summary?${q}&hours=720`),
+          ]
+        : undefined
     await stop(s)
     const stored = await storedEvents()
     console.log(
       JSON.stringify({
         mode,
         engine,
+        connections,
         requestsPerSec: Math.round(w.rps),
+        eventsPerSec: Math.round(w.rps * size),
         p50ms: w.p50ms,
         p99ms: w.p99ms,
+        cpuUsPerRequest: w.cpuUsPerRequest,
         requests: w.requests,
         non2xx: w.errors,
-        acked: w.requests - w.errors,
+        acked,
         stored,
         // wrk stops counting at its deadline with up to one request per connection in flight:
         // those are stored but never counted as acknowledged. Lost acknowledgements are the failure.
-        lostAcked: Math.max(0, w.requests - w.errors - stored),
-        inFlightAtStop: stored - (w.requests - w.errors),
-        countCheck: stored >= w.requests - w.errors && stored - (w.requests - w.errors) <= connections,
+        lostAcked: Math.max(0, acked - stored),
+        inFlightAtStop: stored - acked,
+        countCheck: stored >= acked && stored - acked <= connections * size,
         presigned: n,
+        queries,
       }),
     )
   } else if (mode === 'badsig') {
