@@ -6,6 +6,7 @@ import postgres from 'postgres'
 import { stringify } from 'yaml'
 import { type LiveopsApp, createApp, listen } from '../core/app'
 import { loadConfig } from '../core/config'
+import { type Db, openDb } from '../core/db'
 import { createLogger } from '../core/log'
 import { plugins as allPlugins } from '../plugins'
 
@@ -171,6 +172,34 @@ export async function makeApp(engine: Engine, opts: MakeAppOptions = {}): Promis
       await built.stop()
       await pg?.drop()
       rmSync(dataDir, { recursive: true, force: true })
+    },
+  }
+}
+
+/** A raw store on a temp SQLite file or a fresh PostgreSQL schema. */
+export async function rawDb(engine: Engine): Promise<{ db: Db; done: () => Promise<void> }> {
+  const dir = mkdtempSync(join(tmpdir(), 'liveops-db-'))
+  if (engine === 'sqlite') {
+    const db = openDb(join(dir, 'x.sqlite'), dir)
+    return {
+      db,
+      done: async () => {
+        await db.close()
+        rmSync(dir, { recursive: true, force: true })
+      },
+    }
+  }
+  const schema = `t_${crypto.randomUUID().replace(/-/g, '').slice(0, 16)}`
+  const admin = postgres(PG_URL, { max: 1, onnotice: () => undefined })
+  await admin.unsafe(`CREATE SCHEMA ${schema}`)
+  const db = openDb(PG_URL, dir, { schema, max: 10 })
+  return {
+    db,
+    done: async () => {
+      await db.close()
+      await admin.unsafe(`DROP SCHEMA ${schema} CASCADE`)
+      await admin.end()
+      rmSync(dir, { recursive: true, force: true })
     },
   }
 }

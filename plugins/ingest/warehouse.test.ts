@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { join } from 'node:path'
 import { type TestApp, forEachEngine, makeApp } from '../../test/helpers'
+import { ingestMigrations } from './migrations'
 import { experimentCounts, purge } from './store'
 import { DAY, SECRET, game, signed } from './testing'
 
@@ -284,7 +285,10 @@ forEachEngine((engine) => {
         const main = await b.db.get<{ n: number }>(
           "SELECT COUNT(*) AS n FROM liveops_migrations WHERE plugin = 'ingest'",
         )
-        expect(Number(main?.n)).toBe(1)
+        expect(Number(main?.n)).toBe(ingestMigrations.length)
+        // The event went to the warehouse file, not the main store.
+        const inMain = await b.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM ingest_events')
+        expect(Number(inMain?.n)).toBe(0)
       } finally {
         await b.stop()
       }

@@ -5,35 +5,7 @@ import { join } from 'node:path'
 import postgres from 'postgres'
 import { type Db, MigrationError, migrate, openDb } from '../../core/db'
 import { toPg } from '../../core/db/postgres'
-import { type Engine, PG_URL, forEachEngine } from '../helpers'
-
-/** A raw store on a temp SQLite file or a fresh PostgreSQL schema. */
-async function rawDb(engine: Engine): Promise<{ db: Db; done: () => Promise<void> }> {
-  const dir = mkdtempSync(join(tmpdir(), 'liveops-db-'))
-  if (engine === 'sqlite') {
-    const db = openDb(join(dir, 'x.sqlite'), dir)
-    return {
-      db,
-      done: async () => {
-        await db.close()
-        rmSync(dir, { recursive: true, force: true })
-      },
-    }
-  }
-  const schema = `t_${crypto.randomUUID().replace(/-/g, '').slice(0, 16)}`
-  const admin = postgres(PG_URL, { max: 1, onnotice: () => undefined })
-  await admin.unsafe(`CREATE SCHEMA ${schema}`)
-  const db = openDb(PG_URL, dir, { schema, max: 10 })
-  return {
-    db,
-    done: async () => {
-      await db.close()
-      await admin.unsafe(`DROP SCHEMA ${schema} CASCADE`)
-      await admin.end()
-      rmSync(dir, { recursive: true, force: true })
-    },
-  }
-}
+import { forEachEngine, rawDb } from '../helpers'
 
 test('? placeholders become $n outside quotes', () => {
   expect(toPg("SELECT * FROM t WHERE a = ? AND b = '?' AND c = ?")).toBe(

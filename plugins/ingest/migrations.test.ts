@@ -1,0 +1,99 @@
+import { afterAll, beforeAll, expect, test } from 'bun:test'
+import { type Db, migrate } from '../../core/db'
+import { forEachEngine, rawDb } from '../../test/helpers'
+import { ingestMigrations } from './migrations'
+
+const [m1, m2] = ingestMigrations
+const REBUILT = [
+  'ingest_payments',
+  'ingest_user_day',
+  'ingest_first_seen',
+  'ingest_daily',
+  'ingest_invocation_hour',
+  'ingest_invocation_hist',
+  'ingest_exposures',
+  'ingest_user_events',
+]
+
+forEachEngine((engine) => {
+  let db: Db
+  let done: () => Promise<void>
+  beforeAll(async () => {
+    ;({ db, done } = await rawDb(engine))
+  })
+  afterAll(() => done())
+
+  test('002 keeps every rollup row and key; on SQLite the tables lose their rowid', async () => {
+    await migrate(db, [{ plugin: 'ingest', migrations: [m1] }])
+    const g = 'g1'
+    await db.run(
+      'INSERT INTO ingest_payments (game_id, env, order_id, status, amount_cents, currency, user_id, ts, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
+      [g, 'prod', 'o1', 'success', 499, 'USD', 'u1', 1000, 1001],
+    )
+    await db.run('INSERT INTO ingest_user_day (game_id, env, day, user_id) VALUES (?, ?, ?, ?)', [
+      g,
+      'prod',
+      0,
+      'u1',
+    ])
+    await db.run('INSERT INTO ingest_first_seen (game_id, env, user_id, first_ts) VALUES (?, ?, ?, ?)', [
+      g,
+      'prod',
+      'u1',
+      1000,
+    ])
+    await db.run('INSERT INTO ingest_daily (game_id, env, day, dau, new_users) VALUES (?, ?, ?, ?, ?)', [
+      g,
+      'prod',
+      0,
+      1,
+      1,
+    ])
+    await db.run(
+      'INSERT INTO ingest_invocation_hour (game_id, env, hour, function_id, total, failed, duration_sum, duration_n) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+      [g, 'prod', 0, 'fn', 3, 1, 30, 3],
+    )
+    await db.run(
+      'INSERT INTO ingest_invocation_hist (game_id, env, hour, bucket, n) VALUES (?, ?, ?, ?, ?)',
+      [g, 'prod', 0, 7, 3],
+    )
+    await db.run(
+      'INSERT INTO ingest_exposures (game_id, env, experiment_id, user_id, variant, ts) VALUES (?, ?, ?, ?, ?, ?)',
+      [g, 'prod', 'e1', 'u1', 'b', 1000],
+    )
+    await db.run(
+      'INSERT INTO ingest_user_events (game_id, env, user_id, event, last_ts) VALUES (?, ?, ?, ?, ?)',
+      [g, 'prod', 'u1', 'purchase', 1002],
+    )
+    const before = await Promise.all(REBUILT.map((t) => db.all(`SELECT * FROM ${t} ORDER BY 1, 2, 3, 4`)))
+
+    expect(await migrate(db, [{ plugin: 'ingest', migrations: [m1, m2] }])).toEqual(['ingest/2'])
+    const after = await Promise.all(REBUILT.map((t) => db.all(`SELECT * FROM ${t} ORDER BY 1, 2, 3, 4`)))
+    expect(after).toEqual(before)
+    for (const rows of after) expect(rows).toHaveLength(1)
+
+    // The primary keys still refuse a duplicate, and upserts still find their row.
+    await db.run(
+      'INSERT INTO ingest_first_seen (game_id, env, user_id, first_ts) VALUES (?, ?, ?, ?) ON CONFLICT (game_id, env, user_id) DO NOTHING',
+      [g, 'prod', 'u1', 5],
+    )
+    expect(await db.get('SELECT first_ts FROM ingest_first_seen WHERE user_id = ?', ['u1'])).toEqual({
+      first_ts: 1000,
+    })
+    await expect(
+      db.run('INSERT INTO ingest_user_day (game_id, env, day, user_id) VALUES (?, ?, ?, ?)', [
+        g,
+        'prod',
+        0,
+        'u1',
+      ]),
+    ).rejects.toThrow()
+
+    if (engine === 'sqlite') {
+      for (const t of REBUILT) await expect(db.all(`SELECT rowid FROM ${t}`)).rejects.toThrow(/rowid/)
+      // The tables that keep a rowid: time-ordered raw rows and the large online sketches.
+      for (const t of ['ingest_events', 'ingest_invocations', 'ingest_online'])
+        expect(await db.all(`SELECT rowid FROM ${t}`)).toEqual([])
+    }
+  })
+})
