@@ -65,7 +65,11 @@ export interface CommitRows {
  */
 export async function persist(db: Db, rows: CommitRows): Promise<void> {
   await db.tx(async (tx) => {
-    const [, paid, , , , fresh, active] = await Promise.all([
+    // Rows many commits share (hour and histogram counters, the minute's sketch, then the daily
+    // row below) come last: on PostgreSQL their row locks are then held for the shortest time
+    // before COMMIT, while rows at keys no other commit touches go first. Every commit takes
+    // them in the same order, table by table and key by key, so none deadlock.
+    const [, paid, , fresh, active] = await Promise.all([
       insertMany(tx, 'ingest_events', EVENT_COLS, rows.events),
       insertMany(
         tx,
@@ -75,6 +79,35 @@ export async function persist(db: Db, rows: CommitRows): Promise<void> {
         'ON CONFLICT (game_id, env, order_id, status) DO NOTHING RETURNING game_id, env, status, amount_cents, ts',
       ),
       insertMany(tx, 'ingest_invocations', INVOCATION_COLS, rows.invocations),
+      insertMany(
+        tx,
+        'ingest_first_seen',
+        ['game_id', 'env', 'user_id', 'first_ts'],
+        rows.firstSeen,
+        'ON CONFLICT (game_id, env, user_id) DO NOTHING RETURNING game_id, env, first_ts',
+      ),
+      insertMany(
+        tx,
+        'ingest_user_day',
+        ['game_id', 'env', 'day', 'user_id'],
+        rows.userDays,
+        'ON CONFLICT (game_id, env, day, user_id) DO NOTHING RETURNING game_id, env, day',
+      ),
+      insertMany(
+        tx,
+        'ingest_exposures',
+        ['game_id', 'env', 'experiment_id', 'user_id', 'variant', 'ts'],
+        rows.exposures,
+        `ON CONFLICT (game_id, env, experiment_id, user_id) DO UPDATE SET variant = excluded.variant, ts = excluded.ts
+           WHERE excluded.ts < ingest_exposures.ts`,
+      ),
+      insertMany(
+        tx,
+        'ingest_user_events',
+        ['game_id', 'env', 'user_id', 'event', 'last_ts'],
+        rows.userEvents,
+        'ON CONFLICT (game_id, env, user_id, event) DO UPDATE SET last_ts = excluded.last_ts WHERE excluded.last_ts > ingest_user_events.last_ts',
+      ),
       insertMany(
         tx,
         'ingest_invocation_hour',
@@ -93,40 +126,11 @@ export async function persist(db: Db, rows: CommitRows): Promise<void> {
       ),
       insertMany(
         tx,
-        'ingest_first_seen',
-        ['game_id', 'env', 'user_id', 'first_ts'],
-        rows.firstSeen,
-        'ON CONFLICT (game_id, env, user_id) DO NOTHING RETURNING game_id, env, first_ts',
-      ),
-      insertMany(
-        tx,
-        'ingest_user_day',
-        ['game_id', 'env', 'day', 'user_id'],
-        rows.userDays,
-        'ON CONFLICT (game_id, env, day, user_id) DO NOTHING RETURNING game_id, env, day',
-      ),
-      insertMany(
-        tx,
         'ingest_online',
         ['game_id', 'env', 'minute', 'online', 'sketch', 'version'],
         rows.online,
         `ON CONFLICT (game_id, env, minute) DO UPDATE SET online = excluded.online, sketch = excluded.sketch, version = excluded.version
            WHERE excluded.version > ingest_online.version`,
-      ),
-      insertMany(
-        tx,
-        'ingest_exposures',
-        ['game_id', 'env', 'experiment_id', 'user_id', 'variant', 'ts'],
-        rows.exposures,
-        `ON CONFLICT (game_id, env, experiment_id, user_id) DO UPDATE SET variant = excluded.variant, ts = excluded.ts
-           WHERE excluded.ts < ingest_exposures.ts`,
-      ),
-      insertMany(
-        tx,
-        'ingest_user_events',
-        ['game_id', 'env', 'user_id', 'event', 'last_ts'],
-        rows.userEvents,
-        'ON CONFLICT (game_id, env, user_id, event) DO UPDATE SET last_ts = excluded.last_ts WHERE excluded.last_ts > ingest_user_events.last_ts',
       ),
     ])
     // Daily counters from the rows that were really new: dau, new users, revenue, refunds, failed.

@@ -24,7 +24,7 @@ import { type CpuResult, PG_URL, arg, freshPgDatabase, median, startBare, tempDi
 
 const mode = arg('mode', 'batch')
 const engine = arg('engine', 'sqlite')
-const seconds = Number(arg('seconds', mode === 'batch' ? '60' : '20'))
+const seconds = Number(arg('seconds', mode === 'batch' || mode === 'batch-wrk' ? '60' : '20'))
 const connections = Number(arg('connections', mode === 'single' || mode === 'single-wrk' ? '64' : '16'))
 const batchSize = Number(arg('batch', '100'))
 

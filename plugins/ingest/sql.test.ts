@@ -1,0 +1,96 @@
+import { afterAll, beforeAll, expect, test } from 'bun:test'
+import { type Db, type Param, migrate } from '../../core/db'
+import { forEachEngine, rawDb } from '../../test/helpers'
+import { ingestMigrations } from './migrations'
+import { insertMany } from './sql'
+
+const COLS = ['id', 'received_at', 'game_id', 'env', 'event', 'ts', 'user_id', 'session_id', 'props'] as const
+const tricky = [
+  'plain',
+  '',
+  'NULL',
+  'null',
+  'a,b',
+  '{braces}',
+  'quote " inside',
+  'back\\slash \\" both',
+  "single ' quote",
+  'tab\tnew\nline',
+  'ünïcødé ✓ 🎮',
+  '  spaces  ',
+]
+
+forEachEngine((engine) => {
+  let db: Db
+  let done: () => Promise<void>
+  beforeAll(async () => {
+    ;({ db, done } = await rawDb(engine))
+    await migrate(db, [{ plugin: 'ingest', migrations: ingestMigrations }])
+  })
+  afterAll(() => done())
+
+  test('insertMany stores every text, null and 53-bit number exactly as given', async () => {
+    const params: Param[] = []
+    tricky.forEach((text, i) =>
+      params.push(
+        2 ** 52 + i,
+        1_795_000_000_000 + i,
+        'g',
+        'prod',
+        text,
+        1 - i,
+        i % 2 ? null : text,
+        i % 3 ? text : null,
+        JSON.stringify({ text }),
+      ),
+    )
+    await db.tx((tx) => insertMany(tx, 'ingest_events', COLS, params))
+    const rows = await db.all<Record<string, unknown>>(
+      `SELECT ${COLS.join(', ')} FROM ingest_events WHERE game_id = 'g' ORDER BY id`,
+    )
+    const got: unknown[][] = rows.map((r) =>
+      COLS.map((c) => (typeof r[c] === 'string' || r[c] === null ? r[c] : Number(r[c]))),
+    )
+    expect(got).toEqual(tricky.map((_, i) => params.slice(i * COLS.length, (i + 1) * COLS.length)))
+  })
+
+  test('ON CONFLICT and RETURNING: only new keys come back, in the order given', async () => {
+    const cols = ['game_id', 'env', 'user_id', 'first_ts']
+    const tail = 'ON CONFLICT (game_id, env, user_id) DO NOTHING RETURNING user_id, first_ts'
+    const first = await db.tx((tx) =>
+      insertMany(tx, 'ingest_first_seen', cols, ['g', 'p', 'b"1', 10, 'g', 'p', 'c,2', 20], tail),
+    )
+    expect(first.map((r) => [r.user_id, Number(r.first_ts)])).toEqual([
+      ['b"1', 10],
+      ['c,2', 20],
+    ])
+    const again = await db.tx((tx) =>
+      insertMany(
+        tx,
+        'ingest_first_seen',
+        cols,
+        ['g', 'p', 'a\\0', 5, 'g', 'p', 'b"1', 1, 'g', 'p', 'd', 7],
+        tail,
+      ),
+    )
+    expect(again.map((r) => r.user_id)).toEqual(['a\\0', 'd'])
+    const stored = await db.all<{ user_id: string; first_ts: number }>(
+      "SELECT user_id, first_ts FROM ingest_first_seen WHERE game_id = 'g' ORDER BY user_id",
+    )
+    expect(stored.map((r) => [r.user_id, Number(r.first_ts)])).toEqual([
+      ['a\\0', 5],
+      ['b"1', 10],
+      ['c,2', 20],
+      ['d', 7],
+    ])
+  })
+
+  test.skipIf(engine !== 'postgres')(
+    'a table without declared column types is refused rather than guessed',
+    async () => {
+      await expect(db.tx((tx) => insertMany(tx, 'ingest_nope', ['a'], ['x']))).rejects.toThrow(
+        /no column types/,
+      )
+    },
+  )
+})
