@@ -1,5 +1,5 @@
 import type { Db, Param } from '../../core/db'
-import { DAY, floorTo, insertMany } from './sql'
+import { DAY, floorTo, insertMany, unnestArrays, unnestSelect } from './sql'
 
 const EVENT_COLS = [
   'id',
@@ -58,80 +58,89 @@ export interface CommitRows {
   userEvents: Param[]
 }
 
-/**
- * Writes one group commit in one transaction: raw rows, then the rollups. Concurrent commits
- * (PostgreSQL) lock rows in key order, so they never deadlock; counters only add, and an online
- * sketch is only replaced by a newer version of itself.
- */
-export async function persist(db: Db, rows: CommitRows): Promise<void> {
-  await db.tx(async (tx) => {
-    // Rows many commits share (hour and histogram counters, the minute's sketch, then the daily
-    // row below) come last: on PostgreSQL their row locks are then held for the shortest time
-    // before COMMIT, while rows at keys no other commit touches go first. Every commit takes
-    // them in the same order, table by table and key by key, so none deadlock.
-    const [, paid, , fresh, active] = await Promise.all([
-      insertMany(tx, 'ingest_events', EVENT_COLS, rows.events),
-      insertMany(
-        tx,
-        'ingest_payments',
-        PAYMENT_COLS,
-        rows.payments,
-        'ON CONFLICT (game_id, env, order_id, status) DO NOTHING RETURNING game_id, env, status, amount_cents, ts',
-      ),
-      insertMany(tx, 'ingest_invocations', INVOCATION_COLS, rows.invocations),
-      insertMany(
-        tx,
-        'ingest_first_seen',
-        ['game_id', 'env', 'user_id', 'first_ts'],
-        rows.firstSeen,
-        'ON CONFLICT (game_id, env, user_id) DO NOTHING RETURNING game_id, env, first_ts',
-      ),
-      insertMany(
-        tx,
-        'ingest_user_day',
-        ['game_id', 'env', 'day', 'user_id'],
-        rows.userDays,
-        'ON CONFLICT (game_id, env, day, user_id) DO NOTHING RETURNING game_id, env, day',
-      ),
-      insertMany(
-        tx,
-        'ingest_exposures',
-        ['game_id', 'env', 'experiment_id', 'user_id', 'variant', 'ts'],
-        rows.exposures,
-        `ON CONFLICT (game_id, env, experiment_id, user_id) DO UPDATE SET variant = excluded.variant, ts = excluded.ts
+/** Each rollup table: its columns and what a row at an existing key does. */
+const UPSERT = {
+  firstSeen: {
+    table: 'ingest_first_seen',
+    cols: ['game_id', 'env', 'user_id', 'first_ts'],
+    tail: 'ON CONFLICT (game_id, env, user_id) DO NOTHING RETURNING game_id, env, first_ts',
+  },
+  userDays: {
+    table: 'ingest_user_day',
+    cols: ['game_id', 'env', 'day', 'user_id'],
+    tail: 'ON CONFLICT (game_id, env, day, user_id) DO NOTHING RETURNING game_id, env, day',
+  },
+  payments: {
+    table: 'ingest_payments',
+    cols: PAYMENT_COLS,
+    tail: 'ON CONFLICT (game_id, env, order_id, status) DO NOTHING RETURNING game_id, env, status, amount_cents, ts',
+  },
+  exposures: {
+    table: 'ingest_exposures',
+    cols: ['game_id', 'env', 'experiment_id', 'user_id', 'variant', 'ts'],
+    tail: `ON CONFLICT (game_id, env, experiment_id, user_id) DO UPDATE SET variant = excluded.variant, ts = excluded.ts
            WHERE excluded.ts < ingest_exposures.ts`,
-      ),
-      insertMany(
-        tx,
-        'ingest_user_events',
-        ['game_id', 'env', 'user_id', 'event', 'last_ts'],
-        rows.userEvents,
-        'ON CONFLICT (game_id, env, user_id, event) DO UPDATE SET last_ts = excluded.last_ts WHERE excluded.last_ts > ingest_user_events.last_ts',
-      ),
-      insertMany(
-        tx,
-        'ingest_invocation_hour',
-        ['game_id', 'env', 'hour', 'function_id', 'total', 'failed', 'duration_sum', 'duration_n'],
-        rows.hours,
-        `ON CONFLICT (game_id, env, hour, function_id) DO UPDATE SET total = ingest_invocation_hour.total + excluded.total,
+  },
+  userEvents: {
+    table: 'ingest_user_events',
+    cols: ['game_id', 'env', 'user_id', 'event', 'last_ts'],
+    tail: 'ON CONFLICT (game_id, env, user_id, event) DO UPDATE SET last_ts = excluded.last_ts WHERE excluded.last_ts > ingest_user_events.last_ts',
+  },
+  hours: {
+    table: 'ingest_invocation_hour',
+    cols: ['game_id', 'env', 'hour', 'function_id', 'total', 'failed', 'duration_sum', 'duration_n'],
+    tail: `ON CONFLICT (game_id, env, hour, function_id) DO UPDATE SET total = ingest_invocation_hour.total + excluded.total,
            failed = ingest_invocation_hour.failed + excluded.failed, duration_sum = ingest_invocation_hour.duration_sum + excluded.duration_sum,
            duration_n = ingest_invocation_hour.duration_n + excluded.duration_n`,
-      ),
-      insertMany(
-        tx,
-        'ingest_invocation_hist',
-        ['game_id', 'env', 'hour', 'bucket', 'n'],
-        rows.hist,
-        'ON CONFLICT (game_id, env, hour, bucket) DO UPDATE SET n = ingest_invocation_hist.n + excluded.n',
-      ),
-      insertMany(
-        tx,
-        'ingest_online',
-        ['game_id', 'env', 'minute', 'online', 'sketch', 'version'],
-        rows.online,
-        `ON CONFLICT (game_id, env, minute) DO UPDATE SET online = excluded.online, sketch = excluded.sketch, version = excluded.version
+  },
+  hist: {
+    table: 'ingest_invocation_hist',
+    cols: ['game_id', 'env', 'hour', 'bucket', 'n'],
+    tail: 'ON CONFLICT (game_id, env, hour, bucket) DO UPDATE SET n = ingest_invocation_hist.n + excluded.n',
+  },
+  online: {
+    table: 'ingest_online',
+    cols: ['game_id', 'env', 'minute', 'online', 'sketch', 'version'],
+    tail: `ON CONFLICT (game_id, env, minute) DO UPDATE SET online = excluded.online, sketch = excluded.sketch, version = excluded.version
            WHERE excluded.version > ingest_online.version`,
-      ),
+  },
+  daily: {
+    table: 'ingest_daily',
+    cols: ['game_id', 'env', 'day', 'dau', 'new_users', 'revenue_cents', 'refunds_cents', 'failed'],
+    tail: `ON CONFLICT (game_id, env, day) DO UPDATE SET dau = ingest_daily.dau + excluded.dau, new_users = ingest_daily.new_users + excluded.new_users,
+         revenue_cents = ingest_daily.revenue_cents + excluded.revenue_cents, refunds_cents = ingest_daily.refunds_cents + excluded.refunds_cents,
+         failed = ingest_daily.failed + excluded.failed`,
+  },
+} as const
+
+type Upserted = keyof typeof UPSERT
+const upsert = (tx: Db, which: Upserted, params: Param[]) => {
+  const u = UPSERT[which]
+  return insertMany(tx, u.table, u.cols, params, u.tail)
+}
+
+/**
+ * Writes one group commit in one transaction: raw rows, then the rollups. Rows many commits
+ * share (hour and histogram counters, the minute's sketch, then the day counters) come last: on
+ * PostgreSQL their row locks are then held for the shortest time before COMMIT. Every commit
+ * takes them in the same order, table by table and key by key, so concurrent commits never
+ * deadlock; counters only add, and an online sketch is only replaced by a newer version of
+ * itself.
+ */
+export async function persist(db: Db, rows: CommitRows): Promise<void> {
+  if (db.dialect === 'postgres') return persistPg(db, rows)
+  await db.tx(async (tx) => {
+    const [, paid, , fresh, active] = await Promise.all([
+      insertMany(tx, 'ingest_events', EVENT_COLS, rows.events),
+      upsert(tx, 'payments', rows.payments),
+      insertMany(tx, 'ingest_invocations', INVOCATION_COLS, rows.invocations),
+      upsert(tx, 'firstSeen', rows.firstSeen),
+      upsert(tx, 'userDays', rows.userDays),
+      upsert(tx, 'exposures', rows.exposures),
+      upsert(tx, 'userEvents', rows.userEvents),
+      upsert(tx, 'hours', rows.hours),
+      upsert(tx, 'hist', rows.hist),
+      upsert(tx, 'online', rows.online),
     ])
     // Daily counters from the rows that were really new: dau, new users, revenue, refunds, failed.
     const daily = new Map<string, [string, string, number, number, number, number, number, number]>()
@@ -159,14 +168,61 @@ export async function persist(db: Db, rows: CommitRows): Promise<void> {
       else bump(r.game_id, r.env, Number(r.ts), 7, 1)
     }
     const dailyRows = [...daily.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).flatMap(([, v]) => v)
-    await insertMany(
-      tx,
-      'ingest_daily',
-      ['game_id', 'env', 'day', 'dau', 'new_users', 'revenue_cents', 'refunds_cents', 'failed'],
-      dailyRows,
-      `ON CONFLICT (game_id, env, day) DO UPDATE SET dau = ingest_daily.dau + excluded.dau, new_users = ingest_daily.new_users + excluded.new_users,
-         revenue_cents = ingest_daily.revenue_cents + excluded.revenue_cents, refunds_cents = ingest_daily.refunds_cents + excluded.refunds_cents,
-         failed = ingest_daily.failed + excluded.failed`,
-    )
+    await upsert(tx, 'daily', dailyRows)
+  })
+}
+
+/** A counted upsert as a CTE body: its RETURNING lists the new rows the day counters add up. */
+const inserted = (which: 'firstSeen' | 'userDays' | 'payments') => {
+  const u = UPSERT[which]
+  return `INSERT INTO ${u.table} (${u.cols.join(', ')}) ${unnestSelect(u.table, u.cols)} ${u.tail}`
+}
+let countedSql: string | undefined
+
+/**
+ * PostgreSQL: first-seen, user-day and payment rows and the day counters they feed in one
+ * statement. Data-modifying CTEs hand the rows that were really new straight to the daily
+ * upsert, so a commit needs no round trip to read them back first (SQLite has no such CTEs; it
+ * has no round trips to save either). Days are UTC, floored as `floorTo` does.
+ */
+function counted(): string {
+  const d = UPSERT.daily
+  countedSql ??= `WITH fresh AS (${inserted('firstSeen')}),
+    active AS (${inserted('userDays')}),
+    paid AS (${inserted('payments')}),
+    counts AS (
+      SELECT game_id, env, day, 1 AS dau, 0 AS new_users, 0 AS revenue_cents, 0 AS refunds_cents, 0 AS failed FROM active
+      UNION ALL SELECT game_id, env, floor(first_ts / ${DAY}.0)::bigint * ${DAY}, 0, 1, 0, 0, 0 FROM fresh
+      UNION ALL SELECT game_id, env, floor(ts / ${DAY}.0)::bigint * ${DAY}, 0, 0,
+        CASE WHEN status = 'success' THEN amount_cents ELSE 0 END,
+        CASE WHEN status = 'refunded' THEN amount_cents ELSE 0 END,
+        CASE WHEN status = 'success' OR status = 'refunded' THEN 0 ELSE 1 END FROM paid)
+    INSERT INTO ${d.table} (${d.cols.join(', ')})
+    SELECT game_id, env, day, SUM(dau), SUM(new_users), SUM(revenue_cents), SUM(refunds_cents), SUM(failed)
+      FROM counts GROUP BY game_id, env, day ORDER BY game_id, env, day
+    ${d.tail}`
+  return countedSql
+}
+
+/** `persist` on PostgreSQL: every statement sent at once, pipelined on the transaction's connection. */
+async function persistPg(db: Db, rows: CommitRows): Promise<void> {
+  await db.tx(async (tx) => {
+    const { firstSeen, userDays, payments } = UPSERT
+    await Promise.all([
+      insertMany(tx, 'ingest_events', EVENT_COLS, rows.events),
+      insertMany(tx, 'ingest_invocations', INVOCATION_COLS, rows.invocations),
+      upsert(tx, 'exposures', rows.exposures),
+      upsert(tx, 'userEvents', rows.userEvents),
+      upsert(tx, 'hours', rows.hours),
+      upsert(tx, 'hist', rows.hist),
+      upsert(tx, 'online', rows.online),
+      rows.firstSeen.length || rows.userDays.length || rows.payments.length
+        ? tx.run(counted(), [
+            ...unnestArrays(firstSeen.cols.length, rows.firstSeen),
+            ...unnestArrays(userDays.cols.length, rows.userDays),
+            ...unnestArrays(payments.cols.length, rows.payments),
+          ])
+        : undefined,
+    ])
   })
 }
