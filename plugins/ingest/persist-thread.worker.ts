@@ -29,19 +29,35 @@ async function commit(id: number, rows: string): Promise<void> {
   }
 }
 
-/** The checkpointer role (SQLite): its connection and timer. */
-let checkpoints: { conn: Database; timer: Timer } | undefined
+/** The checkpointer role (SQLite): its connection, its timer and the WAL's length last time. */
+let checkpoints:
+  | { conn: Database; timer: Timer | undefined; log: number; busyMs: number; idleMs: number }
+  | undefined
 
 /**
  * Copies committed WAL frames into the database file, never waiting for the writer (PASSIVE),
- * so the persist thread's commits never pay for a checkpoint and its fsync.
+ * so the persist thread's commits never pay for a checkpoint and its fsync. Returns the WAL's
+ * length in frames (-1 when busy or locked: the next tick tries again).
  */
-function checkpoint() {
+function checkpoint(): number {
   try {
-    checkpoints?.conn.exec('PRAGMA wal_checkpoint(PASSIVE)')
+    const r = checkpoints?.conn.query('PRAGMA wal_checkpoint(PASSIVE)').get() as { log: number } | null
+    return r?.log ?? -1
   } catch {
-    // Busy or locked: the next tick tries again.
+    return -1
   }
+}
+
+/**
+ * Checkpoints often while commits arrive, so the commit that passes the WAL limit (and lets it
+ * restart) finds almost nothing left to copy; rarely when nothing changed since the last time.
+ */
+function tick() {
+  if (!checkpoints) return
+  const log = checkpoint()
+  const active = log !== checkpoints.log
+  checkpoints.log = log
+  checkpoints.timer = setTimeout(tick, active ? checkpoints.busyMs : checkpoints.idleMs)
 }
 
 self.onmessage = (m: MessageEvent<PersistRequest>) => {
@@ -50,10 +66,10 @@ self.onmessage = (m: MessageEvent<PersistRequest>) => {
     const { url, schema } = msg.location
     ordered = !isPostgresUrl(url)
     db = ordered ? openSqlite(url, { blocking: true }) : openPostgres(url, { schema, max: msg.connections })
-    // With a checkpointer thread copying frames every 200 ms, commits checkpoint only once the
-    // WAL passes 32 MB (not SQLite's 4 MB), and then find little left to copy: that checkpoint is
-    // what lets the WAL restart from its beginning, which the checkpointer alone, racing the
-    // next commit, cannot. The file is cut back to 64 MB when it restarts.
+    // With a checkpointer thread copying frames every 20 ms under load, commits checkpoint only
+    // once the WAL passes 32 MB (not SQLite's 4 MB), and then find little left to copy: that
+    // checkpoint is what lets the WAL restart from its beginning, which the checkpointer alone,
+    // racing the next commit, cannot. The file is cut back to 64 MB when it restarts.
     if (ordered && msg.checkpointer)
       void db.exec('PRAGMA wal_autocheckpoint = 8192; PRAGMA journal_size_limit = 67108864')
     return
@@ -66,7 +82,8 @@ self.onmessage = (m: MessageEvent<PersistRequest>) => {
   if (msg.kind === 'checkpointer') {
     const conn = new Database(msg.file)
     conn.exec('PRAGMA busy_timeout = 5000')
-    checkpoints = { conn, timer: setInterval(checkpoint, msg.everyMs) }
+    checkpoints = { conn, timer: undefined, log: 0, busyMs: msg.busyMs, idleMs: msg.idleMs }
+    tick()
     return
   }
   if (msg.kind === 'commit') {
@@ -83,7 +100,7 @@ self.onmessage = (m: MessageEvent<PersistRequest>) => {
     await db?.close()
     db = undefined
     if (checkpoints) {
-      clearInterval(checkpoints.timer)
+      clearTimeout(checkpoints.timer)
       checkpoint()
       checkpoints.conn.close()
       checkpoints = undefined
