@@ -39,8 +39,8 @@ function workerEntry(): string {
  * its own connections to the same store runs the transactions: SQLite's statements, or
  * PostgreSQL's parameter encoding and round trips (half the event loop's time on that engine
  * when they ran there). Each promise settles when its transaction did. On SQLite a third
- * thread copies the WAL into the database file (passive checkpoints every 20 ms under load), so no commit
- * pays for a checkpoint and its fsync; should it fail, commits checkpoint again themselves.
+ * thread copies the WAL into the database file (passive checkpoints every 20 ms under load), so
+ * no commit pays for a checkpoint and its fsync; should it fail, commits checkpoint again.
  *
  * SQLite commits are applied one at a time, in the order sent. PostgreSQL commits run side by
  * side on up to `connections` connections, as they did on the event loop: rows are locked in

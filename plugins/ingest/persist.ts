@@ -120,6 +120,20 @@ const upsert = (tx: Db, which: Upserted, params: Param[]) => {
 }
 
 /**
+ * The writes the day counters do not depend on, on both engines; the rows many commits share
+ * (hour and histogram counters, the minute's sketch) last.
+ */
+const uncounted = (tx: Db, rows: CommitRows) => [
+  insertMany(tx, 'ingest_events', EVENT_COLS, rows.events),
+  insertMany(tx, 'ingest_invocations', INVOCATION_COLS, rows.invocations),
+  upsert(tx, 'exposures', rows.exposures),
+  upsert(tx, 'userEvents', rows.userEvents),
+  upsert(tx, 'hours', rows.hours),
+  upsert(tx, 'hist', rows.hist),
+  upsert(tx, 'online', rows.online),
+]
+
+/**
  * Writes one group commit in one transaction: raw rows, then the rollups. Rows many commits
  * share (hour and histogram counters, the minute's sketch, then the day counters) come last: on
  * PostgreSQL their row locks are then held for the shortest time before COMMIT. Every commit
@@ -130,17 +144,11 @@ const upsert = (tx: Db, which: Upserted, params: Param[]) => {
 export async function persist(db: Db, rows: CommitRows): Promise<void> {
   if (db.dialect === 'postgres') return persistPg(db, rows)
   await db.tx(async (tx) => {
-    const [, paid, , fresh, active] = await Promise.all([
-      insertMany(tx, 'ingest_events', EVENT_COLS, rows.events),
+    const [paid, fresh, active] = await Promise.all([
       upsert(tx, 'payments', rows.payments),
-      insertMany(tx, 'ingest_invocations', INVOCATION_COLS, rows.invocations),
       upsert(tx, 'firstSeen', rows.firstSeen),
       upsert(tx, 'userDays', rows.userDays),
-      upsert(tx, 'exposures', rows.exposures),
-      upsert(tx, 'userEvents', rows.userEvents),
-      upsert(tx, 'hours', rows.hours),
-      upsert(tx, 'hist', rows.hist),
-      upsert(tx, 'online', rows.online),
+      ...uncounted(tx, rows),
     ])
     // Daily counters from the rows that were really new: dau, new users, revenue, refunds, failed.
     const daily = new Map<string, [string, string, number, number, number, number, number, number]>()
@@ -209,13 +217,7 @@ async function persistPg(db: Db, rows: CommitRows): Promise<void> {
   await db.tx(async (tx) => {
     const { firstSeen, userDays, payments } = UPSERT
     await Promise.all([
-      insertMany(tx, 'ingest_events', EVENT_COLS, rows.events),
-      insertMany(tx, 'ingest_invocations', INVOCATION_COLS, rows.invocations),
-      upsert(tx, 'exposures', rows.exposures),
-      upsert(tx, 'userEvents', rows.userEvents),
-      upsert(tx, 'hours', rows.hours),
-      upsert(tx, 'hist', rows.hist),
-      upsert(tx, 'online', rows.online),
+      ...uncounted(tx, rows),
       rows.firstSeen.length || rows.userDays.length || rows.payments.length
         ? tx.run(counted(), [
             ...unnestArrays(firstSeen.cols.length, rows.firstSeen),

@@ -27,8 +27,8 @@ function chunks(n: number, cols: number): number[] {
 
 interface Shape {
   head: string
-  /** PostgreSQL: the whole insert as one statement over one array per column. */
-  unnest: string
+  /** PostgreSQL: the whole insert as one statement over one array per column (built on first use). */
+  unnest: string | undefined
   tuple: string
   returning: boolean
   /** Statement text by row count: the same string each time, so both engines' statement caches hit on a hashed string. */
@@ -45,10 +45,9 @@ function shape(table: string, cols: readonly string[], tail: string): Shape {
   }
   let s = byTail.get(tail)
   if (!s) {
-    const list = cols.join(', ')
     s = {
-      head: `INSERT INTO ${table} (${list}) VALUES `,
-      unnest: `INSERT INTO ${table} (${list}) ${unnestSelect(table, cols)} ${tail}`,
+      head: `INSERT INTO ${table} (${cols.join(', ')}) VALUES `,
+      unnest: undefined,
       tuple: `(${cols.map(() => '?').join(', ')})`,
       returning: /\bRETURNING\b/i.test(tail),
       bySize: new Map(),
@@ -115,8 +114,16 @@ export function unnestArrays(width: number, params: Param[]): string[] {
  * parses nor plans thousands of parameters and postgres.js encodes one string per column: a
  * standalone test inserted raw events 2.2 times as fast with a third of the client CPU.
  */
-async function insertUnnest(db: Db, s: Shape, width: number, params: Param[]): Promise<Row[]> {
-  const arrays = unnestArrays(width, params)
+async function insertUnnest(
+  db: Db,
+  table: string,
+  cols: readonly string[],
+  tail: string,
+  params: Param[],
+): Promise<Row[]> {
+  const s = shape(table, cols, tail)
+  s.unnest ??= `INSERT INTO ${table} (${cols.join(', ')}) ${unnestSelect(table, cols)} ${tail}`
+  const arrays = unnestArrays(cols.length, params)
   if (s.returning) return db.all(s.unnest, arrays)
   await db.run(s.unnest, arrays)
   return []
@@ -137,8 +144,8 @@ export async function insertMany(
   const width = cols.length
   const rows = params.length / width
   if (!rows) return []
+  if (db.dialect === 'postgres') return insertUnnest(db, table, cols, tail, params)
   const s = shape(table, cols, tail)
-  if (db.dialect === 'postgres') return insertUnnest(db, s, width, params)
   const jobs: Promise<Row[] | number>[] = []
   let at = 0
   for (const size of chunks(rows, width)) {
