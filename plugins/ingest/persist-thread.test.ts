@@ -40,7 +40,7 @@ async function store(engine: string): Promise<{ location: StoreLocation; db: Db 
 }
 
 const empty = (): CommitRows => ({
-  events: [],
+  events: { firstId: 1, receivedAt: 1000, streams: ['g', 'prod'], cols: [], props: [] },
   payments: [],
   invocations: [],
   hours: [],
@@ -52,13 +52,15 @@ const empty = (): CommitRows => ({
   userEvents: [],
 })
 
-/** One raw event row, in the column order of persist.ts (id, received_at, game_id, env, event, ts, user_id, ...). */
-const eventRow = (id: number, user: string) =>
-  [id, 1000, 'g', 'prod', 'login', 1000, user, null, null, null, null, null, null, '{}'] as const
-/** A commit of login events, one per `[id, user]`. */
-const commitOf = (...events: Array<[number, string]>): CommitRows => {
+/** A commit of login events of game `g`, one per user, with ids from `firstId` up. */
+const commitOf = (firstId: number, ...users: string[]): CommitRows => {
   const rows = empty()
-  for (const [id, user] of events) rows.events.push(...eventRow(id, user))
+  rows.events.firstId = firstId
+  for (const user of users) {
+    // Stream 0, then event, ts, user_id, session_id, amount_cents, currency, duration_ms, network, level.
+    rows.events.cols.push(0, 'login', 1000, user, null, null, null, null, null, null)
+    rows.events.props.push('{}')
+  }
   return rows
 }
 const count = async (db: Db) =>
@@ -76,7 +78,7 @@ forEachEngine((engine) => {
     const thread = new PersistThread(location, 3)
     const commits = Array.from({ length: 20 }, (_, c) =>
       thread.persist(
-        commitOf(...Array.from({ length: 50 }, (_, i): [number, string] => [c * 50 + i + 1, `u${c}`])),
+        commitOf(c * 50 + 1, ...Array.from({ length: 50 }, () => `u${c}`)),
       ),
     )
     await commits[0]
@@ -96,10 +98,10 @@ forEachEngine((engine) => {
   test('a failed commit rejects its own promise with the store error and stores nothing of it; the next still lands', async () => {
     const { location, db } = await store(engine)
     const thread = new PersistThread(location, 3)
-    await thread.persist(commitOf([1, 'a']))
-    // The same id again breaks the primary key: that transaction alone rolls back.
-    expect(await settled(thread.persist(commitOf([2, 'b'], [1, 'c'])))).toMatch(/unique|duplicate key/i)
-    await thread.persist(commitOf([3, 'd']))
+    await thread.persist(commitOf(1, 'a'))
+    // Ids 1 and 2: 1 is taken, which breaks the primary key; that transaction alone rolls back.
+    expect(await settled(thread.persist(commitOf(1, 'b', 'c')))).toMatch(/unique|duplicate key/i)
+    await thread.persist(commitOf(3, 'd'))
     await thread.close()
     const users = (await db.all<{ user_id: string }>('SELECT user_id FROM ingest_events ORDER BY id')).map(
       (r) => r.user_id,
@@ -110,7 +112,7 @@ forEachEngine((engine) => {
   test('close waits for the commits already sent; persisting afterwards is refused', async () => {
     const { location, db } = await store(engine)
     const thread = new PersistThread(location, 3)
-    const pending = Array.from({ length: 5 }, (_, c) => thread.persist(commitOf([c + 1, `u${c}`])))
+    const pending = Array.from({ length: 5 }, (_, c) => thread.persist(commitOf(c + 1, `u${c}`)))
     await thread.close()
     expect(await Promise.all(pending.map(settled))).toEqual(Array(5).fill('resolved'))
     expect(await count(db)).toBe(5)
@@ -120,15 +122,15 @@ forEachEngine((engine) => {
   test('a thread that dies is replaced: its unanswered commits are refused, later ones land', async () => {
     const { location, db } = await store(engine)
     const thread = new PersistThread(location, 3)
-    await thread.persist(commitOf([1, 'before']))
+    await thread.persist(commitOf(1, 'before'))
     // A crash, as far as the owner can tell: the worker is gone without closing.
-    const pending = settled(thread.persist(commitOf([2, 'maybe'])))
+    const pending = settled(thread.persist(commitOf(2, 'maybe')))
     ;(thread as unknown as { worker: Worker }).worker.terminate()
     expect(await pending).toMatch(/persist thread (exited|failed)|resolved/)
     // Until the new thread is up, commits are refused at once rather than lost.
     let later = 'refused'
     for (let i = 0; i < 100 && later !== 'resolved'; i++) {
-      later = await settled(thread.persist(commitOf([10 + i, 'after'])))
+      later = await settled(thread.persist(commitOf(10 + i, 'after')))
       if (later !== 'resolved') {
         expect(later).toMatch(/persist thread restarting/)
         await Bun.sleep(20)
@@ -151,7 +153,7 @@ forEachEngine((engine) => {
       const before = Bun.file(file).size
       const thread = new PersistThread(location)
       await thread.persist(
-        commitOf(...Array.from({ length: 2000 }, (_, i): [number, string] => [i + 1, `u${i}`])),
+        commitOf(1, ...Array.from({ length: 2000 }, (_, i) => `u${i}`)),
       )
       // The commit only appended to the WAL (commits checkpoint themselves past 32 MB only).
       expect(Bun.file(`${file}-wal`).size).toBeGreaterThan(0)

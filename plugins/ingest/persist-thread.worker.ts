@@ -6,7 +6,7 @@ import { Database } from 'bun:sqlite'
 import { type Db, isPostgresUrl } from '../../core/db'
 import { openPostgres } from '../../core/db/postgres'
 import { openSqlite } from '../../core/db/sqlite'
-import { type CommitRows, persist } from './persist'
+import { decodeCommit, persist } from './persist'
 import type { PersistReply, PersistRequest } from './persist-thread'
 
 declare const self: Worker
@@ -22,7 +22,7 @@ const reply = (r: PersistReply) => self.postMessage(r)
 async function commit(id: number, rows: string): Promise<void> {
   try {
     if (!db) throw new Error('persist thread: no store open')
-    await persist(db, JSON.parse(rows) as CommitRows)
+    await persist(db, decodeCommit(rows))
     reply({ id })
   } catch (e) {
     reply({ id, error: String((e as Error)?.message ?? e) })

@@ -1,7 +1,7 @@
 import type { Db, Param } from '../../core/db'
 import type { Logger } from '../../core/log'
 import { HyperLogLog } from './hll'
-import { type CommitRows, persist } from './persist'
+import { type CommitRows, EVENT_WIRE_WIDTH, type EventRows, persist } from './persist'
 import { DAY, HOUR, MINUTE, floorTo } from './sql'
 import { type NormEvent, pick, str } from './validate'
 
@@ -105,7 +105,11 @@ class Part {
   readonly exposures = new Map<string, Map<string, [string, number]>>()
   /** user -> event -> last ts */
   readonly userEvents = new Map<string, Map<string, number>>()
-  constructor(readonly s: Stream) {}
+  constructor(
+    readonly s: Stream,
+    /** The stream's index in this commit's `EventRows.streams`. */
+    readonly index: number,
+  ) {}
 }
 
 /** Conversions of exposed users: after the loop, so an exposure earlier in this batch counts. */
@@ -374,9 +378,13 @@ export class GroupWriter {
   private gather(events: NormEvent[], now: number) {
     // Time-ordered integer ids: receive time in ms x 1024 plus a counter (exact in a double until
     // the year 2248). Starts past the largest stored id, so a restart with a clock step back
-    // never collides. The loop below never suspends, so it numbers its rows alone.
-    let id = Math.max(this.lastId, now * 1024 - 1)
-    const ev: Param[] = []
+    // never collides. The loop below never suspends, so it numbers its rows alone. An
+    // invocation row has the id of the event it came from.
+    const firstId = Math.max(this.lastId, now * 1024 - 1) + 1
+    const cols: Param[] = new Array(events.length * EVENT_WIRE_WIDTH)
+    const props: string[] = new Array(events.length)
+    const streams: string[] = []
+    const ev: EventRows = { firstId, receivedAt: now, streams, cols, props }
     const invocations: Param[] = []
     const parts = new Map<Stream, Part>()
     const partOf: Part[] = new Array(events.length)
@@ -392,30 +400,28 @@ export class GroupWriter {
         const st = this.stream(gameId, env)
         part = parts.get(st)
         if (!part) {
-          part = new Part(st)
+          part = new Part(st, streams.length / 2)
           parts.set(st, part)
+          streams.push(gameId, env)
         }
         lastGame = gameId
         lastEnv = env
       }
       partOf[i] = part
       const st = part.s
-      ev.push(
-        ++id,
-        now,
-        gameId,
-        env,
-        e.event,
-        ts,
-        userId,
-        e.sessionId,
-        e.amountCents,
-        e.currency,
-        e.durationMs,
-        e.network,
-        e.level,
-        propsJson(e.props),
-      )
+      const id = firstId + i
+      let k = i * EVENT_WIRE_WIDTH
+      cols[k++] = part.index
+      cols[k++] = e.event
+      cols[k++] = ts
+      cols[k++] = userId
+      cols[k++] = e.sessionId
+      cols[k++] = e.amountCents
+      cols[k++] = e.currency
+      cols[k++] = e.durationMs
+      cols[k++] = e.network
+      cols[k] = e.level
+      props[i] = propsJson(e.props)
       if (e.payment) {
         const { orderId, status } = e.payment
         let byStatus = part.payments.get(orderId)
@@ -441,7 +447,7 @@ export class GroupWriter {
         const outcome = s(pick(e.props, 'outcome')) === 'failure' ? 'failure' : 'success'
         const dur = e.durationMs
         invocations.push(
-          ++id,
+          id,
           gameId,
           env,
           ts,
@@ -522,7 +528,7 @@ export class GroupWriter {
         else if (slot.sk.h.add(who)) slot.changed = true
       }
     }
-    this.lastId = id
+    this.lastId = firstId + events.length - 1
     return { ev, invocations, parts, partOf }
   }
 
