@@ -77,6 +77,18 @@ export function familyOf(path: string): ErrorFamily {
   return 'general'
 }
 
+/** `new Date().toISOString()`, made once per millisecond: a refusal storm asks many times in each. */
+let isoAt = 0
+let iso = ''
+function nowIso(): string {
+  const now = Date.now()
+  if (now !== isoAt) {
+    isoAt = now
+    iso = new Date(now).toISOString()
+  }
+  return iso
+}
+
 export function errorBody(
   family: ErrorFamily,
   path: string,
@@ -91,8 +103,8 @@ export function errorBody(
       return { code: 0, message, data: details ?? null }
     default:
       return details === undefined
-        ? { error: code, message, timestamp: new Date().toISOString(), path }
-        : { error: code, message, timestamp: new Date().toISOString(), path, details }
+        ? { error: code, message, timestamp: nowIso(), path }
+        : { error: code, message, timestamp: nowIso(), path, details }
   }
 }
 
