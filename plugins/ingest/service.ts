@@ -42,9 +42,12 @@ export async function gunzip(body: Uint8Array, limit: number): Promise<Uint8Arra
   return Buffer.concat(parts)
 }
 
+/** Stateless without `stream`, so one serves every request. */
+const utf8 = new TextDecoder()
+
 export function parseJson(body: Uint8Array): unknown {
   try {
-    return JSON.parse(new TextDecoder().decode(body))
+    return JSON.parse(utf8.decode(body))
   } catch {
     throw new HttpError(400, 'invalid_payload', 'body: malformed JSON')
   }
