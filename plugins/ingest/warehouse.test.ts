@@ -205,6 +205,58 @@ forEachEngine((engine) => {
       expect(p).toMatchObject({ amount_cents: 499, currency: 'USD' })
     })
 
+    test('each hot field lands in its column and props keep the rest, across streams interleaved in one commit', async () => {
+      // Two environments taking turns: each row must name its own game and environment.
+      const full = (env: string, i: number) =>
+        ev('level_up', {
+          env,
+          uid: `cols-${env}-${i}`,
+          session_id: `s-${i}`,
+          amount_cents: 100 + i,
+          currency: 'EUR',
+          duration_ms: 7 + i,
+          network: 'wifi',
+          level: String(10 + i),
+          attrs: { note: `n${i}` },
+        })
+      const list = Array.from({ length: 6 }, (_, i) => full(i % 2 ? 'staging' : 'prod', i))
+      expect((await signed(a, '/api/ingest/events', list)).status).toBe(200)
+      const rows = await a.db.all<Record<string, unknown>>(
+        "SELECT * FROM ingest_events WHERE user_id LIKE 'cols-%' ORDER BY id",
+      )
+      expect(rows).toHaveLength(6)
+      rows.forEach((r, i) => {
+        const env = i % 2 ? 'staging' : 'prod'
+        expect(r).toMatchObject({
+          game_id: gameId,
+          env,
+          event: 'level_up',
+          ts: Number(list[i].ts),
+          user_id: `cols-${env}-${i}`,
+          session_id: `s-${i}`,
+          currency: 'EUR',
+          network: 'wifi',
+          level: String(10 + i),
+        })
+        expect(Number(r.amount_cents)).toBe(100 + i)
+        expect(Number(r.duration_ms)).toBe(7 + i)
+        // The columns the row holds exactly are not repeated in props; the rest is, as sent.
+        const props = JSON.parse(String(r.props))
+        expect(props).not.toHaveProperty('event')
+        expect(props).not.toHaveProperty('game_id')
+        expect(props).toMatchObject({ uid: `cols-${env}-${i}`, level: String(10 + i), attrs: { note: `n${i}` } })
+        if (i) expect(Number(r.id)).toBe(Number(rows[i - 1].id) + 1)
+      })
+    })
+
+    test('an invocation row has the id of the event it came from', async () => {
+      const pairs = await a.db.all<{ event: string; function_id: string }>(
+        'SELECT e.event, i.function_id FROM ingest_invocations i JOIN ingest_events e ON e.id = i.id',
+      )
+      expect(pairs.length).toBe(50)
+      for (const p of pairs) expect(p.event).toBe('function.invoke')
+    })
+
     test('retention purge: dev after 7 days, prod kept for 365', async () => {
       const envs = [
         { gameId, name: 'dev', retentionDays: 7 },
