@@ -6,7 +6,7 @@
  *   bun scripts/bench/ingest.ts --mode=batch  --engine=sqlite|postgres [--seconds=60] [--connections=16]
  *   bun scripts/bench/ingest.ts --mode=single --engine=sqlite [--seconds=30] [--connections=64]
  *   bun scripts/bench/ingest.ts --mode=single-wrk --engine=sqlite [--seconds=20] [--connections=64] [--warmup=10]   (pre-signed, wrk)
- *   bun scripts/bench/ingest.ts --mode=batch-wrk --engine=sqlite [--seconds=60] [--connections=16] [--warmup=10]   (pre-signed 100-event batches, wrk)
+ *   bun scripts/bench/ingest.ts --mode=batch-wrk --engine=sqlite [--seconds=60] [--connections=16] [--warmup=10] [--wrk-threads=2]   (pre-signed 100-event batches, wrk)
  *   bun scripts/bench/ingest.ts --mode=badsig --engine=sqlite [--seconds=20]   (wrk)
  *   bun scripts/bench/ingest.ts --mode=kill   --engine=sqlite [--seconds=20]   (kill -9 mid-run, restart, count)
  *
@@ -236,6 +236,8 @@ try {
     // users once, as a live game's store already has. Without it the first ~10 s of a run
     // insert a first-seen row for nearly every event.
     const warmup = Number(arg('warmup', '10'))
+    // wrk's threads, each replaying its share of the requests.
+    const wrkThreads = Number(arg('wrk-threads', '2'))
     const size = mode === 'batch-wrk' ? batchSize : 1
     // Enough distinct requests for the rate the window could reach: a replayed nonce is a 429.
     const perSecond = size > 1 ? 2_000 : 40_000
@@ -272,7 +274,7 @@ function init(args)
   reqs = {}
   local i = 0
   for line in io.lines("${file}") do
-    if i % 2 == id then
+    if i % ${wrkThreads} == id then
       local path, ts, nonce, sig, body = line:match("([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)")
       table.insert(reqs, wrk.format("POST", path, { ["Content-Type"] = "application/json", ["X-Timestamp"] = ts, ["X-Nonce"] = nonce, ["X-Signature"] = sig }, body))
     end
@@ -287,9 +289,9 @@ function request() k = k + 1; if k > #reqs then k = 1 end; return reqs[k] end
     }
     const url = `${s.base}/api/ingest/events`
     const warm = warmup
-      ? wrk(url, { connections, seconds: warmup, threads: 2, script: await scriptFor('warmup', files[0]) })
+      ? wrk(url, { connections, seconds: warmup, threads: wrkThreads, script: await scriptFor('warmup', files[0]) })
       : undefined
-    const w = wrkCpu(s.proc.pid, url, { connections, seconds, threads: 2, script: await scriptFor('signed', files[1]) })
+    const w = wrkCpu(s.proc.pid, url, { connections, seconds, threads: wrkThreads, script: await scriptFor('signed', files[1]) })
     const warmAcked = warm ? (warm.requests - warm.errors) * size : 0
     const acked = warmAcked + (w.requests - w.errors) * size
     const wrkRuns = warm ? 2 : 1
