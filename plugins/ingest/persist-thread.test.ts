@@ -77,9 +77,7 @@ forEachEngine((engine) => {
     const { location, db } = await store(engine)
     const thread = new PersistThread(location, 3)
     const commits = Array.from({ length: 20 }, (_, c) =>
-      thread.persist(
-        commitOf(c * 50 + 1, ...Array.from({ length: 50 }, () => `u${c}`)),
-      ),
+      thread.persist(commitOf(c * 50 + 1, ...Array.from({ length: 50 }, () => `u${c}`))),
     )
     await commits[0]
     expect(await count(db)).toBeGreaterThanOrEqual(50)
@@ -152,9 +150,7 @@ forEachEngine((engine) => {
       const file = location.url
       const before = Bun.file(file).size
       const thread = new PersistThread(location)
-      await thread.persist(
-        commitOf(1, ...Array.from({ length: 2000 }, (_, i) => `u${i}`)),
-      )
+      await thread.persist(commitOf(1, ...Array.from({ length: 2000 }, (_, i) => `u${i}`)))
       // The commit only appended to the WAL (commits checkpoint themselves past 32 MB only).
       expect(Bun.file(`${file}-wal`).size).toBeGreaterThan(0)
       const deadline = Date.now() + 3000

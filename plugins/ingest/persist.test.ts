@@ -8,7 +8,18 @@ const commit = (props: string[]): CommitRows => ({
     firstId: 5000,
     receivedAt: 1_700_000_000_000,
     streams: ['g1', 'prod', 'g2', 'dev'],
-    cols: props.flatMap((_, i) => [i % 2, `e${i}`, 1000 + i, `u${i}`, null, i === 1 ? 99 : null, null, null, null, null]),
+    cols: props.flatMap((_, i) => [
+      i % 2,
+      `e${i}`,
+      1000 + i,
+      `u${i}`,
+      null,
+      i === 1 ? 99 : null,
+      null,
+      null,
+      null,
+      null,
+    ]),
     props,
   },
   payments: [],
@@ -43,8 +54,25 @@ test('a commit without raw events encodes and decodes', () => {
 
 test('eventParams expands the compact rows into the table order: ids counting up, shared receive time, each stream named', () => {
   const p = eventParams(commit(['{"x":1}', '{"y":2}']).events)
-  expect(p).toEqual([
-    [5000, 1_700_000_000_000, 'g1', 'prod', 'e0', 1000, 'u0', null, null, null, null, null, null, '{"x":1}'],
-    [5001, 1_700_000_000_000, 'g2', 'dev', 'e1', 1001, 'u1', null, 99, null, null, null, null, '{"y":2}'],
-  ].flat())
+  expect(p).toEqual(
+    [
+      [
+        5000,
+        1_700_000_000_000,
+        'g1',
+        'prod',
+        'e0',
+        1000,
+        'u0',
+        null,
+        null,
+        null,
+        null,
+        null,
+        null,
+        '{"x":1}',
+      ],
+      [5001, 1_700_000_000_000, 'g2', 'dev', 'e1', 1001, 'u1', null, 99, null, null, null, null, '{"y":2}'],
+    ].flat(),
+  )
 })

@@ -84,8 +84,7 @@ export function signatureError(
   const expected = new Bun.CryptoHasher('sha256', secret)
     .update(`${h.timestamp}\n${h.nonce}\n${digest}`)
     .digest('base64')
-  if (!sameText(expected, h.signature) && !sameLenient(expected, h.signature))
-    return BAD_SIGNATURE
+  if (!sameText(expected, h.signature) && !sameLenient(expected, h.signature)) return BAD_SIGNATURE
   if (!nonces.claim(h.nonce, now))
     return new TooManyRequests('X-Nonce was already used in the last 15 minutes', 1, 'duplicate_nonce', {
       nonce: h.nonce,

@@ -244,7 +244,11 @@ forEachEngine((engine) => {
         const props = JSON.parse(String(r.props))
         expect(props).not.toHaveProperty('event')
         expect(props).not.toHaveProperty('game_id')
-        expect(props).toMatchObject({ uid: `cols-${env}-${i}`, level: String(10 + i), attrs: { note: `n${i}` } })
+        expect(props).toMatchObject({
+          uid: `cols-${env}-${i}`,
+          level: String(10 + i),
+          attrs: { note: `n${i}` },
+        })
         if (i) expect(Number(r.id)).toBe(Number(rows[i - 1].id) + 1)
       })
     })

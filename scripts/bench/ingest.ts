@@ -259,7 +259,9 @@ try {
       const body = payments ? paymentsBody(gameId, size, at, seq) : eventsBody(pool, size, at)
       const h = sign(body)
       const path = payments ? '/api/ingest/payments' : '/api/ingest/events'
-      sinks[i < cut ? 0 : 1].write(`${path}\t${h['x-timestamp']}\t${h['x-nonce']}\t${h['x-signature']}\t${body}\n`)
+      sinks[i < cut ? 0 : 1].write(
+        `${path}\t${h['x-timestamp']}\t${h['x-nonce']}\t${h['x-signature']}\t${body}\n`,
+      )
     }
     for (const sink of sinks) await sink.end()
     const scriptFor = async (name: string, file: string) => {
@@ -289,9 +291,19 @@ function request() k = k + 1; if k > #reqs then k = 1 end; return reqs[k] end
     }
     const url = `${s.base}/api/ingest/events`
     const warm = warmup
-      ? wrk(url, { connections, seconds: warmup, threads: wrkThreads, script: await scriptFor('warmup', files[0]) })
+      ? wrk(url, {
+          connections,
+          seconds: warmup,
+          threads: wrkThreads,
+          script: await scriptFor('warmup', files[0]),
+        })
       : undefined
-    const w = wrkCpu(s.proc.pid, url, { connections, seconds, threads: wrkThreads, script: await scriptFor('signed', files[1]) })
+    const w = wrkCpu(s.proc.pid, url, {
+      connections,
+      seconds,
+      threads: wrkThreads,
+      script: await scriptFor('signed', files[1]),
+    })
     const warmAcked = warm ? (warm.requests - warm.errors) * size : 0
     const acked = warmAcked + (w.requests - w.errors) * size
     const wrkRuns = warm ? 2 : 1
@@ -318,7 +330,14 @@ function request() k = k + 1; if k > #reqs then k = 1 end; return reqs[k] end
         p99ms: w.p99ms,
         cpuUsPerRequest: w.cpuUsPerRequest,
         seconds,
-        warmup: warm ? { seconds: warmup, eventsPerSec: Math.round(warm.rps * size), p99ms: warm.p99ms, non2xx: warm.errors } : undefined,
+        warmup: warm
+          ? {
+              seconds: warmup,
+              eventsPerSec: Math.round(warm.rps * size),
+              p99ms: warm.p99ms,
+              non2xx: warm.errors,
+            }
+          : undefined,
         requests: w.requests,
         non2xx: w.errors,
         acked,
