@@ -63,10 +63,14 @@ export async function accept(
   ip: () => string,
   set: { headers: Record<string, string> },
 ) {
+  // Where each game and environment is first named; a run of events of one stream is skipped.
   const firstAt = new Map<string, number>()
-  events.forEach(
-    (e, i) => firstAt.has(`${e.gameId}\u0001${e.env}`) || firstAt.set(`${e.gameId}\u0001${e.env}`, i),
-  )
+  for (let i = 0; i < events.length; i++) {
+    const e = events[i]
+    if (i && e.gameId === events[i - 1].gameId && e.env === events[i - 1].env) continue
+    const k = `${e.gameId}\u0001${e.env}`
+    if (!firstAt.has(k)) firstAt.set(k, i)
+  }
   const envs = await ing.environments(
     [...firstAt.values()].map((i) => ({ gameId: events[i].gameId, env: events[i].env, field: `[${i}]` })),
   )

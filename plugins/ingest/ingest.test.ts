@@ -415,4 +415,29 @@ forEachEngine((engine) => {
       expect(Object.keys(bad.body).sort()).toEqual(['details', 'error', 'message'])
     })
   })
+
+  // Last: its users are new in prod, which the DAU tests above count.
+  describe('policies per environment', () => {
+    test('environments interleaved in one batch each keep their own sampling rate and PII policy', async () => {
+      const put = (env: string, settings: Record<string, unknown>) =>
+        a.req('PUT', `/api/games/${gameId}/environments/${env}/settings`, { token: admin, body: settings })
+      expect((await put('staging', { samplingRate: 0 })).status).toBe(200)
+      expect((await put('dev', { pii: { email: 'allow' } })).status).toBe(200)
+      const envs = ['prod', 'staging', 'dev', 'staging', 'prod', 'dev']
+      const list = envs.map((env, i) => ev('mix', { env, uid: `mix-${i}`, email: `p${i}@example.com` }))
+      expect((await signed(a, '/api/ingest/events', list)).status).toBe(200)
+      const rows = await a.db.all<{ env: string; props: string }>(
+        "SELECT env, props FROM ingest_events WHERE event = 'mix' ORDER BY id",
+      )
+      // Staging samples nothing; prod masks email (the default); dev keeps it.
+      expect(rows.map((r) => [r.env, JSON.parse(r.props).email])).toEqual([
+        ['prod', 'p***@example.com'],
+        ['dev', 'p2@example.com'],
+        ['prod', 'p***@example.com'],
+        ['dev', 'p5@example.com'],
+      ])
+      expect((await put('staging', { samplingRate: 1 })).status).toBe(200)
+      expect((await put('dev', { pii: { email: 'mask' } })).status).toBe(200)
+    })
+  })
 })

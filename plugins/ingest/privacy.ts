@@ -126,16 +126,14 @@ export function protect(
 ): { kept: NormEvent[]; denied: Denial[] } {
   const kept: NormEvent[] = []
   const denied: Denial[] = []
-  let lastKey = ''
   let settings: Policy | undefined
   let allow: Set<string> | undefined
   let noPii = true
   for (let index = 0; index < events.length; index++) {
     const e = events[index]
-    const key = `${e.gameId}\u0001${e.env}`
-    if (key !== lastKey || index === 0) {
-      lastKey = key
-      settings = envs.get(key)?.settings
+    // A run of events of one game and environment shares its policy.
+    if (index === 0 || e.gameId !== events[index - 1].gameId || e.env !== events[index - 1].env) {
+      settings = envs.get(`${e.gameId}\u0001${e.env}`)?.settings
       allow = settings?.propertyAllowList.length ? new Set(settings.propertyAllowList) : undefined
       noPii =
         !settings ||

@@ -140,10 +140,12 @@ export class Ingestor {
    * the user id), so DAU and funnels stay consistent; payments are never sampled.
    */
   sample(events: NormEvent[], envs: Map<string, Environment>): NormEvent[] {
-    return events.filter((e) => {
-      if (e.payment) return true
-      const rate = envs.get(`${e.gameId}\u0001${e.env}`)?.settings.samplingRate ?? 1
-      if (rate >= 1) return true
+    let rate = 1
+    return events.filter((e, i) => {
+      // A run of events of one game and environment shares its rate.
+      if (i === 0 || e.gameId !== events[i - 1].gameId || e.env !== events[i - 1].env)
+        rate = envs.get(`${e.gameId}\u0001${e.env}`)?.settings.samplingRate ?? 1
+      if (e.payment || rate >= 1) return true
       if (rate <= 0) return false
       const h = e.userId ? (Bun.hash.murmur32v3(e.userId) >>> 0) / 2 ** 32 : Math.random()
       return h < rate
