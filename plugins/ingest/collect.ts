@@ -5,7 +5,15 @@ import { rateHeaders } from '../../core/ratelimit'
 import { otlpRecords } from './otlp'
 import { type Denial, protect } from './privacy'
 import { type Ingestor, gunzip, parseJson, readBody } from './service'
-import { type EventError, type NormEvent, batchItem, batchItemId, validateEvents } from './validate'
+import {
+  type EventError,
+  type NormEvent,
+  batchItem,
+  batchItemId,
+  sameStreamAsPrevious,
+  streamKey,
+  validateEvents,
+} from './validate'
 
 /**
  * The request pipelines behind the ingestion routes: raw body, signature or API key, parsing,
@@ -67,8 +75,8 @@ export async function accept(
   const firstAt = new Map<string, number>()
   for (let i = 0; i < events.length; i++) {
     const e = events[i]
-    if (i && e.gameId === events[i - 1].gameId && e.env === events[i - 1].env) continue
-    const k = `${e.gameId}\u0001${e.env}`
+    if (sameStreamAsPrevious(events, i)) continue
+    const k = streamKey(e.gameId, e.env)
     if (!firstAt.has(k)) firstAt.set(k, i)
   }
   const envs = await ing.environments(
@@ -181,10 +189,9 @@ export async function collect(
 
   const pairs = new Map<string, { gameId: string; env: string; field: string }>()
   // The key's own environment always counts, so even an empty request meets its rate limit.
-  if (key)
-    pairs.set(`${key.gameId}\u0001${key.env}`, { gameId: key.gameId, env: key.env, field: 'x-api-key' })
+  if (key) pairs.set(streamKey(key.gameId, key.env), { gameId: key.gameId, env: key.env, field: 'x-api-key' })
   events.forEach((e, i) =>
-    pairs.set(`${e.gameId}\u0001${e.env}`, { gameId: e.gameId, env: e.env, field: `[${ids[i]}]` }),
+    pairs.set(streamKey(e.gameId, e.env), { gameId: e.gameId, env: e.env, field: `[${ids[i]}]` }),
   )
   const envs = await ing.environments([...pairs.values()])
   for (const env of envs.values()) {

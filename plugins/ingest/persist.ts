@@ -63,11 +63,11 @@ export interface EventRows {
 
 /** The raw event rows, in `EVENT_COLS` order. */
 export function eventParams(e: EventRows): Param[] {
-  const { cols, props, streams, receivedAt } = e
+  const { firstId, cols, props, streams, receivedAt } = e
   const out: Param[] = new Array(props.length * EVENT_COLS.length)
   for (let i = 0, k = 0, o = 0; i < props.length; i++, k += EVENT_WIRE_WIDTH) {
     const st = (cols[k] as number) * 2
-    out[o++] = e.firstId + i
+    out[o++] = firstId + i
     out[o++] = receivedAt
     out[o++] = streams[st]
     out[o++] = streams[st + 1]

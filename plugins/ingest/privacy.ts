@@ -1,5 +1,5 @@
 import type { Environment } from '../games/types'
-import type { NormEvent } from './validate'
+import { type NormEvent, sameStreamAsPrevious, streamKey } from './validate'
 
 type Obj = Record<string, unknown>
 type Kind = 'email' | 'phone' | 'ip'
@@ -132,8 +132,8 @@ export function protect(
   for (let index = 0; index < events.length; index++) {
     const e = events[index]
     // A run of events of one game and environment shares its policy.
-    if (index === 0 || e.gameId !== events[index - 1].gameId || e.env !== events[index - 1].env) {
-      settings = envs.get(`${e.gameId}\u0001${e.env}`)?.settings
+    if (!sameStreamAsPrevious(events, index)) {
+      settings = envs.get(streamKey(e.gameId, e.env))?.settings
       allow = settings?.propertyAllowList.length ? new Set(settings.propertyAllowList) : undefined
       noPii =
         !settings ||

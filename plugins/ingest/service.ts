@@ -4,7 +4,7 @@ import { type RateDecision, RateLimiter } from '../../core/ratelimit'
 import type { Environment, GamesService } from '../games/types'
 import type { IngestConfig } from './schema'
 import { NonceCache, signatureError } from './signature'
-import type { NormEvent } from './validate'
+import { type NormEvent, sameStreamAsPrevious, streamKey } from './validate'
 import type { GroupWriter } from './writer'
 
 const tooLarge = (what: string, limit: number) =>
@@ -99,7 +99,7 @@ export class Ingestor {
   ): Promise<Map<string, Environment>> {
     const out = new Map<string, Environment>()
     for (const p of pairs) {
-      const k = `${p.gameId}\u0001${p.env}`
+      const k = streamKey(p.gameId, p.env)
       if (out.has(k)) continue
       const env = await this.games.environment(p.gameId, p.env)
       if (!env) {
@@ -143,8 +143,8 @@ export class Ingestor {
     let rate = 1
     return events.filter((e, i) => {
       // A run of events of one game and environment shares its rate.
-      if (i === 0 || e.gameId !== events[i - 1].gameId || e.env !== events[i - 1].env)
-        rate = envs.get(`${e.gameId}\u0001${e.env}`)?.settings.samplingRate ?? 1
+      if (!sameStreamAsPrevious(events, i))
+        rate = envs.get(streamKey(e.gameId, e.env))?.settings.samplingRate ?? 1
       if (e.payment || rate >= 1) return true
       if (rate <= 0) return false
       const h = e.userId ? (Bun.hash.murmur32v3(e.userId) >>> 0) / 2 ** 32 : Math.random()

@@ -20,6 +20,16 @@ export interface NormEvent {
   payment?: { orderId: string; status: PaymentStatus; amountCents: number }
 }
 
+/**
+ * The key of one game's environment (a stream) in the maps the ingest path shares:
+ * `Ingestor.environments` answers by it, and the policy, sampling and rate-limit steps read it.
+ */
+export const streamKey = (gameId: string, env: string): string => `${gameId}\u0001${env}`
+
+/** Whether event `i` names the game and environment of the event before it: a run shares one lookup. */
+export const sameStreamAsPrevious = (events: readonly NormEvent[], i: number): boolean =>
+  i > 0 && events[i].gameId === events[i - 1].gameId && events[i].env === events[i - 1].env
+
 export const PAYMENT_STATUSES = ['success', 'refunded', 'failed'] as const
 export type PaymentStatus = (typeof PAYMENT_STATUSES)[number]
 
