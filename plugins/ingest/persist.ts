@@ -1,4 +1,4 @@
-import type { Db, Param } from '../../core/db'
+import type { Db, Param, Row } from '../../core/db'
 import { DAY, floorTo, insertMany, unnestArrays, unnestSelect } from './sql'
 
 const EVENT_COLS = [
@@ -199,12 +199,13 @@ const uncounted = (tx: Db, rows: CommitRows) => [
 export async function persist(db: Db, rows: CommitRows): Promise<void> {
   if (db.dialect === 'postgres') return persistPg(db, rows)
   await db.tx(async (tx) => {
-    const [paid, fresh, active] = await Promise.all([
+    const [paid, fresh] = await Promise.all([
       upsert(tx, 'payments', rows.payments),
       upsert(tx, 'firstSeen', rows.firstSeen),
-      upsert(tx, 'userDays', rows.userDays),
+      insertMany(tx, 'ingest_user_day_log', USER_DAY_COLS, rows.userDays),
       ...uncounted(tx, rows),
     ])
+    const active = await mergeUserDays(tx)
     // Daily counters from the rows that were really new: dau, new users, revenue, refunds, failed.
     const daily = new Map<string, [string, string, number, number, number, number, number, number]>()
     // Consecutive returned rows mostly share game, environment and day: the last counter row is reused.
@@ -233,6 +234,31 @@ export async function persist(db: Db, rows: CommitRows): Promise<void> {
     const dailyRows = [...daily.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).flatMap(([, v]) => v)
     await upsert(tx, 'daily', dailyRows)
   })
+}
+
+const USER_DAY_COLS = UPSERT.userDays.cols
+/** Log rows that make a merge: each merge writes every page of the days it touches once. */
+export const USER_DAY_MERGE_ROWS = 4096
+
+/**
+ * SQLite: once `ingest_user_day_log` holds `USER_DAY_MERGE_ROWS` rows, moves them into
+ * `ingest_user_day` in key order, in the commit's transaction, and returns the user-days that
+ * were new (their game, environment and day) for the day counters. Duplicates (a user-day
+ * already stored, or logged twice) are dropped by the key.
+ */
+async function mergeUserDays(tx: Db): Promise<Row[]> {
+  const span = await tx.get<{ lo: number | null; hi: number | null }>(
+    'SELECT MIN(id) AS lo, MAX(id) AS hi FROM ingest_user_day_log',
+  )
+  if (span?.hi == null || span.lo == null || span.hi - span.lo + 1 < USER_DAY_MERGE_ROWS) return []
+  const cols = USER_DAY_COLS.join(', ')
+  const added = await tx.all(
+    `INSERT INTO ingest_user_day (${cols}) SELECT ${cols} FROM ingest_user_day_log WHERE id <= ?
+     ORDER BY ${cols} ${UPSERT.userDays.tail}`,
+    [span.hi],
+  )
+  await tx.run('DELETE FROM ingest_user_day_log WHERE id <= ?', [span.hi])
+  return added
 }
 
 /** A counted upsert as a CTE body: its RETURNING lists the new rows the day counters add up. */

@@ -1,0 +1,81 @@
+import { afterAll, beforeAll, expect, test } from 'bun:test'
+import { type Db, migrate } from '../../core/db'
+import { forEachEngine, rawDb } from '../../test/helpers'
+import { ingestMigrations } from './migrations'
+import { type CommitRows, USER_DAY_MERGE_ROWS, persist } from './persist'
+import { DAY, floorTo } from './sql'
+import { purge, warehouseStore } from './store'
+
+// User-days through the commit path with no writer cache in front of it, so every duplicate
+// reaches the store: each user counts once per day, whether its row still waits in the log
+// (SQLite) or was merged, and whether its duplicate is logged before or after the merge.
+
+const NOW = Date.UTC(2026, 10, 20, 12)
+const TODAY = floorTo(NOW, DAY)
+
+const commitOf = (users: string[]): CommitRows => ({
+  events: { firstId: 1, receivedAt: NOW, streams: ['g', 'prod'], cols: [], props: [] },
+  payments: [],
+  invocations: [],
+  hours: [],
+  hist: [],
+  firstSeen: [],
+  userDays: users.flatMap((u) => ['g', 'prod', TODAY, u]),
+  online: [],
+  exposures: [],
+  userEvents: [],
+})
+const many = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => `${prefix}${i}`)
+
+forEachEngine((engine) => {
+  let db: Db
+  let done: () => Promise<void>
+  beforeAll(async () => {
+    ;({ db, done } = await rawDb(engine))
+    await migrate(db, [{ plugin: 'ingest', migrations: ingestMigrations }])
+  })
+  afterAll(() => done())
+
+  const dau = async () =>
+    (await warehouseStore(db).dau({ gameId: 'g', env: 'prod', days: 1 }, NOW)).points[0].dau
+  const rows = async (table: string) =>
+    Number((await db.get<{ n: number }>(`SELECT COUNT(*) AS n FROM ${table}`))?.n)
+
+  test('each user counts once a day, across the log, its merge and duplicates on either side', async () => {
+    await persist(db, commitOf(['a', 'b', 'c']))
+    expect(await dau()).toBe(3)
+    // Logged twice before any merge.
+    await persist(db, commitOf(['b', 'c', 'd', 'd']))
+    expect(await dau()).toBe(4)
+
+    // Enough rows for a merge: the log empties into ingest_user_day (SQLite; PostgreSQL never logs).
+    await persist(db, commitOf(many('x', USER_DAY_MERGE_ROWS)))
+    expect(await dau()).toBe(4 + USER_DAY_MERGE_ROWS)
+    expect(await rows('ingest_user_day')).toBe(4 + USER_DAY_MERGE_ROWS)
+    expect(await rows('ingest_user_day_log')).toBe(0)
+
+    // A user already merged, logged again, and a new one: only the new one counts, before...
+    await persist(db, commitOf(['a', 'y']))
+    expect(await dau()).toBe(5 + USER_DAY_MERGE_ROWS)
+    if (engine === 'sqlite') expect(await rows('ingest_user_day_log')).toBe(2)
+    // ...and after the next merge.
+    await persist(db, commitOf(many('z', USER_DAY_MERGE_ROWS)))
+    expect(await dau()).toBe(5 + 2 * USER_DAY_MERGE_ROWS)
+    expect(await rows('ingest_user_day_log')).toBe(0)
+    const daily = await db.get<{ dau: number }>(
+      'SELECT dau FROM ingest_daily WHERE game_id = ? AND day = ?',
+      ['g', TODAY],
+    )
+    expect(Number(daily?.dau)).toBe(5 + 2 * USER_DAY_MERGE_ROWS)
+  })
+
+  test('retention purges stored user-days and leaves logged ones to their merge, which counts them', async () => {
+    await persist(db, commitOf(['late']))
+    expect(await dau()).toBe(6 + 2 * USER_DAY_MERGE_ROWS)
+    await purge(db, [{ gameId: 'g', name: 'prod', retentionDays: 7 }], NOW + 8 * DAY)
+    expect(await rows('ingest_user_day')).toBe(0)
+    expect(await rows('ingest_user_day_log')).toBe(engine === 'sqlite' ? 1 : 0)
+    // The day counters outlive the purge.
+    expect(await dau()).toBe(6 + 2 * USER_DAY_MERGE_ROWS)
+  })
+})
