@@ -1,8 +1,8 @@
-import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { type Db, type Param, migrate } from '../../core/db'
-import { forEachEngine, rawDb } from '../../test/helpers'
-import { ingestMigrations } from './migrations'
+import { expect, test } from 'bun:test'
+import type { Param } from '../../core/db'
+import { forEachEngine } from '../../test/helpers'
 import { insertMany } from './sql'
+import { migratedStore } from './testing'
 
 const COLS = ['id', 'received_at', 'game_id', 'env', 'event', 'ts', 'user_id', 'session_id', 'props'] as const
 const tricky = [
@@ -21,13 +21,7 @@ const tricky = [
 ]
 
 forEachEngine((engine) => {
-  let db: Db
-  let done: () => Promise<void>
-  beforeAll(async () => {
-    ;({ db, done } = await rawDb(engine))
-    await migrate(db, [{ plugin: 'ingest', migrations: ingestMigrations }])
-  })
-  afterAll(() => done())
+  const store = migratedStore(engine)
 
   test('insertMany stores every text, null and 53-bit number exactly as given', async () => {
     const params: Param[] = []
@@ -44,8 +38,8 @@ forEachEngine((engine) => {
         JSON.stringify({ text }),
       ),
     )
-    await db.tx((tx) => insertMany(tx, 'ingest_events', COLS, params))
-    const rows = await db.all<Record<string, unknown>>(
+    await store.db.tx((tx) => insertMany(tx, 'ingest_events', COLS, params))
+    const rows = await store.db.all<Record<string, unknown>>(
       `SELECT ${COLS.join(', ')} FROM ingest_events WHERE game_id = 'g' ORDER BY id`,
     )
     const got: unknown[][] = rows.map((r) =>
@@ -57,14 +51,14 @@ forEachEngine((engine) => {
   test('ON CONFLICT and RETURNING: only new keys come back, in the order given', async () => {
     const cols = ['game_id', 'env', 'user_id', 'first_ts']
     const tail = 'ON CONFLICT (game_id, env, user_id) DO NOTHING RETURNING user_id, first_ts'
-    const first = await db.tx((tx) =>
+    const first = await store.db.tx((tx) =>
       insertMany(tx, 'ingest_first_seen', cols, ['g', 'p', 'b"1', 10, 'g', 'p', 'c,2', 20], tail),
     )
     expect(first.map((r) => [r.user_id, Number(r.first_ts)])).toEqual([
       ['b"1', 10],
       ['c,2', 20],
     ])
-    const again = await db.tx((tx) =>
+    const again = await store.db.tx((tx) =>
       insertMany(
         tx,
         'ingest_first_seen',
@@ -74,7 +68,7 @@ forEachEngine((engine) => {
       ),
     )
     expect(again.map((r) => r.user_id)).toEqual(['a\\0', 'd'])
-    const stored = await db.all<{ user_id: string; first_ts: number }>(
+    const stored = await store.db.all<{ user_id: string; first_ts: number }>(
       "SELECT user_id, first_ts FROM ingest_first_seen WHERE game_id = 'g' ORDER BY user_id",
     )
     expect(stored.map((r) => [r.user_id, Number(r.first_ts)])).toEqual([
@@ -88,7 +82,7 @@ forEachEngine((engine) => {
   test.skipIf(engine !== 'postgres')(
     'a table without declared column types is refused rather than guessed',
     async () => {
-      await expect(db.tx((tx) => insertMany(tx, 'ingest_nope', ['a'], ['x']))).rejects.toThrow(
+      await expect(store.db.tx((tx) => insertMany(tx, 'ingest_nope', ['a'], ['x']))).rejects.toThrow(
         /no column types/,
       )
     },

@@ -1,5 +1,8 @@
+import { afterAll, beforeAll } from 'bun:test'
+import { type Db, migrate } from '../../core/db'
 import { signRequest } from '../../sdk/sign'
-import type { TestApp } from '../../test/helpers'
+import { type Engine, type TestApp, rawDb } from '../../test/helpers'
+import { ingestMigrations } from './migrations'
 
 /** Shared by the ingestion test files. */
 export const SECRET = 'test-signing-secret'
@@ -25,4 +28,18 @@ export async function signed(
     raw: body,
     headers: { 'content-type': 'application/json', ...sig, ...o.headers },
   })
+}
+
+/** A fresh store with the ingest tables, for the test file's suite on `engine`: `store.db` once it began. */
+export function migratedStore(engine: Engine): { db: Db } {
+  const store = {} as { db: Db }
+  let done = async () => {}
+  beforeAll(async () => {
+    const raw = await rawDb(engine)
+    store.db = raw.db
+    done = raw.done
+    await migrate(raw.db, [{ plugin: 'ingest', migrations: ingestMigrations }])
+  })
+  afterAll(() => done())
+  return store
 }

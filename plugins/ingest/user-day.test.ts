@@ -1,10 +1,9 @@
-import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { type Db, migrate } from '../../core/db'
-import { forEachEngine, rawDb } from '../../test/helpers'
-import { ingestMigrations } from './migrations'
+import { expect, test } from 'bun:test'
+import { forEachEngine } from '../../test/helpers'
 import { type CommitRows, USER_DAY_MERGE_ROWS, persist } from './persist'
 import { DAY, floorTo } from './sql'
 import { purge, warehouseStore } from './store'
+import { migratedStore } from './testing'
 
 // User-days through the commit path with no writer cache in front of it, so every duplicate
 // reaches the store: each user counts once per day, whether its row still waits in the log
@@ -28,41 +27,35 @@ const commitOf = (users: string[]): CommitRows => ({
 const many = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => `${prefix}${i}`)
 
 forEachEngine((engine) => {
-  let db: Db
-  let done: () => Promise<void>
-  beforeAll(async () => {
-    ;({ db, done } = await rawDb(engine))
-    await migrate(db, [{ plugin: 'ingest', migrations: ingestMigrations }])
-  })
-  afterAll(() => done())
+  const store = migratedStore(engine)
 
   const dau = async () =>
-    (await warehouseStore(db).dau({ gameId: 'g', env: 'prod', days: 1 }, NOW)).points[0].dau
+    (await warehouseStore(store.db).dau({ gameId: 'g', env: 'prod', days: 1 }, NOW)).points[0].dau
   const rows = async (table: string) =>
-    Number((await db.get<{ n: number }>(`SELECT COUNT(*) AS n FROM ${table}`))?.n)
+    Number((await store.db.get<{ n: number }>(`SELECT COUNT(*) AS n FROM ${table}`))?.n)
 
   test('each user counts once a day, across the log, its merge and duplicates on either side', async () => {
-    await persist(db, commitOf(['a', 'b', 'c']))
+    await persist(store.db, commitOf(['a', 'b', 'c']))
     expect(await dau()).toBe(3)
     // Logged twice before any merge.
-    await persist(db, commitOf(['b', 'c', 'd', 'd']))
+    await persist(store.db, commitOf(['b', 'c', 'd', 'd']))
     expect(await dau()).toBe(4)
 
     // Enough rows for a merge: the log empties into ingest_user_day (SQLite; PostgreSQL never logs).
-    await persist(db, commitOf(many('x', USER_DAY_MERGE_ROWS)))
+    await persist(store.db, commitOf(many('x', USER_DAY_MERGE_ROWS)))
     expect(await dau()).toBe(4 + USER_DAY_MERGE_ROWS)
     expect(await rows('ingest_user_day')).toBe(4 + USER_DAY_MERGE_ROWS)
     expect(await rows('ingest_user_day_log')).toBe(0)
 
     // A user already merged, logged again, and a new one: only the new one counts, before...
-    await persist(db, commitOf(['a', 'y']))
+    await persist(store.db, commitOf(['a', 'y']))
     expect(await dau()).toBe(5 + USER_DAY_MERGE_ROWS)
     if (engine === 'sqlite') expect(await rows('ingest_user_day_log')).toBe(2)
     // ...and after the next merge.
-    await persist(db, commitOf(many('z', USER_DAY_MERGE_ROWS)))
+    await persist(store.db, commitOf(many('z', USER_DAY_MERGE_ROWS)))
     expect(await dau()).toBe(5 + 2 * USER_DAY_MERGE_ROWS)
     expect(await rows('ingest_user_day_log')).toBe(0)
-    const daily = await db.get<{ dau: number }>(
+    const daily = await store.db.get<{ dau: number }>(
       'SELECT dau FROM ingest_daily WHERE game_id = ? AND day = ?',
       ['g', TODAY],
     )
@@ -70,9 +63,9 @@ forEachEngine((engine) => {
   })
 
   test('retention purges stored user-days and leaves logged ones to their merge, which counts them', async () => {
-    await persist(db, commitOf(['late']))
+    await persist(store.db, commitOf(['late']))
     expect(await dau()).toBe(6 + 2 * USER_DAY_MERGE_ROWS)
-    await purge(db, [{ gameId: 'g', name: 'prod', retentionDays: 7 }], NOW + 8 * DAY)
+    await purge(store.db, [{ gameId: 'g', name: 'prod', retentionDays: 7 }], NOW + 8 * DAY)
     expect(await rows('ingest_user_day')).toBe(0)
     expect(await rows('ingest_user_day_log')).toBe(engine === 'sqlite' ? 1 : 0)
     // The day counters outlive the purge.
