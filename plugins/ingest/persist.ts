@@ -1,5 +1,5 @@
 import type { Db, Param, Row } from '../../core/db'
-import { DAY, floorTo, insertMany, unnestArrays, unnestSelect } from './sql'
+import { DAY, floorTo, insertMany, jsonRows, jsonSelect } from './sql'
 
 const EVENT_COLS = [
   'id',
@@ -264,7 +264,7 @@ async function mergeUserDays(tx: Db): Promise<Row[]> {
 /** A counted upsert as a CTE body: its RETURNING lists the new rows the day counters add up. */
 const inserted = (which: 'firstSeen' | 'userDays' | 'payments') => {
   const u = UPSERT[which]
-  return `INSERT INTO ${u.table} (${u.cols.join(', ')}) ${unnestSelect(u.table, u.cols)} ${u.tail}`
+  return `INSERT INTO ${u.table} (${u.cols.join(', ')}) ${jsonSelect(u.table, u.cols)} ${u.tail}`
 }
 let countedSql: string | undefined
 
@@ -296,15 +296,10 @@ function counted(): string {
 /** `persist` on PostgreSQL: every statement sent at once, pipelined on the transaction's connection. */
 async function persistPg(db: Db, rows: CommitRows): Promise<void> {
   await db.tx(async (tx) => {
-    const { firstSeen, userDays, payments } = UPSERT
     await Promise.all([
       ...uncounted(tx, rows),
       rows.firstSeen.length || rows.userDays.length || rows.payments.length
-        ? tx.run(counted(), [
-            ...unnestArrays(firstSeen.cols.length, rows.firstSeen),
-            ...unnestArrays(userDays.cols.length, rows.userDays),
-            ...unnestArrays(payments.cols.length, rows.payments),
-          ])
+        ? tx.run(counted(), [jsonRows(rows.firstSeen), jsonRows(rows.userDays), jsonRows(rows.payments)])
         : undefined,
     ])
   })

@@ -18,6 +18,9 @@ const tricky = [
   'tab\tnew\nline',
   'ünïcødé ✓ 🎮',
   '  spaces  ',
+  'control \u0001\u001f chars',
+  'literal \\u0000 and \\ud800 text',
+  '[1, "json", {"a": null}]',
 ]
 
 forEachEngine((engine) => {
@@ -46,6 +49,26 @@ forEachEngine((engine) => {
       COLS.map((c) => (typeof r[c] === 'string' || r[c] === null ? r[c] : Number(r[c]))),
     )
     expect(got).toEqual(tricky.map((_, i) => params.slice(i * COLS.length, (i + 1) * COLS.length)))
+  })
+
+  test('a lone surrogate is stored as U+FFFD on both engines, its neighbours as given', async () => {
+    const cols = ['game_id', 'env', 'user_id', 'first_ts']
+    await store.db.tx((tx) =>
+      insertMany(tx, 'ingest_first_seen', cols, [
+        'lone',
+        'p',
+        'a\ud800b',
+        1,
+        'lone',
+        'p',
+        'pair 🎮 \u0001',
+        2,
+      ]),
+    )
+    const rows = await store.db.all<{ user_id: string }>(
+      "SELECT user_id FROM ingest_first_seen WHERE game_id = 'lone' ORDER BY first_ts",
+    )
+    expect(rows.map((r) => r.user_id)).toEqual(['a\ufffdb', 'pair 🎮 \u0001'])
   })
 
   test('ON CONFLICT and RETURNING: only new keys come back, in the order given', async () => {
