@@ -9,6 +9,7 @@ import { PG_URL, forEachEngine, freshSchema } from '../../test/helpers'
 import { ingestMigrations } from './migrations'
 import type { CommitRows } from './persist'
 import { PersistThread } from './persist-thread'
+import { emptyCommit } from './testing'
 
 // The persist thread: its own connections to the store, each promise settled by its own
 // transaction, failures reported to the caller, nothing accepted after close. SQLite commits
@@ -39,22 +40,9 @@ async function store(engine: string): Promise<{ location: StoreLocation; db: Db 
   return { location: { url: file }, db }
 }
 
-const empty = (): CommitRows => ({
-  events: { firstId: 1, receivedAt: 1000, streams: ['g', 'prod'], cols: [], props: [] },
-  payments: [],
-  invocations: [],
-  hours: [],
-  hist: [],
-  firstSeen: [],
-  userDays: [],
-  online: [],
-  exposures: [],
-  userEvents: [],
-})
-
 /** A commit of login events of game `g`, one per user, with ids from `firstId` up. */
 const commitOf = (firstId: number, ...users: string[]): CommitRows => {
-  const rows = empty()
+  const rows = emptyCommit()
   rows.events.firstId = firstId
   for (const user of users) {
     // Stream 0, then event, ts, user_id, session_id, amount_cents, currency, duration_ms, network, level.
@@ -114,7 +102,7 @@ forEachEngine((engine) => {
     await thread.close()
     expect(await Promise.all(pending.map(settled))).toEqual(Array(5).fill('resolved'))
     expect(await count(db)).toBe(5)
-    expect(await settled(thread.persist(empty()))).toMatch(/persist thread closed/)
+    expect(await settled(thread.persist(emptyCommit()))).toMatch(/persist thread closed/)
   })
 
   test('a thread that dies is replaced: its unanswered commits are refused, later ones land', async () => {

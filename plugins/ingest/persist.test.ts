@@ -1,9 +1,11 @@
 import { expect, test } from 'bun:test'
 import { type CommitRows, decodeCommit, encodeCommit, eventParams } from './persist'
+import { emptyCommit } from './testing'
 
 // The persist thread's wire form of a commit: compact raw events, props apart after NULs.
 
 const commit = (props: string[]): CommitRows => ({
+  ...emptyCommit(),
   events: {
     firstId: 5000,
     receivedAt: 1_700_000_000_000,
@@ -22,15 +24,7 @@ const commit = (props: string[]): CommitRows => ({
     ]),
     props,
   },
-  payments: [],
-  invocations: [],
-  hours: [],
-  hist: [],
   firstSeen: ['g1', 'prod', 'u0', 1000],
-  userDays: [],
-  online: [],
-  exposures: [],
-  userEvents: [],
 })
 
 test('a commit survives encoding: props with NULs (escaped), quotes, backslashes and non-Latin text come back exact', () => {

@@ -3,6 +3,7 @@ import { type Db, migrate } from '../../core/db'
 import { signRequest } from '../../sdk/sign'
 import { type Engine, type TestApp, rawDb } from '../../test/helpers'
 import { ingestMigrations } from './migrations'
+import type { CommitRows } from './persist'
 
 /** Shared by the ingestion test files. */
 export const SECRET = 'test-signing-secret'
@@ -29,6 +30,20 @@ export async function signed(
     headers: { 'content-type': 'application/json', ...sig, ...o.headers },
   })
 }
+
+/** A commit with no rows: one stream (`g`, `prod`), ids from 1, received at `receivedAt`. */
+export const emptyCommit = (receivedAt = 1000): CommitRows => ({
+  events: { firstId: 1, receivedAt, streams: ['g', 'prod'], cols: [], props: [] },
+  payments: [],
+  invocations: [],
+  hours: [],
+  hist: [],
+  firstSeen: [],
+  userDays: [],
+  online: [],
+  exposures: [],
+  userEvents: [],
+})
 
 /** A fresh store with the ingest tables, for the test file's suite on `engine`: `store.db` once it began. */
 export function migratedStore(engine: Engine): { db: Db } {

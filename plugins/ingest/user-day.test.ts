@@ -3,7 +3,7 @@ import { forEachEngine } from '../../test/helpers'
 import { type CommitRows, USER_DAY_MERGE_ROWS, persist } from './persist'
 import { DAY, floorTo } from './sql'
 import { purge, warehouseStore } from './store'
-import { migratedStore } from './testing'
+import { emptyCommit, migratedStore } from './testing'
 
 // User-days through the commit path with no writer cache in front of it, so every duplicate
 // reaches the store: each user counts once per day, whether its row still waits in the log
@@ -13,16 +13,8 @@ const NOW = Date.UTC(2026, 10, 20, 12)
 const TODAY = floorTo(NOW, DAY)
 
 const commitOf = (users: string[]): CommitRows => ({
-  events: { firstId: 1, receivedAt: NOW, streams: ['g', 'prod'], cols: [], props: [] },
-  payments: [],
-  invocations: [],
-  hours: [],
-  hist: [],
-  firstSeen: [],
+  ...emptyCommit(NOW),
   userDays: users.flatMap((u) => ['g', 'prod', TODAY, u]),
-  online: [],
-  exposures: [],
-  userEvents: [],
 })
 const many = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => `${prefix}${i}`)
 

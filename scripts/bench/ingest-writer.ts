@@ -12,6 +12,7 @@
  * leaves them out. It also reports the bytes the process wrote per timed event (WAL and
  * checkpoints, from /proc/self/io).
  */
+import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { type Db, migrate, openDb } from '../../core/db'
 import { createLogger } from '../../core/log'
@@ -51,7 +52,7 @@ for (const events of warmCommits) await writer.write(events)
 /** Bytes this process has written (Linux), or undefined. */
 function writtenBytes(): number | undefined {
   try {
-    const io = require('node:fs').readFileSync('/proc/self/io', 'utf8') as string
+    const io = readFileSync('/proc/self/io', 'utf8')
     return Number(io.match(/^write_bytes: (\d+)/m)?.[1])
   } catch {
     return undefined
