@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { signRequest } from '../sdk/sign'
@@ -33,6 +33,11 @@ describe('single binary', () => {
     )
     try {
       expect(s.output()).toContain('embedded default')
+      // It executed itself again (its arguments without the bundle's path) to keep freed memory.
+      if (process.platform === 'linux' && process.env.MIMALLOC_PURGE_DELAY === undefined)
+        expect(readFileSync(`/proc/${s.proc.pid}/environ`, 'utf8').split('\0')).toContain(
+          'MIMALLOC_PURGE_DELAY=-1',
+        )
       const health = await fetch(`${s.base}/healthz`)
       expect(health.status).toBe(200)
       expect((await health.json()).checks.database.status).toBe('up')

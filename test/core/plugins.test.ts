@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'bun:test'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Type as T } from '@sinclair/typebox'
@@ -100,7 +100,52 @@ describe('plugin composition', () => {
   })
 })
 
+/** A running process's environment variable, from /proc (Linux). */
+const environOf = (pid: number, name: string) =>
+  readFileSync(`/proc/${pid}/environ`, 'utf8')
+    .split('\0')
+    .find((kv) => kv.startsWith(`${name}=`))
+    ?.slice(name.length + 1)
+
 describe('server process', () => {
+  test.if(process.platform === 'linux')(
+    'serve runs with the allocator keeping freed memory (MIMALLOC_PURGE_DELAY=-1) unless the operator set a delay',
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'liveops-alloc-'))
+      const config = join(dir, 'c.yaml')
+      await Bun.write(config, `data_dir: ${dir}\nlog: { level: info }\nplugins: { games: {} }\n`)
+      const { MIMALLOC_PURGE_DELAY: _, ...inherited } = process.env
+      const run = async (extra: Record<string, string>) => {
+        const env = { ...inherited, PORT: '0', HOST: '127.0.0.1', ADMIN_PASSWORD: 'alloc-password', ...extra }
+        const proc = Bun.spawn([process.execPath, 'core/main.ts', 'serve', '--config', config], {
+          env,
+          stdout: 'pipe',
+          stderr: 'pipe',
+        })
+        let out = ''
+        const reader = proc.stdout.getReader()
+        while (!out.includes('listening on')) {
+          const { done, value } = await reader.read()
+          if (done) throw new Error(`server did not start: ${out}`)
+          out += new TextDecoder().decode(value)
+        }
+        // Same process, executed again with the variable set, before it opened the store or bound the port.
+        const seen = environOf(proc.pid, 'MIMALLOC_PURGE_DELAY')
+        const port = out.match(/listening on http:\/\/[^:]+:(\d+)/)![1]
+        expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200)
+        proc.kill('SIGTERM')
+        expect(await proc.exited).toBe(0)
+        return seen
+      }
+      try {
+        expect(await run({})).toBe('-1')
+        expect(await run({ MIMALLOC_PURGE_DELAY: '100' })).toBe('100')
+      } finally {
+        rmSync(dir, { recursive: true, force: true })
+      }
+    },
+  )
+
   test('bodies over server.body_limit_mb answer 413; --config selects the file', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'liveops-limit-'))
     const config = join(dir, 'small.yaml')
