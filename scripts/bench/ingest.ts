@@ -6,7 +6,7 @@
  *   bun scripts/bench/ingest.ts --mode=batch  --engine=sqlite|postgres [--seconds=60] [--connections=16]
  *   bun scripts/bench/ingest.ts --mode=single --engine=sqlite [--seconds=30] [--connections=64]
  *   bun scripts/bench/ingest.ts --mode=single-wrk --engine=sqlite [--seconds=20] [--connections=64] [--warmup=10]   (pre-signed, wrk)
- *   bun scripts/bench/ingest.ts --mode=batch-wrk --engine=sqlite [--seconds=60] [--connections=16] [--warmup=10] [--wrk-threads=2]   (pre-signed 100-event batches, wrk)
+ *   bun scripts/bench/ingest.ts --mode=batch-wrk --engine=sqlite [--seconds=60] [--connections=24] [--warmup=10] [--wrk-threads=2]   (pre-signed 100-event batches, wrk)
  *   bun scripts/bench/ingest.ts --mode=badsig --engine=sqlite [--seconds=20]   (wrk)
  *   bun scripts/bench/ingest.ts --mode=kill   --engine=sqlite [--seconds=20]   (kill -9 mid-run, restart, count)
  *
@@ -25,7 +25,11 @@ import { type CpuResult, PG_URL, arg, freshPgDatabase, median, startBare, tempDi
 const mode = arg('mode', 'batch')
 const engine = arg('engine', 'sqlite')
 const seconds = Number(arg('seconds', mode === 'batch' || mode === 'batch-wrk' ? '60' : '20'))
-const connections = Number(arg('connections', mode === 'single' || mode === 'single-wrk' ? '64' : '16'))
+// batch-wrk: 24 connections. At 16 the persist thread waited for the next commit ~40% of the
+// time; at 32 p99 rose past 50 ms with no more throughput (session 7, README).
+const connections = Number(
+  arg('connections', mode === 'single' || mode === 'single-wrk' ? '64' : mode === 'batch-wrk' ? '24' : '16'),
+)
 const batchSize = Number(arg('batch', '100'))
 
 const SECRET = 'bench-signing-secret'
