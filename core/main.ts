@@ -1,4 +1,6 @@
 #!/usr/bin/env bun
+// First: `serve` may execute itself again with allocator settings before anything else loads.
+import './allocator'
 import { existsSync, readFileSync } from 'node:fs'
 import { collectDefaultMetrics } from 'prom-client'
 import embeddedConfig from '../config/liveops.yaml' with { type: 'text' }
@@ -38,29 +40,7 @@ function load(text: string): LoadedConfig {
   }
 }
 
-/**
- * Bun's allocator (its fork of mimalloc) hands pages that fall empty back to the OS 100 ms later.
- * Under ingest load they are needed again at once: on the 2-core machine of the benchmarks the
- * server took 12,000-19,000 page faults a second, each a zeroed page, which cost about a tenth of
- * its CPU (batch benchmark, A/B in the README). Unless the operator chose a MIMALLOC_PURGE_DELAY,
- * `serve` executes itself again once, same process id and arguments, with purging off (-1):
- * memory freed inside the process is reused, and resident memory stays at its peak. It runs
- * before a store is opened or a port bound; where `process.execve` is missing it does nothing.
- */
-function keepFreedMemory() {
-  if (process.env.MIMALLOC_PURGE_DELAY !== undefined || typeof process.execve !== 'function') return
-  // A compiled binary's argv[1] is its bundle's virtual path, which it must not be given again.
-  const compiled = process.argv[1]?.startsWith('/$bunfs/')
-  const args = [process.argv[0], ...process.execArgv, ...process.argv.slice(compiled ? 2 : 1)]
-  try {
-    process.execve(process.execPath, args, { ...process.env, MIMALLOC_PURGE_DELAY: '-1' })
-  } catch {
-    // Not possible here: run with the allocator's defaults.
-  }
-}
-
 async function serve(file: string | undefined) {
-  keepFreedMemory()
   const { text, source } = readConfig(file)
   const config = load(text)
   const log = createLogger(config.core.log)
