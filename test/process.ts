@@ -8,17 +8,20 @@ export interface Running {
 
 /**
  * Starts `cmd` (the server or the compiled binary) with PORT=0 and waits for its "listening"
- * log line, which names the port it got.
+ * log line, which names the port it got. The environment is this process's, without `unset`,
+ * plus `env`.
  */
 export async function startServer(
   cmd: string[],
   env: Record<string, string>,
-  opts: { cwd?: string; timeoutMs?: number } = {},
+  opts: { cwd?: string; timeoutMs?: number; unset?: string[] } = {},
 ): Promise<Running> {
   const timeoutMs = opts.timeoutMs ?? 15_000
+  const inherited = { ...process.env }
+  for (const name of opts.unset ?? []) delete inherited[name]
   const proc = Bun.spawn(cmd, {
     cwd: opts.cwd,
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env },
+    env: { ...inherited, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env },
     stdout: 'pipe',
     stderr: 'pipe',
   })

@@ -114,28 +114,20 @@ describe('server process', () => {
       const dir = mkdtempSync(join(tmpdir(), 'liveops-alloc-'))
       const config = join(dir, 'c.yaml')
       await Bun.write(config, `data_dir: ${dir}\nlog: { level: info }\nplugins: { games: {} }\n`)
-      const { MIMALLOC_PURGE_DELAY: _, ...inherited } = process.env
-      const run = async (extra: Record<string, string>) => {
-        const env = { ...inherited, PORT: '0', HOST: '127.0.0.1', ADMIN_PASSWORD: 'alloc-password', ...extra }
-        const proc = Bun.spawn([process.execPath, 'core/main.ts', 'serve', '--config', config], {
-          env,
-          stdout: 'pipe',
-          stderr: 'pipe',
-        })
-        let out = ''
-        const reader = proc.stdout.getReader()
-        while (!out.includes('listening on')) {
-          const { done, value } = await reader.read()
-          if (done) throw new Error(`server did not start: ${out}`)
-          out += new TextDecoder().decode(value)
+      const run = async (env: Record<string, string>) => {
+        const s = await startServer(
+          [process.execPath, 'core/main.ts', 'serve', '--config', config],
+          { ADMIN_PASSWORD: 'alloc-password', ...env },
+          { unset: ['MIMALLOC_PURGE_DELAY'] },
+        )
+        try {
+          // The same process, executed again with the variable set before it opened the store.
+          expect((await fetch(`${s.base}/healthz`)).status).toBe(200)
+          return environOf(s.proc.pid, 'MIMALLOC_PURGE_DELAY')
+        } finally {
+          s.proc.kill('SIGTERM')
+          await s.proc.exited
         }
-        // Same process, executed again with the variable set, before it opened the store or bound the port.
-        const seen = environOf(proc.pid, 'MIMALLOC_PURGE_DELAY')
-        const port = out.match(/listening on http:\/\/[^:]+:(\d+)/)![1]
-        expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200)
-        proc.kill('SIGTERM')
-        expect(await proc.exited).toBe(0)
-        return seen
       }
       try {
         expect(await run({})).toBe('1000')
