@@ -12,7 +12,7 @@
  * been evaluated yet (no store opened, no port bound). Where `process.execve` is missing, or for
  * any other command, it does nothing.
  */
-export const PURGE_DELAY_MS = '1000'
+const PURGE_DELAY_MS = '1000'
 
 function keepFreedMemory() {
   if (process.env.MIMALLOC_PURGE_DELAY !== undefined || typeof process.execve !== 'function') return
