@@ -31,3 +31,5 @@ function keepFreedMemory() {
 }
 
 keepFreedMemory()
+
+export {}
