@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'bun:test'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Type as T } from '@sinclair/typebox'
@@ -8,7 +8,7 @@ import { createApp, orderPlugins } from '../../core/app'
 import { ConfigError, loadConfig } from '../../core/config'
 import { createLogger } from '../../core/log'
 import { type PluginManifest, definePlugin } from '../../core/plugin'
-import { startServer } from '../process'
+import { environOf, startServer } from '../process'
 
 const quiet = createLogger(
   { level: 'error', format: 'json', max_size: 1, max_backups: 0, max_age: 0, sensitive_fields: [] },
@@ -99,13 +99,6 @@ describe('plugin composition', () => {
     expect(err!.errors.join('\n')).toContain('plugins.beta.extra')
   })
 })
-
-/** A running process's environment variable, from /proc (Linux). */
-const environOf = (pid: number, name: string) =>
-  readFileSync(`/proc/${pid}/environ`, 'utf8')
-    .split('\0')
-    .find((kv) => kv.startsWith(`${name}=`))
-    ?.slice(name.length + 1)
 
 describe('server process', () => {
   test.if(process.platform === 'linux')(
