@@ -67,6 +67,9 @@ export function wrk(
   }
 }
 
+/** The share of wrk's requests answered 2xx (the rest are errors: a 429 for a replayed nonce is one). */
+export const okShare = (w: WrkResult): number => (w.requests ? (w.requests - w.errors) / w.requests : 0)
+
 export function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b)
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2
