@@ -23,7 +23,11 @@ const args = [
   '--sourcemap',
   `--outfile=${outfile}`,
 ]
+// Modules ship as JavaScriptCore bytecode made by this Bun, not source parsed at every start:
+// exec to the first /healthz went from 301-312 ms to 207-210 ms (scripts/bench/binary.ts,
+// 2026-11-24). A cross-compiled binary keeps source: its bytecode could not be checked here.
 if (target) args.push(`--target=${target}`)
+else args.push('--bytecode', '--format=esm')
 const proc = Bun.spawnSync([process.execPath, ...args], { stdout: 'inherit', stderr: 'inherit' })
 if (proc.exitCode !== 0) process.exit(proc.exitCode ?? 1)
 const size = Bun.file(outfile).size
