@@ -20,7 +20,18 @@ import { join } from 'node:path'
 import postgres from 'postgres'
 import { type Running, startServer } from '../../test/process'
 import { USERS, eventsBody, shapes } from './events'
-import { type CpuResult, PG_URL, arg, freshPgDatabase, median, okShare, startBare, tempDir, wrk, wrkCpu } from './lib'
+import {
+  type CpuResult,
+  PG_URL,
+  arg,
+  freshPgDatabase,
+  median,
+  okShare,
+  startBare,
+  tempDir,
+  wrk,
+  wrkCpu,
+} from './lib'
 
 const mode = arg('mode', 'batch')
 const engine = arg('engine', 'sqlite')
