@@ -238,7 +238,8 @@ forEachEngine((engine) => {
       expect(u.status).toBe(200)
       expect(u.body.settings).toMatchObject({
         samplingRate: 0.5,
-        rateLimit: { requestsPerMinutePerKey: 6000, requestsPerMinutePerIp: 60 },
+        // Spec 1 section 8: 1000 requests a minute per API key, bursts of 100 a second.
+        rateLimit: { requestsPerMinutePerKey: 1000, burstPerSecondPerKey: 100, requestsPerMinutePerIp: 60 },
         pii: { email: 'drop', phone: 'mask', ip: 'drop' },
       })
 
@@ -249,12 +250,20 @@ forEachEngine((engine) => {
       expect(s.status).toBe(200)
       expect(s.body).toMatchObject({ retentionDays: 90, propertyAllowList: ['level'], samplingRate: 0.5 })
       expect(s.body.pii).toEqual({ email: 'drop', phone: 'mask', ip: 'drop' })
-      expect(s.body.rateLimit).toEqual({ requestsPerMinutePerKey: 6000, requestsPerMinutePerIp: 60 })
+      expect(s.body.rateLimit).toEqual({
+        requestsPerMinutePerKey: 1000,
+        burstPerSecondPerKey: 100,
+        requestsPerMinutePerIp: 60,
+      })
       const keyOnly = await a.req('PUT', `/api/games/${g.id}/environments/qa/settings`, {
         token: admin,
         body: { rateLimit: { requestsPerMinutePerKey: 10 } },
       })
-      expect(keyOnly.body.rateLimit).toEqual({ requestsPerMinutePerKey: 10, requestsPerMinutePerIp: 60 })
+      expect(keyOnly.body.rateLimit).toEqual({
+        requestsPerMinutePerKey: 10,
+        burstPerSecondPerKey: 100,
+        requestsPerMinutePerIp: 60,
+      })
       expect(keyOnly.body.pii.email).toBe('drop')
       const read = await a.req('GET', `/api/games/${g.id}/environments/qa/settings`, { token: admin })
       expect(read.body).toEqual(keyOnly.body)

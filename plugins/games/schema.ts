@@ -81,6 +81,7 @@ const SettingsPatch = t.Partial(
     rateLimit: t.Partial(
       t.Object({
         requestsPerMinutePerKey: t.Integer({ minimum: 0 }),
+        burstPerSecondPerKey: t.Integer({ minimum: 0 }),
         requestsPerMinutePerIp: t.Integer({ minimum: 0 }),
       }),
       { additionalProperties: false },

@@ -29,8 +29,10 @@ export const EnvironmentSettings = t.Object(
     samplingRate: t.Number({ minimum: 0, maximum: 1, default: 1 }),
     rateLimit: t.Object(
       {
-        /** Ingestion requests per minute per API key (0: unlimited). */
-        requestsPerMinutePerKey: t.Integer({ minimum: 0, default: 6000 }),
+        /** Ingestion requests per minute per API key (0: unlimited); spec 1 section 8: 1000. */
+        requestsPerMinutePerKey: t.Integer({ minimum: 0, default: 1000 }),
+        /** Ingestion requests per second per API key (0: no burst limit); spec 1 section 8: 100. */
+        burstPerSecondPerKey: t.Integer({ minimum: 0, default: 100 }),
         /** Ingestion requests per minute per client IP (0: unlimited). */
         requestsPerMinutePerIp: t.Integer({ minimum: 0, default: 0 }),
       },

@@ -94,6 +94,9 @@ export async function accept(
   await ing.store(ing.sample(kept, envs))
 }
 
+/** Bytes of a string in UTF-8 (the event limit is 64 KB, not 64 K characters). */
+const utf8Bytes = (s: string): number => Buffer.byteLength(s, 'utf8')
+
 /**
  * `/v1/batch` and `/v1/logs`: API key (bound to a game and environment) or a signature. Items
  * are judged one by one: bad ones are listed in `rejected`, the rest stored.
@@ -132,22 +135,27 @@ export async function collect(
       const parsed = parseJson(body)
       items = Array.isArray(parsed) ? parsed : []
     } else {
-      // NDJSON: a line that does not parse is rejected on its own.
+      // NDJSON: a line that does not parse is rejected on its own; a body of which no line
+      // parses is not NDJSON at all (400 invalid_payload, spec 1 section 7 rule 1).
       items = []
+      let parsedLines = 0
       for (const line of text.split('\n')) {
         if (!line.trim()) continue
-        if (line.length > cfg.batch_max_event_kb * 1024) {
+        if (utf8Bytes(line) > cfg.batch_max_event_kb * 1024) {
           preRejected.push({ event_id: String(items.length), reason: 'event_too_large' })
           items.push(null)
           continue
         }
         try {
           items.push(JSON.parse(line))
+          parsedLines++
         } catch {
           preRejected.push({ event_id: String(items.length), reason: 'invalid JSON' })
           items.push(null)
         }
       }
+      if (parsedLines === 0 && preRejected.some((r) => r.reason === 'invalid JSON'))
+        throw new HttpError(400, 'invalid_payload', 'body: neither a JSON array nor NDJSON (no line is JSON)')
     }
   }
   if (items.length > cfg.batch_max_events)
@@ -167,7 +175,7 @@ export async function collect(
   items.forEach((raw, i) => {
     const id = batchItemId(raw, i)
     if (taken.has(String(i)) && raw === null) return
-    if (JSON.stringify(raw).length > cfg.batch_max_event_kb * 1024)
+    if (utf8Bytes(JSON.stringify(raw)) > cfg.batch_max_event_kb * 1024)
       return void rejected.push({ event_id: id, reason: 'event_too_large' })
     const obj = raw as Record<string, unknown> | null
     const itemKey = key ?? {
@@ -196,7 +204,11 @@ export async function collect(
   const envs = await ing.environments([...pairs.values()])
   for (const env of envs.values()) {
     const perKey = key
-      ? ing.limit(env.settings.rateLimit.requestsPerMinutePerKey, () => `key:${headers['x-api-key']}`)
+      ? ing.limit(
+          env.settings.rateLimit.requestsPerMinutePerKey,
+          () => `key:${headers['x-api-key']}`,
+          env.settings.rateLimit.burstPerSecondPerKey,
+        )
       : undefined
     const perIp = ing.limit(
       env.settings.rateLimit.requestsPerMinutePerIp,

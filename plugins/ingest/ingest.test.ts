@@ -306,6 +306,75 @@ forEachEngine((engine) => {
       expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0)
       expect((await put({ rateLimit: { requestsPerMinutePerKey: 0 } })).status).toBe(200)
     })
+
+    test('a burst past the per-second limit of the key answers 429 rate_limit_exceeded (spec 1 section 8)', async () => {
+      const put = (rateLimit: Record<string, number>) =>
+        a.req('PUT', `/api/games/${gameId}/environments/staging/settings`, {
+          token: admin,
+          body: { rateLimit },
+        })
+      expect((await put({ requestsPerMinutePerKey: 1000, burstPerSecondPerKey: 2 })).status).toBe(200)
+      // Five at once span at most two one-second windows, so at most four pass.
+      const rs = await Promise.all(Array.from({ length: 5 }, () => batch('[]')))
+      const limited = rs.filter((r) => r.status === 429)
+      expect(limited.length).toBeGreaterThan(0)
+      expect(limited[0].body).toMatchObject({
+        error: 'rate_limit_exceeded',
+        details: { limit: 2, retry_after: 1 },
+      })
+      expect(rs.filter((r) => r.status === 200).length).toBeGreaterThanOrEqual(2)
+      expect((await put({ requestsPerMinutePerKey: 0, burstPerSecondPerKey: 100 })).status).toBe(200)
+    })
+
+    test('a body that is neither a JSON array nor NDJSON answers 400 invalid_payload', async () => {
+      for (const raw of ['garbage', '{oops\nnot json either\n', '[{"event_id": 1,']) {
+        const r = await batch(raw)
+        expect([raw, r.status, r.body.error]).toEqual([raw, 400, 'invalid_payload'])
+      }
+    })
+
+    test('the 64 KB event limit counts UTF-8 bytes, not characters', async () => {
+      // 40,000 characters, 80,000 bytes.
+      const wide = { event_id: 'wide', event_name: 'x', blob: 'é'.repeat(40_000) }
+      const r = await batch(JSON.stringify([wide]))
+      expect(r.body.rejected).toEqual([{ event_id: 'wide', reason: 'event_too_large' }])
+      const nd = await batch(
+        `${JSON.stringify(wide)}\n${JSON.stringify({ event_id: 'ok', event_name: 'x' })}\n`,
+      )
+      expect(nd.body).toEqual({ accepted: ['ok'], rejected: [{ event_id: '0', reason: 'event_too_large' }] })
+    })
+
+    test('OTLP logs with the API key land in its environment', async () => {
+      const before = await count(
+        "SELECT COUNT(*) AS n FROM ingest_events WHERE env = 'staging' AND event = 'otlp_keyed'",
+      )
+      const r = await a.req('POST', '/v1/logs', {
+        raw: JSON.stringify({
+          resourceLogs: [
+            {
+              scopeLogs: [
+                {
+                  logRecords: [
+                    {
+                      timeUnixNano: String(Date.now() * 1e6),
+                      body: { stringValue: 'otlp_keyed' },
+                      attributes: [{ key: 'user.id', value: { stringValue: 'k1' } }],
+                    },
+                  ],
+                },
+              ],
+            },
+          ],
+        }),
+        headers: { 'x-api-key': key, 'content-type': 'application/json' },
+      })
+      expect(r.status).toBe(200)
+      expect(
+        await count("SELECT COUNT(*) AS n FROM ingest_events WHERE env = 'staging' AND event = 'otlp_keyed'"),
+      ).toBe(before + 1)
+      const bad = await a.req('POST', '/v1/logs', { raw: '{}', headers: { 'x-api-key': 'lok_nope' } })
+      expect([bad.status, bad.body.error]).toEqual([401, 'invalid_api_key'])
+    })
   })
 
   describe('OTLP logs', () => {
@@ -389,6 +458,47 @@ forEachEngine((engine) => {
       const after = await row()
       expect(after.version).toBeGreaterThan(first.version)
       expect(Math.abs(after.online - 5000) / 5000).toBeLessThan(0.05)
+    })
+  })
+
+  describe('limits and invocations on signed ingestion', () => {
+    test('the per-IP limit of an environment answers 429 rate_limit_exceeded on signed requests', async () => {
+      const put = (rateLimit: Record<string, number>) =>
+        a.req('PUT', `/api/games/${gameId}/environments/dev/settings`, { token: admin, body: { rateLimit } })
+      expect((await put({ requestsPerMinutePerIp: 1 })).status).toBe(200)
+      try {
+        expect((await signed(a, '/api/ingest/events', [{ ...ev('ip_1'), env: 'dev' }])).status).toBe(200)
+        const r = await signed(a, '/api/ingest/events', [{ ...ev('ip_2'), env: 'dev' }])
+        expect(r.status).toBe(429)
+        expect(r.body).toMatchObject({ error: 'rate_limit_exceeded', details: { limit: 1 } })
+        expect(await count("SELECT COUNT(*) AS n FROM ingest_events WHERE event = 'ip_2'")).toBe(0)
+      } finally {
+        expect((await put({ requestsPerMinutePerIp: 0 })).status).toBe(200)
+      }
+    })
+
+    test('function.invoke outcomes: anything but success is a failure; none at all is a success', async () => {
+      const call = (outcome?: string) =>
+        ev('function.invoke', {
+          attrs: { functionId: 'outcomes', durationMs: 5, ...(outcome ? { outcome } : {}) },
+        })
+      const r = await signed(a, '/api/ingest/events', [
+        call('success'),
+        call(),
+        call('failure'),
+        call('error'),
+        call('timeout'),
+      ])
+      expect(r.status).toBe(200)
+      const list = async (outcome: string) =>
+        (
+          await a.req(
+            'GET',
+            `/api/v1/analytics/invocations?gameId=${gameId}&env=prod&functionId=outcomes&outcome=${outcome}`,
+            { token: admin },
+          )
+        ).body.total
+      expect([await list('success'), await list('failure')]).toEqual([2, 3])
     })
   })
 

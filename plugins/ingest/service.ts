@@ -59,7 +59,7 @@ export function parseJson(body: Uint8Array): unknown {
  */
 export class Ingestor {
   readonly nonces: NonceCache
-  private limiters = new Map<number, RateLimiter>()
+  private limiters = new Map<string, RateLimiter>()
 
   constructor(
     readonly config: IngestConfig,
@@ -124,13 +124,17 @@ export class Ingestor {
     return out
   }
 
-  /** Counts one request against a per-minute limit of the environment (0: unlimited); 429 rate_limit_exceeded past it. */
-  limit(perMinute: number, key: () => string): RateDecision | undefined {
+  /**
+   * Counts one request against a per-minute limit of the environment (0: unlimited) and, when
+   * `burst` is set, a per-second one; 429 rate_limit_exceeded past either.
+   */
+  limit(perMinute: number, key: () => string, burst = 0): RateDecision | undefined {
     if (perMinute <= 0) return undefined
-    let l = this.limiters.get(perMinute)
+    const id = `${perMinute}/${burst}`
+    let l = this.limiters.get(id)
     if (!l) {
-      l = new RateLimiter(perMinute, 0)
-      this.limiters.set(perMinute, l)
+      l = new RateLimiter(perMinute, burst)
+      this.limiters.set(id, l)
     }
     return l.hit(key())
   }

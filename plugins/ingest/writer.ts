@@ -444,7 +444,10 @@ export class GroupWriter {
       }
       if (e.event === 'function.invoke') {
         const fn = s(pick(e.props, 'functionId')) ?? s(pick(e.props, 'function_id')) ?? 'unknown'
-        const outcome = s(pick(e.props, 'outcome')) === 'failure' ? 'failure' : 'success'
+        // success or failure (spec 1, /invocations): an outcome that says anything but success
+        // (error, timeout, failed) is a failure; none at all counts as the call succeeding.
+        const said = s(pick(e.props, 'outcome'))
+        const outcome = said == null || said === 'success' ? 'success' : 'failure'
         const dur = e.durationMs
         invocations.push(
           id,
