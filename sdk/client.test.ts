@@ -1,5 +1,6 @@
-import { describe, expect, test } from 'bun:test'
-import { LiveopsClient } from './client'
+import { afterAll, describe, expect, test } from 'bun:test'
+import { join } from 'node:path'
+import { ClientError, LiveopsClient, MAX_BACKOFF_MS, retryDelay } from './client'
 import { bodyDigest, signRequest } from './sign'
 
 describe('signRequest', () => {
@@ -98,5 +99,171 @@ describe('LiveopsClient', () => {
     expect(calls.map((x) => x.url)).toEqual(['http://h/api/ingest/payments'])
     expect(calls[0].body[0]).toMatchObject({ order_id: 'o1', status: 'success', amount_cents: 99 })
     expect(() => new LiveopsClient({ endpoint: 'http://h', gameId: 'g', env: 'p' })).toThrow()
+  })
+})
+
+/**
+ * A local ingestion server on 127.0.0.1 with the server's signing rule (plugins/ingest/service.ts
+ * `signatureError`): `X-Game-Id` picks that game's secret from `gameSecrets`, else the shared
+ * secret; with the header every event must name that game. It checks signatures on its own (not
+ * with sdk/sign.ts) and records every request and every stored event.
+ */
+function ingestServer(shared: string, gameSecrets: Record<string, string> = {}) {
+  const requests: Array<{ path: string; headers: Headers; status: number }> = []
+  const stored: Array<Record<string, unknown>> = []
+  const server = Bun.serve({
+    hostname: '127.0.0.1',
+    port: 0,
+    async fetch(req) {
+      const body = await req.text()
+      const h = req.headers
+      const answer = (status: number, json: unknown) => {
+        requests.push({ path: new URL(req.url).pathname, headers: h, status })
+        return Response.json(json, { status })
+      }
+      const gameId = h.get('x-game-id')
+      const secret = (gameId && gameSecrets[gameId]) || shared
+      const digest = new Bun.CryptoHasher('sha256').update(body).digest('hex')
+      const expected = new Bun.CryptoHasher('sha256', secret)
+        .update(`${h.get('x-timestamp')}\n${h.get('x-nonce')}\n${digest}`)
+        .digest('base64')
+      if (h.get('x-signature') !== expected) return answer(401, { error: 'bad_signature' })
+      const events = JSON.parse(body) as Array<Record<string, unknown>>
+      if (gameId && events.some((e) => e.game_id !== gameId)) return answer(400, { error: 'invalid_events' })
+      stored.push(...events)
+      return answer(200, { ok: true, accepted: events.length })
+    },
+  })
+  return { url: `http://127.0.0.1:${server.port}`, requests, stored, stop: () => server.stop(true) }
+}
+
+describe('LiveopsClient against a local server', () => {
+  const srv = ingestServer('shared-secret', { 'game-a': 'secret-a' })
+  afterAll(() => srv.stop())
+  // Statuses of the batches given up on (-1: not a ClientError).
+  const client = (o: { gameId: string; secret: string; perGameSecret?: boolean }, errors: number[]) =>
+    new LiveopsClient({
+      endpoint: srv.url,
+      env: 'prod',
+      flushIntervalMs: 0,
+      maxRetries: 0,
+      flushOnExit: false,
+      onError: (e) => errors.push(e instanceof ClientError ? e.status : -1),
+      ...o,
+    })
+
+  test('perGameSecret sends X-Game-Id: a game signing with its own secret is stored; without the header, 401', async () => {
+    srv.requests.length = 0
+    srv.stored.length = 0
+    const errors: number[] = []
+    const own = client({ gameId: 'game-a', secret: 'secret-a', perGameSecret: true }, errors)
+    own.track('login', { level: 1 })
+    own.track('tap')
+    await own.close()
+    expect(errors).toEqual([])
+    expect(own.acknowledged).toBe(2)
+    expect(srv.requests.map((r) => [r.path, r.status, r.headers.get('x-game-id')])).toEqual([
+      ['/api/ingest/events', 200, 'game-a'],
+    ])
+    expect(srv.stored).toMatchObject([
+      { event: 'login', game_id: 'game-a', attrs: { level: 1 } },
+      { event: 'tap', game_id: 'game-a' },
+    ])
+
+    // The same game and secret without the header: the server checks it against the shared secret.
+    const bare = client({ gameId: 'game-a', secret: 'secret-a' }, errors)
+    bare.track('login')
+    await bare.close()
+    expect(bare.acknowledged).toBe(0)
+    expect(errors).toEqual([401])
+    expect(srv.requests[1].headers.get('x-game-id')).toBeNull()
+    expect(srv.stored).toHaveLength(2)
+
+    // The shared secret still works without it; perGameSecret needs a secret.
+    const shared = client({ gameId: 'game-b', secret: 'shared-secret' }, errors)
+    shared.payment({ orderId: 'o1', status: 'success', amountCents: 99 })
+    await shared.close()
+    expect(shared.acknowledged).toBe(1)
+    expect(srv.requests[2].path).toBe('/api/ingest/payments')
+    expect(
+      () => new LiveopsClient({ endpoint: srv.url, gameId: 'g', env: 'p', apiKey: 'k', perGameSecret: true }),
+    ).toThrow('perGameSecret needs the secret')
+  })
+
+  test('flushes on exit: a child process that only tracks delivers its events when it ends', async () => {
+    const exit = ingestServer('exit-secret')
+    try {
+      const child = Bun.spawn([process.execPath, join(import.meta.dir, 'flush-on-exit.fixture.ts')], {
+        env: { ...process.env, LIVEOPS_URL: exit.url, LIVEOPS_EVENTS: '3' },
+        stdout: 'pipe',
+        stderr: 'pipe',
+      })
+      const [code, out, err] = await Promise.all([
+        child.exited,
+        new Response(child.stdout).text(),
+        new Response(child.stderr).text(),
+      ])
+      expect({ code, err }).toEqual({ code: 0, err: '' })
+      expect(exit.requests.map((r) => [r.path, r.status])).toEqual([['/api/ingest/events', 200]])
+      expect(exit.stored.map((e) => (e.attrs as { i: number }).i)).toEqual([0, 1, 2])
+      expect(JSON.parse(out)).toEqual({ acknowledged: 3 })
+    } finally {
+      exit.stop()
+    }
+  })
+})
+
+describe('backoff', () => {
+  test('retryDelay: doubles per attempt from backoffMs, jitter over the upper half, capped at 30 s', () => {
+    const low = Array.from({ length: 6 }, (_, i) => retryDelay(i, 100, () => 0))
+    const high = Array.from({ length: 6 }, (_, i) => retryDelay(i, 100, () => 0.999))
+    expect(low).toEqual([50, 100, 200, 400, 800, 1600])
+    high.forEach((d, i) => expect(d).toBeCloseTo(100 * 2 ** i * 0.9995, 6))
+    expect(retryDelay(2, 100, () => 0.5)).toBe(300)
+    expect(retryDelay(20, 200, () => 0)).toBe(MAX_BACKOFF_MS / 2)
+    expect(retryDelay(20, 200, () => 0.999)).toBeLessThan(MAX_BACKOFF_MS)
+    expect(retryDelay(1000, 200, () => 0.999)).toBeLessThan(MAX_BACKOFF_MS)
+    expect(MAX_BACKOFF_MS).toBe(30_000)
+  })
+
+  test('the client waits a growing, jittered, bounded delay between retries; Retry-After wins when longer', async () => {
+    const waits: number[] = []
+    let answers = [503, 503, 503, 503, 503, 503]
+    const c = new LiveopsClient({
+      endpoint: 'http://h',
+      gameId: 'g',
+      env: 'prod',
+      secret: 's',
+      flushIntervalMs: 0,
+      backoffMs: 100,
+      maxRetries: 5,
+      flushOnExit: false,
+      sleep: async (ms) => void waits.push(ms),
+      fetch: async () => {
+        const status = answers.shift() ?? 200
+        return new Response('{}', { status, headers: status === 429 ? { 'retry-after': '7' } : {} })
+      },
+    })
+    c.track('x')
+    await c.flush()
+    // Six attempts, five waits: attempt i waits in [100 * 2^i / 2, 100 * 2^i).
+    expect(waits).toHaveLength(5)
+    waits.forEach((w, i) => {
+      expect(w).toBeGreaterThanOrEqual(50 * 2 ** i)
+      expect(w).toBeLessThan(100 * 2 ** i)
+    })
+    for (let i = 1; i < waits.length; i++) expect(waits[i]).toBeGreaterThan(waits[i - 1])
+    // Jitter: the waits are not the bare schedule scaled by one constant factor.
+    expect(new Set(waits.map((w, i) => w / 2 ** i)).size).toBeGreaterThan(1)
+
+    // A 429 asking for 7 s waits 7 s; a later 503 goes back to the exponential schedule.
+    waits.length = 0
+    answers = [429, 503]
+    c.track('y')
+    await c.flush()
+    expect(waits[0]).toBe(7000)
+    expect(waits[1]).toBeGreaterThanOrEqual(100)
+    expect(waits[1]).toBeLessThan(200)
+    expect(c.acknowledged).toBe(1)
   })
 })

@@ -1,9 +1,10 @@
 import { signRequest } from './sign'
 
 /**
- * The liveops client SDK: queues events, sends them in batches (signed with a shared secret,
- * or with an API key to `/v1/batch`), retries failures with exponential backoff and jitter, and
- * flushes when the page is hidden or the process exits. No server imports: browsers and Bun.
+ * The liveops client SDK: queues events, sends them in batches (signed with the shared secret or
+ * the game's own secret, or with an API key to `/v1/batch`), retries failures with exponential
+ * backoff and jitter, and flushes when the page is hidden or the process ends. No server imports:
+ * browsers and Bun.
  */
 export interface ClientOptions {
   /** Base address, for example `https://liveops.example.com`. */
@@ -12,6 +13,12 @@ export interface ClientOptions {
   env: string
   /** Signing secret (server-to-server or trusted clients): events go to `/api/ingest/events`. */
   secret?: string
+  /**
+   * `secret` is this game's own secret (the server's per-game `game_secrets`), not the shared one:
+   * every signed request carries `X-Game-Id: <gameId>`, by which the server picks the secret and
+   * holds every event to that game (default false).
+   */
+  perGameSecret?: boolean
   /** API key bound to the game and environment: events go to `/v1/batch`. */
   apiKey?: string
   /** Events per request (default 100; `/v1/batch` takes at most 500). */
@@ -20,15 +27,23 @@ export interface ClientOptions {
   flushIntervalMs?: number
   /** Attempts after the first for a retryable failure (network, 5xx, 429); default 5. */
   maxRetries?: number
-  /** First backoff delay, doubled per attempt (default 200 ms, capped at 30 s). */
+  /**
+   * First backoff delay, doubled per attempt and capped at 30 s (default 200 ms); each wait is
+   * drawn between half of it and all of it (see `retryDelay`), or is the server's Retry-After if longer.
+   */
   backoffMs?: number
   /** Oldest events are dropped past this many queued (default 10,000). */
   maxQueue?: number
   /** For tests and custom transports. */
   fetch?: (input: string, init: RequestInit) => Promise<Response>
+  /** For tests: waits between attempts (default a timer). */
+  sleep?: (ms: number) => Promise<void>
   /** Called with each batch that was given up on. */
   onError?: (error: Error, events: number) => void
-  /** Flush on page hide / process exit (default true). */
+  /**
+   * Flush on page hide, or in Bun and Node when the process runs out of work (`beforeExit`; not on
+   * `process.exit()` or a signal); default true.
+   */
   flushOnExit?: boolean
 }
 
@@ -50,7 +65,20 @@ export class ClientError extends Error {
   }
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
+
+/** Longest backoff between two attempts. */
+export const MAX_BACKOFF_MS = 30_000
+
+/**
+ * The wait after failed attempt `attempt` (0 for the first) with no Retry-After: exponential,
+ * `backoffMs * 2^attempt` capped at `MAX_BACKOFF_MS`, with jitter drawn by `random` (in [0, 1))
+ * over its upper half.
+ */
+export function retryDelay(attempt: number, backoffMs: number, random: () => number = Math.random): number {
+  const backoff = Math.min(MAX_BACKOFF_MS, backoffMs * 2 ** attempt)
+  return backoff / 2 + random() * (backoff / 2)
+}
 
 export class LiveopsClient {
   private queue: Queued[] = []
@@ -63,6 +91,7 @@ export class LiveopsClient {
 
   constructor(options: ClientOptions) {
     if (!options.secret && !options.apiKey) throw new Error('LiveopsClient needs a secret or an apiKey')
+    if (options.perGameSecret && !options.secret) throw new Error('perGameSecret needs the secret')
     this.opts = {
       batchSize: 100,
       flushIntervalMs: 1000,
@@ -70,6 +99,8 @@ export class LiveopsClient {
       backoffMs: 200,
       maxQueue: 10_000,
       flushOnExit: true,
+      perGameSecret: false,
+      sleep,
       ...options,
     }
     if (this.opts.flushOnExit) this.hookExit()
@@ -178,8 +209,7 @@ export class LiveopsClient {
           this.opts.onError?.(err, batch.length)
           return
         }
-        const backoff = Math.min(30_000, this.opts.backoffMs * 2 ** attempt)
-        await sleep(Math.max(err.retryAfterMs ?? 0, backoff / 2 + Math.random() * (backoff / 2)))
+        await this.opts.sleep(Math.max(err.retryAfterMs ?? 0, retryDelay(attempt, this.opts.backoffMs)))
       }
     }
   }
@@ -197,6 +227,7 @@ export class LiveopsClient {
     } else {
       path = batch[0].kind === 'payment' ? '/api/ingest/payments' : '/api/ingest/events'
       Object.assign(headers, await signRequest(this.opts.secret!, body))
+      if (this.opts.perGameSecret) headers['X-Game-Id'] = this.opts.gameId
     }
     const res = await f(`${base}${path}`, { method: 'POST', headers, body, keepalive: body.length < 60_000 })
     if (res.ok) return

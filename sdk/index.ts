@@ -2,7 +2,14 @@
  * The liveops client SDK: a batching, signing, retrying event client and experiment assignment
  * with exposure reporting. No server imports; runs in browsers and Bun.
  */
-export { type Attrs, ClientError, type ClientOptions, LiveopsClient } from './client'
+export {
+  type Attrs,
+  ClientError,
+  type ClientOptions,
+  LiveopsClient,
+  MAX_BACKOFF_MS,
+  retryDelay,
+} from './client'
 export {
   type AssignableExperiment,
   type AssignableVariant,
