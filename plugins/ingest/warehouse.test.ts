@@ -1,7 +1,9 @@
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { afterAll, beforeAll, describe, expect, setSystemTime, test } from 'bun:test'
 import { join } from 'node:path'
-import { type TestApp, forEachEngine, makeApp } from '../../test/helpers'
+import postgres from 'postgres'
+import { PG_URL, type TestApp, forEachEngine, makeApp } from '../../test/helpers'
 import { ingestMigrations } from './migrations'
+import { HOUR, MINUTE, floorTo } from './sql'
 import { experimentCounts, purge } from './store'
 import { DAY, SECRET, game, signed } from './testing'
 
@@ -165,6 +167,112 @@ forEachEngine((engine) => {
     })
   })
 
+  describe('query defaults of spec section 8, at the edges of their windows', () => {
+    // An app of its own: the suite above counts every row of its store.
+    let d: TestApp
+    let tok: string
+    let gid: string
+    beforeAll(async () => {
+      d = await makeApp(engine, {
+        plugins: { games: {}, ingest: { signing_secret: SECRET, purge_interval_minutes: 0 } },
+      })
+      tok = await d.token('admin')
+      const g = await d.req('POST', '/api/games', { token: tok, body: game })
+      expect(g.status).toBe(201)
+      gid = g.body.id
+    })
+    afterAll(() => d.stop())
+
+    /** Seeding and reading must see one window: clear of the next `unit` boundary (the tests allow 10 s). */
+    const steady = async (unit: number) => {
+      const left = unit - (Date.now() % unit)
+      if (left < 3000) await Bun.sleep(left + 50)
+    }
+    const at = (ts: number, event: string, extra: Record<string, unknown> = {}) => ({
+      event,
+      ts: String(ts),
+      game_id: gid,
+      env: 'prod',
+      ...extra,
+    })
+    const get = (q: string) => d.req('GET', `/api/v1/analytics/${q}`, { token: tok })
+    const sum = (points: Record<string, number>[], k: string) => points.reduce((a, p) => a + p[k], 0)
+
+    test('dau: days defaults to 14', async () => {
+      await steady(DAY)
+      // The first millisecond of the oldest day of 14, and the last one before it.
+      const first = floorTo(Date.now(), DAY) - 13 * DAY
+      const r = await signed(d, '/api/ingest/events', [
+        at(first, 'login', { uid: 'dau-in' }),
+        at(first - 1, 'login', { uid: 'dau-out' }),
+      ])
+      expect(r.status).toBe(200)
+      const def = await get(`warehouse/dau?gameId=${gid}&env=prod`)
+      expect(def.status).toBe(200)
+      expect(def.body.points).toHaveLength(14)
+      expect(def.body.points[0].date).toBe(new Date(first).toISOString().slice(0, 10))
+      expect(sum(def.body.points, 'dau')).toBe(1)
+      // Both were stored: one more day counts the other.
+      expect(sum((await get(`warehouse/dau?gameId=${gid}&env=prod&days=15`)).body.points, 'dau')).toBe(2)
+    }, 10_000)
+
+    test('revenue: days defaults to 14', async () => {
+      await steady(DAY)
+      const first = floorTo(Date.now(), DAY) - 13 * DAY
+      const pay = (ts: number, order: string, cents: number) =>
+        at(ts, 'payment', {
+          uid: order,
+          order_id: order,
+          status: 'success',
+          amount_cents: cents,
+          currency: 'USD',
+        })
+      const r = await signed(d, '/api/ingest/payments', [
+        pay(first, 'rev-in', 100),
+        pay(first - 1, 'rev-out', 1000),
+      ])
+      expect(r.status).toBe(200)
+      const def = await get(`warehouse/revenue?gameId=${gid}&env=prod`)
+      expect(def.status).toBe(200)
+      expect(def.body.points).toHaveLength(14)
+      expect(sum(def.body.points, 'revenueCents')).toBe(100)
+      expect(
+        sum((await get(`warehouse/revenue?gameId=${gid}&env=prod&days=15`)).body.points, 'revenueCents'),
+      ).toBe(1100)
+    }, 10_000)
+
+    test('online: minutes defaults to 60', async () => {
+      await steady(MINUTE)
+      const first = floorTo(Date.now(), MINUTE) - 59 * MINUTE
+      const r = await signed(d, '/api/ingest/events', [
+        at(first, 'heartbeat', { uid: 'on-in' }),
+        at(first - 1, 'heartbeat', { uid: 'on-out' }),
+      ])
+      expect(r.status).toBe(200)
+      const def = await get(`warehouse/online?gameId=${gid}&env=prod`)
+      expect(def.status).toBe(200)
+      expect(def.body.points).toHaveLength(60)
+      expect(def.body.points[0]).toEqual({ minute: new Date(first).toISOString(), online: 1 })
+      expect(sum(def.body.points, 'online')).toBe(1)
+      expect(
+        sum((await get(`warehouse/online?gameId=${gid}&env=prod&minutes=61`)).body.points, 'online'),
+      ).toBe(2)
+    }, 10_000)
+
+    test('invocation summary: hours defaults to 24', async () => {
+      await steady(HOUR)
+      const first = floorTo(Date.now(), HOUR) - 23 * HOUR
+      const inv = (ts: number, fn: string) =>
+        at(ts, 'function.invoke', { attrs: { functionId: fn, outcome: 'success', durationMs: 5 } })
+      const r = await signed(d, '/api/ingest/events', [inv(first, 'in-window'), inv(first - 1, 'before')])
+      expect(r.status).toBe(200)
+      const def = await get(`invocations/summary?gameId=${gid}&env=prod`)
+      expect(def.status).toBe(200)
+      expect(def.body).toMatchObject({ total: 1, topFunctions: [{ functionId: 'in-window', total: 1 }] })
+      expect((await get(`invocations/summary?gameId=${gid}&env=prod&hours=25`)).body.total).toBe(2)
+    }, 10_000)
+  })
+
   describe('event store', () => {
     test('experiment counts: first exposure wins, conversions at or after it', async () => {
       const t0 = Date.now() - 10_000
@@ -285,11 +393,19 @@ forEachEngine((engine) => {
       try {
         const r = await signed(b, '/api/ingest/events', [ev('x')])
         expect([r.status, r.body.error]).toEqual([403, 'ingest_disabled'])
-        const w = await b.req('GET', '/api/v1/analytics/warehouse/dau?gameId=g', {
-          token: await b.token('admin'),
-        })
-        expect(w.status).toBe(503)
-        expect(w.body).toMatchObject({ error: 'service_unavailable' })
+        // Every warehouse endpoint of spec 1 section 4 (rule 3 of section 7), with a valid query.
+        const tok = await b.token('admin')
+        for (const path of [
+          'warehouse/dau',
+          'warehouse/online',
+          'warehouse/revenue',
+          'invocations/summary',
+          'invocations/trend',
+          'invocations',
+        ]) {
+          const w = await b.req('GET', `/api/v1/analytics/${path}?gameId=g&env=prod`, { token: tok })
+          expect([path, w.status, w.body.error]).toEqual([path, 503, 'service_unavailable'])
+        }
       } finally {
         await b.stop()
       }
@@ -349,5 +465,117 @@ forEachEngine((engine) => {
         await b.stop()
       }
     })
+
+    test("the retention purge runs on its timer every purge_interval_minutes, by each environment's retention", async () => {
+      // The shortest interval the schema accepts is a minute: the timer is observed, not waited for.
+      const realSet = globalThis.setInterval
+      const realClear = globalThis.clearInterval
+      const timers: { fn: () => unknown; ms: number; handle: unknown }[] = []
+      globalThis.setInterval = ((fn: () => unknown, ms: number) => {
+        const handle = realSet(fn, ms)
+        timers.push({ fn, ms, handle })
+        return handle
+      }) as unknown as typeof setInterval
+      let b: TestApp
+      try {
+        b = await makeApp(engine, {
+          plugins: { games: {}, ingest: { signing_secret: SECRET, purge_interval_minutes: 7 } },
+        })
+      } finally {
+        globalThis.setInterval = realSet
+      }
+      const cleared: unknown[] = []
+      let stopped = false
+      try {
+        const purges = timers.filter((t) => t.ms === 7 * 60_000)
+        expect(purges).toHaveLength(1)
+        const tok = await b.token('admin')
+        const g = await b.req('POST', '/api/games', { token: tok, body: game })
+        expect(g.status).toBe(201)
+        const e = (env: string) => ({
+          event: 'tap',
+          uid: `p-${env}`,
+          ts: String(Date.now()),
+          game_id: g.body.id,
+          env,
+        })
+        expect((await signed(b, '/api/ingest/events', ['dev', 'staging', 'prod'].map(e))).status).toBe(200)
+        const left = async () =>
+          (
+            await b.db.all<{ env: string }>('SELECT env FROM ingest_events WHERE game_id = ? ORDER BY env', [
+              g.body.id,
+            ])
+          ).map((r) => r.env)
+        expect(await left()).toEqual(['dev', 'prod', 'staging'])
+        // A tick 8 days on: dev (7 days) goes; staging (30) and prod (365) stay.
+        setSystemTime(new Date(Date.now() + 8 * DAY))
+        try {
+          await purges[0].fn()
+        } finally {
+          setSystemTime()
+        }
+        expect(await left()).toEqual(['prod', 'staging'])
+        // Stopping the app stops the timer.
+        globalThis.clearInterval = ((h: unknown) => {
+          cleared.push(h)
+          return realClear(h as Parameters<typeof clearInterval>[0])
+        }) as typeof clearInterval
+        stopped = true
+        await b.stop()
+      } finally {
+        globalThis.clearInterval = realClear
+        if (!stopped) await b.stop()
+      }
+      expect(cleared).toContain(timers.find((t) => t.ms === 7 * 60_000)?.handle)
+    })
+
+    // In the [postgres] block, which exists when PostgreSQL answers; the main store is SQLite all the same.
+    test.skipIf(engine !== 'postgres')(
+      'a PostgreSQL warehouse named by WAREHOUSE_DSN beside a SQLite main store',
+      async () => {
+        const name = `wh_${crypto.randomUUID().replace(/-/g, '').slice(0, 16)}`
+        const admin = postgres(PG_URL, { max: 1, onnotice: () => undefined })
+        await admin.unsafe(`CREATE DATABASE ${name}`)
+        const url = new URL(PG_URL)
+        url.pathname = `/${name}`
+        const wh = postgres(url.toString(), { max: 1, onnotice: () => undefined })
+        let b: TestApp | undefined
+        try {
+          b = await makeApp('sqlite', {
+            plugins: { games: {}, ingest: { signing_secret: SECRET, purge_interval_minutes: 0 } },
+            env: { WAREHOUSE_DSN: url.toString() },
+          })
+          expect(b.db.dialect).toBe('sqlite')
+          const tok = await b.token('admin')
+          const g = await b.req('POST', '/api/games', { token: tok, body: game })
+          const r = await signed(b, '/api/ingest/events', [
+            { event: 'login', uid: 'pg-1', ts: String(Date.now()), game_id: g.body.id, env: 'prod' },
+            { event: 'login', uid: 'pg-2', ts: String(Date.now()), game_id: g.body.id, env: 'prod' },
+          ])
+          expect(r.status).toBe(200)
+          const dau = await b.req(
+            'GET',
+            `/api/v1/analytics/warehouse/dau?gameId=${g.body.id}&env=prod&days=1`,
+            { token: tok },
+          )
+          expect(dau.body.points).toEqual([
+            expect.objectContaining({ gameId: g.body.id, env: 'prod', dau: 2, newUsers: 2 }),
+          ])
+          // The events and the ingest migrations are in the PostgreSQL database...
+          const [pg] = await wh`SELECT COUNT(*)::int AS n FROM ingest_events WHERE game_id = ${g.body.id}`
+          expect(pg.n).toBe(2)
+          const [mig] = await wh`SELECT COUNT(*)::int AS n FROM liveops_migrations WHERE plugin = 'ingest'`
+          expect(mig.n).toBe(ingestMigrations.length)
+          // ...and no event is in the main SQLite file.
+          const inMain = await b.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM ingest_events')
+          expect(Number(inMain?.n)).toBe(0)
+        } finally {
+          await b?.stop()
+          await wh.end()
+          await admin.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+          await admin.end()
+        }
+      },
+    )
   })
 })
