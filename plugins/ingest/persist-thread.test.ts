@@ -132,6 +132,19 @@ forEachEngine((engine) => {
     await thread.close()
   })
 
+  test('an answered commit is durable: SQLite syncs the WAL at every commit, PostgreSQL commits synchronously', async () => {
+    const { location } = await store(engine)
+    const thread = new PersistThread(location)
+    try {
+      // SQLite: 2 is FULL (the store's own connections run NORMAL: synced at checkpoints only).
+      if (engine === 'sqlite') expect(await thread.setting('synchronous')).toBe(2)
+      else expect(await thread.setting('synchronous_commit')).toBe('on')
+      await expect(thread.setting('synchronous; DROP TABLE x')).rejects.toThrow('not a setting name')
+    } finally {
+      await thread.close()
+    }
+  })
+
   if (engine === 'sqlite')
     test('a checkpointer thread copies committed WAL frames into the database file; commits do not wait for it', async () => {
       const { location, db } = await store(engine)

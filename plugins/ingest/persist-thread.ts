@@ -11,6 +11,8 @@ export type PersistRequest =
   | { kind: 'autocheckpoint' }
   /** The rows as text (`encodeCommit`): one string crosses threads far cheaper than a structured clone of thousands of values. */
   | { kind: 'commit'; id: number; rows: string }
+  /** Reads a setting of the thread's connection (`PRAGMA name` on SQLite, `SHOW name` on PostgreSQL). */
+  | { kind: 'setting'; id: number; name: string }
   | { kind: 'close'; id: number }
 /**
  * How often the checkpointer copies committed WAL frames into the database file: while commits
@@ -22,7 +24,7 @@ const CHECKPOINT_BUSY_MS = 20
 const CHECKPOINT_IDLE_MS = 200
 
 /** Its answers: one per commit, and one for the close. */
-export type PersistReply = { id: number; error?: string }
+export type PersistReply = { id: number; error?: string; value?: unknown }
 
 /**
  * The worker's module: next to this file when run from source; in the compiled binary, which
@@ -51,7 +53,7 @@ export class PersistThread {
   private worker: Worker | undefined
   /** SQLite: a second thread running the WAL checkpoints, off the commits' path. */
   private checkpointer: Worker | undefined
-  private waiting = new Map<number, { resolve: () => void; reject: (e: Error) => void }>()
+  private waiting = new Map<number, { resolve: (value?: unknown) => void; reject: (e: Error) => void }>()
   private seq = 0
   private dead: Error | undefined
   private readonly open: PersistRequest
@@ -93,7 +95,7 @@ export class PersistThread {
       const waiting = this.waiting.get(m.data.id)
       if (!waiting) return
       this.waiting.delete(m.data.id)
-      if (m.data.error === undefined) waiting.resolve()
+      if (m.data.error === undefined) waiting.resolve(m.data.value)
       else waiting.reject(new Error(m.data.error))
     }
     const lost = (why: string) => {
@@ -123,9 +125,21 @@ export class PersistThread {
     const w = this.worker
     if (!w) return Promise.reject(new Error('persist thread restarting'))
     const id = ++this.seq
+    return new Promise<void>((resolve, reject) => {
+      this.waiting.set(id, { resolve: () => resolve(), reject })
+      w.postMessage({ kind: 'commit', id, rows: encodeCommit(rows) } satisfies PersistRequest)
+    })
+  }
+
+  /** A setting of the thread's store connection, as it answers for itself (diagnostics, tests). */
+  setting(name: string): Promise<unknown> {
+    if (!/^[a-z_]+$/.test(name)) return Promise.reject(new Error(`not a setting name: ${name}`))
+    const w = this.worker
+    if (this.dead || !w) return Promise.reject(this.dead ?? new Error('persist thread restarting'))
+    const id = ++this.seq
     return new Promise((resolve, reject) => {
       this.waiting.set(id, { resolve, reject })
-      w.postMessage({ kind: 'commit', id, rows: encodeCommit(rows) } satisfies PersistRequest)
+      w.postMessage({ kind: 'setting', id, name } satisfies PersistRequest)
     })
   }
 
@@ -136,7 +150,7 @@ export class PersistThread {
     if (w) {
       const id = ++this.seq
       await new Promise<void>((resolve) => {
-        this.waiting.set(id, { resolve, reject: () => resolve() })
+        this.waiting.set(id, { resolve: () => resolve(), reject: () => resolve() })
         w.postMessage({ kind: 'close', id } satisfies PersistRequest)
       })
     }

@@ -72,6 +72,26 @@ self.onmessage = (m: MessageEvent<PersistRequest>) => {
     // racing the next commit, cannot. The file is cut back to 64 MB when it restarts.
     if (ordered && msg.checkpointer)
       void db.exec('PRAGMA wal_autocheckpoint = 8192; PRAGMA journal_size_limit = 67108864')
+    // {ok: true} means durable (spec 1): every commit syncs the WAL before it is answered, not
+    // only each checkpoint as the store's NORMAL does. It is this thread that pays, not the event
+    // loop: the batch benchmark measured 228,000-236,000 events/s against 246,000-247,000.
+    if (ordered) void db.exec('PRAGMA synchronous = FULL')
+    return
+  }
+  if (msg.kind === 'setting') {
+    const { id, name } = msg
+    const read = async () => {
+      try {
+        if (!db) throw new Error('persist thread: no store open')
+        // In a transaction: on the connection commits use (SQLite's reader has settings of its own).
+        const sql = ordered ? `PRAGMA ${name}` : `SHOW ${name}`
+        const row = await db.tx((tx) => tx.get<Record<string, unknown>>(sql))
+        reply({ id, value: row ? Object.values(row)[0] : undefined })
+      } catch (e) {
+        reply({ id, error: String((e as Error)?.message ?? e) })
+      }
+    }
+    chain = chain.then(read)
     return
   }
   if (msg.kind === 'autocheckpoint') {
