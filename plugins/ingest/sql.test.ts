@@ -51,6 +51,20 @@ forEachEngine((engine) => {
     expect(got).toEqual(tricky.map((_, i) => params.slice(i * COLS.length, (i + 1) * COLS.length)))
   })
 
+  test('the same table written with its columns in another order gets a statement of its own', async () => {
+    const firstSeen = (cols: string[], params: Param[]) =>
+      store.db.tx((tx) => insertMany(tx, 'ingest_first_seen', cols, params))
+    await firstSeen(['game_id', 'env', 'user_id', 'first_ts'], ['cols', 'p', 'u1', 1])
+    await firstSeen(['user_id', 'first_ts', 'game_id', 'env'], ['u2', 2, 'cols', 'p'])
+    const rows = await store.db.all<{ user_id: string; first_ts: number }>(
+      "SELECT user_id, first_ts FROM ingest_first_seen WHERE game_id = 'cols' ORDER BY first_ts",
+    )
+    expect(rows.map((r) => [r.user_id, Number(r.first_ts)])).toEqual([
+      ['u1', 1],
+      ['u2', 2],
+    ])
+  })
+
   test('a lone surrogate is stored as U+FFFD on both engines, its neighbours as given', async () => {
     const cols = ['game_id', 'env', 'user_id', 'first_ts']
     await store.db.tx((tx) =>

@@ -35,14 +35,15 @@ interface Shape {
   /** Statement text by row count: the same string each time, so both engines' statement caches hit on a hashed string. */
   bySize: Map<number, string>
 }
-/** table -> tail -> shape */
+/** `table (cols)` -> tail -> shape: the same table may be written with other columns. */
 const shapes = new Map<string, Map<string, Shape>>()
 
 function shape(table: string, cols: readonly string[], tail: string): Shape {
-  let byTail = shapes.get(table)
+  const key = `${table} (${cols.join(', ')})`
+  let byTail = shapes.get(key)
   if (!byTail) {
     byTail = new Map()
-    shapes.set(table, byTail)
+    shapes.set(key, byTail)
   }
   let s = byTail.get(tail)
   if (!s) {
