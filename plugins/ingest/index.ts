@@ -34,7 +34,9 @@ export default definePlugin({
     const games = ctx.service('games')
     // The transactions run on a thread of their own (persist-thread.ts), so the event loop keeps
     // answering while a commit runs: SQLite's statements and fsyncs, PostgreSQL's encoding.
-    const thread = db.location && new PersistThread(db.location, COMMITS_IN_FLIGHT[db.dialect])
+    const thread =
+      db.location &&
+      new PersistThread(db.location, COMMITS_IN_FLIGHT[db.dialect], ctx.config.sqlite_synchronous)
     // SQLite: the persist thread and its checkpointer keep the WAL short. This process's own
     // writes on the event loop (other plugins sharing the file) then never run a checkpoint
     // there, which with a WAL of up to 32 MB could stall every request for its copy and fsync.

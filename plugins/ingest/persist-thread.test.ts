@@ -132,16 +132,19 @@ forEachEngine((engine) => {
     await thread.close()
   })
 
-  test('an answered commit is durable: SQLite syncs the WAL at every commit, PostgreSQL commits synchronously', async () => {
+  test('commits sync as configured: SQLite NORMAL unless full is asked for; PostgreSQL synchronously', async () => {
     const { location } = await store(engine)
-    const thread = new PersistThread(location)
-    try {
-      // SQLite: 2 is FULL (the store's own connections run NORMAL: synced at checkpoints only).
-      if (engine === 'sqlite') expect(await thread.setting('synchronous')).toBe(2)
-      else expect(await thread.setting('synchronous_commit')).toBe('on')
-      await expect(thread.setting('synchronous; DROP TABLE x')).rejects.toThrow('not a setting name')
-    } finally {
-      await thread.close()
+    for (const synchronous of ['normal', 'full'] as const) {
+      const thread = new PersistThread(location, 1, synchronous)
+      try {
+        // SQLite answers 1 for NORMAL (synced at checkpoints), 2 for FULL (before every answer).
+        if (engine === 'sqlite')
+          expect(await thread.setting('synchronous')).toBe(synchronous === 'full' ? 2 : 1)
+        else expect(await thread.setting('synchronous_commit')).toBe('on')
+        await expect(thread.setting('synchronous; DROP TABLE x')).rejects.toThrow('not a setting name')
+      } finally {
+        await thread.close()
+      }
     }
   })
 

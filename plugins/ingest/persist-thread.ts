@@ -4,7 +4,14 @@ import { type CommitRows, encodeCommit } from './persist'
 /** Messages to the persist thread. */
 export type PersistRequest =
   /** `checkpointer`: another thread checkpoints this SQLite store, so commits do not. */
-  | { kind: 'open'; location: StoreLocation; connections: number; checkpointer: boolean }
+  | {
+      kind: 'open'
+      location: StoreLocation
+      connections: number
+      checkpointer: boolean
+      /** SQLite: `synchronous` of the commits' connection. */
+      synchronous: Synchronous
+    }
   /** Makes the thread a WAL checkpointer of a SQLite file: every `busyMs` while the WAL grows, else every `idleMs`. */
   | { kind: 'checkpointer'; file: string; busyMs: number; idleMs: number }
   /** The checkpointer failed: commits checkpoint again. */
@@ -22,6 +29,9 @@ export type PersistRequest =
  */
 const CHECKPOINT_BUSY_MS = 20
 const CHECKPOINT_IDLE_MS = 200
+
+/** SQLite: when a commit is synced to disk (`IngestConfig.sqlite_synchronous`). */
+export type Synchronous = 'normal' | 'full'
 
 /** Its answers: one per commit, and one for the close. */
 export type PersistReply = { id: number; error?: string; value?: unknown }
@@ -60,7 +70,7 @@ export class PersistThread {
   /** Times the thread died and was started again. */
   restarts = 0
 
-  constructor(location: StoreLocation, connections = 1) {
+  constructor(location: StoreLocation, connections = 1, synchronous: Synchronous = 'normal') {
     const sqlite = !isPostgresUrl(location.url)
     if (sqlite) {
       const cp = new Worker(workerEntry())
@@ -79,7 +89,7 @@ export class PersistThread {
       } satisfies PersistRequest)
       this.checkpointer = cp
     }
-    this.open = { kind: 'open', location, connections, checkpointer: sqlite }
+    this.open = { kind: 'open', location, connections, checkpointer: sqlite, synchronous }
     this.worker = this.spawn()
   }
 

@@ -20,6 +20,12 @@ export const IngestConfig = t.Object(
     batch_max_events: t.Integer({ minimum: 1, default: 500 }),
     /** How often the retention purge runs (0: never; tests call it directly). */
     purge_interval_minutes: t.Integer({ minimum: 0, default: 60 }),
+    /**
+     * SQLite: when an ingest commit reaches the disk. `normal`: the WAL is synced at checkpoints,
+     * so an answered commit survives the process dying, not a power loss. `full`: the WAL is
+     * synced before every answer (on this machine ~15% fewer events/s and p99 55 ms instead of 33).
+     */
+    sqlite_synchronous: t.UnionEnum(['normal', 'full'], { default: 'normal' }),
   },
   { additionalProperties: false, default: {} },
 )
