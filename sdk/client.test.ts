@@ -100,6 +100,28 @@ describe('LiveopsClient', () => {
     expect(calls[0].body[0]).toMatchObject({ order_id: 'o1', status: 'success', amount_cents: 99 })
     expect(() => new LiveopsClient({ endpoint: 'http://h', gameId: 'g', env: 'p' })).toThrow()
   })
+
+  test('with an API key and a secret, events go to /v1/batch and payments are still signed', async () => {
+    calls.length = 0
+    const c = new LiveopsClient({
+      endpoint: 'http://h',
+      gameId: 'g',
+      env: 'prod',
+      apiKey: 'lok_k',
+      secret: 's',
+      flushIntervalMs: 0,
+      flushOnExit: false,
+      fetch: fetchWith([]),
+    })
+    c.track('tap')
+    c.payment({ orderId: 'o2', status: 'success', amountCents: 5 })
+    await c.flush()
+    expect(calls.map((x) => x.url).sort()).toEqual(['http://h/api/ingest/payments', 'http://h/v1/batch'])
+    const pay = calls.find((x) => x.url.endsWith('/payments'))!
+    expect(pay.headers['X-Signature']).toBeString()
+    expect(pay.headers['x-api-key']).toBeUndefined()
+    expect(calls.find((x) => x.url.endsWith('/v1/batch'))!.headers['x-api-key']).toBe('lok_k')
+  })
 })
 
 /**

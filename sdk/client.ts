@@ -221,7 +221,8 @@ export class LiveopsClient {
     const body = JSON.stringify(batch.map((q) => q.body))
     const headers: Record<string, string> = { 'content-type': 'application/json' }
     let path: string
-    if (this.opts.apiKey) {
+    // Payments are signed whenever there is a secret: `/v1/batch` has no payment semantics.
+    if (this.opts.apiKey && batch[0].kind !== 'payment') {
       path = '/v1/batch'
       headers['x-api-key'] = this.opts.apiKey
     } else {
