@@ -13,6 +13,7 @@ forEachEngine((engine) => {
   beforeAll(async () => {
     a = await makeApp(engine, {
       plugins: { games: {}, ingest: { signing_secret: SECRET, purge_interval_minutes: 0 } },
+      config: { telemetry: { prometheus: { enabled: true, path: '/metrics/prometheus' } } },
     })
     admin = await a.token('admin')
     const g = await a.req('POST', '/api/games', {
@@ -62,6 +63,15 @@ forEachEngine((engine) => {
       [gameId],
     )
     expect(Number(stored?.n)).toBe(40 * 26)
+
+    // The plugin's metrics: every stored event counted once, in fewer commits than requests.
+    const metrics = String((await a.req('GET', '/metrics/prometheus')).body)
+    const value = (series: string) => Number(metrics.match(new RegExp(`^${series} (\\S+)$`, 'm'))?.[1])
+    expect(value('svc_ingest_events_total\\{outcome="committed"\\}')).toBe(40 * 26)
+    const commits = value('svc_ingest_commit_duration_seconds_count\\{outcome="committed"\\}')
+    expect(commits).toBeGreaterThan(0)
+    expect(commits).toBeLessThan(80)
+    expect(value('svc_ingest_persist_thread_restarts')).toBe(0)
 
     const logins = new Set<string>()
     const all = new Set<string>()

@@ -41,7 +41,34 @@ export default definePlugin({
     // writes on the event loop (other plugins sharing the file) then never run a checkpoint
     // there, which with a WAL of up to 32 MB could stall every request for its copy and fsync.
     if (thread && db.dialect === 'sqlite') await db.exec('PRAGMA wal_autocheckpoint = 0')
-    const writer = new GroupWriter(db, ctx.log, thread && ((rows) => thread.persist(rows)))
+    const committed = ctx.metrics.counter(
+      'svc_ingest_events_total',
+      'Events of finished commits (sampled events are not counted), by outcome',
+      ['outcome'],
+    )
+    const commitTime = ctx.metrics.histogram(
+      'svc_ingest_commit_duration_seconds',
+      'Group commits: from preparing the rows to the store answering, by outcome',
+      ['outcome'],
+      [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+    )
+    const writer = new GroupWriter(
+      db,
+      ctx.log,
+      thread && ((rows) => thread.persist(rows)),
+      (events, seconds, ok) => {
+        const outcome = ok ? 'committed' : 'failed'
+        committed.inc({ outcome }, events)
+        commitTime.observe({ outcome }, seconds)
+      },
+    )
+    if (thread) {
+      const restarts = ctx.metrics.gauge(
+        'svc_ingest_persist_thread_restarts',
+        'Times the persist thread died and was replaced',
+      )
+      ctx.metrics.collect(() => restarts.set(thread.restarts))
+    }
     const secret = ctx.config.signing_secret || process.env.INGEST_SIGNING_SECRET || ''
     const ingestor = new Ingestor(ctx.config, secret, games, writer, ctx.log)
 

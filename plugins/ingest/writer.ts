@@ -222,11 +222,14 @@ export class GroupWriter {
   /**
    * `thread` runs each commit's transaction somewhere else (a persist thread with its own
    * connections); by default `persist` on `db`. It must resolve only once the rows are committed.
+   * `observe` learns of every commit: its events, its time from preparing the rows to the
+   * answer, and whether it committed (the plugin's metrics).
    */
   constructor(
     private db: Db,
     private log: Logger,
     thread?: (rows: CommitRows) => Promise<void>,
+    private observe?: (events: number, seconds: number, ok: boolean) => void,
   ) {
     this.persistRows = thread ?? ((rows) => persist(db, rows))
     this.concurrency = thread || db.dialect === 'postgres' ? COMMITS_IN_FLIGHT[db.dialect] : 1
@@ -277,7 +280,14 @@ export class GroupWriter {
       }
       // What arrives while this commit runs may start the next one (PostgreSQL: up to `concurrency`).
       this.kick()
-      await this.commit(batch.length === 1 ? batch[0].events : batch.flatMap((p) => p.events))
+      const started = performance.now()
+      try {
+        await this.commit(batch.length === 1 ? batch[0].events : batch.flatMap((p) => p.events))
+      } catch (e) {
+        this.observe?.(n, (performance.now() - started) / 1000, false)
+        throw e
+      }
+      this.observe?.(n, (performance.now() - started) / 1000, true)
       for (const p of batch) p.resolve()
     } catch (e) {
       this.log.error('event batch commit failed', { error: String(e), events: n })
