@@ -292,6 +292,48 @@ describe('[sqlite] start and refresh', () => {
     }
   })
 
+  test('a deleted environment or game stays gone, also for a restarted process, though its experiments ran', async () => {
+    const plugins = { games: {}, ingest: {}, experiments: {} }
+    const a = await makeApp('sqlite', { plugins })
+    let b: Awaited<ReturnType<typeof makeApp>> | undefined
+    try {
+      const admin = await a.token('admin')
+      const newGame = async (name: string) =>
+        (await a.req('POST', '/api/games', { token: admin, body: { ...GAME, name } })).body.id as string
+      const kept = await newGame('Kept')
+      const gone = await newGame('Gone')
+      for (const [gameId, environment] of [
+        [kept, 'prod'],
+        [kept, 'staging'],
+        [gone, 'prod'],
+      ]) {
+        const e = (
+          await a.req('POST', '/api/experiments', {
+            token: admin,
+            body: { gameId, environment, name: `run-${environment}`, config: CONFIG },
+          })
+        ).body
+        expect((await a.req('POST', `/api/experiments/${e.id}/publish`, { token: admin })).status).toBe(200)
+      }
+      expect(
+        (await a.req('DELETE', `/api/games/${kept}/environments/staging`, { token: admin })).status,
+      ).toBeLessThan(300)
+      expect((await a.req('DELETE', `/api/games/${gone}`, { token: admin })).status).toBeLessThan(300)
+      const statuses = async (app: Awaited<ReturnType<typeof makeApp>>) =>
+        Promise.all(
+          [`${kept}/prod`, `${kept}/staging`, `${gone}/prod`].map(
+            async (p) => (await app.req('GET', `/api/config/${p}`)).status,
+          ),
+        )
+      expect(await statuses(a)).toEqual([200, 404, 404])
+      b = await makeApp('sqlite', { plugins, config: { database: { url: join(a.dataDir, 'test.sqlite') } } })
+      expect(await statuses(b)).toEqual([200, 404, 404])
+    } finally {
+      await b?.stop()
+      await a.stop()
+    }
+  })
+
   test('with refresh_ms, a change made by another instance shows within 100 ms', async () => {
     const a = await makeApp('sqlite', { plugins: { games: {}, ingest: {}, experiments: { refresh_ms: 20 } } })
     try {

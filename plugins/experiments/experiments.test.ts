@@ -192,8 +192,11 @@ forEachEngine((engine) => {
         ['size=101', 'query.size: Expected integer to be less or equal to 100'],
         ['page=-1', 'query.page'],
         ['page=x', 'query.page:'],
-      ])
-        expect((await a.req('GET', `/api/experiments?${q}`, { token: admin })).body.message).toContain(field)
+      ]) {
+        const r = await a.req('GET', `/api/experiments?${q}`, { token: admin })
+        expect([q, r.status]).toEqual([q, 400])
+        expect(r.body.message).toContain(field)
+      }
     })
   })
 

@@ -74,10 +74,14 @@ export class PublicConfig {
     }
   }
 
-  /** Re-encodes one environment from the store; call after every committed write touching it. */
+  /**
+   * Re-encodes one environment from the store; call after every committed write touching it.
+   * An environment that no longer exists is forgotten (404), whatever experiments it left running.
+   */
   refresh(gameId: string, environment: string): Promise<void> {
     const k = key(gameId, environment)
     return this.serial(k, async () => {
+      if (!(await this.source.exists(gameId, environment))) return this.set(gameId, environment, undefined)
       this.set(gameId, environment, this.encode(await this.source.running(gameId, environment)))
     })
   }
