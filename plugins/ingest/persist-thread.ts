@@ -131,25 +131,25 @@ export class PersistThread {
 
   /** Resolves once the rows are committed. */
   persist(rows: CommitRows): Promise<void> {
-    if (this.dead) return Promise.reject(this.dead)
-    const w = this.worker
-    if (!w) return Promise.reject(new Error('persist thread restarting'))
-    const id = ++this.seq
-    return new Promise<void>((resolve, reject) => {
-      this.waiting.set(id, { resolve: () => resolve(), reject })
-      w.postMessage({ kind: 'commit', id, rows: encodeCommit(rows) } satisfies PersistRequest)
-    })
+    // A commit's answer carries no value.
+    return this.ask((id) => ({ kind: 'commit', id, rows: encodeCommit(rows) })) as Promise<void>
   }
 
   /** A setting of the thread's store connection, as it answers for itself (diagnostics, tests). */
   setting(name: string): Promise<unknown> {
     if (!/^[a-z_]+$/.test(name)) return Promise.reject(new Error(`not a setting name: ${name}`))
+    return this.ask((id) => ({ kind: 'setting', id, name }))
+  }
+
+  /** Sends one request under a fresh id; settles with the thread's answer to it. */
+  private ask(request: (id: number) => PersistRequest): Promise<unknown> {
+    if (this.dead) return Promise.reject(this.dead)
     const w = this.worker
-    if (this.dead || !w) return Promise.reject(this.dead ?? new Error('persist thread restarting'))
+    if (!w) return Promise.reject(new Error('persist thread restarting'))
     const id = ++this.seq
     return new Promise((resolve, reject) => {
       this.waiting.set(id, { resolve, reject })
-      w.postMessage({ kind: 'setting', id, name } satisfies PersistRequest)
+      w.postMessage(request(id))
     })
   }
 

@@ -281,13 +281,13 @@ export class GroupWriter {
       // What arrives while this commit runs may start the next one (PostgreSQL: up to `concurrency`).
       this.kick()
       const started = performance.now()
+      let ok = false
       try {
         await this.commit(batch.length === 1 ? batch[0].events : batch.flatMap((p) => p.events))
-      } catch (e) {
-        this.observe?.(n, (performance.now() - started) / 1000, false)
-        throw e
+        ok = true
+      } finally {
+        this.observe?.(n, (performance.now() - started) / 1000, ok)
       }
-      this.observe?.(n, (performance.now() - started) / 1000, true)
       for (const p of batch) p.resolve()
     } catch (e) {
       this.log.error('event batch commit failed', { error: String(e), events: n })
