@@ -1,4 +1,5 @@
 import type { PluginManifest } from '../core/plugin'
+import certificates from './certificates'
 import experiments from './experiments'
 import games from './games'
 import ingest from './ingest'
@@ -17,4 +18,5 @@ export const plugins: Record<string, PluginManifest> = {
   notify,
   'webhook-provider': webhookProvider,
   'smtp-provider': smtpProvider,
+  certificates,
 } as Record<string, PluginManifest>

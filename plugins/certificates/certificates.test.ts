@@ -1,0 +1,358 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { type TestApp, forEachEngine, makeApp } from '../../test/helpers'
+import { type TlsServer, issue, otherKey, silentServer, tlsServer } from './testing'
+
+const DAY_MS = 86_400_000
+const days = (iso: string) => (Date.parse(iso) - Date.now()) / DAY_MS
+
+forEachEngine((engine) => {
+  let a: TestApp
+  let admin: string
+  let viewer: string
+  const servers: TlsServer[] = []
+  beforeAll(async () => {
+    a = await makeApp(engine, {
+      plugins: { certificates: { check_interval_s: 0, probe_timeout_ms: 1500, default_threshold_days: 21 } },
+    })
+    admin = await a.token('admin')
+    viewer = await a.token('viewer')
+  })
+  afterAll(async () => {
+    await Promise.all(servers.map((s) => s.close()))
+    await a.stop()
+  })
+  const serve = async (c: ReturnType<typeof issue>) => {
+    const s = await tlsServer(c)
+    servers.push(s)
+    return s
+  }
+  const register = async (body: Record<string, unknown>, status = 201) => {
+    const r = await a.req('POST', '/api/v1/certificates', { token: admin, body })
+    expect(r.status).toBe(status)
+    return r.body.data
+  }
+  const count = async () => (await a.req('GET', '/api/v1/certificates', { token: admin })).body.data.total
+
+  describe('registration from a PEM', () => {
+    test('a valid certificate is active, with what the certificate says about itself', async () => {
+      const c = issue(['shop.tidewater.example', 'www.tidewater.example'], 200)
+      const d = await register({ domain: 'shop.tidewater.example', port: 8443, certificate: c.chain })
+      expect(d).toMatchObject({
+        domain: 'shop.tidewater.example',
+        port: 8443,
+        source: 'manual',
+        status: 'active',
+        commonName: 'shop.tidewater.example',
+        sans: ['shop.tidewater.example', 'www.tidewater.example'],
+        issuer: 'CN=Liveops Test Root CA, O=Liveops Test',
+        algorithm: 'RSA-2048',
+        chainLength: 1,
+        thresholdDays: 21,
+        hasPrivateKey: false,
+        enabled: true,
+      })
+      expect(Math.round(days(d.validTo))).toBe(200)
+      expect(d.daysLeft).toBe(199)
+      expect(d.fingerprint256).toMatch(/^([0-9A-F]{2}:){31}[0-9A-F]{2}$/)
+      expect(d.certificate).toContain('-----BEGIN CERTIFICATE-----')
+      expect(d.error).toBeUndefined()
+      const got = await a.req('GET', `/api/v1/certificates/${d.id}`, { token: viewer })
+      expect(got.status).toBe(200)
+      expect(got.body).toMatchObject({ code: 0, data: { id: d.id, status: 'active' } })
+    })
+
+    test('the port defaults to 443; within the threshold is expiring, past expiry expired', async () => {
+      const soon = await register({
+        domain: 'soon.tidewater.example',
+        certificate: issue(['soon.tidewater.example'], 5).cert,
+      })
+      expect(soon).toMatchObject({ port: 443, status: 'expiring', daysLeft: 4 })
+      const narrow = await register({
+        domain: 'soon.tidewater.example',
+        port: 9443,
+        thresholdDays: 3,
+        certificate: issue(['soon.tidewater.example'], 5).cert,
+      })
+      expect(narrow).toMatchObject({ status: 'active', thresholdDays: 3 })
+      const gone = await register({
+        domain: 'old.tidewater.example',
+        certificate: issue(['old.tidewater.example'], -2, { fromDays: -90 }).cert,
+      })
+      expect(gone).toMatchObject({ status: 'expired', daysLeft: -2 })
+    })
+
+    test('a PEM that does not parse is kept as unknown with the parse error', async () => {
+      const d = await register({
+        domain: 'broken.tidewater.example',
+        certificate: '-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----',
+      })
+      expect(d.status).toBe('unknown')
+      expect(d.error).toContain('certificate does not parse')
+      expect(d.validTo).toBeUndefined()
+      const checked = await a.req('POST', `/api/v1/certificates/${d.id}/check`, { token: admin })
+      expect(checked.body.data).toMatchObject({ status: 'unknown' })
+      expect(checked.body.data.error).toContain('does not parse')
+      const text = await register({ domain: 'text.tidewater.example', certificate: 'hello' })
+      expect(text).toMatchObject({
+        status: 'unknown',
+        error: expect.stringContaining('no PEM certificate block'),
+      })
+    })
+
+    test('a private key is checked against the certificate and never stored', async () => {
+      const c = issue(['keyed.tidewater.example'], 90)
+      const d = await register({ domain: 'keyed.tidewater.example', certificate: c.cert, privateKey: c.key })
+      expect(d.hasPrivateKey).toBe(true)
+      expect(JSON.stringify(d)).not.toContain('PRIVATE KEY')
+      const before = await count()
+      for (const [body, reason] of [
+        [{ domain: 'k2.tidewater.example', certificate: c.cert, privateKey: otherKey() }, 'does not match'],
+        [
+          { domain: 'k3.tidewater.example', certificate: c.cert, privateKey: 'not a key' },
+          'not a readable private key',
+        ],
+        [{ domain: 'k4.tidewater.example', privateKey: c.key }, 'needs body.certificate'],
+      ] as const) {
+        const r = await a.req('POST', '/api/v1/certificates', { token: admin, body })
+        expect(r.status).toBe(400)
+        expect(r.body).toMatchObject({ code: 400, data: { field: 'body.privateKey' } })
+        expect(r.body.message).toContain(reason)
+      }
+      expect(await count()).toBe(before)
+    })
+
+    test('bad input answers 400 naming the field; a second entry for domain and port 409', async () => {
+      const pem = issue(['dup.tidewater.example'], 90).cert
+      const before = await count()
+      const cases: Array<[unknown, string]> = [
+        [{ certificate: pem }, 'body.domain'],
+        [{ domain: '', certificate: pem }, 'body.domain'],
+        [{ domain: 'has space.example', certificate: pem }, 'body.domain'],
+        [{ domain: 'dup.tidewater.example', port: 0, certificate: pem }, 'body.port'],
+        [{ domain: 'dup.tidewater.example', port: '443', certificate: pem }, 'body.port'],
+        [{ domain: 'dup.tidewater.example', thresholdDays: 0, certificate: pem }, 'body.thresholdDays'],
+        [{ domain: 'dup.tidewater.example', certificate: pem, colour: 'red' }, 'body.colour'],
+        [{ domain: 'dup.tidewater.example', enabled: 'yes', certificate: pem }, 'body.enabled'],
+      ]
+      for (const [body, field] of cases) {
+        const r = await a.req('POST', '/api/v1/certificates', { token: admin, body })
+        expect([field, r.status]).toEqual([field, 400])
+        expect(r.body.code).toBe(400)
+        expect(r.body.message).toContain(field)
+      }
+      const array = await a.req('POST', '/api/v1/certificates', { token: admin, body: [pem] })
+      expect(array.status).toBe(400)
+      expect(await count()).toBe(before)
+      await register({ domain: 'dup.tidewater.example', certificate: pem })
+      const again = await a.req('POST', '/api/v1/certificates', {
+        token: admin,
+        body: { domain: 'dup.tidewater.example', certificate: pem },
+      })
+      expect(again.status).toBe(409)
+      expect(again.body.message).toContain('dup.tidewater.example:443')
+    })
+  })
+
+  describe('probes', () => {
+    test('registration without a PEM reads the certificate from the server', async () => {
+      const s = await serve(issue(['localhost'], 12))
+      const d = await register({ domain: 'localhost', port: s.port, address: '127.0.0.1' })
+      expect(d).toMatchObject({ source: 'probe', status: 'expiring', address: '127.0.0.1', chainLength: 1 })
+      expect(d.daysLeft).toBe(11)
+      expect(d.certificate).toContain('-----BEGIN CERTIFICATE-----')
+    })
+
+    test('a probe that fails still registers: unknown with the reason, until a check succeeds', async () => {
+      const s = await silentServer()
+      const d = await register({ domain: 'localhost', port: s.port })
+      expect(d.status).toBe('unknown')
+      expect(d.error).toContain('timed out after 1500 ms')
+      await s.close()
+    })
+
+    test('check reads a renewed certificate; when the server is gone the stored expiry still decides', async () => {
+      const s = await serve(issue(['localhost'], 6))
+      const d = await register({ domain: 'localhost', port: s.port })
+      expect(d.status).toBe('expiring')
+      s.serve(issue(['localhost'], 300))
+      const renewed = await a.req('POST', `/api/v1/certificates/${d.id}/check`, { token: admin })
+      expect(renewed.status).toBe(200)
+      expect(renewed.body.data).toMatchObject({ status: 'active', daysLeft: 299 })
+      expect(renewed.body.data.error).toBeUndefined()
+      expect(Date.parse(renewed.body.data.lastChecked)).toBeGreaterThan(Date.parse(d.lastChecked) - 1)
+      await s.close()
+      servers.splice(servers.indexOf(s), 1)
+      const down = await a.req('POST', `/api/v1/certificates/${d.id}/check`, { token: admin })
+      expect(down.body.data).toMatchObject({ status: 'active', daysLeft: 299 })
+      expect(down.body.data.error).toContain('ECONNREFUSED')
+    })
+
+    test('domain-info shows subject, issuer, SANs, validity and chain of valid, expiring, expired, self-signed and wrong-host servers', async () => {
+      const valid = await serve(issue(['localhost', 'api.localhost'], 100))
+      const r = await a.req('GET', `/api/v1/certificates/domain-info?domain=localhost&port=${valid.port}`, {
+        token: viewer,
+      })
+      expect(r.status).toBe(200)
+      expect(r.body.data).toMatchObject({
+        domain: 'localhost',
+        port: valid.port,
+        subject: 'CN=localhost, O=Liveops Test',
+        issuer: 'CN=Liveops Test Root CA, O=Liveops Test',
+        sans: ['localhost', 'api.localhost'],
+        daysLeft: 99,
+        selfSigned: false,
+        hostnameMatches: true,
+        // the test CA is in no trust store
+        authorized: false,
+        chain: [{ subject: 'CN=Liveops Test Root CA, O=Liveops Test' }],
+      })
+      expect(r.body.data.protocol).toMatch(/^TLSv1\.[23]$/)
+
+      const expired = await serve(issue(['localhost'], -1, { fromDays: -60 }))
+      const e = await a.req('GET', `/api/v1/certificates/domain-info?domain=localhost&port=${expired.port}`, {
+        token: viewer,
+      })
+      expect(e.body.data.daysLeft).toBe(-1)
+      expect(e.body.data.authorizationError).toBeString()
+
+      const self = await serve(issue(['localhost'], 30, { selfSigned: true }))
+      const ss = await a.req('GET', `/api/v1/certificates/domain-info?domain=localhost&port=${self.port}`, {
+        token: viewer,
+      })
+      expect(ss.body.data).toMatchObject({
+        selfSigned: true,
+        chain: [],
+        authorizationError: 'DEPTH_ZERO_SELF_SIGNED_CERT',
+      })
+
+      const wrong = await a.req(
+        'GET',
+        `/api/v1/certificates/domain-info?domain=billing.tidewater.example&address=127.0.0.1&port=${valid.port}`,
+        { token: viewer },
+      )
+      expect(wrong.body.data).toMatchObject({ hostnameMatches: false, commonName: 'localhost' })
+    })
+
+    test('domain-info answers 502 when nothing listens, 504 past the timeout, 400 without a domain', async () => {
+      const gone = await serve(issue(['localhost'], 10))
+      const port = gone.port
+      await gone.close()
+      servers.splice(servers.indexOf(gone), 1)
+      const refused = await a.req('GET', `/api/v1/certificates/domain-info?domain=localhost&port=${port}`, {
+        token: admin,
+      })
+      expect(refused.status).toBe(502)
+      expect(refused.body.message).toContain('ECONNREFUSED')
+      const s = await silentServer()
+      const t0 = Date.now()
+      const slow = await a.req('GET', `/api/v1/certificates/domain-info?domain=localhost&port=${s.port}`, {
+        token: admin,
+      })
+      expect(slow.status).toBe(504)
+      expect(Date.now() - t0).toBeLessThan(5000)
+      await s.close()
+      const bad = await a.req('GET', '/api/v1/certificates/domain-info', { token: admin })
+      expect(bad.status).toBe(400)
+      expect(bad.body.message).toContain('domain')
+      const port0 = await a.req('GET', '/api/v1/certificates/domain-info?domain=localhost&port=70000', {
+        token: admin,
+      })
+      expect(port0.status).toBe(400)
+      expect(port0.body.message).toContain('port')
+      expect((await a.req('GET', '/api/v1/certificates/domain-info?domain=localhost')).status).toBe(401)
+    })
+  })
+
+  describe('lists, stats, check-all', () => {
+    test('check-all re-checks every enabled entry and answers the counts, which stats and expiring agree with', async () => {
+      const s = await serve(issue(['localhost'], 400))
+      const d = await register({ domain: 'localhost', port: s.port })
+      const off = await register({ domain: 'localhost', port: s.port + 1, enabled: false })
+      s.serve(issue(['localhost'], 8))
+      const r = await a.req('POST', '/api/v1/certificates/check-all', { token: admin })
+      expect(r.status).toBe(200)
+      const all = (await a.req('GET', '/api/v1/certificates', { token: viewer })).body.data
+      expect(r.body.data.checked).toBe(all.items.filter((c: { enabled: boolean }) => c.enabled).length)
+      const probed = all.items.find((c: { id: string }) => c.id === d.id)
+      expect(probed).toMatchObject({ status: 'expiring', daysLeft: 7 })
+      expect(all.items.find((c: { id: string }) => c.id === off.id).lastChecked).toBe(off.lastChecked)
+
+      const stats = (await a.req('GET', '/api/v1/certificates/stats', { token: viewer })).body.data
+      expect(stats).toEqual(r.body.data.stats)
+      for (const st of ['active', 'expiring', 'expired', 'unknown'])
+        expect(stats[st]).toBe(all.items.filter((c: { status: string }) => c.status === st).length)
+      expect(stats.total).toBe(all.total)
+
+      const expiring = (await a.req('GET', '/api/v1/certificates/expiring', { token: viewer })).body.data
+      expect(expiring.items.every((c: { status: string }) => c.status === 'expiring')).toBe(true)
+      expect(expiring.total).toBe(stats.expiring)
+      const ends = expiring.items.map((c: { validTo: string }) => Date.parse(c.validTo))
+      expect(ends).toEqual([...ends].sort((x, y) => x - y))
+      const week = (await a.req('GET', '/api/v1/certificates/expiring?days=7', { token: viewer })).body.data
+      expect(week.items.every((c: { daysLeft: number }) => c.daysLeft >= 0 && c.daysLeft < 7)).toBe(true)
+      expect(week.items.some((c: { domain: string }) => c.domain === 'soon.tidewater.example')).toBe(true)
+      expect((await a.req('GET', '/api/v1/certificates/expiring?days=0', { token: viewer })).status).toBe(400)
+
+      const filtered = (await a.req('GET', '/api/v1/certificates?status=expired', { token: viewer })).body
+        .data
+      expect(filtered.items.map((c: { domain: string }) => c.domain)).toEqual(['old.tidewater.example'])
+      expect((await a.req('GET', '/api/v1/certificates?status=dead', { token: viewer })).status).toBe(400)
+    })
+
+    test('the expiry gauge gives each domain its soonest expiry in seconds', async () => {
+      const text = await a.metrics.text()
+      const line = text
+        .split('\n')
+        .find((l) => l.startsWith('svc_certificate_expiry_seconds{domain="old.tidewater.example"}'))
+      expect(line).toBeDefined()
+      const seconds = Number(line!.split(' ')[1])
+      expect(Math.abs(seconds + 2 * 86_400)).toBeLessThan(120)
+      expect(text).not.toContain('domain="broken.tidewater.example"')
+    })
+
+    test('delete removes the entry; unknown ids answer 404', async () => {
+      const d = await register({
+        domain: 'bye.tidewater.example',
+        certificate: issue(['bye.tidewater.example'], 50).cert,
+      })
+      expect((await a.req('DELETE', `/api/v1/certificates/${d.id}`, { token: admin })).status).toBe(200)
+      for (const [m, p] of [
+        ['GET', `/api/v1/certificates/${d.id}`],
+        ['DELETE', `/api/v1/certificates/${d.id}`],
+        ['POST', `/api/v1/certificates/${d.id}/check`],
+      ] as const) {
+        const r = await a.req(m, p, { token: admin })
+        expect(r.status).toBe(404)
+        expect(r.body).toMatchObject({ code: 404, data: null })
+      }
+    })
+
+    test('no token 401; a viewer reads but cannot register, check, check-all or delete (403)', async () => {
+      const d = await register({
+        domain: 'guard.tidewater.example',
+        certificate: issue(['guard.tidewater.example'], 50).cert,
+      })
+      const body = { domain: 'guard2.tidewater.example', certificate: 'x' }
+      for (const [m, p] of [
+        ['POST', '/api/v1/certificates'],
+        ['GET', '/api/v1/certificates'],
+        ['GET', `/api/v1/certificates/${d.id}`],
+        ['GET', '/api/v1/certificates/stats'],
+        ['GET', '/api/v1/certificates/expiring'],
+        ['POST', '/api/v1/certificates/check-all'],
+      ] as const)
+        expect((await a.req(m, p, { body: m === 'POST' ? body : undefined })).status).toBe(401)
+      for (const [m, p] of [
+        ['POST', '/api/v1/certificates'],
+        ['POST', '/api/v1/certificates/check-all'],
+        ['POST', `/api/v1/certificates/${d.id}/check`],
+        ['DELETE', `/api/v1/certificates/${d.id}`],
+      ] as const) {
+        const r = await a.req(m, p, { token: viewer, body: m === 'POST' ? body : undefined })
+        expect(r.status).toBe(403)
+        expect(r.body.code).toBe(403)
+      }
+      expect((await a.req('GET', `/api/v1/certificates/${d.id}`, { token: viewer })).status).toBe(200)
+    })
+  })
+})

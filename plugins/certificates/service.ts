@@ -1,0 +1,164 @@
+import type { Bus } from '../../core/bus'
+import type { Logger } from '../../core/log'
+import { type AlertRecord, type CertRecord, type CertStore, type CheckOutcome, certView } from './store'
+import { daysLeft, parsePem, probe, statusOf } from './x509'
+
+const DAY_MS = 86_400_000
+
+/** Payload of `certificate_expiring` and `certificate_expired`. */
+export interface CertificateEvent {
+  certificateId: string
+  domain: string
+  port: number
+  status: 'expiring' | 'expired'
+  /** ISO 8601 expiry. */
+  validTo: string
+  daysLeft: number
+  issuer?: string
+  subject?: string
+  /** The alert rule that fired, with its window. */
+  alertId: string
+  thresholdDays: number
+}
+
+export interface CheckSettings {
+  timeoutMs: number
+  concurrency: number
+}
+
+/** Runs `fn` over `items` with at most `limit` in flight. */
+async function pool<T>(items: T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0
+  const lanes = Array.from({ length: Math.min(limit, items.length) }, async () => {
+    while (next < items.length) await fn(items[next++])
+  })
+  await Promise.all(lanes)
+}
+
+/**
+ * Spec 3 section 3 checks and the alert rules. A probe-sourced entry is read again from its
+ * server on each check (a renewed certificate shows at once); a manual one re-reads its PEM.
+ */
+export function certService(store: CertStore, bus: Bus, log: Logger, settings: CheckSettings) {
+  /** What checking one entry finds, without writing it. */
+  async function inspect(
+    row: Pick<CertRecord, 'source' | 'pem' | 'domain' | 'port' | 'address' | 'threshold_days'>,
+  ): Promise<CheckOutcome> {
+    const threshold = Number(row.threshold_days)
+    let pem = row.pem ?? undefined
+    let probeError: string | undefined
+    if (row.source === 'probe') {
+      try {
+        pem = (await probe(row.domain, Number(row.port), settings.timeoutMs, row.address ?? undefined)).pem
+      } catch (e) {
+        probeError = (e as Error).message
+      }
+    }
+    if (pem === undefined) return { status: 'unknown', error: probeError ?? 'no certificate' }
+    const parsed = parsePem(pem)
+    if (!parsed.ok) return { status: 'unknown', pem, error: parsed.error }
+    return {
+      pem: parsed.pem,
+      info: parsed.info,
+      chainLength: parsed.chain.length,
+      status: statusOf(parsed.info.validTo, threshold),
+      error: probeError,
+    }
+  }
+
+  async function checkOne(row: CertRecord): Promise<CertRecord> {
+    return store.recordCheck(row.id, await inspect(row))
+  }
+
+  /**
+   * Fires each active rule of the domains given (all when undefined) at most once per window:
+   * `certificate_expiring` once when a certificate (known by its expiry) enters the rule's
+   * window, and `certificate_expired` once when it expires. A renewed certificate has another
+   * expiry, so its approach alerts again. lastTriggeredAt guards the claim against a racing check.
+   */
+  async function evaluateAlerts(domains?: Set<string>): Promise<number> {
+    const rules = (await store.listAlerts({ activeOnly: true })).filter(
+      (r) => !domains || domains.has(r.domain),
+    )
+    if (!rules.length) return 0
+    const soonest = new Map<string, CertRecord>()
+    for (const c of await store.list()) {
+      if (c.valid_to === null) continue
+      const prev = soonest.get(c.domain)
+      if (!prev || Number(c.valid_to) < Number(prev.valid_to)) soonest.set(c.domain, c)
+    }
+    let fired = 0
+    const now = Date.now()
+    for (const rule of rules) {
+      const cert = soonest.get(rule.domain)
+      if (cert && (await fire(rule, cert, now))) fired++
+    }
+    return fired
+  }
+
+  async function fire(rule: AlertRecord, cert: CertRecord, now: number): Promise<boolean> {
+    const validTo = Number(cert.valid_to)
+    const threshold = Number(rule.threshold_days)
+    const last = rule.last_triggered_at === null ? null : Number(rule.last_triggered_at)
+    const sameCert = rule.last_valid_to !== null && Number(rule.last_valid_to) === validTo
+    let event: 'certificate_expired' | 'certificate_expiring'
+    if (validTo <= now) {
+      if (sameCert && rule.last_event === 'certificate_expired') return false
+      event = 'certificate_expired'
+    } else if (validTo - now <= threshold * DAY_MS) {
+      if (sameCert) return false
+      event = 'certificate_expiring'
+    } else return false
+    if (!(await store.claimTrigger(rule.id, last, now, event, validTo))) return false
+    const view = certView(cert, now)
+    const payload: CertificateEvent = {
+      certificateId: cert.id,
+      domain: cert.domain,
+      port: Number(cert.port),
+      status: event === 'certificate_expired' ? 'expired' : 'expiring',
+      validTo: view.validTo!,
+      daysLeft: daysLeft(validTo, now),
+      issuer: view.issuer,
+      subject: view.subject,
+      alertId: rule.id,
+      thresholdDays: threshold,
+    }
+    log.info(event, {
+      domain: cert.domain,
+      port: payload.port,
+      days_left: payload.daysLeft,
+      alert_id: rule.id,
+    })
+    await bus.emit(event, payload)
+    return true
+  }
+
+  return {
+    inspect,
+    evaluateAlerts,
+
+    async check(id: string): Promise<CertRecord> {
+      const row = await checkOne(await store.get(id))
+      await evaluateAlerts(new Set([row.domain]))
+      return row
+    },
+
+    /** Every enabled entry, `concurrency` at a time; one entry's failure never stops the rest. */
+    async checkAll(): Promise<{ checked: number; durationMs: number }> {
+      const t0 = performance.now()
+      const rows = await store.list({ enabledOnly: true })
+      await pool(rows, settings.concurrency, async (row) => {
+        try {
+          await checkOne(row)
+        } catch (e) {
+          // Deleted while being checked, or the store refused: the rest still get their check.
+          log.warn('certificate check failed', { id: row.id, domain: row.domain, error: String(e) })
+        }
+      })
+      await evaluateAlerts()
+      return { checked: rows.length, durationMs: Math.round((performance.now() - t0) * 10) / 10 }
+    },
+  }
+}
+
+export type CertService = ReturnType<typeof certService>

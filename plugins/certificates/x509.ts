@@ -1,0 +1,203 @@
+import { X509Certificate, createPrivateKey } from 'node:crypto'
+import { isIP } from 'node:net'
+import tls from 'node:tls'
+
+/*
+ * X.509 is read with the runtime's own parser (node:crypto X509Certificate, OpenSSL/BoringSSL
+ * underneath). node-forge was the first choice, but its certificate parser refuses every key that
+ * is not RSA ("OID is not RSA"), and ECDSA certificates are what many CAs issue today.
+ */
+
+const DAY_MS = 86_400_000
+
+export type CertStatus = 'active' | 'expiring' | 'expired' | 'unknown'
+
+/** What one certificate says about itself. */
+export interface CertInfo {
+  subject: string
+  issuer: string
+  commonName?: string
+  sans: string[]
+  serialNumber: string
+  fingerprint256: string
+  /** Public key algorithm and size, for example `RSA-2048` or `EC-prime256v1`. */
+  algorithm: string
+  validFrom: number
+  validTo: number
+  selfSigned: boolean
+  ca: boolean
+}
+
+const BLOCK = /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g
+
+/** One line per attribute in node's rendering (`CN=a\nO=b`) becomes the usual `CN=a, O=b`. */
+const dn = (s: string) => s.split('\n').filter(Boolean).join(', ')
+
+function describe(x: X509Certificate): CertInfo {
+  const key = x.publicKey
+  const details = key.asymmetricKeyDetails ?? {}
+  const size = details.modulusLength ?? details.namedCurve
+  const cn = /(?:^|\n)CN=([^\n]*)/.exec(x.subject)?.[1]
+  return {
+    subject: dn(x.subject),
+    issuer: dn(x.issuer),
+    commonName: cn,
+    sans: (x.subjectAltName ?? '')
+      .split(', ')
+      .filter(Boolean)
+      .map((s) => s.replace(/^(DNS|IP Address):/, '')),
+    serialNumber: x.serialNumber,
+    fingerprint256: x.fingerprint256,
+    algorithm: `${(key.asymmetricKeyType ?? 'unknown').toUpperCase()}${size ? `-${size}` : ''}`,
+    validFrom: new Date(x.validFrom).getTime(),
+    validTo: new Date(x.validTo).getTime(),
+    selfSigned: x.subject === x.issuer && x.checkIssued(x),
+    ca: x.ca,
+  }
+}
+
+export type Parsed =
+  | { ok: true; info: CertInfo; chain: CertInfo[]; pem: string }
+  | { ok: false; error: string }
+
+/**
+ * Reads a PEM text: the first certificate is the leaf, the others its chain. Never throws: a
+ * text that is not a certificate answers the parser's reason, which the record keeps.
+ */
+export function parsePem(text: string): Parsed {
+  const blocks = text.match(BLOCK)
+  if (!blocks) return { ok: false, error: 'no PEM certificate block (-----BEGIN CERTIFICATE-----) found' }
+  try {
+    const [leaf, ...rest] = blocks.map((b) => new X509Certificate(b))
+    return { ok: true, info: describe(leaf), chain: rest.map(describe), pem: blocks.join('\n') }
+  } catch (e) {
+    return { ok: false, error: `certificate does not parse: ${(e as Error).message}` }
+  }
+}
+
+/** Why a private key cannot be kept beside `pem`, or undefined when it matches. */
+export function keyMismatch(pem: string, keyPem: string): string | undefined {
+  let key: ReturnType<typeof createPrivateKey>
+  try {
+    key = createPrivateKey(keyPem)
+  } catch (e) {
+    return `not a readable private key: ${(e as Error).message}`
+  }
+  const parsed = parsePem(pem)
+  // An unreadable certificate is kept as status unknown; there is nothing to match the key with.
+  if (!parsed.ok) return undefined
+  return new X509Certificate(pem.match(BLOCK)![0]).checkPrivateKey(key)
+    ? undefined
+    : 'does not match the certificate public key'
+}
+
+/** Spec 3 section 3: expired past expiry, expiring inside the threshold, else active. */
+export function statusOf(validTo: number | undefined, thresholdDays: number, now = Date.now()): CertStatus {
+  if (validTo === undefined) return 'unknown'
+  if (validTo <= now) return 'expired'
+  return validTo - now <= thresholdDays * DAY_MS ? 'expiring' : 'active'
+}
+
+/** Whole days left, rounded toward zero; negative once expired by a day or more. */
+export function daysLeft(validTo: number, now = Date.now()): number {
+  return Math.trunc((validTo - now) / DAY_MS) || 0
+}
+
+export interface ProbeResult {
+  /** The leaf, then the chain the server sent, as PEM. */
+  pem: string
+  info: CertInfo
+  chain: CertInfo[]
+  protocol: string | null
+  /** Whether the chain verifies against the system roots (the name is checked apart). */
+  authorized: boolean
+  authorizationError?: string
+  /** Whether the leaf covers the domain asked for (SANs, then CN). */
+  hostnameMatches: boolean
+}
+
+export class ProbeError extends Error {
+  constructor(
+    message: string,
+    readonly timeout = false,
+  ) {
+    super(message)
+  }
+}
+
+const toPem = (der: Buffer) =>
+  `-----BEGIN CERTIFICATE-----\n${der
+    .toString('base64')
+    .match(/.{1,64}/g)!
+    .join('\n')}\n-----END CERTIFICATE-----`
+
+/**
+ * A live TLS handshake with `domain` (SNI and name check) at `address` (default the domain).
+ * The handshake accepts any certificate: an expired or self-signed one is exactly what the
+ * ledger needs to see, so trust is reported, not enforced.
+ */
+export function probe(
+  domain: string,
+  port: number,
+  timeoutMs: number,
+  address = domain,
+): Promise<ProbeResult> {
+  return new Promise((resolve, reject) => {
+    let done = false
+    const finish = (fn: () => void) => {
+      if (done) return
+      done = true
+      clearTimeout(timer)
+      try {
+        fn()
+      } finally {
+        socket.destroy()
+      }
+    }
+    const socket = tls.connect({
+      host: address,
+      port,
+      // SNI takes a name, never an address.
+      servername: isIP(domain) ? undefined : domain,
+      rejectUnauthorized: false,
+    })
+    const timer = setTimeout(
+      () =>
+        finish(() =>
+          reject(
+            new ProbeError(`TLS handshake with ${address}:${port} timed out after ${timeoutMs} ms`, true),
+          ),
+        ),
+      timeoutMs,
+    )
+    socket.once('error', (e) =>
+      finish(() => reject(new ProbeError(`TLS handshake with ${address}:${port} failed: ${e.message}`))),
+    )
+    socket.once('secureConnect', () =>
+      finish(() => {
+        const peer = socket.getPeerCertificate(true)
+        if (!peer?.raw) return reject(new ProbeError(`${address}:${port} sent no certificate`))
+        const ders: Buffer[] = []
+        const seen = new Set<string>()
+        for (let c: tls.DetailedPeerCertificate | undefined = peer; c?.raw; c = c.issuerCertificate) {
+          if (seen.has(c.fingerprint256)) break
+          seen.add(c.fingerprint256)
+          ders.push(c.raw)
+        }
+        const parsed = parsePem(ders.map(toPem).join('\n'))
+        if (!parsed.ok) return reject(new ProbeError(parsed.error))
+        const leaf = new X509Certificate(ders[0])
+        const err = socket.authorizationError
+        resolve({
+          pem: parsed.pem,
+          info: parsed.info,
+          chain: parsed.chain,
+          protocol: socket.getProtocol(),
+          authorized: socket.authorized,
+          authorizationError: err ? String(err) : undefined,
+          hostnameMatches: (isIP(domain) ? leaf.checkIP(domain) : leaf.checkHost(domain)) !== undefined,
+        })
+      }),
+    )
+  })
+}
