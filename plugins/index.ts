@@ -1,4 +1,5 @@
 import type { PluginManifest } from '../core/plugin'
+import agents from './agents'
 import certificates from './certificates'
 import experiments from './experiments'
 import games from './games'
@@ -16,6 +17,7 @@ export const plugins: Record<string, PluginManifest> = {
   experiments,
   ingest,
   notify,
+  agents,
   'webhook-provider': webhookProvider,
   'smtp-provider': smtpProvider,
   certificates,

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import type { CertificateEvent } from '../../core/events'
 import { type TestApp, forEachEngine, makeApp } from '../../test/helpers'
-import type { CertificateEvent } from './service'
 import { type TlsServer, issue, tlsServer } from './testing'
 
 /** Polls `fn` until it holds or the deadline passes. */
@@ -62,13 +62,12 @@ forEachEngine((engine) => {
       expect(events[0]).toMatchObject({
         name: 'certificate_expiring',
         e: {
-          certificateId: cert.id,
+          id: cert.id,
           domain: 'localhost',
           port: server.port,
-          status: 'expiring',
-          daysLeft: 39,
-          alertId: r.id,
-          thresholdDays: 45,
+          days_left: 39,
+          alert_id: r.id,
+          threshold_days: 45,
         },
       })
       await check(cert.id)
@@ -87,7 +86,7 @@ forEachEngine((engine) => {
       server.serve(issue(['localhost'], 20))
       await check(cert.id)
       expect(events.map((x) => x.name)).toEqual(['certificate_expiring', 'certificate_expiring'])
-      expect(events[1].e.daysLeft).toBe(19)
+      expect(events[1].e.days_left).toBe(19)
 
       server.serve(issue(['localhost'], -3, { fromDays: -50 }))
       expect((await check(cert.id)).body.data.status).toBe('expired')
@@ -97,7 +96,7 @@ forEachEngine((engine) => {
         'certificate_expiring',
         'certificate_expired',
       ])
-      expect(events[2].e).toMatchObject({ status: 'expired', daysLeft: -3 })
+      expect(events[2].e).toMatchObject({ days_left: -3, id: cert.id })
     })
 
     test('an inactive rule stays silent; a rule created for a stored expiring certificate fires at once', async () => {
@@ -115,7 +114,7 @@ forEachEngine((engine) => {
       expect(loud.lastTriggeredAt).toBeString()
       expect(events.at(-1)).toMatchObject({
         name: 'certificate_expiring',
-        e: { domain: 'vault.ironbark.example', alertId: loud.id },
+        e: { domain: 'vault.ironbark.example', alert_id: loud.id },
       })
       // Switching the quiet rule on fires it at the next check, once.
       const on = await a.req('PUT', `/api/v1/certificates/alerts/${quiet.id}`, {
@@ -125,7 +124,7 @@ forEachEngine((engine) => {
       expect(on.body.data).toMatchObject({ active: true, thresholdDays: 30 })
       await a.req('POST', '/api/v1/certificates/check-all', { token: admin })
       await a.req('POST', '/api/v1/certificates/check-all', { token: admin })
-      expect(events.filter((x) => x.e.alertId === quiet.id)).toHaveLength(1)
+      expect(events.filter((x) => x.e.alert_id === quiet.id)).toHaveLength(1)
     })
 
     test('bad rule input answers 400 naming the field; unknown ids 404; viewers 403; no token 401', async () => {

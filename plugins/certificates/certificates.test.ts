@@ -327,7 +327,7 @@ forEachEngine((engine) => {
       }
     })
 
-    test('no token 401; a viewer reads but cannot register, check, check-all or delete (403)', async () => {
+    test('no token 401; a viewer reads but cannot register, check, check-all or delete (403); an operator can', async () => {
       const d = await register({
         domain: 'guard.tidewater.example',
         certificate: issue(['guard.tidewater.example'], 50).cert,
@@ -353,6 +353,23 @@ forEachEngine((engine) => {
         expect(r.body.code).toBe(403)
       }
       expect((await a.req('GET', `/api/v1/certificates/${d.id}`, { token: viewer })).status).toBe(200)
+      const operator = await a.token('operator')
+      const own = await a.req('POST', '/api/v1/certificates', {
+        token: operator,
+        body: { domain: 'ops.tidewater.example', certificate: issue(['ops.tidewater.example'], 70).cert },
+      })
+      expect(own.status).toBe(201)
+      expect(
+        (await a.req('POST', `/api/v1/certificates/${own.body.data.id}/check`, { token: operator })).status,
+      ).toBe(200)
+    })
+
+    test('/healthz reports the certificate counts without failing on an expired one', async () => {
+      const r = await a.req('GET', '/healthz')
+      expect(r.status).toBe(200)
+      const stats = (await a.req('GET', '/api/v1/certificates/stats', { token: viewer })).body.data
+      expect(r.body.checks.certificates).toMatchObject({ status: 'up', ...stats })
+      expect(stats.expired).toBeGreaterThan(0)
     })
   })
 })

@@ -2,21 +2,12 @@ import { Type as T } from '@sinclair/typebox'
 import { definePlugin } from '../../core/plugin'
 import m001 from './migrations/001_certificates.sql' with { type: 'text' }
 import { certRoutes } from './routes'
-import { type CertService, type CertificateEvent, certService } from './service'
+import { type CertService, certService } from './service'
 import { certStore } from './store'
 
 declare module '../../core/plugin' {
   interface Services {
     certificates: CertService
-  }
-}
-
-declare module '../../core/bus' {
-  interface BusEvents {
-    /** A certificate entered an alert rule's window (once per window). */
-    certificate_expiring: CertificateEvent
-    /** A certificate is past its expiry (once per certificate and rule). */
-    certificate_expired: CertificateEvent
   }
 }
 
@@ -41,7 +32,6 @@ export default definePlugin({
     { additionalProperties: false, default: {} },
   ),
   migrations: [{ id: 1, name: 'certificates', sql: m001 }],
-  // @ts-expect-error the field arrives with the plugin contract (core: plugin contract)
   permissions: { certificates: { write: ['operator'] } },
   setup(ctx) {
     const cfg = ctx.config
@@ -51,6 +41,15 @@ export default definePlugin({
       concurrency: cfg.check_concurrency,
     })
     ctx.provide('certificates', svc)
+    // Reports, never fails readiness: an expiring certificate is an alert, not an outage.
+    ctx.health(
+      'certificates',
+      async () => {
+        const c = await store.counts()
+        return { status: 'up', total: c.active + c.expiring + c.expired + c.unknown, ...c }
+      },
+      { critical: false },
+    )
 
     // Computed when read (spec 3: no background sampling); a domain's soonest expiry wins.
     const expiry = ctx.metrics.gauge(

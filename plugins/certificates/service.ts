@@ -1,25 +1,10 @@
 import type { Bus } from '../../core/bus'
+import type { CertificateEvent } from '../../core/events'
 import type { Logger } from '../../core/log'
 import { type AlertRecord, type CertRecord, type CertStore, type CheckOutcome, certView } from './store'
 import { daysLeft, parsePem, probe, statusOf } from './x509'
 
 const DAY_MS = 86_400_000
-
-/** Payload of `certificate_expiring` and `certificate_expired`. */
-export interface CertificateEvent {
-  certificateId: string
-  domain: string
-  port: number
-  status: 'expiring' | 'expired'
-  /** ISO 8601 expiry. */
-  validTo: string
-  daysLeft: number
-  issuer?: string
-  subject?: string
-  /** The alert rule that fired, with its window. */
-  alertId: string
-  thresholdDays: number
-}
 
 export interface CheckSettings {
   timeoutMs: number
@@ -112,21 +97,20 @@ export function certService(store: CertStore, bus: Bus, log: Logger, settings: C
     if (!(await store.claimTrigger(rule.id, last, now, event, validTo))) return false
     const view = certView(cert, now)
     const payload: CertificateEvent = {
-      certificateId: cert.id,
+      id: cert.id,
       domain: cert.domain,
       port: Number(cert.port),
-      status: event === 'certificate_expired' ? 'expired' : 'expiring',
-      validTo: view.validTo!,
-      daysLeft: daysLeft(validTo, now),
+      days_left: daysLeft(validTo, now),
+      valid_to: view.validTo!,
       issuer: view.issuer,
       subject: view.subject,
-      alertId: rule.id,
-      thresholdDays: threshold,
+      alert_id: rule.id,
+      threshold_days: threshold,
     }
     log.info(event, {
       domain: cert.domain,
       port: payload.port,
-      days_left: payload.daysLeft,
+      days_left: payload.days_left,
       alert_id: rule.id,
     })
     await bus.emit(event, payload)

@@ -1,0 +1,62 @@
+/**
+ * The platform events, in one place. Producers emit them on the app's bus (`ctx.bus.emit`);
+ * consumers subscribe (`ctx.bus.on`). A producer never imports its consumers: the notification
+ * service (and the rules plugin) route what they hear here to channels.
+ *
+ * Add an event here with its payload type and a line on who raises it and when. Names follow
+ * the spec where it names them (spec 3 section 6: `alert.fired`, `certificate_expiring`,
+ * `certificate_expired`).
+ */
+
+/** Severity of an alert, from the notification service's levels. */
+export type AlertLevel = 'info' | 'warning' | 'error' | 'critical'
+
+export interface AlertFired {
+  /** Stable per alert source: repeats of one alert carry the same id (deduplication, acknowledgement). */
+  alert_id: string
+  /** Who raised it: `ops-alerts`, `certificates`, `ml`, `experiments`, ... */
+  source: string
+  level: AlertLevel
+  title: string
+  body: string
+  /** Labels for routing and grouping (game_id, env, metric, domain, ...). */
+  params: Record<string, string | number | boolean>
+  /** RFC 3339. */
+  at: string
+}
+
+/** Payload of `certificate_expiring` and `certificate_expired`. */
+export interface CertificateEvent {
+  /** The certificate record. */
+  id: string
+  domain: string
+  port: number
+  /** Whole days to expiry, rounded toward zero; negative once expired. */
+  days_left: number
+  /** RFC 3339 expiry. */
+  valid_to: string
+  issuer?: string
+  subject?: string
+  /** The alert rule that fired and its window. */
+  alert_id: string
+  threshold_days: number
+}
+
+export interface BusEvents {
+  /** An alert rule's condition held (ops alert rules, any plugin's own checks). */
+  'alert.fired': AlertFired
+  /** Certificate monitoring: a certificate entered an alert rule's threshold window (once per certificate and rule). */
+  certificate_expiring: CertificateEvent
+  /** Certificate monitoring: a certificate is past its expiry (once per certificate and rule). */
+  certificate_expired: CertificateEvent
+  /** ML monitoring: a deployed model's accuracy dropped or its inputs shifted (PSI). */
+  model_drift: {
+    model_id: string
+    game_id: string
+    severity: 'medium' | 'high' | 'critical'
+    accuracy_drop?: number
+    psi?: Record<string, number>
+  }
+  /** Experiments: the observed split differs from the configured weights (sample ratio mismatch). */
+  experiment_srm: { experiment_id: string; game_id: string; p_value: number }
+}
