@@ -1,5 +1,6 @@
 import type { PluginManifest } from '../core/plugin'
 import agents from './agents'
+import backups from './backups'
 import certificates from './certificates'
 import experiments from './experiments'
 import games from './games'
@@ -21,4 +22,5 @@ export const plugins: Record<string, PluginManifest> = {
   'webhook-provider': webhookProvider,
   'smtp-provider': smtpProvider,
   certificates,
+  backups,
 } as Record<string, PluginManifest>

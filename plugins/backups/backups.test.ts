@@ -1,0 +1,343 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { chmodSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import postgres from 'postgres'
+import { PG_URL, type TestApp, forEachEngine, makeApp } from '../../test/helpers'
+
+async function until<T>(fn: () => Promise<T | undefined> | T | undefined, ms = 15_000): Promise<T> {
+  const end = Date.now() + ms
+  for (;;) {
+    const v = await fn()
+    if (v !== undefined) return v
+    if (Date.now() > end) throw new Error('condition not met before the deadline')
+    await Bun.sleep(20)
+  }
+}
+
+const sha256 = (b: Uint8Array) => new Bun.CryptoHasher('sha256').update(b).digest('hex')
+
+/** Polls a backup until it leaves pending and running. */
+async function finished(a: TestApp, token: string, id: string) {
+  return until(async () => {
+    const r = await a.req('GET', `/api/v1/backups/${id}`, { token })
+    return ['succeeded', 'failed'].includes(r.body.data.status) ? r.body.data : undefined
+  })
+}
+
+async function backup(
+  a: TestApp,
+  token: string,
+  body: Record<string, unknown> = { name: 'nightly drill', type: 'full' },
+) {
+  const r = await a.req('POST', '/api/v1/backups', { token, body })
+  expect(r.status).toBe(202)
+  expect(r.body.data.status).toBe('pending')
+  expect(r.headers.get('location')).toBe(`/api/v1/backups/${r.body.data.id}`)
+  return finished(a, token, r.body.data.id)
+}
+
+async function download(a: TestApp, token: string, id: string) {
+  const res = await a.app.handle(
+    new Request(`http://localhost/api/v1/backups/${id}/download`, {
+      headers: { authorization: `Bearer ${token}` },
+    }),
+  )
+  return { res, bytes: new Uint8Array(await res.arrayBuffer()) }
+}
+
+forEachEngine((engine) => {
+  let a: TestApp
+  let admin: string
+  beforeAll(async () => {
+    a = await makeApp(engine, { plugins: { backups: { schedule_interval_s: 0 } } })
+    admin = await a.token('admin')
+    await a.auth.createUser({
+      email: 'drill@ironbark.example',
+      username: 'restore-drill',
+      password: 'drill-pass-7731',
+      roles: ['analyst'],
+    })
+  })
+  afterAll(() => a.stop())
+
+  describe('backups', () => {
+    test('a backup runs in the background to succeeded, with the file, its size and sha256 recorded', async () => {
+      const b = await backup(a, admin)
+      expect(b).toMatchObject({
+        name: 'nightly drill',
+        type: 'full',
+        driver: engine,
+        trigger: 'api',
+        status: 'succeeded',
+      })
+      expect(b.checksum).toMatch(/^[0-9a-f]{64}$/)
+      const file = join(a.dataDir, 'backups', b.location)
+      const bytes = readFileSync(file)
+      expect(bytes.length).toBe(b.size)
+      expect(sha256(bytes)).toBe(b.checksum)
+      expect(Date.parse(b.completedAt)).toBeGreaterThanOrEqual(Date.parse(b.startedAt))
+      expect(readdirSync(join(a.dataDir, 'backups')).filter((f) => f.endsWith('.partial'))).toEqual([])
+      const { res, bytes: got } = await download(a, admin, b.id)
+      expect(res.status).toBe(200)
+      expect(sha256(got)).toBe(b.checksum)
+      expect(res.headers.get('x-checksum-sha256')).toBe(b.checksum)
+      expect(res.headers.get('content-disposition')).toMatch(
+        /^attachment; filename="liveops-nightly_drill-\d{8}T\d{6}Z\.sql(ite)?"$/,
+      )
+      const list = await a.req('GET', '/api/v1/backups', { token: admin })
+      expect(list.body.data.items[0].id).toBe(b.id)
+    })
+
+    test(`the ${engine} backup restores into a fresh store that serves a login`, async () => {
+      const b = await backup(a, admin, { name: 'restore' })
+      const { bytes } = await download(a, admin, b.id)
+      if (engine === 'sqlite') {
+        const dir = mkdtempSync(join(tmpdir(), 'liveops-restore-'))
+        const file = join(dir, 'liveops.sqlite')
+        writeFileSync(file, bytes)
+        const restored = await makeApp('sqlite', {
+          config: { database: { url: file } },
+          plugins: { backups: { schedule_interval_s: 0 } },
+        })
+        try {
+          const login = await restored.req('POST', '/api/auth/login', {
+            body: { email: 'drill@ironbark.example', password: 'drill-pass-7731' },
+          })
+          expect(login.status).toBe(200)
+          expect(login.body.token ?? login.body.accessToken).toBeString()
+          // The copy was taken while its own record said running; the restored server closes it.
+          const own = await restored.req('GET', `/api/v1/backups/${b.id}`, {
+            headers: { 'x-admin-token': 'test-admin-token' },
+          })
+          expect(own.body.data).toMatchObject({
+            status: 'failed',
+            error: expect.stringContaining('interrupted'),
+          })
+        } finally {
+          await restored.stop()
+          rmSync(dir, { recursive: true, force: true })
+        }
+      } else {
+        const text = new TextDecoder().decode(bytes)
+        const schema = /CREATE SCHEMA (\w+);/.exec(text)?.[1]
+        expect(schema).toStartWith('t_')
+        expect(text).not.toContain('OWNER TO')
+        const db = `restore_${crypto.randomUUID().replace(/-/g, '').slice(0, 12)}`
+        const admin = postgres(PG_URL, { max: 1, onnotice: () => undefined })
+        await admin.unsafe(`CREATE DATABASE ${db}`)
+        try {
+          const url = new URL(PG_URL)
+          url.pathname = `/${db}`
+          const dump = join(a.dataDir, 'restore.sql')
+          writeFileSync(dump, bytes)
+          const psql = Bun.spawnSync(['psql', '--set=ON_ERROR_STOP=1', '-q', '-d', url.href, '-f', dump], {
+            stderr: 'pipe',
+          })
+          expect(psql.stderr.toString()).toBe('')
+          expect(psql.exitCode).toBe(0)
+          const scratch = postgres(url.href, { max: 1, onnotice: () => undefined })
+          const rows = await scratch.unsafe(
+            `SELECT username FROM ${schema}.users WHERE email = 'drill@ironbark.example'`,
+          )
+          await scratch.end()
+          expect(rows.map((r) => r.username)).toEqual(['restore-drill'])
+        } finally {
+          await admin.unsafe(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`)
+          await admin.end()
+        }
+      }
+    })
+
+    test('bad input answers 400 naming the field and starts nothing; mysql is refused clearly', async () => {
+      const before = (await a.req('GET', '/api/v1/backups', { token: admin })).body.data.total
+      const cases: Array<[unknown, string]> = [
+        [{ driver: 'mysql' }, 'body.driver'],
+        [{ driver: engine === 'sqlite' ? 'postgres' : 'sqlite' }, 'body.driver'],
+        [{ type: 'incremental' }, 'body.type'],
+        [{ name: '' }, 'body.name'],
+        [{ name: '../../etc/passwd' }, 'body.name'],
+        [{ name: 42 }, 'body.name'],
+        [{ name: 'x', compress: true }, 'body.compress'],
+      ]
+      for (const [body, field] of cases) {
+        const r = await a.req('POST', '/api/v1/backups', { token: admin, body })
+        expect([field, r.status]).toEqual([field, 400])
+        expect(r.body.code).toBe(400)
+        expect(r.body.message).toContain(field)
+      }
+      const mysql = await a.req('POST', '/api/v1/backups', { token: admin, body: { driver: 'mysql' } })
+      expect(mysql.body.message).toContain('mysql backups are not supported')
+      expect((await a.req('GET', '/api/v1/backups?status=done', { token: admin })).status).toBe(400)
+      expect((await a.req('GET', '/api/v1/backups', { token: admin })).body.data.total).toBe(before)
+    })
+
+    test('no token 401; viewers and analysts neither read nor make backups (403); an operator does', async () => {
+      const b = (await a.req('GET', '/api/v1/backups?status=succeeded', { token: admin })).body.data.items[0]
+      for (const [m, p] of [
+        ['POST', '/api/v1/backups'],
+        ['GET', '/api/v1/backups'],
+        ['GET', `/api/v1/backups/${b.id}/download`],
+        ['DELETE', `/api/v1/backups/${b.id}`],
+      ] as const) {
+        expect((await a.req(m, p, { body: m === 'POST' ? {} : undefined })).status).toBe(401)
+        for (const role of ['viewer', 'analyst'])
+          expect(
+            (await a.req(m, p, { token: await a.token(role), body: m === 'POST' ? {} : undefined })).status,
+          ).toBe(403)
+      }
+      const operator = await a.token('operator')
+      expect((await a.req('GET', '/api/v1/backups', { token: operator })).status).toBe(200)
+      const own = await backup(a, operator, { name: 'operator copy' })
+      expect(own.status).toBe('succeeded')
+      expect((await download(a, operator, own.id)).res.status).toBe(200)
+    })
+
+    test('download refuses what it cannot vouch for: failed (409), missing file (410), changed file (500); unknown ids 404', async () => {
+      const b = await backup(a, admin, { name: 'tamper' })
+      const file = join(a.dataDir, 'backups', b.location)
+      const original = readFileSync(file)
+      const changed = Buffer.from(original)
+      changed[changed.length - 1] ^= 0xff
+      writeFileSync(file, changed)
+      const bad = await a.req('GET', `/api/v1/backups/${b.id}/download`, { token: admin })
+      expect(bad.status).toBe(500)
+      expect(bad.body.message).toContain('does not match its record')
+      rmSync(file)
+      expect((await a.req('GET', `/api/v1/backups/${b.id}/download`, { token: admin })).status).toBe(410)
+      for (const [m, p] of [
+        ['GET', '/api/v1/backups/nope'],
+        ['GET', '/api/v1/backups/nope/download'],
+        ['DELETE', '/api/v1/backups/nope'],
+      ] as const) {
+        const r = await a.req(m, p, { token: admin })
+        expect(r.status).toBe(404)
+        expect(r.body).toMatchObject({ code: 404, data: null })
+      }
+    })
+
+    test('delete removes the record and its file', async () => {
+      const b = await backup(a, admin, { name: 'short-lived' })
+      const file = join(a.dataDir, 'backups', b.location)
+      expect(existsSync(file)).toBe(true)
+      expect((await a.req('DELETE', `/api/v1/backups/${b.id}`, { token: admin })).status).toBe(200)
+      expect(existsSync(file)).toBe(false)
+      expect((await a.req('GET', `/api/v1/backups/${b.id}`, { token: admin })).status).toBe(404)
+    })
+  })
+
+  describe('failures, retention, schedule', () => {
+    test('a backup that cannot be written fails with the reason and lists no file', async () => {
+      const blocker = join(a.dataDir, 'not-a-dir')
+      writeFileSync(blocker, 'x')
+      const b = await makeApp(engine, {
+        plugins: { backups: { schedule_interval_s: 0, dir: join(blocker, 'backups') } },
+      })
+      try {
+        const token = await b.token('admin')
+        const r = await backup(b, token, { name: 'doomed' })
+        expect(r.status).toBe('failed')
+        expect(r.error).toContain('ENOTDIR')
+        expect(r.location).toBeUndefined()
+        expect((await b.req('GET', `/api/v1/backups/${r.id}/download`, { token })).status).toBe(409)
+      } finally {
+        await b.stop()
+      }
+    })
+
+    test('retention keeps the newest keep_last backups and removes the others with their files', async () => {
+      const b = await makeApp(engine, { plugins: { backups: { schedule_interval_s: 0, keep_last: 2 } } })
+      try {
+        const token = await b.token('admin')
+        const made = []
+        for (const name of ['first', 'second', 'third']) made.push(await backup(b, token, { name }))
+        const left = (await b.req('GET', '/api/v1/backups', { token })).body.data.items
+        expect(left.map((x: { name: string }) => x.name)).toEqual(['third', 'second'])
+        expect(existsSync(join(b.dataDir, 'backups', made[0].location))).toBe(false)
+        expect(readdirSync(join(b.dataDir, 'backups')).sort()).toEqual(
+          [made[1].location, made[2].location].sort(),
+        )
+      } finally {
+        await b.stop()
+      }
+    })
+
+    test('the schedule makes backups on its own', async () => {
+      const b = await makeApp(engine, { plugins: { backups: { schedule_interval_s: 1 } } })
+      try {
+        const token = await b.token('admin')
+        const got = await until(async () => {
+          const items = (await b.req('GET', '/api/v1/backups?status=succeeded', { token })).body.data.items
+          return items.find((x: { trigger: string }) => x.trigger === 'schedule')
+        })
+        expect(got).toMatchObject({ name: 'scheduled', status: 'succeeded' })
+      } finally {
+        await b.stop()
+      }
+    })
+
+    if (engine === 'postgres') {
+      test('pg_dump gets the password through PGPASSWORD, never argv; a missing pg_dump fails naming it', async () => {
+        const dir = mkdtempSync(join(tmpdir(), 'liveops-pgdump-'))
+        const spy = join(dir, 'pg_dump')
+        writeFileSync(
+          spy,
+          `#!/bin/sh\necho "$@" > ${dir}/argv\necho "$PGPASSWORD" > ${dir}/password\nexec pg_dump "$@"\n`,
+        )
+        chmodSync(spy, 0o755)
+        const url = new URL(PG_URL)
+        url.password = 'Tr0ub4dor-secret'
+        const b = await makeApp('postgres', {
+          config: { database: { url: url.href } },
+          plugins: { backups: { schedule_interval_s: 0, pg_dump: spy } },
+        })
+        try {
+          const token = await b.token('admin')
+          expect((await backup(b, token, { name: 'spied' })).status).toBe('succeeded')
+          expect(readFileSync(join(dir, 'password'), 'utf8').trim()).toBe('Tr0ub4dor-secret')
+          const argv = readFileSync(join(dir, 'argv'), 'utf8')
+          expect(argv).toContain('--format=plain --no-owner')
+          expect(argv).not.toContain('Tr0ub4dor')
+        } finally {
+          await b.stop()
+        }
+        const c = await makeApp('postgres', {
+          plugins: { backups: { schedule_interval_s: 0, pg_dump: join(dir, 'absent', 'pg_dump') } },
+        })
+        try {
+          const r = await backup(c, await c.token('admin'), { name: 'no tool' })
+          expect(r.status).toBe('failed')
+          expect(r.error).toContain('pg_dump not found')
+        } finally {
+          await c.stop()
+          rmSync(dir, { recursive: true, force: true })
+        }
+      })
+    } else {
+      test('after a crash, partial files are removed and unfinished backups marked failed', async () => {
+        const dir = join(a.dataDir, 'backups')
+        const row = await a.db.get<{ id: string }>(
+          "INSERT INTO backups (id, name, type, driver, trigger, status, created_at, started_at) VALUES ('crashed-1', 'crash', 'full', 'sqlite', 'api', 'running', ?, ?) RETURNING id",
+          [Date.now(), Date.now()],
+        )
+        writeFileSync(join(dir, '.crashed-1.partial'), 'half a file')
+        const b = await makeApp('sqlite', {
+          config: { database: { url: join(a.dataDir, 'test.sqlite') } },
+          plugins: { backups: { schedule_interval_s: 0, dir } },
+        })
+        try {
+          const r = await b.req('GET', `/api/v1/backups/${row!.id}`, {
+            headers: { 'x-admin-token': 'test-admin-token' },
+          })
+          expect(r.body.data).toMatchObject({
+            status: 'failed',
+            error: expect.stringContaining('interrupted'),
+          })
+          expect(existsSync(join(dir, '.crashed-1.partial'))).toBe(false)
+        } finally {
+          await b.stop()
+        }
+      })
+    }
+  })
+})

@@ -1,0 +1,135 @@
+import { existsSync } from 'node:fs'
+import { join } from 'node:path'
+import type { TSchema } from '@sinclair/typebox'
+import { Elysia, t } from 'elysia'
+import { Conflict, HttpError, invalidField, ok } from '../../core/http'
+import type { PluginContext } from '../../core/plugin'
+import { rejectUnknown } from '../../core/strict'
+import { hashFile } from './runner'
+import type { BackupRunner } from './runner'
+import { Backup, BackupCreate, ListQuery } from './schema'
+import { type BackupStore, backupView } from './store'
+
+const Envelope = <S extends TSchema>(data: S) => t.Object({ code: t.Integer(), message: t.String(), data })
+const Id = t.Object({ id: t.String() })
+const tag = (summary: string, description?: string) => ({
+  tags: ['backups'],
+  summary,
+  ...(description ? { description } : {}),
+})
+
+const stamp = (ms: number) =>
+  new Date(ms)
+    .toISOString()
+    .replace(/[-:]/g, '')
+    .replace(/\.\d+Z$/, 'Z')
+
+export function backupRoutes(ctx: PluginContext<unknown>, store: BackupStore, runner: BackupRunner) {
+  return new Elysia({ name: 'backups' })
+    .use(ctx.guard)
+    .model({ 'backups.Backup': Backup })
+    .post(
+      '/api/v1/backups',
+      async ({ body, set }) => {
+        if (body.driver !== undefined && body.driver !== runner.driver)
+          throw invalidField(
+            'body.driver',
+            body.driver === 'mysql'
+              ? `mysql backups are not supported: liveops runs on sqlite or postgres, and this server on ${runner.driver}`
+              : `'${body.driver}' is not this server's store, which is ${runner.driver}`,
+          )
+        const row = await store.insert({
+          name: body.name ?? 'backup',
+          type: body.type ?? 'full',
+          driver: runner.driver,
+          trigger: 'api',
+        })
+        void runner.enqueue(row)
+        set.status = 202
+        set.headers.location = `/api/v1/backups/${row.id}`
+        return ok(backupView(row))
+      },
+      {
+        permission: 'backups:write',
+        transform: ({ body }) => rejectUnknown(BackupCreate, body, 'body'),
+        body: BackupCreate,
+        response: { 202: Envelope(Backup) },
+        detail: tag(
+          'Start a backup of the connected store in the background (202, status pending)',
+          'sqlite: a consistent online copy (VACUUM INTO on its own thread); postgres: pg_dump --format=plain --no-owner (password in the environment). ' +
+            'Backups run one at a time: pending -> running -> succeeded (location, size, sha256 checksum) or failed (error). Poll GET /api/v1/backups/{id}.',
+        ),
+      },
+    )
+    .get(
+      '/api/v1/backups',
+      async ({ query }) => {
+        const items = (await store.list(query.status)).map(backupView)
+        return ok({ items, total: items.length })
+      },
+      {
+        permission: 'backups:read',
+        query: ListQuery,
+        response: { 200: Envelope(t.Object({ items: t.Array(Backup), total: t.Integer() })) },
+        detail: tag('List backups, newest first (filter: status)'),
+      },
+    )
+    .get('/api/v1/backups/:id', async ({ params }) => ok(backupView(await store.get(params.id))), {
+      permission: 'backups:read',
+      params: Id,
+      response: { 200: Envelope(Backup) },
+      detail: tag('Read one backup record'),
+    })
+    .get(
+      '/api/v1/backups/:id/download',
+      async ({ params }) => {
+        const row = await store.get(params.id)
+        if (row.status !== 'succeeded' || !row.location)
+          throw new Conflict(`backup ${row.id} is ${row.status}: only a succeeded backup has a file`)
+        const path = join(runner.dir, row.location)
+        if (!existsSync(path)) throw new HttpError(410, 'gone', `the file of backup ${row.id} is missing`)
+        const f = await hashFile(path)
+        if (f.sha256 !== row.checksum || f.size !== Number(row.size))
+          throw new HttpError(
+            500,
+            'checksum_mismatch',
+            `the file of backup ${row.id} does not match its record (sha256 ${f.sha256}, ${f.size} bytes; recorded ${row.checksum}, ${row.size} bytes)`,
+          )
+        const ext = row.driver === 'sqlite' ? 'sqlite' : 'sql'
+        const filename = `liveops-${row.name.replace(/[^A-Za-z0-9._-]/g, '_')}-${stamp(Number(row.created_at))}.${ext}`
+        return new Response(Bun.file(path), {
+          headers: {
+            'content-type': row.driver === 'sqlite' ? 'application/vnd.sqlite3' : 'application/sql',
+            'content-length': String(f.size),
+            'content-disposition': `attachment; filename="${filename}"`,
+            'x-checksum-sha256': f.sha256,
+            'repr-digest': `sha-256=:${Buffer.from(f.sha256, 'hex').toString('base64')}:`,
+          },
+        })
+      },
+      {
+        permission: 'backups:read',
+        params: Id,
+        detail: tag(
+          'Download a succeeded backup file, verified against its recorded sha256 and size first',
+          '409 while pending or running and for a failed backup; 410 when the file is gone; 500 `checksum_mismatch` when the file changed since it was written. ' +
+            'The answer carries X-Checksum-Sha256 and Repr-Digest.',
+        ),
+      },
+    )
+    .delete(
+      '/api/v1/backups/:id',
+      async ({ params }) => {
+        const row = await store.get(params.id)
+        if (row.status === 'pending' || row.status === 'running')
+          throw new Conflict(`backup ${row.id} is ${row.status}; delete it once it finished`)
+        await runner.remove(row)
+        return ok(null)
+      },
+      {
+        permission: 'backups:write',
+        params: Id,
+        detail: tag('Delete a backup record and its file (409 while pending or running)'),
+      },
+    )
+}

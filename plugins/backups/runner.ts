@@ -1,0 +1,202 @@
+import { closeSync, fsyncSync, mkdirSync, openSync, readdirSync, renameSync, rmSync } from 'node:fs'
+import { join } from 'node:path'
+import type { Db } from '../../core/db'
+import type { Logger } from '../../core/log'
+import type { BackupRow, BackupStore, Driver } from './store'
+import type { VacuumReply, VacuumRequest } from './vacuum.worker'
+
+const DAY_MS = 86_400_000
+
+export interface RunnerSettings {
+  dir: string
+  pgDump: string
+  keepLast: number
+  keepDays: number
+}
+
+function workerEntry(): string {
+  if (import.meta.url.startsWith('file:///$bunfs/')) return './plugins/backups/vacuum.worker.ts'
+  return new URL('./vacuum.worker.ts', import.meta.url).href
+}
+
+/** The file of a finished backup; a `.partial` name until it is complete and synced. */
+const fileOf = (r: Pick<BackupRow, 'id' | 'driver'>) => `${r.id}.${r.driver === 'sqlite' ? 'sqlite' : 'sql'}`
+const partialOf = (id: string) => `.${id}.partial`
+
+/** sha256 and size of a file, read in chunks so the event loop keeps answering. */
+export async function hashFile(path: string): Promise<{ sha256: string; size: number }> {
+  const hash = new Bun.CryptoHasher('sha256')
+  let size = 0
+  const reader = Bun.file(path).stream().getReader()
+  for (let r = await reader.read(); !r.done; r = await reader.read()) {
+    hash.update(r.value)
+    size += r.value.byteLength
+  }
+  return { sha256: hash.digest('hex'), size }
+}
+
+function fsyncPath(path: string) {
+  const fd = openSync(path, 'r')
+  try {
+    fsyncSync(fd)
+  } finally {
+    closeSync(fd)
+  }
+}
+
+/**
+ * Runs backups one at a time, in the background. Each writes a `.partial` file, syncs it, hashes
+ * it and only then renames it to its final name and marks the record succeeded: a crash leaves
+ * a partial file (removed at the next start) and a record that start marks failed, never a half
+ * file listed as succeeded.
+ */
+export function backupRunner(db: Db, store: BackupStore, log: Logger, s: RunnerSettings) {
+  let tail: Promise<void> = Promise.resolve()
+  let stopping = false
+  /** Ends the copy in flight: the worker thread or the pg_dump process. */
+  let abort: (() => void) | undefined
+
+  function sqliteCopy(target: string): Promise<{ sha256: string; size: number }> {
+    const file = db.location?.url
+    if (!file) return Promise.reject(new Error('an in-memory SQLite store cannot be backed up'))
+    return new Promise((resolve, reject) => {
+      const w = new Worker(workerEntry())
+      abort = () => {
+        w.terminate()
+        reject(new Error('interrupted: the server is stopping'))
+      }
+      w.onmessage = (m: MessageEvent<VacuumReply>) => {
+        w.terminate()
+        m.data.ok ? resolve(m.data) : reject(new Error(m.data.error))
+      }
+      w.onerror = (e) => {
+        w.terminate()
+        reject(new Error(`sqlite copy failed: ${e.message}`))
+      }
+      w.postMessage({ file: file.replace(/^sqlite:(\/\/)?/, ''), target } satisfies VacuumRequest)
+    })
+  }
+
+  async function pgDump(target: string): Promise<{ sha256: string; size: number }> {
+    const loc = db.location
+    if (!loc) throw new Error('no PostgreSQL location to dump')
+    const url = new URL(loc.url)
+    // The password travels in the environment, never in argv (which `ps` shows to every user).
+    const password = decodeURIComponent(url.password)
+    url.password = ''
+    const args = [s.pgDump, '--format=plain', '--no-owner', `--file=${target}`, `--dbname=${url.href}`]
+    if (loc.schema) args.push(`--schema=${loc.schema}`)
+    let proc: ReturnType<typeof Bun.spawn>
+    try {
+      proc = Bun.spawn(args, {
+        env: password ? { ...process.env, PGPASSWORD: password } : { ...process.env },
+        stdin: 'ignore',
+        stdout: 'ignore',
+        stderr: 'pipe',
+      })
+    } catch (e) {
+      const code = (e as { code?: string }).code
+      if (code === 'ENOENT' || code === 'EACCES')
+        throw new Error(
+          `pg_dump not found at '${s.pgDump}': install the PostgreSQL client tools or set plugins.backups.pg_dump`,
+        )
+      throw e
+    }
+    abort = () => proc.kill()
+    const [exit, stderr] = await Promise.all([
+      proc.exited,
+      new Response(proc.stderr as ReadableStream).text(),
+    ])
+    if (stopping) throw new Error('interrupted: the server is stopping')
+    if (exit !== 0) throw new Error(`pg_dump exited with ${exit}: ${stderr.trim().slice(0, 2000)}`)
+    fsyncPath(target)
+    return hashFile(target)
+  }
+
+  async function run(row: BackupRow): Promise<void> {
+    if (stopping) return
+    const partial = join(s.dir, partialOf(row.id))
+    try {
+      await store.running(row.id)
+      mkdirSync(s.dir, { recursive: true })
+      const f = row.driver === 'sqlite' ? await sqliteCopy(partial) : await pgDump(partial)
+      renameSync(partial, join(s.dir, fileOf(row)))
+      fsyncPath(s.dir)
+      await store.succeeded(row.id, { location: fileOf(row), size: f.size, checksum: f.sha256 })
+      log.info('backup succeeded', { id: row.id, name: row.name, size: f.size })
+      await prune()
+    } catch (e) {
+      try {
+        rmSync(partial, { force: true })
+      } catch {
+        // The directory itself is what failed; there is no partial file to remove.
+      }
+      const error = (e as Error).message
+      log.error('backup failed', { id: row.id, name: row.name, error })
+      await store.failed(row.id, error).catch(() => undefined)
+    } finally {
+      abort = undefined
+    }
+  }
+
+  /**
+   * Retention: keep the newest `keepLast` succeeded backups and none older than `keepDays`
+   * (0 turns either off). The newest succeeded backup is always kept, so a schedule that stopped
+   * never leaves the store without one. Failed records older than `keepDays` go too.
+   */
+  async function prune(now = Date.now()): Promise<number> {
+    const all = await store.list()
+    const ok = all.filter((r) => r.status === 'succeeded')
+    const old = (r: BackupRow) => s.keepDays > 0 && Number(r.created_at) < now - s.keepDays * DAY_MS
+    const doomed = [
+      ...ok.slice(1).filter((r, i) => (s.keepLast > 0 && i + 1 >= s.keepLast) || old(r)),
+      ...all.filter((r) => r.status === 'failed' && old(r)),
+    ]
+    for (const r of doomed) await remove(r)
+    if (doomed.length) log.info('backups pruned', { removed: doomed.length })
+    return doomed.length
+  }
+
+  async function remove(r: BackupRow): Promise<void> {
+    if (r.location) rmSync(join(s.dir, r.location), { force: true })
+    await store.remove(r.id)
+  }
+
+  return {
+    driver: db.dialect as Driver,
+    dir: s.dir,
+    fileOf,
+    prune,
+    remove,
+
+    /** Queues a backup; the promise settles when it finished (or failed). */
+    enqueue(row: BackupRow): Promise<void> {
+      const job = tail.then(() => run(row))
+      tail = job
+      return job
+    },
+
+    /** After a stop or crash: partial files are removed and unfinished records marked failed. */
+    async recover(): Promise<void> {
+      // An unreachable directory fails each backup with its reason; it never stops the server.
+      try {
+        for (const f of readdirSync(s.dir))
+          if (f.endsWith('.partial')) rmSync(join(s.dir, f), { force: true })
+      } catch (e) {
+        if ((e as { code?: string }).code !== 'ENOENT')
+          log.warn('backup directory unreadable', { dir: s.dir, error: String(e) })
+      }
+      const n = await store.failUnfinished('interrupted: the server stopped before the backup finished')
+      if (n) log.warn('unfinished backups marked failed', { count: n })
+    },
+
+    async stop(): Promise<void> {
+      stopping = true
+      abort?.()
+      await tail
+      await store.failUnfinished('interrupted: the server is stopping').catch(() => undefined)
+    },
+  }
+}
+
+export type BackupRunner = ReturnType<typeof backupRunner>

@@ -1,0 +1,108 @@
+import type { Static } from '@sinclair/typebox'
+import { type Db, iso, newId } from '../../core/db'
+import { NotFound } from '../../core/http'
+import type { Backup } from './schema'
+
+export type BackupStatus = 'pending' | 'running' | 'succeeded' | 'failed'
+export type Driver = 'sqlite' | 'postgres'
+
+export type BackupRow = {
+  id: string
+  name: string
+  type: string
+  driver: Driver
+  trigger: 'api' | 'schedule'
+  status: BackupStatus
+  location: string | null
+  size: number | null
+  checksum: string | null
+  error: string | null
+  created_at: number
+  started_at: number | null
+  completed_at: number | null
+}
+
+const opt = <T>(v: T | null) => (v === null ? undefined : v)
+
+export function backupView(r: BackupRow): Static<typeof Backup> {
+  return {
+    id: r.id,
+    name: r.name,
+    type: r.type,
+    driver: r.driver,
+    trigger: r.trigger,
+    status: r.status,
+    location: opt(r.location),
+    size: r.size === null ? undefined : Number(r.size),
+    checksum: opt(r.checksum),
+    error: opt(r.error),
+    createdAt: iso(r.created_at)!,
+    startedAt: iso(r.started_at),
+    completedAt: iso(r.completed_at),
+  }
+}
+
+export function backupStore(db: Db) {
+  return {
+    async insert(b: {
+      name: string
+      type: string
+      driver: Driver
+      trigger: 'api' | 'schedule'
+    }): Promise<BackupRow> {
+      const row = await db.get<BackupRow>(
+        `INSERT INTO backups (id, name, type, driver, trigger, status, created_at)
+         VALUES (?, ?, ?, ?, ?, 'pending', ?) RETURNING *`,
+        [newId(), b.name, b.type, b.driver, b.trigger, Date.now()],
+      )
+      return row!
+    },
+
+    async get(id: string): Promise<BackupRow> {
+      const row = await db.get<BackupRow>('SELECT * FROM backups WHERE id = ?', [id])
+      if (!row) throw new NotFound(`backup ${id} not found`)
+      return row
+    },
+
+    list(status?: BackupStatus): Promise<BackupRow[]> {
+      return db.all<BackupRow>(
+        'SELECT * FROM backups WHERE (CAST(? AS TEXT) IS NULL OR status = ?) ORDER BY created_at DESC, id DESC',
+        [status ?? null, status ?? null],
+      )
+    },
+
+    async running(id: string): Promise<void> {
+      await db.run("UPDATE backups SET status = 'running', started_at = ? WHERE id = ?", [Date.now(), id])
+    },
+
+    async succeeded(id: string, f: { location: string; size: number; checksum: string }): Promise<void> {
+      await db.run(
+        "UPDATE backups SET status = 'succeeded', location = ?, size = ?, checksum = ?, completed_at = ? WHERE id = ?",
+        [f.location, f.size, f.checksum, Date.now(), id],
+      )
+    },
+
+    async failed(id: string, error: string): Promise<void> {
+      await db.run("UPDATE backups SET status = 'failed', error = ?, completed_at = ? WHERE id = ?", [
+        error,
+        Date.now(),
+        id,
+      ])
+    },
+
+    /** Jobs a stopped process left behind: they can never finish now. */
+    async failUnfinished(error: string): Promise<number> {
+      return db.run(
+        "UPDATE backups SET status = 'failed', error = ?, completed_at = ? WHERE status IN ('pending', 'running')",
+        [error, Date.now()],
+      )
+    },
+
+    async remove(id: string): Promise<void> {
+      if ((await db.run('DELETE FROM backups WHERE id = ?', [id])) === 0)
+        throw new NotFound(`backup ${id} not found`)
+    },
+  }
+}
+
+export type BackupStore = ReturnType<typeof backupStore>

@@ -1,0 +1,44 @@
+import { Database } from 'bun:sqlite'
+import { closeSync, fsyncSync, openSync, readSync } from 'node:fs'
+
+/*
+ * The SQLite copy runs here, on a thread of its own: `VACUUM INTO` is one synchronous call that
+ * takes seconds on a large store, and on the event loop it would stall every request. The copy
+ * is a consistent snapshot (one read transaction) written to `target`, then synced and hashed.
+ */
+
+declare const self: Worker
+
+export type VacuumRequest = { file: string; target: string }
+export type VacuumReply = { ok: true; size: number; sha256: string } | { ok: false; error: string }
+
+self.onmessage = (m: MessageEvent<VacuumRequest>) => {
+  let reply: VacuumReply
+  try {
+    const db = new Database(m.data.file, { readonly: true })
+    try {
+      // Another connection may hold a lock for a moment (the writer's checkpoint).
+      db.exec('PRAGMA busy_timeout = 10000')
+      db.prepare('VACUUM INTO ?').run(m.data.target)
+    } finally {
+      db.close()
+    }
+    const hash = new Bun.CryptoHasher('sha256')
+    const fd = openSync(m.data.target, 'r+')
+    let size = 0
+    try {
+      const buf = Buffer.allocUnsafe(1 << 20)
+      for (let n = readSync(fd, buf); n > 0; n = readSync(fd, buf)) {
+        hash.update(buf.subarray(0, n))
+        size += n
+      }
+      fsyncSync(fd)
+    } finally {
+      closeSync(fd)
+    }
+    reply = { ok: true, size, sha256: hash.digest('hex') }
+  } catch (e) {
+    reply = { ok: false, error: `sqlite copy failed: ${(e as Error).message}` }
+  }
+  postMessage(reply)
+}
