@@ -23,7 +23,7 @@ export default definePlugin({
       /** Seconds between scheduled check-alls; 0 turns the schedule off. Daily by default. */
       check_interval_s: T.Integer({ minimum: 0, default: 86_400 }),
       /** Probes in flight at once during a check-all. */
-      check_concurrency: T.Integer({ minimum: 1, maximum: 1000, default: 64 }),
+      check_concurrency: T.Integer({ minimum: 1, maximum: 1000, default: 32 }),
       /** TLS handshake timeout (spec 3: 10 seconds). */
       probe_timeout_ms: T.Integer({ minimum: 100, maximum: 120_000, default: 10_000 }),
       /** Expiring window of a certificate registered without thresholdDays (spec 3: 30). */

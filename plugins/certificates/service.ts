@@ -30,16 +30,25 @@ export function certService(store: CertStore, bus: Bus, log: Logger, settings: C
     row: Pick<CertRecord, 'source' | 'pem' | 'domain' | 'port' | 'address' | 'threshold_days'>,
   ): Promise<CheckOutcome> {
     const threshold = Number(row.threshold_days)
-    let pem = row.pem ?? undefined
-    let probeError: string | undefined
     if (row.source === 'probe') {
       try {
-        pem = (await probe(row.domain, Number(row.port), settings.timeoutMs, row.address ?? undefined)).pem
+        const p = await probe(row.domain, Number(row.port), settings.timeoutMs, row.address ?? undefined)
+        return {
+          pem: p.pem,
+          info: p.info,
+          chainLength: p.chain.length,
+          status: statusOf(p.info.validTo, threshold),
+        }
       } catch (e) {
-        probeError = (e as Error).message
+        // The certificate read before still says when it expires; the error says why it was not read again.
+        return { ...fromPem(row.pem ?? undefined, threshold), error: (e as Error).message }
       }
     }
-    if (pem === undefined) return { status: 'unknown', error: probeError ?? 'no certificate' }
+    return fromPem(row.pem ?? undefined, threshold)
+  }
+
+  function fromPem(pem: string | undefined, threshold: number): CheckOutcome {
+    if (pem === undefined) return { status: 'unknown', error: 'no certificate' }
     const parsed = parsePem(pem)
     if (!parsed.ok) return { status: 'unknown', pem, error: parsed.error }
     return {
@@ -47,7 +56,6 @@ export function certService(store: CertStore, bus: Bus, log: Logger, settings: C
       info: parsed.info,
       chainLength: parsed.chain.length,
       status: statusOf(parsed.info.validTo, threshold),
-      error: probeError,
     }
   }
 

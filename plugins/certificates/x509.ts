@@ -57,7 +57,7 @@ function describe(x: X509Certificate): CertInfo {
 }
 
 export type Parsed =
-  | { ok: true; info: CertInfo; chain: CertInfo[]; pem: string }
+  | { ok: true; info: CertInfo; chain: CertInfo[]; pem: string; leaf: X509Certificate }
   | { ok: false; error: string }
 
 /**
@@ -69,7 +69,7 @@ export function parsePem(text: string): Parsed {
   if (!blocks) return { ok: false, error: 'no PEM certificate block (-----BEGIN CERTIFICATE-----) found' }
   try {
     const [leaf, ...rest] = blocks.map((b) => new X509Certificate(b))
-    return { ok: true, info: describe(leaf), chain: rest.map(describe), pem: blocks.join('\n') }
+    return { ok: true, info: describe(leaf), chain: rest.map(describe), pem: blocks.join('\n'), leaf }
   } catch (e) {
     return { ok: false, error: `certificate does not parse: ${(e as Error).message}` }
   }
@@ -86,9 +86,7 @@ export function keyMismatch(pem: string, keyPem: string): string | undefined {
   const parsed = parsePem(pem)
   // An unreadable certificate is kept as status unknown; there is nothing to match the key with.
   if (!parsed.ok) return undefined
-  return new X509Certificate(pem.match(BLOCK)![0]).checkPrivateKey(key)
-    ? undefined
-    : 'does not match the certificate public key'
+  return parsed.leaf.checkPrivateKey(key) ? undefined : 'does not match the certificate public key'
 }
 
 /** Spec 3 section 3: expired past expiry, expiring inside the threshold, else active. */
@@ -186,7 +184,7 @@ export function probe(
         }
         const parsed = parsePem(ders.map(toPem).join('\n'))
         if (!parsed.ok) return reject(new ProbeError(parsed.error))
-        const leaf = new X509Certificate(ders[0])
+        const leaf = parsed.leaf
         const err = socket.authorizationError
         resolve({
           pem: parsed.pem,
