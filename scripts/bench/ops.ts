@@ -12,7 +12,7 @@
  * <= 2x p99 before).
  */
 import { Database } from 'bun:sqlite'
-import { readFileSync } from 'node:fs'
+import { readFileSync, rmSync } from 'node:fs'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import tls from 'node:tls'
@@ -51,7 +51,9 @@ function ecCert() {
   )
   if (made.exitCode !== 0) throw new Error(`openssl: ${made.stderr}`)
   const cert = readFileSync(join(dir, 'c.pem'), 'utf8')
-  return { cert, chain: cert, key: readFileSync(join(dir, 'k.pem'), 'utf8') }
+  const key = readFileSync(join(dir, 'k.pem'), 'utf8')
+  rmSync(dir, { recursive: true, force: true })
+  return { cert, chain: cert, key }
 }
 
 // Child mode: serve one certificate on N TLS ports and print them.
@@ -155,6 +157,8 @@ async function certs() {
   } finally {
     s.proc.kill()
     child.kill()
+    await s.proc.exited
+    rmSync(dir, { recursive: true, force: true })
   }
 }
 
@@ -270,6 +274,8 @@ async function backup() {
     )
   } finally {
     s.proc.kill()
+    await s.proc.exited
+    rmSync(dir, { recursive: true, force: true })
   }
 }
 
