@@ -190,7 +190,7 @@ forEachEngine((engine) => {
     test('domain-info shows subject, issuer, SANs, validity and chain of valid, expiring, expired, self-signed and wrong-host servers', async () => {
       const valid = await serve(issue(['localhost', 'api.localhost'], 100))
       const r = await a.req('GET', `/api/v1/certificates/domain-info?domain=localhost&port=${valid.port}`, {
-        token: viewer,
+        token: admin,
       })
       expect(r.status).toBe(200)
       expect(r.body.data).toMatchObject({
@@ -210,14 +210,14 @@ forEachEngine((engine) => {
 
       const expired = await serve(issue(['localhost'], -1, { fromDays: -60 }))
       const e = await a.req('GET', `/api/v1/certificates/domain-info?domain=localhost&port=${expired.port}`, {
-        token: viewer,
+        token: admin,
       })
       expect(e.body.data.daysLeft).toBe(-1)
       expect(e.body.data.authorizationError).toBeString()
 
       const self = await serve(issue(['localhost'], 30, { selfSigned: true }))
       const ss = await a.req('GET', `/api/v1/certificates/domain-info?domain=localhost&port=${self.port}`, {
-        token: viewer,
+        token: admin,
       })
       expect(ss.body.data).toMatchObject({
         selfSigned: true,
@@ -228,7 +228,7 @@ forEachEngine((engine) => {
       const wrong = await a.req(
         'GET',
         `/api/v1/certificates/domain-info?domain=billing.tidewater.example&address=127.0.0.1&port=${valid.port}`,
-        { token: viewer },
+        { token: admin },
       )
       expect(wrong.body.data).toMatchObject({ hostnameMatches: false, commonName: 'localhost' })
     })
@@ -260,6 +260,11 @@ forEachEngine((engine) => {
       expect(port0.status).toBe(400)
       expect(port0.body.message).toContain('port')
       expect((await a.req('GET', '/api/v1/certificates/domain-info?domain=localhost')).status).toBe(401)
+      // It makes the server connect where the caller says: only those who may register use it.
+      const viewer403 = await a.req('GET', `/api/v1/certificates/domain-info?domain=localhost&port=${port}`, {
+        token: viewer,
+      })
+      expect(viewer403.status).toBe(403)
     })
   })
 

@@ -158,12 +158,13 @@ export function certRoutes(
       async ({ query }) =>
         ok(await liveInfo(query.domain, query.port ?? 443, settings.probe_timeout_ms, query.address)),
       {
-        permission: 'certificates:read',
+        permission: 'certificates:write',
         query: DomainInfoQuery,
         response: { 200: Envelope(DomainInfo) },
         detail: tag(
           'Read a server certificate by a live TLS handshake (10 s timeout) to prefill the form',
-          'The domain is the SNI name and the name checked; `address` connects elsewhere when given. Untrusted, expired and wrong-host certificates are shown, ' +
+          'Needs certificates:write: it is the helper of the registration form, and it makes the server connect where the caller says. ' +
+            'The domain is the SNI name and the name checked; `address` connects elsewhere when given. Untrusted, expired and wrong-host certificates are shown, ' +
             'with `authorized`, `authorizationError` and `hostnameMatches` saying what is wrong. 502 `probe_failed` when no handshake completes, 504 `probe_timeout` after the timeout.',
         ),
       },
