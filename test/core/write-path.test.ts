@@ -84,15 +84,16 @@ forEachEngine((engine) => {
     withTable(async (db) => {
       const seen: Array<[number, boolean]> = []
       const g = new GroupCommit<string[]>(
-        (batches) =>
-          db.tx((tx) =>
+        async (batches) => {
+          await db.tx((tx) =>
             insertMany(
               tx,
               'wp',
               ['id', 'n'],
               batches.flat().flatMap((id) => [id, id.length]),
             ),
-          ),
+          )
+        },
         { maxWeight: 4, weight: (b) => b.length, observe: (w, _s, ok) => seen.push([w, ok]) },
       )
       await Promise.all([g.add(['a', 'b', 'c']), g.add(['d', 'e']), g.add(['f'])])
