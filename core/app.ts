@@ -181,7 +181,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     const starts: Array<() => Promise<void> | void> = []
     const checks = new HealthChecks()
 
-    const mon = monitoring({ db, metrics, config: core, guard, checks })
+    const mon = monitoring({ db, metrics, config: core, guard, checks, families })
     stops.push(mon.close)
 
     const app = new Elysia({

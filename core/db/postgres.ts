@@ -53,6 +53,8 @@ export interface PgOptions {
   /** Schema every connection uses; tests get a fresh one each. */
   schema?: string
   max?: number
+  /** Seconds a connection attempt may take (default 2). */
+  connectTimeoutS?: number
 }
 
 /** BIGINT (epoch ms, counts) and NUMERIC (sums) come back as JS numbers, as on SQLite. */
@@ -69,6 +71,9 @@ const numberTypes = {
 export function openPostgres(url: string, opts: PgOptions = {}): Db {
   const sql = postgres(url, {
     max: opts.max ?? 10,
+    // While PostgreSQL is unreachable a request fails within ~2 s (503) instead of hanging;
+    // the pool reconnects by itself on the next query once it is back.
+    connect_timeout: opts.connectTimeoutS ?? 2,
     onnotice: () => undefined,
     types: numberTypes,
     connection: opts.schema ? { search_path: opts.schema } : {},
