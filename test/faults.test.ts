@@ -136,7 +136,7 @@ describe.if(isRoot)('an unwritable data directory at start', () => {
  * connection and refuses new ones (a stopped server), `hang` accepts and never answers (a host
  * that went away), `pass` forwards again.
  */
-function pgProxy(target = { host: '127.0.0.1', port: 5432 }) {
+function pgProxy(target = { hostname: '127.0.0.1', port: 5432 }) {
   let mode: 'pass' | 'refuse' | 'hang' = 'pass'
   type Side = { peer?: import('bun').Socket<Side>; queue: Uint8Array[] }
   const open = new Set<import('bun').Socket<Side>>()
