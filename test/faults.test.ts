@@ -140,8 +140,8 @@ function pgProxy(target = { hostname: '127.0.0.1', port: 5432 }) {
   let mode: 'pass' | 'refuse' | 'hang' = 'pass'
   type Side = { peer?: import('bun').Socket<Side>; queue: Uint8Array[] }
   const open = new Set<import('bun').Socket<Side>>()
-  let server: ReturnType<typeof Bun.listen<Side>> | undefined
-  const start = (port = 0) =>
+  let server: import('bun').TCPSocketListener<Side> | undefined
+  const start = (port = 0): import('bun').TCPSocketListener<Side> =>
     Bun.listen<Side>({
       hostname: '127.0.0.1',
       port,
@@ -179,8 +179,9 @@ function pgProxy(target = { hostname: '127.0.0.1', port: 5432 }) {
         },
       },
     })
-  server = start()
-  const port = server.port
+  const first = start()
+  server = first
+  const port = first.port
   return {
     url: `postgres://postgres@127.0.0.1:${port}/test`,
     set(next: 'pass' | 'refuse' | 'hang') {
