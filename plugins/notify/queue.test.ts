@@ -112,8 +112,8 @@ forEachEngine((engine) => {
     const a = await appOn(store, settings('A'))
     const b = await appOn(store, settings('B'))
     try {
-      const id = (await a.req('POST', '/api/v1/notify', { type: 'x', channel: 'slow', title: 'slow one' }))
-        .body.data.task_ids[0] as string
+      const sent = await a.req('POST', '/api/v1/notify', { type: 'x', channel: 'slow', title: 'slow one' })
+      const id = (sent.body.data.task_ids as string[])[0]
       await until(() => slow.hits.length === 1)
       // Three leases long: without renewal the other instance (or this one) would claim it again.
       const claimedBy = async () =>
