@@ -78,9 +78,20 @@ export function openPostgres(url: string, opts: PgOptions = {}): Db {
     types: numberTypes,
     connection: opts.schema ? { search_path: opts.schema } : {},
   })
-  const root: Db = {
+  const root: Db & {
+    listen(channel: string, fn: (payload: string) => void): Promise<() => Promise<void>>
+    notify(channel: string, payload: string): Promise<void>
+  } = {
     ...wrap(sql, () => root),
     location: { url, schema: opts.schema },
+    // LISTEN holds one connection of its own; postgres.js re-listens after a reconnect.
+    async listen(channel, fn) {
+      const l = await sql.listen(channel, fn)
+      return () => l.unlisten()
+    },
+    async notify(channel, payload) {
+      await sql`SELECT pg_notify(${channel}, ${payload})`
+    },
     async ping() {
       const t = performance.now()
       await sql`SELECT 1`
