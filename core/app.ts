@@ -156,12 +156,17 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     const applied = await migrate(db, sets)
     if (applied.length) log.info('migrations applied', { migrations: applied })
 
-    const auth = new AuthService(db, {
-      jwtSecret: jwtSecret(core.auth.jwt_secret, core.data_dir),
-      accessTtlS: core.auth.access_ttl_s,
-      refreshTtlS: core.auth.refresh_ttl_s,
-      adminToken: core.auth.admin_token,
-    })
+    const auth = new AuthService(
+      db,
+      {
+        jwtSecret: jwtSecret(core.auth.jwt_secret, core.data_dir),
+        accessTtlS: core.auth.access_ttl_s,
+        refreshTtlS: core.auth.refresh_ttl_s,
+        adminToken: core.auth.admin_token,
+        throttle: core.auth.login_throttle,
+      },
+      log.child('auth'),
+    )
     await auth.init()
     // The role table is whole before any route exists: a route naming an undeclared area fails here.
     auth.permissions.declare('core', CORE_AREAS)
@@ -241,7 +246,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
         )
         logRequest(request.method, route, status, seconds)
       })
-    app.use(mon.app).use(authRoutes(auth, guard))
+    app.use(mon.app).use(authRoutes(auth, guard, { trustForwardedFor: core.server.trust_forwarded_for }))
     const routes = new NativeRoutes(metrics, logRequest, families)
 
     for (const p of ordered) {
