@@ -20,6 +20,8 @@ import { COMMITS_IN_FLIGHT, GroupWriter } from './writer'
 export default definePlugin({
   name: 'ingest',
   dependsOn: ['games'],
+  // Game clients post from their own pages: signed ingestion, and API-key batches and logs.
+  anyOrigin: ['/api/ingest/*', '/v1/batch', '/v1/logs'],
   config: IngestConfig,
   env: { WAREHOUSE_DSN: 'warehouse.dsn', INGEST_SIGNING_SECRET: 'signing_secret' },
   migrations: ingestMigrations,
