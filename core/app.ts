@@ -10,6 +10,7 @@ import { AuthService } from './auth/service'
 import { Bus } from './bus'
 import type { LoadedConfig } from './config'
 import { type Db, type MigrationSet, migrate, openDb } from './db'
+import { CorsPolicy, edge } from './edge'
 import { ErrorFamilies, errorHandler } from './http'
 import { type Logger, createLogger } from './log'
 import { Metrics } from './metrics'
@@ -189,10 +190,13 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     const mon = monitoring({ db, metrics, config: core, guard, checks })
     stops.push(mon.close)
 
+    const cors = new CorsPolicy(core.server.cors_origins)
+    for (const p of ordered) if (p.anyOrigin) cors.allowAnyOrigin(p.anyOrigin)
     const app = new Elysia({
       serve: { maxRequestBodySize: Math.round(core.server.body_limit_mb * 1024 * 1024) },
     })
       .use(errorHandler(families))
+      .use(edge(cors))
       .use(
         openapi({
           path: '/docs',
@@ -247,7 +251,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
         logRequest(request.method, route, status, seconds)
       })
     app.use(mon.app).use(authRoutes(auth, guard, { trustForwardedFor: core.server.trust_forwarded_for }))
-    const routes = new NativeRoutes(metrics, logRequest, families)
+    const routes = new NativeRoutes(metrics, logRequest, families, cors)
 
     for (const p of ordered) {
       const deps = new Set(p.dependsOn ?? [])

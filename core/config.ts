@@ -22,6 +22,11 @@ export const CoreConfigSchema = T.Object(
          * X-Forwarded-For entry, the one the proxy added. Off: the socket's peer address.
          */
         trust_forwarded_for: T.Boolean({ default: false }),
+        /**
+         * Origins (`https://ops.example.com`) whose pages may call the operator API from a browser.
+         * The SDK-facing routes (ingestion, /v1/batch, public config) allow every origin anyway.
+         */
+        cors_origins: T.Array(T.String({ pattern: '^(\\*|https?://[^/\\s]+)$' }), { default: [] }),
       },
       { ...Strict, default: {} },
     ),
