@@ -2,7 +2,6 @@
 // First: `serve` may execute itself again with allocator settings before anything else loads.
 import './allocator'
 import { existsSync, readFileSync } from 'node:fs'
-import { collectDefaultMetrics } from 'prom-client'
 import embeddedConfig from '../config/liveops.yaml' with { type: 'text' }
 import { plugins } from '../plugins'
 import { commands } from '../plugins/commands'
@@ -46,7 +45,7 @@ async function serve(file: string | undefined) {
   const log = createLogger(config.core.log)
   const t0 = performance.now()
   const built = await createApp(config, { plugins, log })
-  collectDefaultMetrics({ register: built.metrics.registry })
+  built.metrics.collectDefaults()
   const server = listen(built, {
     port: config.core.server.port,
     hostname: config.core.server.host,

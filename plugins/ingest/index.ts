@@ -69,11 +69,15 @@ export default definePlugin({
       },
     )
     if (thread) {
-      const restarts = ctx.metrics.gauge(
-        'svc_ingest_persist_thread_restarts',
+      const restarts = ctx.metrics.counter(
+        'svc_ingest_persist_thread_restarts_total',
         'Times the persist thread died and was replaced',
       )
-      ctx.metrics.collect(() => restarts.set(thread.restarts))
+      let counted = 0
+      ctx.metrics.collect(() => {
+        restarts.inc(thread.restarts - counted)
+        counted = thread.restarts
+      })
     }
     const ingestor = new Ingestor(ctx.config, ctx.config.signing_secret, games, writer, ctx.log)
 
