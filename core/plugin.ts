@@ -179,6 +179,20 @@ export function defineProvider<S extends TSchema>(def: ProviderDefinition<S>): P
   return def
 }
 
+/**
+ * Loads a third-party provider from a file (`module: ./ext/sms.ts` in the YAML, `--module` of a
+ * remote worker): its default export made by `defineProvider`. The path is read at run time, so
+ * it works from source and from the compiled binary alike.
+ */
+export async function loadProviderModule(path: string): Promise<ProviderDefinition> {
+  const { resolve } = await import('node:path')
+  const mod = (await import(resolve(path))) as { default?: ProviderDefinition }
+  const def = mod.default
+  if (!def || typeof def.create !== 'function' || typeof def.type !== 'string')
+    throw new Error(`'${path}' has no default export made by defineProvider`)
+  return def
+}
+
 /** Provider types by name. Provider plugins register here in setup; notify looks them up. */
 export class ProviderRegistry {
   private types = new Map<string, ProviderDefinition>()
