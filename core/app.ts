@@ -10,6 +10,7 @@ import { AuthService } from './auth/service'
 import { Bus } from './bus'
 import type { LoadedConfig } from './config'
 import { type Db, type MigrationSet, migrate, openDb } from './db'
+import { SCALAR_ASSET, docsAssets, scalarOptions } from './docs'
 import { CorsPolicy, edge } from './edge'
 import { ErrorFamilies, errorHandler } from './http'
 import { type Logger, createLogger } from './log'
@@ -197,11 +198,13 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     })
       .use(errorHandler(families))
       .use(edge(cors))
+      .use(docsAssets())
       .use(
         openapi({
           path: '/docs',
           specPath: '/v3/api-docs',
-          exclude: { paths: ['/docs', '/v3/api-docs'] },
+          exclude: { paths: ['/docs', '/v3/api-docs', SCALAR_ASSET] },
+          scalar: scalarOptions,
           documentation: {
             info: {
               title: 'liveops',
