@@ -120,9 +120,9 @@ export function edge(cors: CorsPolicy) {
       }
       // Plain objects and arrays only: files, streams and generators (SSE) pass untouched.
       if (!isPlainJson(responseValue)) return
+      // Serialized once: a small body is answered as it is rather than stringified again by Elysia.
       const json = JSON.stringify(responseValue)
-      if (json.length < GZIP_MIN_BYTES) return
-      const headers: Record<string, string> = { 'content-type': 'application/json' }
+      const headers: Record<string, string> = { 'content-type': 'application/json;charset=utf-8' }
       for (const [k, v] of Object.entries(set.headers)) if (typeof v === 'string') headers[k] = v
       const out = gzipJson(request, json, headers)
       return new Response(out.body, {
