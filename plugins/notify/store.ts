@@ -193,6 +193,14 @@ export function queueStore(db: Db, instanceId: string) {
       )
     },
 
+    /** Extends every claim this instance holds: it is alive, its sends are still in flight. */
+    async renew(leaseMs: number): Promise<number> {
+      return db.run(
+        "UPDATE notify_deliveries SET lease_until = ? WHERE claimed_by = ? AND status = 'pending' AND lease_until IS NOT NULL",
+        [Date.now() + leaseMs, instanceId],
+      )
+    },
+
     /** Gives back claims (a remote worker went away; this instance restarted) for immediate re-delivery. */
     async release(ids?: string[]): Promise<void> {
       if (ids && !ids.length) return
