@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { DUMMY_HASH } from '../../core/auth/service'
 import { LoginThrottle } from '../../core/auth/throttle'
 import type { Logger } from '../../core/log'
 import { type TestApp, forEachEngine, makeApp } from '../helpers'
@@ -188,6 +189,14 @@ forEachEngine((engine) => {
     },
     SLOW,
   )
+})
+
+describe('the dummy hash', () => {
+  test("has the parameters of every user's hash, so verifying it takes as long", async () => {
+    const params = (h: string) => h.split('$').slice(1, 4).join('$')
+    expect(params(DUMMY_HASH)).toBe(params(await Bun.password.hash('any password at all')))
+    expect(await Bun.password.verify('', DUMMY_HASH)).toBe(false)
+  })
 })
 
 describe('logging', () => {
