@@ -20,6 +20,7 @@ import { HealthChecks, monitoring } from './monitoring'
 import { NativeRoutes } from './native'
 import { type PluginContext, type PluginManifest, ProviderRegistry, type Services } from './plugin'
 import { RateLimiter } from './ratelimit'
+import { createSharedState } from './shared'
 
 export interface AppOptions {
   /** The plugin map (normally `plugins/index.ts`); tests pass a subset. */
@@ -183,6 +184,8 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     const metrics = new Metrics()
     const changes = await createChanges(db, log.child('changes'), opts.pgSchema ?? 'public')
     stops.push(() => changes.close())
+    const shared = createSharedState({ db, redisUrl: core.redis.url || undefined, log: log.child('shared') })
+    stops.push(() => shared.close())
     const bus = new Bus((event, e) => log.error('bus listener failed', { event, error: String(e) }))
     const providers = new ProviderRegistry()
     const limiter = new RateLimiter(core.rate_limit.requests_per_minute, core.rate_limit.burst)
@@ -270,6 +273,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
         log: log.child(p.name),
         bus,
         changes,
+        shared,
         auth,
         guard,
         providers,

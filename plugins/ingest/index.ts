@@ -79,7 +79,7 @@ export default definePlugin({
         counted = thread.restarts
       })
     }
-    const ingestor = new Ingestor(ctx.config, ctx.config.signing_secret, games, writer, ctx.log)
+    const ingestor = new Ingestor(ctx.config, ctx.config.signing_secret, games, writer, ctx.log, ctx.shared)
 
     const events: EventsService = {
       experimentCounts: (q) => experimentCounts(db, q),
