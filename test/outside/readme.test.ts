@@ -19,7 +19,9 @@ test('at most ~350 lines, no dated notes, nothing outside the repository', () =>
 test('every relative link resolves to a file of the repository', () => {
   for (const file of [
     'README.md',
-    ...['architecture', 'plugins', 'storage', 'benchmarks', 'performance'].map((d) => `docs/${d}.md`),
+    ...['architecture', 'plugins', 'storage', 'benchmarks', 'performance', 'deploy'].map(
+      (d) => `docs/${d}.md`,
+    ),
   ]) {
     const text = readFileSync(join(ROOT, file), 'utf8')
     const links = [...text.matchAll(/\]\(([^)#\s]+)(#[^)]*)?\)/g)]
