@@ -141,6 +141,10 @@ forEachEngine((engine) => {
         expect(cfg.headers.get('access-control-allow-origin')).toBe('*')
       }
       expect(a.routes.has(`/api/config/${gameId}/prod`)).toBe(true)
+      // Bun's router holds only GET for that path: a preflight still reaches the edge.
+      const pre = await preflight(`/api/config/${gameId}/prod`, GAME_PAGE, 'GET', 'if-none-match')
+      expect(pre.status).toBe(204)
+      expect(pre.headers.get('access-control-allow-origin')).toBe('*')
     })
   })
 
