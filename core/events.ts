@@ -25,28 +25,28 @@ export interface AlertFired {
   at: string
 }
 
-/** Payload of `certificate_expiring` and `certificate_expired`. */
+/** Payload of `certificate_expired` (and, with days_left always set, of `certificate_expiring`). */
 export interface CertificateEvent {
   /** The certificate record. */
   id: string
   domain: string
   port: number
-  /** Whole days to expiry, rounded toward zero; negative once expired. */
-  days_left: number
   /** RFC 3339 expiry. */
   valid_to: string
+  /** Whole days to expiry, rounded toward zero; negative once expired. */
+  days_left?: number
   issuer?: string
   subject?: string
-  /** The alert rule that fired and its window. */
-  alert_id: string
-  threshold_days: number
+  /** The certificate alert rule that fired (table certificate_alerts) and its window in days. */
+  rule_id?: string
+  threshold_days?: number
 }
 
 export interface BusEvents {
   /** An alert rule's condition held (ops alert rules, any plugin's own checks). */
   'alert.fired': AlertFired
   /** Certificate monitoring: a certificate entered an alert rule's threshold window (once per certificate and rule). */
-  certificate_expiring: CertificateEvent
+  certificate_expiring: CertificateEvent & { days_left: number }
   /** Certificate monitoring: a certificate is past its expiry (once per certificate and rule). */
   certificate_expired: CertificateEvent
   /** ML monitoring: a deployed model's accuracy dropped or its inputs shifted (PSI). */

@@ -66,7 +66,7 @@ forEachEngine((engine) => {
           domain: 'localhost',
           port: server.port,
           days_left: 39,
-          alert_id: r.id,
+          rule_id: r.id,
           threshold_days: 45,
         },
       })
@@ -114,7 +114,7 @@ forEachEngine((engine) => {
       expect(loud.lastTriggeredAt).toBeString()
       expect(events.at(-1)).toMatchObject({
         name: 'certificate_expiring',
-        e: { domain: 'vault.ironbark.example', alert_id: loud.id },
+        e: { domain: 'vault.ironbark.example', rule_id: loud.id },
       })
       // Switching the quiet rule on fires it at the next check, once.
       const on = await a.req('PUT', `/api/v1/certificates/alerts/${quiet.id}`, {
@@ -124,7 +124,7 @@ forEachEngine((engine) => {
       expect(on.body.data).toMatchObject({ active: true, thresholdDays: 30 })
       await a.req('POST', '/api/v1/certificates/check-all', { token: admin })
       await a.req('POST', '/api/v1/certificates/check-all', { token: admin })
-      expect(events.filter((x) => x.e.alert_id === quiet.id)).toHaveLength(1)
+      expect(events.filter((x) => x.e.rule_id === quiet.id)).toHaveLength(1)
     })
 
     test('bad rule input answers 400 naming the field; unknown ids 404; viewers 403; no token 401', async () => {

@@ -112,14 +112,14 @@ export function certService(store: CertStore, bus: Bus, log: Logger, settings: C
       valid_to: view.validTo!,
       issuer: view.issuer,
       subject: view.subject,
-      alert_id: rule.id,
+      rule_id: rule.id,
       threshold_days: threshold,
     }
     log.info(event, {
       domain: cert.domain,
       port: payload.port,
       days_left: payload.days_left,
-      alert_id: rule.id,
+      rule_id: rule.id,
     })
     await bus.emit(event, payload)
     return true
