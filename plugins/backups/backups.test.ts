@@ -147,7 +147,7 @@ forEachEngine((engine) => {
           await admin.end()
         }
       }
-    })
+    }, 30_000)
 
     test('bad input answers 400 naming the field and starts nothing; mysql is refused clearly', async () => {
       const before = (await a.req('GET', '/api/v1/backups', { token: admin })).body.data.total
