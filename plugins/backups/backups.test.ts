@@ -191,7 +191,7 @@ forEachEngine((engine) => {
       const own = await backup(a, operator, { name: 'operator copy' })
       expect(own.status).toBe('succeeded')
       expect((await download(a, operator, own.id)).res.status).toBe(200)
-    })
+    }, 20_000)
 
     test('download refuses what it cannot vouch for: failed (409), missing file (410), changed file (500); unknown ids 404', async () => {
       const b = await backup(a, admin, { name: 'tamper' })
@@ -243,7 +243,7 @@ forEachEngine((engine) => {
       } finally {
         await b.stop()
       }
-    })
+    }, 20_000)
 
     test('retention keeps the newest keep_last backups and removes the others with their files', async () => {
       const b = await makeApp(engine, { plugins: { backups: { schedule_interval_s: 0, keep_last: 2 } } })
@@ -260,7 +260,7 @@ forEachEngine((engine) => {
       } finally {
         await b.stop()
       }
-    })
+    }, 20_000)
 
     test('the schedule makes backups on its own', async () => {
       const b = await makeApp(engine, { plugins: { backups: { schedule_interval_s: 1 } } })
@@ -274,7 +274,7 @@ forEachEngine((engine) => {
       } finally {
         await b.stop()
       }
-    })
+    }, 20_000)
 
     if (engine === 'postgres') {
       test('pg_dump gets the password through PGPASSWORD, never argv; a missing pg_dump fails naming it', async () => {
@@ -312,7 +312,7 @@ forEachEngine((engine) => {
           await c.stop()
           rmSync(dir, { recursive: true, force: true })
         }
-      })
+      }, 30_000)
     } else {
       test('after a crash, partial files are removed and unfinished backups marked failed', async () => {
         const dir = join(a.dataDir, 'backups')
