@@ -1,4 +1,5 @@
 import type { PluginManifest } from '../core/plugin'
+import agents from './agents'
 import experiments from './experiments'
 import games from './games'
 import ingest from './ingest'
@@ -15,6 +16,7 @@ export const plugins: Record<string, PluginManifest> = {
   experiments,
   ingest,
   notify,
+  agents,
   'webhook-provider': webhookProvider,
   'smtp-provider': smtpProvider,
 } as Record<string, PluginManifest>

@@ -1,16 +1,17 @@
-import { resolve } from 'node:path'
 import { Kind, Type as T } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 import type { Db } from '../../core/db'
 import { fromJson } from '../../core/db'
 import { Invalid, NotFound, invalidField } from '../../core/http'
-import { type Logger, maskValue } from '../../core/log'
+import type { Logger } from '../../core/log'
 import {
   type Provider,
   type ProviderDefinition,
   type ProviderRegistry,
   defineProvider,
+  loadProviderModule,
 } from '../../core/plugin'
+import { maskValue } from '../../core/secrets'
 import type { ChannelConfig } from './schema'
 
 /** The built-in `log` provider: writes each delivery to the service log (demos, smoke tests, benches). */
@@ -104,11 +105,9 @@ export function channelManager(opts: {
   ): Promise<ProviderDefinition> {
     let def = registry.get(type)
     if (!def && module) {
-      // A file path read at runtime: works from source and from the compiled binary alike.
-      const mod = (await import(resolve(module))) as { default?: ProviderDefinition }
-      const loaded = mod.default
-      if (!loaded || typeof loaded.create !== 'function' || typeof loaded.type !== 'string')
-        throw invalidField(`${field}.module`, `'${module}' has no default export made by defineProvider`)
+      const loaded = await loadProviderModule(module).catch((e: Error) => {
+        throw invalidField(`${field}.module`, e.message)
+      })
       if (loaded.type !== type)
         throw invalidField(`${field}.module`, `'${module}' provides type '${loaded.type}', not '${type}'`)
       if (!registry.get(type)) registry.register(loaded)

@@ -72,8 +72,14 @@ forEachEngine((engine) => {
         )
       }),
     )
-    await until(() => sink.hits.length - before >= 60)
-    await Bun.sleep(100)
+    // Every delivery finished (none pending or claimed) on both instances: a duplicate would have been sent by now.
+    await until(async () => {
+      const open = await a.db.get<{ n: number | string }>(
+        `SELECT COUNT(*) AS n FROM notify_deliveries WHERE status = 'pending' AND id IN (${ids.map(() => '?').join(',')})`,
+        ids,
+      )
+      return ids.length === 60 && Number(open?.n) === 0
+    }, 10_000)
     const got = sink.hits.slice(before).map((h) => String(h.body.id))
     expect(got.length).toBe(60)
     expect(new Set(got).size).toBe(60)
