@@ -3,6 +3,7 @@ import agents from './agents'
 import experiments from './experiments'
 import games from './games'
 import ingest from './ingest'
+import ml from './ml'
 import notify from './notify'
 import smtpProvider from './smtp-provider'
 import webhookProvider from './webhook-provider'
@@ -15,6 +16,7 @@ export const plugins: Record<string, PluginManifest> = {
   games,
   experiments,
   ingest,
+  ml,
   notify,
   agents,
   'webhook-provider': webhookProvider,

@@ -194,6 +194,16 @@ export class Trainer {
     return n
   }
 
+  /** Tells other instances' sweeps that this instance's jobs are alive. */
+  async heartbeat(now = Date.now()): Promise<void> {
+    const ids = [...this.running.keys(), ...this.queue]
+    if (ids.length)
+      await this.db.run(
+        `UPDATE ml_training_jobs SET heartbeat_at = ? WHERE id IN (${ids.map(() => '?').join(', ')})`,
+        [now, ...ids],
+      )
+  }
+
   /** Stops every job of this instance; they are failed as interrupted. */
   async close(): Promise<void> {
     this.closed = true

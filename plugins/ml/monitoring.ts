@@ -276,15 +276,14 @@ export function monitoring(
           [id, modelId, f.kind, f.severity, f.value, JSON.stringify(f.details), now],
         )
         await bus.emit('model_drift', {
-          alertId: id,
-          modelId,
-          gameId: row.game_id,
+          model_id: modelId,
+          game_id: row.game_id,
+          severity: f.severity,
+          ...(f.kind === 'accuracy' ? { accuracy_drop: f.value } : { psi: s.drift.psi }),
+          kind: f.kind,
           name: row.name,
           version: Number(row.deployed_version),
-          kind: f.kind,
-          severity: f.severity,
-          value: f.value,
-          details: f.details,
+          alert_id: id,
           at: new Date(now).toISOString(),
         })
         raised.push({ id, ...f, createdAt: new Date(now).toISOString() })
