@@ -297,9 +297,9 @@ export async function fromEvents(type: ModelType, cfg: DatasetConfig, ctx: ReadC
           !((e.amountCents ?? 0) > 0 && (field(e, 'status') ?? 'success') === 'success')
         )
           return undefined
-        let list = times.get(e.userId)
-        if (!list) times.set(e.userId, (list = []))
-        list.push(e.ts)
+        const list = times.get(e.userId)
+        if (list) list.push(e.ts)
+        else times.set(e.userId, [e.ts])
         return undefined
       },
     )

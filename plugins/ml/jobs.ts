@@ -267,7 +267,7 @@ export class Trainer {
           ])
       }
       await tx.run(
-        `UPDATE ml_training_jobs SET status = ?, progress = ?, stage = ?, metrics = ?, error = ?, version = ?, rows_used = ?, rows_skipped = ?, finished_at = ?, heartbeat_at = ? WHERE id = ?`,
+        'UPDATE ml_training_jobs SET status = ?, progress = ?, stage = ?, metrics = ?, error = ?, version = ?, rows_used = ?, rows_skipped = ?, finished_at = ?, heartbeat_at = ? WHERE id = ?',
         [
           status,
           status === 'completed' ? 1 : Number(job.progress),

@@ -113,13 +113,14 @@ export function monitoring(
     for (const d of daily) {
       const day = Number(d.day)
       perDay.set(day, (perDay.get(day) ?? 0) + Number(d.predictions))
-      const a = (arms[d.arm] ??= {
+      arms[d.arm] ??= {
         modelId: d.served_by,
         predictions: 0,
         feedback: 0,
         correct: 0,
         accuracy: null,
-      })
+      }
+      const a = arms[d.arm]
       a.predictions += Number(d.predictions)
       a.feedback += Number(d.feedback)
       a.correct += Number(d.correct)
