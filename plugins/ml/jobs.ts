@@ -133,9 +133,10 @@ export class Trainer {
         [id, modelId, JSON.stringify(cfg), JSON.stringify(values), model.status, now, now],
       )
     })
+    const job = await this.get(modelId, id)
     this.queue.push(id)
     this.pump()
-    return this.get(modelId, id)
+    return job
   }
 
   async get(modelId: string, jobId: string): Promise<TrainingJob> {
