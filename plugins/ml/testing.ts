@@ -118,3 +118,46 @@ export async function ingest(a: TestApp, events: Array<Record<string, unknown>>)
     expect(r.status).toBe(200)
   }
 }
+
+/**
+ * Another instance of the app on the same store as `a` (the same SQLite file or PostgreSQL
+ * schema), as a second server or a restart would see it.
+ */
+export async function sameStoreInstance(
+  a: TestApp,
+): Promise<{ req: TestApp['req']; stop: () => Promise<void> }> {
+  const { stringify } = await import('yaml')
+  const { loadConfig } = await import('../../core/config')
+  const { createApp } = await import('../../core/app')
+  const { createLogger } = await import('../../core/log')
+  const { plugins } = await import('..')
+  const loc = a.db.location!
+  const yaml = stringify({
+    data_dir: a.dataDir,
+    database: { url: loc.url, pool: 3 },
+    auth: { jwt_secret: 'test-secret', admin_token: 'test-admin-token' },
+    rate_limit: { requests_per_minute: 0, burst: 0 },
+    log: { level: 'error' },
+    plugins: {
+      games: {},
+      ingest: { signing_secret: SECRET, purge_interval_minutes: 0 },
+      ml: { drift_check_minutes: 0 },
+    },
+  })
+  const config = loadConfig(yaml, plugins, {})
+  const built = await createApp(config, { plugins, pgSchema: loc.schema, log: createLogger(config.core.log) })
+  const req: TestApp['req'] = async (method, path, o = {}) => {
+    const headers: Record<string, string> = { ...o.headers }
+    if (o.token) headers.authorization = `Bearer ${o.token}`
+    const body = o.body === undefined ? o.raw : JSON.stringify(o.body)
+    if (o.body !== undefined) headers['content-type'] = 'application/json'
+    const res = await built.app.handle(new Request(`http://localhost${path}`, { method, headers, body }))
+    const text = await res.text()
+    return {
+      status: res.status,
+      body: text && (res.headers.get('content-type') ?? '').includes('json') ? JSON.parse(text) : text,
+      headers: res.headers,
+    }
+  }
+  return { req, stop: () => built.stop() }
+}
