@@ -3,7 +3,8 @@ import { definePlugin } from '../../core/plugin'
 import '../games/types'
 import '../ingest/types'
 import { Trainer } from './jobs'
-import { PredictionLog } from './log'
+import { PredictionLog, writeRows } from './log'
+import { LogThread } from './log-thread'
 import m001 from './migrations/001_ml.sql' with { type: 'text' }
 import { monitoring } from './monitoring'
 import { mlRoutes } from './routes'
@@ -58,8 +59,13 @@ export default definePlugin({
   setup(ctx) {
     const c = ctx.config
     const models = modelsStore(ctx.db, ctx.service('games'))
-    const log = new PredictionLog(ctx.db, c.flush_ms, 2000, (e) =>
-      ctx.log.error('storing predictions failed', { error: String(e) }),
+    // Off the event loop when the store can be opened by another thread (not an in-memory SQLite).
+    const thread = ctx.db.location && new LogThread(ctx.db.location)
+    const log = new PredictionLog(
+      thread ? (rows) => thread.write(rows) : (rows) => writeRows(ctx.db, rows),
+      c.flush_ms,
+      2000,
+      (e) => ctx.log.error('storing predictions failed', { error: String(e) }),
     )
     const serving = new Serving(ctx.db, models, log, {
       cacheTtlMs: c.cache_ttl_ms,
@@ -127,6 +133,7 @@ export default definePlugin({
       for (const t of timers) clearInterval(t)
       await trainer.close()
       await log.close()
+      await thread?.close()
     })
     return mlRoutes(ctx, models, trainer, serving, monitor)
   },

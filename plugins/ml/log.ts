@@ -35,8 +35,9 @@ export class PredictionLog {
   private timer: ReturnType<typeof setTimeout> | undefined
   private flushing: Promise<void> = Promise.resolve()
 
+  /** `sink` stores one batch: on this thread (`writeRows`) or on the log thread. */
   constructor(
-    private db: Db,
+    private sink: (rows: LoggedPrediction[]) => Promise<void>,
     private flushMs: number,
     private maxRows: number,
     private onError: (e: unknown) => void,
@@ -54,64 +55,65 @@ export class PredictionLog {
     this.timer = undefined
     const rows = this.buffer
     this.buffer = []
-    this.flushing = this.flushing.then(() => (rows.length ? this.write(rows).catch(this.onError) : undefined))
+    this.flushing = this.flushing.then(() => (rows.length ? this.sink(rows).catch(this.onError) : undefined))
     return this.flushing
-  }
-
-  private async write(rows: LoggedPrediction[]): Promise<void> {
-    const daily = new Map<string, { p: LoggedPrediction; day: number; n: number }>()
-    const lat = new Map<string, { modelId: string; day: number; bucket: number; n: number }>()
-    for (const p of rows) {
-      const day = Math.floor(p.createdAt / DAY) * DAY
-      const dk = `${p.modelId}\n${day}\n${p.arm}\n${p.servedBy}\n${p.version}`
-      const d = daily.get(dk)
-      if (d) d.n++
-      else daily.set(dk, { p, day, n: 1 })
-      const bucket = latencyBucket(p.latencyUs)
-      const lk = `${p.modelId}\n${day}\n${bucket}`
-      const l = lat.get(lk)
-      if (l) l.n++
-      else lat.set(lk, { modelId: p.modelId, day, bucket, n: 1 })
-    }
-    await this.db.tx(async (tx) => {
-      for (let i = 0; i < rows.length; i += ROWS_PER_INSERT) {
-        const chunk = rows.slice(i, i + ROWS_PER_INSERT)
-        const args: Param[] = []
-        for (const p of chunk)
-          args.push(
-            p.id,
-            p.modelId,
-            p.servedBy,
-            p.version,
-            p.arm,
-            p.entityId,
-            p.prediction,
-            p.probability,
-            p.features,
-            p.latencyUs,
-            p.createdAt,
-          )
-        await tx.run(
-          `INSERT INTO ml_predictions (${COLS}) VALUES ${chunk.map(() => '(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)').join(', ')} ON CONFLICT DO NOTHING`,
-          args,
-        )
-      }
-      for (const { p, day, n } of daily.values())
-        await tx.run(
-          `INSERT INTO ml_daily (model_id, day, arm, served_by, version, predictions, feedback, correct) VALUES (?, ?, ?, ?, ?, ?, 0, 0)
-           ON CONFLICT (model_id, day, arm, served_by, version) DO UPDATE SET predictions = ml_daily.predictions + excluded.predictions`,
-          [p.modelId, day, p.arm, p.servedBy, p.version, n],
-        )
-      for (const l of lat.values())
-        await tx.run(
-          `INSERT INTO ml_latency (model_id, day, bucket, n) VALUES (?, ?, ?, ?)
-           ON CONFLICT (model_id, day, bucket) DO UPDATE SET n = ml_latency.n + excluded.n`,
-          [l.modelId, l.day, l.bucket, l.n],
-        )
-    })
   }
 
   async close(): Promise<void> {
     await this.flush()
   }
+}
+
+/** One batch of predictions and the rollups it adds, in one transaction. */
+export async function writeRows(db: Db, rows: LoggedPrediction[]): Promise<void> {
+  const daily = new Map<string, { p: LoggedPrediction; day: number; n: number }>()
+  const lat = new Map<string, { modelId: string; day: number; bucket: number; n: number }>()
+  for (const p of rows) {
+    const day = Math.floor(p.createdAt / DAY) * DAY
+    const dk = `${p.modelId}\n${day}\n${p.arm}\n${p.servedBy}\n${p.version}`
+    const d = daily.get(dk)
+    if (d) d.n++
+    else daily.set(dk, { p, day, n: 1 })
+    const bucket = latencyBucket(p.latencyUs)
+    const lk = `${p.modelId}\n${day}\n${bucket}`
+    const l = lat.get(lk)
+    if (l) l.n++
+    else lat.set(lk, { modelId: p.modelId, day, bucket, n: 1 })
+  }
+  await db.tx(async (tx) => {
+    for (let i = 0; i < rows.length; i += ROWS_PER_INSERT) {
+      const chunk = rows.slice(i, i + ROWS_PER_INSERT)
+      const args: Param[] = []
+      for (const p of chunk)
+        args.push(
+          p.id,
+          p.modelId,
+          p.servedBy,
+          p.version,
+          p.arm,
+          p.entityId,
+          p.prediction,
+          p.probability,
+          p.features,
+          p.latencyUs,
+          p.createdAt,
+        )
+      await tx.run(
+        `INSERT INTO ml_predictions (${COLS}) VALUES ${chunk.map(() => '(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)').join(', ')} ON CONFLICT DO NOTHING`,
+        args,
+      )
+    }
+    for (const { p, day, n } of daily.values())
+      await tx.run(
+        `INSERT INTO ml_daily (model_id, day, arm, served_by, version, predictions, feedback, correct) VALUES (?, ?, ?, ?, ?, ?, 0, 0)
+         ON CONFLICT (model_id, day, arm, served_by, version) DO UPDATE SET predictions = ml_daily.predictions + excluded.predictions`,
+        [p.modelId, day, p.arm, p.servedBy, p.version, n],
+      )
+    for (const l of lat.values())
+      await tx.run(
+        `INSERT INTO ml_latency (model_id, day, bucket, n) VALUES (?, ?, ?, ?)
+         ON CONFLICT (model_id, day, bucket) DO UPDATE SET n = ml_latency.n + excluded.n`,
+        [l.modelId, l.day, l.bucket, l.n],
+      )
+  })
 }
