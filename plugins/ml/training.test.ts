@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { type TestApp, forEachEngine } from '../../test/helpers'
 import { rng } from './algorithms/data'
-import { churnCsv, ingest, mlApp, newGame, newModel, uploadCsv, waitJob } from './testing'
+import { churnCsv, ingest, mlApp, newGame, newModel, sameStoreInstance, uploadCsv, waitJob } from './testing'
 
 const DAY = 86_400_000
 
@@ -190,6 +190,116 @@ forEachEngine((engine) => {
       expect(model.status).toBe('DRAFT')
       expect(model.trainedVersion).toBeUndefined()
       expect((await a.req('GET', `/api/ml-models/${m.id}/versions`, { token: admin })).body).toEqual([])
+    })
+
+    test('hyperparameters are honoured: one Newton step, and the stored job lists every value used', async () => {
+      const m = await newModel(a, admin, { gameId, type: 'CLASSIFICATION' })
+      const ds = await uploadCsv(a, admin, m.id, churnCsv(400, 8))
+      const cfg = {
+        source: 'csv',
+        query: ds,
+        features: ['sessions', 'days_since_purchase'],
+        label: 'churned',
+      }
+      const one = await train(m.id, {
+        datasetConfig: cfg,
+        hyperparameters: { maxIterations: 1, threshold: 0.9 },
+      })
+      const job = await waitJob(a, admin, m.id, one.body.id)
+      expect(job.metrics.iterations).toBe(1)
+      expect(job.hyperparameters).toMatchObject({
+        maxIterations: 1,
+        threshold: 0.9,
+        l2: 0.0001,
+        tolerance: 1e-6,
+      })
+      const full = await train(m.id, { datasetConfig: cfg })
+      const job2 = await waitJob(a, admin, m.id, full.body.id)
+      expect(job2.metrics.iterations).toBeGreaterThan(2)
+      expect(job2.version).toBe(2)
+    })
+
+    test('a job whose instance stopped is failed by the next start, and the model can train again', async () => {
+      const m = await newModel(a, admin, { gameId, type: 'CLASSIFICATION' })
+      const old = Date.now() - 10 * 60_000
+      await a.db.run("UPDATE ml_models SET status = 'TRAINING' WHERE id = ?", [m.id])
+      await a.db.run(
+        `INSERT INTO ml_training_jobs (id, model_id, status, progress, stage, dataset_config, hyperparameters, previous_status, created_at, started_at, heartbeat_at)
+         VALUES (?, ?, 'running', 0.4, 'training', '{"source":"csv","query":"x","features":["a"],"label":"b"}', '{}', 'DRAFT', ?, ?, ?)`,
+        ['0190d1e2-0000-7000-8000-00000000abcd', m.id, old, old, old],
+      )
+      const other = await sameStoreInstance(a)
+      await other.stop()
+      const job = (
+        await a.req('GET', `/api/ml-models/${m.id}/training-jobs/0190d1e2-0000-7000-8000-00000000abcd`, {
+          token: admin,
+        })
+      ).body
+      expect(job.status).toBe('failed')
+      expect(job.error).toContain('interrupted')
+      expect((await a.req('GET', `/api/ml-models/${m.id}`, { token: admin })).body.status).toBe('FAILED')
+    })
+
+    test("payer and next-event labels come from the user's later events", async () => {
+      const now = Date.now()
+      const g = await newGame(a, admin)
+      const events: Array<Record<string, unknown>> = []
+      for (let u = 0; u < 120; u++) {
+        const user = `trader-${u}`
+        const gems = u % 10
+        const at = now - 15 * DAY + u * 1000
+        events.push({
+          event: 'shop_open',
+          ts: String(at),
+          game_id: g,
+          env: 'prod',
+          user_id: user,
+          attrs: { gems },
+        })
+        if (gems >= 5) {
+          events.push({
+            event: 'purchase',
+            ts: String(at + DAY),
+            game_id: g,
+            env: 'prod',
+            user_id: user,
+            amount_cents: 499,
+            currency: 'USD',
+          })
+          events.push({
+            event: 'guild_join',
+            ts: String(at + 2 * DAY),
+            game_id: g,
+            env: 'prod',
+            user_id: user,
+          })
+        }
+      }
+      await ingest(a, events)
+      for (const label of ['payer:3d', 'next:guild_join:3d']) {
+        const m = await newModel(a, admin, { gameId: g, type: 'CLASSIFICATION' })
+        const r = await train(m.id, {
+          datasetConfig: {
+            source: 'events',
+            query: `event=shop_open&from=${now - 20 * DAY}&to=${now}`,
+            features: ['gems'],
+            label,
+          },
+        })
+        const job = await waitJob(a, admin, m.id, r.body.id)
+        expect([label, job.status]).toEqual([label, 'completed'])
+        expect(job.rowsUsed).toBe(120)
+        expect(job.metrics.accuracy).toBeGreaterThanOrEqual(0.95)
+        await a.req('POST', `/api/ml-models/${m.id}/deploy`, { token: admin, body: {} })
+        const p = async (gems: number) =>
+          (
+            await a.req('POST', `/api/ml-models/${m.id}/predict`, {
+              token: admin,
+              body: { features: { gems } },
+            })
+          ).body.prediction
+        expect([await p(9), await p(0)]).toEqual(['1', '0'])
+      }
     })
 
     test('events source: features from event fields, a churn label from later events, unfinished windows left out', async () => {
