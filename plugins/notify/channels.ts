@@ -90,6 +90,8 @@ export function channelManager(opts: {
   log: Logger
   sensitive: readonly string[]
   yaml: Record<string, ChannelConfig>
+  /** A runtime change made here (PUT /config, enable/disable): other instances are told to sync. */
+  onLocalChange?: (name: string) => void
 }) {
   const { db, registry, log } = opts
   const slots = new Map<string, Slot>()
@@ -374,6 +376,7 @@ export function channelManager(opts: {
       // Sends already holding the old provider finish on it; close only after they had time to.
       if (old?.close) setTimeout(() => void old.close?.().catch(() => undefined), 35_000).unref?.()
       changed(name)
+      opts.onLocalChange?.(name)
       return this.view(name)
     },
 
@@ -389,6 +392,7 @@ export function channelManager(opts: {
       s.enabled = enabled
       s.updatedAt = now
       changed(name)
+      opts.onLocalChange?.(name)
       return { name, enabled }
     },
 

@@ -47,7 +47,9 @@ forEachEngine((engine) => {
       params: {},
       at: '2026-11-24T10:01:00.000Z',
     })
-    const hit = await until(() => sink.hits.find((h) => h.body.title === 'svc_db_latency_ms above 250 for 3 checks'))
+    const hit = await until(() =>
+      sink.hits.find((h) => h.body.title === 'svc_db_latency_ms above 250 for 3 checks'),
+    )
     expect(hit?.body).toMatchObject({ level: 'critical' })
     expect(JSON.stringify(hit?.body)).toContain('db-latency')
     const logs = await a.req('GET', '/api/v1/logs?provider=oncall', { token: await a.token('admin') })
@@ -67,14 +69,31 @@ forEachEngine((engine) => {
     await Promise.all([a.bus.emit('alert.fired', e), a.bus.emit('alert.fired', e)])
     await until(() => titles().includes('disk almost full'))
     const logs = await a.req('GET', '/api/v1/logs?provider=oncall', { token: await a.token('admin') })
-    expect(logs.body.data.logs.filter((l: { title: string }) => l.title === 'disk almost full')).toHaveLength(1)
+    expect(logs.body.data.logs.filter((l: { title: string }) => l.title === 'disk almost full')).toHaveLength(
+      1,
+    )
   })
 
   test('certificate and model events become notifications of their own type and level', async () => {
-    await a.bus.emit('certificate_expired', { id: 'c9', domain: 'eu.play.example', port: 8443, valid_to: '2026-11-20T00:00:00.000Z' })
-    await a.bus.emit('model_drift', { model_id: 'churn-v3', game_id: 'g1', severity: 'high', accuracy_drop: 0.12 })
-    const cert = await until(() => sink.hits.find((h) => String(h.body.title).includes('eu.play.example:8443')))
-    expect(cert?.body).toMatchObject({ level: 'critical', title: 'Certificate for eu.play.example:8443 has expired' })
+    await a.bus.emit('certificate_expired', {
+      id: 'c9',
+      domain: 'eu.play.example',
+      port: 8443,
+      valid_to: '2026-11-20T00:00:00.000Z',
+    })
+    await a.bus.emit('model_drift', {
+      model_id: 'churn-v3',
+      game_id: 'g1',
+      severity: 'high',
+      accuracy_drop: 0.12,
+    })
+    const cert = await until(() =>
+      sink.hits.find((h) => String(h.body.title).includes('eu.play.example:8443')),
+    )
+    expect(cert?.body).toMatchObject({
+      level: 'critical',
+      title: 'Certificate for eu.play.example:8443 has expired',
+    })
     const drift = await until(() => sink.hits.find((h) => String(h.body.title).includes('churn-v3')))
     expect(drift?.body).toMatchObject({ level: 'error' })
     expect(String(drift?.body.body)).toContain('12.0 points')

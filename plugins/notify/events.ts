@@ -52,7 +52,12 @@ export function subscribePlatformEvents(bus: Bus, service: NotifyService, log: L
           e.accuracy_drop !== undefined
             ? `Feedback accuracy dropped by ${(e.accuracy_drop * 100).toFixed(1)} points.`
             : 'Its input distribution shifted.',
-        params: { model_id: e.model_id, game_id: e.game_id, severity: e.severity, alert_id: `model:${e.model_id}` },
+        params: {
+          model_id: e.model_id,
+          game_id: e.game_id,
+          severity: e.severity,
+          alert_id: `model:${e.model_id}`,
+        },
       }),
     ),
     bus.on('experiment_srm', (e) =>

@@ -55,6 +55,12 @@ export default definePlugin({
       log: ctx.log,
       sensitive: ctx.core.log.sensitive_fields,
       yaml: config.channels,
+      onLocalChange: (name) => void ctx.changes.publish('notify.channels', { name }),
+    })
+    // Other instances' changes apply at once when they say so; the sync timer is the safety net.
+    ctx.changes.on('notify.channels', (_d, origin) => {
+      if (origin === 'remote')
+        return channels.sync().catch((e) => ctx.log.error('channel sync failed', { error: String(e) }))
     })
     const queue = queueStore(ctx.db, id)
     const templates = templateStore(ctx.db)

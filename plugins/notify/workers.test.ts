@@ -116,7 +116,9 @@ forEachEngine((engine) => {
     expect(log.attempts[0].worker).toBe(`w-${engine}`)
 
     const text = (
-      await t.req('POST', '/api/v1/notify', { body: { type: 'x', channel: 'sms', title: 'raid', body: 'in 5' } })
+      await t.req('POST', '/api/v1/notify', {
+        body: { type: 'x', channel: 'sms', title: 'raid', body: 'in 5' },
+      })
     ).body.data.task_ids[0]
     const sms = await until(() => sink.hits.find((h) => h.body.id === text), 5000)
     expect(sms?.body).toMatchObject({ from: 'QUESTS', text: 'raid: in 5' })

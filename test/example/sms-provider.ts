@@ -24,11 +24,20 @@ export default defineProvider({
           const res = await fetch(settings.url, {
             method: 'POST',
             headers: { 'content-type': 'application/json' },
-            body: JSON.stringify({ id: d.id, from: settings.sender, to: d.recipients, text: `${d.title}: ${d.body}` }),
+            body: JSON.stringify({
+              id: d.id,
+              from: settings.sender,
+              to: d.recipients,
+              text: `${d.title}: ${d.body}`,
+            }),
             signal,
           })
           if (res.ok) return { ok: true }
-          return { ok: false, retryable: res.status >= 500 || res.status === 429, error: `gateway answered ${res.status}` }
+          return {
+            ok: false,
+            retryable: res.status >= 500 || res.status === 429,
+            error: `gateway answered ${res.status}`,
+          }
         } catch (e) {
           return { ok: false, retryable: true, error: (e as Error).message }
         }
