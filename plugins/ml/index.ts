@@ -67,10 +67,14 @@ export default definePlugin({
       2000,
       (e) => ctx.log.error('storing predictions failed', { error: String(e) }),
     )
-    const serving = new Serving(ctx.db, models, log, {
-      cacheTtlMs: c.cache_ttl_ms,
-      canaryPercent: c.canary_percent,
-      forwardTimeoutMs: c.forward_timeout_ms,
+    const serving = new Serving(
+      models,
+      log,
+      { cacheTtlMs: c.cache_ttl_ms, canaryPercent: c.canary_percent, forwardTimeoutMs: c.forward_timeout_ms },
+      (id) => void ctx.changes.publish('ml.models', { id }),
+    )
+    ctx.changes.on('ml.models', (d, origin) => {
+      if (origin === 'remote') serving.forget(String(d.id))
     })
     const jobsDone = ctx.metrics.counter('svc_ml_training_jobs_total', 'Finished training jobs', ['outcome'])
     const trainer = new Trainer(

@@ -194,6 +194,41 @@ forEachEngine((engine) => {
       }
     })
 
+    test('a deploy here shows on another instance at once (change notices), not after its cache time', async () => {
+      const { model, dataset } = await trainedClassifier(a, admin, gameId, 29)
+      await deploy(model.id)
+      const r = await a.req('POST', `/api/ml-models/${model.id}/train`, {
+        token: admin,
+        body: {
+          datasetConfig: {
+            source: 'csv',
+            query: dataset,
+            features: ['sessions', 'days_since_purchase'],
+            label: 'churned',
+          },
+        },
+      })
+      await waitJob(a, admin, model.id, r.body.id)
+      const other = await sameStoreInstance(a, { cache_ttl_ms: 3_600_000 })
+      try {
+        const ask = () =>
+          other.req('POST', `/api/ml-models/${model.id}/predict`, { token: admin, body: { features: loyal } })
+        expect((await ask()).body.version).toBe(1) // now cached there for an hour
+        await deploy(model.id, { version: 2 })
+        const deadline = Date.now() + 3000
+        let seen = 1
+        while (seen !== 2 && Date.now() < deadline) {
+          seen = (await ask()).body.version
+          if (seen !== 2) await Bun.sleep(10)
+        }
+        // PostgreSQL carries the notice to the other process; SQLite is one instance per file,
+        // where notices stay in the process that made them.
+        expect(seen).toBe(engine === 'postgres' ? 2 : 1)
+      } finally {
+        await other.stop()
+      }
+    })
+
     test('archiving a deployed model stops its predictions', async () => {
       const { model } = await trainedClassifier(a, admin, gameId)
       await deploy(model.id)

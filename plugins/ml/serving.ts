@@ -1,4 +1,4 @@
-import { type Db, fromJson, newId } from '../../core/db'
+import { fromJson, newId } from '../../core/db'
 import { Conflict, HttpError, Invalid, NotFound, invalidField } from '../../core/http'
 import { murmur3 } from '../../sdk/murmur3'
 import { type Artifact, type Prediction, predict } from './algorithms'
@@ -27,15 +27,25 @@ export class Serving {
   private deployments = new Map<string, { row: ModelRow; at: number }>()
   private compiled = new Map<string, Compiled>()
 
+  /**
+   * `publish` tells the other instances on the store that a model changed (ctx.changes), so
+   * their cached deployments go too; `cacheTtlMs` stays as the safety net for a lost notice.
+   */
   constructor(
-    private db: Db,
     private models: ModelsStore,
     private log: PredictionLog,
     private config: ServingConfig,
+    private publish: (modelId: string) => void = () => undefined,
   ) {}
 
-  /** Forgets a cached deployment (this instance's own writes show at once). */
+  /** A model changed here: forget its cached deployment, here and on the other instances. */
   invalidate(modelId: string): void {
+    this.deployments.delete(modelId)
+    this.publish(modelId)
+  }
+
+  /** Another instance changed the model. */
+  forget(modelId: string): void {
     this.deployments.delete(modelId)
   }
 

@@ -125,6 +125,7 @@ export async function ingest(a: TestApp, events: Array<Record<string, unknown>>)
  */
 export async function sameStoreInstance(
   a: TestApp,
+  ml: Record<string, unknown> = {},
 ): Promise<{ req: TestApp['req']; stop: () => Promise<void> }> {
   const { stringify } = await import('yaml')
   const { loadConfig } = await import('../../core/config')
@@ -141,7 +142,7 @@ export async function sameStoreInstance(
     plugins: {
       games: {},
       ingest: { signing_secret: SECRET, purge_interval_minutes: 0 },
-      ml: { drift_check_minutes: 0 },
+      ml: { drift_check_minutes: 0, ...ml },
     },
   })
   const config = loadConfig(yaml, plugins, {})
