@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { Validator } from '@seriousme/openapi-schema-validator'
 import { type TestApp, forEachEngine } from '../../test/helpers'
 import { mlApp, newGame, newModel } from './testing'
 
@@ -197,6 +198,22 @@ forEachEngine((engine) => {
       const bad = await a.req('PUT', `/api/ml-models/${m.id}`, { token: admin, body: { description: 7 } })
       expect(bad.status).toBe(400)
       expect((await a.req('GET', `/api/ml-models/${m.id}`, { token: admin })).body.description).toBe('first')
+    })
+
+    test('the OpenAPI document describes every ml route validly, each with a tag and a summary', async () => {
+      const doc = (await a.req('GET', '/v3/api-docs')).body
+      for (const p of Object.keys(doc.paths)) if (!p.startsWith('/api/ml-models')) delete doc.paths[p]
+      expect(Object.keys(doc.paths).length).toBeGreaterThanOrEqual(14)
+      for (const ops of Object.values(doc.paths) as Array<
+        Record<string, { tags?: string[]; summary?: string }>
+      >)
+        for (const op of Object.values(ops)) {
+          expect(op.tags).toEqual(['ml'])
+          expect(op.summary?.length).toBeGreaterThan(10)
+        }
+      const res = await new Validator().validate(doc)
+      expect(res.errors ?? []).toEqual([])
+      expect(doc.components.schemas['ml.Prediction'].properties.latencyMs).toBeDefined()
     })
 
     test('illegal moves answer 409 with the reason; archive and restore', async () => {

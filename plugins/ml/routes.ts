@@ -34,7 +34,8 @@ const PageQuery = t.Object({
   size: t.Optional(t.Integer({ minimum: 1, maximum: 100, description: 'absent: 20' })),
 })
 const JobPage = t.Object({
-  items: t.Array(TrainingJob),
+  // A copy: the registered job schema carries an $id, which the document may define only once.
+  items: t.Array(t.Object(TrainingJob.properties)),
   total: t.Integer(),
   page: t.Integer(),
   size: t.Integer(),

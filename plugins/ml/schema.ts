@@ -120,7 +120,8 @@ export const ListQuery = t.Object({
 export type ListQuery = typeof ListQuery.static
 
 export const ModelPage = t.Object({
-  items: t.Array(Model),
+  // A copy: the registered model carries an $id, and an OpenAPI document may define one only once.
+  items: t.Array(t.Object(Model.properties)),
   total: t.Integer(),
   page: t.Integer(),
   size: t.Integer(),
