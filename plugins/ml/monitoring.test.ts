@@ -181,3 +181,34 @@ forEachEngine((engine) => {
     })
   })
 })
+
+forEachEngine((engine) => {
+  test('the periodic drift check raises model_drift without being asked', async () => {
+    const a = await mlApp(engine, { flush_ms: 5, min_feedback: 20, drift_check_minutes: 0.002 })
+    try {
+      const admin = await a.token('admin')
+      const gameId = await newGame(a, admin)
+      const { model } = await trainedClassifier(a, admin, gameId, 61)
+      const heard: string[] = []
+      a.bus.on('model_drift', (e) => {
+        if (e.model_id === model.id) heard.push(`${e.kind}:${e.severity}`)
+      })
+      await a.req('POST', `/api/ml-models/${model.id}/deploy`, { token: admin, body: {} })
+      for (let i = 0; i < 25; i++) {
+        const p = await a.req('POST', `/api/ml-models/${model.id}/predict`, {
+          token: admin,
+          body: { features: { sessions: 9, days_since_purchase: 1 } },
+        })
+        await a.req('POST', `/api/ml-models/${model.id}/feedback`, {
+          token: admin,
+          body: { predictionId: p.body.predictionId, actual: 'yes' },
+        })
+      }
+      const deadline = Date.now() + 5000
+      while (!heard.length && Date.now() < deadline) await Bun.sleep(20)
+      expect(heard).toEqual(['accuracy:critical'])
+    } finally {
+      await a.stop()
+    }
+  })
+})
