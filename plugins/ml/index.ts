@@ -3,7 +3,7 @@ import { definePlugin } from '../../core/plugin'
 import '../games/types'
 import '../ingest/types'
 import { Trainer } from './jobs'
-import { PredictionLog, writeRows } from './log'
+import { PredictionLog, purgePredictions, writeRows } from './log'
 import { LogThread } from './log-thread'
 import m001 from './migrations/001_ml.sql' with { type: 'text' }
 import { monitoring } from './monitoring'
@@ -25,8 +25,10 @@ export default definePlugin({
       max_concurrent_jobs: T.Integer({ minimum: 1, maximum: 16, default: 1 }),
       /** Rows read into one training set at most. */
       max_rows: T.Integer({ minimum: 1, default: 2_000_000 }),
-      /** Size limit of an uploaded CSV training set. */
-      max_csv_mb: T.Number({ minimum: 0.001, default: 50 }),
+      /** Size limit of an uploaded CSV training set (server.body_limit_mb caps every request too). */
+      max_csv_mb: T.Number({ minimum: 0.001, default: 10 }),
+      /** Stored predictions (for feedback and drift) are deleted after this many days; the daily counts stay. */
+      prediction_retention_days: T.Integer({ minimum: 1, default: 30 }),
       /** How stale a cached deployment may be: bounds how late another instance's deploy shows. */
       cache_ttl_ms: T.Integer({ minimum: 0, default: 1000 }),
       /** Share of entities a canary deploy sends to the new version when the deploy names none. */
@@ -121,6 +123,11 @@ export default definePlugin({
         'training heartbeat failed',
       )
       every(c.stale_job_s * 1000, () => trainer.sweep(), 'training job sweep failed')
+      every(
+        3_600_000,
+        () => purgePredictions(ctx.db, Date.now() - c.prediction_retention_days * 86_400_000),
+        'prediction purge failed',
+      )
       if (c.drift_check_minutes > 0)
         every(
           c.drift_check_minutes * 60_000,

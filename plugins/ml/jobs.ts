@@ -298,10 +298,13 @@ export class Trainer {
       const now = Date.now()
       if (!force && now - lastWrite < 500) return
       lastWrite = now
-      await this.db.run(
-        "UPDATE ml_training_jobs SET progress = ?, stage = ?, heartbeat_at = ? WHERE id = ? AND status IN ('pending', 'running')",
-        [Math.round(progress * 1000) / 1000, stage, now, jobId],
-      )
+      // Progress is advisory: a failed write must not fail the job (nor go unhandled).
+      await this.db
+        .run(
+          "UPDATE ml_training_jobs SET progress = ?, stage = ?, heartbeat_at = ? WHERE id = ? AND status IN ('pending', 'running')",
+          [Math.round(progress * 1000) / 1000, stage, now, jobId],
+        )
+        .catch((e) => this.log.warn('training progress not stored', { job: jobId, error: String(e) }))
     }
     await this.db.run(
       "UPDATE ml_training_jobs SET status = 'running', stage = 'reading data', started_at = ?, heartbeat_at = ? WHERE id = ? AND status = 'pending'",

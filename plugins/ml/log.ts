@@ -117,3 +117,19 @@ export async function writeRows(db: Db, rows: LoggedPrediction[]): Promise<void>
       )
   })
 }
+
+/**
+ * Deletes predictions older than `before`, 5,000 at a time so no single statement holds the
+ * SQLite writer for long; returns how many went.
+ */
+export async function purgePredictions(db: Db, before: number): Promise<number> {
+  let total = 0
+  for (;;) {
+    const n = await db.run(
+      'DELETE FROM ml_predictions WHERE id IN (SELECT id FROM ml_predictions WHERE created_at < ? LIMIT 5000)',
+      [before],
+    )
+    total += n
+    if (n < 5000) return total
+  }
+}

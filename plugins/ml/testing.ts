@@ -86,9 +86,16 @@ export function churnCsv(n: number, seed: number, noise = 0.3): string {
 }
 
 /** Registers, uploads, trains and waits: a classification model with one completed version. */
-export async function trainedClassifier(a: TestApp, token: string, gameId: string, seed = 5, name?: string) {
+export async function trainedClassifier(
+  a: TestApp,
+  token: string,
+  gameId: string,
+  seed = 5,
+  name?: string,
+  rows = 2000,
+) {
   const m = await newModel(a, token, { gameId, type: 'CLASSIFICATION', ...(name ? { name } : {}) })
-  const ds = await uploadCsv(a, token, m.id, churnCsv(2000, seed))
+  const ds = await uploadCsv(a, token, m.id, churnCsv(rows, seed))
   const r = await a.req('POST', `/api/ml-models/${m.id}/train`, {
     token,
     body: {
