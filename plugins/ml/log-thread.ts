@@ -23,9 +23,8 @@ export class LogThread {
   private seq = 0
   private closed = false
 
-  constructor(private location: StoreLocation) {
-    this.worker = this.spawn()
-  }
+  /** The thread starts with the first batch: an instance that never predicts never runs it. */
+  constructor(private location: StoreLocation) {}
 
   private spawn(): Worker {
     const w = new Worker(workerEntry())
@@ -49,8 +48,9 @@ export class LogThread {
   }
 
   write(rows: LoggedPrediction[]): Promise<void> {
+    if (this.closed) return Promise.reject(new Error('prediction log thread closed'))
+    this.worker ??= this.spawn()
     const w = this.worker
-    if (!w || this.closed) return Promise.reject(new Error('prediction log thread closed'))
     const id = ++this.seq
     return new Promise((resolve, reject) => {
       this.waiting.set(id, { resolve, reject })
@@ -60,7 +60,10 @@ export class LogThread {
 
   async close(): Promise<void> {
     const w = this.worker
-    if (!w || this.closed) return
+    if (!w || this.closed) {
+      this.closed = true
+      return
+    }
     const id = ++this.seq
     await new Promise<void>((resolve) => {
       this.waiting.set(id, { resolve, reject: () => resolve() })

@@ -279,7 +279,7 @@ export function mlRoutes(
       response: { 200: 'ml.Model' },
       detail: tag(
         'Deploy: EVALUATING, DEPLOYED or FAILED (with a trained version) -> DEPLOYED',
-        "servingEndpoint 'builtin' (or absent) serves in process; an http(s) URL receives each prediction request as " +
+        "servingEndpoint 'builtin' serves in process (absent: the current one, builtin at first); an http(s) URL receives each prediction request as " +
           '{modelId, version, features, entityId} and answers {prediction, probability, confidence}. version absent: the newest trained one; ' +
           'an older one rolls back. canaryDeployment true next to a serving version: the new version takes canaryPercent of the entities ' +
           '(stable hash), the rest stay on the old one; deploy it again without canary to promote it. 409 from DRAFT, TRAINING, ARCHIVED.',

@@ -192,7 +192,7 @@ export const DeployBody = t.Object(
       t.String({
         maxLength: 2000,
         description:
-          "'builtin' (or absent): served in process. An http(s) URL: predictions are forwarded there",
+          "'builtin': served in process. An http(s) URL: predictions are forwarded there. Absent: the endpoint of the current deployment ('builtin' on a first deploy)",
       }),
     ),
     canaryDeployment: t.Optional(

@@ -106,6 +106,10 @@ forEachEngine((engine) => {
         sink.stop(true)
         const down = await predict(model.id, { features: loyal })
         expect(down.status).toBe(502)
+        // A deploy that names no endpoint keeps the current one; 'builtin' brings serving home.
+        expect((await deploy(model.id)).body.servingEndpoint).toBe(url)
+        expect((await deploy(model.id, { servingEndpoint: 'builtin' })).body.servingEndpoint).toBe('builtin')
+        expect((await predict(model.id, { features: loyal })).body.prediction).toBe('no')
       } finally {
         sink.stop(true)
       }
