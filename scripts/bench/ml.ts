@@ -16,7 +16,7 @@ import { join } from 'node:path'
 import { rng } from '../../plugins/ml/algorithms/data'
 import type { TrainReply, TrainRequest } from '../../plugins/ml/training.worker'
 import { startServer } from '../../test/process'
-import { arg, freshPgDatabase, median, startBare, tempDir, wrk } from './lib'
+import { arg, freshPgDatabase, median, startBare, tempDir, wrk, wrkCpu } from './lib'
 
 const engine = arg('engine', 'sqlite')
 const seconds = Number(arg('seconds', '10'))
@@ -173,8 +173,8 @@ if (part === 'all' || part === 'predict') {
     try {
       wrk(`${bare.base}/predict`, { connections, seconds: 1, threads, script })
       for (let i = 0; i < runs; i++) {
-        ceiling.push(wrk(`${bare.base}/predict`, { connections, seconds, threads, script }))
-        results.push(wrk(url, { connections, seconds, threads, script }))
+        ceiling.push(wrkCpu(bare.pid, `${bare.base}/predict`, { connections, seconds, threads, script }))
+        results.push(wrkCpu(s.proc.pid, url, { connections, seconds, threads, script }))
       }
     } finally {
       bare.stop()
@@ -190,9 +190,12 @@ if (part === 'all' || part === 'predict') {
         p99ms: median(results.map((x) => x.p99ms)),
         errors: results.reduce((n, x) => n + x.errors, 0),
         runs: results.map((x) => ({ rps: Math.round(x.rps), p99ms: x.p99ms })),
+        // Server CPU per answered request (all its threads): steadier than rates on a shared machine.
+        cpuUsPerRequest: median(results.map((x) => x.cpuUsPerRequest)),
         bareCeiling: {
           rps: Math.round(median(ceiling.map((x) => x.rps))),
           p99ms: median(ceiling.map((x) => x.p99ms)),
+          cpuUsPerRequest: median(ceiling.map((x) => x.cpuUsPerRequest)),
         },
         shareOfCeiling: +(median(results.map((x) => x.rps)) / median(ceiling.map((x) => x.rps))).toFixed(2),
         serverSideLatencyMs: stats.latencyMs,
