@@ -17,6 +17,7 @@ import { HealthChecks, monitoring } from './monitoring'
 import { NativeRoutes } from './native'
 import { type PluginContext, type PluginManifest, ProviderRegistry, type Services } from './plugin'
 import { RateLimiter } from './ratelimit'
+import { strictBodies } from './strict'
 
 export interface AppOptions {
   /** The plugin map (normally `plugins/index.ts`); tests pass a subset. */
@@ -241,6 +242,8 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
         )
         logRequest(request.method, route, status, seconds)
       })
+    // Before every route: each JSON body is checked as it arrived (core/strict.ts).
+    app.use(strictBodies(() => app))
     app.use(mon.app).use(authRoutes(auth, guard))
     const routes = new NativeRoutes(metrics, logRequest, families)
 

@@ -181,7 +181,15 @@ function logUnexpected(error: unknown, path: string) {
   )
 }
 
-type ValidationIssue = { path?: string; message?: string; summary?: string }
+type ValidationIssue = { path?: string; message?: string; summary?: string; schema?: unknown }
+
+/** The reason a value failed, in words an API user can act on (enums name their values). */
+export function reasonOf(e: { message?: string; summary?: string; schema?: unknown }): string {
+  const s = e.schema as { enum?: unknown[] } | undefined
+  if (s && Array.isArray(s.enum)) return `must be one of ${s.enum.map((v) => JSON.stringify(v)).join(', ')}`
+  if (e.message === 'Unexpected property') return 'unknown field'
+  return e.message ?? e.summary ?? 'invalid'
+}
 
 /** Turns a TypeBox JSON pointer (`/config/variants/0/weight`) into `config.variants[0].weight`. */
 export function pointerToField(pointer: string | undefined): string {
@@ -217,7 +225,7 @@ function validationResponse(families: ErrorFamilies, url: URL, error: unknown) {
     (e.type === 'property' ? 'query' : (e.type ?? 'body'))
   const issues = (e.all ?? (e.valueError ? [e.valueError] : [])).map((i) => {
     const field = [where, pointerToField(i.path)].filter(Boolean).join('.')
-    return { field, reason: i.message ?? i.summary ?? 'invalid' }
+    return { field, reason: reasonOf(i) }
   })
   // One issue per field: TypeBox reports a union failure once per branch.
   const unique = [...new Map(issues.map((i) => [i.field, i])).values()]
@@ -246,8 +254,19 @@ export function errorHandler(families: ErrorFamilies) {
       switch (code) {
         case 'VALIDATION':
           return validationResponse(families, new URL(request.url), error)
-        case 'PARSE':
+        case 'PARSE': {
+          // Elysia tried the parser of a content type we do not take (forms, multipart, text).
+          const type = request.headers.get('content-type') ?? ''
+          const media = type.split(';', 1)[0].trim().toLowerCase()
+          if (media && media !== 'application/json' && !media.endsWith('+json'))
+            return respond(
+              path,
+              415,
+              'unsupported_media_type',
+              `content-type '${media}' is not accepted: send application/json`,
+            )
           return respond(path, 400, 'bad_request', 'body: malformed JSON')
+        }
         case 'NOT_FOUND':
           return respond(path, 404, 'not_found', `no route for ${request.method} ${path}`)
         case 'INVALID_COOKIE_SIGNATURE':

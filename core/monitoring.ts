@@ -6,6 +6,7 @@ import type { Db } from './db'
 import { ok } from './http'
 import type { Metrics } from './metrics'
 import type { HealthOptions, HealthResult } from './plugin'
+import { Enum } from './schema'
 
 async function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
   let timer: Timer | undefined
@@ -112,7 +113,7 @@ export function monitoring(deps: {
   })
 
   const Check = t.Object(
-    { status: t.UnionEnum(['up', 'down']), error: t.Optional(t.String()) },
+    { status: Enum(['up', 'down']), error: t.Optional(t.String()) },
     {
       additionalProperties: true,
       description: 'One check; fields beyond status are its own (latency_ms, total, online, ...)',

@@ -1,11 +1,12 @@
 import { Elysia, t } from 'elysia'
 import { NotFound, Unauthorized } from '../http'
+import { Enum } from '../schema'
 import { SCOPES } from './app-tokens'
 import type { authGuard } from './guard'
 import { ROLES } from './roles'
 import { AuthService } from './service'
 
-const Role = t.UnionEnum(ROLES)
+const Role = Enum(ROLES)
 const UserOut = t.Object({ id: t.String(), email: t.String(), name: t.String(), roles: t.Array(t.String()) })
 const UserFull = t.Object({
   id: t.String(),
@@ -28,7 +29,7 @@ const V1User = t.Object({ id: t.String(), username: t.String(), role: t.String()
 const AppTokenBody = t.Object(
   {
     name: t.String({ minLength: 1, maxLength: 200 }),
-    scopes: t.Array(t.UnionEnum(SCOPES), { minItems: 1, uniqueItems: true }),
+    scopes: t.Array(Enum(SCOPES), { minItems: 1, uniqueItems: true }),
   },
   { additionalProperties: false },
 )

@@ -142,8 +142,8 @@ export const ListQuery = t.Object({
   gameId: t.Optional(t.String()),
   environment: t.Optional(t.String()),
   status: t.Optional(ExperimentStatus),
-  page: t.Optional(t.Integer({ minimum: 0, default: 0, description: '0-based page' })),
-  size: t.Optional(t.Integer({ minimum: 1, maximum: 100, default: 20 })),
+  page: t.Optional(t.Integer({ minimum: 0, description: '0-based page; 0 when absent' })),
+  size: t.Optional(t.Integer({ minimum: 1, maximum: 100, description: 'page size; 20 when absent' })),
   sort: t.Optional(
     t.String({
       description: 'field[,asc|desc]; fields: name, status, createdAt, updatedAt (default createdAt,desc)',

@@ -1,14 +1,15 @@
 import { t } from 'elysia'
+import { Enum } from '../../core/schema'
 import { ENV_TYPES, EnvironmentSettings, GAME_STATUSES, GENRES, PII_ACTIONS } from './types'
 
-const PiiAction = t.UnionEnum(PII_ACTIONS)
+const PiiAction = Enum(PII_ACTIONS)
 
 export const PLATFORMS = ['ANDROID', 'IOS', 'WEB'] as const
 
-export const Genre = t.UnionEnum(GENRES)
-export const GameStatus = t.UnionEnum(GAME_STATUSES)
-export const EnvType = t.UnionEnum(ENV_TYPES)
-export const Platform = t.UnionEnum(PLATFORMS)
+export const Genre = Enum(GENRES)
+export const GameStatus = Enum(GAME_STATUSES)
+export const EnvType = Enum(ENV_TYPES)
+export const Platform = Enum(PLATFORMS)
 
 export const Game = t.Object({
   id: t.String(),
@@ -65,8 +66,8 @@ export const GameList = t.Object({
 })
 
 export const ListQuery = t.Object({
-  page: t.Optional(t.Integer({ minimum: 0, default: 0, description: '0-based page' })),
-  size: t.Optional(t.Integer({ minimum: 1, maximum: 100, default: 20 })),
+  page: t.Optional(t.Integer({ minimum: 0, description: '0-based page; 0 when absent' })),
+  size: t.Optional(t.Integer({ minimum: 1, maximum: 100, description: 'page size; 20 when absent' })),
   sort: t.Optional(
     t.String({ description: 'field[,asc|desc]; fields: name, genre, status, createdAt, updatedAt' }),
   ),
