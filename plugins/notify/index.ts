@@ -54,6 +54,7 @@ export default definePlugin({
       log: ctx.log,
       sensitive: ctx.core.log.sensitive_fields,
       yaml: config.channels,
+      apiEnv: config.api_env,
     })
     const queue = queueStore(ctx.db, id)
     const templates = templateStore(ctx.db)

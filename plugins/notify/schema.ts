@@ -51,6 +51,13 @@ export const NotifyConfig = t.Object(
       { ...Strict, default: {} },
     ),
     channels: t.Record(t.String(), ChannelConfig, { default: {} }),
+    /**
+     * Environment variables a channel's settings may name as `$VAR` when they arrive through
+     * `PUT /config/{name}` (spec 2 expands top-level `$VAR` values of a webhook's settings). Empty
+     * by default: the server's own secrets (JWT_SECRET, ADMIN_PASSWORD, ...) can never be sent,
+     * shown or echoed through the API. Channels written in this YAML may name any variable.
+     */
+    api_env: t.Array(t.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]*$' }), { default: [] }),
     routes: t.Array(Route, { default: [] }),
     /** `user:<name>` audience entries: the channels and recipients of each person. */
     users: t.Record(t.String(), t.Record(t.String(), t.Array(t.String())), { default: {} }),
