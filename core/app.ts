@@ -15,6 +15,7 @@ import { type Logger, createLogger } from './log'
 import { Metrics } from './metrics'
 import { HealthChecks, monitoring } from './monitoring'
 import { NativeRoutes } from './native'
+import { apiDocs } from './openapi'
 import { type PluginContext, type PluginManifest, ProviderRegistry, type Services } from './plugin'
 import { RateLimiter } from './ratelimit'
 import { strictBodies } from './strict'
@@ -190,30 +191,34 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     })
       .use(errorHandler(families))
       .use(
-        openapi({
-          path: '/docs',
-          specPath: '/v3/api-docs',
-          exclude: { paths: ['/docs', '/v3/api-docs'] },
-          documentation: {
-            info: {
-              title: 'liveops',
-              version: '1',
-              description:
-                'Self-hosted back end for live games. Error bodies: `/api/*` answers `{error, message, timestamp, path}`; ' +
-                'the server analytics family (`/api/v1/analytics/*`) answers `{error, message, details}`; the other `/api/v1/*` routes answer the envelope ' +
-                '`{code, message, data}` (code 0 on success, the HTTP status on error). Authenticated API responses carry ' +
-                'X-RateLimit-Limit/Remaining/Reset; past the limit they answer 429 with Retry-After.',
-            },
-            components: {
-              securitySchemes: {
-                bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
-                apiKey: { type: 'apiKey', in: 'header', name: 'x-api-key' },
-                adminToken: { type: 'apiKey', in: 'header', name: 'x-admin-token' },
+        apiDocs(
+          openapi({
+            path: '/docs',
+            specPath: '/v3/api-docs',
+            exclude: { paths: ['/docs', '/v3/api-docs'] },
+            documentation: {
+              info: {
+                title: 'liveops',
+                version: '1',
+                description:
+                  'Self-hosted back end for live games. Error bodies: `/api/*` answers `{error, message, timestamp, path}`; ' +
+                  'the server analytics family (`/api/v1/analytics/*`) answers `{error, message, details}`; the other `/api/v1/*` routes answer the envelope ' +
+                  '`{code, message, data}` (code 0 on success, the HTTP status on error). Authenticated API responses carry ' +
+                  'X-RateLimit-Limit/Remaining/Reset; past the limit they answer 429 with Retry-After.',
               },
+              components: {
+                securitySchemes: {
+                  bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
+                  apiKey: { type: 'apiKey', in: 'header', name: 'x-api-key' },
+                  adminToken: { type: 'apiKey', in: 'header', name: 'x-admin-token' },
+                },
+              },
+              security: [{ bearer: [] }],
             },
-            security: [{ bearer: [] }],
-          },
-        }),
+          }),
+          (): AnyElysia => app,
+          families,
+        ),
       )
     // Route templates, not raw paths, label the request histogram (bounded cardinality).
     const started = new WeakMap<Request, number>()
