@@ -10,7 +10,7 @@ import { AuthService } from './auth/service'
 import { Bus } from './bus'
 import type { LoadedConfig } from './config'
 import { type Db, type MigrationSet, migrate, openDb } from './db'
-import { ErrorFamilies, errorHandler } from './http'
+import { ErrorFamilies, HttpError, errorHandler } from './http'
 import { type Logger, createLogger } from './log'
 import { Metrics } from './metrics'
 import { HealthChecks, monitoring } from './monitoring'
@@ -116,7 +116,9 @@ export function listen(
   const server = Bun.serve({
     port: opts.port,
     hostname: opts.hostname,
-    maxRequestBodySize: opts.maxRequestBodySize,
+    // The app answers 413 with a body up to the configured limit (createApp); this cap is Bun's
+    // memory backstop for bodies sent without a Content-Length.
+    maxRequestBodySize: opts.maxRequestBodySize ? opts.maxRequestBodySize * 2 : undefined,
     ...handlers(),
   })
   const off = built.routes.onChange(() => server.reload(handlers()))
@@ -189,7 +191,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     const app = new Elysia({
       serve: { maxRequestBodySize: Math.round(core.server.body_limit_mb * 1024 * 1024) },
     })
-      .use(errorHandler(families))
+      .use(errorHandler(families, (): AnyElysia['routes'] => app.routes))
       .use(
         apiDocs(
           openapi({
@@ -220,6 +222,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
           families,
         ),
       )
+    const bodyLimit = Math.round(core.server.body_limit_mb * 1024 * 1024)
     // Route templates, not raw paths, label the request histogram (bounded cardinality).
     const started = new WeakMap<Request, number>()
     const httpLog = log.child('http')
@@ -230,6 +233,11 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     app
       .onRequest(({ request }) => {
         started.set(request, performance.now())
+        // Refused with the family's error body; Bun's own limit (twice this, in listen) would
+        // answer an empty 413 and stays only as the backstop for bodies without a length.
+        const length = Number(request.headers.get('content-length') ?? 0)
+        if (length > bodyLimit)
+          throw new HttpError(413, 'body_too_large', `the body is ${length} bytes; the limit is ${bodyLimit}`)
       })
       .onAfterResponse({ as: 'global' }, ({ request, route, set, responseValue }) => {
         const t0 = started.get(request)

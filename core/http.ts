@@ -240,9 +240,35 @@ function validationResponse(families: ErrorFamilies, url: URL, error: unknown) {
  * The one error mapping, made per app with the app's families. Registered before every plugin so
  * it covers them all.
  */
-export function errorHandler(families: ErrorFamilies) {
-  const respond = (path: string, status: number, code: string, message: string) =>
-    errorResponse(families, path, status, code, message)
+export function errorHandler(
+  families: ErrorFamilies,
+  routes: () => ReadonlyArray<{ method: string; path: string }> = () => [],
+) {
+  const respond = (
+    path: string,
+    status: number,
+    code: string,
+    message: string,
+    headers?: Record<string, string>,
+  ) => errorResponse(families, path, status, code, message, undefined, headers)
+  let templates: Array<{ method: string; re: RegExp }> | undefined
+  /** The methods some route answers on `path`: a known path asked with another method is a 405. */
+  const allowed = (path: string) => {
+    templates ??= routes().map((r) => ({
+      method: r.method,
+      re: new RegExp(
+        `^${r.path
+          .split('/')
+          .map((seg) =>
+            seg === '*' ? '.*' : seg.startsWith(':') ? '[^/]+' : seg.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'),
+          )
+          .join('/')}/?$`,
+      ),
+    }))
+    return [...new Set(templates.filter((t) => t.re.test(path)).map((t) => t.method))].filter(
+      (m) => m !== 'ALL',
+    )
+  }
   return new Elysia({ name: 'liveops.errors' })
     .error({ HttpError })
     .onError({ as: 'global' }, ({ code, error, request }) => {
@@ -267,8 +293,18 @@ export function errorHandler(families: ErrorFamilies) {
             )
           return respond(path, 400, 'bad_request', 'body: malformed JSON')
         }
-        case 'NOT_FOUND':
+        case 'NOT_FOUND': {
+          const methods = allowed(path)
+          if (methods.length && !methods.includes(request.method))
+            return respond(
+              path,
+              405,
+              'method_not_allowed',
+              `${request.method} is not allowed on ${path}; allowed: ${methods.join(', ')}`,
+              { allow: methods.join(', ') },
+            )
           return respond(path, 404, 'not_found', `no route for ${request.method} ${path}`)
+        }
         case 'INVALID_COOKIE_SIGNATURE':
           return respond(path, 401, 'unauthorized', 'invalid cookie')
       }

@@ -1,7 +1,7 @@
 import type { TSchema } from '@sinclair/typebox'
 import { type TypeCheck, TypeCompiler } from '@sinclair/typebox/compiler'
 import { Value, type ValueError } from '@sinclair/typebox/value'
-import { type AnyElysia, Elysia } from 'elysia'
+import { type AnyElysia, Elysia, t } from 'elysia'
 import { HttpError, Invalid, invalidField, pointerToField, reasonOf } from './http'
 import { jsonView } from './schema'
 
@@ -108,4 +108,34 @@ export function strictBodies(app: () => AnyElysia) {
       checkBody(entry.check, entry.schema, body)
     },
   )
+}
+
+/**
+ * A field of the resource's own read that an update accepts back unchanged (GET-modify-PUT):
+ * identity and timestamps. Document it in the update schema with `ReadOnly()`.
+ */
+export const ReadOnly = (description = 'read-only: accepted when unchanged (GET-modify-PUT), else 400') =>
+  t.Optional(t.Unknown({ description }))
+
+/**
+ * `body` without the read-only fields it echoed. A `fixed` field (id, name, createdAt) must equal
+ * the current value, else 400 naming it; a `derived` one (updatedAt, apiKeys) is ignored, since it
+ * changes on its own between the read and the write.
+ */
+export function withoutEchoed<T extends Record<string, unknown>>(
+  current: object,
+  body: T,
+  fixed: readonly string[],
+  derived: readonly string[] = [],
+): T {
+  const out: Record<string, unknown> = { ...body }
+  for (const f of fixed) {
+    if (!(f in body)) continue
+    const now = (current as Record<string, unknown>)[f]
+    if (JSON.stringify(body[f]) !== JSON.stringify(now))
+      throw invalidField(`body.${f}`, `cannot change (read-only; it is ${JSON.stringify(now)})`)
+    delete out[f]
+  }
+  for (const f of derived) delete out[f]
+  return out as T
 }

@@ -1,5 +1,6 @@
 import type { TSchema } from '@sinclair/typebox'
 import { t } from 'elysia'
+import { ReadOnly } from '../../core/strict'
 
 export const STATUSES = ['draft', 'running', 'paused'] as const
 // A tuple, not STATUSES.map(): Elysia's response typing needs the literal members spelled out.
@@ -124,6 +125,11 @@ export const ExperimentUpdate = t.Object(
     description: t.Optional(t.String({ maxLength: 2000 })),
     salt: t.Optional(Salt),
     config: t.Optional(ExperimentConfig),
+    id: ReadOnly(),
+    status: ReadOnly('read-only: changes through publish and pause; accepted when unchanged, else 400'),
+    createdAt: ReadOnly(),
+    updatedAt: ReadOnly('read-only: ignored, it changes with every write'),
+    publishedAt: ReadOnly('read-only: ignored'),
   },
   { additionalProperties: false },
 )

@@ -1,5 +1,6 @@
 import { t } from 'elysia'
 import { Enum } from '../../core/schema'
+import { ReadOnly } from '../../core/strict'
 import { ENV_TYPES, EnvironmentSettings, GAME_STATUSES, GENRES, PII_ACTIONS } from './types'
 
 const PiiAction = Enum(PII_ACTIONS)
@@ -54,6 +55,9 @@ export const GameUpdate = t.Object(
     timezone: t.Optional(Timezone),
     defaultCurrency: t.Optional(Currency),
     status: t.Optional(GameStatus),
+    id: ReadOnly(),
+    createdAt: ReadOnly(),
+    updatedAt: ReadOnly('read-only: ignored, it changes with every write'),
   },
   { additionalProperties: false },
 )
@@ -138,6 +142,12 @@ export const EnvironmentUpdate = t.Object(
     displayName: t.Optional(t.String({ maxLength: 200 })),
     description: t.Optional(t.String({ maxLength: 2000 })),
     settings: t.Optional(SettingsPatch),
+    id: ReadOnly(),
+    gameId: ReadOnly(),
+    name: ReadOnly('read-only: the key in paths; accepted when unchanged, else 400'),
+    createdAt: ReadOnly(),
+    updatedAt: ReadOnly('read-only: ignored, it changes with every write'),
+    apiKeys: ReadOnly('read-only: ignored; manage keys through /api/api-keys'),
   },
   { additionalProperties: false },
 )
