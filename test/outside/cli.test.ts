@@ -43,5 +43,5 @@ test('a YAML syntax error keeps its line, column and the offending line', async 
 test('help lists every command, worker included', async () => {
   const r = await run('help')
   expect(r.code).toBe(0)
-  for (const cmd of ['serve', 'check-config', 'worker', 'help']) expect(r.out).toContain(`liveops ${cmd}`)
+  for (const cmd of ['[serve]', 'check-config', 'worker', 'help']) expect(r.out).toContain(`liveops ${cmd}`)
 })
