@@ -94,13 +94,21 @@ function success(family: ErrorFamily, method: string): Record<string, Json> {
   if (family === 'envelope')
     return {
       '200': {
-        description: 'Success: the envelope with code 0',
+        description: 'Answered: the envelope, code 0 on success',
         content: {
           'application/json': {
             schema: {
               type: 'object',
               required: ['code', 'message', 'data'],
-              properties: { code: { const: 0 }, message: { type: 'string' }, data: {} },
+              properties: {
+                code: {
+                  type: 'integer',
+                  description:
+                    '0 on success; spec 2 POST /notify answers 422 here (HTTP 200) when every channel failed',
+                },
+                message: { type: 'string' },
+                data: {},
+              },
             },
           },
         },
@@ -153,17 +161,28 @@ export function completeDocument(doc: Json, routes: readonly Route[], families: 
       // The auth guard's macros put the route's security in its detail; no macro: a public route.
       const sec = (detail.security as Json[] | undefined) ?? []
       op.security = sec
-      if (body || op.parameters?.length) responses['400'] ??= error(family, 'Invalid input, naming the field')
+      if (body || detail.requestBody || op.parameters?.length)
+        responses['400'] ??= error(family, 'Invalid input, naming the field')
       if (sec.length) {
         responses['401'] ??= error(family, 'Missing, invalid or expired credentials')
         responses['403'] ??= error(family, 'The credentials do not grant this operation')
         responses['429'] ??= error(family, 'Rate limit exceeded; Retry-After says when to retry')
       }
-      if (op.parameters?.some((p) => p.in === 'path')) responses['404'] ??= error(family, 'Not found')
+      if (op.parameters?.some((p) => p.in === 'path') || body || detail.requestBody)
+        responses['404'] ??= error(family, 'Not found (the resource, or one the body names)')
+      if (['post', 'put', 'patch', 'delete'].includes(method) && (sec.length || body))
+        responses['409'] ??= error(
+          family,
+          "Conflicts with the resource's current state (the message says which)",
+        )
       if (!Object.keys(responses).some((k) => /^[23]/.test(k)))
         Object.assign(responses, success(family, method))
-      for (const [status, r] of Object.entries(responses))
-        if (!r.description) responses[status] = { ...r, description: `Status ${status}` }
+      for (const [status, r] of Object.entries(responses)) {
+        // An error a route declares by its description alone answers its family's body.
+        if (Number(status) >= 400 && !r.content) responses[status] = { ...error(family, ''), ...r }
+        if (!responses[status].description)
+          responses[status] = { ...responses[status], description: `Status ${status}` }
+      }
       op.responses = responses
       paths[path][method] = op
     }
