@@ -55,7 +55,11 @@ export function authRoutes(auth: AuthService, guard: ReturnType<typeof authGuard
       {
         body: t.Object({ email: t.String({ minLength: 1 }), password: t.String({ minLength: 1 }) }),
         response: { 200: 'auth.Tokens' },
-        detail: { tags: ['auth'], summary: 'Log in with email and password; 401 on wrong credentials' },
+        detail: {
+          tags: ['auth'],
+          summary: 'Log in with email and password; 401 on wrong credentials',
+          responses: { 401: { description: 'Wrong credentials' } },
+        },
       },
     )
     .post('/api/auth/refresh', ({ body }) => auth.refresh(body.refreshToken), {
@@ -65,6 +69,7 @@ export function authRoutes(auth: AuthService, guard: ReturnType<typeof authGuard
         tags: ['auth'],
         summary:
           'Rotate a refresh token: answers a new access token and a new refresh token; a reused refresh token revokes its whole session family (401)',
+        responses: { 401: { description: 'Unknown, expired or reused refresh token' } },
       },
     })
     .post(
@@ -76,7 +81,11 @@ export function authRoutes(auth: AuthService, guard: ReturnType<typeof authGuard
       {
         body: t.Object({ username: t.String({ minLength: 1 }), password: t.String({ minLength: 1 }) }),
         response: { 200: t.Object({ token: t.String(), user: V1User }) },
-        detail: { tags: ['auth'], summary: 'Notification-service login by username (no envelope)' },
+        detail: {
+          tags: ['auth'],
+          summary: 'Notification-service login by username (no envelope)',
+          responses: { 401: { description: 'Wrong credentials' } },
+        },
       },
     )
     .post(
@@ -92,6 +101,7 @@ export function authRoutes(auth: AuthService, guard: ReturnType<typeof authGuard
         detail: {
           tags: ['auth'],
           summary: 'New token from a valid one (Bearer, cookie service_token or query token)',
+          security: [{ bearer: [] }],
         },
       },
     )
@@ -109,6 +119,8 @@ export function authRoutes(auth: AuthService, guard: ReturnType<typeof authGuard
         detail: {
           tags: ['auth'],
           summary: 'The current user: 401 without a valid token, 404 when the user was deleted',
+          security: [{ bearer: [] }],
+          responses: { 404: { description: 'The user was deleted' } },
         },
       },
     )
