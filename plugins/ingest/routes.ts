@@ -65,7 +65,10 @@ export function ingestRoutes(
     required: true,
     description: batchDoc,
     content: {
-      'application/json': { schema: { type: 'array', items: { type: 'object' } } },
+      // A single object is a one-line NDJSON batch.
+      'application/json': {
+        schema: { oneOf: [{ type: 'array', items: { type: 'object' } }, { type: 'object' }] },
+      },
       'application/x-ndjson': { schema: { type: 'string' } },
     },
   }
