@@ -2,10 +2,11 @@ import type { Static } from '@sinclair/typebox'
 import { Elysia, t } from 'elysia'
 import type { authGuard } from '../../core/auth/guard'
 import { invalidField, ok } from '../../core/http'
+import { withoutEchoed } from '../../core/strict'
 import type { ChannelManager } from './channels'
 import type { LogFilter, logStore } from './logs'
 import type { NotifyService } from './notify'
-import { ConfigPut, LEVELS, LogsQuery, NotifyBody, STATUSES, TemplateBody } from './schema'
+import { ConfigPut, LEVELS, LogsQuery, NotifyBody, STATUSES, TemplateBody, TemplateUpdate } from './schema'
 import type { QueueStore } from './store'
 import { type TemplateStore, render } from './templates'
 import type { WorkerHub } from './workers'
@@ -145,7 +146,14 @@ export function notifyRoutes(d: RouteDeps) {
     })
     .put(
       '/api/v1/config/:name',
-      async ({ params, body }) => ok(await channels.put(params.name, body), 'provider configuration updated'),
+      async ({ params, body }) =>
+        ok(
+          await channels.put(
+            params.name,
+            withoutEchoed({ name: params.name }, body, ['name'], ['status', 'source', 'updated_at']),
+          ),
+          'provider configuration updated',
+        ),
       {
         appScope: 'config',
         body: ConfigPut,
@@ -233,10 +241,14 @@ export function notifyRoutes(d: RouteDeps) {
     })
     .put(
       '/api/v1/templates/:id',
-      async ({ params, body }) => ok(await d.templates.update(params.id, body), 'template updated'),
+      async ({ params, body }) =>
+        ok(
+          await d.templates.update(params.id, withoutEchoed({}, body, [], ['created_at', 'updated_at'])),
+          'template updated',
+        ),
       {
         appScope: 'config',
-        body: TemplateBody,
+        body: TemplateUpdate,
         detail: { ...tags('templates'), summary: 'Replace a template; the id in the URL wins over the body' },
       },
     )

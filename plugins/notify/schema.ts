@@ -1,5 +1,6 @@
 import type { Static, TLiteral, TUnion } from '@sinclair/typebox'
 import { t } from 'elysia'
+import { ReadOnly } from '../../core/strict'
 
 export const LEVELS = ['debug', 'info', 'warning', 'error', 'critical'] as const
 export const STATUSES = ['success', 'failed', 'pending', 'shadow'] as const
@@ -153,6 +154,18 @@ export const TemplateBody = t.Object(
 )
 export type TemplateBody = Static<typeof TemplateBody>
 
+/** PUT takes a template's own read back (GET-modify-PUT): its timestamps are ignored. */
+export const TemplateUpdate = t.Composite(
+  [
+    TemplateBody,
+    t.Object({
+      created_at: ReadOnly('read-only: ignored'),
+      updated_at: ReadOnly('read-only: ignored, it changes with every write'),
+    }),
+  ],
+  Strict,
+)
+
 export const ConfigPut = t.Object(
   {
     /** Provider type; required when the channel does not exist yet. */
@@ -160,6 +173,10 @@ export const ConfigPut = t.Object(
     enabled: t.Optional(t.Boolean()),
     /** The provider's settings (the YAML keys besides type). */
     config: t.Record(t.String(), t.Unknown()),
+    name: ReadOnly('read-only: accepted when it is the name in the path (GET-modify-PUT), else 400'),
+    status: ReadOnly('read-only: ignored'),
+    source: ReadOnly('read-only: ignored'),
+    updated_at: ReadOnly('read-only: ignored, it changes with every write'),
   },
   Strict,
 )

@@ -186,6 +186,41 @@ forEachEngine((engine) => {
     })
   })
 
+  describe('GET-modify-PUT on the notification family', () => {
+    test('a channel and a template take their whole read back; a changed channel name is named', async () => {
+      const put = await a.req('PUT', '/api/v1/config/audit', {
+        headers: admin,
+        body: { type: 'log', config: { level: 'warn' } },
+      })
+      expect(put.status).toBe(200)
+      const read = (await a.req('GET', '/api/v1/config/audit', { headers: admin })).body.data
+      const back = await a.req('PUT', '/api/v1/config/audit', {
+        headers: admin,
+        body: { ...read, config: { level: 'debug' } },
+      })
+      expect(back.status).toBe(200)
+      expect(back.body.data.config).toEqual({ level: 'debug' })
+      const renamed = await a.req('PUT', '/api/v1/config/audit', {
+        headers: admin,
+        body: { ...read, name: 'other' },
+      })
+      expect(renamed.status).toBe(400)
+      expect(renamed.body.data.field).toBe('body.name')
+      const created = await a.req('POST', '/api/v1/templates/create', {
+        headers: admin,
+        body: { id: 'rt-tpl', name: 'Round trip', title: 'Hi {{who}}', level: 'warning' },
+      })
+      expect(created.status).toBe(200)
+      const tpl = (await a.req('GET', '/api/v1/templates/rt-tpl', { headers: admin })).body.data
+      const edited = await a.req('PUT', '/api/v1/templates/rt-tpl', {
+        headers: admin,
+        body: { ...tpl, title: 'Hello {{who}}' },
+      })
+      expect(edited.status).toBe(200)
+      expect(edited.body.data).toMatchObject({ title: 'Hello {{who}}', level: 'warning' })
+    })
+  })
+
   describe('every error has its documented body', () => {
     test('an enum error names the allowed values', async () => {
       const r = await a.req('POST', '/api/games', { headers: admin, body: game('Bad', 'CARDS') })
