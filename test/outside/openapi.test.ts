@@ -67,6 +67,31 @@ forEachEngine((engine) => {
     expect(ops().length).toBeGreaterThan(60)
   })
 
+  test('no optional query parameter or body field has a default (an absent one stays absent)', () => {
+    const found: string[] = []
+    const walk = (schema: unknown, at: string) => {
+      if (!schema || typeof schema !== 'object') return
+      const s = schema as Json
+      const required = (s.required as string[]) ?? []
+      for (const [k, p] of Object.entries((s.properties as Record<string, Json>) ?? {})) {
+        if (!required.includes(k) && p && 'default' in p) found.push(`${at}.${k}`)
+        walk(p, `${at}.${k}`)
+      }
+      if (s.items) walk(s.items, `${at}[]`)
+      for (const b of [...((s.anyOf as unknown[]) ?? []), ...((s.oneOf as unknown[]) ?? [])]) walk(b, at)
+    }
+    for (const { path, method, op } of ops()) {
+      for (const p of op.parameters ?? [])
+        if (!p.required && p.schema && 'default' in (p.schema as Json))
+          found.push(`${method} ${path} query.${p.name}`)
+      const body = (op.requestBody?.content as Record<string, { schema?: unknown }> | undefined)?.[
+        'application/json'
+      ]
+      walk(body?.schema, `${method} ${path} body`)
+    }
+    expect(found).toEqual([])
+  })
+
   test('public routes carry no security requirement; x-api-key and the application token are declared', () => {
     const schemes = (doc.components.securitySchemes ?? {}) as Record<string, Json>
     expect(schemes.apiKey).toEqual({ type: 'apiKey', in: 'header', name: 'x-api-key' })
