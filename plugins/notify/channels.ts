@@ -67,7 +67,7 @@ const ENV_REF = /^\$([A-Za-z_][A-Za-z0-9_]*)$/
 export function expandEnv(
   settings: Record<string, unknown>,
   env: Record<string, string | undefined>,
-  allowed: ((name: string) => boolean) | 'all',
+  allowed: ((name: string, key: string) => boolean) | 'all',
   field: string,
 ): Record<string, unknown> {
   const out: Record<string, unknown> = {}
@@ -77,7 +77,7 @@ export function expandEnv(
       out[k] = v
       continue
     }
-    if (allowed !== 'all' && !allowed(ref[1]))
+    if (allowed !== 'all' && !allowed(ref[1], k))
       throw invalidField(
         `${field}.config.${k}`,
         `'$${ref[1]}' is not a variable the API may name (the operator lists those in plugins.notify.api_env)`,
@@ -176,7 +176,17 @@ export function channelManager(opts: {
   ): Promise<{ provider: Provider; effective: Record<string, unknown> }> {
     const def = await definition(type, module, field)
     const expanded = def.expandEnv
-      ? expandEnv(settings, env, source === 'yaml' ? 'all' : (n) => apiEnv.has(n), field)
+      ? expandEnv(
+          settings,
+          env,
+          // The API may also keep a reference the operator's YAML wrote for this very setting
+          // (a GET-modify-PUT of a YAML channel sends its `$VAR` back).
+          source === 'yaml'
+            ? 'all'
+            : (n, key) =>
+                apiEnv.has(n) || (opts.yaml[name] as Record<string, unknown> | undefined)?.[key] === `$${n}`,
+          field,
+        )
       : settings
     // A provider file outside the repo may not reach TypeBox; a plain schema is its own to check in create.
     const typed = Kind in def.config

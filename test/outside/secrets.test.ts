@@ -116,6 +116,19 @@ forEachEngine((engine) => {
     test('the YAML the operator writes may name any variable; its read shows the reference', async () => {
       const r = await a.req('GET', '/api/v1/config/fromyaml', { headers: admin })
       expect(r.body.data.config.url).toBe('$LIVEOPS_T_YAML_HOOK')
+      // GET-modify-PUT keeps the operator's reference for that setting, and only there.
+      const back = await a.req('PUT', '/api/v1/config/fromyaml', {
+        headers: admin,
+        body: { ...r.body.data, config: { ...r.body.data.config, timeout_ms: 2500 } },
+      })
+      expect(back.status).toBe(200)
+      expect(back.body.data.config).toEqual({ url: '$LIVEOPS_T_YAML_HOOK', timeout_ms: 2500 })
+      const elsewhere = await a.req('PUT', '/api/v1/config/fromyaml', {
+        headers: admin,
+        body: { config: { url: '$LIVEOPS_T_YAML_HOOK', method: '$LIVEOPS_T_YAML_HOOK' } },
+      })
+      expect(elsewhere.status).toBe(400)
+      expect(elsewhere.body.data.field).toBe('body.config.method')
       await a.req('POST', '/api/v1/notify', {
         headers: admin,
         body: { type: 'deploy', title: 'via yaml', channels: ['fromyaml'] },
