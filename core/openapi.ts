@@ -137,7 +137,7 @@ export function completeDocument(doc: Json, routes: readonly Route[], families: 
       const detail = (hooks.detail ?? {}) as Json
       // A route's own documented answers (304, 409, ...) survive a response schema.
       const responses: Record<string, Json> = {
-        ...((detail.responses as Record<string, Json>) ?? {}),
+        ...((documented(detail.responses ?? {}, models, false) as Record<string, Json>) ?? {}),
         ...(op.responses ?? {}),
       }
       const body = hooks.body as TSchema | string | undefined

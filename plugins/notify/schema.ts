@@ -1,5 +1,6 @@
-import type { Static, TLiteral, TUnion } from '@sinclair/typebox'
+import type { Static, TLiteral, TSchema, TUnion } from '@sinclair/typebox'
 import { t } from 'elysia'
+import type { OpenAPIV3 } from 'openapi-types'
 import { ReadOnly } from '../../core/strict'
 
 export const LEVELS = ['debug', 'info', 'warning', 'error', 'critical'] as const
@@ -194,3 +195,70 @@ export const LogsQuery = t.Object({
   since: t.Optional(t.String()),
   until: t.Optional(t.String()),
 })
+
+/**
+ * The documented answers of the notify routes (OpenAPI only: declared in `detail.responses`, so
+ * Elysia never reshapes an answer; the fuzz test checks real answers against them).
+ */
+export function envelope(
+  data: TSchema,
+  description = 'The envelope; code 0 on success',
+): OpenAPIV3.ResponsesObject {
+  // A TypeBox schema is a JSON Schema; the OpenAPI types only do not know its symbols.
+  const schema = t.Object({
+    code: t.Integer(),
+    message: t.String(),
+    data,
+  }) as unknown as OpenAPIV3.SchemaObject
+  return { 200: { description, content: { 'application/json': { schema } } } }
+}
+const ProviderStatus = t.Object({
+  name: t.String(),
+  type: t.String(),
+  status: t.String(),
+  enabled: t.Boolean(),
+})
+export const Docs = {
+  notify: t.Object({
+    notification_id: t.String(),
+    task_ids: t.Optional(t.Array(t.String())),
+    accepted: t.Array(t.String()),
+    failed: t.Optional(t.Array(t.Object({ channel: t.String(), error: t.String() }))),
+  }),
+  status: t.Object({ status: oneOf(['ok', 'degraded']), providers: t.Array(ProviderStatus) }),
+  providers: t.Object({
+    providers: t.Array(
+      t.Composite([ProviderStatus, t.Object({ since: t.String({ description: 'RFC 3339' }) })]),
+    ),
+  }),
+  enabled: t.Object({ name: t.String(), enabled: t.Boolean() }),
+  channel: t.Object({
+    name: t.String(),
+    type: t.String(),
+    enabled: t.Boolean(),
+    status: t.String(),
+    source: oneOf(['yaml', 'runtime']),
+    updated_at: t.String(),
+    config: t.Record(t.String(), t.Unknown(), {
+      description: "settings; secrets read as 'set' plus the last 4",
+    }),
+  }),
+  queue: t.Object({ size: t.Integer() }),
+  template: t.Object({
+    id: t.String(),
+    name: t.String(),
+    title: t.String(),
+    body: t.String(),
+    level: t.String(),
+    fields: t.Array(TemplateField),
+    sample_params: t.Record(t.String(), t.Unknown()),
+    created_at: t.String(),
+    updated_at: t.String(),
+  }),
+  rendered: t.Object({
+    title: t.String(),
+    body: t.String(),
+    level: t.String(),
+    fields: t.Array(TemplateField),
+  }),
+}
