@@ -19,6 +19,7 @@ import { NativeRoutes } from './native'
 import { apiDocs } from './openapi'
 import { type PluginContext, type PluginManifest, ProviderRegistry, type Services } from './plugin'
 import { RateLimiter } from './ratelimit'
+import { createSharedState } from './shared'
 import { strictBodies } from './strict'
 
 export interface AppOptions {
@@ -180,6 +181,8 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     const metrics = new Metrics()
     const changes = await createChanges(db, log.child('changes'), opts.pgSchema ?? 'public')
     stops.push(() => changes.close())
+    const shared = createSharedState({ db, redisUrl: core.redis.url || undefined, log: log.child('shared') })
+    stops.push(() => shared.close())
     const bus = new Bus((event, e) => log.error('bus listener failed', { event, error: String(e) }))
     const providers = new ProviderRegistry()
     const limiter = new RateLimiter(core.rate_limit.requests_per_minute, core.rate_limit.burst)
@@ -274,6 +277,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
         log: log.child(p.name),
         bus,
         changes,
+        shared,
         auth,
         guard,
         providers,
