@@ -1,5 +1,14 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { chmodSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
@@ -251,12 +260,35 @@ forEachEngine((engine) => {
         const token = await b.token('admin')
         const made = []
         for (const name of ['first', 'second', 'third']) made.push(await backup(b, token, { name }))
-        const left = (await b.req('GET', '/api/v1/backups', { token })).body.data.items
-        expect(left.map((x: { name: string }) => x.name)).toEqual(['third', 'second'])
+        // Retention runs right after a backup is recorded as succeeded.
+        const names = async () =>
+          (await b.req('GET', '/api/v1/backups', { token })).body.data.items.map(
+            (x: { name: string }) => x.name,
+          )
+        await until(async () => ((await names()).length === 2 ? true : undefined))
+        expect(await names()).toEqual(['third', 'second'])
         expect(existsSync(join(b.dataDir, 'backups', made[0].location))).toBe(false)
         expect(readdirSync(join(b.dataDir, 'backups')).sort()).toEqual(
           [made[1].location, made[2].location].sort(),
         )
+      } finally {
+        await b.stop()
+      }
+    }, 20_000)
+
+    test('retention removes backups older than keep_days with their files', async () => {
+      const b = await makeApp(engine, { plugins: { backups: { schedule_interval_s: 0, keep_days: 7 } } })
+      try {
+        const token = await b.token('admin')
+        const old = await backup(b, token, { name: 'ten days old' })
+        const aged = Date.now() - 10 * 86_400_000
+        await b.db.run('UPDATE backups SET created_at = ? WHERE id = ?', [aged, old.id])
+        const fresh = await backup(b, token, { name: 'today' })
+        const ids = async () =>
+          (await b.req('GET', '/api/v1/backups', { token })).body.data.items.map((x: { id: string }) => x.id)
+        await until(async () => ((await ids()).length === 1 ? true : undefined))
+        expect(await ids()).toEqual([fresh.id])
+        expect(existsSync(join(b.dataDir, 'backups', old.location))).toBe(false)
       } finally {
         await b.stop()
       }
@@ -320,6 +352,7 @@ forEachEngine((engine) => {
           "INSERT INTO backups (id, name, type, driver, trigger, status, created_at, started_at) VALUES ('crashed-1', 'crash', 'full', 'sqlite', 'api', 'running', ?, ?) RETURNING id",
           [Date.now(), Date.now()],
         )
+        mkdirSync(dir, { recursive: true })
         writeFileSync(join(dir, '.crashed-1.partial'), 'half a file')
         const b = await makeApp('sqlite', {
           config: { database: { url: join(a.dataDir, 'test.sqlite') } },
