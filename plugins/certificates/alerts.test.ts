@@ -46,7 +46,7 @@ forEachEngine((engine) => {
       const cert = (
         await a.req('POST', '/api/v1/certificates', {
           token: admin,
-          body: { domain: 'localhost', port: server.port, thresholdDays: 14 },
+          body: { domain: 'localhost', address: '127.0.0.1', port: server.port, thresholdDays: 14 },
         })
       ).body.data
       expect(cert.status).toBe('active')
@@ -180,7 +180,10 @@ forEachEngine((engine) => {
     try {
       const token = await b.token('admin')
       const d = (
-        await b.req('POST', '/api/v1/certificates', { token, body: { domain: 'localhost', port: s.port } })
+        await b.req('POST', '/api/v1/certificates', {
+          token,
+          body: { domain: 'localhost', address: '127.0.0.1', port: s.port },
+        })
       ).body.data
       expect(d.status).toBe('expiring')
       s.serve(issue(['localhost'], 150))

@@ -156,15 +156,17 @@ forEachEngine((engine) => {
   describe('probes', () => {
     test('registration without a PEM reads the certificate from the server', async () => {
       const s = await serve(issue(['localhost'], 12))
-      const d = await register({ domain: 'localhost', port: s.port, address: '127.0.0.1' })
-      expect(d).toMatchObject({ source: 'probe', status: 'expiring', address: '127.0.0.1', chainLength: 1 })
+      const d = await register({ domain: '127.0.0.1', port: s.port })
+      // Without an address the probe connects to the domain itself (an IP here: no SNI).
+      expect(d).toMatchObject({ domain: '127.0.0.1', source: 'probe', status: 'expiring', chainLength: 1 })
+      expect(d.address).toBeUndefined()
       expect(d.daysLeft).toBe(11)
       expect(d.certificate).toContain('-----BEGIN CERTIFICATE-----')
     })
 
     test('a probe that fails still registers: unknown with the reason, until a check succeeds', async () => {
       const s = await silentServer()
-      const d = await register({ domain: 'localhost', port: s.port })
+      const d = await register({ domain: 'localhost', address: '127.0.0.1', port: s.port })
       expect(d.status).toBe('unknown')
       expect(d.error).toContain('timed out after 1500 ms')
       await s.close()
@@ -172,7 +174,7 @@ forEachEngine((engine) => {
 
     test('check reads a renewed certificate; when the server is gone the stored expiry still decides', async () => {
       const s = await serve(issue(['localhost'], 6))
-      const d = await register({ domain: 'localhost', port: s.port })
+      const d = await register({ domain: 'localhost', address: '127.0.0.1', port: s.port })
       expect(d.status).toBe('expiring')
       s.serve(issue(['localhost'], 300))
       const renewed = await a.req('POST', `/api/v1/certificates/${d.id}/check`, { token: admin })
@@ -189,9 +191,13 @@ forEachEngine((engine) => {
 
     test('domain-info shows subject, issuer, SANs, validity and chain of valid, expiring, expired, self-signed and wrong-host servers', async () => {
       const valid = await serve(issue(['localhost', 'api.localhost'], 100))
-      const r = await a.req('GET', `/api/v1/certificates/domain-info?domain=localhost&port=${valid.port}`, {
-        token: admin,
-      })
+      const r = await a.req(
+        'GET',
+        `/api/v1/certificates/domain-info?domain=localhost&address=127.0.0.1&port=${valid.port}`,
+        {
+          token: admin,
+        },
+      )
       expect(r.status).toBe(200)
       expect(r.body.data).toMatchObject({
         domain: 'localhost',
@@ -209,16 +215,24 @@ forEachEngine((engine) => {
       expect(r.body.data.protocol).toMatch(/^TLSv1\.[23]$/)
 
       const expired = await serve(issue(['localhost'], -1, { fromDays: -60 }))
-      const e = await a.req('GET', `/api/v1/certificates/domain-info?domain=localhost&port=${expired.port}`, {
-        token: admin,
-      })
+      const e = await a.req(
+        'GET',
+        `/api/v1/certificates/domain-info?domain=localhost&address=127.0.0.1&port=${expired.port}`,
+        {
+          token: admin,
+        },
+      )
       expect(e.body.data.daysLeft).toBe(-1)
       expect(e.body.data.authorizationError).toBeString()
 
       const self = await serve(issue(['localhost'], 30, { selfSigned: true }))
-      const ss = await a.req('GET', `/api/v1/certificates/domain-info?domain=localhost&port=${self.port}`, {
-        token: admin,
-      })
+      const ss = await a.req(
+        'GET',
+        `/api/v1/certificates/domain-info?domain=localhost&address=127.0.0.1&port=${self.port}`,
+        {
+          token: admin,
+        },
+      )
       expect(ss.body.data).toMatchObject({
         selfSigned: true,
         chain: [],
@@ -238,32 +252,48 @@ forEachEngine((engine) => {
       const port = gone.port
       await gone.close()
       servers.splice(servers.indexOf(gone), 1)
-      const refused = await a.req('GET', `/api/v1/certificates/domain-info?domain=localhost&port=${port}`, {
-        token: admin,
-      })
+      const refused = await a.req(
+        'GET',
+        `/api/v1/certificates/domain-info?domain=localhost&address=127.0.0.1&port=${port}`,
+        {
+          token: admin,
+        },
+      )
       expect(refused.status).toBe(502)
       expect(refused.body.message).toContain('ECONNREFUSED')
       const s = await silentServer()
       const t0 = Date.now()
-      const slow = await a.req('GET', `/api/v1/certificates/domain-info?domain=localhost&port=${s.port}`, {
-        token: admin,
-      })
+      const slow = await a.req(
+        'GET',
+        `/api/v1/certificates/domain-info?domain=localhost&address=127.0.0.1&port=${s.port}`,
+        {
+          token: admin,
+        },
+      )
       expect(slow.status).toBe(504)
       expect(Date.now() - t0).toBeLessThan(5000)
       await s.close()
       const bad = await a.req('GET', '/api/v1/certificates/domain-info', { token: admin })
       expect(bad.status).toBe(400)
       expect(bad.body.message).toContain('domain')
-      const port0 = await a.req('GET', '/api/v1/certificates/domain-info?domain=localhost&port=70000', {
-        token: admin,
-      })
+      const port0 = await a.req(
+        'GET',
+        '/api/v1/certificates/domain-info?domain=localhost&address=127.0.0.1&port=70000',
+        {
+          token: admin,
+        },
+      )
       expect(port0.status).toBe(400)
       expect(port0.body.message).toContain('port')
       expect((await a.req('GET', '/api/v1/certificates/domain-info?domain=localhost')).status).toBe(401)
       // It makes the server connect where the caller says: only those who may register use it.
-      const viewer403 = await a.req('GET', `/api/v1/certificates/domain-info?domain=localhost&port=${port}`, {
-        token: viewer,
-      })
+      const viewer403 = await a.req(
+        'GET',
+        `/api/v1/certificates/domain-info?domain=localhost&address=127.0.0.1&port=${port}`,
+        {
+          token: viewer,
+        },
+      )
       expect(viewer403.status).toBe(403)
     })
   })
@@ -271,8 +301,13 @@ forEachEngine((engine) => {
   describe('lists, stats, check-all', () => {
     test('check-all re-checks every enabled entry and answers the counts, which stats and expiring agree with', async () => {
       const s = await serve(issue(['localhost'], 400))
-      const d = await register({ domain: 'localhost', port: s.port })
-      const off = await register({ domain: 'localhost', port: s.port + 1, enabled: false })
+      const d = await register({ domain: 'localhost', address: '127.0.0.1', port: s.port })
+      const off = await register({
+        domain: 'localhost',
+        address: '127.0.0.1',
+        port: s.port + 1,
+        enabled: false,
+      })
       s.serve(issue(['localhost'], 8))
       const r = await a.req('POST', '/api/v1/certificates/check-all', { token: admin })
       expect(r.status).toBe(200)
