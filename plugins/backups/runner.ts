@@ -124,19 +124,24 @@ export function backupRunner(db: Db, store: BackupStore, log: Logger, s: RunnerS
       fsyncPath(s.dir)
       await store.succeeded(row.id, { location: fileOf(row), size: f.size, checksum: f.sha256 })
       log.info('backup succeeded', { id: row.id, name: row.name, size: f.size })
-      await prune()
     } catch (e) {
-      try {
-        rmSync(partial, { force: true })
-      } catch {
-        // The directory itself is what failed; there is no partial file to remove.
-      }
+      // Nothing of a failed backup stays on disk: neither its partial file nor, when only the
+      // record could not be written, a finished file no record lists.
+      for (const f of [partial, join(s.dir, fileOf(row))])
+        try {
+          rmSync(f, { force: true })
+        } catch {
+          // The directory itself is what failed; there is nothing in it to remove.
+        }
       const error = (e as Error).message
       log.error('backup failed', { id: row.id, name: row.name, error })
       await store.failed(row.id, error).catch(() => undefined)
+      return
     } finally {
       abort = undefined
     }
+    // A retention failure is logged; it never turns the backup just made into a failed one.
+    await prune().catch((e) => log.error('backup retention failed', { error: String(e) }))
   }
 
   /**
