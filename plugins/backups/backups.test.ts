@@ -345,6 +345,34 @@ forEachEngine((engine) => {
           rmSync(dir, { recursive: true, force: true })
         }
       }, 30_000)
+      test('a shutdown during a backup ends the dump at once and leaves no partial file', async () => {
+        const dir = mkdtempSync(join(tmpdir(), 'liveops-slowdump-'))
+        const slow = join(dir, 'pg_dump')
+        // Writes half a dump to its --file, then hangs.
+        writeFileSync(
+          slow,
+          `#!/bin/sh\nfor a in "$@"; do case $a in --file=*) echo 'half a dump' > "\${a#--file=}";; esac; done\necho $$ > ${dir}/pid\nexec sleep 30\n`,
+        )
+        chmodSync(slow, 0o755)
+        const out = join(dir, 'out')
+        const b = await makeApp('postgres', {
+          plugins: { backups: { schedule_interval_s: 0, pg_dump: slow, dir: out } },
+        })
+        const token = await b.token('admin')
+        const r = await b.req('POST', '/api/v1/backups', { token, body: { name: 'cut short' } })
+        await until(async () => {
+          const g = await b.req('GET', `/api/v1/backups/${r.body.data.id}`, { token })
+          return g.body.data.status === 'running' && existsSync(join(dir, 'pid')) ? true : undefined
+        })
+        const pid = Number(readFileSync(join(dir, 'pid'), 'utf8'))
+        expect(readdirSync(out)).toHaveLength(1)
+        const t0 = Date.now()
+        await b.stop()
+        expect(Date.now() - t0).toBeLessThan(5000)
+        expect(() => process.kill(pid, 0)).toThrow()
+        expect(readdirSync(out)).toEqual([])
+        rmSync(dir, { recursive: true, force: true })
+      }, 20_000)
     } else {
       test('after a crash, partial files are removed and unfinished backups marked failed', async () => {
         const dir = join(a.dataDir, 'backups')
