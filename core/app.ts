@@ -16,7 +16,7 @@ import { Metrics } from './metrics'
 import { HealthChecks, monitoring } from './monitoring'
 import { NativeRoutes } from './native'
 import { type PluginContext, type PluginManifest, ProviderRegistry, type Services } from './plugin'
-import { RateLimiter } from './ratelimit'
+import { LimiterSlot, RateLimiter } from './ratelimit'
 
 export interface AppOptions {
   /** The plugin map (normally `plugins/index.ts`); tests pass a subset. */
@@ -175,7 +175,9 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     const metrics = new Metrics()
     const bus = new Bus((event, e) => log.error('bus listener failed', { event, error: String(e) }))
     const providers = new ProviderRegistry()
-    const limiter = new RateLimiter(core.rate_limit.requests_per_minute, core.rate_limit.burst)
+    const limiter = new LimiterSlot(
+      new RateLimiter(core.rate_limit.requests_per_minute, core.rate_limit.burst),
+    )
     const guard = authGuard({ auth, limiter })
     const services = new Map<string, { owner: string; service: unknown }>()
     const starts: Array<() => Promise<void> | void> = []
@@ -256,6 +258,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
         bus,
         auth,
         guard,
+        rateLimiter: limiter,
         providers,
         provide: (name, service) => {
           if (services.has(name)) throw new Error(`service '${String(name)}' provided twice`)

@@ -1,6 +1,6 @@
 import { Elysia } from 'elysia'
 import { Unauthorized } from '../http'
-import { type RateLimiter, rateHeaders } from '../ratelimit'
+import { type Limiter, rateHeaders } from '../ratelimit'
 import type { Permission } from './roles'
 import { type AppScopeOption, AuthService, type Principal } from './service'
 
@@ -10,16 +10,16 @@ type Headers = Record<string, string | undefined>
  * Counts a request against its principal's budget (the admin token is exempt), sets the
  * X-RateLimit-* headers, and throws 429 with Retry-After past the limit.
  */
-export function rateLimiting(limiter: RateLimiter) {
-  return (principal: Principal, headers: Record<string, unknown>) => {
+export function rateLimiting(limiter: Limiter) {
+  return async (principal: Principal, headers: Record<string, unknown>) => {
     if (!limiter.enabled || principal.kind === 'admin') return
-    Object.assign(headers, rateHeaders(limiter.hit(`${principal.kind}:${principal.id}`)))
+    Object.assign(headers, rateHeaders(await limiter.hit(`${principal.kind}:${principal.id}`)))
   }
 }
 
 export interface GuardDeps {
   auth: AuthService
-  limiter: RateLimiter
+  limiter: Limiter
 }
 
 /**
@@ -45,7 +45,7 @@ export function authGuard(d: GuardDeps) {
       if (decided.has(ctx.request)) return
       const principal = await who(ctx.headers)
       decided.set(ctx.request, principal ?? null)
-      if (principal) count(principal, ctx.set.headers)
+      if (principal) await count(principal, ctx.set.headers)
     }
     return {
       // Returning nothing lets the default body parser run afterwards.
