@@ -243,7 +243,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
         )
         logRequest(request.method, route, status, seconds)
       })
-    app.use(mon.app).use(authRoutes(auth, guard))
+    app.use(mon.app).use(authRoutes(auth, guard, bus))
     const routes = new NativeRoutes(metrics, logRequest, families)
 
     for (const p of ordered) {

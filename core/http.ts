@@ -294,3 +294,16 @@ export function parseSort(
     throw invalidField('query.sort', `direction must be asc or desc, got '${dir}'`)
   return `${column} ${d.toUpperCase()}`
 }
+
+/**
+ * The client's address for logs and the audit log: the first `X-Forwarded-For` hop when a proxy
+ * set one, else the socket's peer; undefined through `app.handle` without a server.
+ */
+export function clientIp(
+  request: Request,
+  server?: { requestIP(r: Request): { address: string } | null } | null,
+): string | undefined {
+  const fwd = request.headers.get('x-forwarded-for')
+  if (fwd) return fwd.split(',')[0].trim() || undefined
+  return server?.requestIP(request)?.address ?? undefined
+}

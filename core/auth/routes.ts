@@ -1,5 +1,6 @@
 import { Elysia, t } from 'elysia'
-import { NotFound, Unauthorized } from '../http'
+import type { Bus } from '../bus'
+import { NotFound, Unauthorized, clientIp } from '../http'
 import { SCOPES } from './app-tokens'
 import type { authGuard } from './guard'
 import { ROLES } from './roles'
@@ -39,7 +40,34 @@ const ok = <T>(data: T, message = 'ok') => ({ code: 0, message, data })
  * own login family (`/api/v1/auth`, spec 2 section 5) and its application tokens
  * (`/api/v1/app-tokens`), which every `appScope` route of any plugin accepts.
  */
-export function authRoutes(auth: AuthService, guard: ReturnType<typeof authGuard>) {
+export function authRoutes(auth: AuthService, guard: ReturnType<typeof authGuard>, bus?: Bus) {
+  /** A password check that leaves an audit entry (`auth.login`), refused attempts included. */
+  const login = async (by: 'email' | 'username', value: string, password: string, ip: string | undefined) => {
+    try {
+      const user = await auth.checkPassword(by, value, password)
+      void bus?.emit('audit', {
+        actor_kind: 'user',
+        actor_id: user.id,
+        actor_name: user.username,
+        action: 'auth.login',
+        target: value,
+        ip,
+        ok: true,
+      })
+      return user
+    } catch (e) {
+      void bus?.emit('audit', {
+        actor_kind: 'user',
+        actor_name: value,
+        action: 'auth.login',
+        target: value,
+        ip,
+        ok: false,
+        details: { reason: (e as Error).message },
+      })
+      throw e
+    }
+  }
   const v1User = (u: { id: string; username: string; roles: string[] }) => ({
     id: u.id,
     username: u.username,
@@ -50,7 +78,8 @@ export function authRoutes(auth: AuthService, guard: ReturnType<typeof authGuard
     .model({ 'auth.Tokens': Tokens, 'auth.User': UserFull })
     .post(
       '/api/auth/login',
-      async ({ body }) => auth.issue(await auth.checkPassword('email', body.email, body.password)),
+      async ({ body, request, server }) =>
+        auth.issue(await login('email', body.email, body.password, clientIp(request, server))),
       {
         body: t.Object({ email: t.String({ minLength: 1 }), password: t.String({ minLength: 1 }) }),
         response: { 200: 'auth.Tokens' },
@@ -68,8 +97,8 @@ export function authRoutes(auth: AuthService, guard: ReturnType<typeof authGuard
     })
     .post(
       '/api/v1/auth/login',
-      async ({ body }) => {
-        const user = await auth.checkPassword('username', body.username, body.password)
+      async ({ body, request, server }) => {
+        const user = await login('username', body.username, body.password, clientIp(request, server))
         return { token: auth.accessToken(user), user: v1User(user) }
       },
       {
