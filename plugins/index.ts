@@ -1,5 +1,6 @@
 import type { PluginManifest } from '../core/plugin'
 import agents from './agents'
+import audit from './audit'
 import experiments from './experiments'
 import games from './games'
 import ingest from './ingest'
@@ -17,6 +18,7 @@ export const plugins: Record<string, PluginManifest> = {
   ingest,
   notify,
   agents,
+  audit,
   'webhook-provider': webhookProvider,
   'smtp-provider': smtpProvider,
 } as Record<string, PluginManifest>
