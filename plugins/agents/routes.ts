@@ -1,5 +1,4 @@
 import { timingSafeEqual } from 'node:crypto'
-import type { TSchema } from '@sinclair/typebox'
 import { Elysia, t } from 'elysia'
 import { Forbidden, Unauthorized, clientIp, ok } from '../../core/http'
 import type { PluginContext } from '../../core/plugin'
@@ -9,7 +8,6 @@ import type { AgentsStore } from './store'
 
 const tag = (summary: string, description?: string) => ({ tags: ['agents'], summary, description })
 const Params = t.Object({ id: t.String() })
-const envelope = <S extends TSchema>(data: S) => t.Object({ code: t.Integer(), message: t.String(), data })
 
 export interface AgentRouteDeps {
   store: AgentsStore
@@ -167,7 +165,6 @@ export function agentRoutes(ctx: PluginContext<unknown>, d: AgentRouteDeps) {
     .get('/api/v1/agents/:id', async ({ params }) => ok(await store.get(params.id)), {
       permission: 'agents:read',
       params: Params,
-      response: { 200: envelope(Agent) },
       detail: tag('Read one agent'),
     })
     .delete(

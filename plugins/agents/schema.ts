@@ -1,4 +1,12 @@
-import { t } from 'elysia'
+import { type TLiteral, type TUnion, Type as t } from '@sinclair/typebox'
+
+// TypeBox's own types, not Elysia's `t`: Elysia's Integer and Number also take numeric strings,
+// and a body of the wrong JSON type is refused, never coerced.
+const UnionEnum = <const V extends readonly string[]>(values: V, opts: Record<string, unknown> = {}) =>
+  t.Union(
+    values.map((v) => t.Literal(v)),
+    opts,
+  ) as unknown as TUnion<TLiteral<V[number]>[]>
 
 export const AgentId = t.String({
   pattern: '^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$',
@@ -51,7 +59,7 @@ export const Invocation = t.Object(
       t.Integer({ minimum: 0, description: 'Epoch ms of the call; the report time when absent' }),
     ),
     duration_ms: t.Optional(t.Number({ minimum: 0 })),
-    outcome: t.UnionEnum(['success', 'failure', 'error', 'timeout'] as const, {
+    outcome: UnionEnum(['success', 'failure', 'error', 'timeout'] as const, {
       description: 'Anything but success counts as a failed call',
     }),
     trace_id: t.Optional(t.String({ maxLength: 128 })),
@@ -76,7 +84,7 @@ export const Agent = t.Object({
   functions: t.Array(t.String()),
   qps: t.Number(),
   qps_1m: t.Number(),
-  status: t.UnionEnum(['online', 'offline'] as const),
+  status: UnionEnum(['online', 'offline'] as const),
   jobs_executed: t.Number(),
   jobs_failed: t.Number(),
   registered_at: t.String(),
@@ -90,7 +98,7 @@ export const AgentQuery = t.Object(
     env: t.Optional(t.String()),
     region: t.Optional(t.String()),
     zone: t.Optional(t.String()),
-    status: t.Optional(t.UnionEnum(['online', 'offline'] as const)),
+    status: t.Optional(UnionEnum(['online', 'offline'] as const)),
     function_id: t.Optional(t.String({ description: 'Agents serving this function' })),
   },
   { additionalProperties: false },
