@@ -6,6 +6,7 @@ import games from './games'
 import ingest from './ingest'
 import notify from './notify'
 import rateLimits from './rate-limits'
+import site from './site'
 import smtpProvider from './smtp-provider'
 import webhookProvider from './webhook-provider'
 
@@ -21,6 +22,7 @@ export const plugins: Record<string, PluginManifest> = {
   agents,
   audit,
   'rate-limits': rateLimits,
+  site,
   'webhook-provider': webhookProvider,
   'smtp-provider': smtpProvider,
 } as Record<string, PluginManifest>
