@@ -5,6 +5,7 @@ import experiments from './experiments'
 import games from './games'
 import ingest from './ingest'
 import notify from './notify'
+import opsAlerts from './ops-alerts'
 import rateLimits from './rate-limits'
 import site from './site'
 import smtpProvider from './smtp-provider'
@@ -23,6 +24,7 @@ export const plugins: Record<string, PluginManifest> = {
   audit,
   'rate-limits': rateLimits,
   site,
+  'ops-alerts': opsAlerts,
   'webhook-provider': webhookProvider,
   'smtp-provider': smtpProvider,
 } as Record<string, PluginManifest>
