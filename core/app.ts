@@ -6,18 +6,27 @@ import { authGuard } from './auth/guard'
 import { coreMigrations } from './auth/migrations'
 import { CORE_AREAS } from './auth/roles'
 import { authRoutes } from './auth/routes'
-import { AuthService } from './auth/service'
+import { AuthService, type Principal } from './auth/service'
 import { Bus } from './bus'
 import { createChanges } from './changes'
 import type { LoadedConfig } from './config'
 import { type Db, type MigrationSet, migrate, openDb } from './db'
-import { ErrorFamilies, errorHandler } from './http'
+import { ErrorFamilies, clientIp, errorHandler } from './http'
 import { type Logger, createLogger } from './log'
 import { Metrics } from './metrics'
 import { HealthChecks, monitoring } from './monitoring'
 import { NativeRoutes } from './native'
-import { type PluginContext, type PluginManifest, ProviderRegistry, type Services } from './plugin'
+import {
+  type FastServer,
+  type PluginContext,
+  type PluginManifest,
+  ProviderRegistry,
+  type Services,
+} from './plugin'
 import { LimiterSlot, RateLimiter } from './ratelimit'
+
+/** Methods that change nothing: no `http.write` event. */
+const READS = new Set(['GET', 'HEAD', 'OPTIONS'])
 
 export interface AppOptions {
   /** The plugin map (normally `plugins/index.ts`); tests pass a subset. */
@@ -230,7 +239,8 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
       .onRequest(({ request }) => {
         started.set(request, performance.now())
       })
-      .onAfterResponse({ as: 'global' }, ({ request, route, set, responseValue }) => {
+      .onAfterResponse({ as: 'global' }, (c) => {
+        const { request, route, set, responseValue } = c
         const t0 = started.get(request)
         if (t0 === undefined) return
         const status =
@@ -245,6 +255,17 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
           seconds,
         )
         logRequest(request.method, route, status, seconds)
+        if (!READS.has(request.method)) {
+          const principal = (c as { principal?: Principal }).principal
+          void bus.emit('http.write', {
+            method: request.method,
+            path: new URL(request.url).pathname,
+            route: route || 'unmatched',
+            status,
+            ip: clientIp(request, (c as { server?: FastServer | null }).server),
+            principal: principal && { kind: principal.kind, id: principal.id, username: principal.username },
+          })
+        }
       })
     app.use(mon.app).use(authRoutes(auth, guard, bus))
     const routes = new NativeRoutes(metrics, logRequest, families)

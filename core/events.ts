@@ -64,6 +64,20 @@ export interface BusEvents {
   experiment_srm: { experiment_id: string; game_id: string; p_value: number }
   /** Any plugin, and core's login routes (`auth.login`, refused ones too): an action worth an audit entry. */
   audit: AuditEntry
+  /**
+   * Core: a write request (any method but GET, HEAD, OPTIONS) through the Elysia routes was
+   * answered; the fast routes (signed ingestion) are not reported. The audit plugin records the
+   * ones under its watched prefixes. Never carries the body.
+   */
+  'http.write': {
+    method: string
+    path: string
+    /** The route template (`/api/v1/config/:name`). */
+    route: string
+    status: number
+    ip?: string
+    principal?: { kind: string; id: string; username: string }
+  }
   /** Agents: invocations an agent reported (one event per report, with every invocation in it). */
   'function.invoked': {
     agent_id: string

@@ -244,28 +244,35 @@ function validationResponse(families: ErrorFamilies, url: URL, error: unknown) {
 export function errorHandler(families: ErrorFamilies) {
   const respond = (path: string, status: number, code: string, message: string) =>
     errorResponse(families, path, status, code, message)
+  const answer = (code: unknown, error: unknown, request: Request): Response => {
+    const path = new URL(request.url).pathname
+    if (error instanceof HttpError) return httpErrorResponse(path, error, families)
+    // A refusal thrown by the auth guard's parse hook reaches here wrapped in a ParseError.
+    const cause = (error as { cause?: unknown }).cause
+    if (code === 'PARSE' && cause instanceof HttpError) return httpErrorResponse(path, cause, families)
+    switch (code) {
+      case 'VALIDATION':
+        return validationResponse(families, new URL(request.url), error)
+      case 'PARSE':
+        return respond(path, 400, 'bad_request', 'body: malformed JSON')
+      case 'NOT_FOUND':
+        return respond(path, 404, 'not_found', `no route for ${request.method} ${path}`)
+      case 'INVALID_COOKIE_SIGNATURE':
+        return respond(path, 401, 'unauthorized', 'invalid cookie')
+    }
+    const status = (error as { status?: number }).status
+    if (typeof status === 'number' && status >= 400 && status < 500)
+      return respond(path, status, 'bad_request', (error as Error).message ?? 'bad request')
+    return httpErrorResponse(path, error, families)
+  }
   return new Elysia({ name: 'liveops.errors' })
     .error({ HttpError })
-    .onError({ as: 'global' }, ({ code, error, request }) => {
-      const path = new URL(request.url).pathname
-      if (error instanceof HttpError) return httpErrorResponse(path, error, families)
-      // A refusal thrown by the auth guard's parse hook reaches here wrapped in a ParseError.
-      const cause = (error as { cause?: unknown }).cause
-      if (code === 'PARSE' && cause instanceof HttpError) return httpErrorResponse(path, cause, families)
-      switch (code) {
-        case 'VALIDATION':
-          return validationResponse(families, new URL(request.url), error)
-        case 'PARSE':
-          return respond(path, 400, 'bad_request', 'body: malformed JSON')
-        case 'NOT_FOUND':
-          return respond(path, 404, 'not_found', `no route for ${request.method} ${path}`)
-        case 'INVALID_COOKIE_SIGNATURE':
-          return respond(path, 401, 'unauthorized', 'invalid cookie')
-      }
-      const status = (error as { status?: number }).status
-      if (typeof status === 'number' && status >= 400 && status < 500)
-        return respond(path, status, 'bad_request', (error as Error).message ?? 'bad request')
-      return httpErrorResponse(path, error, families)
+    .onError({ as: 'global' }, ({ code, error, request, set }) => {
+      const res = answer(code, error, request)
+      // The after-response hooks (request metrics, http.write) read the status here: a refusal
+      // from the guard's parse hook would otherwise count as the parse error's 400.
+      set.status = res.status
+      return res
     })
 }
 
