@@ -94,3 +94,39 @@ forEachEngine((engine) => {
     })
   })
 })
+
+test('writes of plugins without audit entries of their own are recorded from the request: who, what, status, where', async () => {
+  const a = await makeApp('sqlite')
+  try {
+    const admin = await a.token('admin')
+    const put = await a.req('PUT', '/api/v1/config/audit', {
+      token: admin,
+      body: { config: {} },
+      headers: { 'x-forwarded-for': '192.0.2.44' },
+    })
+    expect(put.status).toBeLessThan(500)
+    const denied = await a.req('PUT', '/api/v1/config/audit', {
+      token: await a.token('viewer'),
+      body: { config: {} },
+    })
+    expect(denied.status).toBe(403)
+    await a.req('GET', '/api/v1/config/audit', { token: admin })
+    const list = async () => (await a.req('GET', '/api/v1/audit?action=http.put', { token: admin })).body.data
+    await until(async () => (await list()).total >= 2)
+    const [refused, done] = (await list()).items
+    expect(done).toMatchObject({
+      action: 'http.put',
+      target: '/api/v1/config/audit',
+      ip: '192.0.2.44',
+      ok: put.status < 400,
+      actor: { kind: 'user', name: 'admin-user' },
+      details: { status: put.status, route: '/api/v1/config/:name' },
+    })
+    // Refused before the guard let the caller in: its status, not its name.
+    expect(refused).toMatchObject({ ok: false, details: { status: 403 } })
+    // Reads are not recorded.
+    expect((await a.req('GET', '/api/v1/audit?action=http.get', { token: admin })).body.data.total).toBe(0)
+  } finally {
+    await a.stop()
+  }
+})

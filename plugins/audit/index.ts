@@ -44,6 +44,23 @@ export default definePlugin({
       sensitive_fields: t.Array(t.String({ minLength: 1 }), {
         default: ['password', 'token', 'secret', 'authorization', 'api_key'],
       }),
+      /**
+       * Writes (POST, PUT, PATCH, DELETE) under these path prefixes are recorded from the request
+       * itself (who, method and path, status, address; never the body), for plugins that do not
+       * send audit entries of their own: notification channel config, certificates, backups,
+       * users and tokens.
+       */
+      http_writes: t.Array(t.String({ pattern: '^/' }), {
+        default: [
+          '/api/v1/config',
+          '/api/v1/providers',
+          '/api/v1/certificates',
+          '/api/v1/backups',
+          '/api/users',
+          '/api/v1/app-tokens',
+          '/api/api-keys',
+        ],
+      }),
       /** Entries older than this many days are deleted (daily); 0 keeps them forever. */
       keep_days: t.Integer({ minimum: 0, default: 365 }),
     },
@@ -76,6 +93,27 @@ export default definePlugin({
       void purge().catch((e) => ctx.log.error('audit purge failed', { error: String(e) }))
     })
     ctx.onStop(() => clearInterval(timer))
+
+    const watched = (path: string) =>
+      ctx.config.http_writes.some((p) => path === p || path.startsWith(`${p}/`))
+
+    ctx.bus.on('http.write', async (w) => {
+      if (!watched(w.path)) return
+      try {
+        await store.record({
+          actor_kind: w.principal?.kind ?? 'anonymous',
+          actor_id: w.principal?.id,
+          actor_name: w.principal?.username,
+          action: `http.${w.method.toLowerCase()}`,
+          target: w.path,
+          ip: w.ip,
+          ok: w.status < 400,
+          details: { status: w.status, route: w.route },
+        })
+      } catch (e) {
+        ctx.log.error('audit entry not stored', { path: w.path, error: String(e) })
+      }
+    })
 
     return new Elysia({ name: 'audit' }).use(ctx.guard).get(
       '/api/v1/audit',
