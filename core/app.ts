@@ -190,7 +190,8 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     const limiter = new LimiterSlot(
       new RateLimiter(core.rate_limit.requests_per_minute, core.rate_limit.burst),
     )
-    const guard = authGuard({ auth, limiter })
+    const identified = new WeakMap<Request, Principal>()
+    const guard = authGuard({ auth, limiter, identified })
     const services = new Map<string, { owner: string; service: unknown }>()
     const starts: Array<() => Promise<void> | void> = []
     const checks = new HealthChecks()
@@ -256,7 +257,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
         )
         logRequest(request.method, route, status, seconds)
         if (!READS.has(request.method)) {
-          const principal = (c as { principal?: Principal }).principal
+          const principal = (c as { principal?: Principal }).principal ?? identified.get(request)
           void bus.emit('http.write', {
             method: request.method,
             path: new URL(request.url).pathname,

@@ -20,6 +20,11 @@ export function rateLimiting(limiter: Limiter) {
 export interface GuardDeps {
   auth: AuthService
   limiter: Limiter
+  /**
+   * Filled with who a request authenticated as, also when the permission then refused it: the
+   * audit trail of a 403 names its caller.
+   */
+  identified?: WeakMap<Request, Principal>
 }
 
 /**
@@ -36,14 +41,16 @@ export interface GuardDeps {
 export function authGuard(d: GuardDeps) {
   const count = rateLimiting(d.limiter)
   const decided = new WeakMap<Request, Principal | null>()
-  const hooks = <P extends Principal | undefined>(who: (headers: Headers) => P | Promise<P>) => {
+  const hooks = <P extends Principal | undefined>(
+    who: (headers: Headers, request: Request) => P | Promise<P>,
+  ) => {
     const decide = async (ctx: {
       request: Request
       headers: Headers
       set: { headers: Record<string, unknown> }
     }) => {
       if (decided.has(ctx.request)) return
-      const principal = await who(ctx.headers)
+      const principal = await who(ctx.headers, ctx.request)
       decided.set(ctx.request, principal ?? null)
       if (principal) await count(principal, ctx.set.headers)
     }
@@ -62,13 +69,13 @@ export function authGuard(d: GuardDeps) {
   return new Elysia({ name: 'liveops.auth-guard' }).macro({
     permission: (permission: Permission) => {
       d.auth.permissions.check(permission)
-      return hooks((headers) =>
-        d.auth.authorize(
+      return hooks((headers, request) => {
+        const who =
           d.auth.verifyAccess(AuthService.bearer(headers)) ??
-            d.auth.verifyAdminToken(headers['x-admin-token']),
-          permission,
-        ),
-      )
+          d.auth.verifyAdminToken(headers['x-admin-token'])
+        if (who) d.identified?.set(request, who)
+        return d.auth.authorize(who, permission)
+      })
     },
     apiKey: (_: true) =>
       hooks(async (headers) => {
@@ -78,7 +85,13 @@ export function authGuard(d: GuardDeps) {
       }),
     appScope: (option: AppScopeOption) => {
       if (typeof option !== 'string') d.auth.permissions.check(option.permission)
-      return hooks((headers) => d.auth.authenticateApp(option, headers))
+      return hooks((headers, request) => {
+        if (d.identified) {
+          const who = d.auth.verifyAccess(AuthService.bearer(headers))
+          if (who) d.identified.set(request, who)
+        }
+        return d.auth.authenticateApp(option, headers)
+      })
     },
   })
 }
