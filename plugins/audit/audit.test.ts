@@ -122,8 +122,11 @@ test('writes of plugins without audit entries of their own are recorded from the
       actor: { kind: 'user', name: 'admin-user' },
       details: { status: put.status, route: '/api/v1/config/:name' },
     })
-    // Refused before the guard let the caller in: its status, not its name.
-    expect(refused).toMatchObject({ ok: false, details: { status: 403 } })
+    expect(refused).toMatchObject({
+      ok: false,
+      details: { status: 403 },
+      actor: { kind: 'user', name: 'viewer-user' },
+    })
     // Reads are not recorded.
     expect((await a.req('GET', '/api/v1/audit?action=http.get', { token: admin })).body.data.total).toBe(0)
   } finally {
