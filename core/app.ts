@@ -24,6 +24,7 @@ import {
   type Services,
 } from './plugin'
 import { LimiterSlot, RateLimiter } from './ratelimit'
+import { createSharedState } from './shared'
 
 /** Methods that change nothing: no `http.write` event. */
 const READS = new Set(['GET', 'HEAD', 'OPTIONS'])
@@ -185,6 +186,8 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     const metrics = new Metrics()
     const changes = await createChanges(db, log.child('changes'), opts.pgSchema ?? 'public')
     stops.push(() => changes.close())
+    const shared = createSharedState({ db, redisUrl: core.redis.url || undefined, log: log.child('shared') })
+    stops.push(() => shared.close())
     const bus = new Bus((event, e) => log.error('bus listener failed', { event, error: String(e) }))
     const providers = new ProviderRegistry()
     const limiter = new LimiterSlot(
@@ -282,6 +285,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
         log: log.child(p.name),
         bus,
         changes,
+        shared,
         auth,
         guard,
         rateLimiter: limiter,

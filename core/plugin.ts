@@ -11,6 +11,7 @@ import type { ErrorFamily } from './http'
 import type { Logger } from './log'
 import type { Metrics } from './metrics'
 import type { LimiterSlot } from './ratelimit'
+import type { SharedState } from './shared'
 
 /**
  * Services a plugin exports to the plugins that depend on it. A plugin adds its entry by
@@ -63,6 +64,11 @@ export interface PluginContext<C> {
    * you changed that others cache, and drop or rebuild your cache when you hear it.
    */
   changes: Changes
+  /**
+   * Short-lived state all instances share (Redis when configured, else the database): one-time
+   * claims (replay windows) and windowed counters (budgets). Degrades to this process on a Redis outage.
+   */
+  shared: SharedState
   auth: AuthService
   /**
    * The route policy macros, defined once in core: `{ permission: 'games:write' }` (Bearer JWT or
