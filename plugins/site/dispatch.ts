@@ -39,6 +39,8 @@ export function dispatcher(d: {
   log: Logger
   metrics: Metrics
   timeoutMs: () => number
+  /** Tells every instance a message was stored, so each pushes it to its own browsers. */
+  announce: (m: Message) => Promise<void>
 }) {
   const sent = d.metrics.counter('svc_site_notifications_total', 'Notifications sent to site channels', [
     'channel',
@@ -60,7 +62,7 @@ export function dispatcher(d: {
                   body: n.body,
                   data: { id: n.id, ...n.payload },
                 })
-                d.hub.publish(m)
+                await d.announce(m)
                 return { ok: true }
               },
             }

@@ -6,6 +6,8 @@ import { siteRoutes } from './routes'
 import { EVENTS } from './routing'
 import { siteStore } from './store'
 
+const TOPIC = 'site.message'
+
 /**
  * The platform's notification channels (spec 3): the `notification.*` site settings (YAML
  * values, overridable at runtime through `/api/v1/site/{key}`, effective at once), the ops
@@ -32,6 +34,12 @@ export default definePlugin({
       log: ctx.log,
       metrics: ctx.metrics,
       timeoutMs: () => ctx.config.send_timeout_ms,
+      announce: (m) => ctx.changes.publish(TOPIC, { id: m.id }),
+    })
+    // Browsers follow one instance; a message stored by any instance reaches them all.
+    ctx.changes.on(TOPIC, async ({ id }) => {
+      const m = typeof id === 'string' ? await store.message(id) : undefined
+      if (m) hub.publish(m)
     })
     for (const event of EVENTS) ctx.bus.on(event, (e) => dispatch.route(event, e as never))
     const listeners = ctx.metrics.gauge(

@@ -115,6 +115,13 @@ export function siteStore(db: Db, file: () => Partial<Settings>) {
       )
       return { items: rows.map(toMessage), total, unread, page: q.page, size: q.size }
     },
+    async message(id: string): Promise<Message | undefined> {
+      const r = await db.get<MessageRow>(
+        'SELECT id, at, event, level, title, body, data, read_at FROM site_messages WHERE id = ?',
+        [id],
+      )
+      return r && toMessage(r)
+    },
     async markRead(id: string): Promise<Message> {
       const r = await db.get<MessageRow>(
         'SELECT id, at, event, level, title, body, data, read_at FROM site_messages WHERE id = ?',
