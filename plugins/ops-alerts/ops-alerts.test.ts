@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import type { AlertFired } from '../../core/events'
 import { type TestApp, forEachEngine, makeApp } from '../../test/helpers'
+import { Evaluator } from './evaluate'
+import { alertStore } from './store'
 
 forEachEngine((engine) => {
   let a: TestApp
@@ -84,6 +86,16 @@ forEachEngine((engine) => {
         cooldownSeconds: 0,
       })
       expect(await evaluate()).toEqual([])
+      await a.req('DELETE', `/api/v1/ops/alerts/${r.id}`, { token: admin })
+    })
+
+    test('two instances evaluating the same rule on one store raise it once per cooldown', async () => {
+      const r = await create(rule({ name: 'shared', cooldownSeconds: 600 }))
+      const other = new Evaluator(alertStore(a.db), a.metrics, a.bus)
+      const before = fired.filter((f) => f.params.rule_id === r.id).length
+      const [x, y] = await Promise.all([evaluate(), other.run()])
+      expect(x.length + y.length).toBe(1)
+      expect(fired.filter((f) => f.params.rule_id === r.id).length - before).toBe(1)
       await a.req('DELETE', `/api/v1/ops/alerts/${r.id}`, { token: admin })
     })
 
