@@ -89,9 +89,8 @@ export function alertStore(db: Db) {
     /** Changes only the fields named; answers the rule before and after. */
     async update(id: string, b: RuleUpdate): Promise<{ before: Rule; after: Rule }> {
       const before = await get(id)
-      const { createdAt, updatedAt, ...rest } = before
+      const { createdAt, updatedAt: _, ...rest } = before
       await write({ ...rest, ...b }, Date.parse(createdAt))
-      void updatedAt
       return { before, after: await get(id) }
     },
     async remove(id: string): Promise<Rule> {
