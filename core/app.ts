@@ -11,6 +11,8 @@ import { Bus } from './bus'
 import { createChanges } from './changes'
 import type { LoadedConfig } from './config'
 import { type Db, type MigrationSet, migrate, openDb } from './db'
+import { SCALAR_ASSET, docsAssets, scalarOptions } from './docs'
+import { CorsPolicy, edge } from './edge'
 import { ErrorFamilies, clientIp, errorHandler } from './http'
 import { type Logger, createLogger } from './log'
 import { Metrics } from './metrics'
@@ -167,12 +169,17 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     const applied = await migrate(db, sets)
     if (applied.length) log.info('migrations applied', { migrations: applied })
 
-    const auth = new AuthService(db, {
-      jwtSecret: jwtSecret(core.auth.jwt_secret, core.data_dir),
-      accessTtlS: core.auth.access_ttl_s,
-      refreshTtlS: core.auth.refresh_ttl_s,
-      adminToken: core.auth.admin_token,
-    })
+    const auth = new AuthService(
+      db,
+      {
+        jwtSecret: jwtSecret(core.auth.jwt_secret, core.data_dir),
+        accessTtlS: core.auth.access_ttl_s,
+        refreshTtlS: core.auth.refresh_ttl_s,
+        adminToken: core.auth.admin_token,
+        throttle: core.auth.login_throttle,
+      },
+      log.child('auth'),
+    )
     await auth.init()
     // The role table is whole before any route exists: a route naming an undeclared area fails here.
     auth.permissions.declare('core', CORE_AREAS)
@@ -202,15 +209,20 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     const mon = monitoring({ db, metrics, config: core, guard, checks, families })
     stops.push(mon.close)
 
+    const cors = new CorsPolicy(core.server.cors_origins)
+    for (const p of ordered) if (p.anyOrigin) cors.allowAnyOrigin(p.anyOrigin)
     const app = new Elysia({
       serve: { maxRequestBodySize: Math.round(core.server.body_limit_mb * 1024 * 1024) },
     })
       .use(errorHandler(families))
+      .use(edge(cors))
+      .use(docsAssets())
       .use(
         openapi({
           path: '/docs',
           specPath: '/v3/api-docs',
-          exclude: { paths: ['/docs', '/v3/api-docs'] },
+          exclude: { paths: ['/docs', '/v3/api-docs', SCALAR_ASSET] },
+          scalar: scalarOptions,
           documentation: {
             info: {
               title: 'liveops',
@@ -266,13 +278,17 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
             path: new URL(request.url).pathname,
             route: route || 'unmatched',
             status,
-            ip: clientIp(request, (c as { server?: FastServer | null }).server),
+            ip: clientIp(
+              request,
+              (c as { server?: FastServer | null }).server,
+              core.server.trust_forwarded_for,
+            ),
             principal: principal && { kind: principal.kind, id: principal.id, username: principal.username },
           })
         }
       })
-    app.use(mon.app).use(authRoutes(auth, guard, bus))
-    const routes = new NativeRoutes(metrics, logRequest, families)
+    app.use(mon.app).use(authRoutes(auth, guard, { trustForwardedFor: core.server.trust_forwarded_for, bus }))
+    const routes = new NativeRoutes(metrics, logRequest, families, cors)
 
     for (const p of ordered) {
       const deps = new Set(p.dependsOn ?? [])

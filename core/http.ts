@@ -312,14 +312,19 @@ export function parseSort(
 }
 
 /**
- * The client's address for logs and the audit log: the first `X-Forwarded-For` hop when a proxy
- * set one, else the socket's peer; undefined through `app.handle` without a server.
+ * The client's address for the audit log: with `trustForwardedFor` (a reverse proxy in front,
+ * `server.trust_forwarded_for`) the last `X-Forwarded-For` entry, the one the proxy added, as
+ * the login throttle reads it; else the socket's peer; undefined through `app.handle` without a
+ * server.
  */
 export function clientIp(
   request: Request,
-  server?: { requestIP(r: Request): { address: string } | null } | null,
+  server: { requestIP(r: Request): { address: string } | null } | null | undefined,
+  trustForwardedFor: boolean,
 ): string | undefined {
-  const fwd = request.headers.get('x-forwarded-for')
-  if (fwd) return fwd.split(',')[0].trim() || undefined
+  if (trustForwardedFor) {
+    const last = request.headers.get('x-forwarded-for')?.split(',').pop()?.trim()
+    if (last) return last
+  }
   return server?.requestIP(request)?.address ?? undefined
 }

@@ -141,6 +141,12 @@ export interface PluginManifest<S extends TSchema = TSchema> {
    * matching prefix of any plugin wins.
    */
   errors?: ReadonlyArray<{ prefix: string; body: ErrorFamily }>
+  /**
+   * SDK-facing paths that browsers of any origin may call (CORS `*`): routes a game's own page
+   * reaches with an API key, a signature or no credentials. A trailing `*` makes a prefix. Every
+   * other route answers only the origins of `server.cors_origins`.
+   */
+  anyOrigin?: readonly string[]
   /** Builds the plugin's routes (one `new Elysia({ name })`) and registers its services and hooks. */
   setup(ctx: PluginContext<Static<S>>): AnyElysia | Promise<AnyElysia>
 }

@@ -79,7 +79,7 @@ export function agentRoutes(ctx: PluginContext<unknown>, d: AgentRouteDeps) {
         audit(
           created ? 'agents.register' : 'agents.reregister',
           agent.agent_id,
-          clientIp(request, server),
+          clientIp(request, server, ctx.core.server.trust_forwarded_for),
           {
             kind: 'agent',
             id: agent.agent_id,
@@ -171,7 +171,7 @@ export function agentRoutes(ctx: PluginContext<unknown>, d: AgentRouteDeps) {
       '/api/v1/agents/:id',
       async ({ params, principal, request, server }) => {
         await store.remove(params.id)
-        audit('agents.delete', params.id, clientIp(request, server), {
+        audit('agents.delete', params.id, clientIp(request, server, ctx.core.server.trust_forwarded_for), {
           kind: principal.kind,
           id: principal.id,
           name: principal.username,

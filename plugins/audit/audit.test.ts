@@ -20,7 +20,10 @@ forEachEngine((engine) => {
   }
 
   beforeAll(async () => {
-    a = await makeApp(engine, { plugins: { audit: { sensitive_fields: ['password', 'pin_code'] } } })
+    a = await makeApp(engine, {
+      plugins: { audit: { sensitive_fields: ['password', 'pin_code'] } },
+      config: { server: { trust_forwarded_for: true } },
+    })
     admin = await a.token('admin')
   })
   afterAll(() => a.stop())
@@ -29,7 +32,7 @@ forEachEngine((engine) => {
     test('logins are recorded with who, when and from where; refused ones with ok=false', async () => {
       const ok = await a.req('POST', '/api/auth/login', {
         body: { email: 'admin@localhost', password: ADMIN_PASSWORD },
-        headers: { 'x-forwarded-for': '203.0.113.77, 10.0.0.1' },
+        headers: { 'x-forwarded-for': '10.0.0.1, 203.0.113.77' },
       })
       expect(ok.status).toBe(200)
       const bad = await a.req('POST', '/api/v1/auth/login', {
@@ -96,7 +99,7 @@ forEachEngine((engine) => {
 })
 
 test('writes of plugins without audit entries of their own are recorded from the request: who, what, status, where', async () => {
-  const a = await makeApp('sqlite')
+  const a = await makeApp('sqlite', { config: { server: { trust_forwarded_for: true } } })
   try {
     const admin = await a.token('admin')
     const put = await a.req('PUT', '/api/v1/config/audit', {

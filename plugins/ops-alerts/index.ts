@@ -72,7 +72,13 @@ export default definePlugin({
         async ({ body, set, principal, request, server }) => {
           const r = await store.create(body)
           set.status = 201
-          audit('ops_alerts.create', r.id, principal, clientIp(request, server), { after: r })
+          audit(
+            'ops_alerts.create',
+            r.id,
+            principal,
+            clientIp(request, server, ctx.core.server.trust_forwarded_for),
+            { after: r },
+          )
           return ok(r)
         },
         {
@@ -110,7 +116,13 @@ export default definePlugin({
         '/api/v1/ops/alerts/:id',
         async ({ params, body, principal, request, server }) => {
           const r = await store.update(params.id, body)
-          audit('ops_alerts.update', params.id, principal, clientIp(request, server), { ...r })
+          audit(
+            'ops_alerts.update',
+            params.id,
+            principal,
+            clientIp(request, server, ctx.core.server.trust_forwarded_for),
+            { ...r },
+          )
           return ok(r.after)
         },
         {
@@ -125,7 +137,13 @@ export default definePlugin({
         '/api/v1/ops/alerts/:id',
         async ({ params, principal, request, server }) => {
           const before = await store.remove(params.id)
-          audit('ops_alerts.delete', params.id, principal, clientIp(request, server), { before })
+          audit(
+            'ops_alerts.delete',
+            params.id,
+            principal,
+            clientIp(request, server, ctx.core.server.trust_forwarded_for),
+            { before },
+          )
           return ok(null, 'deleted')
         },
         { permission: 'ops_alerts:write', params: Params, detail: tag('Delete a rule') },

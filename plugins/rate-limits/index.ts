@@ -108,10 +108,16 @@ export default definePlugin({
         async ({ body, set, principal, request, server }) => {
           const r = await store.put(body)
           set.status = r.before ? 200 : 201
-          audit('rate_limits.put', r.set.rateLimitId, principal, clientIp(request, server), {
-            before: r.before ?? null,
-            after: r.set,
-          })
+          audit(
+            'rate_limits.put',
+            r.set.rateLimitId,
+            principal,
+            clientIp(request, server, ctx.core.server.trust_forwarded_for),
+            {
+              before: r.before ?? null,
+              after: r.set,
+            },
+          )
           return ok(r.set)
         },
         {
@@ -137,7 +143,13 @@ export default definePlugin({
         '/api/v1/rate-limits/:id',
         async ({ params, principal, request, server }) => {
           const before = await store.remove(params.id)
-          audit('rate_limits.delete', params.id, principal, clientIp(request, server), { before })
+          audit(
+            'rate_limits.delete',
+            params.id,
+            principal,
+            clientIp(request, server, ctx.core.server.trust_forwarded_for),
+            { before },
+          )
           return ok(null, 'deleted')
         },
         { permission: 'rate_limits:write', params: Params, detail: tag('Delete a rule set') },

@@ -214,10 +214,16 @@ export function siteRoutes(
         }
         checkRouting(next)
         await store.setRouting(next)
-        audit('ops.notifications.put', 'routing', principal, clientIp(request, server), {
-          before: maskSecrets(Routing, before) as Record<string, unknown>,
-          after: maskSecrets(Routing, next) as Record<string, unknown>,
-        })
+        audit(
+          'ops.notifications.put',
+          'routing',
+          principal,
+          clientIp(request, server, ctx.core.server.trust_forwarded_for),
+          {
+            before: maskSecrets(Routing, before) as Record<string, unknown>,
+            after: maskSecrets(Routing, next) as Record<string, unknown>,
+          },
+        )
         return ok(maskSecrets(Routing, next))
       },
       {
@@ -253,10 +259,16 @@ export function siteRoutes(
         const err = Value.Errors(schema, value).First()
         if (err) throw invalidField('body.value', err.message)
         await store.setOverride(name, value, principal.username)
-        audit('site.set', PREFIX + name, principal, clientIp(request, server), {
-          before: masked(name, before) as never,
-          after: masked(name, value) as never,
-        })
+        audit(
+          'site.set',
+          PREFIX + name,
+          principal,
+          clientIp(request, server, ctx.core.server.trust_forwarded_for),
+          {
+            before: masked(name, before) as never,
+            after: masked(name, value) as never,
+          },
+        )
         return ok(await entry(name))
       },
       {
@@ -274,7 +286,14 @@ export function siteRoutes(
       async ({ params, principal, request, server }) => {
         const name = keyOf(params.key, 'params.key', (m) => new NotFound(m))
         const had = await store.clearOverride(name)
-        if (had) audit('site.clear', PREFIX + name, principal, clientIp(request, server), {})
+        if (had)
+          audit(
+            'site.clear',
+            PREFIX + name,
+            principal,
+            clientIp(request, server, ctx.core.server.trust_forwarded_for),
+            {},
+          )
         return ok(await entry(name))
       },
       {
