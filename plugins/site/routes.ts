@@ -73,7 +73,7 @@ export function siteRoutes(
     )
     .post(
       '/api/v1/site/notification/test',
-      async ({ body }) => {
+      async ({ body, principal, request, server }) => {
         const s = await store.settings()
         const r = await store.routing()
         const n = {
@@ -110,6 +110,15 @@ export function siteRoutes(
             error: `channel '${body.channel}' is switched off or not configured`,
           })
         const out = await dispatch.deliver(target, n)
+        audit(
+          'site.test',
+          body.channel,
+          principal,
+          clientIp(request, server, ctx.core.server.trust_forwarded_for),
+          {
+            ...out,
+          },
+        )
         return ok({ channel: body.channel, ...out })
       },
       {

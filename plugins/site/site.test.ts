@@ -384,6 +384,10 @@ forEachEngine((engine) => {
         ).status,
       ).toBe(403)
       await a.req('DELETE', '/api/v1/site/notification.webhookUrl', { token: admin })
+      await until(
+        async () =>
+          (await a.req('GET', '/api/v1/audit?action=site.test', { token: admin })).body.data.total >= 4,
+      )
     })
   })
 })
