@@ -6,8 +6,17 @@ import { rejectUnknown } from '../../core/strict'
 import { Agent, AgentQuery, Heartbeat, InvocationReport, Register } from './schema'
 import type { AgentsStore } from './store'
 
-const tag = (summary: string, description?: string) => ({ tags: ['agents'], summary, description })
+const tag = (summary: string, description?: string, responses?: Record<string, { description: string }>) => ({
+  tags: ['agents'],
+  summary,
+  description,
+  ...(responses ? { responses } : {}),
+})
 const Params = t.Object({ id: t.String() })
+const AGENT_AUTH = {
+  '401': { description: 'Missing or wrong X-Agent-Token' },
+  '403': { description: 'No agent token configured (agents_disabled)' },
+}
 
 export interface AgentRouteDeps {
   store: AgentsStore
@@ -102,6 +111,7 @@ export function agentRoutes(ctx: PluginContext<unknown>, d: AgentRouteDeps) {
         detail: tag(
           'Register an agent (X-Agent-Token)',
           '201 for a new agent, 200 when the agent_id was registered before (labels and functions are replaced, job counters kept). The answer names the heartbeat interval; an agent missing heartbeats for `offline_after_s` counts as offline.',
+          { '200': { description: 'Registered again' }, '201': { description: 'Registered' }, ...AGENT_AUTH },
         ),
       },
     )
@@ -125,6 +135,7 @@ export function agentRoutes(ctx: PluginContext<unknown>, d: AgentRouteDeps) {
         detail: tag(
           'Heartbeat with current load (X-Agent-Token)',
           'qps is the current rate; qps_1m the last minute, smoothed by the platform from successive qps reports when the agent does not send it. 404 for an agent that is not registered (it should register again).',
+          { '200': { description: 'Heartbeat recorded' }, ...AGENT_AUTH },
         ),
       },
     )
@@ -144,6 +155,7 @@ export function agentRoutes(ctx: PluginContext<unknown>, d: AgentRouteDeps) {
         detail: tag(
           'Report function invocations (X-Agent-Token)',
           "Up to 1000 calls; each feeds the invocation analytics (`/api/v1/analytics/invocations`) under the agent's game_id and env, the agent's job counters and svc_agent_jobs_* metrics, and the `function.invoked` event.",
+          { '202': { description: 'Accepted and stored' }, ...AGENT_AUTH },
         ),
       },
     )

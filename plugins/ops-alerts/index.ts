@@ -8,7 +8,12 @@ import m001 from './migrations/001_ops_alerts.sql' with { type: 'text' }
 import { RuleCreate, RuleUpdate } from './schema'
 import { alertStore } from './store'
 
-const tag = (summary: string, description?: string) => ({ tags: ['ops-alerts'], summary, description })
+const tag = (summary: string, description?: string, responses?: Record<string, { description: string }>) => ({
+  tags: ['ops-alerts'],
+  summary,
+  description,
+  ...(responses ? { responses } : {}),
+})
 const Params = t.Object({ id: t.String() })
 
 /** Ops alert rules on the svc_ metrics (issue #19 point 5), raising `alert.fired` on the bus. */
@@ -88,6 +93,7 @@ export default definePlugin({
           detail: tag(
             'Create an alert rule on a svc_ metric',
             '{name, metric, labels?, operator gt|gte|lt|lte, threshold, forCount (1), cooldownSeconds (300), level info|warning|error|critical, enabled (true)}. The rule fires alert.fired with alert_id ops-alerts:<id>[:<labels>] when a series meets the condition forCount evaluations in a row, then not again for that series within cooldownSeconds. A metric with no series yet is skipped.',
+            { '201': { description: 'Created' } },
           ),
         },
       )

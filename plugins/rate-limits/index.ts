@@ -9,7 +9,12 @@ import { preview } from './preview'
 import { PreviewBody, RateLimitSet, StoredSet } from './schema'
 import { checkRules, rateLimitStore } from './store'
 
-const tag = (summary: string, description?: string) => ({ tags: ['rate-limits'], summary, description })
+const tag = (summary: string, description?: string, responses?: Record<string, { description: string }>) => ({
+  tags: ['rate-limits'],
+  summary,
+  description,
+  ...(responses ? { responses } : {}),
+})
 const Params = t.Object({ id: t.String() })
 
 /**
@@ -127,6 +132,7 @@ export default definePlugin({
           detail: tag(
             'Store a whole rule set',
             '201 when new, 200 when it replaced the set with that rateLimitId. Every field is checked (400 naming it): resource function|api|user, action reject|throttle, limit and window positive integers, rules with scope function|service, key, limitQps > 0, match over game_id/env/region/zone, percent 1-100; one rule per scope, key and match. status on|off, on when absent. Stored sets are not enforced by the HTTP middleware (spec 3): the execution side reads them.',
+            { '200': { description: 'Replaced' }, '201': { description: 'Created' } },
           ),
         },
       )
@@ -161,12 +167,12 @@ export default definePlugin({
           return ok(preview(body, await agents.list()))
         },
         {
-          permission: 'rate_limits:read',
+          permission: 'rate_limits:write',
           transform: ({ body }) => rejectUnknown(PreviewBody, body, 'body'),
           body: PreviewBody,
           detail: tag(
             'Preview a rule set against the registered agents',
-            'The body is a rule set as for PUT (rateLimitId optional); nothing is stored. Answers {matched, agents: [{agent_id, game_id, env, region, zone, qps, qps_1m, status}], rules: [{index, scope, key, effective_qps, agents, current_qps}]}: a service rule binds the agents whose labels equal its match and whose agent_id or name is its key (* for all); a function rule binds matching agents serving that function; effective_qps = limitQps x percent / 100.',
+            'The body is a rule set as for PUT (rateLimitId optional); nothing is stored. Needs rate_limits:write: previewing is a step of editing. Answers {matched, agents: [{agent_id, game_id, env, region, zone, qps, qps_1m, status}], rules: [{index, scope, key, effective_qps, agents, current_qps}]}: a service rule binds the agents whose labels equal its match and whose agent_id or name is its key (* for all); a function rule binds matching agents serving that function; effective_qps = limitQps x percent / 100.',
           ),
         },
       )

@@ -159,6 +159,9 @@ forEachEngine((engine) => {
       expect((await a.req('PUT', '/api/v1/rate-limits', { token: viewer, body: base('v') })).status).toBe(403)
       expect((await a.req('DELETE', '/api/v1/rate-limits/v', { token: viewer })).status).toBe(403)
       expect((await a.req('GET', '/api/v1/rate-limits', { token: viewer })).status).toBe(200)
+      expect(
+        (await a.req('POST', '/api/v1/rate-limits/preview', { token: viewer, body: base('p') })).status,
+      ).toBe(403)
     })
   })
 

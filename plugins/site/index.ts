@@ -22,7 +22,8 @@ export default definePlugin({
   permissions: {
     // Channel settings hold credentials: operators and admins only, reads too.
     site: { write: ['operator'], read: ['operator'] },
-    messages: { write: ['operator', 'analyst', 'developer', 'viewer'] },
+    // Every role reads in-app messages; marking them read is a write, which the read-only viewer lacks.
+    messages: { write: ['operator', 'analyst', 'developer'] },
   },
   setup(ctx) {
     const store = siteStore(ctx.db, () => ctx.config.notification as Partial<Settings>)

@@ -12,7 +12,12 @@ import { KEYS, KEY_NAMES, type KeyName, PREFIX } from './keys'
 import { BUILTIN, Routing, checkRouting } from './routing'
 import type { SiteStore } from './store'
 
-const tag = (summary: string, description?: string) => ({ tags: ['site'], summary, description })
+const tag = (summary: string, description?: string, responses?: Record<string, { description: string }>) => ({
+  tags: ['site'],
+  summary,
+  description,
+  ...(responses ? { responses } : {}),
+})
 const KeyParams = t.Object({ key: t.String() })
 
 /** `notification.smtpHost` -> `smtpHost`; anything else is no key of spec 3. */
@@ -193,6 +198,11 @@ export function siteRoutes(
         detail: tag(
           'Server-sent events: each new in-app message as `event: message`',
           'Authenticated by Bearer, the service_token cookie or ?token= (EventSource cannot send headers); needs messages:read.',
+          {
+            '200': { description: 'text/event-stream of `event: message` entries' },
+            '401': { description: 'Missing, invalid or expired token' },
+            '403': { description: 'The token does not grant messages:read' },
+          },
         ),
       },
     )

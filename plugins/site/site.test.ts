@@ -308,14 +308,16 @@ forEachEngine((engine) => {
       await reader.cancel()
 
       expect((await fetch(`${base}/api/v1/site/messages/stream`)).status).toBe(401)
-      const one = await a.req('POST', `/api/v1/site/messages/${pushed.id}/read`, { token: viewer })
-      expect(one.body.data).toMatchObject({ id: pushed.id, read: true })
-      expect((await a.req('POST', '/api/v1/site/messages/no-such-id/read', { token: viewer })).status).toBe(
-        404,
+      const dev = await a.token('developer')
+      expect((await a.req('POST', `/api/v1/site/messages/${pushed.id}/read`, { token: viewer })).status).toBe(
+        403,
       )
+      const one = await a.req('POST', `/api/v1/site/messages/${pushed.id}/read`, { token: dev })
+      expect(one.body.data).toMatchObject({ id: pushed.id, read: true })
+      expect((await a.req('POST', '/api/v1/site/messages/no-such-id/read', { token: dev })).status).toBe(404)
       expect((await a.req('POST', `/api/v1/site/messages/${pushed.id}/read`)).status).toBe(401)
       const unreadBefore = (await a.req('GET', '/api/v1/site/messages', { token: viewer })).body.data.unread
-      const all = await a.req('POST', '/api/v1/site/messages/read-all', { token: viewer })
+      const all = await a.req('POST', '/api/v1/site/messages/read-all', { token: dev })
       expect(all.body.data.marked).toBe(unreadBefore)
       expect(
         (await a.req('GET', '/api/v1/site/messages?unread=true', { token: viewer })).body.data.total,
