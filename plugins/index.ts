@@ -4,6 +4,7 @@ import audit from './audit'
 import experiments from './experiments'
 import games from './games'
 import ingest from './ingest'
+import ml from './ml'
 import notify from './notify'
 import opsAlerts from './ops-alerts'
 import rateLimits from './rate-limits'
@@ -19,6 +20,7 @@ export const plugins: Record<string, PluginManifest> = {
   games,
   experiments,
   ingest,
+  ml,
   notify,
   agents,
   audit,
