@@ -1,5 +1,6 @@
 import type { PluginManifest } from '../core/plugin'
 import agents from './agents'
+import audit from './audit'
 import backups from './backups'
 import certificates from './certificates'
 import experiments from './experiments'
@@ -7,6 +8,9 @@ import games from './games'
 import ingest from './ingest'
 import ml from './ml'
 import notify from './notify'
+import opsAlerts from './ops-alerts'
+import rateLimits from './rate-limits'
+import site from './site'
 import smtpProvider from './smtp-provider'
 import webhookProvider from './webhook-provider'
 
@@ -21,6 +25,10 @@ export const plugins: Record<string, PluginManifest> = {
   ml,
   notify,
   agents,
+  audit,
+  'rate-limits': rateLimits,
+  site,
+  'ops-alerts': opsAlerts,
   'webhook-provider': webhookProvider,
   'smtp-provider': smtpProvider,
   certificates,

@@ -12,6 +12,7 @@ import {
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
+import type { AuditEntry } from '../../core/events'
 import { PG_URL, type TestApp, forEachEngine, makeApp } from '../../test/helpers'
 
 async function until<T>(fn: () => Promise<T | undefined> | T | undefined, ms = 15_000): Promise<T> {
@@ -225,13 +226,29 @@ forEachEngine((engine) => {
       }
     })
 
-    test('delete removes the record and its file', async () => {
+    test('delete removes the record and its file; making, downloading and deleting are audited', async () => {
+      const heard: AuditEntry[] = []
+      const off = a.bus.on('audit', (e) => {
+        heard.push(e)
+      })
       const b = await backup(a, admin, { name: 'short-lived' })
+      expect((await download(a, admin, b.id)).res.status).toBe(200)
       const file = join(a.dataDir, 'backups', b.location)
       expect(existsSync(file)).toBe(true)
       expect((await a.req('DELETE', `/api/v1/backups/${b.id}`, { token: admin })).status).toBe(200)
       expect(existsSync(file)).toBe(false)
       expect((await a.req('GET', `/api/v1/backups/${b.id}`, { token: admin })).status).toBe(404)
+      off()
+      expect(heard.filter((e) => e.target === b.id).map((e) => e.action)).toEqual([
+        'backups.create',
+        'backups.download',
+        'backups.delete',
+      ])
+      expect(heard[0]).toMatchObject({
+        actor_kind: 'user',
+        actor_name: 'admin-user',
+        details: { name: 'short-lived' },
+      })
     })
   })
 

@@ -2,8 +2,9 @@ import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import type { TSchema } from '@sinclair/typebox'
 import { Elysia, t } from 'elysia'
-import { Conflict, HttpError, invalidField, ok } from '../../core/http'
-import type { PluginContext } from '../../core/plugin'
+import type { Principal } from '../../core/auth/service'
+import { Conflict, HttpError, clientIp, invalidField, ok } from '../../core/http'
+import type { FastServer, PluginContext } from '../../core/plugin'
 import { rejectUnknown } from '../../core/strict'
 import { hashFile } from './runner'
 import type { BackupRunner } from './runner'
@@ -12,10 +13,11 @@ import { type BackupStore, backupView } from './store'
 
 const Envelope = <S extends TSchema>(data: S) => t.Object({ code: t.Integer(), message: t.String(), data })
 const Id = t.Object({ id: t.String() })
-const tag = (summary: string, description?: string) => ({
+const tag = (summary: string, description?: string, responses?: Record<number, { description: string }>) => ({
   tags: ['backups'],
   summary,
   ...(description ? { description } : {}),
+  ...(responses ? { responses } : {}),
 })
 
 const stamp = (ms: number) =>
@@ -24,13 +26,31 @@ const stamp = (ms: number) =>
     .replace(/[-:]/g, '')
     .replace(/\.\d+Z$/, 'Z')
 
+/** Who made a write (or took a copy of the store) and from where, for the audit log. */
+type Caller = { principal: Principal; request: Request; server: FastServer | null }
+
+function auditor(ctx: PluginContext<unknown>) {
+  return (c: Caller, action: string, target: string, details?: Record<string, unknown>) =>
+    void ctx.bus.emit('audit', {
+      actor_kind: c.principal.kind,
+      actor_id: c.principal.id,
+      actor_name: c.principal.username,
+      action,
+      target,
+      ip: clientIp(c.request, c.server, ctx.core.server.trust_forwarded_for),
+      ok: true,
+      details,
+    })
+}
+
 export function backupRoutes(ctx: PluginContext<unknown>, store: BackupStore, runner: BackupRunner) {
+  const audit = auditor(ctx)
   return new Elysia({ name: 'backups' })
     .use(ctx.guard)
     .model({ 'backups.Backup': Backup })
     .post(
       '/api/v1/backups',
-      async ({ body, set }) => {
+      async ({ body, set, principal, request, server }) => {
         if (body.driver !== undefined && body.driver !== runner.driver)
           throw invalidField(
             'body.driver',
@@ -45,6 +65,10 @@ export function backupRoutes(ctx: PluginContext<unknown>, store: BackupStore, ru
           trigger: 'api',
         })
         void runner.enqueue(row)
+        audit({ principal, request, server }, 'backups.create', row.id, {
+          name: row.name,
+          driver: row.driver,
+        })
         set.status = 202
         set.headers.location = `/api/v1/backups/${row.id}`
         return ok(backupView(row))
@@ -82,7 +106,7 @@ export function backupRoutes(ctx: PluginContext<unknown>, store: BackupStore, ru
     })
     .get(
       '/api/v1/backups/:id/download',
-      async ({ params }) => {
+      async ({ params, principal, request, server }) => {
         const row = await store.get(params.id)
         if (row.status !== 'succeeded' || !row.location)
           throw new Conflict(`backup ${row.id} is ${row.status}: only a succeeded backup has a file`)
@@ -95,6 +119,7 @@ export function backupRoutes(ctx: PluginContext<unknown>, store: BackupStore, ru
             'checksum_mismatch',
             `the file of backup ${row.id} does not match its record (sha256 ${f.sha256}, ${f.size} bytes; recorded ${row.checksum}, ${row.size} bytes)`,
           )
+        audit({ principal, request, server }, 'backups.download', row.id, { name: row.name, size: f.size })
         const ext = row.driver === 'sqlite' ? 'sqlite' : 'sql'
         const filename = `liveops-${row.name.replace(/[^A-Za-z0-9._-]/g, '_')}-${stamp(Number(row.created_at))}.${ext}`
         return new Response(Bun.file(path), {
@@ -114,16 +139,23 @@ export function backupRoutes(ctx: PluginContext<unknown>, store: BackupStore, ru
           'Download a succeeded backup file, verified against its recorded sha256 and size first',
           '409 while pending or running and for a failed backup; 410 when the file is gone; 500 `checksum_mismatch` when the file changed since it was written. ' +
             'The answer carries X-Checksum-Sha256 and Repr-Digest.',
+          {
+            200: { description: 'The backup file (application/vnd.sqlite3 or application/sql)' },
+            409: { description: 'The backup is pending, running or failed: it has no file' },
+            410: { description: 'The file of the backup is missing' },
+            500: { description: 'checksum_mismatch: the file changed since it was written' },
+          },
         ),
       },
     )
     .delete(
       '/api/v1/backups/:id',
-      async ({ params }) => {
+      async ({ params, principal, request, server }) => {
         const row = await store.get(params.id)
         if (row.status === 'pending' || row.status === 'running')
           throw new Conflict(`backup ${row.id} is ${row.status}; delete it once it finished`)
         await runner.remove(row)
+        audit({ principal, request, server }, 'backups.delete', row.id, { name: row.name })
         return ok(null)
       },
       {

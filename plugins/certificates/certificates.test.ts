@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import type { AuditEntry } from '../../core/events'
 import { type TestApp, forEachEngine, makeApp } from '../../test/helpers'
 import { type TlsServer, issue, otherKey, silentServer, tlsServer } from './testing'
 
@@ -10,12 +11,16 @@ forEachEngine((engine) => {
   let admin: string
   let viewer: string
   const servers: TlsServer[] = []
+  const audits: AuditEntry[] = []
   beforeAll(async () => {
     a = await makeApp(engine, {
       plugins: { certificates: { check_interval_s: 0, probe_timeout_ms: 1500, default_threshold_days: 21 } },
     })
     admin = await a.token('admin')
     viewer = await a.token('viewer')
+    a.bus.on('audit', (e) => {
+      audits.push(e)
+    })
   })
   afterAll(async () => {
     await Promise.all(servers.map((s) => s.close()))
@@ -247,7 +252,7 @@ forEachEngine((engine) => {
       expect(wrong.body.data).toMatchObject({ hostnameMatches: false, commonName: 'localhost' })
     })
 
-    test('domain-info answers 502 when nothing listens, 504 past the timeout, 400 without a domain', async () => {
+    test('domain-info answers 422 when nothing listens or past the timeout, 400 without a domain', async () => {
       const gone = await serve(issue(['localhost'], 10))
       const port = gone.port
       await gone.close()
@@ -259,7 +264,8 @@ forEachEngine((engine) => {
           token: admin,
         },
       )
-      expect(refused.status).toBe(502)
+      expect(refused.status).toBe(422)
+      expect(refused.body.code).toBe(422)
       expect(refused.body.message).toContain('ECONNREFUSED')
       const s = await silentServer()
       const t0 = Date.now()
@@ -270,7 +276,8 @@ forEachEngine((engine) => {
           token: admin,
         },
       )
-      expect(slow.status).toBe(504)
+      expect(slow.status).toBe(422)
+      expect(slow.body.message).toContain('timed out')
       expect(Date.now() - t0).toBeLessThan(5000)
       await s.close()
       const bad = await a.req('GET', '/api/v1/certificates/domain-info', { token: admin })
@@ -402,6 +409,27 @@ forEachEngine((engine) => {
       expect(
         (await a.req('POST', `/api/v1/certificates/${own.body.data.id}/check`, { token: operator })).status,
       ).toBe(200)
+    })
+
+    test('writes are audited with who, what and where to; never the private key', async () => {
+      const c = issue(['audit.tidewater.example'], 90)
+      const d = await register({ domain: 'audit.tidewater.example', certificate: c.cert, privateKey: c.key })
+      await a.req('POST', `/api/v1/certificates/${d.id}/check`, { token: admin })
+      await a.req('DELETE', `/api/v1/certificates/${d.id}`, { token: admin })
+      const mine = audits.filter((e) => e.target === 'audit.tidewater.example:443')
+      expect(mine.map((e) => e.action)).toEqual([
+        'certificates.register',
+        'certificates.check',
+        'certificates.delete',
+      ])
+      expect(mine[0]).toMatchObject({
+        actor_kind: 'user',
+        actor_name: 'admin-user',
+        ok: true,
+        details: { id: d.id, hasPrivateKey: true },
+      })
+      expect(JSON.stringify(mine)).not.toContain('PRIVATE KEY')
+      expect(audits.some((e) => e.action === 'certificates.check_all')).toBe(true)
     })
 
     test('/healthz reports the certificate counts without failing on an expired one', async () => {

@@ -1,8 +1,9 @@
 import type { TSchema } from '@sinclair/typebox'
 import { Elysia, t } from 'elysia'
+import type { Principal } from '../../core/auth/service'
 import { iso } from '../../core/db'
-import { HttpError, invalidField, ok } from '../../core/http'
-import type { PluginContext } from '../../core/plugin'
+import { HttpError, clientIp, invalidField, ok } from '../../core/http'
+import type { FastServer, PluginContext } from '../../core/plugin'
 import { rejectUnknown } from '../../core/strict'
 import {
   Alert,
@@ -35,6 +36,11 @@ const tag = (summary: string, description?: string) => ({
   tags: ['certificates'],
   summary,
   ...(description ? { description } : {}),
+})
+
+const withResponses = <D extends object>(detail: D, responses: Record<number, { description: string }>) => ({
+  ...detail,
+  responses,
 })
 
 const chainView = (c: CertInfo) => ({
@@ -73,11 +79,27 @@ async function liveInfo(domain: string, port: number, timeoutMs: number, address
     }
   } catch (e) {
     if (e instanceof ProbeError)
-      throw e.timeout
-        ? new HttpError(504, 'probe_timeout', e.message)
-        : new HttpError(502, 'probe_failed', e.message)
+      // The caller named a target that does not answer TLS: their input, not this server, failed.
+      throw new HttpError(422, e.timeout ? 'probe_timeout' : 'probe_failed', e.message)
     throw e
   }
+}
+
+/** Who made a write and from where: what the audit log records (issue #19 point 7). */
+type Caller = { principal: Principal; request: Request; server: FastServer | null }
+
+export function auditor(ctx: PluginContext<unknown>) {
+  return (c: Caller, action: string, target: string, details?: Record<string, unknown>) =>
+    void ctx.bus.emit('audit', {
+      actor_kind: c.principal.kind,
+      actor_id: c.principal.id,
+      actor_name: c.principal.username,
+      action,
+      target,
+      ip: clientIp(c.request, c.server, ctx.core.server.trust_forwarded_for),
+      ok: true,
+      details,
+    })
 }
 
 export function certRoutes(
@@ -86,12 +108,13 @@ export function certRoutes(
   store: CertStore,
   svc: CertService,
 ) {
+  const audit = auditor(ctx)
   return new Elysia({ name: 'certificates' })
     .use(ctx.guard)
     .model({ 'certificates.Certificate': Certificate, 'certificates.Alert': Alert })
     .post(
       '/api/v1/certificates',
-      async ({ body, set }) => {
+      async ({ body, set, principal, request, server }) => {
         const port = body.port ?? 443
         const thresholdDays = body.thresholdDays ?? settings.default_threshold_days
         let hasPrivateKey = false
@@ -125,6 +148,12 @@ export function certRoutes(
           outcome,
         })
         await svc.evaluateAlerts(new Set([row.domain]))
+        audit({ principal, request, server }, 'certificates.register', `${row.domain}:${row.port}`, {
+          id: row.id,
+          source,
+          status: row.status,
+          hasPrivateKey,
+        })
         set.status = 201
         return ok(certWithPem(row))
       },
@@ -161,11 +190,14 @@ export function certRoutes(
         permission: 'certificates:write',
         query: DomainInfoQuery,
         response: { 200: Envelope(DomainInfo) },
-        detail: tag(
-          'Read a server certificate by a live TLS handshake (10 s timeout) to prefill the form',
-          'Needs certificates:write: it is the helper of the registration form, and it makes the server connect where the caller says. ' +
-            'The domain is the SNI name and the name checked; `address` connects elsewhere when given. Untrusted, expired and wrong-host certificates are shown, ' +
-            'with `authorized`, `authorizationError` and `hostnameMatches` saying what is wrong. 502 `probe_failed` when no handshake completes, 504 `probe_timeout` after the timeout.',
+        detail: withResponses(
+          tag(
+            'Read a server certificate by a live TLS handshake (10 s timeout) to prefill the form',
+            'Needs certificates:write: it is the helper of the registration form, and it makes the server connect where the caller says. ' +
+              'The domain is the SNI name and the name checked; `address` connects elsewhere when given. Untrusted, expired and wrong-host certificates are shown, ' +
+              'with `authorized`, `authorizationError` and `hostnameMatches` saying what is wrong. 422 when no handshake completes (the message says why: name not found, refused, timed out).',
+          ),
+          { 422: { description: 'No TLS handshake with the target (probe_failed, probe_timeout)' } },
         ),
       },
     )
@@ -197,7 +229,13 @@ export function certRoutes(
     })
     .post(
       '/api/v1/certificates/check-all',
-      async () => ok({ ...(await svc.checkAll()), stats: await stats(store) }),
+      async ({ principal, request, server }) => {
+        const run = await svc.checkAll()
+        audit({ principal, request, server }, 'certificates.check_all', 'certificates', {
+          checked: run.checked,
+        })
+        return ok({ ...run, stats: await stats(store) })
+      },
       {
         permission: 'certificates:write',
         response: { 200: Envelope(CheckAllResult) },
@@ -209,13 +247,18 @@ export function certRoutes(
     )
     .post(
       '/api/v1/certificates/alerts',
-      async ({ body, set }) => {
+      async ({ body, set, principal, request, server }) => {
         const row = await store.insertAlert({
           domain: body.domain,
           thresholdDays: body.thresholdDays ?? 30,
           active: body.active ?? true,
         })
         await svc.evaluateAlerts(new Set([row.domain]))
+        audit({ principal, request, server }, 'certificates.alert_create', row.domain, {
+          id: row.id,
+          thresholdDays: Number(row.threshold_days),
+          active: !!Number(row.active),
+        })
         set.status = 201
         return ok(alertView(await store.getAlert(row.id)))
       },
@@ -243,7 +286,14 @@ export function certRoutes(
     )
     .put(
       '/api/v1/certificates/alerts/:id',
-      async ({ params, body }) => ok(alertView(await store.updateAlert(params.id, body))),
+      async ({ params, body, principal, request, server }) => {
+        const row = await store.updateAlert(params.id, body)
+        audit({ principal, request, server }, 'certificates.alert_update', row.domain, {
+          id: row.id,
+          ...body,
+        })
+        return ok(alertView(row))
+      },
       {
         permission: 'certificates:write',
         params: Id,
@@ -255,8 +305,9 @@ export function certRoutes(
     )
     .delete(
       '/api/v1/certificates/alerts/:id',
-      async ({ params }) => {
+      async ({ params, principal, request, server }) => {
         await store.removeAlert(params.id)
+        audit({ principal, request, server }, 'certificates.alert_delete', params.id)
         return ok(null)
       },
       { permission: 'certificates:write', params: Id, detail: tag('Delete an alert rule') },
@@ -269,15 +320,26 @@ export function certRoutes(
     })
     .delete(
       '/api/v1/certificates/:id',
-      async ({ params }) => {
+      async ({ params, principal, request, server }) => {
+        const row = await store.get(params.id)
         await store.remove(params.id)
+        audit({ principal, request, server }, 'certificates.delete', `${row.domain}:${row.port}`, {
+          id: row.id,
+        })
         return ok(null)
       },
       { permission: 'certificates:write', params: Id, detail: tag('Delete a certificate') },
     )
     .post(
       '/api/v1/certificates/:id/check',
-      async ({ params }) => ok(certWithPem(await svc.check(params.id))),
+      async ({ params, principal, request, server }) => {
+        const row = await svc.check(params.id)
+        audit({ principal, request, server }, 'certificates.check', `${row.domain}:${row.port}`, {
+          id: row.id,
+          status: row.status,
+        })
+        return ok(certWithPem(row))
+      },
       {
         permission: 'certificates:write',
         params: Id,
