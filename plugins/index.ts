@@ -1,4 +1,5 @@
 import type { PluginManifest } from '../core/plugin'
+import analytics from './analytics'
 import experiments from './experiments'
 import games from './games'
 import ingest from './ingest'
@@ -14,6 +15,7 @@ export const plugins: Record<string, PluginManifest> = {
   games,
   experiments,
   ingest,
+  analytics,
   notify,
   'webhook-provider': webhookProvider,
   'smtp-provider': smtpProvider,

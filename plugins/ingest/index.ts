@@ -1,21 +1,25 @@
 import { type Db, migrate, openDb } from '../../core/db'
 import { Invalid } from '../../core/http'
 import { definePlugin } from '../../core/plugin'
+import { serverWrite } from './collect'
 import { ingestMigrations } from './migrations'
 import { PersistThread } from './persist-thread'
+import type { Rollup } from './rollup'
 import { ingestRoutes } from './routes'
 import { IngestConfig } from './schema'
 import { Ingestor } from './service'
-import { experimentCounts, purge, warehouseStore } from './store'
-import type { EventsService } from './types'
+import { invocations, purge } from './store'
+import type { IngestService } from './types'
 import { validateEvents } from './validate'
 import { COMMITS_IN_FLIGHT, GroupWriter } from './writer'
 
 /**
- * Signed event and payment ingestion, the event store with its write-time rollups, and the
- * warehouse analytics. The event store lives in the main store (`warehouse.dsn: embedded` or
- * `none`) or in the store a SQLite path or PostgreSQL URL names; with `none` events are still
- * stored (experiments need them) but the warehouse endpoints answer 503.
+ * Signed event and payment ingestion: it verifies, validates and stores raw events, payments
+ * and invocations. What is derived from them (the analytics rollups, experiment exposures) is
+ * registered into its commit by the plugins that read it (`registerRollup`, see `rollup.ts`).
+ * The event store lives in the main store (`warehouse.dsn: embedded` or `none`) or in the store
+ * a SQLite path or PostgreSQL URL names; with `none` events are still stored (experiments need
+ * them) but the warehouse endpoints answer 503.
  */
 export default definePlugin({
   name: 'ingest',
@@ -30,7 +34,6 @@ export default definePlugin({
       await migrate(db, [{ plugin: 'ingest', migrations: ingestMigrations }])
       ctx.onStop(() => db.close())
     }
-    const warehouse = dsn === 'none' || dsn === '' ? undefined : warehouseStore(db)
     const games = ctx.service('games')
     // The transactions run on a thread of their own (persist-thread.ts), so the event loop keeps
     // answering while a commit runs: SQLite's statements and fsyncs, PostgreSQL's encoding.
@@ -72,8 +75,17 @@ export default definePlugin({
     const secret = ctx.config.signing_secret || process.env.INGEST_SIGNING_SECRET || ''
     const ingestor = new Ingestor(ctx.config, secret, games, writer, ctx.log)
 
-    const events: EventsService = {
-      experimentCounts: (q) => experimentCounts(db, q),
+    const rollups: Rollup[] = []
+    const service: IngestService = {
+      db,
+      warehouse: dsn !== 'none' && dsn !== '',
+      registerRollup(rollup) {
+        writer.register(rollup)
+        rollups.push(rollup)
+      },
+      write: (list, o) => serverWrite(ingestor, list, o.payments),
+      invocations: (q) => invocations(db, q),
+      idle: () => writer.idle(),
       async ingest(list) {
         const { events, errors } = validateEvents(list, { payments: false })
         if (errors.length) throw new Invalid(`${errors.length} invalid events`, { errors })
@@ -81,7 +93,7 @@ export default definePlugin({
         return { accepted: events.length }
       },
     }
-    ctx.provide('events', events)
+    ctx.provide('ingest', service)
 
     let timer: ReturnType<typeof setInterval> | undefined
     const runPurge = async () => {
@@ -89,10 +101,17 @@ export default definePlugin({
       const n = await purge(
         db,
         envs.map((e) => ({ gameId: e.gameId, name: e.name, retentionDays: e.settings.retentionDays })),
+        Date.now(),
+        rollups,
       )
       if (n) ctx.log.info('retention purge', { deleted: n })
     }
-    ctx.onStart(() => {
+    ctx.onStart(async () => {
+      // A separate event store gets the registered rollups' tables too, under their owners' ledgers.
+      if (db !== ctx.db) {
+        const sets = rollups.flatMap((r) => (r.migrations ? [r.migrations] : []))
+        if (sets.length) await migrate(db, sets)
+      }
       if (ctx.config.purge_interval_minutes > 0) {
         timer = setInterval(
           () => runPurge().catch((e) => ctx.log.error('retention purge failed', { error: String(e) })),
@@ -106,6 +125,6 @@ export default definePlugin({
       await writer.idle()
       await thread?.close()
     })
-    return ingestRoutes(ingestor, ctx.auth, ctx.guard, ctx.fastRoute, warehouse)
+    return ingestRoutes(ingestor, ctx.auth, ctx.guard, ctx.fastRoute)
   },
 })

@@ -1,40 +1,44 @@
-/**
- * What the ingest plugin offers other plugins (`ctx.service('events')`), in particular the
- * experiment analysis of the experiments plugin. Implemented over the event store, which only
- * the ingest plugin reads and writes.
- */
-export interface ExperimentCounts {
-  /** Per variant name: users whose first `experiment_exposure` (attrs exp = experiment id) named it. */
-  variants: Record<
-    string,
-    {
-      exposures: number
-      /** Per metric event name: exposed users who sent that event at or after their first exposure. */
-      conversions: Record<string, number>
-    }
-  >
-}
+import type { Db } from '../../core/db'
+import type { Rollup } from './rollup'
+import type { InvocationQuery, InvocationRow } from './store'
 
-export interface EventsService {
+/**
+ * What the ingest plugin offers the plugins that depend on it (`ctx.service('ingest')`): the
+ * rollup extension point, the event store its rollups live in, and server-side writes.
+ */
+export interface IngestService {
   /**
-   * Counts for one experiment. A user counts once, in the variant of their first exposure.
-   * `metrics` are event names (the experiment's primary and secondary metrics).
+   * Adds a rollup to every commit (see `rollup.ts`): its rows are written in the same
+   * transaction as the raw rows. Call in `setup`; refused once ingestion started.
    */
-  experimentCounts(q: {
-    gameId: string
-    environment: string
-    experimentId: string
-    metrics: string[]
-  }): Promise<ExperimentCounts>
+  registerRollup(rollup: Rollup): void
   /**
-   * Stores already-validated events as a server-side write (used by tests and other plugins);
-   * resolves once they are durable.
+   * The event store: the main store, or the one the warehouse setting names. Rollup tables live
+   * here (their transaction is the raw rows'); their owners read them here.
+   */
+  readonly db: Db
+  /** False when the warehouse is `none`: events are still stored, warehouse reads answer 503. */
+  readonly warehouse: boolean
+  /**
+   * Validates and stores events as a server-side write (not sampled; personal data policy
+   * applied); 400 naming every bad event, nothing stored. Resolves once they are durable.
+   */
+  write(events: unknown[], opts: { payments: boolean }): Promise<{ ok: true; accepted: number }>
+  /**
+   * Stores already-validated events (used by tests and other plugins); resolves once they are
+   * durable.
    */
   ingest(events: Array<Record<string, unknown>>): Promise<{ accepted: number }>
+  /** Stored invocations, newest first, paged (the invocation list is a raw read). */
+  invocations(
+    q: InvocationQuery,
+  ): Promise<{ items: InvocationRow[]; total: number; page: number; pageSize: number }>
+  /** Waits for every commit queued so far (tests, shutdown of dependants). */
+  idle(): Promise<void>
 }
 
 declare module '../../core/plugin' {
   interface Services {
-    events: EventsService
+    ingest: IngestService
   }
 }
