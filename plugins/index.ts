@@ -1,4 +1,5 @@
 import type { PluginManifest } from '../core/plugin'
+import agents from './agents'
 import analytics from './analytics'
 import experiments from './experiments'
 import games from './games'
@@ -17,6 +18,7 @@ export const plugins: Record<string, PluginManifest> = {
   ingest,
   analytics,
   notify,
+  agents,
   'webhook-provider': webhookProvider,
   'smtp-provider': smtpProvider,
 } as Record<string, PluginManifest>

@@ -1,9 +1,9 @@
-import { Type as T } from '@sinclair/typebox'
 import { definePlugin } from '../../core/plugin'
 import '../games/types'
 import '../ingest/types'
 import { migrations } from './migrations'
 import { AnalyticsRollup } from './rollup'
+import { AnalyticsConfig } from './schema'
 import { warehouseStore } from './warehouse'
 import { warehouseRoutes } from './warehouse-routes'
 
@@ -16,12 +16,24 @@ import { warehouseRoutes } from './warehouse-routes'
 export default definePlugin({
   name: 'analytics',
   dependsOn: ['ingest', 'games'],
-  config: T.Object({}, { additionalProperties: false, default: {} }),
+  config: AnalyticsConfig,
+  env: { WAREHOUSE_DSN: 'warehouse.dsn' },
   migrations,
+  // Spec 1: the server-side writes add analytics data; admins only by default. Reads: every role.
+  permissions: { analytics: { write: [] } },
+  errors: [{ prefix: '/api/v1/analytics', body: 'analytics' }],
   setup(ctx) {
     const ingest = ctx.service('ingest')
+    const dsn = ctx.config.warehouse.dsn.trim()
+    // Raw rows and rollups share a transaction, so the warehouse store is ingest's event store.
+    ingest.useStore(dsn)
     ingest.registerRollup(new AnalyticsRollup({ plugin: 'analytics', migrations }))
-    const warehouse = ingest.warehouse ? warehouseStore(ingest.db) : undefined
-    return warehouseRoutes(ctx.guard, ingest, warehouse)
+    const none = dsn === 'none' || dsn === ''
+    // Built at start, when the event store is open (ingest starts first).
+    let warehouse: ReturnType<typeof warehouseStore> | undefined
+    ctx.onStart(() => {
+      if (!none) warehouse = warehouseStore(ingest.db)
+    })
+    return warehouseRoutes(ctx.guard, ingest, () => warehouse)
   },
 })

@@ -1,6 +1,25 @@
 import { t } from 'elysia'
 import { invalidField } from '../../core/http'
 
+/** `plugins.analytics` of the YAML. */
+export const AnalyticsConfig = t.Object(
+  {
+    warehouse: t.Object(
+      {
+        /**
+         * Where events and their rollups are kept and read (env WAREHOUSE_DSN; set but empty means
+         * `none`): `embedded` (the main store), a SQLite path or a PostgreSQL URL; with `none`
+         * events are still stored in the main store but the warehouse endpoints answer 503.
+         */
+        dsn: t.String({ default: 'embedded' }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+  },
+  { additionalProperties: false, default: {} },
+)
+export type AnalyticsConfig = typeof AnalyticsConfig.static
+
 /**
  * Numbers in queries are declared as strings and checked by `intParam`: Elysia's coerced
  * integers lose the field name in their validation error, and a 400 must name it.

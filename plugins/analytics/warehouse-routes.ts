@@ -14,11 +14,12 @@ type Warehouse = ReturnType<typeof warehouseStore>
 export function warehouseRoutes(
   guard: PluginContext<unknown>['guard'],
   ingest: IngestService,
-  warehouse: Warehouse | undefined,
+  warehouse: () => Warehouse | undefined,
 ) {
   const wh = (): Warehouse => {
-    if (!warehouse) throw new ServiceUnavailable('no analytics warehouse is configured (WAREHOUSE_DSN)')
-    return warehouse
+    const w = warehouse()
+    if (!w) throw new ServiceUnavailable('no analytics warehouse is configured (WAREHOUSE_DSN)')
+    return w
   }
   // The one raw read of the family: ingest owns the invocation rows.
   const invocations: IngestService['invocations'] = (q) => {

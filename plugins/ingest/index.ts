@@ -17,33 +17,17 @@ import { COMMITS_IN_FLIGHT, GroupWriter } from './writer'
  * Signed event and payment ingestion: it verifies, validates and stores raw events, payments
  * and invocations. What is derived from them (the analytics rollups, experiment exposures) is
  * registered into its commit by the plugins that read it (`registerRollup`, see `rollup.ts`).
- * The event store lives in the main store (`warehouse.dsn: embedded` or `none`) or in the store
- * a SQLite path or PostgreSQL URL names; with `none` events are still stored (experiments need
- * them) but the warehouse endpoints answer 503.
+ * The event store is the main store unless the analytics plugin's warehouse setting names
+ * another (`useStore`): raw rows and rollups share a transaction, so they share a store.
  */
 export default definePlugin({
   name: 'ingest',
   dependsOn: ['games'],
   config: IngestConfig,
+  env: { INGEST_SIGNING_SECRET: 'signing_secret' },
   migrations: ingestMigrations,
   async setup(ctx) {
-    const dsn = ctx.core.warehouse.dsn.trim()
-    let db: Db = ctx.db
-    if (dsn !== 'embedded' && dsn !== 'none' && dsn !== '') {
-      db = openDb(dsn, ctx.core.data_dir, { max: ctx.core.database.pool })
-      await migrate(db, [{ plugin: 'ingest', migrations: ingestMigrations }])
-      ctx.onStop(() => db.close())
-    }
     const games = ctx.service('games')
-    // The transactions run on a thread of their own (persist-thread.ts), so the event loop keeps
-    // answering while a commit runs: SQLite's statements and fsyncs, PostgreSQL's encoding.
-    const thread =
-      db.location &&
-      new PersistThread(db.location, COMMITS_IN_FLIGHT[db.dialect], ctx.config.sqlite_synchronous)
-    // SQLite: the persist thread and its checkpointer keep the WAL short. This process's own
-    // writes on the event loop (other plugins sharing the file) then never run a checkpoint
-    // there, which with a WAL of up to 32 MB could stall every request for its copy and fsync.
-    if (thread && db.dialect === 'sqlite') await db.exec('PRAGMA wal_autocheckpoint = 0')
     const committed = ctx.metrics.counter(
       'svc_ingest_events_total',
       'Events of finished commits (sampled events are not counted), by outcome',
@@ -55,30 +39,54 @@ export default definePlugin({
       ['outcome'],
       [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
     )
-    const writer = new GroupWriter(
-      db,
-      ctx.log,
-      thread && ((rows) => thread.persist(rows)),
-      (events, seconds, ok) => {
-        const outcome = ok ? 'committed' : 'failed'
-        committed.inc({ outcome }, events)
-        commitTime.observe({ outcome }, seconds)
-      },
+    const restarts = ctx.metrics.gauge(
+      'svc_ingest_persist_thread_restarts',
+      'Times the persist thread died and was replaced',
     )
-    if (thread) {
-      const restarts = ctx.metrics.gauge(
-        'svc_ingest_persist_thread_restarts',
-        'Times the persist thread died and was replaced',
-      )
-      ctx.metrics.collect(() => restarts.set(thread.restarts))
-    }
-    const secret = ctx.config.signing_secret || process.env.INGEST_SIGNING_SECRET || ''
-    const ingestor = new Ingestor(ctx.config, secret, games, writer, ctx.log)
+    // The store is attached at start (`open` below), once the analytics plugin may have named another.
+    const writer = new GroupWriter(ctx.db, ctx.log, undefined, (events, seconds, ok) => {
+      const outcome = ok ? 'committed' : 'failed'
+      committed.inc({ outcome }, events)
+      commitTime.observe({ outcome }, seconds)
+    })
+    let db: Db = ctx.db
+    let dsn = 'embedded'
+    let started = false
+    let thread: PersistThread | undefined
+    ctx.metrics.collect(() => restarts.set(thread?.restarts ?? 0))
 
+    /** Opens the event store (migrating it when it is not the main store) and its persist thread. */
+    const open = async () => {
+      started = true
+      if (dsn !== 'embedded' && dsn !== 'none' && dsn !== '') {
+        db = openDb(dsn, ctx.core.data_dir, { max: ctx.core.database.pool })
+        // The registered rollups' tables too, under their owners' ledgers.
+        const sets = rollups.flatMap((r) => (r.migrations ? [r.migrations] : []))
+        await migrate(db, [{ plugin: 'ingest', migrations: ingestMigrations }, ...sets])
+      }
+      // The transactions run on a thread of their own (persist-thread.ts), so the event loop keeps
+      // answering while a commit runs: SQLite's statements and fsyncs, PostgreSQL's encoding.
+      const t =
+        db.location &&
+        new PersistThread(db.location, COMMITS_IN_FLIGHT[db.dialect], ctx.config.sqlite_synchronous)
+      thread = t || undefined
+      // SQLite: the persist thread and its checkpointer keep the WAL short. This process's own
+      // writes on the event loop (other plugins sharing the file) then never run a checkpoint
+      // there, which with a WAL of up to 32 MB could stall every request for its copy and fsync.
+      if (t && db.dialect === 'sqlite') await db.exec('PRAGMA wal_autocheckpoint = 0')
+      writer.attach(db, t ? (rows) => t.persist(rows) : undefined)
+    }
     const rollups: Rollup[] = []
+    const ingestor = new Ingestor(ctx.config, ctx.config.signing_secret, games, writer, ctx.log)
+
     const service: IngestService = {
-      db,
-      warehouse: dsn !== 'none' && dsn !== '',
+      get db() {
+        return db
+      },
+      useStore(name) {
+        if (started) throw new Error('the event store is chosen before start')
+        dsn = name.trim()
+      },
       registerRollup(rollup) {
         writer.register(rollup)
         rollups.push(rollup)
@@ -107,11 +115,7 @@ export default definePlugin({
       if (n) ctx.log.info('retention purge', { deleted: n })
     }
     ctx.onStart(async () => {
-      // A separate event store gets the registered rollups' tables too, under their owners' ledgers.
-      if (db !== ctx.db) {
-        const sets = rollups.flatMap((r) => (r.migrations ? [r.migrations] : []))
-        if (sets.length) await migrate(db, sets)
-      }
+      await open()
       if (ctx.config.purge_interval_minutes > 0) {
         timer = setInterval(
           () => runPurge().catch((e) => ctx.log.error('retention purge failed', { error: String(e) })),
@@ -124,6 +128,7 @@ export default definePlugin({
       if (timer) clearInterval(timer)
       await writer.idle()
       await thread?.close()
+      if (db !== ctx.db) await db.close()
     })
     return ingestRoutes(ingestor, ctx.auth, ctx.guard, ctx.fastRoute)
   },

@@ -13,12 +13,16 @@ export interface IngestService {
    */
   registerRollup(rollup: Rollup): void
   /**
-   * The event store: the main store, or the one the warehouse setting names. Rollup tables live
-   * here (their transaction is the raw rows'); their owners read them here.
+   * The event store: the main store, or the one `useStore` named (from start on). Rollup tables
+   * live here (their transaction is the raw rows'); their owners read them here.
    */
   readonly db: Db
-  /** False when the warehouse is `none`: events are still stored, warehouse reads answer 503. */
-  readonly warehouse: boolean
+  /**
+   * Keeps events (and every rollup) in another store: a SQLite path or a PostgreSQL URL;
+   * `embedded`, `none` or empty keep the main store. Call in `setup` (the analytics plugin's
+   * warehouse setting); the store opens at start, migrated for ingest and every registered rollup.
+   */
+  useStore(dsn: string): void
   /**
    * Validates and stores events as a server-side write (not sampled; personal data policy
    * applied); 400 naming every bad event, nothing stored. Resolves once they are durable.

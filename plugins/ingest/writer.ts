@@ -43,7 +43,7 @@ export class GroupWriter {
   private idleWaiters: Array<() => void> = []
   private ready: Promise<void> | undefined
   /** Commits in flight at once (see the constructor). */
-  private readonly concurrency: number
+  private concurrency: number
   private lastId = 0
   /** Registered rollups, in registration order; fixed once the first commit starts. */
   private rollups: Rollup[] = []
@@ -63,6 +63,17 @@ export class GroupWriter {
     thread?: (rows: CommitRows) => Promise<void>,
     private observe?: (events: number, seconds: number, ok: boolean) => void,
   ) {
+    this.persistRows = thread ?? ((rows) => persist(db, rows))
+    this.concurrency = thread || db.dialect === 'postgres' ? COMMITS_IN_FLIGHT[db.dialect] : 1
+  }
+
+  /**
+   * Moves the writer to another store (and its thread) before the first commit: the event store
+   * is chosen at start, once every plugin had its say (the analytics warehouse setting).
+   */
+  attach(db: Db, thread?: (rows: CommitRows) => Promise<void>): void {
+    if (this.started) throw new Error('the event store cannot change once ingestion started')
+    this.db = db
     this.persistRows = thread ?? ((rows) => persist(db, rows))
     this.concurrency = thread || db.dialect === 'postgres' ? COMMITS_IN_FLIGHT[db.dialect] : 1
   }
