@@ -1,6 +1,9 @@
+import { Elysia } from 'elysia'
 import { definePlugin } from '../../core/plugin'
 import '../games/types'
 import '../ingest/types'
+import { gameAnalytics } from './game'
+import { gameRoutes } from './game-routes'
 import { migrations } from './migrations'
 import { AnalyticsRollup } from './rollup'
 import { AnalyticsConfig } from './schema'
@@ -27,13 +30,28 @@ export default definePlugin({
     const dsn = ctx.config.warehouse.dsn.trim()
     // Raw rows and rollups share a transaction, so the warehouse store is ingest's event store.
     ingest.useStore(dsn)
-    ingest.registerRollup(new AnalyticsRollup({ plugin: 'analytics', migrations }))
+    const games = ctx.service('games')
+    const timezone = (gameId: string) => games.timezone(gameId)
+    const rollup = new AnalyticsRollup({ plugin: 'analytics', migrations }, timezone)
+    ingest.registerRollup(rollup)
+    // A game's days follow its time zone from its next event on.
+    games.onChange((c) => {
+      if (!c.environment) rollup.forget(c.gameId)
+    })
     const none = dsn === 'none' || dsn === ''
     // Built at start, when the event store is open (ingest starts first).
     let warehouse: ReturnType<typeof warehouseStore> | undefined
+    let game: ReturnType<typeof gameAnalytics> | undefined
     ctx.onStart(() => {
-      if (!none) warehouse = warehouseStore(ingest.db)
+      if (!none) warehouse = warehouseStore(ingest.db, timezone)
+      game = gameAnalytics(ingest.db)
     })
-    return warehouseRoutes(ctx.guard, ingest, () => warehouse)
+    const started = <T>(x: T | undefined): T => {
+      if (!x) throw new Error('analytics used before start')
+      return x
+    }
+    return new Elysia({ name: 'analytics' })
+      .use(warehouseRoutes(ctx.guard, ingest, () => warehouse))
+      .use(gameRoutes(ctx.guard, games, () => started(game)))
   },
 })

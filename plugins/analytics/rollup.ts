@@ -2,8 +2,10 @@ import type { Db, Param } from '../../core/db'
 import type { Rollup, RollupBatch } from '../ingest/rollup'
 import { inOrder, invocationOf } from '../ingest/rows'
 import type { NormEvent } from '../ingest/validate'
+import { GAME_EVENTS, countGame } from './game-rollup'
 import { HyperLogLog } from './hll'
 import { DAY, HOUR, MINUTE, floorTo, histBucket } from './time'
+import { type Zone, zone } from './zone'
 
 /** DAU from `login` and `session_start`; online from `heartbeat` and `session_start` (upstream). */
 const DAU_EVENTS = new Set(['login', 'session_start'])
@@ -19,7 +21,7 @@ type Sketch = { h: HyperLogLog; v: number }
  * One game and environment. What is known to be stored is cached per stream, keyed by the user
  * id alone, so a lookup hashes a short string the parser made instead of building a joined key.
  */
-class Stream {
+export class Stream {
   /** Users whose first-seen row is stored. */
   readonly seen = new Set<string>()
   /** Per day, users whose user-day row is stored. */
@@ -29,6 +31,8 @@ class Stream {
   constructor(
     readonly gameId: string,
     readonly env: string,
+    /** The game's time zone: its days. */
+    public zone: Zone,
   ) {}
 }
 
@@ -44,7 +48,7 @@ interface Slot {
 }
 
 /** What one commit gathers for one stream. */
-class Part {
+export class Part {
   /** user -> earliest ts */
   readonly firstSeen = new Map<string, number>()
   /** day -> users */
@@ -55,16 +59,38 @@ class Part {
   readonly hist = new Map<number, Map<number, number>>()
   /** minute -> sketch */
   readonly online = new Map<number, Slot>()
+  /** Counters of the game analytics: `day|metric|dim` and `hour|metric|dim` -> [n, total, first ts, last ts]. */
+  readonly gameDays = new Map<string, Stat>()
+  readonly gameHours = new Map<string, Stat>()
+  /** order \u0001 status -> [local day, kind, platform] of the commit's payments. */
+  readonly payments = new Map<string, [number, string, string]>()
+  /** Users who did something social (friend_add, guild_join, invite) -> earliest ts. */
+  readonly social = new Map<string, number>()
+  /** user -> platform named by their session_start. */
+  readonly platforms = new Map<string, string>()
   constructor(readonly s: Stream) {}
 }
 
+type Stat = [n: number, total: number, first: number, last: number]
+
 /** A commit's rows for the write half (`write.ts`), each table's values one row after another, keys in order. */
 export interface AnalyticsRows {
+  /** game, env, user, first ts, its local day */
   firstSeen: Param[]
   userDays: Param[]
   hours: Param[]
   hist: Param[]
   online: Param[]
+  /** game, env, local day, metric, dim, n, total, first ts, last ts */
+  gameDays: Param[]
+  /** game, env, UTC hour, metric, dim, n, total, first ts, last ts */
+  gameHours: Param[]
+  /** game, env, order, status, local day, kind, platform: what the write half needs of the payments that turn out new */
+  payments: Param[]
+  /** game, env, user, first ts */
+  social: Param[]
+  /** game, env, user, platform */
+  platforms: Param[]
 }
 
 /**
@@ -84,7 +110,22 @@ export class AnalyticsRollup implements Rollup<AnalyticsRows> {
   private sketchOrder = new Map<string, { st: Stream; minute: number }>()
   private loadingSketches = new Map<string, Promise<Sketch>>()
 
-  constructor(readonly migrations: Rollup['migrations']) {}
+  /** Time zone by game; forgotten when the game changes. */
+  private zones = new Map<string, Zone>()
+
+  constructor(
+    readonly migrations: Rollup['migrations'],
+    /** The game's time zone (the games service); undefined: UTC. */
+    private timezone: (gameId: string) => Promise<string | undefined> = async () => undefined,
+  ) {}
+
+  /** A game's time zone changed or it was deleted: its next events look it up again. */
+  forget(gameId: string): void {
+    this.zones.delete(gameId)
+    const byEnv = this.streams.get(gameId)
+    if (byEnv) for (const st of byEnv.values()) st.zone = zone(undefined)
+    this.streams.delete(gameId)
+  }
 
   async init(db: Db): Promise<void> {
     this.db = db
@@ -115,7 +156,7 @@ export class AnalyticsRollup implements Rollup<AnalyticsRows> {
     }
     let st = byEnv.get(env)
     if (!st) {
-      st = new Stream(gameId, env)
+      st = new Stream(gameId, env, this.zones.get(gameId) ?? zone(undefined))
       byEnv.set(env, st)
     }
     return st
@@ -126,6 +167,24 @@ export class AnalyticsRollup implements Rollup<AnalyticsRows> {
   }
 
   gather(events: readonly NormEvent[]): RollupBatch<AnalyticsRows> | Promise<RollupBatch<AnalyticsRows>> {
+    // Time zones of games not seen yet are looked up first (once per game).
+    let missing: string[] | undefined
+    let last = ''
+    for (const e of events)
+      if (e.gameId !== last) {
+        last = e.gameId
+        if (!this.zones.has(last) && !missing?.includes(last)) {
+          missing ??= []
+          missing.push(last)
+        }
+      }
+    if (missing)
+      return Promise.all(
+        missing.map(async (g) => {
+          this.zones.set(g, zone(await this.timezone(g)))
+          this.streams.delete(g)
+        }),
+      ).then(() => this.gather(events))
     const parts = this.parts(events)
     const loads: Promise<void>[] = []
     for (const p of parts)
@@ -163,13 +222,14 @@ export class AnalyticsRollup implements Rollup<AnalyticsRows> {
       }
       const st = part.s
       if (e.event === 'function.invoke') countInvocation(part, e)
+      else if (GAME_EVENTS.has(e.event) || e.payment) countGame(part, e)
       if (userId) {
         if (!st.seen.has(userId)) {
           const prev = part.firstSeen.get(userId)
           if (prev === undefined || ts < prev) part.firstSeen.set(userId, ts)
         }
         if (DAU_EVENTS.has(e.event)) {
-          const day = floorTo(ts, DAY)
+          const day = st.zone.day(ts)
           if (!st.days.get(day)?.has(userId)) {
             let users = part.userDays.get(day)
             if (!users) {
@@ -301,7 +361,18 @@ function countInvocation(part: Part, e: NormEvent) {
 
 /** The rollup rows of a commit, stream by stream, keys in order. */
 function rows(ordered: Part[]): AnalyticsRows {
-  const out: AnalyticsRows = { firstSeen: [], userDays: [], hours: [], hist: [], online: [] }
+  const out: AnalyticsRows = {
+    firstSeen: [],
+    userDays: [],
+    hours: [],
+    hist: [],
+    online: [],
+    gameDays: [],
+    gameHours: [],
+    payments: [],
+    social: [],
+    platforms: [],
+  }
   for (const p of ordered) {
     const { gameId: g, env } = p.s
     for (const hour of inOrder(p.hours)) {
@@ -315,7 +386,26 @@ function rows(ordered: Part[]): AnalyticsRows {
       const buckets = p.hist.get(hour)!
       for (const b of inOrder(buckets)) out.hist.push(g, env, hour, b, buckets.get(b)!)
     }
-    for (const user of inOrder(p.firstSeen)) out.firstSeen.push(g, env, user, p.firstSeen.get(user)!)
+    for (const user of inOrder(p.firstSeen)) {
+      const ts = p.firstSeen.get(user)!
+      out.firstSeen.push(g, env, user, ts, p.s.zone.day(ts))
+    }
+    for (const k of inOrder(p.gameDays)) {
+      const [day, metric, dim] = k.split('\u0001')
+      const v = p.gameDays.get(k)!
+      out.gameDays.push(g, env, Number(day), metric, dim, v[0], v[1], v[2], v[3])
+    }
+    for (const k of inOrder(p.gameHours)) {
+      const [hour, metric, dim] = k.split('\u0001')
+      const v = p.gameHours.get(k)!
+      out.gameHours.push(g, env, Number(hour), metric, dim, v[0], v[1], v[2], v[3])
+    }
+    for (const k of inOrder(p.payments)) {
+      const [order, status] = k.split('\u0001')
+      out.payments.push(g, env, order, status, ...p.payments.get(k)!)
+    }
+    for (const user of inOrder(p.social)) out.social.push(g, env, user, p.social.get(user)!)
+    for (const user of inOrder(p.platforms)) out.platforms.push(g, env, user, p.platforms.get(user)!)
     for (const day of inOrder(p.userDays)) {
       const users = [...p.userDays.get(day)!]
       if (users.length > 1) users.sort()

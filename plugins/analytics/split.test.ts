@@ -73,9 +73,11 @@ forEachEngine((engine) => {
         id: 7,
         user_id: 'u2',
       })
-      expect(num(await one('SELECT user_id, first_ts FROM analytics_first_seen'))).toEqual({
+      // Migration 002: a first sight from before keeps the UTC day it was counted on.
+      expect(num(await one('SELECT user_id, first_ts, first_day FROM analytics_first_seen'))).toEqual({
         user_id: 'u1',
         first_ts: day + 5,
+        first_day: day,
       })
       expect(
         num(await one('SELECT dau, new_users, revenue_cents, refunds_cents, failed FROM analytics_daily')),
@@ -112,7 +114,7 @@ forEachEngine((engine) => {
         'SELECT plugin, COUNT(*) AS n FROM liveops_migrations GROUP BY plugin ORDER BY plugin',
       )
       expect(ledger.map((r) => [r.plugin, Number(r.n)])).toEqual([
-        ['analytics', 1],
+        ['analytics', migrations.length],
         ['experiments', 1],
         ['ingest', ingestMigrations.length],
       ])

@@ -10,5 +10,22 @@ export const analyticsTables: MigrationSet = { plugin: 'analytics', migrations }
 /** A commit carrying only analytics rollup rows (no writer cache in front, so every row reaches the store). */
 export const analyticsCommit = (receivedAt: number, rows: Partial<AnalyticsRows>): CommitRows => ({
   ...emptyCommit(receivedAt),
-  rollups: [['analytics', { firstSeen: [], userDays: [], hours: [], hist: [], online: [], ...rows }]],
+  rollups: [
+    [
+      'analytics',
+      {
+        firstSeen: [],
+        userDays: [],
+        hours: [],
+        hist: [],
+        online: [],
+        gameDays: [],
+        gameHours: [],
+        payments: [],
+        social: [],
+        platforms: [],
+        ...rows,
+      } satisfies AnalyticsRows,
+    ],
+  ],
 })

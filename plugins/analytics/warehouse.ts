@@ -1,5 +1,6 @@
 import type { Db, Param } from '../../core/db'
 import { DAY, HOUR, MINUTE, floorTo, histValue } from './time'
+import { zone } from './zone'
 
 const date = (ms: number) => new Date(ms).toISOString().slice(0, 10)
 const n = (v: unknown) => Number(v ?? 0)
@@ -11,11 +12,20 @@ export function scope(gameId: string, env: string | undefined): { where: string;
     : { where: 'game_id = ? AND env = ?', params: [gameId, env] }
 }
 
-/** Reads of the warehouse and invocation endpoints: every one reads rollups, never raw events. */
-export function warehouseStore(db: Db) {
+/**
+ * Reads of the warehouse and invocation endpoints: every one reads rollups, never raw events.
+ * Days are the game's (its time zone); minutes and hours are absolute.
+ */
+export function warehouseStore(
+  db: Db,
+  timezone: (gameId: string) => Promise<string | undefined> = async () => undefined,
+) {
+  /** Today in the game's time zone (its days), as the rollups key it. */
+  const today = async (gameId: string, now: number) => zone(await timezone(gameId)).today(now)
   return {
     async dau(q: { gameId: string; env?: string; days: number }, now = Date.now()) {
-      const from = floorTo(now, DAY) - (q.days - 1) * DAY
+      const to = await today(q.gameId, now)
+      const from = to - (q.days - 1) * DAY
       const { where, params } = scope(q.gameId, q.env)
       // The day counters, plus the logged user-days not yet merged that are new (migration
       // 003): one statement, so one snapshot, whether or not a merge commits meanwhile.
@@ -33,7 +43,7 @@ export function warehouseStore(db: Db) {
       const envs = q.env !== undefined ? [q.env] : [...new Set(rows.map((r) => r.env))].sort()
       const byKey = new Map(rows.map((r) => [`${r.env}|${n(r.day)}`, r]))
       const points = []
-      for (let day = from; day <= floorTo(now, DAY); day += DAY)
+      for (let day = from; day <= to; day += DAY)
         for (const env of envs) {
           const r = byKey.get(`${env}|${day}`)
           points.push({ date: date(day), gameId: q.gameId, env, dau: n(r?.dau), newUsers: n(r?.new_users) })
@@ -42,7 +52,8 @@ export function warehouseStore(db: Db) {
     },
 
     async revenue(q: { gameId: string; env?: string; days: number }, now = Date.now()) {
-      const from = floorTo(now, DAY) - (q.days - 1) * DAY
+      const to = await today(q.gameId, now)
+      const from = to - (q.days - 1) * DAY
       const { where, params } = scope(q.gameId, q.env)
       const rows = await db.all<{ day: number; r: number; f: number; x: number }>(
         `SELECT day, SUM(revenue_cents) AS r, SUM(refunds_cents) AS f, SUM(failed) AS x FROM analytics_daily WHERE ${where} AND day >= ? GROUP BY day`,
@@ -50,7 +61,7 @@ export function warehouseStore(db: Db) {
       )
       const byDay = new Map(rows.map((r) => [n(r.day), r]))
       const points = []
-      for (let day = from; day <= floorTo(now, DAY); day += DAY) {
+      for (let day = from; day <= to; day += DAY) {
         const r = byDay.get(day)
         points.push({ date: date(day), revenueCents: n(r?.r), refundsCents: n(r?.f), failed: n(r?.x) })
       }

@@ -112,7 +112,7 @@ export interface CommitRows {
 
 /** A repeated (order_id, status) is stored once; the new ones come back for the rollups. */
 const PAYMENTS_TAIL =
-  'ON CONFLICT (game_id, env, order_id, status) DO NOTHING RETURNING game_id, env, status, amount_cents, ts'
+  'ON CONFLICT (game_id, env, order_id, status) DO NOTHING RETURNING game_id, env, order_id, status, amount_cents, ts, user_id'
 
 /** The write half of a registered rollup; a name no writer answers to fails the commit. */
 function writerOf(name: string) {

@@ -49,7 +49,8 @@ export interface RollupBatch<R> {
 export interface Stored {
   /**
    * The payment rows that were new in this commit (a repeated order and status is stored once):
-   * `game_id, env, status, amount_cents, ts`. Resolves at once to [] when the commit has none.
+   * `game_id, env, order_id, status, amount_cents, ts, user_id`. Resolves at once to [] when
+   * the commit has none.
    */
   payments: Promise<Row[]>
   /** Whether the commit holds payment rows at all (so a writer need not wait for them). */
