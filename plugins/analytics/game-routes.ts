@@ -46,6 +46,8 @@ function parseDate(value: string, field: string): number {
 export function dayRange(
   q: { startDate?: string; endDate?: string },
   today: number,
+  defaultDays = DEFAULT_DAYS,
+  maxDays = MAX_DAYS,
 ): { from: number; to: number } {
   if ((q.startDate === undefined) !== (q.endDate === undefined))
     throw invalidField(
@@ -53,7 +55,7 @@ export function dayRange(
       'startDate and endDate go together',
     )
   if (q.startDate === undefined || q.endDate === undefined)
-    return { from: today - (DEFAULT_DAYS - 1) * DAY, to: today }
+    return { from: today - (defaultDays - 1) * DAY, to: today }
   const from = parseDate(q.startDate, 'startDate')
   const to = parseDate(q.endDate, 'endDate')
   if (to < from) throw invalidField('query.endDate', `must not be before startDate (${q.startDate})`)

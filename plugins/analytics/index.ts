@@ -7,6 +7,8 @@ import { gameRoutes } from './game-routes'
 import { migrations } from './migrations'
 import { AnalyticsRollup } from './rollup'
 import { AnalyticsConfig } from './schema'
+import { serverAnalytics } from './server'
+import { serverRoutes } from './server-routes'
 import { warehouseStore } from './warehouse'
 import { warehouseRoutes } from './warehouse-routes'
 
@@ -42,9 +44,11 @@ export default definePlugin({
     // Built at start, when the event store is open (ingest starts first).
     let warehouse: ReturnType<typeof warehouseStore> | undefined
     let game: ReturnType<typeof gameAnalytics> | undefined
+    let server: ReturnType<typeof serverAnalytics> | undefined
     ctx.onStart(() => {
       if (!none) warehouse = warehouseStore(ingest.db, timezone)
       game = gameAnalytics(ingest.db)
+      server = serverAnalytics(ingest.db)
     })
     const started = <T>(x: T | undefined): T => {
       if (!x) throw new Error('analytics used before start')
@@ -53,5 +57,6 @@ export default definePlugin({
     return new Elysia({ name: 'analytics' })
       .use(warehouseRoutes(ctx.guard, ingest, () => warehouse))
       .use(gameRoutes(ctx.guard, games, () => started(game)))
+      .use(serverRoutes(ctx.guard, games, () => started(server)))
   },
 })
