@@ -4,6 +4,7 @@ import type { authGuard } from './auth/guard'
 import type { Areas } from './auth/roles'
 import type { AuthService } from './auth/service'
 import type { Bus } from './bus'
+import type { Changes } from './changes'
 import type { CoreConfig } from './config'
 import type { Db, Migration } from './db'
 import type { ErrorFamily } from './http'
@@ -54,7 +55,13 @@ export interface PluginContext<C> {
   db: Db
   metrics: Metrics
   log: Logger
+  /** Platform events inside this process (core/events.ts). */
   bus: Bus
+  /**
+   * Change notices to every instance sharing the store (PostgreSQL LISTEN/NOTIFY): publish what
+   * you changed that others cache, and drop or rebuild your cache when you hear it.
+   */
+  changes: Changes
   auth: AuthService
   /**
    * The route policy macros, defined once in core: `{ permission: 'games:write' }` (Bearer JWT or
@@ -170,6 +177,20 @@ export interface ProviderDefinition<S extends TSchema = TSchema> {
 }
 
 export function defineProvider<S extends TSchema>(def: ProviderDefinition<S>): ProviderDefinition<S> {
+  return def
+}
+
+/**
+ * Loads a third-party provider from a file (`module: ./ext/sms.ts` in the YAML, `--module` of a
+ * remote worker): its default export made by `defineProvider`. The path is read at run time, so
+ * it works from source and from the compiled binary alike.
+ */
+export async function loadProviderModule(path: string): Promise<ProviderDefinition> {
+  const { resolve } = await import('node:path')
+  const mod = (await import(resolve(path))) as { default?: ProviderDefinition }
+  const def = mod.default
+  if (!def || typeof def.create !== 'function' || typeof def.type !== 'string')
+    throw new Error(`'${path}' has no default export made by defineProvider`)
   return def
 }
 
