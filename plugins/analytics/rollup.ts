@@ -16,6 +16,7 @@ const SKETCH_CAP = 4096
 const sep = '\u0001'
 
 type Sketch = { h: HyperLogLog; v: number }
+type SketchTable = 'analytics_online' | 'analytics_day_sketch'
 
 /**
  * One game and environment. What is known to be stored is cached per stream, keyed by the user
@@ -28,6 +29,8 @@ export class Stream {
   readonly days = new Map<number, Set<string>>()
   /** Online sketches by minute; the rollup bounds their number across streams. */
   readonly sketches = new Map<number, Sketch>()
+  /** Active-user sketches by local day (distinct users over any span of days: MAU, overview). */
+  readonly daySketches = new Map<number, Sketch>()
   constructor(
     readonly gameId: string,
     readonly env: string,
@@ -59,6 +62,8 @@ export class Part {
   readonly hist = new Map<number, Map<number, number>>()
   /** minute -> sketch */
   readonly online = new Map<number, Slot>()
+  /** local day -> sketch of its active users */
+  readonly active = new Map<number, Slot>()
   /** Counters of the game analytics: `day|metric|dim` and `hour|metric|dim` -> [n, total, first ts, last ts]. */
   readonly gameDays = new Map<string, Stat>()
   readonly gameHours = new Map<string, Stat>()
@@ -81,6 +86,8 @@ export interface AnalyticsRows {
   hours: Param[]
   hist: Param[]
   online: Param[]
+  /** game, env, local day, estimate, sketch, version */
+  activeDays: Param[]
   /** game, env, local day, metric, dim, n, total, first ts, last ts */
   gameDays: Param[]
   /** game, env, UTC hour, metric, dim, n, total, first ts, last ts */
@@ -106,8 +113,8 @@ export class AnalyticsRollup implements Rollup<AnalyticsRows> {
   private streams = new Map<string, Map<string, Stream>>()
   private seenSize = 0
   private userDaysSize = 0
-  /** Every cached sketch, oldest first, for eviction: `game \u0001 env \u0001 minute` -> owner. */
-  private sketchOrder = new Map<string, { st: Stream; minute: number }>()
+  /** Every cached sketch, oldest first, for eviction: `table \u0001 game \u0001 env \u0001 key` -> owner. */
+  private sketchOrder = new Map<string, { cache: Map<number, Sketch>; key: number }>()
   private loadingSketches = new Map<string, Promise<Sketch>>()
 
   /** Time zone by game; forgotten when the game changes. */
@@ -187,15 +194,20 @@ export class AnalyticsRollup implements Rollup<AnalyticsRows> {
       ).then(() => this.gather(events))
     const parts = this.parts(events)
     const loads: Promise<void>[] = []
-    for (const p of parts)
-      for (const [minute, slot] of p.online)
+    const load = (p: Part, slots: Map<number, Slot>, table: SketchTable) => {
+      for (const [key, slot] of slots)
         if (!slot.sk)
           loads.push(
-            this.sketch(p.s, minute).then((sk) => {
+            this.sketch(p.s, key, table).then((sk) => {
               for (const who of slot.whos) if (sk.h.add(who)) slot.changed = true
               slot.sk = sk
             }),
           )
+    }
+    for (const p of parts) {
+      load(p, p.online, 'analytics_online')
+      load(p, p.active, 'analytics_day_sketch')
+    }
     const batch = () => ({ rows: rows(parts), done: () => this.remember(parts) })
     return loads.length ? Promise.all(loads).then(batch) : batch()
   }
@@ -230,6 +242,13 @@ export class AnalyticsRollup implements Rollup<AnalyticsRows> {
         }
         if (DAU_EVENTS.has(e.event)) {
           const day = st.zone.day(ts)
+          let slot = part.active.get(day)
+          if (!slot) {
+            slot = { sk: st.daySketches.get(day), whos: [], changed: false }
+            part.active.set(day, slot)
+          }
+          if (!slot.sk) slot.whos.push(userId)
+          else if (slot.sk.h.add(userId)) slot.changed = true
           if (!st.days.get(day)?.has(userId)) {
             let users = part.userDays.get(day)
             if (!users) {
@@ -259,19 +278,20 @@ export class AnalyticsRollup implements Rollup<AnalyticsRows> {
     return ordered
   }
 
-  /** The cached sketch of a minute; concurrent commits share one load and one object. */
-  private sketch(st: Stream, minute: number): Promise<Sketch> {
-    const hit = st.sketches.get(minute)
+  /** The cached sketch of a minute (or a day); concurrent commits share one load and one object. */
+  private sketch(st: Stream, key: number, table: SketchTable): Promise<Sketch> {
+    const cache = table === 'analytics_online' ? st.sketches : st.daySketches
+    const hit = cache.get(key)
     if (hit) return Promise.resolve(hit)
-    const k = `${st.gameId}${sep}${st.env}${sep}${minute}`
+    const k = `${table}${sep}${st.gameId}${sep}${st.env}${sep}${key}`
     let loading = this.loadingSketches.get(k)
     if (!loading) {
       const db = this.db
       if (!db) return Promise.reject(new Error('analytics rollup used before init'))
       loading = db
         .get<{ sketch: string; version: number }>(
-          'SELECT sketch, version FROM analytics_online WHERE game_id = ? AND env = ? AND minute = ?',
-          [st.gameId, st.env, minute],
+          `SELECT sketch, version FROM ${table} WHERE game_id = ? AND env = ? AND ${table === 'analytics_online' ? 'minute' : 'day'} = ?`,
+          [st.gameId, st.env, key],
         )
         .then((row) => {
           const sk = {
@@ -282,10 +302,10 @@ export class AnalyticsRollup implements Rollup<AnalyticsRows> {
           if (this.sketchOrder.size >= SKETCH_CAP) {
             const [oldest, owner] = this.sketchOrder.entries().next().value!
             this.sketchOrder.delete(oldest)
-            owner.st.sketches.delete(owner.minute)
+            owner.cache.delete(owner.key)
           }
-          this.sketchOrder.set(k, { st, minute })
-          st.sketches.set(minute, sk)
+          this.sketchOrder.set(k, { cache, key })
+          cache.set(key, sk)
           return sk
         })
         .finally(() => this.loadingSketches.delete(k))
@@ -367,6 +387,7 @@ function rows(ordered: Part[]): AnalyticsRows {
     hours: [],
     hist: [],
     online: [],
+    activeDays: [],
     gameDays: [],
     gameHours: [],
     payments: [],
@@ -419,6 +440,13 @@ function rows(ordered: Part[]): AnalyticsRows {
       const sk = slot.sk!
       sk.v++
       out.online.push(g, env, minute, sk.h.count(), sk.h.serialize(), sk.v)
+    }
+    for (const day of inOrder(p.active)) {
+      const slot = p.active.get(day)!
+      if (!slot.changed) continue
+      const sk = slot.sk!
+      sk.v++
+      out.activeDays.push(g, env, day, sk.h.count(), sk.h.serialize(), sk.v)
     }
   }
   return out

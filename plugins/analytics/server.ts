@@ -1,4 +1,5 @@
 import type { Db, Param } from '../../core/db'
+import { HyperLogLog } from './hll'
 import { DAY } from './time'
 
 const n = (v: unknown) => Number(v ?? 0)
@@ -15,13 +16,14 @@ export interface Scope {
 
 /**
  * The users active on local days `from`..`to` (user-days, plus the logged ones not merged yet),
- * as a subquery of `game_id, env, day, user_id` rows, with its parameters.
+ * as a subquery of `game_id, env, day, user_id` rows, with its parameters. `all`: UNION ALL, for
+ * readers that count distinct users anyway (a user-day may be both merged and logged again).
  */
-function activeRows(q: Scope, from = q.from, to = q.to): { sql: string; params: Param[] } {
+function activeRows(q: Scope, from: number, to: number, all = false): { sql: string; params: Param[] } {
   const p = [q.gameId, q.env, from, to]
   return {
     sql: `SELECT game_id, env, day, user_id FROM analytics_user_day WHERE game_id = ? AND env = ? AND day >= ? AND day <= ?
-          UNION SELECT game_id, env, day, user_id FROM analytics_user_day_log WHERE game_id = ? AND env = ? AND day >= ? AND day <= ?`,
+          UNION${all ? ' ALL' : ''} SELECT game_id, env, day, user_id FROM analytics_user_day_log WHERE game_id = ? AND env = ? AND day >= ? AND day <= ?`,
     params: [...p, ...p],
   }
 }
@@ -29,22 +31,43 @@ function activeRows(q: Scope, from = q.from, to = q.to): { sql: string; params: 
 /**
  * The server analytics reads of spec 1 ("other endpoints") over the rollups: KPI overview with
  * the previous period, and cohort retention. Counters answer what they can (DAU, new users,
- * revenue); distinct users over a period and cohorts read the user-day set, bounded by the range.
+ * revenue), day sketches distinct users over a period; cohorts read the user-day set, bounded
+ * by the range.
  */
 export function serverAnalytics(db: Db) {
+  /**
+   * Distinct active users of local days `from`..`to`: the days' HyperLogLog sketches merged
+   * (exact for a few users, within about 1.6% beyond).
+   */
+  async function distinctActive(q: Scope, from: number, to: number): Promise<number> {
+    const rows = await db.all<{ sketch: string }>(
+      'SELECT sketch FROM analytics_day_sketch WHERE game_id = ? AND env = ? AND day >= ? AND day <= ?',
+      [q.gameId, q.env, from, to],
+    )
+    if (!rows.length) return 0
+    const h = HyperLogLog.parse(rows[0].sketch)
+    for (let i = 1; i < rows.length; i++) h.merge(HyperLogLog.parse(rows[i].sketch))
+    return h.count()
+  }
+
   async function period(q: Scope) {
     const days = (q.to - q.from) / DAY + 1
-    const rows = activeRows(q)
-    const [daily, users, payers, d1] = await Promise.all([
+    const [daily, logged, active, mau, payers, d1] = await Promise.all([
       db.get<{ dau: number; fresh: number; revenue: number }>(
         `SELECT SUM(dau) AS dau, SUM(new_users) AS fresh, SUM(revenue_cents) AS revenue FROM analytics_daily
          WHERE game_id = ? AND env = ? AND day >= ? AND day <= ?`,
         [q.gameId, q.env, q.from, q.to],
       ),
-      db.get<{ n: number; days: number }>(
-        `SELECT COUNT(DISTINCT user_id) AS n, COUNT(*) AS days FROM (${rows.sql}) a`,
-        rows.params,
+      // User-days logged and not merged yet (SQLite): the day counters count them at their merge.
+      db.get<{ n: number }>(
+        `SELECT COUNT(*) AS n FROM (SELECT DISTINCT day, user_id FROM analytics_user_day_log l
+          WHERE game_id = ? AND env = ? AND day >= ? AND day <= ? AND NOT EXISTS (SELECT 1 FROM analytics_user_day u
+            WHERE u.game_id = l.game_id AND u.env = l.env AND u.day = l.day AND u.user_id = l.user_id)) t`,
+        [q.gameId, q.env, q.from, q.to],
       ),
+      distinctActive(q, q.from, q.to),
+      // MAU: distinct users of the 30 days ending with the period.
+      distinctActive(q, q.to - 29 * DAY, q.to),
       db.get<{ n: number }>(
         'SELECT COUNT(DISTINCT user_id) AS n FROM analytics_payer_day WHERE game_id = ? AND env = ? AND day >= ? AND day <= ?',
         [q.gameId, q.env, q.from, q.to],
@@ -59,19 +82,11 @@ export function serverAnalytics(db: Db) {
         [q.gameId, q.env, q.from, q.to],
       ),
     ])
-    // MAU: distinct users of the 30 days ending with the period.
-    const month = activeRows(q, q.to - 29 * DAY, q.to)
-    const mau = await db.get<{ n: number }>(
-      `SELECT COUNT(DISTINCT user_id) AS n FROM (${month.sql}) a`,
-      month.params,
-    )
     const revenue = n(daily?.revenue) / 100
-    const active = n(users?.n)
     const paying = n(payers?.n)
     return {
-      // The day counters and the user-days agree; the user-days also hold rows not merged yet.
-      dau: round(n(users?.days) / days, 2),
-      mau: n(mau?.n),
+      dau: round((n(daily?.dau) + n(logged?.n)) / days, 2),
+      mau,
       newUsers: n(daily?.fresh),
       revenue: round(revenue, 2),
       arpu: active ? round(revenue / active) : 0,

@@ -19,6 +19,7 @@ export const analyticsCommit = (receivedAt: number, rows: Partial<AnalyticsRows>
         hours: [],
         hist: [],
         online: [],
+        activeDays: [],
         gameDays: [],
         gameHours: [],
         payments: [],

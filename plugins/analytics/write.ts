@@ -79,6 +79,12 @@ const UPSERT = {
     tail: `ON CONFLICT (game_id, env, minute) DO UPDATE SET online = excluded.online, sketch = excluded.sketch, version = excluded.version
            WHERE excluded.version > analytics_online.version`,
   },
+  activeDays: {
+    table: table('analytics_day_sketch', ['day', 'active', 'version']),
+    cols: ['game_id', 'env', 'day', 'active', 'sketch', 'version'],
+    tail: `ON CONFLICT (game_id, env, day) DO UPDATE SET active = excluded.active, sketch = excluded.sketch, version = excluded.version
+           WHERE excluded.version > analytics_day_sketch.version`,
+  },
   daily: {
     table: table('analytics_daily', ['day', 'dau', 'new_users', 'revenue_cents', 'refunds_cents', 'failed']),
     cols: ['game_id', 'env', 'day', 'dau', 'new_users', 'revenue_cents', 'refunds_cents', 'failed'],
@@ -102,6 +108,7 @@ const shared = (tx: Db, rows: AnalyticsRows) => [
   upsert(tx, 'hours', rows.hours),
   upsert(tx, 'hist', rows.hist),
   upsert(tx, 'online', rows.online),
+  upsert(tx, 'activeDays', rows.activeDays),
 ]
 
 /**

@@ -2,6 +2,21 @@
 -- kept as that date's UTC midnight in ms. Rows from before were counted on UTC days.
 ALTER TABLE analytics_first_seen ADD COLUMN first_day BIGINT;
 UPDATE analytics_first_seen SET first_day = (first_ts / 86400000) * 86400000;
+-- Cohorts (retention, D1) are read by first day.
+CREATE INDEX analytics_first_seen_day ON analytics_first_seen (game_id, env, first_day);
+
+-- Per local day, a HyperLogLog sketch of its active users (login, session_start): distinct users
+-- over any span of days (MAU, a period's actives) merge 30 small rows instead of counting
+-- millions of user-days. Like the online minutes, a newer version replaces an older one.
+CREATE TABLE analytics_day_sketch (
+  game_id TEXT NOT NULL,
+  env TEXT NOT NULL,
+  day BIGINT NOT NULL,
+  active BIGINT NOT NULL,
+  sketch TEXT NOT NULL,
+  version BIGINT NOT NULL,
+  PRIMARY KEY (game_id, env, day)
+);
 
 -- Counters of the game analytics per local day: revenue by kind and platform, paying users, ad
 -- requests and impressions by network, sessions, social actions (game-rollup.ts lists them).
