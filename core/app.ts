@@ -11,6 +11,8 @@ import { Bus } from './bus'
 import { createChanges } from './changes'
 import type { LoadedConfig } from './config'
 import { type Db, type MigrationSet, migrate, openDb } from './db'
+import { SCALAR_ASSET, docsAssets, scalarOptions } from './docs'
+import { CorsPolicy, edge } from './edge'
 import { ErrorFamilies, errorHandler } from './http'
 import { type Logger, createLogger } from './log'
 import { Metrics } from './metrics'
@@ -18,6 +20,7 @@ import { HealthChecks, monitoring } from './monitoring'
 import { NativeRoutes } from './native'
 import { type PluginContext, type PluginManifest, ProviderRegistry, type Services } from './plugin'
 import { RateLimiter } from './ratelimit'
+import { createSharedState } from './shared'
 
 export interface AppOptions {
   /** The plugin map (normally `plugins/index.ts`); tests pass a subset. */
@@ -157,12 +160,17 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     const applied = await migrate(db, sets)
     if (applied.length) log.info('migrations applied', { migrations: applied })
 
-    const auth = new AuthService(db, {
-      jwtSecret: jwtSecret(core.auth.jwt_secret, core.data_dir),
-      accessTtlS: core.auth.access_ttl_s,
-      refreshTtlS: core.auth.refresh_ttl_s,
-      adminToken: core.auth.admin_token,
-    })
+    const auth = new AuthService(
+      db,
+      {
+        jwtSecret: jwtSecret(core.auth.jwt_secret, core.data_dir),
+        accessTtlS: core.auth.access_ttl_s,
+        refreshTtlS: core.auth.refresh_ttl_s,
+        adminToken: core.auth.admin_token,
+        throttle: core.auth.login_throttle,
+      },
+      log.child('auth'),
+    )
     await auth.init()
     // The role table is whole before any route exists: a route naming an undeclared area fails here.
     auth.permissions.declare('core', CORE_AREAS)
@@ -176,6 +184,8 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     const metrics = new Metrics()
     const changes = await createChanges(db, log.child('changes'), opts.pgSchema ?? 'public')
     stops.push(() => changes.close())
+    const shared = createSharedState({ db, redisUrl: core.redis.url || undefined, log: log.child('shared') })
+    stops.push(() => shared.close())
     const bus = new Bus((event, e) => log.error('bus listener failed', { event, error: String(e) }))
     const providers = new ProviderRegistry()
     const limiter = new RateLimiter(core.rate_limit.requests_per_minute, core.rate_limit.burst)
@@ -187,15 +197,20 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     const mon = monitoring({ db, metrics, config: core, guard, checks, families })
     stops.push(mon.close)
 
+    const cors = new CorsPolicy(core.server.cors_origins)
+    for (const p of ordered) if (p.anyOrigin) cors.allowAnyOrigin(p.anyOrigin)
     const app = new Elysia({
       serve: { maxRequestBodySize: Math.round(core.server.body_limit_mb * 1024 * 1024) },
     })
       .use(errorHandler(families))
+      .use(edge(cors))
+      .use(docsAssets())
       .use(
         openapi({
           path: '/docs',
           specPath: '/v3/api-docs',
-          exclude: { paths: ['/docs', '/v3/api-docs'] },
+          exclude: { paths: ['/docs', '/v3/api-docs', SCALAR_ASSET] },
+          scalar: scalarOptions,
           documentation: {
             info: {
               title: 'liveops',
@@ -244,8 +259,8 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
         )
         logRequest(request.method, route, status, seconds)
       })
-    app.use(mon.app).use(authRoutes(auth, guard))
-    const routes = new NativeRoutes(metrics, logRequest, families)
+    app.use(mon.app).use(authRoutes(auth, guard, { trustForwardedFor: core.server.trust_forwarded_for }))
+    const routes = new NativeRoutes(metrics, logRequest, families, cors)
 
     for (const p of ordered) {
       const deps = new Set(p.dependsOn ?? [])
@@ -258,6 +273,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
         log: log.child(p.name),
         bus,
         changes,
+        shared,
         auth,
         guard,
         providers,

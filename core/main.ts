@@ -3,7 +3,6 @@
 import './allocator'
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { collectDefaultMetrics } from 'prom-client'
 import embeddedConfig from '../config/liveops.yaml' with { type: 'text' }
 import { plugins } from '../plugins'
 import { commands } from '../plugins/commands'
@@ -72,7 +71,7 @@ async function serve(file: string | undefined) {
     if (fault) fatal(`the store cannot be used: ${fault.cause}: ${fault.detail}`)
     throw e
   })
-  collectDefaultMetrics({ register: built.metrics.registry })
+  built.metrics.collectDefaults()
   const server = listen(built, {
     port: config.core.server.port,
     hostname: config.core.server.host,

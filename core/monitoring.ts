@@ -120,13 +120,19 @@ export function monitoring(deps: {
       }
     }
   })
+  // Not critical: with Redis down every instance falls back to its own limits and replay window
+  // (core/shared.ts) and keeps serving; taking them all out of the balancer would refuse everything.
   if (redis)
-    checks.add('redis', async () => {
-      const t0 = performance.now()
-      if (!redis.connected) await redis.connect()
-      await redis.send('PING', [])
-      return { status: 'up', latency_ms: round3(performance.now() - t0) }
-    })
+    checks.add(
+      'redis',
+      async () => {
+        const t0 = performance.now()
+        if (!redis.connected) await redis.connect()
+        await redis.send('PING', [])
+        return { status: 'up', latency_ms: round3(performance.now() - t0) }
+      },
+      { critical: false },
+    )
 
   const health = async () => {
     const h = await checks.run()

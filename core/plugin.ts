@@ -10,6 +10,7 @@ import type { Db, Migration } from './db'
 import type { ErrorFamily } from './http'
 import type { Logger } from './log'
 import type { Metrics } from './metrics'
+import type { SharedState } from './shared'
 
 /**
  * Services a plugin exports to the plugins that depend on it. A plugin adds its entry by
@@ -62,6 +63,11 @@ export interface PluginContext<C> {
    * you changed that others cache, and drop or rebuild your cache when you hear it.
    */
   changes: Changes
+  /**
+   * Short-lived state all instances share (Redis when configured, else the database): one-time
+   * claims (replay windows) and windowed counters (budgets). Degrades to this process on a Redis outage.
+   */
+  shared: SharedState
   auth: AuthService
   /**
    * The route policy macros, defined once in core: `{ permission: 'games:write' }` (Bearer JWT or
@@ -128,6 +134,12 @@ export interface PluginManifest<S extends TSchema = TSchema> {
    * matching prefix of any plugin wins.
    */
   errors?: ReadonlyArray<{ prefix: string; body: ErrorFamily }>
+  /**
+   * SDK-facing paths that browsers of any origin may call (CORS `*`): routes a game's own page
+   * reaches with an API key, a signature or no credentials. A trailing `*` makes a prefix. Every
+   * other route answers only the origins of `server.cors_origins`.
+   */
+  anyOrigin?: readonly string[]
   /** Builds the plugin's routes (one `new Elysia({ name })`) and registers its services and hooks. */
   setup(ctx: PluginContext<Static<S>>): AnyElysia | Promise<AnyElysia>
 }

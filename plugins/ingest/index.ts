@@ -23,6 +23,8 @@ import { COMMITS_IN_FLIGHT, GroupWriter } from './writer'
 export default definePlugin({
   name: 'ingest',
   dependsOn: ['games'],
+  // Game clients post from their own pages: signed ingestion, and API-key batches and logs.
+  anyOrigin: ['/api/ingest/*', '/v1/batch', '/v1/logs'],
   config: IngestConfig,
   env: { INGEST_SIGNING_SECRET: 'signing_secret' },
   migrations: ingestMigrations,
@@ -39,8 +41,8 @@ export default definePlugin({
       ['outcome'],
       [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
     )
-    const restarts = ctx.metrics.gauge(
-      'svc_ingest_persist_thread_restarts',
+    const restarts = ctx.metrics.counter(
+      'svc_ingest_persist_thread_restarts_total',
       'Times the persist thread died and was replaced',
     )
     // The store is attached at start (`open` below), once the analytics plugin may have named another.
@@ -53,7 +55,12 @@ export default definePlugin({
     let dsn = 'embedded'
     let started = false
     let thread: PersistThread | undefined
-    ctx.metrics.collect(() => restarts.set(thread?.restarts ?? 0))
+    let counted = 0
+    ctx.metrics.collect(() => {
+      const now = thread?.restarts ?? 0
+      if (now > counted) restarts.inc(now - counted)
+      counted = now
+    })
 
     /** Opens the event store (migrating it when it is not the main store) and its persist thread. */
     const open = async () => {
@@ -77,7 +84,7 @@ export default definePlugin({
       writer.attach(db, t ? (rows) => t.persist(rows) : undefined)
     }
     const rollups: Rollup[] = []
-    const ingestor = new Ingestor(ctx.config, ctx.config.signing_secret, games, writer, ctx.log)
+    const ingestor = new Ingestor(ctx.config, ctx.config.signing_secret, games, writer, ctx.log, ctx.shared)
 
     const service: IngestService = {
       get db() {
