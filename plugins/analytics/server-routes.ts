@@ -48,6 +48,27 @@ const RetentionOut = t.Object({
   ),
 })
 
+const PaymentsOut = t.Object({
+  startDate: t.String(),
+  endDate: t.String(),
+  revenue: t.Number(),
+  refunds: t.Number(),
+  failed: t.Integer(),
+  transactions: t.Integer(),
+  payingUsers: t.Integer(),
+  arppu: t.Number(),
+  avgTransaction: t.Number(),
+})
+const PaymentsDailyOut = t.Array(
+  t.Object({
+    date: t.String(),
+    revenue: t.Number(),
+    refunds: t.Number(),
+    transactions: t.Integer(),
+    users: t.Integer(),
+  }),
+)
+
 /** Server analytics beyond the warehouse family (spec 1 "other endpoints"; the analytics error body). */
 export function serverRoutes(
   guard: PluginContext<unknown>['guard'],
@@ -121,6 +142,46 @@ export function serverRoutes(
             'Cohort retention: users first seen per day (week), and the share active 1..size days (weeks) after',
           description:
             "Cohorts of the range (default the last 14 days, or 8 weeks); an offset not reached yet is null. Active: login or session_start. Days are the game's.",
+        },
+      },
+    )
+    .get(
+      '/api/v1/analytics/payments',
+      async ({ query }) =>
+        server().payments({
+          gameId: query.gameId,
+          env: query.env,
+          ...dayRange(query, await scoped(query), 30, 366),
+        }),
+      {
+        permission: 'analytics:read',
+        query: t.Object(Scoped),
+        response: { 200: PaymentsOut },
+        detail: {
+          tags: ['analytics'],
+          summary:
+            'Payment summary of a period (default the last 30 days): revenue (successful, each order once), refunds, failed payments, transactions, paying users',
+          description:
+            "Amounts in the currency's main unit; arppu = revenue / paying users; avgTransaction = revenue / transactions. Days are the game's.",
+        },
+      },
+    )
+    .get(
+      '/api/v1/analytics/payments/summary',
+      async ({ query }) =>
+        server().paymentsDaily({
+          gameId: query.gameId,
+          env: query.env,
+          ...dayRange(query, await scoped(query), 30, 366),
+        }),
+      {
+        permission: 'analytics:read',
+        query: t.Object(Scoped),
+        response: { 200: PaymentsDailyOut },
+        detail: {
+          tags: ['analytics'],
+          summary:
+            'Payments per day of a period (default the last 30 days): revenue, refunds, transactions, paying users',
         },
       },
     )

@@ -136,6 +136,34 @@ forEachEngine((engine) => {
     })
   })
 
+  test('payments of Jan 8-10: 10.00 + 5.00 + 2.50 from three successes (c1 twice, p1), a 2.00 refund, sent twice and counted once', async () => {
+    const r = await get(`payments?gameId=${gameId}&env=prod&startDate=2026-01-08&endDate=2026-01-10`)
+    expect(r.status).toBe(200)
+    expect(r.body).toEqual({
+      startDate: '2026-01-08',
+      endDate: '2026-01-10',
+      revenue: 17.5,
+      refunds: 2,
+      failed: 0,
+      transactions: 3,
+      payingUsers: 2,
+      arppu: 8.75,
+      avgTransaction: 5.8333,
+    })
+    const daily = await get(
+      `payments/summary?gameId=${gameId}&env=prod&startDate=2026-01-08&endDate=2026-01-10`,
+    )
+    expect(daily.body).toEqual([
+      { date: '2026-01-08', revenue: 10, refunds: 0, transactions: 1, users: 1 },
+      { date: '2026-01-09', revenue: 7.5, refunds: 0, transactions: 2, users: 2 },
+      { date: '2026-01-10', revenue: 0, refunds: 2, transactions: 0, users: 0 },
+    ])
+    const bad = await get(`payments/summary?gameId=${gameId}&env=prod&startDate=2026-01-08`)
+    expect([bad.status, bad.body.message]).toEqual([400, expect.stringContaining('query.endDate')])
+    expect((await get(`payments?gameId=nope&env=prod`)).status).toBe(404)
+    expect((await get(`payments?gameId=${gameId}&env=prod`, null)).status).toBe(401)
+  })
+
   test('bad input: 400 naming the field in the analytics error body; unknown game or environment 404; no token 401', async () => {
     const bad = await get(`overview?gameId=${gameId}&env=prod&startDate=2026-01-10&endDate=2026-01-08`)
     expect(bad.status).toBe(400)

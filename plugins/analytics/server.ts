@@ -96,7 +96,89 @@ export function serverAnalytics(db: Db) {
     }
   }
 
+  /** Per local day: successful revenue, refunds and failed payments (cents), transactions, paying users. */
+  async function paymentDays(q: Scope) {
+    const p = [q.gameId, q.env, q.from, q.to]
+    const [daily, game] = await Promise.all([
+      db.all<{ day: number; revenue: number; refunds: number; failed: number }>(
+        `SELECT day, revenue_cents AS revenue, refunds_cents AS refunds, failed FROM analytics_daily
+         WHERE game_id = ? AND env = ? AND day >= ? AND day <= ?`,
+        p,
+      ),
+      db.all<{ day: number; metric: string; n: number }>(
+        `SELECT day, metric, SUM(n) AS n FROM analytics_game_day WHERE game_id = ? AND env = ? AND day >= ? AND day <= ?
+         AND metric IN ('rev', 'payers') GROUP BY day, metric`,
+        p,
+      ),
+    ])
+    const out = new Map<
+      number,
+      { revenue: number; refunds: number; failed: number; transactions: number; users: number }
+    >()
+    for (let d = q.from; d <= q.to; d += DAY)
+      out.set(d, { revenue: 0, refunds: 0, failed: 0, transactions: 0, users: 0 })
+    for (const r of daily) {
+      const x = out.get(n(r.day))
+      if (!x) continue
+      x.revenue += n(r.revenue)
+      x.refunds += n(r.refunds)
+      x.failed += n(r.failed)
+    }
+    for (const r of game) {
+      const x = out.get(n(r.day))
+      if (!x) continue
+      if (r.metric === 'rev') x.transactions += n(r.n)
+      else x.users += n(r.n)
+    }
+    return out
+  }
+
   return {
+    /** Payments of a period: successful revenue, refunds, failed payments, transactions, paying users. */
+    async payments(q: Scope) {
+      const [days, payers] = await Promise.all([
+        paymentDays(q),
+        db.get<{ n: number }>(
+          'SELECT COUNT(DISTINCT user_id) AS n FROM analytics_payer_day WHERE game_id = ? AND env = ? AND day >= ? AND day <= ?',
+          [q.gameId, q.env, q.from, q.to],
+        ),
+      ])
+      let revenue = 0
+      let refunds = 0
+      let failed = 0
+      let transactions = 0
+      for (const x of days.values()) {
+        revenue += x.revenue
+        refunds += x.refunds
+        failed += x.failed
+        transactions += x.transactions
+      }
+      const paying = n(payers?.n)
+      return {
+        startDate: date(q.from),
+        endDate: date(q.to),
+        revenue: revenue / 100,
+        refunds: refunds / 100,
+        failed,
+        transactions,
+        payingUsers: paying,
+        arppu: paying ? round(revenue / 100 / paying) : 0,
+        avgTransaction: transactions ? round(revenue / 100 / transactions) : 0,
+      }
+    },
+
+    /** The same per local day; `users`: paying users of that day. */
+    async paymentsDaily(q: Scope) {
+      const days = await paymentDays(q)
+      return [...days.entries()].map(([d, x]) => ({
+        date: date(d),
+        revenue: x.revenue / 100,
+        refunds: x.refunds / 100,
+        transactions: x.transactions,
+        users: x.users,
+      }))
+    },
+
     /** The period and the one as long just before it. */
     async overview(q: Scope) {
       const length = q.to - q.from + DAY
