@@ -2,6 +2,7 @@ import { Elysia } from 'elysia'
 import { definePlugin } from '../../core/plugin'
 import '../games/types'
 import '../ingest/types'
+import { filterRoutes } from './filters'
 import { gameAnalytics } from './game'
 import { gameRoutes } from './game-routes'
 import { migrations } from './migrations'
@@ -45,7 +46,9 @@ export default definePlugin({
     let warehouse: ReturnType<typeof warehouseStore> | undefined
     let game: ReturnType<typeof gameAnalytics> | undefined
     let server: ReturnType<typeof serverAnalytics> | undefined
-    ctx.onStart(() => {
+    const filters = filterRoutes(ctx.guard, ctx.db, games, ingest)
+    ctx.onStart(async () => {
+      await filters.load()
       if (!none) warehouse = warehouseStore(ingest.db, timezone)
       game = gameAnalytics(ingest.db)
       server = serverAnalytics(ingest.db)
@@ -58,5 +61,6 @@ export default definePlugin({
       .use(warehouseRoutes(ctx.guard, ingest, () => warehouse))
       .use(gameRoutes(ctx.guard, games, () => started(game)))
       .use(serverRoutes(ctx.guard, games, () => started(server)))
+      .use(filters.routes)
   },
 })

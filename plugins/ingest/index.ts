@@ -101,6 +101,7 @@ export default definePlugin({
       write: (list, o) => serverWrite(ingestor, list, o.payments),
       invocations: (q) => invocations(db, q),
       idle: () => writer.idle(),
+      setFilter: (gameId, env, f) => ingestor.setFilter(gameId, env, f),
       async ingest(list) {
         const { events, errors } = validateEvents(list, { payments: false })
         if (errors.length) throw new Invalid(`${errors.length} invalid events`, { errors })

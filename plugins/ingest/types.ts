@@ -6,6 +6,18 @@ import type { InvocationQuery, InvocationRow } from './store'
  * What the ingest plugin offers the plugins that depend on it (`ctx.service('ingest')`): the
  * rollup extension point, the event store its rollups live in, and server-side writes.
  */
+/**
+ * A sampling filter of one game and environment (the analytics `filters`), applied by the
+ * client-facing ingestion routes on top of the environment's sampling rate. Payments are never
+ * sampled or dropped; server-side writes are not filtered.
+ */
+export interface IngestFilter {
+  /** Share of users kept, 0..1, multiplying the environment's own rate. */
+  samplingRate: number
+  /** Event names not stored at all. */
+  dropEvents: ReadonlySet<string>
+}
+
 export interface IngestService {
   /**
    * Adds a rollup to every commit (see `rollup.ts`): its rows are written in the same
@@ -37,6 +49,8 @@ export interface IngestService {
   invocations(
     q: InvocationQuery,
   ): Promise<{ items: InvocationRow[]; total: number; page: number; pageSize: number }>
+  /** Sets or (undefined) removes a game and environment's sampling filter; the next request follows it. */
+  setFilter(gameId: string, env: string, filter: IngestFilter | undefined): void
   /** Waits for every commit queued so far (tests, shutdown of dependants). */
   idle(): Promise<void>
 }
