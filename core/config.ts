@@ -238,7 +238,8 @@ export function loadConfig(
   try {
     parsed = parseYaml(text) ?? {}
   } catch (e) {
-    throw new ConfigError([`YAML: ${(e as Error).message.split('\n')[0]}`])
+    // The whole message: the line and column, then the offending line with a caret under it.
+    throw new ConfigError([`YAML: ${(e as Error).message.trimEnd()}`])
   }
   if (typeof parsed !== 'object' || Array.isArray(parsed))
     throw new ConfigError(['(root): expected a mapping'])

@@ -182,9 +182,18 @@ export interface Provider {
 export interface ProviderDefinition<S extends TSchema = TSchema> {
   /** The `type` named in a channel's configuration. */
   type: string
-  /** Settings schema; names of secret fields are listed so reads mask them. */
+  /**
+   * Settings schema. Secret fields are marked in it (`Secret`, `SecretUrl`, `SecretValues` of
+   * core/secrets.ts; a plain JSON schema marks them with `secret: 'value' | 'url' | 'values'`), and
+   * every read, log line and worker view masks what it marks.
+   */
   config: S
-  secrets?: readonly string[]
+  /**
+   * Spec 2: a top-level setting written `$VAR` names an environment variable. Notify expands it
+   * before `create`: from the whole environment for channels the YAML configures, and only from
+   * the variables `plugins.notify.api_env` lists for settings that arrive through the API.
+   */
+  expandEnv?: boolean
   create(settings: Static<S>, env: { log: Logger }): Provider | Promise<Provider>
 }
 

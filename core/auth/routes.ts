@@ -1,12 +1,13 @@
 import { Elysia, t } from 'elysia'
 import { NotFound, Unauthorized } from '../http'
+import { Enum } from '../schema'
 import { SCOPES } from './app-tokens'
 import type { authGuard } from './guard'
 import { ROLES } from './roles'
 import { AuthService } from './service'
 import { clientAddress } from './throttle'
 
-const Role = t.UnionEnum(ROLES)
+const Role = Enum(ROLES)
 const UserOut = t.Object({ id: t.String(), email: t.String(), name: t.String(), roles: t.Array(t.String()) })
 const UserFull = t.Object({
   id: t.String(),
@@ -29,7 +30,7 @@ const V1User = t.Object({ id: t.String(), username: t.String(), role: t.String()
 const AppTokenBody = t.Object(
   {
     name: t.String({ minLength: 1, maxLength: 200 }),
-    scopes: t.Array(t.UnionEnum(SCOPES), { minItems: 1, uniqueItems: true }),
+    scopes: t.Array(Enum(SCOPES), { minItems: 1, uniqueItems: true }),
   },
   { additionalProperties: false },
 )
@@ -71,6 +72,10 @@ export function authRoutes(
           tags: ['auth'],
           summary: 'Log in with email and password; 401 on wrong credentials',
           description: THROTTLE_DOC,
+          responses: {
+            401: { description: 'Wrong credentials' },
+            429: { description: 'Too many failed attempts (too_many_attempts, Retry-After)' },
+          },
         },
       },
     )
@@ -85,6 +90,10 @@ export function authRoutes(
           summary:
             'Rotate a refresh token: answers a new access token and a new refresh token; a reused refresh token revokes its whole session family (401)',
           description: THROTTLE_DOC,
+          responses: {
+            401: { description: 'Unknown, expired or reused refresh token' },
+            429: { description: 'Too many failed attempts (too_many_attempts, Retry-After)' },
+          },
         },
       },
     )
@@ -106,6 +115,10 @@ export function authRoutes(
           tags: ['auth'],
           summary: 'Notification-service login by username (no envelope)',
           description: THROTTLE_DOC,
+          responses: {
+            401: { description: 'Wrong credentials' },
+            429: { description: 'Too many failed attempts (too_many_attempts, Retry-After)' },
+          },
         },
       },
     )
@@ -128,6 +141,11 @@ export function authRoutes(
           tags: ['auth'],
           summary: 'New token from a valid one (Bearer, cookie service_token or query token)',
           description: THROTTLE_DOC,
+          security: [{ bearer: [] }],
+          responses: {
+            401: { description: 'Missing, invalid or expired token' },
+            429: { description: 'Too many failed attempts (too_many_attempts, Retry-After)' },
+          },
         },
       },
     )
@@ -145,6 +163,8 @@ export function authRoutes(
         detail: {
           tags: ['auth'],
           summary: 'The current user: 401 without a valid token, 404 when the user was deleted',
+          security: [{ bearer: [] }],
+          responses: { 404: { description: 'The user was deleted' } },
         },
       },
     )
