@@ -37,13 +37,15 @@ const toFilter = (gameId: string, env: string, r: Row | undefined) => ({
  * Sampling filters of the server analytics (`GET/PUT /api/v1/analytics/filters`): stored in the
  * main store and handed to ingestion, which follows them from the next request on. The rate
  * multiplies the environment's own sampling rate (users are kept or dropped whole); dropped
- * event names are not stored; payments and server-side writes are never filtered.
+ * event names are not stored; payments and server-side writes are never filtered. Other
+ * instances on the same store re-read a changed filter when its change notice arrives.
  */
 export function filterRoutes(
   guard: PluginContext<unknown>['guard'],
   db: Db,
   games: GamesService,
   ingest: IngestService,
+  changes: PluginContext<unknown>['changes'],
 ) {
   const apply = (gameId: string, env: string, f: ReturnType<typeof toFilter>) =>
     ingest.setFilter(gameId, env, { samplingRate: f.samplingRate, dropEvents: new Set(f.dropEvents) })
@@ -53,6 +55,12 @@ export function filterRoutes(
   }
   const read = (q: { gameId: string; env: string }) =>
     db.get<Row>('SELECT * FROM analytics_filters WHERE game_id = ? AND env = ?', [q.gameId, q.env])
+  // Other instances sharing the store re-read a filter when told (PostgreSQL LISTEN/NOTIFY).
+  changes.on('analytics.filters', async (d, origin) => {
+    if (origin !== 'remote') return
+    const q = { gameId: String(d.gameId), env: String(d.env) }
+    apply(q.gameId, q.env, toFilter(q.gameId, q.env, await read(q)))
+  })
   return {
     /** Hands every stored filter to ingestion (at start). */
     async load() {
@@ -101,6 +109,7 @@ export function filterRoutes(
           )
           const saved = toFilter(query.gameId, query.env, row)
           apply(query.gameId, query.env, saved)
+          await changes.publish('analytics.filters', { gameId: query.gameId, env: query.env })
           return saved
         },
         {

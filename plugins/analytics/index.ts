@@ -46,7 +46,7 @@ export default definePlugin({
     let warehouse: ReturnType<typeof warehouseStore> | undefined
     let game: ReturnType<typeof gameAnalytics> | undefined
     let server: ReturnType<typeof serverAnalytics> | undefined
-    const filters = filterRoutes(ctx.guard, ctx.db, games, ingest)
+    const filters = filterRoutes(ctx.guard, ctx.db, games, ingest, ctx.changes)
     ctx.onStart(async () => {
       await filters.load()
       if (!none) warehouse = warehouseStore(ingest.db, timezone)
