@@ -40,6 +40,9 @@ const toFilter = (gameId: string, env: string, r: Row | undefined) => ({
  * event names are not stored; payments and server-side writes are never filtered. Other
  * instances on the same store re-read a changed filter when its change notice arrives.
  */
+/** Documented beside the success answer: an unknown game or environment. */
+const NOT_FOUND = { 404: { description: 'unknown game or environment' } }
+
 export function filterRoutes(
   guard: PluginContext<unknown>['guard'],
   db: Db,
@@ -81,6 +84,7 @@ export function filterRoutes(
           response: { 200: FilterOut },
           detail: {
             tags: ['analytics'],
+            responses: NOT_FOUND,
             summary: 'The sampling filter of a game and environment (none stored: rate 1, nothing dropped)',
           },
         },
@@ -120,6 +124,7 @@ export function filterRoutes(
           response: { 200: FilterOut },
           detail: {
             tags: ['analytics'],
+            responses: NOT_FOUND,
             summary:
               'Saves the sampling filter (fields not named keep their value); ingestion follows it from the next request',
             description:

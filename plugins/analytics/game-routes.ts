@@ -106,7 +106,12 @@ export function gameRoutes(guard: PluginContext<unknown>['guard'], games: GamesS
   }
   const doc = (summary: string, description?: string) => ({
     permission: 'analytics:read' as const,
-    detail: { tags: ['game analytics'], summary, description },
+    detail: {
+      tags: ['game analytics'],
+      summary,
+      description,
+      responses: { 404: { description: 'unknown game' } },
+    },
   })
   const dated = { params: Params, query: DateQuery }
   return new Elysia({ name: 'analytics.game' })

@@ -1,6 +1,7 @@
 import { Elysia, t } from 'elysia'
 import { NotFound } from '../../core/http'
 import type { PluginContext } from '../../core/plugin'
+import { Enum } from '../../core/schema'
 import type { GamesService } from '../games/types'
 import { dayRange } from './game-routes'
 import { intParam } from './schema'
@@ -70,6 +71,9 @@ const PaymentsDailyOut = t.Array(
 )
 
 /** Server analytics beyond the warehouse family (spec 1 "other endpoints"; the analytics error body). */
+/** Documented beside the success answer: an unknown game or environment. */
+const NOT_FOUND = { 404: { description: 'unknown game or environment' } }
+
 export function serverRoutes(
   guard: PluginContext<unknown>['guard'],
   games: GamesService,
@@ -98,6 +102,7 @@ export function serverRoutes(
         response: { 200: OverviewOut },
         detail: {
           tags: ['analytics'],
+          responses: NOT_FOUND,
           summary: 'KPIs of a period (default the last 7 days) beside the period as long just before it',
           description:
             "dau: average daily active users (login, session_start); mau: distinct users of the 30 days ending with the period; newUsers: first seen; revenue: successful payments (main currency unit); arpu = revenue / active users of the period; arppu = revenue / paying users; d1Retention: share of the users first seen in the period (its last day excluded) active the next day. Days are the game's (its time zone). At most 92 days.",
@@ -124,8 +129,8 @@ export function serverRoutes(
         query: t.Object({
           ...Scoped,
           interval: t.Optional(
-            t.UnionEnum(['day', 'week'], {
-              description: 'cohorts per day (default) or per week (from Monday)',
+            Enum(['day', 'week'], {
+              description: 'cohorts per day or per week (from Monday); absent: day',
             }),
           ),
           size: t.Optional(
@@ -138,6 +143,7 @@ export function serverRoutes(
         response: { 200: RetentionOut },
         detail: {
           tags: ['analytics'],
+          responses: NOT_FOUND,
           summary:
             'Cohort retention: users first seen per day (week), and the share active 1..size days (weeks) after',
           description:
@@ -159,6 +165,7 @@ export function serverRoutes(
         response: { 200: PaymentsOut },
         detail: {
           tags: ['analytics'],
+          responses: NOT_FOUND,
           summary:
             'Payment summary of a period (default the last 30 days): revenue (successful, each order once), refunds, failed payments, transactions, paying users',
           description:
@@ -180,6 +187,7 @@ export function serverRoutes(
         response: { 200: PaymentsDailyOut },
         detail: {
           tags: ['analytics'],
+          responses: NOT_FOUND,
           summary:
             'Payments per day of a period (default the last 30 days): revenue, refunds, transactions, paying users',
         },
