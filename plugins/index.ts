@@ -4,6 +4,7 @@ import analytics from './analytics'
 import experiments from './experiments'
 import games from './games'
 import ingest from './ingest'
+import ml from './ml'
 import notify from './notify'
 import smtpProvider from './smtp-provider'
 import webhookProvider from './webhook-provider'
@@ -17,6 +18,7 @@ export const plugins: Record<string, PluginManifest> = {
   experiments,
   ingest,
   analytics,
+  ml,
   notify,
   agents,
   'webhook-provider': webhookProvider,

@@ -8,7 +8,7 @@ import type { Rollup } from './rollup'
 import { ingestRoutes } from './routes'
 import { IngestConfig } from './schema'
 import { Ingestor } from './service'
-import { invocations, purge } from './store'
+import { invocations, purge, scanEvents } from './store'
 import type { IngestService } from './types'
 import { validateEvents } from './validate'
 import { COMMITS_IN_FLIGHT, GroupWriter } from './writer'
@@ -100,6 +100,7 @@ export default definePlugin({
       },
       write: (list, o) => serverWrite(ingestor, list, o.payments),
       invocations: (q) => invocations(db, q),
+      scan: (q) => scanEvents(db, q),
       idle: () => writer.idle(),
       setFilter: (gameId, env, f) => ingestor.setFilter(gameId, env, f),
       async ingest(list) {

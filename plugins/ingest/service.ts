@@ -5,8 +5,8 @@ import type { SharedState } from '../../core/shared'
 import type { Environment, GamesService } from '../games/types'
 import type { IngestConfig } from './schema'
 import { NonceCache, replayError, signatureError } from './signature'
-import { type NormEvent, sameStreamAsPrevious, streamKey } from './validate'
 import type { IngestFilter } from './types'
+import { type NormEvent, sameStreamAsPrevious, streamKey } from './validate'
 import type { GroupWriter } from './writer'
 
 const tooLarge = (what: string, limit: number) =>

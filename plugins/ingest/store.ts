@@ -1,6 +1,7 @@
 import type { Db, Param } from '../../core/db'
 import type { Rollup } from './rollup'
 import { DAY } from './sql'
+import type { ScannedEvent } from './types'
 
 const n = (v: unknown) => Number(v ?? 0)
 
@@ -97,4 +98,58 @@ export async function purge(
     for (const r of rollups) if (r.purge) deleted += await r.purge(db, { gameId: g, env: e }, cutoff)
   }
   return deleted
+}
+
+/** See `EventsService.scan`. */
+export async function scanEvents(
+  db: Db,
+  q: {
+    gameId: string
+    env?: string
+    events?: string[]
+    from: number
+    to: number
+    afterId?: number
+    limit: number
+  },
+): Promise<ScannedEvent[]> {
+  const where = ['game_id = ?', 'id > ?', 'ts >= ?', 'ts <= ?']
+  const params: Param[] = [q.gameId, q.afterId ?? -1, q.from, q.to]
+  if (q.env !== undefined) {
+    where.push('env = ?')
+    params.push(q.env)
+  }
+  if (q.events?.length) {
+    where.push(`event IN (${q.events.map(() => '?').join(', ')})`)
+    params.push(...q.events)
+  }
+  const rows = await db.all<{
+    id: number
+    game_id: string
+    env: string
+    event: string
+    ts: number
+    user_id: string | null
+    amount_cents: number | null
+    props: string
+  }>(
+    `SELECT id, game_id, env, event, ts, user_id, amount_cents, props FROM ingest_events WHERE ${where.join(' AND ')} ORDER BY id LIMIT ?`,
+    [...params, Math.max(1, Math.min(10_000, Math.floor(q.limit)))],
+  )
+  return rows.map((r) => {
+    let props: Record<string, unknown> = {}
+    try {
+      props = JSON.parse(r.props)
+    } catch {}
+    return {
+      id: n(r.id),
+      gameId: r.game_id,
+      env: r.env,
+      event: r.event,
+      ts: n(r.ts),
+      userId: r.user_id,
+      amountCents: r.amount_cents === null ? null : n(r.amount_cents),
+      props,
+    }
+  })
 }

@@ -2,6 +2,21 @@ import type { Db } from '../../core/db'
 import type { Rollup } from './rollup'
 import type { InvocationQuery, InvocationRow } from './store'
 
+/** One stored event as `IngestService.scan` returns it. */
+export interface ScannedEvent {
+  /** The store's time-ordered id: pass the last one as `afterId` for the next page. */
+  id: number
+  gameId: string
+  env: string
+  event: string
+  /** Client time, epoch ms. */
+  ts: number
+  userId: string | null
+  amountCents: number | null
+  /** The event object as sent (business fields at top level or inside `attrs`). */
+  props: Record<string, unknown>
+}
+
 /**
  * What the ingest plugin offers the plugins that depend on it (`ctx.service('ingest')`): the
  * rollup extension point, the event store its rollups live in, and server-side writes.
@@ -51,9 +66,27 @@ export interface IngestService {
   ): Promise<{ items: InvocationRow[]; total: number; page: number; pageSize: number }>
   /** Sets or (undefined) removes a game and environment's sampling filter; the next request follows it. */
   setFilter(gameId: string, env: string, filter: IngestFilter | undefined): void
+  /**
+   * One page of raw events of a game (training sets of the ml plugin), in store order, at most
+   * `limit` (<= 10,000) rows: `env`, `events` (names) and the client-time range `[from, to]`
+   * (epoch ms) narrow it; `afterId` continues after the last row of the previous page. A full
+   * read walks the event table once, page by page.
+   */
+  scan(q: {
+    gameId: string
+    env?: string
+    events?: string[]
+    from: number
+    to: number
+    afterId?: number
+    limit: number
+  }): Promise<ScannedEvent[]>
   /** Waits for every commit queued so far (tests, shutdown of dependants). */
   idle(): Promise<void>
 }
+
+/** The part of the service the ml plugin reads its training sets through. */
+export type EventsService = Pick<IngestService, 'scan' | 'ingest'>
 
 declare module '../../core/plugin' {
   interface Services {
