@@ -1,5 +1,6 @@
 import type { PluginManifest } from '../core/plugin'
 import agents from './agents'
+import analytics from './analytics'
 import audit from './audit'
 import experiments from './experiments'
 import games from './games'
@@ -20,6 +21,7 @@ export const plugins: Record<string, PluginManifest> = {
   games,
   experiments,
   ingest,
+  analytics,
   ml,
   notify,
   agents,
