@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'bun:test'
-import { EvalError, MAX_LENGTH, MatchError, type MatchInput, compile } from './match'
+import { MatchEvalError, MAX_LENGTH, MatchError, type MatchInput, compile } from './match'
 
 const n = (over: Partial<MatchInput> = {}): MatchInput => ({
   type: 'db.replica_lag',
@@ -81,8 +81,8 @@ describe('match language', () => {
 
   test('values that cannot be ordered fail at evaluation (the engine skips the rule)', () => {
     const f = compile('params.tags > 3')
-    expect(() => f(n())).toThrow(EvalError)
-    expect(() => compile('"x" in params.lag')(n())).toThrow(EvalError)
+    expect(() => f(n())).toThrow(MatchEvalError)
+    expect(() => compile('"x" in params.lag')(n())).toThrow(MatchEvalError)
   })
 
   test('fuzz: random and hostile input never throws past MatchError and never hangs', () => {
@@ -176,7 +176,7 @@ describe('match language', () => {
           try {
             expect(typeof f(x)).toBe('boolean')
           } catch (e) {
-            if (!(e instanceof EvalError)) throw e
+            if (!(e instanceof MatchEvalError)) throw e
           }
         }
       } catch (e) {

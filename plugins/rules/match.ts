@@ -43,7 +43,7 @@ export class MatchError extends Error {
 }
 
 /** Thrown at evaluation when operands cannot be compared; the engine skips the rule. */
-export class EvalError extends Error {}
+export class MatchEvalError extends Error {}
 
 type Tok =
   | { k: 'str'; v: string; at: number }
@@ -322,7 +322,7 @@ function order(a: Value, b: Value, levels: boolean): number {
   if (typeof a === 'string' && typeof b === 'string') return a < b ? -1 : a > b ? 1 : 0
   const x = numeric(a)
   const y = numeric(b)
-  if (x === undefined || y === undefined) throw new EvalError('operands cannot be ordered')
+  if (x === undefined || y === undefined) throw new MatchEvalError('operands cannot be ordered')
   return x - y
 }
 
@@ -330,7 +330,7 @@ function contains(hay: Value, needle: Value): boolean {
   if (Array.isArray(hay)) return hay.some((h) => equals(h, needle))
   if (typeof hay === 'string' && typeof needle === 'string') return hay.includes(needle)
   if (hay == null) return false
-  throw new EvalError("right side of 'in' must be a list or a string")
+  throw new MatchEvalError("right side of 'in' must be a list or a string")
 }
 
 function predicate(n: Node): (x: MatchInput) => boolean {
