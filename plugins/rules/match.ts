@@ -270,7 +270,7 @@ export function parse(src: string): Node {
 
   const tree = or(0)
   const rest = peek()
-  if (rest.k !== 'end') throw new MatchError(`unexpected '${rest.k === 'end' ? '' : rest.v}'`, rest.at)
+  if (rest.k !== 'end') throw new MatchError(`unexpected '${rest.v}'`, rest.at)
   return tree
 }
 
