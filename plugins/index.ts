@@ -3,6 +3,7 @@ import experiments from './experiments'
 import games from './games'
 import ingest from './ingest'
 import notify from './notify'
+import rules from './rules'
 import smtpProvider from './smtp-provider'
 import webhookProvider from './webhook-provider'
 
@@ -15,6 +16,7 @@ export const plugins: Record<string, PluginManifest> = {
   experiments,
   ingest,
   notify,
+  rules,
   'webhook-provider': webhookProvider,
   'smtp-provider': smtpProvider,
 } as Record<string, PluginManifest>

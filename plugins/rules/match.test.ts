@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'bun:test'
-import { MatchEvalError, MAX_LENGTH, MatchError, type MatchInput, compile } from './match'
+import { MAX_LENGTH, MatchError, MatchEvalError, type MatchInput, compile } from './match'
 
 const n = (over: Partial<MatchInput> = {}): MatchInput => ({
   type: 'db.replica_lag',
