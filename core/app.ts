@@ -2,17 +2,18 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { openapi } from '@elysiajs/openapi'
 import { type AnyElysia, Elysia } from 'elysia'
-import { authGuard, rateLimiting } from './auth/guard'
+import { authGuard } from './auth/guard'
 import { coreMigrations } from './auth/migrations'
+import { CORE_AREAS } from './auth/roles'
 import { authRoutes } from './auth/routes'
 import { AuthService } from './auth/service'
 import { Bus } from './bus'
 import type { LoadedConfig } from './config'
 import { type Db, type MigrationSet, migrate, openDb } from './db'
-import { errorHandler } from './http'
+import { ErrorFamilies, errorHandler } from './http'
 import { type Logger, createLogger } from './log'
 import { Metrics } from './metrics'
-import { type Monitor, monitoring } from './monitoring'
+import { HealthChecks, monitoring } from './monitoring'
 import { NativeRoutes } from './native'
 import { type PluginContext, type PluginManifest, ProviderRegistry, type Services } from './plugin'
 import { RateLimiter } from './ratelimit'
@@ -162,25 +163,31 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
       adminToken: core.auth.admin_token,
     })
     await auth.init()
+    // The role table is whole before any route exists: a route naming an undeclared area fails here.
+    auth.permissions.declare('core', CORE_AREAS)
+    const families = new ErrorFamilies()
+    for (const p of ordered) {
+      if (p.permissions) auth.permissions.declare(p.name, p.permissions)
+      for (const f of p.errors ?? []) families.add(f.prefix, f.body)
+    }
     const generatedAdminPassword = await bootstrapAdmin(auth, core.admin.email, core.admin.password, log)
 
     const metrics = new Metrics()
     const bus = new Bus((event, e) => log.error('bus listener failed', { event, error: String(e) }))
     const providers = new ProviderRegistry()
     const limiter = new RateLimiter(core.rate_limit.requests_per_minute, core.rate_limit.burst)
-    const guard = authGuard(auth, limiter)
-    const rateLimit = rateLimiting(limiter)
-    const services = new Map<string, unknown>()
+    const guard = authGuard({ auth, limiter })
+    const services = new Map<string, { owner: string; service: unknown }>()
     const starts: Array<() => Promise<void> | void> = []
-    const monitor: Monitor = { agents: () => ({ total: 0, online: 0 }) }
+    const checks = new HealthChecks()
 
-    const mon = monitoring({ db, metrics, config: core, guard, monitor })
+    const mon = monitoring({ db, metrics, config: core, guard, checks })
     stops.push(mon.close)
 
     const app = new Elysia({
       serve: { maxRequestBodySize: Math.round(core.server.body_limit_mb * 1024 * 1024) },
     })
-      .use(errorHandler)
+      .use(errorHandler(families))
       .use(
         openapi({
           path: '/docs',
@@ -192,7 +199,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
               version: '1',
               description:
                 'Self-hosted back end for live games. Error bodies: `/api/*` answers `{error, message, timestamp, path}`; ' +
-                '`/api/v1/analytics/*` answers `{error, message, details}`; the other `/api/v1/*` routes answer the envelope ' +
+                'the server analytics family (`/api/v1/analytics/*`) answers `{error, message, details}`; the other `/api/v1/*` routes answer the envelope ' +
                 '`{code, message, data}` (code 0 on success, the HTTP status on error). Authenticated API responses carry ' +
                 'X-RateLimit-Limit/Remaining/Reset; past the limit they answer 429 with Retry-After.',
             },
@@ -235,9 +242,10 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
         logRequest(request.method, route, status, seconds)
       })
     app.use(mon.app).use(authRoutes(auth, guard))
-    const routes = new NativeRoutes(metrics, logRequest)
+    const routes = new NativeRoutes(metrics, logRequest, families)
 
     for (const p of ordered) {
+      const deps = new Set(p.dependsOn ?? [])
       const ctx: PluginContext<unknown> = {
         name: p.name,
         config: config.plugins[p.name],
@@ -248,23 +256,26 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
         bus,
         auth,
         guard,
-        rateLimit,
         providers,
         provide: (name, service) => {
-          services.set(name, service)
+          if (services.has(name)) throw new Error(`service '${String(name)}' provided twice`)
+          services.set(name, { owner: p.name, service })
         },
         service: <K extends keyof Services>(name: K): Services[K] => {
-          if (!services.has(name))
+          const s = services.get(name)
+          if (!s)
             throw new Error(
-              `plugin '${p.name}' asked for service '${String(name)}' that no plugin provides (add it to dependsOn)`,
+              `plugin '${p.name}' asked for service '${String(name)}' that no enabled plugin provides`,
             )
-          return services.get(name) as Services[K]
+          if (s.owner !== p.name && !deps.has(s.owner))
+            throw new Error(
+              `plugin '${p.name}' uses service '${String(name)}' of '${s.owner}' without listing it in dependsOn`,
+            )
+          return s.service as Services[K]
         },
+        health: (name, check, opts) => checks.add(name, check, opts),
         fastRoute: (method, path, handler) => routes.add(method, path, handler),
         staticRoute: (path, response) => routes.setStatic(path, response),
-        setAgentCounter: (fn) => {
-          monitor.agents = fn
-        },
         onStart: (fn) => {
           starts.push(fn)
         },
@@ -273,8 +284,6 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
         },
       }
       app.use(await p.setup(ctx as never))
-      if (p.start) starts.push(() => p.start!(ctx as never))
-      if (p.stop) stops.push(() => p.stop!(ctx as never))
     }
     for (const fn of starts) await fn()
 

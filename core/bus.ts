@@ -1,12 +1,11 @@
+import type { BusEvents } from './events'
+
+export type { BusEvents }
+
 /**
- * In-process typed events. Plugins add their event names by augmenting `BusEvents`:
- *
- *   declare module '../../core/bus' { interface BusEvents { 'certificate_expiring': { domain: string } } }
- *
+ * In-process typed events; the events and their payloads are listed in `core/events.ts`.
  * A listener that throws is logged and never breaks the emitter or the other listeners.
  */
-// biome-ignore lint/suspicious/noEmptyInterface: augmented by plugins
-export interface BusEvents {}
 
 type Listener<T> = (payload: T) => void | Promise<void>
 

@@ -31,13 +31,6 @@ export const CoreConfigSchema = T.Object(
       },
       { ...Strict, default: {} },
     ),
-    warehouse: T.Object(
-      {
-        /** `embedded` (the main store), a SQLite path, a PostgreSQL URL, or `none` (env WAREHOUSE_DSN). */
-        dsn: T.String({ default: 'embedded' }),
-      },
-      { ...Strict, default: {} },
-    ),
     auth: T.Object(
       {
         /** HS256 signing secret; empty: generated once and kept in data_dir (env JWT_SECRET). */
@@ -48,8 +41,6 @@ export const CoreConfigSchema = T.Object(
         refresh_ttl_s: T.Integer({ minimum: 300, default: 30 * 24 * 3600 }),
         /** Value of the `x-admin-token` header that authenticates internal services; empty disables it. */
         admin_token: T.String({ default: '' }),
-        /** Spec 2 `auth.enabled`: off opens the notification routes to anonymous callers. */
-        enabled: T.Boolean({ default: true }),
       },
       { ...Strict, default: {} },
     ),
@@ -170,16 +161,18 @@ export function check<S extends TSchema>(
   return value as Static<S>
 }
 
+function setPath(target: Record<string, unknown>, path: string[], v: unknown) {
+  let o = target
+  for (const k of path.slice(0, -1)) {
+    if (!o[k] || typeof o[k] !== 'object') o[k] = {}
+    o = o[k] as Record<string, unknown>
+  }
+  o[path[path.length - 1]] = v
+}
+
 /** The running contract: these variables win over the YAML. */
 function applyEnv(raw: Record<string, unknown>, env: Record<string, string | undefined>) {
-  const set = (path: string[], v: unknown) => {
-    let o = raw
-    for (const k of path.slice(0, -1)) {
-      if (!o[k] || typeof o[k] !== 'object') o[k] = {}
-      o = o[k] as Record<string, unknown>
-    }
-    o[path[path.length - 1]] = v
-  }
+  const set = (path: string[], v: unknown) => setPath(raw, path, v)
   if (env.PORT) set(['server', 'port'], env.PORT)
   if (env.HOST) set(['server', 'host'], env.HOST)
   if (env.DATA_DIR) set(['data_dir'], env.DATA_DIR)
@@ -189,9 +182,6 @@ function applyEnv(raw: Record<string, unknown>, env: Record<string, string | und
   if (env.ADMIN_PASSWORD) set(['admin', 'password'], env.ADMIN_PASSWORD)
   if (env.ADMIN_TOKEN) set(['auth', 'admin_token'], env.ADMIN_TOKEN)
   if (env.REDIS_URL) set(['redis', 'url'], env.REDIS_URL)
-  // Set but empty means "no warehouse" (running contract).
-  if (env.WAREHOUSE_DSN !== undefined)
-    set(['warehouse', 'dsn'], env.WAREHOUSE_DSN === '' ? 'none' : env.WAREHOUSE_DSN)
   if (env.TELEMETRY_PROMETHEUS_ENABLED)
     set(['telemetry', 'prometheus', 'enabled'], env.TELEMETRY_PROMETHEUS_ENABLED)
 }
@@ -203,7 +193,8 @@ export interface LoadedConfig {
 }
 
 export interface PluginSchemas {
-  [name: string]: { config?: TSchema }
+  /** A plugin's settings schema and the environment variables that override its settings. */
+  [name: string]: { config?: TSchema; env?: Readonly<Record<string, string>> }
 }
 
 /**
@@ -235,9 +226,10 @@ export function loadConfig(
       errors.push(`plugins.${name}: unknown plugin; known plugins: ${names.join(', ')}`)
       continue
     }
-    plugins[name] = def.config
-      ? check(def.config, settings ?? {}, `plugins.${name}`, errors)
-      : (settings ?? {})
+    const own = (settings && typeof settings === 'object' ? settings : {}) as Record<string, unknown>
+    for (const [variable, path] of Object.entries(def.env ?? {}))
+      if (env[variable] !== undefined) setPath(own, path.split('.'), env[variable])
+    plugins[name] = def.config ? check(def.config, own, `plugins.${name}`, errors) : own
   }
   if (errors.length) throw new ConfigError(errors)
   return { core, plugins }

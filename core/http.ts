@@ -64,18 +64,42 @@ export function invalidField(field: string, reason: string): Invalid {
   return new Invalid(`${field}: ${reason}`, { field, reason })
 }
 
+/**
+ * The error bodies of the API families sharing one server: `general` (spec 1 section 7:
+ * `{error, message, timestamp, path}`), `analytics` (spec 1 server analytics: `{error, message,
+ * details}`) and `envelope` (spec 2 and 3: `{code, message, data}`).
+ */
 export type ErrorFamily = 'general' | 'analytics' | 'envelope'
 
 /**
- * Three API families share one server, each with its own error body (spec 1 section 7, spec 2
- * and 3): the general `/api` family, the server-analytics family and the enveloped `/api/v1`
- * notification and operations family.
+ * Which family a path belongs to: the longest declared prefix wins, `general` when none matches.
+ * Core declares `/api/v1/` (the enveloped notification and operations family); plugins declare
+ * theirs in the manifest (`errors`).
  */
-export function familyOf(path: string): ErrorFamily {
-  if (path.startsWith('/api/v1/analytics')) return 'analytics'
-  if (path.startsWith('/api/v1/')) return 'envelope'
-  return 'general'
+export class ErrorFamilies {
+  private prefixes: Array<{ prefix: string; body: ErrorFamily }> = []
+
+  constructor(initial: ReadonlyArray<{ prefix: string; body: ErrorFamily }> = CORE_FAMILIES) {
+    for (const f of initial) this.add(f.prefix, f.body)
+  }
+
+  add(prefix: string, body: ErrorFamily): void {
+    const prev = this.prefixes.find((p) => p.prefix === prefix)
+    if (prev && prev.body !== body)
+      throw new Error(`error family of '${prefix}' declared as both '${prev.body}' and '${body}'`)
+    if (!prev) this.prefixes.push({ prefix, body })
+    this.prefixes.sort((a, b) => b.prefix.length - a.prefix.length)
+  }
+
+  of(path: string): ErrorFamily {
+    for (const p of this.prefixes) if (path.startsWith(p.prefix)) return p.body
+    return 'general'
+  }
 }
+
+const CORE_FAMILIES = [{ prefix: '/api/v1/', body: 'envelope' as const }]
+/** Core's prefixes alone: for code that answers before an app exists, and for core's own paths. */
+export const coreFamilies = new ErrorFamilies()
 
 /** `new Date().toISOString()`, made once per millisecond: a refusal storm asks many times in each. */
 let isoAt = 0
@@ -112,6 +136,7 @@ export function errorBody(
 const JSON_HEADERS = new Headers({ 'content-type': 'application/json' })
 
 function errorResponse(
+  families: ErrorFamilies,
   path: string,
   status: number,
   code: string,
@@ -119,7 +144,7 @@ function errorResponse(
   details?: unknown,
   headers?: Record<string, string>,
 ) {
-  const family = familyOf(path)
+  const family = families.of(path)
   const body = errorBody(family, path, code, message, details)
   if (family === 'envelope') (body as { code: number }).code = status
   return new Response(JSON.stringify(body), {
@@ -129,11 +154,19 @@ function errorResponse(
 }
 
 /** The error body of a thrown HttpError, or a 500 for anything else (logged). */
-export function httpErrorResponse(path: string, error: unknown): Response {
+export function httpErrorResponse(path: string, error: unknown, families = coreFamilies): Response {
   if (error instanceof HttpError)
-    return errorResponse(path, error.status, error.code, error.message, error.details, error.headers)
+    return errorResponse(
+      families,
+      path,
+      error.status,
+      error.code,
+      error.message,
+      error.details,
+      error.headers,
+    )
   logUnexpected(error, path)
-  return errorResponse(path, 500, 'internal_error', 'internal server error')
+  return errorResponse(families, path, 500, 'internal_error', 'internal server error')
 }
 
 function logUnexpected(error: unknown, path: string) {
@@ -170,7 +203,7 @@ function queryFieldOf(url: URL, found: unknown): string | undefined {
   return keys.length === 1 ? `query.${keys[0]}` : undefined
 }
 
-function validationResponse(url: URL, error: unknown) {
+function validationResponse(families: ErrorFamilies, url: URL, error: unknown) {
   const path = url.pathname
   const e = error as {
     type?: string
@@ -192,32 +225,40 @@ function validationResponse(url: URL, error: unknown) {
   const message = unique.length
     ? unique.map((i) => `${i.field}: ${i.reason}`).join('; ')
     : `${where}: invalid`
-  return errorResponse(path, 400, 'bad_request', message, { field: first.field, errors: unique })
+  return errorResponse(families, path, 400, 'bad_request', message, { field: first.field, errors: unique })
 }
 
 /**
- * The one error mapping. Registered before every plugin so it covers them all.
+ * The one error mapping, made per app with the app's families. Registered before every plugin so
+ * it covers them all.
  */
-export const errorHandler = new Elysia({ name: 'liveops.errors' })
-  .error({ HttpError })
-  .onError({ as: 'global' }, ({ code, error, request }) => {
-    const path = new URL(request.url).pathname
-    if (error instanceof HttpError) return httpErrorResponse(path, error)
-    switch (code) {
-      case 'VALIDATION':
-        return validationResponse(new URL(request.url), error)
-      case 'PARSE':
-        return errorResponse(path, 400, 'bad_request', 'body: malformed JSON')
-      case 'NOT_FOUND':
-        return errorResponse(path, 404, 'not_found', `no route for ${request.method} ${path}`)
-      case 'INVALID_COOKIE_SIGNATURE':
-        return errorResponse(path, 401, 'unauthorized', 'invalid cookie')
-    }
-    const status = (error as { status?: number }).status
-    if (typeof status === 'number' && status >= 400 && status < 500)
-      return errorResponse(path, status, 'bad_request', (error as Error).message ?? 'bad request')
-    return httpErrorResponse(path, error)
-  })
+export function errorHandler(families: ErrorFamilies) {
+  const respond = (path: string, status: number, code: string, message: string) =>
+    errorResponse(families, path, status, code, message)
+  return new Elysia({ name: 'liveops.errors' })
+    .error({ HttpError })
+    .onError({ as: 'global' }, ({ code, error, request }) => {
+      const path = new URL(request.url).pathname
+      if (error instanceof HttpError) return httpErrorResponse(path, error, families)
+      // A refusal thrown by the auth guard's parse hook reaches here wrapped in a ParseError.
+      const cause = (error as { cause?: unknown }).cause
+      if (code === 'PARSE' && cause instanceof HttpError) return httpErrorResponse(path, cause, families)
+      switch (code) {
+        case 'VALIDATION':
+          return validationResponse(families, new URL(request.url), error)
+        case 'PARSE':
+          return respond(path, 400, 'bad_request', 'body: malformed JSON')
+        case 'NOT_FOUND':
+          return respond(path, 404, 'not_found', `no route for ${request.method} ${path}`)
+        case 'INVALID_COOKIE_SIGNATURE':
+          return respond(path, 401, 'unauthorized', 'invalid cookie')
+      }
+      const status = (error as { status?: number }).status
+      if (typeof status === 'number' && status >= 400 && status < 500)
+        return respond(path, status, 'bad_request', (error as Error).message ?? 'bad request')
+      return httpErrorResponse(path, error, families)
+    })
+}
 
 /** The enveloped success body of the `/api/v1` notification and operations family. */
 export function ok<T>(data: T, message = 'ok') {

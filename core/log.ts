@@ -1,5 +1,6 @@
 import { appendFileSync, existsSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs'
 import { dirname } from 'node:path'
+import { maskValue } from './secrets'
 
 export type Level = 'debug' | 'info' | 'warn' | 'error'
 const RANK: Record<Level, number> = { debug: 10, info: 20, warn: 30, error: 40 }
@@ -32,23 +33,17 @@ export interface LogSettings {
   sensitive_fields: string[]
 }
 
-/** Masks secret-bearing fields at any depth: 'set' plus the last 4 characters. */
-export function maskSecrets(value: unknown, sensitive: ReadonlySet<string>): unknown {
-  if (Array.isArray(value)) return value.map((v) => maskSecrets(v, sensitive))
+/** Masks fields named in `log.sensitive_fields` at any depth: 'set' plus the last 4 characters. */
+export function maskNamed(value: unknown, sensitive: ReadonlySet<string>): unknown {
+  if (Array.isArray(value)) return value.map((v) => maskNamed(v, sensitive))
   if (value && typeof value === 'object') {
     const out: Record<string, unknown> = {}
     for (const [k, v] of Object.entries(value)) {
-      out[k] = sensitive.has(k.toLowerCase()) ? maskValue(v) : maskSecrets(v, sensitive)
+      out[k] = sensitive.has(k.toLowerCase()) ? maskValue(v) : maskNamed(v, sensitive)
     }
     return out
   }
   return value
-}
-
-export function maskValue(v: unknown): string {
-  if (v === undefined || v === null || v === '') return ''
-  const s = String(v)
-  return `set${s.length > 8 ? `:${s.slice(-4)}` : ''}`
 }
 
 export function createLogger(
@@ -60,7 +55,7 @@ export function createLogger(
   const make = (component: string): Logger => {
     const emit = (level: Level, msg: string, fields?: LogFields) => {
       if (RANK[level] < min) return
-      const masked = fields ? (maskSecrets(fields, sensitive) as LogFields) : undefined
+      const masked = fields ? (maskNamed(fields, sensitive) as LogFields) : undefined
       const timestamp = new Date().toISOString()
       if (settings.format === 'json') write(JSON.stringify({ timestamp, level, component, msg, ...masked }))
       else

@@ -5,11 +5,7 @@ import type { CoreConfig } from './config'
 import type { Db } from './db'
 import { ok } from './http'
 import type { Metrics } from './metrics'
-import type { AgentCounts } from './plugin'
-
-export interface Monitor {
-  agents: () => Promise<AgentCounts> | AgentCounts
-}
+import type { HealthOptions, HealthResult } from './plugin'
 
 async function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
   let timer: Timer | undefined
@@ -25,6 +21,41 @@ async function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
   }
 }
 
+const round3 = (ms: number) => Math.round(ms * 1000) / 1000
+
+/**
+ * Named health checks: core's (database, redis when configured) and every plugin's
+ * (`ctx.health`). Each runs when asked, with a timeout, and shows in `/healthz`, `/readyz` and
+ * `svc_health_check_up{check}`.
+ */
+export class HealthChecks {
+  private checks = new Map<string, { run: () => Promise<HealthResult> | HealthResult; critical: boolean }>()
+
+  add(name: string, run: () => Promise<HealthResult> | HealthResult, opts: HealthOptions = {}): void {
+    if (this.checks.has(name)) throw new Error(`health check '${name}' registered twice`)
+    this.checks.set(name, { run, critical: opts.critical ?? true })
+  }
+
+  /** Every check's answer (a throw or a timeout is `down` with its message) and whether all critical ones are up. */
+  async run(timeoutMs = 2000): Promise<{ up: boolean; checks: Record<string, HealthResult> }> {
+    const entries = await Promise.all(
+      [...this.checks].map(async ([name, c]) => {
+        let r: HealthResult
+        try {
+          r = await withTimeout(Promise.resolve(c.run()), timeoutMs)
+        } catch (e) {
+          r = { status: 'down', error: (e as Error).message }
+        }
+        return [name, r, c.critical] as const
+      }),
+    )
+    return {
+      up: entries.every(([, r, critical]) => !critical || r.status === 'up'),
+      checks: Object.fromEntries(entries.map(([n, r]) => [n, r])),
+    }
+  }
+}
+
 /**
  * Spec 3 "Health, metrics": `/healthz`, `/readyz`, the JSON metrics and the optional Prometheus
  * exposition. Platform gauges are computed when read, never sampled in the background.
@@ -35,9 +66,9 @@ export function monitoring(deps: {
   config: CoreConfig
   /** The app's one policy-macro instance (shared rate limiter). */
   guard: ReturnType<typeof authGuard>
-  monitor: Monitor
+  checks: HealthChecks
 }) {
-  const { db, metrics, config } = deps
+  const { db, metrics, config, checks } = deps
   const redis = config.redis.url
     ? new RedisClient(config.redis.url, {
         connectionTimeout: 2000,
@@ -48,68 +79,49 @@ export function monitoring(deps: {
 
   const dbUp = metrics.gauge('svc_db_up', '1 when the database answers, 0 when not')
   const dbLatency = metrics.gauge('svc_db_latency_ms', 'Database ping latency in milliseconds')
-  const agentsTotal = metrics.gauge('svc_agents_total', 'Registered agents')
-  const agentsHealthy = metrics.gauge('svc_agents_healthy', 'Agents passing their health check')
-  const functions = metrics.gauge('svc_functions_registered', 'Registered functions')
-  functions.set(0)
+  const checkUp = metrics.gauge('svc_health_check_up', '1 when the named health check is up, 0 when not', [
+    'check',
+  ])
 
-  const checkDb = async () => {
+  checks.add('database', async () => {
     try {
-      const ms = await withTimeout(db.ping(), 2000)
+      const ms = round3(await db.ping())
       dbUp.set(1)
-      dbLatency.set(Math.round(ms * 1000) / 1000)
-      return { status: 'up', latency_ms: Math.round(ms * 1000) / 1000 }
+      dbLatency.set(ms)
+      return { status: 'up', latency_ms: ms }
     } catch (e) {
       dbUp.set(0)
       return { status: 'down', error: (e as Error).message }
     }
-  }
-  const checkAgents = async () => {
-    const a = await deps.monitor.agents()
-    agentsTotal.set(a.total)
-    agentsHealthy.set(a.online)
-    return a
-  }
-  metrics.collect(async () => {
-    await Promise.all([checkDb(), checkAgents()])
   })
+  if (redis)
+    checks.add('redis', async () => {
+      const t0 = performance.now()
+      if (!redis.connected) await redis.connect()
+      await redis.send('PING', [])
+      return { status: 'up', latency_ms: round3(performance.now() - t0) }
+    })
 
   const health = async () => {
-    const [database, agents] = await Promise.all([checkDb(), checkAgents()])
-    type Check = { status: string; latency_ms?: number; error?: string }
-    const checks: { database: Check; agents: AgentCounts; redis?: Check } = { database, agents }
-    let up = database.status === 'up'
-    if (redis) {
-      try {
-        const t = performance.now()
-        await withTimeout(
-          (async () => {
-            if (!redis.connected) await redis.connect()
-            await redis.send('PING', [])
-          })(),
-          2000,
-        )
-        checks.redis = { status: 'up', latency_ms: Math.round((performance.now() - t) * 1000) / 1000 }
-      } catch (e) {
-        checks.redis = { status: 'down', error: (e as Error).message }
-        up = false
-      }
-    }
-    return { up, body: { status: up ? 'ok' : 'unavailable', checks } }
+    const h = await checks.run()
+    for (const [name, r] of Object.entries(h.checks)) checkUp.set({ check: name }, r.status === 'up' ? 1 : 0)
+    return { up: h.up, body: { status: h.up ? 'ok' : 'unavailable', checks: h.checks } }
   }
+  metrics.collect(async () => {
+    await health()
+  })
 
+  const Check = t.Object(
+    { status: t.UnionEnum(['up', 'down']), error: t.Optional(t.String()) },
+    {
+      additionalProperties: true,
+      description: 'One check; fields beyond status are its own (latency_ms, total, online, ...)',
+    },
+  )
   const HealthBody = t.Object({
-    status: t.String({ description: 'ok, or unavailable when a check is down' }),
-    checks: t.Object({
-      database: t.Object({
-        status: t.String(),
-        latency_ms: t.Optional(t.Number()),
-        error: t.Optional(t.String()),
-      }),
-      redis: t.Optional(
-        t.Object({ status: t.String(), latency_ms: t.Optional(t.Number()), error: t.Optional(t.String()) }),
-      ),
-      agents: t.Object({ total: t.Integer(), online: t.Integer() }),
+    status: t.String({ description: 'ok, or unavailable when a critical check is down' }),
+    checks: t.Record(t.String(), Check, {
+      description: "database, redis (when configured), agents and every enabled plugin's checks",
     }),
   })
   const detail = (summary: string) => ({ tags: ['monitoring'], summary })
@@ -129,7 +141,7 @@ export function monitoring(deps: {
     .get(
       '/healthz',
       answer,
-      healthRoute('Liveness with the database, redis (when configured) and agent checks'),
+      healthRoute('Liveness: every health check (database, redis when configured, agents, plugins)'),
     )
     .get('/readyz', answer, healthRoute('Readiness: 503 until every configured dependency answers'))
     .get('/api/v1/monitoring/metrics', async () => ok(await metrics.json()), {

@@ -1,4 +1,4 @@
-import { httpErrorResponse } from './http'
+import { type ErrorFamilies, httpErrorResponse } from './http'
 import type { Metrics } from './metrics'
 import type { FastHandler, FastMethod, FastServer } from './plugin'
 
@@ -23,6 +23,7 @@ export class NativeRoutes {
   constructor(
     private metrics: Metrics,
     private logRequest: LogRequest,
+    private families: ErrorFamilies,
   ) {}
 
   add(method: FastMethod, path: string, handler: FastHandler): void {
@@ -73,7 +74,7 @@ export class NativeRoutes {
     // A path without parameters is the request's path: no URL to parse on the error path.
     const fixed = !path.includes(':') && !path.includes('*')
     const fail = (request: Request, e: unknown) =>
-      httpErrorResponse(fixed ? path : new URL(request.url).pathname, e)
+      httpErrorResponse(fixed ? path : new URL(request.url).pathname, e, this.families)
     return (request, server) => {
       const t0 = performance.now()
       let out: Response | Promise<Response>

@@ -1,10 +1,12 @@
 import type { Static, TSchema } from '@sinclair/typebox'
 import type { AnyElysia } from 'elysia'
-import type { authGuard, rateLimiting } from './auth/guard'
+import type { authGuard } from './auth/guard'
+import type { Areas } from './auth/roles'
 import type { AuthService } from './auth/service'
 import type { Bus } from './bus'
 import type { CoreConfig } from './config'
 import type { Db, Migration } from './db'
+import type { ErrorFamily } from './http'
 import type { Logger } from './log'
 import type { Metrics } from './metrics'
 
@@ -20,10 +22,15 @@ import type { Metrics } from './metrics'
 // biome-ignore lint/suspicious/noEmptyInterface: augmented by plugins
 export interface Services {}
 
-/** Health contributions (spec 3: `checks.agents`), filled by whichever plugin tracks agents. */
-export interface AgentCounts {
-  total: number
-  online: number
+/**
+ * One health check's answer. `status` is `up` or `down`; any other fields (counts, latency) are
+ * shown under `checks.<name>` of `/healthz` and `/readyz`.
+ */
+export type HealthResult = { status: 'up' | 'down'; error?: string } & Record<string, unknown>
+
+export interface HealthOptions {
+  /** A failing critical check turns `/healthz` and `/readyz` to 503; others only report. Default true. */
+  critical?: boolean
 }
 
 export type FastMethod = 'GET' | 'POST'
@@ -42,7 +49,7 @@ export interface PluginContext<C> {
   name: string
   /** `plugins.<name>` of the YAML, validated and with defaults applied. */
   config: C
-  /** The whole validated configuration (read-only). */
+  /** The platform settings (server, database, auth, log, telemetry, redis), read-only. */
   core: CoreConfig
   db: Db
   metrics: Metrics
@@ -50,17 +57,21 @@ export interface PluginContext<C> {
   bus: Bus
   auth: AuthService
   /**
-   * The route policy macros (`{ permission: 'games:write' }`, `{ apiKey: true }`) sharing the
-   * app's one rate limiter: `new Elysia({ name }).use(ctx.guard)`.
+   * The route policy macros, defined once in core: `{ permission: 'games:write' }` (Bearer JWT or
+   * x-admin-token), `{ apiKey: true }` (x-api-key), `{ appScope: 'trigger' }` (spec 2 application
+   * tokens, users and keys). Each authenticates before the body or query is read, and counts the
+   * request against the app's one rate limiter: `new Elysia({ name }).use(ctx.guard)`.
    */
   guard: ReturnType<typeof authGuard>
-  /** The same per-user and per-key rate limit, for plugins with a macro of their own. */
-  rateLimit: ReturnType<typeof rateLimiting>
   providers: ProviderRegistry
   provide<K extends keyof Services>(name: K, service: Services[K]): void
+  /** A service of a plugin named in `dependsOn` (anything else is a startup error). */
   service<K extends keyof Services>(name: K): Services[K]
-  /** Replaces the agents count in `/healthz` and the svc_agents_* gauges. */
-  setAgentCounter(fn: () => Promise<AgentCounts> | AgentCounts): void
+  /**
+   * Adds a named check to `/healthz`, `/readyz` (`checks.<name>`) and the metrics
+   * (`svc_health_check_up{check}`). Checks run when asked, with a 2 s timeout.
+   */
+  health(name: string, check: () => Promise<HealthResult> | HealthResult, opts?: HealthOptions): void
   /**
    * Serves one hot, public path from Bun's native router ahead of Elysia (no hooks, no body
    * parsing, no auth): reads every game client polls, signed ingestion. Core still records the request
@@ -76,25 +87,42 @@ export interface PluginContext<C> {
    * The change is visible to the next request. Exact paths win over `fastRoute` patterns.
    */
   staticRoute(path: string, response: Response | undefined): void
-  /** Runs after every plugin is set up, before the server listens. */
+  /** Runs after every plugin is set up, before the server listens. The one start hook. */
   onStart(fn: () => Promise<void> | void): void
-  /** Runs on shutdown, in reverse plugin order, after in-flight requests finished. */
+  /** Runs on shutdown, in reverse order of registration, after in-flight requests finished. */
   onStop(fn: () => Promise<void> | void): void
 }
 
 export interface PluginManifest<S extends TSchema = TSchema> {
   /** The key under `plugins:` in the YAML and the ledger name of its migrations. */
   name: string
-  /** Plugins set up before this one; listing a missing plugin is a startup error. */
+  /** Plugins set up before this one, and the only ones whose services it may use. */
   dependsOn?: readonly string[]
-  /** TypeBox schema of `plugins.<name>`; use `additionalProperties: false` so a typo is an error. */
+  /**
+   * TypeBox schema of `plugins.<name>`; use `additionalProperties: false` so a typo is an error.
+   * Mark secret settings with `Secret()` (core/secrets.ts) so every read and log masks them.
+   */
   config?: S
+  /**
+   * Environment variables that override a setting, by dotted path in `plugins.<name>`
+   * (`{ WAREHOUSE_DSN: 'warehouse.dsn' }`). A variable set to the empty string applies too.
+   */
+  env?: Readonly<Record<string, string>>
   /** Numbered migrations, imported statically so the compiled binary carries them. */
   migrations?: readonly Migration[]
-  /** Builds the plugin's routes (one `new Elysia({ name })`) and registers its services. */
+  /**
+   * The permission areas this plugin's routes name, with each role's default grant (admin holds
+   * every area). Core's role table is the union of these; an area may be declared once.
+   */
+  permissions?: Areas
+  /**
+   * The error body of the plugin's API family, by path prefix, where it differs from the default
+   * (`/api/v1/*`: the spec 2/3 envelope; other `/api/*`: the spec 1 general body). The longest
+   * matching prefix of any plugin wins.
+   */
+  errors?: ReadonlyArray<{ prefix: string; body: ErrorFamily }>
+  /** Builds the plugin's routes (one `new Elysia({ name })`) and registers its services and hooks. */
   setup(ctx: PluginContext<Static<S>>): AnyElysia | Promise<AnyElysia>
-  start?(ctx: PluginContext<Static<S>>): Promise<void> | void
-  stop?(ctx: PluginContext<Static<S>>): Promise<void> | void
 }
 
 /** Identity function that types a plugin manifest. Importing a plugin has no side effects. */

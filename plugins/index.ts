@@ -1,4 +1,5 @@
 import type { PluginManifest } from '../core/plugin'
+import agents from './agents'
 import experiments from './experiments'
 import games from './games'
 import ingest from './ingest'
@@ -16,6 +17,7 @@ export const plugins: Record<string, PluginManifest> = {
   experiments,
   ingest,
   notify,
+  agents,
   rules,
   'webhook-provider': webhookProvider,
   'smtp-provider': smtpProvider,

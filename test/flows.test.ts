@@ -19,9 +19,8 @@ forEachEngine((engine) => {
         experiments: {},
         'webhook-provider': {},
         'smtp-provider': {},
-        notify: { channels: { audit: { type: 'log' } } },
+        notify: { auth: { enabled: true }, channels: { audit: { type: 'log' } } },
       },
-      config: { auth: { enabled: true } },
     })
   })
   afterAll(() => a.stop())

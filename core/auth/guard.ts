@@ -2,14 +2,10 @@ import { Elysia } from 'elysia'
 import { Unauthorized } from '../http'
 import { type RateLimiter, rateHeaders } from '../ratelimit'
 import type { Permission } from './roles'
-import { AuthService, type Principal } from './service'
+import { type AppScopeOption, AuthService, type Principal } from './service'
 
-/**
- * The per-route policy, defined once: `{ permission: 'games:write' }` needs a Bearer JWT (or
- * the `x-admin-token`) whose roles grant it; `{ apiKey: true }` needs an `x-api-key`. Both put
- * `principal` in the handler context and count the request against its rate limit, answering
- * with the X-RateLimit-* headers.
- */
+type Headers = Record<string, string | undefined>
+
 /**
  * Counts a request against its principal's budget (the admin token is exempt), sets the
  * X-RateLimit-* headers, and throws 429 with Retry-After past the limit.
@@ -21,28 +17,68 @@ export function rateLimiting(limiter: RateLimiter) {
   }
 }
 
-export function authGuard(auth: AuthService, limiter: RateLimiter) {
-  const count = rateLimiting(limiter)
-  const limit = (principal: Principal, set: { headers: Record<string, unknown> }) =>
-    count(principal, set.headers)
+export interface GuardDeps {
+  auth: AuthService
+  limiter: RateLimiter
+}
+
+/**
+ * The per-route policy, defined once for every plugin: `{ permission: 'games:write' }` needs a
+ * Bearer JWT (or the `x-admin-token`) whose roles grant it; `{ apiKey: true }` needs an
+ * `x-api-key`; `{ appScope: 'trigger' }` follows spec 2's application-token rules. Each puts
+ * `principal` in the handler context and counts the request against its rate limit.
+ *
+ * Who is asking is decided before the request is read: in the `parse` hook (requests with a
+ * body, before it is parsed) or the `transform` hook (before query and params are validated),
+ * whichever runs first. So an anonymous caller gets 401, never a 400 that describes the schema,
+ * and a client's refresh-on-401 fires even when its body is wrong.
+ */
+export function authGuard(d: GuardDeps) {
+  const count = rateLimiting(d.limiter)
+  const decided = new WeakMap<Request, Principal | null>()
+  const hooks = <P extends Principal | undefined>(who: (headers: Headers) => P | Promise<P>) => {
+    const decide = async (ctx: {
+      request: Request
+      headers: Headers
+      set: { headers: Record<string, unknown> }
+    }) => {
+      if (decided.has(ctx.request)) return
+      const principal = await who(ctx.headers)
+      decided.set(ctx.request, principal ?? null)
+      if (principal) count(principal, ctx.set.headers)
+    }
+    return {
+      // Returning nothing lets the default body parser run afterwards.
+      async parse(ctx: Parameters<typeof decide>[0]) {
+        await decide(ctx)
+      },
+      transform: decide,
+      async resolve(ctx: Parameters<typeof decide>[0]) {
+        await decide(ctx)
+        return { principal: (decided.get(ctx.request) ?? undefined) as P }
+      },
+    }
+  }
   return new Elysia({ name: 'liveops.auth-guard' }).macro({
-    permission: (permission: Permission) => ({
-      resolve({ headers, set }) {
-        const principal = auth.authorize(
-          auth.verifyAccess(AuthService.bearer(headers)) ?? auth.verifyAdminToken(headers['x-admin-token']),
+    permission: (permission: Permission) => {
+      d.auth.permissions.check(permission)
+      return hooks((headers) =>
+        d.auth.authorize(
+          d.auth.verifyAccess(AuthService.bearer(headers)) ??
+            d.auth.verifyAdminToken(headers['x-admin-token']),
           permission,
-        )
-        limit(principal, set)
-        return { principal }
-      },
-    }),
-    apiKey: {
-      async resolve({ headers, set }) {
-        const principal = await auth.verifyApiKey(headers['x-api-key'])
+        ),
+      )
+    },
+    apiKey: (_: true) =>
+      hooks(async (headers) => {
+        const principal = await d.auth.verifyApiKey(headers['x-api-key'])
         if (!principal) throw new Unauthorized('missing or invalid x-api-key', 'invalid_api_key')
-        limit(principal, set)
-        return { principal }
-      },
+        return principal
+      }),
+    appScope: (option: AppScopeOption) => {
+      if (typeof option !== 'string') d.auth.permissions.check(option.permission)
+      return hooks((headers) => d.auth.authenticateApp(option, headers))
     },
   })
 }

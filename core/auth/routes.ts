@@ -1,5 +1,6 @@
 import { Elysia, t } from 'elysia'
 import { NotFound, Unauthorized } from '../http'
+import { SCOPES } from './app-tokens'
 import type { authGuard } from './guard'
 import { ROLES } from './roles'
 import { AuthService } from './service'
@@ -24,9 +25,19 @@ const Tokens = t.Object({
 })
 const V1User = t.Object({ id: t.String(), username: t.String(), role: t.String() })
 
+const AppTokenBody = t.Object(
+  {
+    name: t.String({ minLength: 1, maxLength: 200 }),
+    scopes: t.Array(t.UnionEnum(SCOPES), { minItems: 1, uniqueItems: true }),
+  },
+  { additionalProperties: false },
+)
+const ok = <T>(data: T, message = 'ok') => ({ code: 0, message, data })
+
 /**
- * Login and user management of spec 1 (`/api/auth`, `/api/users`) and the notification
- * service's own login family (`/api/v1/auth`, spec 2 section 5).
+ * Login and user management of spec 1 (`/api/auth`, `/api/users`), the notification service's
+ * own login family (`/api/v1/auth`, spec 2 section 5) and its application tokens
+ * (`/api/v1/app-tokens`), which every `appScope` route of any plugin accepts.
  */
 export function authRoutes(auth: AuthService, guard: ReturnType<typeof authGuard>) {
   const v1User = (u: { id: string; username: string; roles: string[] }) => ({
@@ -159,5 +170,41 @@ export function authRoutes(auth: AuthService, guard: ReturnType<typeof authGuard
         set.status = 204
       },
       { permission: 'users:write', detail: { tags: ['users'], summary: 'Delete a user' } },
+    )
+    .post(
+      '/api/v1/app-tokens',
+      async ({ body, principal }) =>
+        ok(
+          await auth.appTokens.create(body.name, body.scopes, principal?.username ?? 'admin'),
+          'application token created',
+        ),
+      {
+        appScope: 'admin',
+        body: AppTokenBody,
+        detail: {
+          tags: ['auth'],
+          summary:
+            'Create an application token (admins); the token is shown once. Scopes config, trigger, query do not imply each other',
+        },
+      },
+    )
+    .get(
+      '/api/v1/app-tokens',
+      async () => {
+        const tokens = await auth.appTokens.list()
+        return ok({ tokens, count: tokens.length })
+      },
+      {
+        appScope: 'admin',
+        detail: { tags: ['auth'], summary: 'Application tokens (without their secrets)' },
+      },
+    )
+    .delete(
+      '/api/v1/app-tokens/:id',
+      async ({ params }) => ok(await auth.appTokens.revoke(params.id), 'application token revoked'),
+      {
+        appScope: 'admin',
+        detail: { tags: ['auth'], summary: 'Revoke an application token; it stops working at once' },
+      },
     )
 }

@@ -1,8 +1,17 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto'
 import { type Db, fromJson, iso, newId } from '../db'
 import { Conflict, Forbidden, NotFound, Unauthorized, invalidField } from '../http'
+import { APP_TOKEN_PREFIX, type Scope, appTokenStore } from './app-tokens'
 import { type Claims, signJwt, verifyJwt } from './jwt'
-import { type Permission, ROLES, allows, primaryRole } from './roles'
+import { type Permission, Permissions, ROLES, primaryRole } from './roles'
+
+/** What an `appScope` route needs: one application-token scope (or an administrator). */
+export type AppNeed = Scope | 'admin'
+/**
+ * `appScope: 'trigger'` checks users against the notification service's area (`notify`, spec 2);
+ * another API family names the permission users need: `{ scope: 'config', permission: 'rules:write' }`.
+ */
+export type AppScopeOption = AppNeed | { scope: AppNeed; permission: Permission }
 
 export interface User {
   id: string
@@ -126,6 +135,15 @@ function checkRoles(roles: readonly string[], field: string) {
  * entries at once (for this process; other instances notice within the access-token lifetime).
  */
 export class AuthService {
+  /** The role table: core's areas and every enabled plugin's, declared before any route exists. */
+  readonly permissions = new Permissions()
+  /**
+   * Spec 2 `auth.enabled: false` (a setting of the notification service): `appScope` routes other
+   * than token management accept anonymous callers. Application tokens are checked all the same.
+   */
+  anonymousAppScopes = false
+  /** Spec 2 application tokens (scopes config, trigger, query). */
+  readonly appTokens: ReturnType<typeof appTokenStore>
   private tokenCache = new Map<string, { principal: Principal; exp: number }>()
   private keyCache = new Map<string, Principal | null>()
   private blocked = new Set<string>()
@@ -133,7 +151,9 @@ export class AuthService {
   constructor(
     private db: Db,
     readonly settings: AuthSettings,
-  ) {}
+  ) {
+    this.appTokens = appTokenStore(db)
+  }
 
   async init(): Promise<void> {
     const rows = await this.db.all<{ id: string }>('SELECT id FROM users WHERE disabled = 1')
@@ -357,7 +377,8 @@ export class AuthService {
   /** Throws 401 without a principal and 403 when none of its roles grants the permission. */
   authorize(principal: Principal | undefined, permission: Permission): Principal {
     if (!principal) throw new Unauthorized('missing, invalid or expired token')
-    if (!allows(principal.roles, permission)) throw new Forbidden(`permission '${permission}' required`)
+    if (!this.permissions.allows(principal.roles, permission))
+      throw new Forbidden(`permission '${permission}' required`)
     return principal
   }
 
@@ -373,6 +394,50 @@ export class AuthService {
   }
 
   // -- API keys -------------------------------------------------------------------------------
+
+  /**
+   * Spec 2 section 5: an application token (`Authorization: Bearer lat_...` or `X-App-Token`)
+   * needs exactly the route's scope; with `anonymousAppScopes` anyone may call (token management
+   * stays admin-only); a user token (or the admin token) needs the route's permission; an
+   * `X-API-Key` may query and trigger but not configure. `strict` ignores `anonymousAppScopes`
+   * (remote workers receive secrets).
+   */
+  async authenticateApp(
+    option: AppScopeOption,
+    headers: Record<string, string | undefined>,
+    strict = false,
+  ): Promise<Principal | undefined> {
+    const need = typeof option === 'string' ? option : option.scope
+    const bearer = AuthService.bearer(headers)
+    const app = headers['x-app-token'] ?? (bearer?.startsWith(APP_TOKEN_PREFIX) ? bearer : undefined)
+    if (app) {
+      const p = await this.appTokens.verify(app)
+      if (!p) throw new Unauthorized('invalid or revoked application token')
+      if (need === 'admin' || !p.scopes.includes(need))
+        throw new Forbidden(`application token lacks scope '${need}'`)
+      return p
+    }
+    if (this.anonymousAppScopes && !strict && need !== 'admin') return undefined
+    const user = this.verifyAccess(bearer) ?? this.verifyAdminToken(headers['x-admin-token'])
+    if (user) {
+      if (need === 'admin') {
+        if (!user.roles.includes('admin')) throw new Forbidden('administrator role required')
+        return user
+      }
+      const permission =
+        typeof option === 'string' ? (need === 'query' ? 'notify:read' : 'notify:write') : option.permission
+      return this.authorize(user, permission)
+    }
+    const key = await this.verifyApiKey(headers['x-api-key'])
+    if (key) {
+      if (need === 'config' || need === 'admin')
+        throw new Forbidden('an API key may query and trigger, not configure')
+      return key
+    }
+    throw new Unauthorized(
+      'missing, invalid or expired token (Authorization: Bearer, X-API-Key or X-App-Token)',
+    )
+  }
 
   async createApiKey(input: {
     name: string

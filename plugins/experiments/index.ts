@@ -18,6 +18,7 @@ const configPath = (gameId: string, environment: string) =>
 export default definePlugin({
   name: 'experiments',
   dependsOn: ['games', 'ingest'],
+  permissions: { experiments: { write: ['operator'] } },
   config: T.Object(
     {
       /** Cache-Control of the public configuration read; `no-cache` makes clients revalidate with the ETag every time. */

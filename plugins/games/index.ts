@@ -11,6 +11,8 @@ import './types'
  */
 export default definePlugin({
   name: 'games',
+  // Spec 1: the operator role is "game management".
+  permissions: { games: { write: ['operator'] }, environments: { write: ['operator'] } },
   config: T.Object(
     {
       /** How stale a cached game or environment read may be, in ms; bounds how late other instances' writes show. */

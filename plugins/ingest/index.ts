@@ -21,9 +21,13 @@ export default definePlugin({
   name: 'ingest',
   dependsOn: ['games'],
   config: IngestConfig,
+  env: { WAREHOUSE_DSN: 'warehouse.dsn', INGEST_SIGNING_SECRET: 'signing_secret' },
   migrations: ingestMigrations,
+  // Spec 1: ingesting through the authenticated routes writes analytics data; admins only by default.
+  permissions: { analytics: { write: [] } },
+  errors: [{ prefix: '/api/v1/analytics', body: 'analytics' }],
   async setup(ctx) {
-    const dsn = ctx.core.warehouse.dsn.trim()
+    const dsn = ctx.config.warehouse.dsn.trim()
     let db: Db = ctx.db
     if (dsn !== 'embedded' && dsn !== 'none' && dsn !== '') {
       db = openDb(dsn, ctx.core.data_dir, { max: ctx.core.database.pool })
@@ -69,8 +73,7 @@ export default definePlugin({
       )
       ctx.metrics.collect(() => restarts.set(thread.restarts))
     }
-    const secret = ctx.config.signing_secret || process.env.INGEST_SIGNING_SECRET || ''
-    const ingestor = new Ingestor(ctx.config, secret, games, writer, ctx.log)
+    const ingestor = new Ingestor(ctx.config, ctx.config.signing_secret, games, writer, ctx.log)
 
     const events: EventsService = {
       experimentCounts: (q) => experimentCounts(db, q),

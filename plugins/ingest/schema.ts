@@ -1,13 +1,24 @@
 import { t } from 'elysia'
 import { invalidField } from '../../core/http'
+import { Secret, SecretValues } from '../../core/secrets'
 
 /** `plugins.ingest` of the YAML. */
 export const IngestConfig = t.Object(
   {
-    /** Shared HMAC secret of the signed ingestion endpoints; empty falls back to env INGEST_SIGNING_SECRET, and none at all answers 403. */
-    signing_secret: t.String({ default: '' }),
+    /** Shared HMAC secret of the signed ingestion endpoints (env INGEST_SIGNING_SECRET); none at all answers 403. */
+    signing_secret: Secret(t.String({ default: '' })),
     /** Per-game secrets, chosen by the `X-Game-Id` header. */
-    game_secrets: t.Record(t.String(), t.String({ minLength: 1 }), { default: {} }),
+    game_secrets: SecretValues(t.Record(t.String(), t.String({ minLength: 1 }), { default: {} })),
+    warehouse: t.Object(
+      {
+        /**
+         * `embedded` (the main store), a SQLite path, a PostgreSQL URL, or `none` (env WAREHOUSE_DSN;
+         * set but empty means `none`): with none, events are still stored but the warehouse answers 503.
+         */
+        dsn: t.String({ default: 'embedded' }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
     /** Allowed distance between X-Timestamp and the server clock. */
     max_skew_s: t.Integer({ minimum: 1, default: 300 }),
     /** A nonce seen within this window is a replay. */

@@ -387,8 +387,7 @@ forEachEngine((engine) => {
   describe('configuration', () => {
     test('no secret: 403 ingest_disabled; no warehouse: 503 service_unavailable', async () => {
       const b = await makeApp(engine, {
-        plugins: { games: {}, ingest: {} },
-        config: { warehouse: { dsn: 'none' } },
+        plugins: { games: {}, ingest: { warehouse: { dsn: 'none' } } },
       })
       try {
         const r = await signed(b, '/api/ingest/events', [ev('x')])

@@ -8,7 +8,7 @@ forEachEngine((engine) => {
   describe('auth.enabled on', () => {
     let t: TestApp
     beforeAll(async () => {
-      t = await makeApp(engine, { plugins, config: { auth: { enabled: true } } })
+      t = await makeApp(engine, { plugins: { notify: { ...plugins.notify, auth: { enabled: true } } } })
     })
     afterAll(() => t.stop())
 
@@ -134,7 +134,7 @@ forEachEngine((engine) => {
   describe('auth.enabled off', () => {
     let t: TestApp
     beforeAll(async () => {
-      t = await makeApp(engine, { plugins, config: { auth: { enabled: false } } })
+      t = await makeApp(engine, { plugins: { notify: { ...plugins.notify, auth: { enabled: false } } } })
     })
     afterAll(() => t.stop())
 

@@ -4,13 +4,14 @@ import { Value } from '@sinclair/typebox/value'
 import type { Db } from '../../core/db'
 import { fromJson } from '../../core/db'
 import { Invalid, NotFound, invalidField } from '../../core/http'
-import { type Logger, maskValue } from '../../core/log'
+import type { Logger } from '../../core/log'
 import {
   type Provider,
   type ProviderDefinition,
   type ProviderRegistry,
   defineProvider,
 } from '../../core/plugin'
+import { maskValue } from '../../core/secrets'
 import type { ChannelConfig } from './schema'
 
 /** The built-in `log` provider: writes each delivery to the service log (demos, smoke tests, benches). */

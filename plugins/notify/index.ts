@@ -1,10 +1,10 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { definePlugin } from '../../core/plugin'
-import { appTokenStore, authenticate } from './auth'
 import { channelManager, logProvider } from './channels'
 import { logStore } from './logs'
 import m001 from './migrations/001_notify.sql' with { type: 'text' }
+import m002 from './migrations/002_app_tokens_to_core.sql' with { type: 'text' }
 import { notifyService } from './notify'
 import { type Dispatcher, dispatcher } from './queue'
 import { notifyRoutes } from './routes'
@@ -37,9 +37,15 @@ function instanceId(configured: string, dataDir: string): string {
 export default definePlugin({
   name: 'notify',
   config: NotifyConfig,
-  migrations: [{ id: 1, name: 'notify', sql: m001 }],
+  migrations: [
+    { id: 1, name: 'notify', sql: m001 },
+    { id: 2, name: 'app_tokens_to_core', sql: m002 },
+  ],
+  // Spec 2 is one notification service: rules, groups, rosters and incidents check users against it too.
+  permissions: { notify: { write: ['operator'] } },
   setup(ctx) {
     const config = ctx.config
+    ctx.auth.anonymousAppScopes = !config.auth.enabled
     ctx.providers.register(logProvider)
     const id = instanceId(config.queue.instance_id, ctx.core.data_dir)
     const channels = channelManager({
@@ -51,7 +57,6 @@ export default definePlugin({
     })
     const queue = queueStore(ctx.db, id)
     const templates = templateStore(ctx.db)
-    const tokens = appTokenStore(ctx.db)
     let disp: Dispatcher | undefined
     let syncer: Timer | undefined
     const remote = config.workers.remote
@@ -64,7 +69,7 @@ export default definePlugin({
           resultTimeoutMs: remote.result_timeout_ms,
           log: ctx.log.child('notify-workers'),
           // Workers receive channel settings (secrets included): always authenticated, whatever auth.enabled says.
-          authenticate: (headers) => authenticate(ctx.auth, tokens, true, 'config', headers),
+          authenticate: (headers) => ctx.auth.authenticateApp('config', headers, true),
           onCapacity: () => disp?.wake(),
         })
       : undefined
@@ -103,10 +108,7 @@ export default definePlugin({
     })
 
     return notifyRoutes({
-      auth: ctx.auth,
-      authEnabled: ctx.core.auth.enabled,
-      rateLimit: ctx.rateLimit,
-      tokens,
+      guard: ctx.guard,
       service,
       channels,
       queue,

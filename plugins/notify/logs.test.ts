@@ -32,11 +32,11 @@ forEachEngine((engine) => {
       plugins: {
         'webhook-provider': {},
         notify: {
+          auth: { enabled: false },
           channels: { hook: { type: 'webhook', url: sink.url, timeout_ms: 150 }, audit: { type: 'log' } },
           retry: { max_attempts: 3, base_ms: 20, max_ms: 40 },
         },
       },
-      config: { auth: { enabled: false } },
     })
   })
   afterAll(async () => {

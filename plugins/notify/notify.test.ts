@@ -11,6 +11,7 @@ forEachEngine((engine) => {
       plugins: {
         'webhook-provider': {},
         notify: {
+          auth: { enabled: false },
           channels: {
             hook: { type: 'webhook', url: sink.url, headers: { 'X-Api-Key': 'k1' } },
             ops: { type: 'webhook', url: other.url },
@@ -24,7 +25,6 @@ forEachEngine((engine) => {
           retry: { base_ms: 10, max_ms: 50 },
         },
       },
-      config: { auth: { enabled: false } },
     })
   })
   afterAll(async () => {

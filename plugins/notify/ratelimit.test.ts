@@ -5,8 +5,8 @@ forEachEngine((engine) => {
   let a: TestApp
   beforeAll(async () => {
     a = await makeApp(engine, {
-      plugins: { notify: { channels: { audit: { type: 'log' } } } },
-      config: { auth: { enabled: true }, rate_limit: { requests_per_minute: 3, burst: 0 } },
+      plugins: { notify: { auth: { enabled: true }, channels: { audit: { type: 'log' } } } },
+      config: { rate_limit: { requests_per_minute: 3, burst: 0 } },
     })
   })
   afterAll(() => a.stop())

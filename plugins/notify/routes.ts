@@ -1,22 +1,17 @@
 import type { Static } from '@sinclair/typebox'
 import { Elysia, t } from 'elysia'
-import type { AuthService, Principal } from '../../core/auth/service'
+import type { authGuard } from '../../core/auth/guard'
 import { invalidField, ok } from '../../core/http'
-import { type AppTokenStore, notifyAuth } from './auth'
 import type { ChannelManager } from './channels'
 import type { LogFilter, logStore } from './logs'
 import type { NotifyService } from './notify'
-import { AppTokenBody, ConfigPut, LEVELS, LogsQuery, NotifyBody, STATUSES, TemplateBody } from './schema'
+import { ConfigPut, LEVELS, LogsQuery, NotifyBody, STATUSES, TemplateBody } from './schema'
 import type { QueueStore } from './store'
 import { type TemplateStore, render } from './templates'
 import type { WorkerHub } from './workers'
 
 export interface RouteDeps {
-  auth: AuthService
-  authEnabled: boolean
-  /** The platform's per-user and per-key rate limit (`ctx.rateLimit`). */
-  rateLimit: (p: Principal, headers: Record<string, unknown>) => void
-  tokens: AppTokenStore
+  guard: ReturnType<typeof authGuard>
   service: NotifyService
   channels: ChannelManager
   queue: QueueStore
@@ -80,7 +75,7 @@ export function notifyRoutes(d: RouteDeps) {
     since: new Date(s.since).toISOString(),
   })
   return new Elysia({ name: 'notify.routes' })
-    .use(notifyAuth(d.auth, d.tokens, d.authEnabled, d.rateLimit))
+    .use(d.guard)
     .post(
       '/api/v1/notify',
       async ({ body, query }) => {
@@ -88,7 +83,7 @@ export function notifyRoutes(d: RouteDeps) {
         return dry === 'true' ? ok(await d.service.dryRun(body)) : d.service.notify(body)
       },
       {
-        notifyAuth: 'trigger',
+        appScope: 'trigger',
         body: NotifyBody,
         query: t.Object({ dry_run: t.Optional(t.String()) }),
         detail: {
@@ -122,7 +117,7 @@ export function notifyRoutes(d: RouteDeps) {
       },
     )
     .get('/api/v1/providers', () => ok({ providers: channels.list().map(providerView) }), {
-      notifyAuth: 'query',
+      appScope: 'query',
       detail: {
         ...tags('providers'),
         summary: 'Channels with type, status, enabled and since (last status change)',
@@ -132,7 +127,7 @@ export function notifyRoutes(d: RouteDeps) {
       '/api/v1/providers/:name/enable',
       async ({ params }) => ok(await channels.setEnabled(params.name, true), 'provider enabled'),
       {
-        notifyAuth: 'config',
+        appScope: 'config',
         detail: {
           ...tags('providers'),
           summary: 'Enable a channel (stored; survives a restart); 404 when unknown',
@@ -143,7 +138,7 @@ export function notifyRoutes(d: RouteDeps) {
       '/api/v1/providers/:name/disable',
       async ({ params }) => ok(await channels.setEnabled(params.name, false), 'provider disabled'),
       {
-        notifyAuth: 'config',
+        appScope: 'config',
         detail: {
           ...tags('providers'),
           summary: 'Disable a channel: notify fails for it, its queued deliveries wait until it is enabled',
@@ -151,7 +146,7 @@ export function notifyRoutes(d: RouteDeps) {
       },
     )
     .get('/api/v1/config/:name', ({ params }) => ok(channels.view(params.name)), {
-      notifyAuth: 'query',
+      appScope: 'query',
       detail: {
         ...tags('providers'),
         summary:
@@ -162,7 +157,7 @@ export function notifyRoutes(d: RouteDeps) {
       '/api/v1/config/:name',
       async ({ params, body }) => ok(await channels.put(params.name, body), 'provider configuration updated'),
       {
-        notifyAuth: 'config',
+        appScope: 'config',
         body: ConfigPut,
         detail: {
           ...tags('providers'),
@@ -174,21 +169,21 @@ export function notifyRoutes(d: RouteDeps) {
       },
     )
     .get('/api/v1/workers', () => ok(d.hub?.list() ?? { count: 0, workers: [] }), {
-      notifyAuth: 'query',
+      appScope: 'query',
       detail: {
         ...tags('workers'),
         summary: 'Remote workers: online, or offline after missed heartbeats (listed for an hour)',
       },
     })
     .get('/api/v1/queue', async () => ok({ size: await d.queue.size() }), {
-      notifyAuth: 'query',
+      appScope: 'query',
       detail: {
         ...tags('queue'),
         summary: 'Deliveries not yet finished (pending, including those waiting for a retry)',
       },
     })
     .get('/api/v1/logs', async ({ query }) => ok(await d.logs.list(logFilter(query))), {
-      notifyAuth: 'query',
+      appScope: 'query',
       query: LogsQuery,
       detail: {
         ...tags('logs'),
@@ -206,7 +201,7 @@ export function notifyRoutes(d: RouteDeps) {
           }),
         ),
       {
-        notifyAuth: 'query',
+        appScope: 'query',
         query: t.Object({ since: t.Optional(t.String()), until: t.Optional(t.String()) }),
         detail: {
           ...tags('logs'),
@@ -216,7 +211,7 @@ export function notifyRoutes(d: RouteDeps) {
       },
     )
     .get('/api/v1/logs/:id', async ({ params }) => ok(await d.logs.get(params.id)), {
-      notifyAuth: 'query',
+      appScope: 'query',
       detail: {
         ...tags('logs'),
         summary: 'One delivery with its body, raw fields and every attempt (worker, duration, error)',
@@ -228,13 +223,13 @@ export function notifyRoutes(d: RouteDeps) {
         const templates = await d.templates.list()
         return ok({ templates, count: templates.length })
       },
-      { notifyAuth: 'query', detail: { ...tags('templates'), summary: 'Every template' } },
+      { appScope: 'query', detail: { ...tags('templates'), summary: 'Every template' } },
     )
     .post(
       '/api/v1/templates/create',
       async ({ body }) => ok(await d.templates.create(body), 'template created'),
       {
-        notifyAuth: 'config',
+        appScope: 'config',
         body: TemplateBody,
         detail: {
           ...tags('templates'),
@@ -243,14 +238,14 @@ export function notifyRoutes(d: RouteDeps) {
       },
     )
     .get('/api/v1/templates/:id', async ({ params }) => ok(await d.templates.get(params.id)), {
-      notifyAuth: 'query',
+      appScope: 'query',
       detail: { ...tags('templates'), summary: 'One template' },
     })
     .put(
       '/api/v1/templates/:id',
       async ({ params, body }) => ok(await d.templates.update(params.id, body), 'template updated'),
       {
-        notifyAuth: 'config',
+        appScope: 'config',
         body: TemplateBody,
         detail: { ...tags('templates'), summary: 'Replace a template; the id in the URL wins over the body' },
       },
@@ -261,7 +256,7 @@ export function notifyRoutes(d: RouteDeps) {
         await d.templates.remove(params.id)
         return ok({ id: params.id }, 'template deleted')
       },
-      { notifyAuth: 'config', detail: { ...tags('templates'), summary: 'Delete a template' } },
+      { appScope: 'config', detail: { ...tags('templates'), summary: 'Delete a template' } },
     )
     .post(
       '/api/v1/templates/:id/preview',
@@ -284,48 +279,12 @@ export function notifyRoutes(d: RouteDeps) {
         )
       },
       {
-        notifyAuth: 'trigger',
+        appScope: 'trigger',
         detail: {
           ...tags('templates'),
           summary:
             'Render a template with body {params?, data?} (params default to its sample_params): {title, body, level, fields}',
         },
-      },
-    )
-    .post(
-      '/api/v1/app-tokens',
-      async ({ body, principal }) =>
-        ok(
-          await d.tokens.create(body.name, body.scopes, principal?.username ?? 'admin'),
-          'application token created',
-        ),
-      {
-        notifyAuth: 'admin',
-        body: AppTokenBody,
-        detail: {
-          ...tags('auth'),
-          summary:
-            'Create an application token (admins); the token is shown once. Scopes config, trigger, query do not imply each other',
-        },
-      },
-    )
-    .get(
-      '/api/v1/app-tokens',
-      async () => {
-        const tokens = await d.tokens.list()
-        return ok({ tokens, count: tokens.length })
-      },
-      {
-        notifyAuth: 'admin',
-        detail: { ...tags('auth'), summary: 'Application tokens (without their secrets)' },
-      },
-    )
-    .delete(
-      '/api/v1/app-tokens/:id',
-      async ({ params }) => ok(await d.tokens.revoke(params.id), 'application token revoked'),
-      {
-        notifyAuth: 'admin',
-        detail: { ...tags('auth'), summary: 'Revoke an application token; it stops working at once' },
       },
     )
 }

@@ -3,7 +3,6 @@ import { t } from 'elysia'
 
 export const LEVELS = ['debug', 'info', 'warning', 'error', 'critical'] as const
 export const STATUSES = ['success', 'failed', 'pending', 'shadow'] as const
-export const SCOPES = ['config', 'trigger', 'query'] as const
 
 const Strict = { additionalProperties: false } as const
 
@@ -44,6 +43,13 @@ export type Route = Static<typeof Route>
 
 export const NotifyConfig = t.Object(
   {
+    auth: t.Object(
+      {
+        /** Spec 2 `auth.enabled`: off opens the notification routes to anonymous callers (application tokens still checked). */
+        enabled: t.Boolean({ default: true }),
+      },
+      { ...Strict, default: {} },
+    ),
     channels: t.Record(t.String(), ChannelConfig, { default: {} }),
     routes: t.Array(Route, { default: [] }),
     /** `user:<name>` audience entries: the channels and recipients of each person. */
@@ -161,11 +167,3 @@ export const LogsQuery = t.Object({
   since: t.Optional(t.String()),
   until: t.Optional(t.String()),
 })
-
-export const AppTokenBody = t.Object(
-  {
-    name: t.String({ minLength: 1, maxLength: 200 }),
-    scopes: t.Array(oneOf(SCOPES), { minItems: 1, uniqueItems: true }),
-  },
-  Strict,
-)

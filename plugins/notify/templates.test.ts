@@ -21,7 +21,7 @@ test('renderText fills {{.name}} and {{ .a.b }}; unknown names render empty', ()
 forEachEngine((engine) => {
   let t: TestApp
   beforeAll(async () => {
-    t = await makeApp(engine, { plugins: { notify: {} }, config: { auth: { enabled: false } } })
+    t = await makeApp(engine, { plugins: { notify: { auth: { enabled: false } } } })
   })
   afterAll(() => t.stop())
 

@@ -171,12 +171,18 @@ export async function appOn(
   const yaml = stringify({
     data_dir: store.dataDir,
     database: { url: store.url, pool: 5 },
-    auth: { jwt_secret: 'test-secret', admin_token: 'test-admin-token', enabled: false },
+    auth: { jwt_secret: 'test-secret', admin_token: 'test-admin-token' },
     admin: { email: 'admin@localhost', password: 'admin-password' },
     rate_limit: { requests_per_minute: 0, burst: 0 },
     log: { level: 'error' },
     ...core,
-    plugins: pluginSettings,
+    // The notification routes open to anonymous callers, as these tests call them without tokens.
+    plugins: {
+      ...pluginSettings,
+      ...(pluginSettings.notify
+        ? { notify: { auth: { enabled: false }, ...(pluginSettings.notify as Record<string, unknown>) } }
+        : {}),
+    },
   })
   const config = loadConfig(yaml, plugins, {})
   const built: LiveopsApp = await createApp(config, {

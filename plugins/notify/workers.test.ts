@@ -23,11 +23,11 @@ forEachEngine((engine) => {
       plugins: {
         'webhook-provider': {},
         notify: {
+          auth: { enabled: false },
           channels: { hook: { type: 'webhook', url: sink.url } },
           workers: { local: false, remote: { enabled: true, port, heartbeat_s: 0.2, missed_heartbeats: 2 } },
         },
       },
-      config: { auth: { enabled: false } },
     })
   })
   afterAll(async () => {

@@ -100,10 +100,12 @@ forEachEngine((engine) => {
   beforeAll(async () => {
     t = await makeApp(engine, {
       plugins: {
-        notify: { channels: { mail: { type: 'smtp', ...base, password: 'hunter2-secret' } } },
+        notify: {
+          auth: { enabled: false },
+          channels: { mail: { type: 'smtp', ...base, password: 'hunter2-secret' } },
+        },
         'smtp-provider': {},
       },
-      config: { auth: { enabled: false } },
     })
   })
   afterAll(() => t.stop())

@@ -145,8 +145,10 @@ forEachEngine((engine) => {
   let t: TestApp
   beforeAll(async () => {
     t = await makeApp(engine, {
-      plugins: { notify: { channels: { hook: { type: 'webhook', url: sink.url } } }, 'webhook-provider': {} },
-      config: { auth: { enabled: false } },
+      plugins: {
+        notify: { auth: { enabled: false }, channels: { hook: { type: 'webhook', url: sink.url } } },
+        'webhook-provider': {},
+      },
     })
   })
   afterAll(() => t.stop())

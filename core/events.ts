@@ -1,0 +1,45 @@
+/**
+ * The platform events, in one place. Producers emit them on the app's bus (`ctx.bus.emit`);
+ * consumers subscribe (`ctx.bus.on`). A producer never imports its consumers: the notification
+ * service (and the rules plugin) route what they hear here to channels.
+ *
+ * Add an event here with its payload type and a line on who raises it and when. Names follow
+ * the spec where it names them (spec 3 section 6: `alert.fired`, `certificate_expiring`,
+ * `certificate_expired`).
+ */
+
+/** Severity of an alert, from the notification service's levels. */
+export type AlertLevel = 'info' | 'warning' | 'error' | 'critical'
+
+export interface AlertFired {
+  /** Stable per alert source: repeats of one alert carry the same id (deduplication, acknowledgement). */
+  alert_id: string
+  /** Who raised it: `ops-alerts`, `certificates`, `ml`, `experiments`, ... */
+  source: string
+  level: AlertLevel
+  title: string
+  body: string
+  /** Labels for routing and grouping (game_id, env, metric, domain, ...). */
+  params: Record<string, string | number | boolean>
+  /** RFC 3339. */
+  at: string
+}
+
+export interface BusEvents {
+  /** An alert rule's condition held (ops alert rules, any plugin's own checks). */
+  'alert.fired': AlertFired
+  /** Certificate monitoring: a certificate is inside an alert rule's threshold window (once per window). */
+  certificate_expiring: { id: string; domain: string; port: number; days_left: number; valid_to: string }
+  /** Certificate monitoring: a certificate is past its expiry. */
+  certificate_expired: { id: string; domain: string; port: number; valid_to: string }
+  /** ML monitoring: a deployed model's accuracy dropped or its inputs shifted (PSI). */
+  model_drift: {
+    model_id: string
+    game_id: string
+    severity: 'medium' | 'high' | 'critical'
+    accuracy_drop?: number
+    psi?: Record<string, number>
+  }
+  /** Experiments: the observed split differs from the configured weights (sample ratio mismatch). */
+  experiment_srm: { experiment_id: string; game_id: string; p_value: number }
+}
