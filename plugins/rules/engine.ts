@@ -238,7 +238,7 @@ export class RuleEngine {
    * (or a held match) and evaluation goes on. A rule whose expression fails is skipped.
    * A dry run changes no state.
    */
-  evaluate(n: MatchInput, dryRun: boolean, now = Date.now()): Outcome | undefined {
+  evaluate(n: MatchInput, dryRun: boolean, now = Date.now()): { outcome?: Outcome; shadow: string[] } {
     const shadow: string[] = []
     let decided: Outcome | undefined
     for (const c of this.rules) {
@@ -272,7 +272,7 @@ export class RuleEngine {
       break
     }
     if (!dryRun) this.observeSources(n, now)
-    return decided
+    return { outcome: decided, shadow }
   }
 
   private forKey(n: MatchInput): string {

@@ -1,6 +1,7 @@
 import { definePlugin } from '../../core/plugin'
 import { alertStore } from './alerts'
 import { chatcard } from './chatcard'
+import { subscribe } from './events'
 import { incidentStore } from './incidents'
 import m001 from './migrations/001_rules.sql' with { type: 'text' }
 import { rulesRoutes } from './routes'
@@ -31,6 +32,11 @@ export default definePlugin({
   dependsOn: ['notify'],
   config: RulesConfig,
   migrations: [{ id: 1, name: 'rules', sql: m001 }],
+  permissions: {
+    rules: { write: ['operator'] },
+    alerts: { write: ['operator'] },
+    incidents: { write: ['operator'] },
+  },
   setup(ctx) {
     const cfg = ctx.config
     const notify = ctx.service('notify')
@@ -41,7 +47,12 @@ export default definePlugin({
     if (cfg.engine) notify.setRouter(runtime.route)
     if (cfg.groups) notify.setGroupResolver(async (id) => runtime.group(id))
     ctx.provide('rules', { setRosters: runtime.setRosters })
+    const offs = subscribe(ctx.bus, (n) => notify.notify(n), ctx.log)
+    ctx.health('rules', () => ({ status: 'up', rules: runtime.engine.list().length }), { critical: false })
     ctx.onStart(() => runtime.start())
+    ctx.onStop(() => {
+      for (const off of offs) off()
+    })
     ctx.onStop(() => runtime.stop())
     return rulesRoutes({
       ctx,

@@ -67,7 +67,7 @@ export function rulesRoutes(d: RulesRouteDeps) {
         return ok({ rules, count: rules.length })
       },
       {
-        permission: 'rules:read',
+        appScope: { scope: 'query', permission: 'rules:read' },
         detail: tags('rules', 'Every rule with its shadow_hits, in write order; 503 when the engine is off'),
       },
     )
@@ -82,7 +82,7 @@ export function rulesRoutes(d: RulesRouteDeps) {
         return ok(view(rec), 'rule created')
       },
       {
-        permission: 'rules:write',
+        appScope: { scope: 'config', permission: 'rules:write' },
         transform: ({ body }) => rejectUnknown(RuleBody, body, 'body'),
         body: RuleBody,
         detail: tags(
@@ -104,7 +104,7 @@ export function rulesRoutes(d: RulesRouteDeps) {
         return ok({ ...view(r), shadow_stats: runtime.engine.shadowStats(r.rule.id) })
       },
       {
-        permission: 'rules:read',
+        appScope: { scope: 'query', permission: 'rules:read' },
         params: Id,
         detail: tags(
           'rules',
@@ -124,7 +124,7 @@ export function rulesRoutes(d: RulesRouteDeps) {
         return ok(view(rec), 'rule updated')
       },
       {
-        permission: 'rules:write',
+        appScope: { scope: 'config', permission: 'rules:write' },
         params: Id,
         transform: ({ body }) => rejectUnknown(RuleBody, body, 'body'),
         body: RuleBody,
@@ -143,7 +143,11 @@ export function rulesRoutes(d: RulesRouteDeps) {
         runtime.remove(params.id)
         return ok({ id: params.id }, 'rule deleted')
       },
-      { permission: 'rules:write', params: Id, detail: tags('rules', 'Delete a rule; 404 when unknown') },
+      {
+        appScope: { scope: 'config', permission: 'rules:write' },
+        params: Id,
+        detail: tags('rules', 'Delete a rule; 404 when unknown'),
+      },
     )
     .get(
       '/api/v1/groups',
@@ -152,7 +156,10 @@ export function rulesRoutes(d: RulesRouteDeps) {
         const groups = await store.listGroups()
         return ok({ groups, count: groups.length })
       },
-      { permission: 'rules:read', detail: tags('groups', 'Every group; 503 when the group manager is off') },
+      {
+        appScope: { scope: 'query', permission: 'rules:read' },
+        detail: tags('groups', 'Every group; 503 when the group manager is off'),
+      },
     )
     .post(
       '/api/v1/groups',
@@ -163,7 +170,7 @@ export function rulesRoutes(d: RulesRouteDeps) {
         return ok(g, 'group created')
       },
       {
-        permission: 'rules:write',
+        appScope: { scope: 'config', permission: 'rules:write' },
         transform: ({ body }) => rejectUnknown(GroupBody, body, 'body'),
         body: GroupBody,
         detail: tags(
@@ -181,7 +188,11 @@ export function rulesRoutes(d: RulesRouteDeps) {
         if (!g) throw new NotFound(`group '${params.id}' not found`)
         return ok(g)
       },
-      { permission: 'rules:read', params: Id, detail: tags('groups', 'One group; 404 when unknown') },
+      {
+        appScope: { scope: 'query', permission: 'rules:read' },
+        params: Id,
+        detail: tags('groups', 'One group; 404 when unknown'),
+      },
     )
     .put(
       '/api/v1/groups/:id',
@@ -192,7 +203,7 @@ export function rulesRoutes(d: RulesRouteDeps) {
         return ok(g, 'group updated')
       },
       {
-        permission: 'rules:write',
+        appScope: { scope: 'config', permission: 'rules:write' },
         params: Id,
         transform: ({ body }) => rejectUnknown(GroupBody, body, 'body'),
         body: GroupBody,
@@ -208,13 +219,13 @@ export function rulesRoutes(d: RulesRouteDeps) {
         return ok({ id: params.id }, 'group deleted')
       },
       {
-        permission: 'rules:write',
+        appScope: { scope: 'config', permission: 'rules:write' },
         params: Id,
         detail: tags('groups', 'Delete a group; rules naming it stay and fail explicitly at dispatch'),
       },
     )
     .get('/api/v1/alerts/:id', async ({ params }) => ok(await acks().get(params.id)), {
-      permission: 'alerts:read',
+      appScope: { scope: 'query', permission: 'alerts:read' },
       params: Id,
       detail: tags(
         'alerts',
@@ -228,7 +239,7 @@ export function rulesRoutes(d: RulesRouteDeps) {
         return ok(await acks().ack(params.id, by, 'api'), 'alert acknowledged')
       },
       {
-        permission: 'alerts:write',
+        appScope: { scope: 'trigger', permission: 'alerts:write' },
         params: Id,
         transform: ({ body }) => rejectUnknown(AckBody, body, 'body'),
         body: t.Optional(AckBody),
@@ -261,7 +272,7 @@ export function rulesRoutes(d: RulesRouteDeps) {
         return ok({ incidents: list, count: list.length })
       },
       {
-        permission: 'incidents:read',
+        appScope: { scope: 'query', permission: 'incidents:read' },
         query: IncidentsQuery,
         detail: tags(
           'incidents',
@@ -280,7 +291,7 @@ export function rulesRoutes(d: RulesRouteDeps) {
         return ok(await incidents().stats(since))
       },
       {
-        permission: 'incidents:read',
+        appScope: { scope: 'query', permission: 'incidents:read' },
         query: t.Object({ since: t.Optional(t.String()) }),
         detail: tags(
           'incidents',
@@ -289,7 +300,7 @@ export function rulesRoutes(d: RulesRouteDeps) {
       },
     )
     .get('/api/v1/incidents/:id', async ({ params }) => ok(await incidents().get(params.id)), {
-      permission: 'incidents:read',
+      appScope: { scope: 'query', permission: 'incidents:read' },
       params: Id,
       detail: tags('incidents', 'One incident with its timeline [{at, kind, detail}]; 404 when unknown'),
     })

@@ -82,8 +82,8 @@ export function rulesRuntime(opts: {
         }
       } else if (resolving) await alerts?.cancel(alertId)
     }
-    const out = engine.evaluate(n, dryRun)
-    if (!out) return dryRun ? { explain: { matched: false } } : undefined
+    const { outcome: out, shadow } = engine.evaluate(n, dryRun)
+    if (!out) return dryRun ? { explain: { matched: false, shadow_matches: shadow } } : undefined
     const c = out.rule
     const decision: RouteDecision = {
       rule: c.rule.id,

@@ -1,6 +1,7 @@
 import type { Static, TLiteral, TUnion } from '@sinclair/typebox'
 import { t } from 'elysia'
 import { invalidField } from '../../core/http'
+import { Secret } from '../../core/secrets'
 
 const Strict = { additionalProperties: false } as const
 
@@ -128,7 +129,7 @@ export const RulesConfig = t.Object(
     chatcard: t.Object(
       {
         /** The card callback encryption key; empty: encrypted callbacks answer 501. */
-        encrypt_key: t.String({ default: '' }),
+        encrypt_key: Secret(t.String({ default: '' })),
         /** When set, plaintext callbacks must carry this `token`. */
         verification_token: t.String({ default: '' }),
       },

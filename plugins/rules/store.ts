@@ -65,7 +65,7 @@ export function rulesStore(db: Db) {
       return db.tx(async (tx) => {
         const row = await tx.get<RuleRow>(
           `INSERT INTO rules_rules (id, seq, body, created_at, updated_at)
-           SELECT CAST(? AS TEXT), COALESCE(MAX(seq), 0) + 1, CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS BIGINT) FROM rules_rules
+           SELECT CAST(? AS TEXT), COALESCE(MAX(seq), 0) + 1, CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS BIGINT) FROM rules_rules WHERE true
            ON CONFLICT (id) DO NOTHING RETURNING id, seq, body, created_at, updated_at`,
           [rule.id, JSON.stringify(rule), now, now],
         )
