@@ -4,6 +4,7 @@ import experiments from './experiments'
 import games from './games'
 import ingest from './ingest'
 import notify from './notify'
+import rosters from './rosters'
 import rules from './rules'
 import smtpProvider from './smtp-provider'
 import webhookProvider from './webhook-provider'
@@ -19,6 +20,7 @@ export const plugins: Record<string, PluginManifest> = {
   notify,
   agents,
   rules,
+  rosters,
   'webhook-provider': webhookProvider,
   'smtp-provider': smtpProvider,
 } as Record<string, PluginManifest>
