@@ -1,5 +1,5 @@
 import { Invalid, invalidField } from '../../core/http'
-import { MatchError, type MatchInput, type Matcher, compile } from './match'
+import { MatchError, type MatchInput, type Matcher, compile, requiredType } from './match'
 import { type RuleBody, duration } from './schema'
 import type { RuleRecord, SavedRule } from './store'
 
@@ -11,6 +11,8 @@ export interface CompiledRule {
   rule: SavedRule
   seq: number
   match: Matcher
+  /** Set when the match requires one type: the rule is only tried for notifications of it. */
+  type?: string
   steps: { match?: Matcher; channels: string[] }[]
   forMs?: number
   groupBy?: string[]
@@ -50,6 +52,7 @@ export function compileRule(rule: SavedRule, seq = 0): CompiledRule {
     rule,
     seq,
     match,
+    type: requiredType(rule.match),
     steps,
     forMs: rule.for === undefined ? undefined : duration(rule.for, 'body.for', 0, DAY),
     groupBy: rule.group_by?.map(paramName),
@@ -142,6 +145,11 @@ type Fold = { until: number; channels?: string[]; events: MatchInput[]; key: Rec
  */
 export class RuleEngine {
   private rules: CompiledRule[] = []
+  /** The rules a notification of one type can match, in evaluation order; rebuilt lazily after a load. */
+  private byType = new Map<string, CompiledRule[]>()
+  private inhibitors: CompiledRule[] = []
+  /** Rules with `for` that the type index skips: a notification of another type still ends their pending state. */
+  private holders: CompiledRule[] = []
   private stats = new Map<string, ShadowStats>()
   private pending = new Map<string, { since: number; last: number }>()
   private folds = new Map<string, Fold>()
@@ -175,8 +183,21 @@ export class RuleEngine {
     }
     compiled.sort((a, b) => (b.rule.priority ?? 0) - (a.rule.priority ?? 0) || a.seq - b.seq)
     this.rules = compiled
+    this.byType.clear()
+    this.inhibitors = compiled.filter((c) => c.inhibit && c.rule.mode !== 'off')
+    this.holders = compiled.filter((c) => c.forMs !== undefined && c.type !== undefined)
     const ids = new Set(compiled.map((c) => c.rule.id))
     for (const id of this.stats.keys()) if (!ids.has(id)) this.stats.delete(id)
+  }
+
+  private candidates(type: string): CompiledRule[] {
+    let list = this.byType.get(type)
+    if (!list) {
+      list = this.rules.filter((c) => c.rule.mode !== 'off' && (c.type === undefined || c.type === type))
+      if (this.byType.size >= 4096) this.byType.clear()
+      this.byType.set(type, list)
+    }
+    return list
   }
 
   list(): CompiledRule[] {
@@ -241,8 +262,7 @@ export class RuleEngine {
   evaluate(n: MatchInput, dryRun: boolean, now = Date.now()): { outcome?: Outcome; shadow: string[] } {
     const shadow: string[] = []
     let decided: Outcome | undefined
-    for (const c of this.rules) {
-      if (c.rule.mode === 'off') continue
+    for (const c of this.candidates(n.type)) {
       let m: boolean
       try {
         m = c.match(n)
@@ -271,7 +291,11 @@ export class RuleEngine {
       decided = this.decide(c, n, dryRun, now, shadow)
       break
     }
-    if (!dryRun) this.observeSources(n, now)
+    if (!dryRun) {
+      for (const c of this.holders)
+        if (c.type !== n.type) this.pending.delete(`${c.rule.id}\u0000${this.forKey(n)}`)
+      this.observeSources(n, now)
+    }
     return { outcome: decided, shadow }
   }
 
@@ -321,8 +345,8 @@ export class RuleEngine {
   }
 
   private observeSources(n: MatchInput, now: number) {
-    for (const c of this.rules) {
-      if (!c.inhibit || c.rule.mode === 'off') continue
+    for (const c of this.inhibitors) {
+      if (!c.inhibit) continue
       let m = false
       try {
         m = c.inhibit.source(n)

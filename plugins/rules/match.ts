@@ -402,3 +402,19 @@ export type Matcher = (n: MatchInput) => boolean
 export function compile(src: string): Matcher {
   return predicate(parse(src))
 }
+
+/**
+ * The type an expression requires, when one of its top-level `&&` conjuncts is `type == "x"`:
+ * the engine then tries the rule only for notifications of that type.
+ */
+export function requiredType(src: string): string | undefined {
+  const walk = (n: Node): string | undefined => {
+    if (n.t === 'and') return walk(n.l) ?? walk(n.r)
+    if (n.t === 'cmp' && n.op === '==') {
+      if (n.l.t === 'field' && n.l.name === 'type' && n.r.t === 'lit' && typeof n.r.v === 'string') return n.r.v
+      if (n.r.t === 'field' && n.r.name === 'type' && n.l.t === 'lit' && typeof n.l.v === 'string') return n.l.v
+    }
+    return undefined
+  }
+  return walk(parse(src))
+}
