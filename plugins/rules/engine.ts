@@ -1,5 +1,12 @@
 import { Invalid, invalidField } from '../../core/http'
-import { MatchError, type MatchInput, type Matcher, compile, requiredType } from './match'
+import {
+  type IndexField,
+  MatchError,
+  type MatchInput,
+  type Matcher,
+  compile,
+  requiredEquality,
+} from './match'
 import { type RuleBody, duration } from './schema'
 import type { RuleRecord, SavedRule } from './store'
 
@@ -11,8 +18,11 @@ export interface CompiledRule {
   rule: SavedRule
   seq: number
   match: Matcher
-  /** Set when the match requires one type: the rule is only tried for notifications of it. */
-  type?: string
+  /** An equality the match requires: the rule is only tried for notifications that have it. */
+  index?: { field: IndexField; value: string }
+  /** Position in evaluation order, and the last evaluation the index offered the rule to. */
+  order: number
+  tried: number
   steps: { match?: Matcher; channels: string[] }[]
   forMs?: number
   groupBy?: string[]
@@ -52,7 +62,9 @@ export function compileRule(rule: SavedRule, seq = 0): CompiledRule {
     rule,
     seq,
     match,
-    type: requiredType(rule.match),
+    index: requiredEquality(rule.match),
+    order: 0,
+    tried: 0,
     steps,
     forMs: rule.for === undefined ? undefined : duration(rule.for, 'body.for', 0, DAY),
     groupBy: rule.group_by?.map(paramName),
@@ -145,11 +157,14 @@ type Fold = { until: number; channels?: string[]; events: MatchInput[]; key: Rec
  */
 export class RuleEngine {
   private rules: CompiledRule[] = []
-  /** The rules a notification of one type can match, in evaluation order; rebuilt lazily after a load. */
-  private byType = new Map<string, CompiledRule[]>()
+  /** Rules without a required equality, tried for every notification, in evaluation order. */
+  private free: CompiledRule[] = []
+  /** Rules by the equality they require: field, then value. */
+  private indexed = new Map<IndexField, Map<string, CompiledRule[]>>()
   private inhibitors: CompiledRule[] = []
-  /** Rules with `for` that the type index skips: a notification of another type still ends their pending state. */
+  /** Rules with `for` that the index may skip: a notification it skips still ends their pending state. */
   private holders: CompiledRule[] = []
+  private epoch = 0
   private stats = new Map<string, ShadowStats>()
   private pending = new Map<string, { since: number; last: number }>()
   private folds = new Map<string, Fold>()
@@ -183,21 +198,37 @@ export class RuleEngine {
     }
     compiled.sort((a, b) => (b.rule.priority ?? 0) - (a.rule.priority ?? 0) || a.seq - b.seq)
     this.rules = compiled
-    this.byType.clear()
+    this.free = []
+    this.indexed = new Map()
+    compiled.forEach((c, i) => {
+      c.order = i
+      if (c.rule.mode === 'off') return
+      if (!c.index) return void this.free.push(c)
+      const byValue = this.indexed.get(c.index.field) ?? new Map<string, CompiledRule[]>()
+      this.indexed.set(c.index.field, byValue)
+      byValue.set(c.index.value, [...(byValue.get(c.index.value) ?? []), c])
+    })
     this.inhibitors = compiled.filter((c) => c.inhibit && c.rule.mode !== 'off')
-    this.holders = compiled.filter((c) => c.forMs !== undefined && c.type !== undefined)
+    this.holders = compiled.filter((c) => c.forMs !== undefined && c.index && c.rule.mode !== 'off')
     const ids = new Set(compiled.map((c) => c.rule.id))
     for (const id of this.stats.keys()) if (!ids.has(id)) this.stats.delete(id)
   }
 
-  private candidates(type: string): CompiledRule[] {
-    let list = this.byType.get(type)
-    if (!list) {
-      list = this.rules.filter((c) => c.rule.mode !== 'off' && (c.type === undefined || c.type === type))
-      if (this.byType.size >= 4096) this.byType.clear()
-      this.byType.set(type, list)
+  /** The rules a notification can match, in evaluation order: the free ones and those its fields select. */
+  private candidates(n: MatchInput): CompiledRule[] {
+    let out: CompiledRule[] | undefined
+    for (const [field, byValue] of this.indexed) {
+      const v = field.startsWith('params.')
+        ? Object.hasOwn(n.params, field.slice(7))
+          ? n.params[field.slice(7)]
+          : undefined
+        : n[field as 'type']
+      if (typeof v !== 'string') continue
+      const hit = byValue.get(v)
+      if (hit) out = out ? out.concat(hit) : this.free.concat(hit)
     }
-    return list
+    if (!out) return this.free
+    return out.sort((a, b) => a.order - b.order)
   }
 
   list(): CompiledRule[] {
@@ -262,7 +293,10 @@ export class RuleEngine {
   evaluate(n: MatchInput, dryRun: boolean, now = Date.now()): { outcome?: Outcome; shadow: string[] } {
     const shadow: string[] = []
     let decided: Outcome | undefined
-    for (const c of this.candidates(n.type)) {
+    const epoch = ++this.epoch
+    const candidates = this.candidates(n)
+    if (this.holders.length) for (const c of candidates) c.tried = epoch
+    for (const c of candidates) {
       let m: boolean
       try {
         m = c.match(n)
@@ -293,7 +327,7 @@ export class RuleEngine {
     }
     if (!dryRun) {
       for (const c of this.holders)
-        if (c.type !== n.type) this.pending.delete(`${c.rule.id}\u0000${this.forKey(n)}`)
+        if (c.tried !== epoch) this.pending.delete(`${c.rule.id}\u0000${this.forKey(n)}`)
       this.observeSources(n, now)
     }
     return { outcome: decided, shadow }

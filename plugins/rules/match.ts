@@ -43,7 +43,15 @@ export class MatchError extends Error {
 }
 
 /** Thrown at evaluation when operands cannot be compared; the engine skips the rule. */
-export class MatchEvalError extends Error {}
+export class MatchEvalError extends Error {
+  constructor(message: string) {
+    // Thrown on the notify path, possibly by many rules at once: no stack to capture.
+    const limit = Error.stackTraceLimit
+    Error.stackTraceLimit = 0
+    super(message)
+    Error.stackTraceLimit = limit
+  }
+}
 
 type Tok =
   | { k: 'str'; v: string; at: number }
@@ -316,7 +324,9 @@ function equals(a: Value, b: Value): boolean {
   return false
 }
 
+/** NaN when a side is missing: every ordering with a missing param is false, not an error. */
 function order(a: Value, b: Value, levels: boolean): number {
+  if (a == null || b == null) return Number.NaN
   if (levels && typeof a === 'string' && typeof b === 'string' && a in LEVEL_RANK && b in LEVEL_RANK)
     return LEVEL_RANK[a] - LEVEL_RANK[b]
   if (typeof a === 'string' && typeof b === 'string') return a < b ? -1 : a > b ? 1 : 0
@@ -331,6 +341,94 @@ function contains(hay: Value, needle: Value): boolean {
   if (typeof hay === 'string' && typeof needle === 'string') return hay.includes(needle)
   if (hay == null) return false
   throw new MatchEvalError("right side of 'in' must be a list or a string")
+}
+
+const isText = (v: unknown): v is string => typeof v === 'string' && (v.trim() === '' || !Number.isFinite(+v))
+const RANKS = new Map(Object.entries(LEVEL_RANK))
+type Test = (x: MatchInput) => boolean
+
+/**
+ * Shortcuts for the common shapes (a field or param against a literal), with the same results as
+ * the general path: a text that does not look like a number equals only the same text, a number
+ * equals the same number or a text reading as it, and a level name orders by severity. The code
+ * is shared by every rule (closures, not generated functions), so it stays hot with 500 rules.
+ */
+function specialized(n: Extract<Node, { t: 'cmp' }>): Test | undefined {
+  const { l, r, op } = n
+  if (l.t !== 'field' && l.t !== 'param') return undefined
+  // params[k] of an inherited name (`constructor`) is a function or an object, never a string or
+  // a number, so the shapes below that only accept those need no own-property check.
+  const read: (x: MatchInput) => unknown =
+    l.t === 'field'
+      ? (
+          (f) => (x: MatchInput) =>
+            x[f]
+        )(l.name)
+      : (
+          (k) => (x: MatchInput) =>
+            x.params[k]
+        )(l.name)
+  const ordering = op === '<' || op === '<=' || op === '>' || op === '>='
+  if ((op === '==' || op === '!=') && r.t === 'lit' && isText(r.v)) {
+    const v = r.v
+    return op === '==' ? (x) => read(x) === v : (x) => read(x) !== v
+  }
+  if ((op === 'in' || op === 'not in') && r.t === 'list' && r.v.every(isText)) {
+    const set = new Set(r.v as string[])
+    const has: Test = (x) => {
+      const v = read(x)
+      return typeof v === 'string' && set.has(v)
+    }
+    return op === 'in' ? has : (x) => !has(x)
+  }
+  if (r.t === 'lit' && typeof r.v === 'number') {
+    const want = r.v
+    if (op === '==' || op === '!=') {
+      const eq: Test = (x) => {
+        const v = read(x)
+        return v === want || (typeof v === 'string' && numeric(v) === want)
+      }
+      return op === '==' ? eq : (x) => !eq(x)
+    }
+    if (ordering) {
+      const general = predicateOf(op, getter(l), getter(r), false)
+      const test = rankTest(op, want)
+      return (x) => {
+        const v = read(x)
+        return typeof v === 'number' ? test(v) : general(x)
+      }
+    }
+  }
+  if (
+    ordering &&
+    l.t === 'field' &&
+    l.name === 'level' &&
+    r.t === 'lit' &&
+    typeof r.v === 'string' &&
+    RANKS.has(r.v)
+  ) {
+    const general = predicateOf(op, getter(l), getter(r), true)
+    const test = rankTest(op, RANKS.get(r.v)!)
+    return (x) => {
+      const rank = RANKS.get(x.level)
+      return rank === undefined ? general(x) : test(rank)
+    }
+  }
+  return undefined
+}
+
+function rankTest(op: string, want: number): (a: number) => boolean {
+  if (op === '<') return (a) => a < want
+  if (op === '<=') return (a) => a <= want
+  if (op === '>') return (a) => a > want
+  return (a) => a >= want
+}
+
+function predicateOf(op: string, l: Getter, r: Getter, levels: boolean): Test {
+  if (op === '<') return (x) => order(l(x), r(x), levels) < 0
+  if (op === '<=') return (x) => order(l(x), r(x), levels) <= 0
+  if (op === '>') return (x) => order(l(x), r(x), levels) > 0
+  return (x) => order(l(x), r(x), levels) >= 0
 }
 
 function predicate(n: Node): (x: MatchInput) => boolean {
@@ -350,6 +448,8 @@ function predicate(n: Node): (x: MatchInput) => boolean {
       return (x) => !e(x)
     }
     case 'cmp': {
+      const fast = specialized(n)
+      if (fast) return fast
       const l = getter(n.l)
       const r = getter(n.r)
       const levels =
@@ -403,18 +503,32 @@ export function compile(src: string): Matcher {
   return predicate(parse(src))
 }
 
+/** What the rule index reads of a notification: a field, or one params key. */
+export type IndexField = 'type' | 'level' | 'title' | 'body' | `params.${string}`
+
+const PREFERENCE = (f: IndexField) => (f === 'type' ? 0 : f.startsWith('params.') ? 1 : f === 'level' ? 3 : 2)
+
 /**
- * The type an expression requires, when one of its top-level `&&` conjuncts is `type == "x"`:
- * the engine then tries the rule only for notifications of that type.
+ * An equality the whole expression requires (a top-level `&&` conjunct `field == "text"`), so the
+ * engine can skip the rule for notifications whose field differs. Numeric-looking texts are left
+ * out: `==` compares them as numbers, which an exact-text index would miss.
  */
-export function requiredType(src: string): string | undefined {
-  const walk = (n: Node): string | undefined => {
-    if (n.t === 'and') return walk(n.l) ?? walk(n.r)
-    if (n.t === 'cmp' && n.op === '==') {
-      if (n.l.t === 'field' && n.l.name === 'type' && n.r.t === 'lit' && typeof n.r.v === 'string') return n.r.v
-      if (n.r.t === 'field' && n.r.name === 'type' && n.l.t === 'lit' && typeof n.l.v === 'string') return n.l.v
-    }
-    return undefined
+export function requiredEquality(src: string): { field: IndexField; value: string } | undefined {
+  const found: { field: IndexField; value: string }[] = []
+  const side = (f: Node, v: Node) => {
+    if (v.t !== 'lit' || typeof v.v !== 'string' || (v.v.trim() !== '' && Number.isFinite(+v.v))) return
+    if (f.t === 'field') found.push({ field: f.name, value: v.v })
+    else if (f.t === 'param') found.push({ field: `params.${f.name}`, value: v.v })
   }
-  return walk(parse(src))
+  const walk = (n: Node) => {
+    if (n.t === 'and') {
+      walk(n.l)
+      walk(n.r)
+    } else if (n.t === 'cmp' && n.op === '==') {
+      side(n.l, n.r)
+      side(n.r, n.l)
+    }
+  }
+  walk(parse(src))
+  return found.sort((a, b) => PREFERENCE(a.field) - PREFERENCE(b.field))[0]
 }
