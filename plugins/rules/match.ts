@@ -371,14 +371,21 @@ function specialized(n: Extract<Node, { t: 'cmp' }>): Test | undefined {
   const ordering = op === '<' || op === '<=' || op === '>' || op === '>='
   if ((op === '==' || op === '!=') && r.t === 'lit' && isText(r.v)) {
     const v = r.v
-    return op === '==' ? (x) => read(x) === v : (x) => read(x) !== v
+    const k = l.name
+    if (l.t === 'param') return op === '==' ? (x) => x.params[k] === v : (x) => x.params[k] !== v
+    const f = l.name as 'type'
+    return op === '==' ? (x) => x[f] === v : (x) => x[f] !== v
   }
   if ((op === 'in' || op === 'not in') && r.t === 'list' && r.v.every(isText)) {
     const set = new Set(r.v as string[])
-    const has: Test = (x) => {
-      const v = read(x)
-      return typeof v === 'string' && set.has(v)
-    }
+    const k = l.name
+    const has: Test =
+      l.t === 'param'
+        ? (x) => {
+            const v = x.params[k]
+            return typeof v === 'string' && set.has(v)
+          }
+        : (x) => set.has(x[k as 'type'])
     return op === 'in' ? has : (x) => !has(x)
   }
   if (r.t === 'lit' && typeof r.v === 'number') {
@@ -433,15 +440,31 @@ function predicateOf(op: string, l: Getter, r: Getter, levels: boolean): Test {
 
 function predicate(n: Node): (x: MatchInput) => boolean {
   switch (n.t) {
-    case 'and': {
-      const l = predicate(n.l)
-      const r = predicate(n.r)
-      return (x) => l(x) && r(x)
-    }
+    case 'and':
     case 'or': {
-      const l = predicate(n.l)
-      const r = predicate(n.r)
-      return (x) => l(x) || r(x)
+      // A chain `a && b && c` becomes one loop over its operands: fewer calls per rule.
+      const parts: Node[] = []
+      const flatten = (m: Node): void => {
+        if (m.t === n.t) {
+          flatten(m.l)
+          flatten(m.r)
+        } else parts.push(m)
+      }
+      flatten(n)
+      const ps = parts.map(predicate)
+      if (ps.length === 2) {
+        const [a, b] = ps
+        return n.t === 'and' ? (x) => a(x) && b(x) : (x) => a(x) || b(x)
+      }
+      return n.t === 'and'
+        ? (x) => {
+            for (let i = 0; i < ps.length; i++) if (!ps[i](x)) return false
+            return true
+          }
+        : (x) => {
+            for (let i = 0; i < ps.length; i++) if (ps[i](x)) return true
+            return false
+          }
     }
     case 'not': {
       const e = predicate(n.e)
