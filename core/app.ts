@@ -8,6 +8,7 @@ import { CORE_AREAS } from './auth/roles'
 import { authRoutes } from './auth/routes'
 import { AuthService } from './auth/service'
 import { Bus } from './bus'
+import { createChanges } from './changes'
 import type { LoadedConfig } from './config'
 import { type Db, type MigrationSet, migrate, openDb } from './db'
 import { ErrorFamilies, errorHandler } from './http'
@@ -17,6 +18,7 @@ import { HealthChecks, monitoring } from './monitoring'
 import { NativeRoutes } from './native'
 import { type PluginContext, type PluginManifest, ProviderRegistry, type Services } from './plugin'
 import { RateLimiter } from './ratelimit'
+import { createSharedState } from './shared'
 
 export interface AppOptions {
   /** The plugin map (normally `plugins/index.ts`); tests pass a subset. */
@@ -173,6 +175,10 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     const generatedAdminPassword = await bootstrapAdmin(auth, core.admin.email, core.admin.password, log)
 
     const metrics = new Metrics()
+    const changes = await createChanges(db, log.child('changes'), opts.pgSchema ?? 'public')
+    stops.push(() => changes.close())
+    const shared = createSharedState({ db, redisUrl: core.redis.url || undefined, log: log.child('shared') })
+    stops.push(() => shared.close())
     const bus = new Bus((event, e) => log.error('bus listener failed', { event, error: String(e) }))
     const providers = new ProviderRegistry()
     const limiter = new RateLimiter(core.rate_limit.requests_per_minute, core.rate_limit.burst)
@@ -181,7 +187,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     const starts: Array<() => Promise<void> | void> = []
     const checks = new HealthChecks()
 
-    const mon = monitoring({ db, metrics, config: core, guard, checks })
+    const mon = monitoring({ db, metrics, config: core, guard, checks, families })
     stops.push(mon.close)
 
     const app = new Elysia({
@@ -254,6 +260,8 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
         metrics,
         log: log.child(p.name),
         bus,
+        changes,
+        shared,
         auth,
         guard,
         providers,

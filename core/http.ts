@@ -1,4 +1,5 @@
 import { Elysia } from 'elysia'
+import { type StorageFault, storageFault } from './db/faults'
 
 /**
  * Typed errors thrown by stores, services and macros. Routes never catch them: the one onError
@@ -78,6 +79,8 @@ export type ErrorFamily = 'general' | 'analytics' | 'envelope'
  */
 export class ErrorFamilies {
   private prefixes: Array<{ prefix: string; body: ErrorFamily }> = []
+  /** Told of every store fault a request met (the database health check watches them). */
+  onStorageFault: (fault: StorageFault) => void = () => undefined
 
   constructor(initial: ReadonlyArray<{ prefix: string; body: ErrorFamily }> = CORE_FAMILIES) {
     for (const f of initial) this.add(f.prefix, f.body)
@@ -165,6 +168,12 @@ export function httpErrorResponse(path: string, error: unknown, families = coreF
       error.details,
       error.headers,
     )
+  const fault = storageFault(error)
+  if (fault) {
+    logUnexpected(`storage fault: ${fault.cause}: ${fault.detail}`, path)
+    families.onStorageFault(fault)
+    return errorResponse(families, path, 503, 'storage_unavailable', `storage unavailable: ${fault.cause}`)
+  }
   logUnexpected(error, path)
   return errorResponse(families, path, 500, 'internal_error', 'internal server error')
 }

@@ -1,13 +1,15 @@
 #!/usr/bin/env bun
 // First: `serve` may execute itself again with allocator settings before anything else loads.
 import './allocator'
-import { existsSync, readFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { collectDefaultMetrics } from 'prom-client'
 import embeddedConfig from '../config/liveops.yaml' with { type: 'text' }
 import { plugins } from '../plugins'
 import { commands } from '../plugins/commands'
 import { createApp, listen } from './app'
 import { ConfigError, type LoadedConfig, loadConfig } from './config'
+import { storageFault } from './db/faults'
 import { createLogger } from './log'
 
 const USAGE = `liveops — self-hosted back end for live games
@@ -40,12 +42,36 @@ function load(text: string): LoadedConfig {
   }
 }
 
+/** One line and exit code 2: what an operator (or systemd) needs, not a stack trace. */
+function fatal(line: string): never {
+  console.error(`liveops: ${line}`)
+  process.exit(2)
+}
+
+/** The data directory holds the SQLite store, the generated JWT secret and backups: it must be writable. */
+function checkDataDir(dir: string) {
+  try {
+    mkdirSync(dir, { recursive: true })
+    const probe = join(dir, `.write-test-${process.pid}`)
+    writeFileSync(probe, '')
+    rmSync(probe)
+  } catch (e) {
+    const err = e as NodeJS.ErrnoException
+    fatal(`data_dir '${dir}' is not writable (${err.code ?? 'error'}): ${err.message}`)
+  }
+}
+
 async function serve(file: string | undefined) {
   const { text, source } = readConfig(file)
   const config = load(text)
   const log = createLogger(config.core.log)
   const t0 = performance.now()
-  const built = await createApp(config, { plugins, log })
+  checkDataDir(config.core.data_dir)
+  const built = await createApp(config, { plugins, log }).catch((e: unknown) => {
+    const fault = storageFault(e)
+    if (fault) fatal(`the store cannot be used: ${fault.cause}: ${fault.detail}`)
+    throw e
+  })
   collectDefaultMetrics({ register: built.metrics.registry })
   const server = listen(built, {
     port: config.core.server.port,

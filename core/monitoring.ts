@@ -3,7 +3,8 @@ import { Elysia, t } from 'elysia'
 import type { authGuard } from './auth/guard'
 import type { CoreConfig } from './config'
 import type { Db } from './db'
-import { ok } from './http'
+import { storageFault } from './db/faults'
+import { type ErrorFamilies, ok } from './http'
 import type { Metrics } from './metrics'
 import type { HealthOptions, HealthResult } from './plugin'
 
@@ -22,6 +23,7 @@ async function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
 }
 
 const round3 = (ms: number) => Math.round(ms * 1000) / 1000
+const PROBE_PAYLOAD = 'x'.repeat(1 << 20)
 
 /**
  * Named health checks: core's (database, redis when configured) and every plugin's
@@ -67,6 +69,8 @@ export function monitoring(deps: {
   /** The app's one policy-macro instance (shared rate limiter). */
   guard: ReturnType<typeof authGuard>
   checks: HealthChecks
+  /** Where requests report the store faults they met. */
+  families: ErrorFamilies
 }) {
   const { db, metrics, config, checks } = deps
   const redis = config.redis.url
@@ -83,24 +87,52 @@ export function monitoring(deps: {
     'check',
   ])
 
+  // A read answers on a full disk: after a request met a store fault, the check also writes,
+  // and stays down until a write succeeds (space came back, the file is writable again).
+  let fault: { cause: string; at: number } | undefined
+  deps.families.onStorageFault = (f) => {
+    fault ??= { cause: f.cause, at: Date.now() }
+  }
   checks.add('database', async () => {
     try {
       const ms = round3(await db.ping())
+      if (fault) {
+        // A megabyte, committed, then cleared: a single small row can fit in the space a failed
+        // transaction left behind, while the next real write still fails.
+        await db.run(
+          'INSERT INTO liveops_probe (id, at, payload) VALUES (1, ?, ?) ON CONFLICT (id) DO UPDATE SET at = excluded.at, payload = excluded.payload',
+          [Date.now(), PROBE_PAYLOAD],
+        )
+        await db.run('UPDATE liveops_probe SET payload = NULL WHERE id = 1')
+        fault = undefined
+      }
       dbUp.set(1)
       dbLatency.set(ms)
       return { status: 'up', latency_ms: ms }
     } catch (e) {
       dbUp.set(0)
-      return { status: 'down', error: (e as Error).message }
+      const f = storageFault(e)
+      if (f) fault = { cause: f.cause, at: fault?.at ?? Date.now() }
+      return {
+        status: 'down',
+        error: f ? f.cause : (e as Error).message,
+        ...(fault ? { since: new Date(fault.at).toISOString() } : {}),
+      }
     }
   })
+  // Not critical: with Redis down every instance falls back to its own limits and replay window
+  // (core/shared.ts) and keeps serving; taking them all out of the balancer would refuse everything.
   if (redis)
-    checks.add('redis', async () => {
-      const t0 = performance.now()
-      if (!redis.connected) await redis.connect()
-      await redis.send('PING', [])
-      return { status: 'up', latency_ms: round3(performance.now() - t0) }
-    })
+    checks.add(
+      'redis',
+      async () => {
+        const t0 = performance.now()
+        if (!redis.connected) await redis.connect()
+        await redis.send('PING', [])
+        return { status: 'up', latency_ms: round3(performance.now() - t0) }
+      },
+      { critical: false },
+    )
 
   const health = async () => {
     const h = await checks.run()

@@ -4,11 +4,13 @@ import type { authGuard } from './auth/guard'
 import type { Areas } from './auth/roles'
 import type { AuthService } from './auth/service'
 import type { Bus } from './bus'
+import type { Changes } from './changes'
 import type { CoreConfig } from './config'
 import type { Db, Migration } from './db'
 import type { ErrorFamily } from './http'
 import type { Logger } from './log'
 import type { Metrics } from './metrics'
+import type { SharedState } from './shared'
 
 /**
  * Services a plugin exports to the plugins that depend on it. A plugin adds its entry by
@@ -54,7 +56,18 @@ export interface PluginContext<C> {
   db: Db
   metrics: Metrics
   log: Logger
+  /** Platform events inside this process (core/events.ts). */
   bus: Bus
+  /**
+   * Change notices to every instance sharing the store (PostgreSQL LISTEN/NOTIFY): publish what
+   * you changed that others cache, and drop or rebuild your cache when you hear it.
+   */
+  changes: Changes
+  /**
+   * Short-lived state all instances share (Redis when configured, else the database): one-time
+   * claims (replay windows) and windowed counters (budgets). Degrades to this process on a Redis outage.
+   */
+  shared: SharedState
   auth: AuthService
   /**
    * The route policy macros, defined once in core: `{ permission: 'games:write' }` (Bearer JWT or
@@ -170,6 +183,20 @@ export interface ProviderDefinition<S extends TSchema = TSchema> {
 }
 
 export function defineProvider<S extends TSchema>(def: ProviderDefinition<S>): ProviderDefinition<S> {
+  return def
+}
+
+/**
+ * Loads a third-party provider from a file (`module: ./ext/sms.ts` in the YAML, `--module` of a
+ * remote worker): its default export made by `defineProvider`. The path is read at run time, so
+ * it works from source and from the compiled binary alike.
+ */
+export async function loadProviderModule(path: string): Promise<ProviderDefinition> {
+  const { resolve } = await import('node:path')
+  const mod = (await import(resolve(path))) as { default?: ProviderDefinition }
+  const def = mod.default
+  if (!def || typeof def.create !== 'function' || typeof def.type !== 'string')
+    throw new Error(`'${path}' has no default export made by defineProvider`)
   return def
 }
 

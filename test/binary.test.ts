@@ -107,9 +107,13 @@ describe('single binary', () => {
         body,
         duplex: 'half',
       } as RequestInit)
+      // A margin for the first bytes to reach the server (nothing observable says they did); the
+      // rest of the body is sent only after the server said it is draining.
       await Bun.sleep(100)
       s.proc.kill('SIGTERM')
-      await Bun.sleep(100)
+      const deadline = Date.now() + 5000
+      while (!s.output().includes('SIGTERM: draining') && Date.now() < deadline) await Bun.sleep(10)
+      expect(s.output()).toContain('SIGTERM: draining')
       release()
       const late = await inflight
       expect(late.status).toBe(200)

@@ -8,6 +8,7 @@ import { type LiveopsApp, createApp, listen } from '../core/app'
 import { loadConfig } from '../core/config'
 import { type Db, openDb } from '../core/db'
 import { createLogger } from '../core/log'
+import type { PluginManifest } from '../core/plugin'
 import { plugins as allPlugins } from '../plugins'
 
 export type Engine = 'sqlite' | 'postgres'
@@ -71,6 +72,8 @@ export interface MakeAppOptions {
   /** Extra core settings merged over the test defaults (for example `{ rate_limit: {...} }`). */
   config?: Record<string, unknown>
   env?: Record<string, string>
+  /** Plugins beside the shipped ones (the example plugin of docs/plugins.md, broken manifests). */
+  extraPlugins?: Record<string, PluginManifest>
 }
 
 function merge(a: Record<string, unknown>, b: Record<string, unknown>): Record<string, unknown> {
@@ -118,9 +121,10 @@ export async function makeApp(engine: Engine, opts: MakeAppOptions = {}): Promis
     plugins: opts.plugins ?? Object.fromEntries(Object.keys(allPlugins).map((n) => [n, {}])),
   }
   const yaml = stringify(merge(base, opts.config ?? {}))
-  const config = loadConfig(yaml, allPlugins, opts.env ?? {})
+  const known = { ...allPlugins, ...opts.extraPlugins }
+  const config = loadConfig(yaml, known, opts.env ?? {})
   const built = await createApp(config, {
-    plugins: allPlugins,
+    plugins: known,
     pgSchema: pg?.schema,
     log: createLogger(config.core.log),
   })

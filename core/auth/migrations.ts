@@ -1,9 +1,13 @@
 import type { Migration } from '../db'
 import m001 from './migrations/001_auth.sql' with { type: 'text' }
 import m002 from './migrations/002_app_tokens.sql' with { type: 'text' }
+import m003 from './migrations/003_probe.sql' with { type: 'text' }
+import m004 from './migrations/004_shared.sql' with { type: 'text' }
 
 /** Core's own migrations, recorded in the ledger under the name `core`. */
 export const coreMigrations: Migration[] = [
   { id: 1, name: 'auth', sql: m001 },
   { id: 2, name: 'app_tokens', sql: m002 },
+  { id: 3, name: 'probe', sql: m003 },
+  { id: 4, name: 'shared', sql: m004 },
 ]

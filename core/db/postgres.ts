@@ -53,6 +53,8 @@ export interface PgOptions {
   /** Schema every connection uses; tests get a fresh one each. */
   schema?: string
   max?: number
+  /** Seconds a connection attempt may take (default 2). */
+  connectTimeoutS?: number
 }
 
 /** BIGINT (epoch ms, counts) and NUMERIC (sums) come back as JS numbers, as on SQLite. */
@@ -69,13 +71,27 @@ const numberTypes = {
 export function openPostgres(url: string, opts: PgOptions = {}): Db {
   const sql = postgres(url, {
     max: opts.max ?? 10,
+    // While PostgreSQL is unreachable a request fails within ~2 s (503) instead of hanging;
+    // the pool reconnects by itself on the next query once it is back.
+    connect_timeout: opts.connectTimeoutS ?? 2,
     onnotice: () => undefined,
     types: numberTypes,
     connection: opts.schema ? { search_path: opts.schema } : {},
   })
-  const root: Db = {
+  const root: Db & {
+    listen(channel: string, fn: (payload: string) => void): Promise<() => Promise<void>>
+    notify(channel: string, payload: string): Promise<void>
+  } = {
     ...wrap(sql, () => root),
     location: { url, schema: opts.schema },
+    // LISTEN holds one connection of its own; postgres.js re-listens after a reconnect.
+    async listen(channel, fn) {
+      const l = await sql.listen(channel, fn)
+      return () => l.unlisten()
+    },
+    async notify(channel, payload) {
+      await sql`SELECT pg_notify(${channel}, ${payload})`
+    },
     async ping() {
       const t = performance.now()
       await sql`SELECT 1`

@@ -94,8 +94,10 @@ function direct(conn: Conn, savepoints: { n: number }, dialectDb: () => Db): Db 
         conn.db.exec(`RELEASE ${name}`)
         return out
       } catch (e) {
-        conn.db.exec(`ROLLBACK TO ${name}`)
-        conn.db.exec(`RELEASE ${name}`)
+        if (conn.db.inTransaction) {
+          conn.db.exec(`ROLLBACK TO ${name}`)
+          conn.db.exec(`RELEASE ${name}`)
+        }
         throw e
       }
     },
@@ -156,7 +158,9 @@ export function openSqlite(path: string, opts: { blocking?: boolean } = {}): Db 
           writer.db.exec('COMMIT')
           return out
         } catch (e) {
-          writer.db.exec('ROLLBACK')
+          // SQLite rolls back by itself on some errors (SQLITE_FULL, SQLITE_IOERR): a ROLLBACK then
+          // fails with "no transaction is active" and would hide the error that matters.
+          if (writer.db.inTransaction) writer.db.exec('ROLLBACK')
           throw e
         }
       })

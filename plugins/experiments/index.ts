@@ -47,7 +47,15 @@ export default definePlugin({
         if (path) ctx.staticRoute(path, entry && new Response(entry.bytes, { headers: entry.headers }))
       },
     )
-    const store = experimentsStore(ctx.db, games, (gameId, environment) => cache.refresh(gameId, environment))
+    const store = experimentsStore(ctx.db, games, async (gameId, environment) => {
+      await cache.refresh(gameId, environment)
+      void ctx.changes.publish('experiments', { gameId, environment })
+    })
+    // Another instance changed an experiment: rebuild that environment's answer now (refresh_ms
+    // polling, when set, stays as the safety net for a notice lost while disconnected).
+    ctx.changes.on('experiments', (d, origin) => {
+      if (origin === 'remote') return cache.refresh(String(d.gameId), String(d.environment))
+    })
     games.onChange((change) => {
       if (change.deleted) cache.drop(change.gameId, change.environment)
     })

@@ -22,7 +22,16 @@ export default definePlugin({
   ),
   migrations: [{ id: 1, name: 'games', sql: m001 }],
   setup(ctx) {
-    const store = gamesStore(ctx.db, ctx.config.cache_ttl_ms)
+    // Other instances drop their cached copy when told (LISTEN/NOTIFY); the TTL is the safety net.
+    const store = gamesStore(ctx.db, ctx.config.cache_ttl_ms, (c) => void ctx.changes.publish('games', c))
+    ctx.changes.on('games', (d, origin) => {
+      if (origin === 'remote')
+        store.changedElsewhere({
+          gameId: String(d.gameId),
+          environment: d.environment ? String(d.environment) : undefined,
+          deleted: d.deleted === true,
+        })
+    })
     ctx.provide('games', store.service)
     return gamesRoutes(ctx, store)
   },

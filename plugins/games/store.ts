@@ -109,12 +109,19 @@ function checkTimezone(tz: string) {
  * Games and environments. Reads by id go through a small cache kept current by this process's
  * writes and refreshed after `cacheTtlMs`, so other instances' writes show up within that bound.
  */
-export function gamesStore(db: Db, cacheTtlMs: number) {
+export type GameChange = { gameId: string; environment?: string; deleted: boolean }
+
+export function gamesStore(db: Db, cacheTtlMs: number, publish: (c: GameChange) => void = () => undefined) {
   const games = new Map<string, { game: Game | null; at: number }>()
   const envs = new Map<string, { env: Environment | null; at: number }>()
-  const listeners: Array<(c: { gameId: string; environment?: string; deleted: boolean }) => void> = []
+  const listeners: Array<(c: GameChange) => void> = []
+  const tell = (c: GameChange) => {
+    for (const fn of listeners) fn(c)
+  }
+  /** A change made here: listeners hear it, and so do other instances (`publish`). */
   const changed = (gameId: string, environment?: string, deleted = false) => {
-    for (const fn of listeners) fn({ gameId, environment, deleted })
+    tell({ gameId, environment, deleted })
+    publish({ gameId, environment, deleted })
   }
   const fresh = (at: number) => Date.now() - at < cacheTtlMs
 
@@ -195,6 +202,11 @@ export function gamesStore(db: Db, cacheTtlMs: number) {
     service,
     getGame,
     getEnv,
+    /** Another instance changed this game: its cached rows go, and listeners hear it. */
+    changedElsewhere(c: GameChange) {
+      forgetGame(c.gameId)
+      tell(c)
+    },
 
     async createGame(input: {
       name: string

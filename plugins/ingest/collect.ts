@@ -119,7 +119,7 @@ export async function collect(
     if (!p.gameId || !p.environment)
       throw new Forbidden('this API key is not bound to a game and environment', 'api_key_unbound')
     key = { gameId: p.gameId, env: p.environment }
-  } else ing.verify(headers, body)
+  } else await ing.verify(headers, body)
   if ((headers['content-encoding'] ?? '').toLowerCase() === 'gzip')
     body = await gunzip(body, cfg.batch_max_body_kb * 1024)
 

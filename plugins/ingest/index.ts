@@ -73,7 +73,7 @@ export default definePlugin({
       )
       ctx.metrics.collect(() => restarts.set(thread.restarts))
     }
-    const ingestor = new Ingestor(ctx.config, ctx.config.signing_secret, games, writer, ctx.log)
+    const ingestor = new Ingestor(ctx.config, ctx.config.signing_secret, games, writer, ctx.log, ctx.shared)
 
     const events: EventsService = {
       experimentCounts: (q) => experimentCounts(db, q),

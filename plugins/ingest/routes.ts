@@ -40,7 +40,7 @@ export function ingestRoutes(
       const headers = signedHeaders(request)
       const body = await readBody(request, Math.round(ing.config.max_body_mb * 1024 * 1024))
       // Answered, not thrown: forged traffic takes the cheapest path there is.
-      const denied = ing.signatureError(headers, body)
+      const denied = ing.signatureError(headers, body) ?? (await ing.replayAcrossInstances(headers))
       if (denied) return httpErrorResponse(path, denied)
       const set = { headers: {} as Record<string, string> }
       await accept(ing, signedEvents(body, headers, payments), clientIp(server, request), set)

@@ -1,9 +1,10 @@
 import { HttpError } from '../../core/http'
 import type { Logger } from '../../core/log'
 import { type RateDecision, RateLimiter } from '../../core/ratelimit'
+import type { SharedState } from '../../core/shared'
 import type { Environment, GamesService } from '../games/types'
 import type { IngestConfig } from './schema'
-import { NonceCache, signatureError } from './signature'
+import { NonceCache, replayError, signatureError } from './signature'
 import { type NormEvent, sameStreamAsPrevious, streamKey } from './validate'
 import type { GroupWriter } from './writer'
 
@@ -67,6 +68,8 @@ export class Ingestor {
     private games: GamesService,
     readonly writer: GroupWriter,
     readonly log: Logger,
+    /** Where the replay window is shared with other instances and kept across restarts. */
+    private shared?: SharedState,
   ) {
     this.nonces = new NonceCache(config.nonce_window_s * 1000)
   }
@@ -87,9 +90,21 @@ export class Ingestor {
     )
   }
 
-  /** `signatureError`, thrown. */
-  verify(headers: Record<string, string | undefined>, body: Uint8Array): void {
-    const e = this.signatureError(headers, body)
+  /**
+   * The replay check every instance shares (and a restart keeps): run after `signatureError`
+   * passed, so only authentic requests reach the shared store. This process's own window
+   * (in memory) already refused replays sent to it, at no cost.
+   */
+  async replayAcrossInstances(headers: Record<string, string | undefined>): Promise<HttpError | undefined> {
+    const nonce = headers['x-nonce']
+    if (!this.shared || !nonce) return undefined
+    const ttl = this.config.nonce_window_s * 1000
+    return (await this.shared.claimOnce(`ingest-nonce:${nonce}`, ttl)) ? undefined : replayError(nonce)
+  }
+
+  /** `signatureError` and `replayAcrossInstances`, thrown. */
+  async verify(headers: Record<string, string | undefined>, body: Uint8Array): Promise<void> {
+    const e = this.signatureError(headers, body) ?? (await this.replayAcrossInstances(headers))
     if (e) throw e
   }
 

@@ -85,12 +85,13 @@ export function signatureError(
     .update(`${h.timestamp}\n${h.nonce}\n${digest}`)
     .digest('base64')
   if (!sameText(expected, h.signature) && !sameLenient(expected, h.signature)) return BAD_SIGNATURE
-  if (!nonces.claim(h.nonce, now))
-    return new TooManyRequests('X-Nonce was already used in the last 15 minutes', 1, 'duplicate_nonce', {
-      nonce: h.nonce,
-    })
+  if (!nonces.claim(h.nonce, now)) return replayError(h.nonce)
   return undefined
 }
+
+/** 429 duplicate_nonce: the nonce was accepted before, here or on another instance. */
+export const replayError = (nonce: string) =>
+  new TooManyRequests('X-Nonce was already used in the last 15 minutes', 1, 'duplicate_nonce', { nonce })
 
 /**
  * A signature that is not canonical Base64 (unpadded, URL-safe alphabet) is compared as bytes,

@@ -1,4 +1,3 @@
-import { resolve } from 'node:path'
 import { Kind, Type as T } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 import type { Db } from '../../core/db'
@@ -10,6 +9,7 @@ import {
   type ProviderDefinition,
   type ProviderRegistry,
   defineProvider,
+  loadProviderModule,
 } from '../../core/plugin'
 import { maskValue } from '../../core/secrets'
 import type { ChannelConfig } from './schema'
@@ -90,6 +90,8 @@ export function channelManager(opts: {
   log: Logger
   sensitive: readonly string[]
   yaml: Record<string, ChannelConfig>
+  /** A runtime change made here (PUT /config, enable/disable): other instances are told to sync. */
+  onLocalChange?: (name: string) => void
 }) {
   const { db, registry, log } = opts
   const slots = new Map<string, Slot>()
@@ -105,11 +107,9 @@ export function channelManager(opts: {
   ): Promise<ProviderDefinition> {
     let def = registry.get(type)
     if (!def && module) {
-      // A file path read at runtime: works from source and from the compiled binary alike.
-      const mod = (await import(resolve(module))) as { default?: ProviderDefinition }
-      const loaded = mod.default
-      if (!loaded || typeof loaded.create !== 'function' || typeof loaded.type !== 'string')
-        throw invalidField(`${field}.module`, `'${module}' has no default export made by defineProvider`)
+      const loaded = await loadProviderModule(module).catch((e: Error) => {
+        throw invalidField(`${field}.module`, e.message)
+      })
       if (loaded.type !== type)
         throw invalidField(`${field}.module`, `'${module}' provides type '${loaded.type}', not '${type}'`)
       if (!registry.get(type)) registry.register(loaded)
@@ -376,6 +376,7 @@ export function channelManager(opts: {
       // Sends already holding the old provider finish on it; close only after they had time to.
       if (old?.close) setTimeout(() => void old.close?.().catch(() => undefined), 35_000).unref?.()
       changed(name)
+      opts.onLocalChange?.(name)
       return this.view(name)
     },
 
@@ -391,6 +392,7 @@ export function channelManager(opts: {
       s.enabled = enabled
       s.updatedAt = now
       changed(name)
+      opts.onLocalChange?.(name)
       return { name, enabled }
     },
 

@@ -2,6 +2,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { definePlugin } from '../../core/plugin'
 import { channelManager, logProvider } from './channels'
+import { subscribePlatformEvents } from './events'
 import { logStore } from './logs'
 import m001 from './migrations/001_notify.sql' with { type: 'text' }
 import m002 from './migrations/002_app_tokens_to_core.sql' with { type: 'text' }
@@ -54,6 +55,12 @@ export default definePlugin({
       log: ctx.log,
       sensitive: ctx.core.log.sensitive_fields,
       yaml: config.channels,
+      onLocalChange: (name) => void ctx.changes.publish('notify.channels', { name }),
+    })
+    // Other instances' changes apply at once when they say so; the sync timer is the safety net.
+    ctx.changes.on('notify.channels', (_d, origin) => {
+      if (origin === 'remote')
+        return channels.sync().catch((e) => ctx.log.error('channel sync failed', { error: String(e) }))
     })
     const queue = queueStore(ctx.db, id)
     const templates = templateStore(ctx.db)
@@ -78,6 +85,8 @@ export default definePlugin({
     const queued = ctx.metrics.gauge('svc_notify_queue_size', 'Deliveries not yet finished')
     ctx.metrics.collect(async () => queued.set(await queue.size()))
 
+    // Subscribed from the start: an event raised by another plugin's onStart is not lost.
+    const unsubscribe = subscribePlatformEvents(ctx.bus, service, ctx.log)
     ctx.onStart(async () => {
       await channels.start()
       disp = dispatcher({
@@ -101,6 +110,7 @@ export default definePlugin({
       )
     })
     ctx.onStop(async () => {
+      unsubscribe()
       clearInterval(syncer)
       await disp?.stop()
       await hub?.stop()

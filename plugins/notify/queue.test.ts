@@ -72,8 +72,14 @@ forEachEngine((engine) => {
         )
       }),
     )
-    await until(() => sink.hits.length - before >= 60)
-    await Bun.sleep(100)
+    // Every delivery finished (none pending or claimed) on both instances: a duplicate would have been sent by now.
+    await until(async () => {
+      const open = await a.db.get<{ n: number | string }>(
+        `SELECT COUNT(*) AS n FROM notify_deliveries WHERE status = 'pending' AND id IN (${ids.map(() => '?').join(',')})`,
+        ids,
+      )
+      return ids.length === 60 && Number(open?.n) === 0
+    }, 10_000)
     const got = sink.hits.slice(before).map((h) => String(h.body.id))
     expect(got.length).toBe(60)
     expect(new Set(got).size).toBe(60)
@@ -85,6 +91,54 @@ forEachEngine((engine) => {
     expect(workers.length).toBeGreaterThanOrEqual(1)
     await a.stop()
     await b.stop()
+  }, 30_000)
+
+  test('a live instance renews its claims: a send slower than the lease is not taken by another instance; the receiver sees the delivery id header', async () => {
+    let release!: () => void
+    const gate = new Promise<void>((r) => {
+      release = r
+    })
+    const slow = httpSink(async () => {
+      await gate
+      return new Response('ok')
+    })
+    const settings = (id: string) => {
+      const s = notify({ local: true, concurrency: 4 }, { instance_id: id, lease_ms: 1000 })
+      return {
+        ...s,
+        notify: { ...s.notify, channels: { ...channels, slow: { type: 'webhook', url: slow.url } } },
+      }
+    }
+    const a = await appOn(store, settings('A'))
+    const b = await appOn(store, settings('B'))
+    try {
+      const sent = await a.req('POST', '/api/v1/notify', { type: 'x', channel: 'slow', title: 'slow one' })
+      const id = (sent.body.data.task_ids as string[])[0]
+      await until(() => slow.hits.length === 1)
+      // Three leases long: without renewal the other instance (or this one) would claim it again.
+      const claimedBy = async () =>
+        (await a.db.get<{ claimed_by: string; lease_until: number }>(
+          'SELECT claimed_by, lease_until FROM notify_deliveries WHERE id = ?',
+          [id],
+        ))!
+      const first = await claimedBy()
+      await until(
+        async () => Number((await claimedBy()).lease_until) > Number(first.lease_until) + 1500,
+        5000,
+      )
+      const later = await claimedBy()
+      expect(later.claimed_by).toBe(first.claimed_by)
+      expect(slow.hits).toHaveLength(1)
+      expect(slow.hits[0].headers['x-liveops-delivery']).toBe(id)
+      release()
+      await until(async () => (await a.req('GET', `/api/v1/logs/${id}`)).body.data.status === 'success')
+      expect(slow.hits).toHaveLength(1)
+    } finally {
+      release()
+      await a.stop()
+      await b.stop()
+      slow.stop()
+    }
   }, 30_000)
 
   test('idempotency records are evicted first in first out (idempotency_entries: 2)', async () => {

@@ -212,6 +212,7 @@ export function dispatcher(opts: {
   }
 
   let poller: Timer | undefined
+  let renewer: Timer | undefined
   return {
     hint,
     /** Something freed capacity (a remote worker said hello or answered). */
@@ -228,11 +229,21 @@ export function dispatcher(opts: {
       }
       await poll()
       poller = setInterval(poll, config.queue.poll_ms)
+      // Short leases, renewed while this instance lives: a dead instance's claims come back
+      // within one lease, a live one's slow sends are never claimed twice.
+      renewer = setInterval(
+        () =>
+          void store
+            .renew(config.queue.lease_ms)
+            .catch((e) => log.error('renewing delivery claims failed', { error: (e as Error).message })),
+        Math.max(100, Math.floor(config.queue.lease_ms / 3)),
+      )
     },
     /** Stops claiming and waits (bounded) for sends in flight to record their results. */
     async stop(graceMs = 5000) {
       stopped = true
       if (poller) clearInterval(poller)
+      if (renewer) clearInterval(renewer)
       for (const t of timers) clearTimeout(t)
       // Sends in flight record their results; a claim still in flight is not waited for (see pump).
       await Promise.race([Promise.all([...running]), Bun.sleep(graceMs)])

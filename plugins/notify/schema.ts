@@ -60,8 +60,11 @@ export const NotifyConfig = t.Object(
         instance_id: t.String({ default: '' }),
         /** How often the dispatcher looks for due retries and other instances' released work. */
         poll_ms: t.Integer({ minimum: 10, default: 500 }),
-        /** A claim older than this is considered abandoned (crashed instance) and re-delivered. */
-        lease_ms: t.Integer({ minimum: 1000, default: 120_000 }),
+        /**
+         * A claim not renewed for this long is abandoned (its instance died) and delivered again.
+         * A live instance renews its claims every third of it, so a slow send is never taken twice.
+         */
+        lease_ms: t.Integer({ minimum: 1000, default: 20_000 }),
         /** How often channel changes made by other instances sharing the store are picked up. */
         sync_ms: t.Integer({ minimum: 100, default: 5000 }),
         /** Largest number of deliveries claimed at once per channel. */

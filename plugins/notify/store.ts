@@ -1,4 +1,6 @@
-import type { Db, Param } from '../../core/db'
+import type { Db } from '../../core/db'
+import { insertMany } from '../../core/db/bulk'
+import { GroupCommit } from '../../core/db/group-commit'
 
 /** A delivery as written at acceptance and read back by a claim. */
 export interface DeliveryRow {
@@ -51,54 +53,6 @@ export type Outcome =
       nextAt?: number
     }
 
-/**
- * Writes from many concurrent callers coalesce into one transaction (group commit): each caller
- * waits for the commit that holds its rows, so an answer still follows durability, but the store
- * sees a few large transactions instead of thousands of small ones.
- */
-export class GroupCommit<T> {
-  private buf: { item: T; done: (e?: unknown) => void }[] = []
-  private running = 0
-  private scheduled = false
-
-  /** `parallel` > 1 lets a new batch commit while the previous one waits on the network (PostgreSQL). */
-  constructor(
-    private flush: (items: T[]) => Promise<void>,
-    private parallel = 1,
-    private max = 500,
-  ) {}
-
-  add(item: T): Promise<void> {
-    return new Promise((resolve, reject) => {
-      this.buf.push({ item, done: (e) => (e ? reject(e) : resolve()) })
-      this.kick()
-    })
-  }
-
-  private kick() {
-    if (this.scheduled || this.running >= this.parallel || !this.buf.length) return
-    this.scheduled = true
-    // setImmediate lets every request parsed in this tick join the same transaction.
-    setImmediate(async () => {
-      this.scheduled = false
-      if (this.running >= this.parallel) return
-      const batch = this.buf.splice(0, this.max)
-      if (!batch.length) return
-      this.running++
-      this.kick()
-      try {
-        await this.flush(batch.map((b) => b.item))
-        for (const b of batch) b.done()
-      } catch (e) {
-        for (const b of batch) b.done(e)
-      } finally {
-        this.running--
-        this.kick()
-      }
-    })
-  }
-}
-
 const NOTIF_COLS = [
   'id',
   'type',
@@ -138,28 +92,6 @@ const ATTEMPT_COLS = [
   'error',
 ] as const
 
-function insertMany(
-  db: Db,
-  table: string,
-  cols: readonly string[],
-  rows: Param[][],
-  chunk = 100,
-): Promise<unknown> {
-  const jobs: Promise<number>[] = []
-  for (let i = 0; i < rows.length; i += chunk) {
-    const part = rows.slice(i, i + chunk)
-    const one = `(${cols.map(() => '?').join(', ')})`
-    jobs.push(
-      db.run(
-        `INSERT INTO ${table} (${cols.join(', ')}) VALUES ${part.map(() => one).join(', ')}`,
-        part.flat(),
-      ),
-    )
-  }
-  // Issued together: postgres.js pipelines them on the transaction's connection.
-  return Promise.all(jobs)
-}
-
 export const CLAIM_COLS =
   'id, notification_id, channel, provider_type, type, level, targets, recipients, title, body, raw, attempts, created_at'
 
@@ -175,14 +107,14 @@ export function queueStore(db: Db, instanceId: string) {
           tx,
           'notify_notifications',
           NOTIF_COLS,
-          items.map(({ notification: n }) => NOTIF_COLS.map((c) => n[c])),
+          items.flatMap(({ notification: n }) => NOTIF_COLS.map((c) => n[c])),
         )
         const rows = items.flatMap((i) => i.deliveries)
         await insertMany(
           tx,
           'notify_deliveries',
           DELIV_COLS,
-          rows.map((d) =>
+          rows.flatMap((d) =>
             DELIV_COLS.map((c) =>
               c === 'status' ? 'pending' : c === 'next_at' ? now : c === 'attempts' ? 0 : d[c],
             ),
@@ -190,51 +122,54 @@ export function queueStore(db: Db, instanceId: string) {
         )
       })
     },
-    parallel,
+    { parallel },
   )
 
-  const finish = new GroupCommit<Outcome>(async (items) => {
-    const now = Date.now()
-    await db.tx(async (tx) => {
-      const jobs = items.map((o) => {
-        if (o.kind === 'success')
-          return tx.run(
-            `UPDATE notify_deliveries SET status = 'success', finished_at = ?, latency_ms = ?, last_error = NULL, claimed_by = NULL, lease_until = NULL
+  const finish = new GroupCommit<Outcome>(
+    async (items) => {
+      const now = Date.now()
+      await db.tx(async (tx) => {
+        const jobs = items.map((o) => {
+          if (o.kind === 'success')
+            return tx.run(
+              `UPDATE notify_deliveries SET status = 'success', finished_at = ?, latency_ms = ?, last_error = NULL, claimed_by = NULL, lease_until = NULL
              WHERE id = ? AND claimed_by = ? AND status = 'pending'`,
-            [now, now - o.createdAt, o.id, instanceId],
-          )
-        if (o.kind === 'retry')
+              [now, now - o.createdAt, o.id, instanceId],
+            )
+          if (o.kind === 'retry')
+            return tx.run(
+              "UPDATE notify_deliveries SET next_at = ?, last_error = ?, claimed_by = NULL, lease_until = NULL WHERE id = ? AND claimed_by = ? AND status = 'pending'",
+              [o.nextAt ?? now, o.error, o.id, instanceId],
+            )
           return tx.run(
-            "UPDATE notify_deliveries SET next_at = ?, last_error = ?, claimed_by = NULL, lease_until = NULL WHERE id = ? AND claimed_by = ? AND status = 'pending'",
-            [o.nextAt ?? now, o.error, o.id, instanceId],
-          )
-        return tx.run(
-          `UPDATE notify_deliveries SET status = 'failed', finished_at = ?, latency_ms = ?, last_error = ?, claimed_by = NULL, lease_until = NULL
+            `UPDATE notify_deliveries SET status = 'failed', finished_at = ?, latency_ms = ?, last_error = ?, claimed_by = NULL, lease_until = NULL
            WHERE id = ? AND claimed_by = ? AND status = 'pending'`,
-          [now, now - o.createdAt, o.error, o.id, instanceId],
+            [now, now - o.createdAt, o.error, o.id, instanceId],
+          )
+        })
+        jobs.push(
+          insertMany(
+            tx,
+            'notify_attempts',
+            ATTEMPT_COLS,
+            items.flatMap((o) => [
+              Bun.randomUUIDv7(),
+              o.id,
+              o.attempt,
+              o.worker,
+              o.startedAt,
+              Math.round(o.durationMs),
+              o.kind === 'success' ? 1 : 0,
+              o.kind !== 'success' && o.retryable ? 1 : 0,
+              o.kind === 'success' ? null : o.error,
+            ]),
+          ).then((r) => r.length),
         )
+        await Promise.all(jobs)
       })
-      jobs.push(
-        insertMany(
-          tx,
-          'notify_attempts',
-          ATTEMPT_COLS,
-          items.map((o) => [
-            Bun.randomUUIDv7(),
-            o.id,
-            o.attempt,
-            o.worker,
-            o.startedAt,
-            Math.round(o.durationMs),
-            o.kind === 'success' ? 1 : 0,
-            o.kind !== 'success' && o.retryable ? 1 : 0,
-            o.kind === 'success' ? null : o.error,
-          ]),
-        ) as Promise<number>,
-      )
-      await Promise.all(jobs)
-    })
-  }, parallel)
+    },
+    { parallel },
+  )
 
   return {
     accept: (notification: NotificationRow, deliveries: DeliveryRow[]) =>
@@ -255,6 +190,14 @@ export function queueStore(db: Db, instanceId: string) {
            AND (lease_until IS NULL OR lease_until < ?) ORDER BY next_at LIMIT ?${lock})
          RETURNING ${CLAIM_COLS}`,
         [instanceId, now + leaseMs, channel, now, now, limit],
+      )
+    },
+
+    /** Extends every claim this instance holds: it is alive, its sends are still in flight. */
+    async renew(leaseMs: number): Promise<number> {
+      return db.run(
+        "UPDATE notify_deliveries SET lease_until = ? WHERE claimed_by = ? AND status = 'pending' AND lease_until IS NOT NULL",
+        [Date.now() + leaseMs, instanceId],
       )
     },
 

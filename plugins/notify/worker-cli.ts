@@ -1,17 +1,26 @@
 import { hostname } from 'node:os'
 import { Value } from '@sinclair/typebox/value'
 import { createLogger } from '../../core/log'
-import { type Provider, ProviderRegistry, type SendResult } from '../../core/plugin'
+import {
+  type Provider,
+  type ProviderDefinition,
+  ProviderRegistry,
+  type SendResult,
+  loadProviderModule,
+} from '../../core/plugin'
 import { smtpProvider } from '../smtp-provider'
 import { webhookProvider } from '../webhook-provider'
 import { logProvider } from './channels'
 import type { ServerMessage, WorkerMessage } from './workers'
 
-const USAGE = `usage: liveops worker --server URL --token TOKEN [--id ID] [--capabilities webhook,smtp,log] [--concurrency N]
+const USAGE = `usage: liveops worker --server URL --token TOKEN [--id ID] [--capabilities webhook,smtp,log]
+                      [--module ./ext/sms.ts ...] [--concurrency N]
 
 Connects to a liveops server's worker endpoint (plugins.notify.workers.remote), advertises the
 provider types it can send, heartbeats, sends the deliveries it receives and reports results.
-TOKEN is an application token with the config scope, or a user token allowed notify:write.`
+TOKEN is an application token with the config scope, or a user token allowed notify:write.
+--module loads a third-party provider file (its default export made by defineProvider), as the
+server does for a channel's \`module:\`; its type joins the capabilities. Repeatable.`
 
 export interface WorkerOptions {
   server: string
@@ -19,6 +28,8 @@ export interface WorkerOptions {
   id: string
   capabilities: string[]
   concurrency: number
+  /** Third-party provider definitions (loaded from `--module` files) beside the built-in ones. */
+  providers?: ProviderDefinition[]
 }
 
 /** Runs one remote worker until `stop()`; reconnects with backoff when the connection drops. */
@@ -32,7 +43,8 @@ export function runWorker(o: WorkerOptions) {
     sensitive_fields: ['password', 'token', 'authorization'],
   }).child('worker')
   const registry = new ProviderRegistry()
-  for (const def of [logProvider, webhookProvider, smtpProvider]) registry.register(def)
+  for (const def of [logProvider, webhookProvider, smtpProvider, ...(o.providers ?? [])])
+    registry.register(def)
   const providers = new Map<string, Provider>()
   const url = `${o.server.replace(/^http/, 'ws').replace(/\/$/, '')}/api/v1/workers/connect`
   let ws: WebSocket | undefined
@@ -119,20 +131,34 @@ export async function workerCommand(args: string[]): Promise<void> {
     const i = args.indexOf(name)
     return i >= 0 ? args[i + 1] : undefined
   }
+  const modules = args.flatMap((a, i) => (a === '--module' && args[i + 1] ? [args[i + 1]] : []))
   const server = flag('--server')
   const token = flag('--token') ?? process.env.LIVEOPS_WORKER_TOKEN
   if (!server || !token || args.includes('--help')) {
     console.error(USAGE)
     process.exit(2)
   }
+  const extra: ProviderDefinition[] = []
+  for (const m of modules) {
+    try {
+      extra.push(await loadProviderModule(m))
+    } catch (e) {
+      console.error(`--module: ${(e as Error).message}`)
+      process.exit(2)
+    }
+  }
   const w = runWorker({
     server,
     token,
     id: flag('--id') ?? `${hostname()}-${process.pid}`,
-    capabilities: (flag('--capabilities') ?? 'webhook,smtp,log')
-      .split(',')
-      .map((s) => s.trim())
-      .filter(Boolean),
+    capabilities: [
+      ...(flag('--capabilities') ?? 'webhook,smtp,log')
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean),
+      ...extra.map((d) => d.type),
+    ],
+    providers: extra,
     concurrency: Number(flag('--concurrency') ?? 32),
   })
   const quit = () => {

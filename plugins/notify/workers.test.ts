@@ -24,7 +24,11 @@ forEachEngine((engine) => {
         'webhook-provider': {},
         notify: {
           auth: { enabled: false },
-          channels: { hook: { type: 'webhook', url: sink.url } },
+          channels: {
+            hook: { type: 'webhook', url: sink.url },
+            // A third-party provider: the server loads the file, and so must the remote worker.
+            sms: { type: 'sms', module: './test/example/sms-provider.ts', url: sink.url, sender: 'QUESTS' },
+          },
           workers: { local: false, remote: { enabled: true, port, heartbeat_s: 0.2, missed_heartbeats: 2 } },
         },
       },
@@ -79,6 +83,8 @@ forEachEngine((engine) => {
         `w-${engine}`,
         '--capabilities',
         'webhook,log',
+        '--module',
+        'test/example/sms-provider.ts',
       ],
       {
         cwd: root,
@@ -93,7 +99,7 @@ forEachEngine((engine) => {
     expect(online).toMatchObject({
       worker_id: `w-${engine}`,
       mode: 'remote',
-      capabilities: ['webhook', 'log'],
+      capabilities: ['webhook', 'log', 'sms'],
       status: 'online',
     })
     expect(Date.parse(online.connected_at)).toBeGreaterThan(0)
@@ -109,10 +115,25 @@ forEachEngine((engine) => {
     })
     expect(log.attempts[0].worker).toBe(`w-${engine}`)
 
-    const beat1 = online.last_heartbeat
-    await Bun.sleep(500)
-    const again = (await t.req('GET', '/api/v1/workers')).body.data.workers[0]
-    expect(Date.parse(again.last_heartbeat)).toBeGreaterThan(Date.parse(beat1))
+    const text = (
+      await t.req('POST', '/api/v1/notify', {
+        body: { type: 'x', channel: 'sms', title: 'raid', body: 'in 5' },
+      })
+    ).body.data.task_ids[0]
+    const sms = await until(() => sink.hits.find((h) => h.body.id === text), 5000)
+    expect(sms?.body).toMatchObject({ from: 'QUESTS', text: 'raid: in 5' })
+    const smsLog = await until(async () => {
+      const r = await t.req('GET', `/api/v1/logs/${text}`)
+      return r.body.data.status === 'success' ? r.body.data : undefined
+    })
+    expect(smsLog.attempts[0].worker).toBe(`w-${engine}`)
+
+    const beat1 = Date.parse(online.last_heartbeat)
+    const again = await until(async () => {
+      const w = (await t.req('GET', '/api/v1/workers')).body.data.workers[0]
+      return Date.parse(w.last_heartbeat) > beat1 ? w : undefined
+    }, 5000)
+    expect(Date.parse(again.last_heartbeat)).toBeGreaterThan(beat1)
 
     worker.kill('SIGSTOP')
     const offline = await until(async () => {

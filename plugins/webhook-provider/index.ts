@@ -83,7 +83,8 @@ export const webhookProvider = defineProvider({
         try {
           const res = await fetch(url, {
             method,
-            headers,
+            // The same on every retry of this delivery: receivers drop repeats by it (at-least-once).
+            headers: { ...headers, 'x-liveops-delivery': d.id },
             body: JSON.stringify(payload),
             signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
           })

@@ -1,0 +1,76 @@
+import type { Bus } from '../../core/bus'
+import type { Logger } from '../../core/log'
+import type { NotifyService } from './notify'
+import type { NotifyBody } from './schema'
+
+/**
+ * Platform events become notifications: the notification's `type` is the event's name, so the
+ * static routes (`routes: [{ type: 'certificate_*', channels: [...] }]`) and the rules plugin's
+ * router decide where each goes, exactly as for `POST /api/v1/notify`. A platform event that no
+ * route or rule takes is dropped with a debug line: raising it never fails its producer.
+ */
+export function subscribePlatformEvents(bus: Bus, service: NotifyService, log: Logger): () => void {
+  const send = async (body: NotifyBody) => {
+    const r = await service.notify(body)
+    if (r.code !== 0) log.debug('platform event not routed', { type: body.type, reason: r.message })
+  }
+  const offs = [
+    bus.on('alert.fired', (e) =>
+      send({
+        type: 'alert.fired',
+        level: e.level,
+        title: e.title,
+        body: e.body,
+        params: { ...e.params, alert_id: e.alert_id, source: e.source },
+        idempotency_key: `alert:${e.alert_id}:${e.at}`,
+      }),
+    ),
+    bus.on('certificate_expiring', (e) =>
+      send({
+        type: 'certificate_expiring',
+        level: 'warning',
+        title: `Certificate for ${e.domain}:${e.port} expires in ${e.days_left} days`,
+        body: `It is valid until ${e.valid_to}.`,
+        params: { ...e, alert_id: `certificate:${e.id}` },
+      }),
+    ),
+    bus.on('certificate_expired', (e) =>
+      send({
+        type: 'certificate_expired',
+        level: 'critical',
+        title: `Certificate for ${e.domain}:${e.port} has expired`,
+        body: `It was valid until ${e.valid_to}.`,
+        params: { ...e, alert_id: `certificate:${e.id}` },
+      }),
+    ),
+    bus.on('model_drift', (e) =>
+      send({
+        type: 'model_drift',
+        level: e.severity === 'medium' ? 'warning' : e.severity === 'high' ? 'error' : 'critical',
+        title: `Model ${e.model_id} is drifting (${e.severity})`,
+        body:
+          e.accuracy_drop !== undefined
+            ? `Feedback accuracy dropped by ${(e.accuracy_drop * 100).toFixed(1)} points.`
+            : 'Its input distribution shifted.',
+        params: {
+          model_id: e.model_id,
+          game_id: e.game_id,
+          severity: e.severity,
+          alert_id: `model:${e.model_id}`,
+        },
+      }),
+    ),
+    bus.on('experiment_srm', (e) =>
+      send({
+        type: 'experiment_srm',
+        level: 'warning',
+        title: `Experiment ${e.experiment_id}: sample ratio mismatch`,
+        body: `The observed split differs from the configured weights (p = ${e.p_value}).`,
+        params: { ...e, alert_id: `experiment:${e.experiment_id}` },
+      }),
+    ),
+  ]
+  return () => {
+    for (const off of offs) off()
+  }
+}

@@ -1,0 +1,136 @@
+import { expect, test } from 'bun:test'
+import { insertMany } from '../../core/db/bulk'
+import { GroupCommit } from '../../core/db/group-commit'
+import { forEachEngine, rawDb } from '../helpers'
+
+/** The one write path of core/db: group commit and bulk insert, on both engines. */
+async function until(ok: () => boolean) {
+  const deadline = Date.now() + 5000
+  while (!ok() && Date.now() < deadline) await Bun.sleep(1)
+  expect(ok()).toBe(true)
+}
+
+forEachEngine((engine) => {
+  const withTable = async (fn: (db: Awaited<ReturnType<typeof rawDb>>['db']) => Promise<void>) => {
+    const { db, done } = await rawDb(engine)
+    try {
+      await db.exec('CREATE TABLE wp (id TEXT PRIMARY KEY, n BIGINT NOT NULL, note TEXT)')
+      await fn(db)
+    } finally {
+      await done()
+    }
+  }
+
+  test('callers queued together share one transaction, and none is answered before it committed', async () =>
+    withTable(async (db) => {
+      const flushes: string[][] = []
+      const gates: Array<() => void> = []
+      const g = new GroupCommit<string>(async (ids) => {
+        flushes.push(ids)
+        await new Promise<void>((r) => gates.push(r))
+        await db.tx((tx) =>
+          insertMany(
+            tx,
+            'wp',
+            ['id', 'n', 'note'],
+            ids.flatMap((id, i) => [id, i, null]),
+          ),
+        )
+      })
+      let answered = 0
+      const first = ['a', 'b', 'c'].map((id) => g.add(id).then(() => answered++))
+      await until(() => flushes.length === 1)
+      expect(flushes[0]).toEqual(['a', 'b', 'c'])
+      expect(answered).toBe(0)
+      const later = ['d', 'e'].map((id) => g.add(id).then(() => answered++))
+      gates.shift()!()
+      await Promise.all(first)
+      await until(() => flushes.length === 2)
+      expect(flushes[1]).toEqual(['d', 'e'])
+      expect(answered).toBe(3)
+      gates.shift()!()
+      await Promise.all(later)
+      await g.idle()
+      const n = await db.get<{ n: number | string }>('SELECT COUNT(*) AS n FROM wp')
+      expect(Number(n?.n)).toBe(5)
+    }))
+
+  test('a failed transaction rejects exactly its callers and writes none of their rows; the next batch still commits', async () =>
+    withTable(async (db) => {
+      const g = new GroupCommit<{ id: string }>(
+        (items) =>
+          db.tx(async (tx) => {
+            await insertMany(
+              tx,
+              'wp',
+              ['id', 'n'],
+              items.flatMap((i) => [i.id, 1]),
+            )
+            if (items.some((i) => i.id === 'poison')) throw new Error('constraint in a later statement')
+          }),
+        { maxWeight: 2 },
+      )
+      const results = await Promise.allSettled([
+        g.add({ id: 'x1' }),
+        g.add({ id: 'poison' }),
+        g.add({ id: 'y1' }),
+      ])
+      expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected', 'fulfilled'])
+      const rows = await db.all<{ id: string }>('SELECT id FROM wp ORDER BY id')
+      expect(rows.map((r) => r.id)).toEqual(['y1'])
+    }))
+
+  test('maxWeight bounds a transaction by rows, not callers; observe sees every flush', async () =>
+    withTable(async (db) => {
+      const seen: Array<[number, boolean]> = []
+      const g = new GroupCommit<string[]>(
+        async (batches) => {
+          await db.tx((tx) =>
+            insertMany(
+              tx,
+              'wp',
+              ['id', 'n'],
+              batches.flat().flatMap((id) => [id, id.length]),
+            ),
+          )
+        },
+        { maxWeight: 4, weight: (b) => b.length, observe: (w, _s, ok) => seen.push([w, ok]) },
+      )
+      await Promise.all([g.add(['a', 'b', 'c']), g.add(['d', 'e']), g.add(['f'])])
+      expect(seen).toEqual([
+        [3, true],
+        [3, true],
+      ])
+    }))
+
+  test('insertMany stores every value exactly, in chunks past the parameter cap, with a RETURNING tail, on both dialect paths', async () =>
+    withTable(async (db) => {
+      const n = 3000
+      const params = Array.from({ length: n }, (_, i) => [
+        `id-${i}`,
+        2 ** 53 - 1 - i,
+        i % 7 ? `note "${i}"\n,é` : null,
+      ]).flat()
+      await db.tx((tx) => insertMany(tx, 'wp', ['id', 'n', 'note'], params))
+      const back = await db.all<{ id: string; n: number | string; note: string | null }>(
+        'SELECT id, n, note FROM wp ORDER BY n DESC',
+      )
+      expect(back).toHaveLength(n)
+      expect(Number(back[0].n)).toBe(2 ** 53 - 1)
+      expect({ ...back[1], n: Number(back[1].n) }).toEqual({
+        id: 'id-1',
+        n: 2 ** 53 - 2,
+        note: 'note "1"\n,é',
+      })
+      // The JSON path (PostgreSQL with its BIGINT columns named) and the VALUES path agree.
+      const more = await db.tx((tx) =>
+        insertMany(tx, 'wp', ['id', 'n', 'note'], ['id-0', 1, 'dup', 'j-1', 42, 'nul\u0000byte'], {
+          tail: 'ON CONFLICT (id) DO NOTHING RETURNING id',
+          bigint: ['n'],
+        }),
+      )
+      expect(more).toEqual([{ id: 'j-1' }])
+      const j = await db.get<{ note: string }>("SELECT note FROM wp WHERE id = 'j-1'")
+      expect(j?.note === 'nulbyte' || j?.note === 'nul\u0000byte').toBe(true)
+    }))
+})
