@@ -153,7 +153,7 @@ forEachEngine((engine) => {
     })
   })
 
-  test('platform events on the bus are routed by the rules', async () => {
+  test('platform events on the bus (notify subscribes) are routed by the rules and open incidents', async () => {
     await a.req('POST', '/api/v1/rules', {
       token: admin,
       body: {
@@ -175,9 +175,12 @@ forEachEngine((engine) => {
       5000,
     )
     expect(hit?.body).toMatchObject({
-      level: 'critical',
+      provider: 'chat',
       title: 'Certificate for pay.example.com:443 expires in 4 days',
     })
+    // notify subscribes to the bus; the rules only route: one event, one delivery.
+    await until(async () => (await a.req('GET', '/api/v1/queue', { token: admin })).body.data.size === 0)
+    expect(chat.hits.filter((h) => String(h.body.title).includes('pay.example.com'))).toHaveLength(1)
     const inc = await a.req('GET', '/api/v1/incidents?alert_id=certificate:c9', { token: admin })
     expect(inc.body.data.incidents[0]).toMatchObject({ rule_id: 'certs', events: 1 })
   })

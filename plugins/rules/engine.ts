@@ -401,7 +401,8 @@ export class RuleEngine {
   private arm() {
     if (this.timer) return
     const next = Math.min(...[...this.folds.values()].map((f) => f.until))
-    this.timer = setTimeout(() => this.flush(), Math.max(0, next - Date.now()))
+    // setTimeout takes at most 2^31-1 ms; a later window is re-armed when this one fires.
+    this.timer = setTimeout(() => this.flush(), Math.min(2 ** 31 - 1, Math.max(0, next - Date.now())))
   }
 
   flush(now = Date.now()) {

@@ -1,7 +1,6 @@
 import { definePlugin } from '../../core/plugin'
 import { alertStore } from './alerts'
 import { chatcard } from './chatcard'
-import { subscribe } from './events'
 import { incidentStore } from './incidents'
 import m001 from './migrations/001_rules.sql' with { type: 'text' }
 import { rulesRoutes } from './routes'
@@ -47,12 +46,8 @@ export default definePlugin({
     if (cfg.engine) notify.setRouter(runtime.route)
     if (cfg.groups) notify.setGroupResolver(async (id) => runtime.group(id))
     ctx.provide('rules', { setRosters: runtime.setRosters })
-    const offs = subscribe(ctx.bus, (n) => notify.notify(n), ctx.log)
     ctx.health('rules', () => ({ status: 'up', rules: runtime.engine.list().length }), { critical: false })
     ctx.onStart(() => runtime.start())
-    ctx.onStop(() => {
-      for (const off of offs) off()
-    })
     ctx.onStop(() => runtime.stop())
     return rulesRoutes({
       ctx,
