@@ -16,7 +16,11 @@ export default definePlugin({
   migrations: [{ id: 1, name: 'rosters', sql: m001 }],
   permissions: { rosters: { write: ['operator'] } },
   setup(ctx) {
-    const store = rosterStore(ctx.db)
+    const store = rosterStore(ctx.db, () => void ctx.changes.publish('rosters', {}))
+    ctx.changes.on('rosters', (_d, origin) => {
+      if (origin === 'remote')
+        return store.sync().catch((e) => ctx.log.error('roster sync failed', { error: String(e) }))
+    })
     ctx.service('rules').setRosters({ covers: store.covers })
     let loop: Timer | undefined
     let running: Promise<void> | undefined

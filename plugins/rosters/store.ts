@@ -32,7 +32,7 @@ async function bump(tx: Db) {
  * silence check on the notify path never touches the store. Local writes update the copy at
  * once; `sync` reloads it when another instance's write bumped the revision.
  */
-export function rosterStore(db: Db) {
+export function rosterStore(db: Db, publish: () => void = () => undefined) {
   let periods = new Map<string, [number, number][]>()
   let rev = -1
   const cache = (r: Roster) =>
@@ -84,6 +84,7 @@ export function rosterStore(db: Db) {
         return toRoster(row)
       })
       cache(r)
+      publish()
       return r
     },
     /** Replaces a roster's periods (and description when given); `create` upserts (iCalendar import). */
@@ -107,6 +108,7 @@ export function rosterStore(db: Db) {
         return toRoster(row)
       })
       cache(r)
+      publish()
       return r
     },
     async remove(id: string) {
@@ -116,6 +118,7 @@ export function rosterStore(db: Db) {
         await bump(tx)
       })
       periods.delete(id)
+      publish()
     },
   }
 }

@@ -178,3 +178,51 @@ forEachEngine((engine) => {
     }
   })
 })
+
+forEachEngine((engine) => {
+  // PostgreSQL carries change notices between instances, so polls can be an hour; SQLite (one
+  // instance in production) relies on the poll.
+  const pollMs = engine === 'postgres' ? 3_600_000 : 40
+  test('a rule, a group and a roster written on one instance apply on another at once', async () => {
+    const store = await ownStore(engine)
+    const settings = {
+      notify: { channels: { audit: { type: 'log' } } },
+      rules: { sync_ms: pollMs },
+      rosters: { sync_ms: pollMs },
+    }
+    const one = await appOn(store, settings)
+    const two = await appOn(store, settings)
+    try {
+      await one.req('POST', '/api/v1/groups', { id: 'team', members: [{ channel: 'audit' }] })
+      await one.req('POST', '/api/v1/rules', {
+        id: 'far',
+        match: 'type == "far"',
+        mode: 'active',
+        route: [{ channels: ['group:team'] }],
+        silence: { roster: 'quiet' },
+      })
+      const dry = () => two.req('POST', '/api/v1/notify?dry_run=true', { type: 'far', title: 'x' })
+      const routed = await until(
+        async () => ((await dry()).body.data.channels as string[])?.[0] === 'audit',
+        3000,
+      )
+      expect(routed).toBe(true)
+      const now = Date.now()
+      await one.req('POST', '/api/v1/rosters', {
+        id: 'quiet',
+        periods: [
+          { start: new Date(now - 60_000).toISOString(), end: new Date(now + 600_000).toISOString() },
+        ],
+      })
+      const held = await until(
+        async () => ((await dry()).body.data.held as { reason?: string } | undefined)?.reason === 'silenced',
+        3000,
+      )
+      expect(held).toBe(true)
+    } finally {
+      await one.stop()
+      await two.stop()
+      await store.drop()
+    }
+  })
+})

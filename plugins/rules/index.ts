@@ -42,7 +42,19 @@ export default definePlugin({
     const store = rulesStore(ctx.db)
     const incidents = cfg.incidents ? incidentStore(ctx.db) : undefined
     const alerts = cfg.acks ? alertStore(ctx.db, incidents) : undefined
-    const runtime = rulesRuntime({ store, notify, alerts, incidents, log: ctx.log, syncMs: cfg.sync_ms })
+    const runtime = rulesRuntime({
+      store,
+      notify,
+      alerts,
+      incidents,
+      log: ctx.log,
+      syncMs: cfg.sync_ms,
+      publish: () => void ctx.changes.publish('rules', {}),
+    })
+    // Another instance's rule or group change applies as soon as it says so; the poll is the safety net.
+    ctx.changes.on('rules', (_d, origin) => {
+      if (origin === 'remote') runtime.kick()
+    })
     if (cfg.engine) notify.setRouter(runtime.route)
     if (cfg.groups) notify.setGroupResolver(async (id) => runtime.group(id))
     ctx.provide('rules', { setRosters: runtime.setRosters })

@@ -29,6 +29,8 @@ export function rulesRuntime(opts: {
   incidents?: IncidentStore
   log: Logger
   syncMs: number
+  /** Tells the other instances that rules or groups changed (core's change notices). */
+  publish?: () => void
 }) {
   const { store, notify, alerts, incidents, log } = opts
   let rosters: RosterSource | undefined
@@ -37,6 +39,23 @@ export function rulesRuntime(opts: {
   let revs: Record<string, number> = {}
   let loop: Timer | undefined
   let running: Promise<void> | undefined
+  let again = false
+  /** Runs a sync now, or right after the one under way (which may have read before the change). */
+  const kick = () => {
+    if (running) {
+      again = true
+      return
+    }
+    running = sync()
+      .catch((e) => log.error('rules sync failed', { error: String(e) }))
+      .finally(() => {
+        running = undefined
+        if (again) {
+          again = false
+          kick()
+        }
+      })
+  }
 
   const engine = new RuleEngine({
     silenced: (roster, now) => rosters?.covers(roster, now) ?? false,
@@ -159,31 +178,33 @@ export function rulesRuntime(opts: {
     put(rec: RuleRecord) {
       records.set(rec.rule.id, rec)
       reload()
+      opts.publish?.()
     },
     remove(id: string) {
       records.delete(id)
       reload()
+      opts.publish?.()
     },
     putGroup(g: GroupRecord) {
       groups.set(g.id, g)
+      opts.publish?.()
     },
     removeGroup(id: string) {
       groups.delete(id)
+      opts.publish?.()
     },
     sync,
     async start() {
       await sync()
       loop = setInterval(() => {
-        running ??= sync()
-          .catch((e) => log.error('rules sync failed', { error: String(e) }))
-          .finally(() => {
-            running = undefined
-          })
+        if (!running) kick()
       }, opts.syncMs)
     },
+    kick,
     async stop() {
       clearInterval(loop)
       engine.stop()
+      again = false
       await running
     },
   }
