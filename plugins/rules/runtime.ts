@@ -1,7 +1,7 @@
 import type { Logger } from '../../core/log'
 import type { NotifyService, RouteDecision, RoutingInput } from '../notify/notify'
 import type { AlertStore } from './alerts'
-import { type Folded, RuleEngine } from './engine'
+import { type CompiledRule, type Folded, RuleEngine } from './engine'
 import type { IncidentStore } from './incidents'
 import { LEVEL_RANK } from './match'
 import type { GroupRecord, RuleRecord, RulesStore } from './store'
@@ -119,21 +119,32 @@ export function rulesRuntime(opts: {
       },
     }
     if (!out.held && alertId && !resolving && !n.params.escalated)
-      decision.accepted = async (r) => {
-        await incidents?.record(c.rule.id, alertId, n, r.accepted, r.notification_id)
-        if (c.escalation && alerts) {
-          const armed = await alerts.arm({
-            alert_id: alertId,
-            rule_id: c.rule.id,
-            due_at: Date.now() + c.escalation.ackTimeoutMs,
-            to: c.escalation.to,
-            title: n.title,
-            level: n.level,
-          })
-          if (armed) await incidents?.note(alertId, 'escalation_armed', { to: c.escalation.to })
-        }
-      }
+      decision.accepted = (r) =>
+        // The deliveries are stored: a ledger or escalation fault is logged, never turned into a failed send.
+        recordDelivery(c, alertId, n, r).catch((e) =>
+          log.error('incident or escalation not recorded', { alert_id: alertId, error: String(e) }),
+        )
     return decision
+  }
+
+  /** A rule-routed delivery for an alert: the incident ledger, then the escalation (once armed, kept). */
+  async function recordDelivery(
+    c: CompiledRule,
+    alertId: string,
+    n: RoutingInput,
+    r: { notification_id: string; accepted: string[] },
+  ) {
+    await incidents?.record(c.rule.id, alertId, n, r.accepted, r.notification_id)
+    if (!c.escalation || !alerts) return
+    const armed = await alerts.arm({
+      alert_id: alertId,
+      rule_id: c.rule.id,
+      due_at: Date.now() + c.escalation.ackTimeoutMs,
+      to: c.escalation.to,
+      title: n.title,
+      level: n.level,
+    })
+    if (armed) await incidents?.note(alertId, 'escalation_armed', { to: c.escalation.to })
   }
 
   async function fireDue() {
