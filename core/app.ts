@@ -11,14 +11,18 @@ import { Bus } from './bus'
 import { createChanges } from './changes'
 import type { LoadedConfig } from './config'
 import { type Db, type MigrationSet, migrate, openDb } from './db'
-import { ErrorFamilies, errorHandler } from './http'
+import { SCALAR_ASSET, docsAssets, scalarOptions } from './docs'
+import { CorsPolicy, edge } from './edge'
+import { ErrorFamilies, HttpError, errorHandler } from './http'
 import { type Logger, createLogger } from './log'
 import { Metrics } from './metrics'
 import { HealthChecks, monitoring } from './monitoring'
 import { NativeRoutes } from './native'
+import { apiDocs } from './openapi'
 import { type PluginContext, type PluginManifest, ProviderRegistry, type Services } from './plugin'
 import { RateLimiter } from './ratelimit'
 import { createSharedState } from './shared'
+import { strictBodies } from './strict'
 
 export interface AppOptions {
   /** The plugin map (normally `plugins/index.ts`); tests pass a subset. */
@@ -116,7 +120,9 @@ export function listen(
   const server = Bun.serve({
     port: opts.port,
     hostname: opts.hostname,
-    maxRequestBodySize: opts.maxRequestBodySize,
+    // The app answers 413 with a body up to the configured limit (createApp); this cap is Bun's
+    // memory backstop for bodies sent without a Content-Length.
+    maxRequestBodySize: opts.maxRequestBodySize ? opts.maxRequestBodySize * 2 : undefined,
     ...handlers(),
   })
   const off = built.routes.onChange(() => server.reload(handlers()))
@@ -158,12 +164,17 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     const applied = await migrate(db, sets)
     if (applied.length) log.info('migrations applied', { migrations: applied })
 
-    const auth = new AuthService(db, {
-      jwtSecret: jwtSecret(core.auth.jwt_secret, core.data_dir),
-      accessTtlS: core.auth.access_ttl_s,
-      refreshTtlS: core.auth.refresh_ttl_s,
-      adminToken: core.auth.admin_token,
-    })
+    const auth = new AuthService(
+      db,
+      {
+        jwtSecret: jwtSecret(core.auth.jwt_secret, core.data_dir),
+        accessTtlS: core.auth.access_ttl_s,
+        refreshTtlS: core.auth.refresh_ttl_s,
+        adminToken: core.auth.admin_token,
+        throttle: core.auth.login_throttle,
+      },
+      log.child('auth'),
+    )
     await auth.init()
     // The role table is whole before any route exists: a route naming an undeclared area fails here.
     auth.permissions.declare('core', CORE_AREAS)
@@ -190,36 +201,46 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     const mon = monitoring({ db, metrics, config: core, guard, checks, families })
     stops.push(mon.close)
 
+    const cors = new CorsPolicy(core.server.cors_origins)
+    for (const p of ordered) if (p.anyOrigin) cors.allowAnyOrigin(p.anyOrigin)
     const app = new Elysia({
       serve: { maxRequestBodySize: Math.round(core.server.body_limit_mb * 1024 * 1024) },
     })
-      .use(errorHandler(families))
+      .use(errorHandler(families, (): AnyElysia['routes'] => app.routes))
+      .use(edge(cors))
+      .use(docsAssets())
       .use(
-        openapi({
-          path: '/docs',
-          specPath: '/v3/api-docs',
-          exclude: { paths: ['/docs', '/v3/api-docs'] },
-          documentation: {
-            info: {
-              title: 'liveops',
-              version: '1',
-              description:
-                'Self-hosted back end for live games. Error bodies: `/api/*` answers `{error, message, timestamp, path}`; ' +
-                'the server analytics family (`/api/v1/analytics/*`) answers `{error, message, details}`; the other `/api/v1/*` routes answer the envelope ' +
-                '`{code, message, data}` (code 0 on success, the HTTP status on error). Authenticated API responses carry ' +
-                'X-RateLimit-Limit/Remaining/Reset; past the limit they answer 429 with Retry-After.',
-            },
-            components: {
-              securitySchemes: {
-                bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
-                apiKey: { type: 'apiKey', in: 'header', name: 'x-api-key' },
-                adminToken: { type: 'apiKey', in: 'header', name: 'x-admin-token' },
+        apiDocs(
+          openapi({
+            path: '/docs',
+            specPath: '/v3/api-docs',
+            exclude: { paths: ['/docs', '/v3/api-docs', SCALAR_ASSET] },
+            scalar: scalarOptions,
+            documentation: {
+              info: {
+                title: 'liveops',
+                version: '1',
+                description:
+                  'Self-hosted back end for live games. Error bodies: `/api/*` answers `{error, message, timestamp, path}`; ' +
+                  'the server analytics family (`/api/v1/analytics/*`) answers `{error, message, details}`; the other `/api/v1/*` routes answer the envelope ' +
+                  '`{code, message, data}` (code 0 on success, the HTTP status on error). Authenticated API responses carry ' +
+                  'X-RateLimit-Limit/Remaining/Reset; past the limit they answer 429 with Retry-After.',
               },
+              components: {
+                securitySchemes: {
+                  bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
+                  apiKey: { type: 'apiKey', in: 'header', name: 'x-api-key' },
+                  adminToken: { type: 'apiKey', in: 'header', name: 'x-admin-token' },
+                },
+              },
+              security: [{ bearer: [] }],
             },
-            security: [{ bearer: [] }],
-          },
-        }),
+          }),
+          (): AnyElysia => app,
+          families,
+        ),
       )
+    const bodyLimit = Math.round(core.server.body_limit_mb * 1024 * 1024)
     // Route templates, not raw paths, label the request histogram (bounded cardinality).
     const started = new WeakMap<Request, number>()
     const httpLog = log.child('http')
@@ -230,6 +251,11 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     app
       .onRequest(({ request }) => {
         started.set(request, performance.now())
+        // Refused with the family's error body; Bun's own limit (twice this, in listen) would
+        // answer an empty 413 and stays only as the backstop for bodies without a length.
+        const length = Number(request.headers.get('content-length') ?? 0)
+        if (length > bodyLimit)
+          throw new HttpError(413, 'body_too_large', `the body is ${length} bytes; the limit is ${bodyLimit}`)
       })
       .onAfterResponse({ as: 'global' }, ({ request, route, set, responseValue }) => {
         const t0 = started.get(request)
@@ -247,8 +273,10 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
         )
         logRequest(request.method, route, status, seconds)
       })
-    app.use(mon.app).use(authRoutes(auth, guard))
-    const routes = new NativeRoutes(metrics, logRequest, families)
+    // Before every route: each JSON body is checked as it arrived (core/strict.ts).
+    app.use(strictBodies(() => app))
+    app.use(mon.app).use(authRoutes(auth, guard, { trustForwardedFor: core.server.trust_forwarded_for }))
+    const routes = new NativeRoutes(metrics, logRequest, families, cors)
 
     for (const p of ordered) {
       const deps = new Set(p.dependsOn ?? [])

@@ -17,6 +17,16 @@ export const CoreConfigSchema = T.Object(
         body_limit_mb: T.Number({ minimum: 0.001, default: 10 }),
         /** Seconds in-flight requests get to finish on SIGTERM. */
         shutdown_grace_s: T.Number({ minimum: 0, default: 10 }),
+        /**
+         * Behind a reverse proxy: take the client address (for login throttling) from the last
+         * X-Forwarded-For entry, the one the proxy added. Off: the socket's peer address.
+         */
+        trust_forwarded_for: T.Boolean({ default: false }),
+        /**
+         * Origins (`https://ops.example.com`) whose pages may call the operator API from a browser.
+         * The SDK-facing routes (ingestion, /v1/batch, public config) allow every origin anyway.
+         */
+        cors_origins: T.Array(T.String({ pattern: '^(\\*|https?://[^/\\s]+)$' }), { default: [] }),
       },
       { ...Strict, default: {} },
     ),
@@ -41,6 +51,23 @@ export const CoreConfigSchema = T.Object(
         refresh_ttl_s: T.Integer({ minimum: 300, default: 30 * 24 * 3600 }),
         /** Value of the `x-admin-token` header that authenticates internal services; empty disables it. */
         admin_token: T.String({ default: '' }),
+        /**
+         * Failed logins (and refreshes) before the backoff starts; see core/auth/throttle.ts.
+         * Answers past them are 429 with Retry-After, doubling from 1 s up to the caps.
+         */
+        login_throttle: T.Object(
+          {
+            /** Per account, from one address or from all of them. */
+            account_failures: T.Integer({ minimum: 1, default: 5 }),
+            /** Per client address, over every account. */
+            address_failures: T.Integer({ minimum: 1, default: 20 }),
+            /** Cap of an address's lock and of an account's lock for the address that failed on it. */
+            max_lock_s: T.Integer({ minimum: 1, default: 900 }),
+            /** Cap of an account's lock for other addresses: short, so an attacker cannot keep its owner out. */
+            account_max_lock_s: T.Integer({ minimum: 1, default: 60 }),
+          },
+          { ...Strict, default: {} },
+        ),
       },
       { ...Strict, default: {} },
     ),
@@ -211,7 +238,8 @@ export function loadConfig(
   try {
     parsed = parseYaml(text) ?? {}
   } catch (e) {
-    throw new ConfigError([`YAML: ${(e as Error).message.split('\n')[0]}`])
+    // The whole message: the line and column, then the offending line with a caret under it.
+    throw new ConfigError([`YAML: ${(e as Error).message.trimEnd()}`])
   }
   if (typeof parsed !== 'object' || Array.isArray(parsed))
     throw new ConfigError(['(root): expected a mapping'])

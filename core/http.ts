@@ -190,7 +190,15 @@ function logUnexpected(error: unknown, path: string) {
   )
 }
 
-type ValidationIssue = { path?: string; message?: string; summary?: string }
+type ValidationIssue = { path?: string; message?: string; summary?: string; schema?: unknown }
+
+/** The reason a value failed, in words an API user can act on (enums name their values). */
+export function reasonOf(e: { message?: string; summary?: string; schema?: unknown }): string {
+  const s = e.schema as { enum?: unknown[] } | undefined
+  if (s && Array.isArray(s.enum)) return `must be one of ${s.enum.map((v) => JSON.stringify(v)).join(', ')}`
+  if (e.message === 'Unexpected property') return 'unknown field'
+  return e.message ?? e.summary ?? 'invalid'
+}
 
 /** Turns a TypeBox JSON pointer (`/config/variants/0/weight`) into `config.variants[0].weight`. */
 export function pointerToField(pointer: string | undefined): string {
@@ -226,7 +234,7 @@ function validationResponse(families: ErrorFamilies, url: URL, error: unknown) {
     (e.type === 'property' ? 'query' : (e.type ?? 'body'))
   const issues = (e.all ?? (e.valueError ? [e.valueError] : [])).map((i) => {
     const field = [where, pointerToField(i.path)].filter(Boolean).join('.')
-    return { field, reason: i.message ?? i.summary ?? 'invalid' }
+    return { field, reason: reasonOf(i) }
   })
   // One issue per field: TypeBox reports a union failure once per branch.
   const unique = [...new Map(issues.map((i) => [i.field, i])).values()]
@@ -241,9 +249,35 @@ function validationResponse(families: ErrorFamilies, url: URL, error: unknown) {
  * The one error mapping, made per app with the app's families. Registered before every plugin so
  * it covers them all.
  */
-export function errorHandler(families: ErrorFamilies) {
-  const respond = (path: string, status: number, code: string, message: string) =>
-    errorResponse(families, path, status, code, message)
+export function errorHandler(
+  families: ErrorFamilies,
+  routes: () => ReadonlyArray<{ method: string; path: string }> = () => [],
+) {
+  const respond = (
+    path: string,
+    status: number,
+    code: string,
+    message: string,
+    headers?: Record<string, string>,
+  ) => errorResponse(families, path, status, code, message, undefined, headers)
+  let templates: Array<{ method: string; re: RegExp }> | undefined
+  /** The methods some route answers on `path`: a known path asked with another method is a 405. */
+  const allowed = (path: string) => {
+    templates ??= routes().map((r) => ({
+      method: r.method,
+      re: new RegExp(
+        `^${r.path
+          .split('/')
+          .map((seg) =>
+            seg === '*' ? '.*' : seg.startsWith(':') ? '[^/]+' : seg.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'),
+          )
+          .join('/')}/?$`,
+      ),
+    }))
+    return [...new Set(templates.filter((t) => t.re.test(path)).map((t) => t.method))].filter(
+      (m) => m !== 'ALL',
+    )
+  }
   return new Elysia({ name: 'liveops.errors' })
     .error({ HttpError })
     .onError({ as: 'global' }, ({ code, error, request }) => {
@@ -255,10 +289,31 @@ export function errorHandler(families: ErrorFamilies) {
       switch (code) {
         case 'VALIDATION':
           return validationResponse(families, new URL(request.url), error)
-        case 'PARSE':
+        case 'PARSE': {
+          // Elysia tried the parser of a content type we do not take (forms, multipart, text).
+          const type = request.headers.get('content-type') ?? ''
+          const media = type.split(';', 1)[0].trim().toLowerCase()
+          if (media && media !== 'application/json' && !media.endsWith('+json'))
+            return respond(
+              path,
+              415,
+              'unsupported_media_type',
+              `content-type '${media}' is not accepted: send application/json`,
+            )
           return respond(path, 400, 'bad_request', 'body: malformed JSON')
-        case 'NOT_FOUND':
+        }
+        case 'NOT_FOUND': {
+          const methods = allowed(path)
+          if (methods.length && !methods.includes(request.method))
+            return respond(
+              path,
+              405,
+              'method_not_allowed',
+              `${request.method} is not allowed on ${path}; allowed: ${methods.join(', ')}`,
+              { allow: methods.join(', ') },
+            )
           return respond(path, 404, 'not_found', `no route for ${request.method} ${path}`)
+        }
         case 'INVALID_COOKIE_SIGNATURE':
           return respond(path, 401, 'unauthorized', 'invalid cookie')
       }

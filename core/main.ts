@@ -3,7 +3,6 @@
 import './allocator'
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { collectDefaultMetrics } from 'prom-client'
 import embeddedConfig from '../config/liveops.yaml' with { type: 'text' }
 import { plugins } from '../plugins'
 import { commands } from '../plugins/commands'
@@ -18,7 +17,11 @@ usage:
   liveops [serve] [--config FILE]     run the server (default config: $LIVEOPS_CONFIG or config/liveops.yaml,
                                       else the embedded default)
   liveops check-config FILE           validate a configuration file and list every problem
-  liveops help                        this text`
+  liveops worker --server URL --token TOKEN [--id ID] [--capabilities webhook,smtp,log] [--concurrency N]
+                                      run a remote notification worker (liveops worker --help)
+  liveops help                        this text
+
+exit status: 0 ok, 2 a configuration or usage problem (the message says which)`
 
 function readConfig(file: string | undefined): { text: string; source: string } {
   const path = file ?? process.env.LIVEOPS_CONFIG ?? 'config/liveops.yaml'
@@ -72,7 +75,7 @@ async function serve(file: string | undefined) {
     if (fault) fatal(`the store cannot be used: ${fault.cause}: ${fault.detail}`)
     throw e
   })
-  collectDefaultMetrics({ register: built.metrics.registry })
+  built.metrics.collectDefaults()
   const server = listen(built, {
     port: config.core.server.port,
     hostname: config.core.server.host,
@@ -116,6 +119,10 @@ async function main(argv: string[]) {
       const file = rest[0]
       if (!file) {
         console.error('usage: liveops check-config FILE')
+        process.exit(2)
+      }
+      if (!existsSync(file)) {
+        console.error(`config file not found: ${file}`)
         process.exit(2)
       }
       const config = load(readFileSync(file, 'utf8'))

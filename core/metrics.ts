@@ -1,4 +1,14 @@
-import { Counter, Gauge, Histogram, Registry } from 'prom-client'
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
+
+/**
+ * prom-client's default gauges that break the Prometheus naming rules (`_total` is for counters)
+ * and only repeat the sum of their labelled twins (`sum(nodejs_active_handles)`).
+ */
+const DROPPED_DEFAULTS = [
+  'nodejs_active_handles_total',
+  'nodejs_active_requests_total',
+  'nodejs_active_resources_total',
+]
 
 /**
  * One prom-client registry per app, so two apps in one test process never share series.
@@ -29,6 +39,15 @@ export class Metrics {
 
   histogram<L extends string>(name: string, help: string, labelNames: readonly L[] = [], buckets?: number[]) {
     return new Histogram<L>({ name, help, labelNames, buckets, registers: [this.registry] })
+  }
+
+  /**
+   * prom-client's process and runtime metrics, less the gauges named like counters. Only the
+   * server entry point calls this: two apps in one test process would each start the collectors.
+   */
+  collectDefaults(): void {
+    collectDefaultMetrics({ register: this.registry })
+    for (const name of DROPPED_DEFAULTS) this.registry.removeSingleMetric(name)
   }
 
   /** Registers a function that refreshes gauges at read time. */

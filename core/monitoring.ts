@@ -7,6 +7,7 @@ import { storageFault } from './db/faults'
 import { type ErrorFamilies, ok } from './http'
 import type { Metrics } from './metrics'
 import type { HealthOptions, HealthResult } from './plugin'
+import { Enum } from './schema'
 
 async function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
   let timer: Timer | undefined
@@ -144,7 +145,7 @@ export function monitoring(deps: {
   })
 
   const Check = t.Object(
-    { status: t.UnionEnum(['up', 'down']), error: t.Optional(t.String()) },
+    { status: Enum(['up', 'down']), error: t.Optional(t.String()) },
     {
       additionalProperties: true,
       description: 'One check; fields beyond status are its own (latency_ms, total, online, ...)',

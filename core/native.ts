@@ -1,3 +1,4 @@
+import { type CorsPolicy, pathOf } from './edge'
 import { type ErrorFamilies, httpErrorResponse } from './http'
 import type { Metrics } from './metrics'
 import type { FastHandler, FastMethod, FastServer } from './plugin'
@@ -24,6 +25,7 @@ export class NativeRoutes {
     private metrics: Metrics,
     private logRequest: LogRequest,
     private families: ErrorFamilies,
+    private cors: CorsPolicy,
   ) {}
 
   add(method: FastMethod, path: string, handler: FastHandler): void {
@@ -33,8 +35,12 @@ export class NativeRoutes {
 
   /** Sets (or, without a response, removes) the pre-built answer of one exact path. */
   setStatic(path: string, response: Response | undefined): void {
-    if (response) this.statics.set(path, response)
-    else if (!this.statics.delete(path)) return
+    if (response) {
+      // A pre-built answer cannot vary by origin: only SDK-facing (any-origin) paths get CORS.
+      if (this.cors.isPublic(path))
+        for (const [k, v] of Object.entries(this.cors.headers(path, null) ?? {})) response.headers.set(k, v)
+      this.statics.set(path, response)
+    } else if (!this.statics.delete(path)) return
     for (const fn of this.listeners) fn()
   }
 
@@ -75,6 +81,12 @@ export class NativeRoutes {
     const fixed = !path.includes(':') && !path.includes('*')
     const fail = (request: Request, e: unknown) =>
       httpErrorResponse(fixed ? path : new URL(request.url).pathname, e, this.families)
+    const withCors = (request: Request, r: Response): Response => {
+      const origin = request.headers.get('origin')
+      const h = origin && this.cors.headers(fixed ? path : pathOf(request.url), origin)
+      if (h) for (const [k, v] of Object.entries(h)) r.headers.set(k, v)
+      return r
+    }
     return (request, server) => {
       const t0 = performance.now()
       let out: Response | Promise<Response>
@@ -85,17 +97,17 @@ export class NativeRoutes {
       }
       if (out instanceof Response) {
         observe(out.status, t0)
-        return out
+        return withCors(request, out)
       }
       return out.then(
         (r) => {
           observe(r.status, t0)
-          return r
+          return withCors(request, r)
         },
         (e) => {
           const r = fail(request, e)
           observe(r.status, t0)
-          return r
+          return withCors(request, r)
         },
       )
     }

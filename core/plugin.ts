@@ -134,6 +134,12 @@ export interface PluginManifest<S extends TSchema = TSchema> {
    * matching prefix of any plugin wins.
    */
   errors?: ReadonlyArray<{ prefix: string; body: ErrorFamily }>
+  /**
+   * SDK-facing paths that browsers of any origin may call (CORS `*`): routes a game's own page
+   * reaches with an API key, a signature or no credentials. A trailing `*` makes a prefix. Every
+   * other route answers only the origins of `server.cors_origins`.
+   */
+  anyOrigin?: readonly string[]
   /** Builds the plugin's routes (one `new Elysia({ name })`) and registers its services and hooks. */
   setup(ctx: PluginContext<Static<S>>): AnyElysia | Promise<AnyElysia>
 }
@@ -176,9 +182,18 @@ export interface Provider {
 export interface ProviderDefinition<S extends TSchema = TSchema> {
   /** The `type` named in a channel's configuration. */
   type: string
-  /** Settings schema; names of secret fields are listed so reads mask them. */
+  /**
+   * Settings schema. Secret fields are marked in it (`Secret`, `SecretUrl`, `SecretValues` of
+   * core/secrets.ts; a plain JSON schema marks them with `secret: 'value' | 'url' | 'values'`), and
+   * every read, log line and worker view masks what it marks.
+   */
   config: S
-  secrets?: readonly string[]
+  /**
+   * Spec 2: a top-level setting written `$VAR` names an environment variable. Notify expands it
+   * before `create`: from the whole environment for channels the YAML configures, and only from
+   * the variables `plugins.notify.api_env` lists for settings that arrive through the API.
+   */
+  expandEnv?: boolean
   create(settings: Static<S>, env: { log: Logger }): Provider | Promise<Provider>
 }
 

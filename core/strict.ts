@@ -1,12 +1,17 @@
 import type { TSchema } from '@sinclair/typebox'
-import { invalidField } from './http'
+import { type TypeCheck, TypeCompiler } from '@sinclair/typebox/compiler'
+import { Value, type ValueError } from '@sinclair/typebox/value'
+import { type AnyElysia, Elysia, t } from 'elysia'
+import { HttpError, Invalid, invalidField, pointerToField, reasonOf } from './http'
+import { jsonView } from './schema'
 
 /*
- * Elysia 1.4 normalizes bodies, silently dropping properties an `additionalProperties: false`
- * object does not declare, so a typo such as `descripton` would vanish instead of answering 400.
- * Routes close that gap from a transform hook, which sees the raw input before Elysia does:
- *
- *   transform: ({ body }) => rejectUnknown(GameCreate, body, 'body')
+ * Elysia 1.4 normalizes a body before it validates it: a JSON array, string or null sent where an
+ * object is expected becomes `{}`, a string spreads into `{"0": ...}`, a wrongly typed nested
+ * object of optional fields vanishes, and properties a closed object does not declare are
+ * dropped silently. So every JSON body is checked here first, as it arrived, against its route's
+ * schema, from a global transform hook: that runs after the auth guard's parse hook (401 and 403
+ * come first) and before Elysia touches the body.
  */
 
 type Schemaish = TSchema & {
@@ -28,4 +33,109 @@ export function rejectUnknown(schema: TSchema, value: unknown, path: string): vo
   } else if (s.type === 'array' && s.items && Array.isArray(value)) {
     value.forEach((item, i) => rejectUnknown(s.items!, item, `${path}[${i}]`))
   }
+}
+
+/** Throws 400 naming the first field of `value` that `check` refuses, with every issue in `details`. */
+export function checkBody(check: TypeCheck<TSchema>, schema: TSchema, value: unknown): void {
+  // Defaults the schema itself declares may fill what is absent; nothing else is coerced.
+  const v =
+    value !== null && typeof value === 'object' ? Value.Default(schema, structuredClone(value)) : value
+  if (check.Check(v)) return
+  const errors = [...check.Errors(v)].slice(0, 20).map((e) => ({
+    field: ['body', pointerToField(e.path)].filter(Boolean).join('.'),
+    reason: reasonOf(e),
+  }))
+  // One issue per field: a union reports its failure once per branch.
+  const unique = [...new Map(errors.map((e) => [e.field, e])).values()]
+  const first = unique[0] ?? { field: 'body', reason: 'invalid' }
+  throw new Invalid(unique.map((e) => `${e.field}: ${e.reason}`).join('; ') || 'body: invalid', {
+    field: first.field,
+    reason: first.reason,
+    errors: unique,
+  })
+}
+
+export class UnsupportedMediaType extends HttpError {
+  constructor(type: string) {
+    super(
+      415,
+      'unsupported_media_type',
+      `content-type '${type || '(none)'}' is not accepted: send application/json`,
+    )
+  }
+}
+
+type Route = { method: string; path: string; hooks: Record<string, unknown> }
+
+const isJson = (type: string) => {
+  const t = type.split(';', 1)[0].trim().toLowerCase()
+  return t === 'application/json' || (t.startsWith('application/') && t.endsWith('+json'))
+}
+
+/**
+ * The strict JSON body check for every route of `app` that declares a body schema and leaves
+ * parsing to Elysia (routes with `parse: 'none'` read their own bytes: ingestion). A body in any
+ * other content type answers 415.
+ */
+export function strictBodies(app: () => AnyElysia) {
+  let table: Map<string, { schema: TSchema; check: TypeCheck<TSchema> }> | undefined
+  const build = () => {
+    const out = new Map<string, { schema: TSchema; check: TypeCheck<TSchema> }>()
+    const a = app()
+    const models = ((a as unknown as { definitions?: { type?: Record<string, TSchema> } }).definitions
+      ?.type ?? {}) as Record<string, TSchema>
+    for (const r of a.routes as unknown as Route[]) {
+      const body = r.hooks.body as TSchema | string | undefined
+      if (!body) continue
+      const parse = (r.hooks.parse ?? []) as Array<{ fn: unknown }>
+      if (parse.some((p) => typeof p.fn === 'string')) continue
+      const schema = typeof body === 'string' ? models[body] : body
+      if (!schema) continue
+      const json = jsonView(schema)
+      out.set(`${r.method} ${r.path}`, { schema: json, check: TypeCompiler.Compile(json) })
+    }
+    return out
+  }
+  return new Elysia({ name: 'liveops.strict-bodies' }).onTransform(
+    { as: 'global' },
+    ({ request, route, body }) => {
+      if (request.method === 'GET' || request.method === 'HEAD') return
+      table ??= build()
+      const entry = table.get(`${request.method} ${route}`)
+      if (!entry) return
+      const type = request.headers.get('content-type') ?? ''
+      if (type && !isJson(type)) throw new UnsupportedMediaType(type)
+      checkBody(entry.check, entry.schema, body)
+    },
+  )
+}
+
+/**
+ * A field of the resource's own read that an update accepts back unchanged (GET-modify-PUT):
+ * identity and timestamps. Document it in the update schema with `ReadOnly()`.
+ */
+export const ReadOnly = (description = 'read-only: accepted when unchanged (GET-modify-PUT), else 400') =>
+  t.Optional(t.Unknown({ description }))
+
+/**
+ * `body` without the read-only fields it echoed. A `fixed` field (id, name, createdAt) must equal
+ * the current value, else 400 naming it; a `derived` one (updatedAt, apiKeys) is ignored, since it
+ * changes on its own between the read and the write.
+ */
+export function withoutEchoed<T extends Record<string, unknown>>(
+  current: object,
+  body: T,
+  fixed: readonly string[],
+  derived: readonly string[] = [],
+): T {
+  const out: Record<string, unknown> = { ...body }
+  for (const f of fixed) {
+    if (!(f in body)) continue
+    const now = (current as Record<string, unknown>)[f]
+    if (JSON.stringify(body[f]) !== JSON.stringify(now))
+      throw invalidField(`body.${f}`, `cannot change (read-only; it is ${JSON.stringify(now)})`)
+    delete out[f]
+  }
+  for (const f of derived) delete out[f]
+  return out as T
 }

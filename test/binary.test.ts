@@ -5,6 +5,8 @@ import { join } from 'node:path'
 import { signRequest } from '../sdk/sign'
 import { environOf, startServer } from './process'
 
+const SCALAR_FILE = `${import.meta.dir}/../node_modules/@scalar/api-reference/dist/browser/standalone.js`
+
 /**
  * The compiled single binary, end to end: build it, start it on a temporary DATA_DIR with the
  * embedded default configuration, log in, create a game, ingest a signed event, read the API
@@ -87,6 +89,13 @@ describe('single binary', () => {
       const docs = await fetch(`${s.base}/v3/api-docs`)
       expect(docs.status).toBe(200)
       expect(Object.keys((await docs.json()).paths)).toContain('/api/games')
+      // The /docs page's script is embedded in the binary (run here outside the repository).
+      const page = await (await fetch(`${s.base}/docs`)).text()
+      const src = page.match(/<script src="([^"]+)"/)?.[1]
+      expect(src).toStartWith('/docs/assets/')
+      const asset = await fetch(`${s.base}${src}`)
+      expect(asset.status).toBe(200)
+      expect((await asset.arrayBuffer()).byteLength).toBe(Bun.file(SCALAR_FILE).size)
 
       // A request whose body is still arriving when SIGTERM lands must still be answered.
       let release!: () => void

@@ -36,7 +36,11 @@ export interface GuardDeps {
 export function authGuard(d: GuardDeps) {
   const count = rateLimiting(d.limiter)
   const decided = new WeakMap<Request, Principal | null>()
-  const hooks = <P extends Principal | undefined>(who: (headers: Headers) => P | Promise<P>) => {
+  // What the OpenAPI description shows as the route's security (core/openapi.ts keeps it).
+  const hooks = <P extends Principal | undefined>(
+    who: (headers: Headers) => P | Promise<P>,
+    security: Array<Record<string, string[]>>,
+  ) => {
     const decide = async (ctx: {
       request: Request
       headers: Headers
@@ -48,6 +52,7 @@ export function authGuard(d: GuardDeps) {
       if (principal) count(principal, ctx.set.headers)
     }
     return {
+      detail: { security },
       // Returning nothing lets the default body parser run afterwards.
       async parse(ctx: Parameters<typeof decide>[0]) {
         await decide(ctx)
@@ -62,23 +67,33 @@ export function authGuard(d: GuardDeps) {
   return new Elysia({ name: 'liveops.auth-guard' }).macro({
     permission: (permission: Permission) => {
       d.auth.permissions.check(permission)
-      return hooks((headers) =>
-        d.auth.authorize(
-          d.auth.verifyAccess(AuthService.bearer(headers)) ??
-            d.auth.verifyAdminToken(headers['x-admin-token']),
-          permission,
-        ),
+      return hooks(
+        (headers) =>
+          d.auth.authorize(
+            d.auth.verifyAccess(AuthService.bearer(headers)) ??
+              d.auth.verifyAdminToken(headers['x-admin-token']),
+            permission,
+          ),
+        [{ bearer: [] }, { adminToken: [] }],
       )
     },
     apiKey: (_: true) =>
-      hooks(async (headers) => {
-        const principal = await d.auth.verifyApiKey(headers['x-api-key'])
-        if (!principal) throw new Unauthorized('missing or invalid x-api-key', 'invalid_api_key')
-        return principal
-      }),
+      hooks(
+        async (headers) => {
+          const principal = await d.auth.verifyApiKey(headers['x-api-key'])
+          if (!principal) throw new Unauthorized('missing or invalid x-api-key', 'invalid_api_key')
+          return principal
+        },
+        [{ apiKey: [] }],
+      ),
     appScope: (option: AppScopeOption) => {
       if (typeof option !== 'string') d.auth.permissions.check(option.permission)
-      return hooks((headers) => d.auth.authenticateApp(option, headers))
+      const scope = typeof option === 'string' ? option : option.scope
+      const keys = scope === 'query' || scope === 'trigger' ? [{ apiKey: [] }] : []
+      return hooks(
+        (headers) => d.auth.authenticateApp(option, headers),
+        [{ appToken: [] }, { bearer: [] }, { adminToken: [] }, ...keys],
+      )
     },
   })
 }

@@ -1,11 +1,13 @@
 import { Elysia, t } from 'elysia'
 import { NotFound, Unauthorized } from '../http'
+import { Enum } from '../schema'
 import { SCOPES } from './app-tokens'
 import type { authGuard } from './guard'
 import { ROLES } from './roles'
 import { AuthService } from './service'
+import { clientAddress } from './throttle'
 
-const Role = t.UnionEnum(ROLES)
+const Role = Enum(ROLES)
 const UserOut = t.Object({ id: t.String(), email: t.String(), name: t.String(), roles: t.Array(t.String()) })
 const UserFull = t.Object({
   id: t.String(),
@@ -28,10 +30,15 @@ const V1User = t.Object({ id: t.String(), username: t.String(), role: t.String()
 const AppTokenBody = t.Object(
   {
     name: t.String({ minLength: 1, maxLength: 200 }),
-    scopes: t.Array(t.UnionEnum(SCOPES), { minItems: 1, uniqueItems: true }),
+    scopes: t.Array(Enum(SCOPES), { minItems: 1, uniqueItems: true }),
   },
   { additionalProperties: false },
 )
+const THROTTLE_DOC =
+  'Failed attempts are limited per account and per client address: past `auth.login_throttle` ' +
+  'failures the answer is 429 `too_many_attempts` with Retry-After, doubling from 1 s up to a cap ' +
+  '(15 min for the address that keeps failing, 1 min for an account attacked from many addresses, ' +
+  'never for an address that logged into it before). Unknown accounts take as long as known ones.'
 const ok = <T>(data: T, message = 'ok') => ({ code: 0, message, data })
 
 /**
@@ -39,7 +46,13 @@ const ok = <T>(data: T, message = 'ok') => ({ code: 0, message, data })
  * own login family (`/api/v1/auth`, spec 2 section 5) and its application tokens
  * (`/api/v1/app-tokens`), which every `appScope` route of any plugin accepts.
  */
-export function authRoutes(auth: AuthService, guard: ReturnType<typeof authGuard>) {
+export function authRoutes(
+  auth: AuthService,
+  guard: ReturnType<typeof authGuard>,
+  opts: { trustForwardedFor: boolean } = { trustForwardedFor: false },
+) {
+  const address = (request: Request, server: Parameters<typeof clientAddress>[1]) =>
+    clientAddress(request, server, opts.trustForwardedFor)
   const v1User = (u: { id: string; username: string; roles: string[] }) => ({
     id: u.id,
     username: u.username,
@@ -50,39 +63,75 @@ export function authRoutes(auth: AuthService, guard: ReturnType<typeof authGuard
     .model({ 'auth.Tokens': Tokens, 'auth.User': UserFull })
     .post(
       '/api/auth/login',
-      async ({ body }) => auth.issue(await auth.checkPassword('email', body.email, body.password)),
+      async ({ body, request, server }) =>
+        auth.issue(await auth.checkPassword('email', body.email, body.password, address(request, server))),
       {
         body: t.Object({ email: t.String({ minLength: 1 }), password: t.String({ minLength: 1 }) }),
         response: { 200: 'auth.Tokens' },
-        detail: { tags: ['auth'], summary: 'Log in with email and password; 401 on wrong credentials' },
+        detail: {
+          tags: ['auth'],
+          summary: 'Log in with email and password; 401 on wrong credentials',
+          description: THROTTLE_DOC,
+          responses: {
+            401: { description: 'Wrong credentials' },
+            429: { description: 'Too many failed attempts (too_many_attempts, Retry-After)' },
+          },
+        },
       },
     )
-    .post('/api/auth/refresh', ({ body }) => auth.refresh(body.refreshToken), {
-      body: t.Object({ refreshToken: t.String({ minLength: 1 }) }),
-      response: { 200: 'auth.Tokens' },
-      detail: {
-        tags: ['auth'],
-        summary:
-          'Rotate a refresh token: answers a new access token and a new refresh token; a reused refresh token revokes its whole session family (401)',
+    .post(
+      '/api/auth/refresh',
+      ({ body, request, server }) => auth.refresh(body.refreshToken, address(request, server)),
+      {
+        body: t.Object({ refreshToken: t.String({ minLength: 1 }) }),
+        response: { 200: 'auth.Tokens' },
+        detail: {
+          tags: ['auth'],
+          summary:
+            'Rotate a refresh token: answers a new access token and a new refresh token; a reused refresh token revokes its whole session family (401)',
+          description: THROTTLE_DOC,
+          responses: {
+            401: { description: 'Unknown, expired or reused refresh token' },
+            429: { description: 'Too many failed attempts (too_many_attempts, Retry-After)' },
+          },
+        },
       },
-    })
+    )
     .post(
       '/api/v1/auth/login',
-      async ({ body }) => {
-        const user = await auth.checkPassword('username', body.username, body.password)
+      async ({ body, request, server }) => {
+        const user = await auth.checkPassword(
+          'username',
+          body.username,
+          body.password,
+          address(request, server),
+        )
         return { token: auth.accessToken(user), user: v1User(user) }
       },
       {
         body: t.Object({ username: t.String({ minLength: 1 }), password: t.String({ minLength: 1 }) }),
         response: { 200: t.Object({ token: t.String(), user: V1User }) },
-        detail: { tags: ['auth'], summary: 'Notification-service login by username (no envelope)' },
+        detail: {
+          tags: ['auth'],
+          summary: 'Notification-service login by username (no envelope)',
+          description: THROTTLE_DOC,
+          responses: {
+            401: { description: 'Wrong credentials' },
+            429: { description: 'Too many failed attempts (too_many_attempts, Retry-After)' },
+          },
+        },
       },
     )
     .post(
       '/api/v1/auth/refresh',
-      async ({ headers, query }) => {
+      async ({ headers, query, request, server }) => {
+        const from = address(request, server)
+        auth.throttle.check(from)
         const principal = auth.verifyAccess(AuthService.bearer(headers, query))
-        if (!principal) throw new Unauthorized('missing, invalid or expired token')
+        if (!principal) {
+          auth.throttle.fail(from, 'token refresh')
+          throw new Unauthorized('missing, invalid or expired token')
+        }
         const user = await auth.getUser(principal.id).catch(() => undefined)
         if (!user || user.disabled) throw new Unauthorized('user no longer exists or is disabled')
         return { code: 0, message: 'ok', data: { token: auth.accessToken(user) } }
@@ -91,6 +140,8 @@ export function authRoutes(auth: AuthService, guard: ReturnType<typeof authGuard
         detail: {
           tags: ['auth'],
           summary: 'New token from a valid one (Bearer, cookie service_token or query token)',
+          description: THROTTLE_DOC,
+          security: [{ bearer: [] }],
         },
       },
     )
@@ -108,6 +159,8 @@ export function authRoutes(auth: AuthService, guard: ReturnType<typeof authGuard
         detail: {
           tags: ['auth'],
           summary: 'The current user: 401 without a valid token, 404 when the user was deleted',
+          security: [{ bearer: [] }],
+          responses: { 404: { description: 'The user was deleted' } },
         },
       },
     )

@@ -1,9 +1,11 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto'
 import { type Db, fromJson, iso, newId } from '../db'
 import { Conflict, Forbidden, NotFound, Unauthorized, invalidField } from '../http'
+import type { Logger } from '../log'
 import { APP_TOKEN_PREFIX, type Scope, appTokenStore } from './app-tokens'
 import { type Claims, signJwt, verifyJwt } from './jwt'
 import { type Permission, Permissions, ROLES, primaryRole } from './roles'
+import { LoginThrottle, type ThrottleSettings } from './throttle'
 
 /** What an `appScope` route needs: one application-token scope (or an administrator). */
 export type AppNeed = Scope | 'admin'
@@ -102,6 +104,14 @@ const toKey = (r: KeyRow): ApiKey => ({
   revokedAt: iso(r.revoked_at),
 })
 
+/**
+ * Verified against when no user matches, so an unknown account costs a known one's time. A hash
+ * of a random password nobody kept, made with `Bun.password.hash`'s defaults (the parameters
+ * every user's hash has); a constant, so building an app costs no hashing.
+ */
+export const DUMMY_HASH =
+  '$argon2id$v=19$m=65536,t=2,p=1$dXijYDDkl+RaPpw38oSOKNYjdSEpiWx/YGcpNhRANgs$7U/TTRNwQJMsGz65VTrCTCM4HM7UeHtGZvnV7XIyw2Y'
+
 const sha256 = (s: string) => new Bun.CryptoHasher('sha256').update(s).digest('hex')
 const randomToken = (bytes = 32) => randomBytes(bytes).toString('base64url')
 
@@ -110,6 +120,7 @@ export interface AuthSettings {
   accessTtlS: number
   refreshTtlS: number
   adminToken: string
+  throttle: ThrottleSettings
 }
 
 export interface NewUser {
@@ -147,12 +158,16 @@ export class AuthService {
   private tokenCache = new Map<string, { principal: Principal; exp: number }>()
   private keyCache = new Map<string, Principal | null>()
   private blocked = new Set<string>()
+  /** Failed logins and refreshes per account and client address. */
+  readonly throttle: LoginThrottle
 
   constructor(
     private db: Db,
     readonly settings: AuthSettings,
+    log: Logger,
   ) {
     this.appTokens = appTokenStore(db)
+    this.throttle = new LoginThrottle(settings.throttle, log)
   }
 
   async init(): Promise<void> {
@@ -253,14 +268,29 @@ export class AuthService {
 
   // -- login and tokens -----------------------------------------------------------------------
 
-  /** Checks a password by email or username; the same 401 for an unknown user and a wrong password. */
-  async checkPassword(by: 'email' | 'username', value: string, password: string): Promise<User> {
-    const row = await this.db.get<UserRow>(`SELECT ${USER_COLS} FROM users WHERE ${by} = ?`, [
-      by === 'email' ? value.trim().toLowerCase() : value.trim(),
-    ])
-    const valid = row ? await Bun.password.verify(password, row.password_hash) : false
-    if (!row || !valid) throw new Unauthorized('invalid credentials', 'invalid_credentials')
+  /**
+   * Checks a password by email or username, throttled per account and per client address (see
+   * `LoginThrottle`). An unknown user costs the same hash verification as a known one, so the
+   * answer's timing does not tell which accounts exist; both answer the same 401.
+   */
+  async checkPassword(
+    by: 'email' | 'username',
+    value: string,
+    password: string,
+    address = 'unknown',
+  ): Promise<User> {
+    const id = by === 'email' ? value.trim().toLowerCase() : value.trim()
+    const row = await this.db.get<UserRow>(`SELECT ${USER_COLS} FROM users WHERE ${by} = ?`, [id])
+    // A known user is throttled by its id, so email and username logins share one budget.
+    const account = row ? row.id : `${by}:${id}`
+    this.throttle.check(address, account)
+    const valid = await Bun.password.verify(password, row ? row.password_hash : DUMMY_HASH)
+    if (!row || !valid) {
+      this.throttle.fail(address, 'login', account)
+      throw new Unauthorized('invalid credentials', 'invalid_credentials')
+    }
     if (row.disabled) throw new Unauthorized('user is disabled', 'user_disabled')
+    this.throttle.succeed(address, account)
     return toUser(row)
   }
 
@@ -300,7 +330,8 @@ export class AuthService {
    * Rotates a refresh token: each is good once. Presenting a used one means it leaked, so the
    * whole family (every token descended from that login) is revoked.
    */
-  async refresh(refreshToken: string): Promise<Tokens> {
+  async refresh(refreshToken: string, address = 'unknown'): Promise<Tokens> {
+    this.throttle.check(address)
     const hash = sha256(refreshToken)
     const now = Date.now()
     const outcome = await this.db.tx(async (tx) => {
@@ -331,7 +362,10 @@ export class AuthService {
       if (!claimed) return { error: 'invalid refresh token' } as const
       return { userId: row.user_id, familyId: row.family_id } as const
     })
-    if ('error' in outcome) throw new Unauthorized(outcome.error, 'invalid_refresh_token')
+    if ('error' in outcome) {
+      this.throttle.fail(address, 'token refresh')
+      throw new Unauthorized(outcome.error, 'invalid_refresh_token')
+    }
     const row = await this.db.get<UserRow>(`SELECT ${USER_COLS} FROM users WHERE id = ?`, [outcome.userId])
     if (!row || row.disabled)
       throw new Unauthorized('user no longer exists or is disabled', 'invalid_refresh_token')

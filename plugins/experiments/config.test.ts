@@ -151,10 +151,11 @@ forEachEngine((engine) => {
         error: 'not_found',
         path: '/api/config/no-such-game/prod',
       })
-      // Not a fast route for POST: Elysia answers, with its 404 body.
+      // Not a fast route for POST: Elysia answers that the path takes GET only.
       const post = await fetch(`${base}/api/config/${gameId}/prod`, { method: 'POST' })
-      expect(post.status).toBe(404)
-      expect(await post.json()).toMatchObject({ error: 'not_found' })
+      expect(post.status).toBe(405)
+      expect(post.headers.get('allow')).toBe('GET')
+      expect(await post.json()).toMatchObject({ error: 'method_not_allowed' })
       // A change is visible on the native route at once.
       await a.req('POST', `/api/experiments/${e.id}/pause`, { token: admin })
       const after = await (await fetch(`${base}/api/config/${gameId}/prod`)).json()

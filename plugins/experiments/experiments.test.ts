@@ -239,7 +239,7 @@ forEachEngine((engine) => {
         body: { status: 'running' },
       })
       expect(status.status).toBe(400)
-      expect(status.body.message).toContain('body.status: unknown field')
+      expect(status.body.message).toContain('body.status: cannot change')
       expect((await a.req('GET', `/api/experiments/${e.id}`, { token: admin })).body.name).toBe('renamed')
     })
 

@@ -18,6 +18,8 @@ const configPath = (gameId: string, environment: string) =>
 export default definePlugin({
   name: 'experiments',
   dependsOn: ['games', 'ingest'],
+  // Game clients read their public config from their own pages.
+  anyOrigin: ['/api/config/*'],
   permissions: { experiments: { write: ['operator'] } },
   config: T.Object(
     {

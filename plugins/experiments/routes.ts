@@ -1,6 +1,6 @@
 import { Elysia, t } from 'elysia'
 import type { PluginContext } from '../../core/plugin'
-import { rejectUnknown } from '../../core/strict'
+import { rejectUnknown, withoutEchoed } from '../../core/strict'
 import { explain } from '../../sdk/assign'
 import type { PublicConfig } from './public'
 import {
@@ -73,7 +73,17 @@ export function experimentsRoutes(
     })
     .put(
       '/api/experiments/:id',
-      ({ params, body, query }) => store.update(params.id, body, query.force === true),
+      async ({ params, body, query }) =>
+        store.update(
+          params.id,
+          withoutEchoed(
+            await store.get(params.id),
+            body,
+            ['id', 'status', 'createdAt'],
+            ['updatedAt', 'publishedAt'],
+          ),
+          query.force === true,
+        ),
       {
         permission: 'experiments:write',
         params: IdParams,

@@ -1,5 +1,6 @@
 import type { TSchema } from '@sinclair/typebox'
 import { t } from 'elysia'
+import { ReadOnly } from '../../core/strict'
 
 export const STATUSES = ['draft', 'running', 'paused'] as const
 // A tuple, not STATUSES.map(): Elysia's response typing needs the literal members spelled out.
@@ -124,6 +125,11 @@ export const ExperimentUpdate = t.Object(
     description: t.Optional(t.String({ maxLength: 2000 })),
     salt: t.Optional(Salt),
     config: t.Optional(ExperimentConfig),
+    id: ReadOnly(),
+    status: ReadOnly('read-only: changes through publish and pause; accepted when unchanged, else 400'),
+    createdAt: ReadOnly(),
+    updatedAt: ReadOnly('read-only: ignored, it changes with every write'),
+    publishedAt: ReadOnly('read-only: ignored'),
   },
   { additionalProperties: false },
 )
@@ -142,8 +148,8 @@ export const ListQuery = t.Object({
   gameId: t.Optional(t.String()),
   environment: t.Optional(t.String()),
   status: t.Optional(ExperimentStatus),
-  page: t.Optional(t.Integer({ minimum: 0, default: 0, description: '0-based page' })),
-  size: t.Optional(t.Integer({ minimum: 1, maximum: 100, default: 20 })),
+  page: t.Optional(t.Integer({ minimum: 0, description: '0-based page; 0 when absent' })),
+  size: t.Optional(t.Integer({ minimum: 1, maximum: 100, description: 'page size; 20 when absent' })),
   sort: t.Optional(
     t.String({
       description: 'field[,asc|desc]; fields: name, status, createdAt, updatedAt (default createdAt,desc)',

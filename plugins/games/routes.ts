@@ -1,6 +1,6 @@
 import { Elysia, t } from 'elysia'
 import type { PluginContext } from '../../core/plugin'
-import { rejectUnknown } from '../../core/strict'
+import { rejectUnknown, withoutEchoed } from '../../core/strict'
 import {
   ApiKey,
   ApiKeyCreate,
@@ -65,16 +65,24 @@ export function gamesRoutes(ctx: PluginContext<unknown>, store: GamesStore) {
       response: { 200: 'games.Game' },
       detail: tag('Read a game'),
     })
-    .put('/api/games/:gameId', ({ params, body }) => store.updateGame(params.gameId, body), {
-      permission: 'games:write',
-      params: GameParams,
-      transform: ({ body }) => rejectUnknown(GameUpdate, body, 'body'),
-      body: GameUpdate,
-      response: { 200: 'games.Game' },
-      detail: tag(
-        'Update a game; status changes follow DEVELOPMENT->TESTING, TESTING->LIVE|DEVELOPMENT, LIVE->MAINTENANCE, MAINTENANCE->LIVE|DISCONTINUED (else 409)',
-      ),
-    })
+    .put(
+      '/api/games/:gameId',
+      async ({ params, body }) =>
+        store.updateGame(
+          params.gameId,
+          withoutEchoed(await store.getGame(params.gameId), body, ['id', 'createdAt'], ['updatedAt']),
+        ),
+      {
+        permission: 'games:write',
+        params: GameParams,
+        transform: ({ body }) => rejectUnknown(GameUpdate, body, 'body'),
+        body: GameUpdate,
+        response: { 200: 'games.Game' },
+        detail: tag(
+          'Update a game; status changes follow DEVELOPMENT->TESTING, TESTING->LIVE|DEVELOPMENT, LIVE->MAINTENANCE, MAINTENANCE->LIVE|DISCONTINUED (else 409)',
+        ),
+      },
+    )
     .delete(
       '/api/games/:gameId',
       async ({ params, set }) => {
@@ -137,8 +145,16 @@ export function gamesRoutes(ctx: PluginContext<unknown>, store: GamesStore) {
     )
     .put(
       '/api/games/:gameId/environments/:environmentName',
-      async ({ params, body }) =>
-        withKeys(await store.updateEnv(params.gameId, params.environmentName, body)),
+      async ({ params, body }) => {
+        const current = await store.getEnv(params.gameId, params.environmentName)
+        const patch = withoutEchoed(
+          current,
+          body,
+          ['id', 'gameId', 'name', 'createdAt'],
+          ['updatedAt', 'apiKeys'],
+        )
+        return withKeys(await store.updateEnv(params.gameId, params.environmentName, patch))
+      },
       {
         permission: 'environments:write',
         params: EnvParams,

@@ -1,14 +1,16 @@
 import { t } from 'elysia'
+import { Enum } from '../../core/schema'
+import { ReadOnly } from '../../core/strict'
 import { ENV_TYPES, EnvironmentSettings, GAME_STATUSES, GENRES, PII_ACTIONS } from './types'
 
-const PiiAction = t.UnionEnum(PII_ACTIONS)
+const PiiAction = Enum(PII_ACTIONS)
 
 export const PLATFORMS = ['ANDROID', 'IOS', 'WEB'] as const
 
-export const Genre = t.UnionEnum(GENRES)
-export const GameStatus = t.UnionEnum(GAME_STATUSES)
-export const EnvType = t.UnionEnum(ENV_TYPES)
-export const Platform = t.UnionEnum(PLATFORMS)
+export const Genre = Enum(GENRES)
+export const GameStatus = Enum(GAME_STATUSES)
+export const EnvType = Enum(ENV_TYPES)
+export const Platform = Enum(PLATFORMS)
 
 export const Game = t.Object({
   id: t.String(),
@@ -53,6 +55,9 @@ export const GameUpdate = t.Object(
     timezone: t.Optional(Timezone),
     defaultCurrency: t.Optional(Currency),
     status: t.Optional(GameStatus),
+    id: ReadOnly(),
+    createdAt: ReadOnly(),
+    updatedAt: ReadOnly('read-only: ignored, it changes with every write'),
   },
   { additionalProperties: false },
 )
@@ -65,8 +70,8 @@ export const GameList = t.Object({
 })
 
 export const ListQuery = t.Object({
-  page: t.Optional(t.Integer({ minimum: 0, default: 0, description: '0-based page' })),
-  size: t.Optional(t.Integer({ minimum: 1, maximum: 100, default: 20 })),
+  page: t.Optional(t.Integer({ minimum: 0, description: '0-based page; 0 when absent' })),
+  size: t.Optional(t.Integer({ minimum: 1, maximum: 100, description: 'page size; 20 when absent' })),
   sort: t.Optional(
     t.String({ description: 'field[,asc|desc]; fields: name, genre, status, createdAt, updatedAt' }),
   ),
@@ -137,6 +142,12 @@ export const EnvironmentUpdate = t.Object(
     displayName: t.Optional(t.String({ maxLength: 200 })),
     description: t.Optional(t.String({ maxLength: 2000 })),
     settings: t.Optional(SettingsPatch),
+    id: ReadOnly(),
+    gameId: ReadOnly(),
+    name: ReadOnly('read-only: the key in paths; accepted when unchanged, else 400'),
+    createdAt: ReadOnly(),
+    updatedAt: ReadOnly('read-only: ignored, it changes with every write'),
+    apiKeys: ReadOnly('read-only: ignored; manage keys through /api/api-keys'),
   },
   { additionalProperties: false },
 )

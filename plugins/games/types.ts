@@ -1,4 +1,5 @@
 import { t } from 'elysia'
+import { Enum } from '../../core/schema'
 
 export const GENRES = [
   'RPG',
@@ -17,7 +18,7 @@ export const GAME_STATUSES = ['DEVELOPMENT', 'TESTING', 'LIVE', 'MAINTENANCE', '
 export const ENV_TYPES = ['DEVELOPMENT', 'STAGING', 'PRODUCTION'] as const
 export const PII_ACTIONS = ['allow', 'deny', 'mask', 'drop'] as const
 
-const PiiAction = t.UnionEnum(PII_ACTIONS)
+const PiiAction = Enum(PII_ACTIONS)
 
 /**
  * Per-environment settings (spec 1 "Environment": API key, sampling rate, rate-limit policy,

@@ -128,7 +128,11 @@ export async function collect(
   if (otlp) {
     if ((headers['content-type'] ?? '').includes('protobuf'))
       throw new HttpError(415, 'unsupported_media_type', 'only the OTLP JSON encoding is accepted')
-    items = otlpRecords(parseJson(body))
+    const parsed = parseJson(body)
+    // An ExportLogsServiceRequest is an object; an array or a scalar is not an empty export.
+    if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed))
+      throw new HttpError(400, 'invalid_payload', 'body: must be an OTLP ExportLogsServiceRequest object')
+    items = otlpRecords(parsed)
   } else {
     const text = new TextDecoder().decode(body)
     if (text.trimStart().startsWith('[')) {

@@ -71,7 +71,7 @@ forEachEngine((engine) => {
     const commits = value('svc_ingest_commit_duration_seconds_count\\{outcome="committed"\\}')
     expect(commits).toBeGreaterThan(0)
     expect(commits).toBeLessThan(80)
-    expect(value('svc_ingest_persist_thread_restarts')).toBe(0)
+    expect(value('svc_ingest_persist_thread_restarts_total')).toBe(0)
 
     const logins = new Set<string>()
     const all = new Set<string>()

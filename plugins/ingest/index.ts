@@ -20,6 +20,8 @@ import { COMMITS_IN_FLIGHT, GroupWriter } from './writer'
 export default definePlugin({
   name: 'ingest',
   dependsOn: ['games'],
+  // Game clients post from their own pages: signed ingestion, and API-key batches and logs.
+  anyOrigin: ['/api/ingest/*', '/v1/batch', '/v1/logs'],
   config: IngestConfig,
   env: { WAREHOUSE_DSN: 'warehouse.dsn', INGEST_SIGNING_SECRET: 'signing_secret' },
   migrations: ingestMigrations,
@@ -67,11 +69,15 @@ export default definePlugin({
       },
     )
     if (thread) {
-      const restarts = ctx.metrics.gauge(
-        'svc_ingest_persist_thread_restarts',
+      const restarts = ctx.metrics.counter(
+        'svc_ingest_persist_thread_restarts_total',
         'Times the persist thread died and was replaced',
       )
-      ctx.metrics.collect(() => restarts.set(thread.restarts))
+      let counted = 0
+      ctx.metrics.collect(() => {
+        restarts.inc(thread.restarts - counted)
+        counted = thread.restarts
+      })
     }
     const ingestor = new Ingestor(ctx.config, ctx.config.signing_secret, games, writer, ctx.log, ctx.shared)
 

@@ -32,6 +32,46 @@ export function ingestRoutes(
     'Signed (X-Timestamp, X-Nonce, X-Signature; optional X-Game-Id). 401 bad signature, 403 ingest_disabled, 413 over the body limit, 429 duplicate_nonce or rate_limit_exceeded, 400 invalid_payload / invalid_events (every bad index, field and reason; nothing stored) / unknown_game / unknown_environment.'
   const batchDoc =
     'x-api-key bound to a game and environment, or signed. JSON array or NDJSON, gzip accepted; body <= 1 MB, event <= 64 KB, <= 500 events.'
+  // These routes read their own bytes (`parse: 'none'`): their bodies and credentials are documented here
+  // (plain OpenAPI objects, `as never` past the detail type's readonly-free shape).
+  const eventsBody = (description: string) => ({
+    required: true,
+    description,
+    content: {
+      'application/json': {
+        schema: {
+          type: 'array',
+          items: {
+            type: 'object',
+            required: ['game_id', 'event_type'],
+            properties: {
+              game_id: { type: 'string' },
+              env: { type: 'string' },
+              event_type: {
+                type: 'string',
+                description: 'login, session_start, heartbeat, register, payment, ...',
+              },
+              user_id: { type: 'string' },
+              ts: { type: 'string', description: 'RFC 3339 or epoch milliseconds' },
+              properties: { type: 'object' },
+            },
+          },
+        },
+      },
+    },
+  })
+  const signed = [{ ingestSignature: [] }]
+  const batchBody = {
+    required: true,
+    description: batchDoc,
+    content: {
+      // A single object is a one-line NDJSON batch.
+      'application/json': {
+        schema: { oneOf: [{ type: 'array', items: { type: 'object' } }, { type: 'object' }] },
+      },
+      'application/x-ndjson': { schema: { type: 'string' } },
+    },
+  }
   // The hottest write path: served from Bun's native router too (ctx.fastRoute), so a batch or
   // a rejected signature costs no Elysia hooks; the Elysia routes below share the handlers.
   const signedRoute =
@@ -59,6 +99,8 @@ export function ingestRoutes(
         tags: ['ingest'],
         summary: 'Ingest a JSON array of events; answers after they are durable',
         description: signedDoc,
+        security: signed,
+        requestBody: eventsBody('A JSON array of events') as never,
       },
     })
     .post('/api/ingest/payments', ({ request, server }) => signedPaymentsRoute(request, {}, server), {
@@ -69,6 +111,10 @@ export function ingestRoutes(
         summary:
           'Ingest payment events: order_id, status (success, refunded, failed), amount_cents > 0; a repeated order_id and status is stored once',
         description: signedDoc,
+        security: signed,
+        requestBody: eventsBody(
+          'A JSON array of payment events (order_id, status, amount_cents besides the event fields)',
+        ) as never,
       },
     })
     .post(
@@ -78,7 +124,13 @@ export function ingestRoutes(
       {
         parse: 'none',
         response: { 200: S.BatchOut },
-        detail: { tags: ['ingest'], summary: 'SDK batch collection', description: batchDoc },
+        detail: {
+          tags: ['ingest'],
+          summary: 'SDK batch collection',
+          description: batchDoc,
+          security: [{ apiKey: [] }, ...signed],
+          requestBody: batchBody as never,
+        },
       },
     )
     .post(
@@ -100,6 +152,15 @@ export function ingestRoutes(
           tags: ['ingest'],
           summary: 'OTLP/HTTP logs (JSON encoding): each log record becomes an event',
           description: batchDoc,
+          security: [{ apiKey: [] }, ...signed],
+          requestBody: {
+            required: true,
+            content: {
+              'application/json': {
+                schema: { type: 'object', description: 'OTLP ExportLogsServiceRequest' },
+              },
+            },
+          },
         },
       },
     )

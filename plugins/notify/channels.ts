@@ -1,4 +1,4 @@
-import { Kind, Type as T } from '@sinclair/typebox'
+import { Kind, Type as T, type TSchema } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 import type { Db } from '../../core/db'
 import { fromJson } from '../../core/db'
@@ -11,7 +11,7 @@ import {
   defineProvider,
   loadProviderModule,
 } from '../../core/plugin'
-import { maskValue } from '../../core/secrets'
+import { maskSecrets, maskValue, unmaskSecrets } from '../../core/secrets'
 import type { ChannelConfig } from './schema'
 
 /** The built-in `log` provider: writes each delivery to the service log (demos, smoke tests, benches). */
@@ -47,11 +47,44 @@ export interface Slot {
   module?: string
   enabled: boolean
   provider?: Provider
+  /** `settings` with their `$VAR` references expanded: what the provider (and a remote worker) gets. */
+  effective: Record<string, unknown>
   /** 'available', or the reason the provider could not be built. */
   status: string
   since: number
   source: 'yaml' | 'runtime'
   updatedAt: number
+}
+
+/** A whole top-level value `$NAME` (not `${NAME}`) names an environment variable. */
+const ENV_REF = /^\$([A-Za-z_][A-Za-z0-9_]*)$/
+
+/**
+ * Spec 2's `$VAR` expansion of a provider's top-level settings. `allowed` says which variables
+ * may be named: every one for the YAML, only the operator's `api_env` list for API input; any
+ * other name is refused naming the field, and no message carries a variable's value.
+ */
+export function expandEnv(
+  settings: Record<string, unknown>,
+  env: Record<string, string | undefined>,
+  allowed: ((name: string, key: string) => boolean) | 'all',
+  field: string,
+): Record<string, unknown> {
+  const out: Record<string, unknown> = {}
+  for (const [k, v] of Object.entries(settings)) {
+    const ref = typeof v === 'string' ? ENV_REF.exec(v) : null
+    if (!ref) {
+      out[k] = v
+      continue
+    }
+    if (allowed !== 'all' && !allowed(ref[1], k))
+      throw invalidField(
+        `${field}.config.${k}`,
+        `'$${ref[1]}' is not a variable the API may name (the operator lists those in plugins.notify.api_env)`,
+      )
+    out[k] = env[ref[1]] ?? ''
+  }
+  return out
 }
 
 /** The target did not answer the pre-swap check: a runtime condition, not a configuration mistake. */
@@ -88,8 +121,12 @@ export function channelManager(opts: {
   db: Db
   registry: ProviderRegistry
   log: Logger
+  /** Field names the log masks (`log.sensitive_fields`): masked here too, for schemas that mark nothing. */
   sensitive: readonly string[]
   yaml: Record<string, ChannelConfig>
+  /** `plugins.notify.api_env`: the variables settings from the API may name. */
+  apiEnv?: readonly string[]
+  env?: Record<string, string | undefined>
   /** A runtime change made here (PUT /config, enable/disable): other instances are told to sync. */
   onLocalChange?: (name: string) => void
 }) {
@@ -97,6 +134,8 @@ export function channelManager(opts: {
   const slots = new Map<string, Slot>()
   const listeners: Array<(name: string) => void> = []
   const sensitive = new Set(opts.sensitive.map((s) => s.toLowerCase()))
+  const apiEnv = new Set(opts.apiEnv ?? [])
+  const env = opts.env ?? process.env
   /** Newest stored change seen, for picking up changes other instances made. */
   let seenUntil = 0
 
@@ -123,19 +162,36 @@ export function channelManager(opts: {
     return def
   }
 
-  /** Validates settings against the provider's schema, creates the provider and verifies it. */
+  /**
+   * Expands `$VAR` references (all variables for the YAML, the `api_env` ones for the API),
+   * validates against the provider's schema, creates the provider and verifies it.
+   */
   async function build(
     name: string,
     type: string,
     module: string | undefined,
     settings: Record<string, unknown>,
     field: string,
-  ): Promise<{ provider: Provider; settings: Record<string, unknown> }> {
+    source: Slot['source'],
+  ): Promise<{ provider: Provider; effective: Record<string, unknown> }> {
     const def = await definition(type, module, field)
+    const expanded = def.expandEnv
+      ? expandEnv(
+          settings,
+          env,
+          // The API may also keep a reference the operator's YAML wrote for this very setting
+          // (a GET-modify-PUT of a YAML channel sends its `$VAR` back).
+          source === 'yaml'
+            ? 'all'
+            : (n, key) =>
+                apiEnv.has(n) || (opts.yaml[name] as Record<string, unknown> | undefined)?.[key] === `$${n}`,
+          field,
+        )
+      : settings
     // A provider file outside the repo may not reach TypeBox; a plain schema is its own to check in create.
     const typed = Kind in def.config
     const value = (
-      typed ? Value.Default(def.config, Value.Clone(settings)) : Value.Clone(settings)
+      typed ? Value.Default(def.config, Value.Clone(expanded)) : Value.Clone(expanded)
     ) as Record<string, unknown>
     const first = typed ? Value.Errors(def.config, value).First() : undefined
     if (first) {
@@ -160,42 +216,50 @@ export function channelManager(opts: {
         reason: (e as Error).message,
       })
     }
-    return { provider, settings }
+    return { provider, effective: value }
   }
 
   function changed(name: string) {
     for (const fn of listeners) fn(name)
   }
 
-  const secretKeys = (type: string) =>
-    new Set([...sensitive, ...(registry.get(type)?.secrets ?? []).map((s) => s.toLowerCase())])
+  /** The provider's schema: what it marks secret is masked on every read. */
+  const schemaOf = (type: string) => (registry.get(type)?.config ?? T.Object({})) as TSchema
 
-  function mask(value: unknown, keys: Set<string>): unknown {
-    if (Array.isArray(value)) return value.map((v) => mask(v, keys))
-    if (value && typeof value === 'object')
-      return Object.fromEntries(
-        Object.entries(value).map(([k, v]) => [
-          k,
-          keys.has(k.toLowerCase()) && typeof v !== 'object' ? maskValue(v) : mask(v, keys),
-        ]),
-      )
-    return value
+  /** Settings as a read shows them: marked secrets and the log's sensitive names masked, `$VAR` shown as written. */
+  function mask(type: string, value: Record<string, unknown>): Record<string, unknown> {
+    return byName(value, maskSecrets(schemaOf(type), value)) as Record<string, unknown>
+  }
+
+  /** `masked` with every primitive under a name the log masks masked too (from the raw value). */
+  function byName(raw: unknown, masked: unknown): unknown {
+    if (!raw || typeof raw !== 'object' || !masked || typeof masked !== 'object') return masked
+    const m = masked as Record<string, unknown>
+    const out: Record<string, unknown> | unknown[] = Array.isArray(masked) ? [...masked] : { ...m }
+    for (const [k, v] of Object.entries(raw)) {
+      const primitive = v === null || typeof v !== 'object'
+      ;(out as Record<string, unknown>)[k] =
+        sensitive.has(k.toLowerCase()) && primitive && !String(v).startsWith('$')
+          ? maskValue(v)
+          : byName(v, m[k])
+    }
+    return out
   }
 
   /** A secret sent back as its masked read value keeps the stored secret (GET then PUT round-trips). */
-  function unmask(next: unknown, prev: unknown, keys: Set<string>): unknown {
-    if (next && typeof next === 'object' && !Array.isArray(next)) {
-      const p = prev && typeof prev === 'object' ? (prev as Record<string, unknown>) : {}
-      return Object.fromEntries(
-        Object.entries(next).map(([k, v]) => [
-          k,
-          keys.has(k.toLowerCase()) && typeof v === 'string' && p[k] !== undefined && v === maskValue(p[k])
-            ? p[k]
-            : unmask(v, p[k], keys),
-        ]),
+  function unmask(type: string, next: Record<string, unknown>, prev: Record<string, unknown> | undefined) {
+    const kept = unmaskSecrets(schemaOf(type), next, prev) as Record<string, unknown>
+    const p = prev ?? {}
+    // Names the log masks: the same round trip, for schemas that mark nothing.
+    for (const [k, v] of Object.entries(kept))
+      if (
+        sensitive.has(k.toLowerCase()) &&
+        typeof v === 'string' &&
+        p[k] !== undefined &&
+        v === maskValue(p[k])
       )
-    }
-    return next
+        kept[k] = p[k]
+    return kept
   }
 
   return {
@@ -227,6 +291,7 @@ export function channelManager(opts: {
           name,
           type,
           settings,
+          effective: settings,
           module: s?.type && s.type !== y?.type ? undefined : y?.module,
           enabled: s?.enabled !== null && s?.enabled !== undefined ? !!s.enabled : (y?.enabled ?? true),
           status: 'available',
@@ -235,9 +300,16 @@ export function channelManager(opts: {
           updatedAt: s?.updated_at ?? Date.now(),
         }
         try {
-          slot.provider = (
-            await build(name, type, slot.module, settings, `plugins.notify.channels.${name}`)
-          ).provider
+          const built = await build(
+            name,
+            type,
+            slot.module,
+            settings,
+            `plugins.notify.channels.${name}`,
+            slot.source,
+          )
+          slot.provider = built.provider
+          slot.effective = built.effective
         } catch (e) {
           // A YAML mistake stops startup like any config error; an unreachable target or a stored
           // change that no longer builds leaves the channel in error, fixable through PUT /config.
@@ -279,12 +351,14 @@ export function channelManager(opts: {
               slot?.type === r.type ? slot.module : undefined,
               settings,
               `channel ${r.name}`,
+              'runtime',
             )
             const old = slot?.provider
             slots.set(r.name, {
               name: r.name,
               type: r.type,
               settings,
+              effective: built.effective,
               module: slot?.type === r.type ? slot.module : undefined,
               enabled,
               provider: built.provider,
@@ -330,7 +404,7 @@ export function channelManager(opts: {
         status: s.status,
         source: s.source,
         updated_at: new Date(s.updatedAt).toISOString(),
-        config: mask(s.settings, secretKeys(s.type)) as Record<string, unknown>,
+        config: mask(s.type, s.settings) as Record<string, unknown>,
       }
     },
 
@@ -349,10 +423,8 @@ export function channelManager(opts: {
       const type = body.type ?? prev?.type
       if (!type) throw invalidField('body.type', `required: channel '${name}' does not exist yet`)
       const sameType = prev?.type === type
-      const settings = sameType
-        ? (unmask(body.config, prev?.settings, secretKeys(type)) as Record<string, unknown>)
-        : body.config
-      const built = await build(name, type, sameType ? prev?.module : undefined, settings, 'body')
+      const settings = sameType ? unmask(type, body.config, prev?.settings) : body.config
+      const built = await build(name, type, sameType ? prev?.module : undefined, settings, 'body', 'runtime')
       const now = Date.now()
       const enabled = body.enabled ?? prev?.enabled ?? true
       await db.run(
@@ -365,6 +437,7 @@ export function channelManager(opts: {
         name,
         type,
         settings,
+        effective: built.effective,
         module: sameType ? prev?.module : undefined,
         enabled,
         provider: built.provider,

@@ -55,6 +55,7 @@ export default definePlugin({
       log: ctx.log,
       sensitive: ctx.core.log.sensitive_fields,
       yaml: config.channels,
+      apiEnv: config.api_env,
       onLocalChange: (name) => void ctx.changes.publish('notify.channels', { name }),
     })
     // Other instances' changes apply at once when they say so; the sync timer is the safety net.

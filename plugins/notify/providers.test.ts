@@ -13,8 +13,7 @@ writeFileSync(
   `const sent = (globalThis.__smsSent ??= [])
 export default {
   type: 'sms',
-  config: { type: 'object' },
-  secrets: ['api_secret'],
+  config: { type: 'object', properties: { api_secret: { type: 'string', secret: 'value' } } },
   create(settings) {
     if (!settings.sender) throw new Error('sms: sender is required')
     return { async send(d) { sent.push({ sender: settings.sender, id: d.id, title: d.title }); return { ok: true } } }

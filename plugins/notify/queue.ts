@@ -121,7 +121,7 @@ export function dispatcher(opts: {
     // Remote workers take what the local pool cannot (or everything, with workers.local off).
     const remote =
       !viaLocal && hub
-        ? hub.dispatch(delivery, { name: slot.name, type: slot.type, config: slot.settings })
+        ? hub.dispatch(delivery, { name: slot.name, type: slot.type, config: slot.effective })
         : undefined
     if (remote) return { worker: remote.worker, result: await remote.result }
     inflight.set(slot.name, (inflight.get(slot.name) ?? 0) + 1)
@@ -246,7 +246,16 @@ export function dispatcher(opts: {
       if (renewer) clearInterval(renewer)
       for (const t of timers) clearTimeout(t)
       // Sends in flight record their results; a claim still in flight is not waited for (see pump).
-      await Promise.race([Promise.all([...running]), Bun.sleep(graceMs)])
+      // The grace timer is cleared once the sends are done: a pending one kept a finished
+      // process (seed, a test run) alive for the whole grace period.
+      let grace: ReturnType<typeof setTimeout> | undefined
+      await Promise.race([
+        Promise.all([...running]),
+        new Promise<void>((r) => {
+          grace = setTimeout(r, graceMs)
+        }),
+      ])
+      clearTimeout(grace)
     },
     inflight: () => [...inflight.values()].reduce((a, b) => a + b, 0),
   }

@@ -2,10 +2,21 @@ import type { Static } from '@sinclair/typebox'
 import { Elysia, t } from 'elysia'
 import type { authGuard } from '../../core/auth/guard'
 import { invalidField, ok } from '../../core/http'
+import { withoutEchoed } from '../../core/strict'
 import type { ChannelManager } from './channels'
 import type { LogFilter, logStore } from './logs'
 import type { NotifyService } from './notify'
-import { ConfigPut, LEVELS, LogsQuery, NotifyBody, STATUSES, TemplateBody } from './schema'
+import {
+  ConfigPut,
+  Docs,
+  LEVELS,
+  LogsQuery,
+  NotifyBody,
+  STATUSES,
+  TemplateBody,
+  TemplateUpdate,
+  envelope,
+} from './schema'
 import type { QueueStore } from './store'
 import { type TemplateStore, render } from './templates'
 import type { WorkerHub } from './workers'
@@ -87,6 +98,10 @@ export function notifyRoutes(d: RouteDeps) {
         body: NotifyBody,
         query: t.Object({ dry_run: t.Optional(t.String()) }),
         detail: {
+          responses: envelope(
+            Docs.notify,
+            'code 0: accepted (failed lists channels that were not; held says why a rule delivered nothing); code 422: every channel failed. With dry_run=true: the routing decision',
+          ),
           ...tags('send'),
           summary:
             'Accept a notification: HTTP 200 with code 0 (all or some channels accepted, `failed` lists the rest) or code 422 (all failed)',
@@ -110,6 +125,7 @@ export function notifyRoutes(d: RouteDeps) {
       },
       {
         detail: {
+          responses: envelope(Docs.status),
           ...tags('providers'),
           summary:
             'Public: service status and each channel (degraded when an enabled channel is unavailable)',
@@ -119,6 +135,7 @@ export function notifyRoutes(d: RouteDeps) {
     .get('/api/v1/providers', () => ok({ providers: channels.list().map(providerView) }), {
       appScope: 'query',
       detail: {
+        responses: envelope(Docs.providers),
         ...tags('providers'),
         summary: 'Channels with type, status, enabled and since (last status change)',
       },
@@ -129,6 +146,7 @@ export function notifyRoutes(d: RouteDeps) {
       {
         appScope: 'config',
         detail: {
+          responses: envelope(Docs.enabled),
           ...tags('providers'),
           summary: 'Enable a channel (stored; survives a restart); 404 when unknown',
         },
@@ -140,6 +158,7 @@ export function notifyRoutes(d: RouteDeps) {
       {
         appScope: 'config',
         detail: {
+          responses: envelope(Docs.enabled),
           ...tags('providers'),
           summary: 'Disable a channel: notify fails for it, its queued deliveries wait until it is enabled',
         },
@@ -148,6 +167,7 @@ export function notifyRoutes(d: RouteDeps) {
     .get('/api/v1/config/:name', ({ params }) => ok(channels.view(params.name)), {
       appScope: 'query',
       detail: {
+        responses: envelope(Docs.channel),
         ...tags('providers'),
         summary:
           "A channel's configuration {name, type, enabled, status, source, updated_at, config}; secrets read as 'set' plus the last 4",
@@ -155,11 +175,19 @@ export function notifyRoutes(d: RouteDeps) {
     })
     .put(
       '/api/v1/config/:name',
-      async ({ params, body }) => ok(await channels.put(params.name, body), 'provider configuration updated'),
+      async ({ params, body }) =>
+        ok(
+          await channels.put(
+            params.name,
+            withoutEchoed({ name: params.name }, body, ['name'], ['status', 'source', 'updated_at']),
+          ),
+          'provider configuration updated',
+        ),
       {
         appScope: 'config',
         body: ConfigPut,
         detail: {
+          responses: envelope(Docs.channel),
           ...tags('providers'),
           summary:
             'Swap (or create) a channel at runtime: built and verified first; on failure the old one stays and the answer is 400',
@@ -178,6 +206,7 @@ export function notifyRoutes(d: RouteDeps) {
     .get('/api/v1/queue', async () => ok({ size: await d.queue.size() }), {
       appScope: 'query',
       detail: {
+        responses: envelope(Docs.queue),
         ...tags('queue'),
         summary: 'Deliveries not yet finished (pending, including those waiting for a retry)',
       },
@@ -223,7 +252,14 @@ export function notifyRoutes(d: RouteDeps) {
         const templates = await d.templates.list()
         return ok({ templates, count: templates.length })
       },
-      { appScope: 'query', detail: { ...tags('templates'), summary: 'Every template' } },
+      {
+        appScope: 'query',
+        detail: {
+          ...tags('templates'),
+          summary: 'Every template',
+          responses: envelope(t.Object({ templates: t.Array(Docs.template), count: t.Integer() })),
+        },
+      },
     )
     .post(
       '/api/v1/templates/create',
@@ -233,21 +269,30 @@ export function notifyRoutes(d: RouteDeps) {
         body: TemplateBody,
         detail: {
           ...tags('templates'),
+          responses: envelope(Docs.template),
           summary: 'Create a template (id generated when omitted; 409 when taken). Placeholders: {{.name}}',
         },
       },
     )
     .get('/api/v1/templates/:id', async ({ params }) => ok(await d.templates.get(params.id)), {
       appScope: 'query',
-      detail: { ...tags('templates'), summary: 'One template' },
+      detail: { ...tags('templates'), summary: 'One template', responses: envelope(Docs.template) },
     })
     .put(
       '/api/v1/templates/:id',
-      async ({ params, body }) => ok(await d.templates.update(params.id, body), 'template updated'),
+      async ({ params, body }) =>
+        ok(
+          await d.templates.update(params.id, withoutEchoed({}, body, [], ['created_at', 'updated_at'])),
+          'template updated',
+        ),
       {
         appScope: 'config',
-        body: TemplateBody,
-        detail: { ...tags('templates'), summary: 'Replace a template; the id in the URL wins over the body' },
+        body: TemplateUpdate,
+        detail: {
+          ...tags('templates'),
+          summary: 'Replace a template; the id in the URL wins over the body',
+          responses: envelope(Docs.template),
+        },
       },
     )
     .delete(
@@ -256,7 +301,14 @@ export function notifyRoutes(d: RouteDeps) {
         await d.templates.remove(params.id)
         return ok({ id: params.id }, 'template deleted')
       },
-      { appScope: 'config', detail: { ...tags('templates'), summary: 'Delete a template' } },
+      {
+        appScope: 'config',
+        detail: {
+          ...tags('templates'),
+          summary: 'Delete a template',
+          responses: envelope(t.Object({ id: t.String() })),
+        },
+      },
     )
     .post(
       '/api/v1/templates/:id/preview',
@@ -282,6 +334,7 @@ export function notifyRoutes(d: RouteDeps) {
         appScope: 'trigger',
         detail: {
           ...tags('templates'),
+          responses: envelope(Docs.rendered),
           summary:
             'Render a template with body {params?, data?} (params default to its sample_params): {title, body, level, fields}',
         },

@@ -1,5 +1,7 @@
-import type { Static, TLiteral, TUnion } from '@sinclair/typebox'
+import type { Static, TLiteral, TSchema, TUnion } from '@sinclair/typebox'
 import { t } from 'elysia'
+import type { OpenAPIV3 } from 'openapi-types'
+import { ReadOnly } from '../../core/strict'
 
 export const LEVELS = ['debug', 'info', 'warning', 'error', 'critical'] as const
 export const STATUSES = ['success', 'failed', 'pending', 'shadow'] as const
@@ -51,6 +53,13 @@ export const NotifyConfig = t.Object(
       { ...Strict, default: {} },
     ),
     channels: t.Record(t.String(), ChannelConfig, { default: {} }),
+    /**
+     * Environment variables a channel's settings may name as `$VAR` when they arrive through
+     * `PUT /config/{name}` (spec 2 expands top-level `$VAR` values of a webhook's settings). Empty
+     * by default: the server's own secrets (JWT_SECRET, ADMIN_PASSWORD, ...) can never be sent,
+     * shown or echoed through the API. Channels written in this YAML may name any variable.
+     */
+    api_env: t.Array(t.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]*$' }), { default: [] }),
     routes: t.Array(Route, { default: [] }),
     /** `user:<name>` audience entries: the channels and recipients of each person. */
     users: t.Record(t.String(), t.Record(t.String(), t.Array(t.String())), { default: {} }),
@@ -149,6 +158,18 @@ export const TemplateBody = t.Object(
 )
 export type TemplateBody = Static<typeof TemplateBody>
 
+/** PUT takes a template's own read back (GET-modify-PUT): its timestamps are ignored. */
+export const TemplateUpdate = t.Composite(
+  [
+    TemplateBody,
+    t.Object({
+      created_at: ReadOnly('read-only: ignored'),
+      updated_at: ReadOnly('read-only: ignored, it changes with every write'),
+    }),
+  ],
+  Strict,
+)
+
 export const ConfigPut = t.Object(
   {
     /** Provider type; required when the channel does not exist yet. */
@@ -156,6 +177,10 @@ export const ConfigPut = t.Object(
     enabled: t.Optional(t.Boolean()),
     /** The provider's settings (the YAML keys besides type). */
     config: t.Record(t.String(), t.Unknown()),
+    name: ReadOnly('read-only: accepted when it is the name in the path (GET-modify-PUT), else 400'),
+    status: ReadOnly('read-only: ignored'),
+    source: ReadOnly('read-only: ignored'),
+    updated_at: ReadOnly('read-only: ignored, it changes with every write'),
   },
   Strict,
 )
@@ -170,3 +195,70 @@ export const LogsQuery = t.Object({
   since: t.Optional(t.String()),
   until: t.Optional(t.String()),
 })
+
+/**
+ * The documented answers of the notify routes (OpenAPI only: declared in `detail.responses`, so
+ * Elysia never reshapes an answer; the fuzz test checks real answers against them).
+ */
+export function envelope(
+  data: TSchema,
+  description = 'The envelope; code 0 on success',
+): OpenAPIV3.ResponsesObject {
+  // A TypeBox schema is a JSON Schema; the OpenAPI types only do not know its symbols.
+  const schema = t.Object({
+    code: t.Integer(),
+    message: t.String(),
+    data,
+  }) as unknown as OpenAPIV3.SchemaObject
+  return { 200: { description, content: { 'application/json': { schema } } } }
+}
+const ProviderStatus = t.Object({
+  name: t.String(),
+  type: t.String(),
+  status: t.String(),
+  enabled: t.Boolean(),
+})
+export const Docs = {
+  notify: t.Object({
+    notification_id: t.String(),
+    task_ids: t.Optional(t.Array(t.String())),
+    accepted: t.Array(t.String()),
+    failed: t.Optional(t.Array(t.Object({ channel: t.String(), error: t.String() }))),
+  }),
+  status: t.Object({ status: oneOf(['ok', 'degraded']), providers: t.Array(ProviderStatus) }),
+  providers: t.Object({
+    providers: t.Array(
+      t.Composite([ProviderStatus, t.Object({ since: t.String({ description: 'RFC 3339' }) })]),
+    ),
+  }),
+  enabled: t.Object({ name: t.String(), enabled: t.Boolean() }),
+  channel: t.Object({
+    name: t.String(),
+    type: t.String(),
+    enabled: t.Boolean(),
+    status: t.String(),
+    source: oneOf(['yaml', 'runtime']),
+    updated_at: t.String(),
+    config: t.Record(t.String(), t.Unknown(), {
+      description: "settings; secrets read as 'set' plus the last 4",
+    }),
+  }),
+  queue: t.Object({ size: t.Integer() }),
+  template: t.Object({
+    id: t.String(),
+    name: t.String(),
+    title: t.String(),
+    body: t.String(),
+    level: t.String(),
+    fields: t.Array(TemplateField),
+    sample_params: t.Record(t.String(), t.Unknown()),
+    created_at: t.String(),
+    updated_at: t.String(),
+  }),
+  rendered: t.Object({
+    title: t.String(),
+    body: t.String(),
+    level: t.String(),
+    fields: t.Array(TemplateField),
+  }),
+}

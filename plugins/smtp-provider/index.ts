@@ -3,6 +3,7 @@ import { Elysia } from 'elysia'
 import nodemailer from 'nodemailer'
 import type SMTPTransport from 'nodemailer/lib/smtp-transport'
 import { type SendResult, definePlugin, defineProvider } from '../../core/plugin'
+import { Secret } from '../../core/secrets'
 
 export const SmtpSettings = T.Object(
   {
@@ -11,7 +12,7 @@ export const SmtpSettings = T.Object(
     /** ssl (implicit TLS), starttls (upgrade required), none; default from the port: 465 ssl, 587 starttls, else none. */
     security: T.Optional(T.Union([T.Literal('ssl'), T.Literal('starttls'), T.Literal('none')])),
     username: T.Optional(T.String()),
-    password: T.Optional(T.String()),
+    password: Secret(T.Optional(T.String())),
     from: T.String({ minLength: 3 }),
     /** Used when a delivery names no recipients. */
     to: T.Array(T.String(), { default: [] }),
@@ -61,7 +62,6 @@ function failure(e: unknown): SendResult {
 export const smtpProvider = defineProvider({
   type: 'smtp',
   config: SmtpSettings,
-  secrets: ['password'],
   create(s) {
     const transport = nodemailer.createTransport(transportOptions(s))
     return {

@@ -1,34 +1,27 @@
 import { Type as T } from '@sinclair/typebox'
 import { Elysia } from 'elysia'
 import { type SendResult, definePlugin, defineProvider } from '../../core/plugin'
+import { SecretUrl, SecretValues } from '../../core/secrets'
 
 const Method = T.Union([T.Literal('POST'), T.Literal('PUT'), T.Literal('GET'), T.Literal('DELETE')])
 
 /** Spec 2 "Webhook provider configuration". */
 export const WebhookSettings = T.Object(
   {
-    /** Full target URL with scheme; `$VAR` reads it from the environment. Required (checked at creation for the spec's message). */
-    url: T.Optional(T.String()),
+    /**
+     * Full target URL with scheme; `$VAR` reads it from the environment. Required (checked at
+     * creation for the spec's message). Its credentials and query values are secret.
+     */
+    url: SecretUrl(T.Optional(T.String())),
     /** Only POST and PUT work; GET and DELETE fail each send with 'method X not yet implemented'. */
     method: T.Optional(T.Union([Method, T.String({ pattern: '^\\$' })])),
-    /** Sent on every request, overriding Content-Type when named; values are never `$`-expanded. */
-    headers: T.Optional(T.Record(T.String(), T.String())),
+    /** Sent on every request, overriding Content-Type when named; values are secret and never `$`-expanded. */
+    headers: SecretValues(T.Optional(T.Record(T.String(), T.String()))),
     /** Request timeout; spec 2 says 30 seconds, lower it only for tests and benches. */
     timeout_ms: T.Optional(T.Integer({ minimum: 1, maximum: 300_000 })),
   },
   { additionalProperties: false },
 )
-
-/** `$VAR` (not `${VAR}`) at the start of a top-level string names an environment variable. */
-export function expandTopLevel(
-  settings: Record<string, unknown>,
-  env: Record<string, string | undefined> = process.env,
-): Record<string, unknown> {
-  const out: Record<string, unknown> = {}
-  for (const [k, v] of Object.entries(settings))
-    out[k] = typeof v === 'string' && /^\$[A-Za-z_][A-Za-z0-9_]*$/.test(v) ? (env[v.slice(1)] ?? '') : v
-  return out
-}
 
 /** Spec 2 section 8: the webhook request timeout. */
 export const DEFAULT_TIMEOUT_MS = 30_000
@@ -48,20 +41,21 @@ function failure(e: unknown, timedOut: boolean): SendResult {
 export const webhookProvider = defineProvider({
   type: 'webhook',
   config: WebhookSettings,
-  create(raw, { log }) {
-    const s = expandTopLevel(raw as Record<string, unknown>) as typeof raw
+  expandEnv: true,
+  create(s, { log }) {
     if (!s.url) throw new Error('webhook: url is required')
     let url: URL
     try {
       url = new URL(s.url)
     } catch {
-      throw new Error(`webhook: url '${s.url}' is not a full URL with scheme`)
+      // The value is not repeated: it may have come from an environment variable.
+      throw new Error('webhook: url is not a full URL with scheme (http:// or https://)')
     }
     if (url.protocol !== 'http:' && url.protocol !== 'https:')
-      throw new Error(`webhook: url scheme must be http or https, got ${url.protocol}`)
+      throw new Error('webhook: url scheme must be http or https')
     const method = (s.method || 'POST').toUpperCase()
     if (!['POST', 'PUT', 'GET', 'DELETE'].includes(method))
-      throw new Error(`webhook: method must be POST, PUT, GET or DELETE, got ${method}`)
+      throw new Error('webhook: method must be POST, PUT, GET or DELETE')
     const headers: Record<string, string> = { 'content-type': 'application/json' }
     for (const [k, v] of Object.entries(s.headers ?? {})) headers[k.toLowerCase()] = v
     const timeoutMs = s.timeout_ms ?? DEFAULT_TIMEOUT_MS

@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { DEFAULT_TIMEOUT_MS, expandTopLevel, webhookProvider } from '.'
+import { DEFAULT_TIMEOUT_MS, webhookProvider } from '.'
 import { createLogger } from '../../core/log'
 import type { Delivery } from '../../core/plugin'
 import { type TestApp, forEachEngine, makeApp } from '../../test/helpers'
+import { expandEnv } from '../notify/channels'
 import { httpSink, until } from '../notify/testing'
 
 const log = createLogger({
@@ -81,17 +82,27 @@ test('PUT works; GET and DELETE fail with "method X not yet implemented"', async
   }
 })
 
-test('creation fails with "webhook: url is required" without url; a URL needs its scheme', async () => {
+test('creation fails with "webhook: url is required" without url; a URL needs its scheme and is never echoed', async () => {
   expect(() => make({})).toThrow('webhook: url is required')
-  expect(() => make({ url: '$LIVEOPS_TEST_UNSET_VAR' })).toThrow('webhook: url is required')
+  expect(() => make({ url: '' })).toThrow('webhook: url is required')
   expect(() => make({ url: 'example.com/hook' })).toThrow('not a full URL with scheme')
+  let message = ''
+  try {
+    await make({ url: 'x-secret-value-9876' })
+  } catch (e) {
+    message = (e as Error).message
+  }
+  expect(message).toContain('not a full URL')
+  expect(message).not.toContain('9876')
 })
 
 test('$VAR expands top-level strings only; header values and the braced form are left alone', async () => {
   expect(
-    expandTopLevel(
+    expandEnv(
       { url: '$HOOK', method: '$M', headers: { a: '$HOOK' }, other: '${HOOK}' },
       { HOOK: 'http://h', M: 'PUT' },
+      'all',
+      'body',
     ),
   ).toEqual({
     url: 'http://h',
@@ -99,8 +110,18 @@ test('$VAR expands top-level strings only; header values and the braced form are
     headers: { a: '$HOOK' },
     other: '${HOOK}',
   })
-  process.env.LIVEOPS_TEST_HOOK_URL = sink.url
-  const p = await make({ url: '$LIVEOPS_TEST_HOOK_URL', headers: { 'X-Token': '$LIVEOPS_TEST_HOOK_URL' } })
+  // Only listed variables when the settings came through the API; the refusal names the field, not the value.
+  expect(() =>
+    expandEnv({ url: '$JWT_SECRET' }, { JWT_SECRET: 'abc-secret' }, (n) => n === 'HOOK', 'body'),
+  ).toThrow("body.config.url: '$JWT_SECRET' is not a variable the API may name")
+  const p = await make(
+    expandEnv(
+      { url: '$LIVEOPS_TEST_HOOK_URL', headers: { 'X-Token': '$LIVEOPS_TEST_HOOK_URL' } },
+      { LIVEOPS_TEST_HOOK_URL: sink.url },
+      'all',
+      'body',
+    ),
+  )
   status = 200
   expect(await p.send(delivery)).toEqual({ ok: true })
   expect(sink.hits.at(-1)!.headers['x-token']).toBe('$LIVEOPS_TEST_HOOK_URL')

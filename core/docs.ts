@@ -1,0 +1,53 @@
+import type { openapi } from '@elysiajs/openapi'
+import { Elysia } from 'elysia'
+// The browser bundle is not in the package's exports map, hence the path into node_modules.
+// `type: 'file'` makes `bun build --compile` embed it; here it is the file's path.
+// @ts-expect-error: the bundle ships no type declarations, and a file import is only a path
+import scalarBundle from '../node_modules/@scalar/api-reference/dist/browser/standalone.js' with {
+  type: 'file',
+}
+import scalarPackage from '../node_modules/@scalar/api-reference/package.json'
+
+/** The pinned Scalar API Reference (package.json pins it exactly); its version names the asset. */
+export const SCALAR_VERSION: string = scalarPackage.version
+/** Where `/docs` loads the reference UI from: this server, never a CDN, so it works offline. */
+export const SCALAR_ASSET = `/docs/assets/scalar-api-reference-${SCALAR_VERSION}.js`
+
+type ScalarOptions = NonNullable<NonNullable<Parameters<typeof openapi>[0]>['scalar']>
+
+/**
+ * What `@elysiajs/openapi` puts in the `/docs` page: the script from this server, no web fonts
+ * (they would come from fonts.scalar.com; the system's fonts are used) and no telemetry.
+ * The library's type is the parsed configuration, every default filled in, hence the cast.
+ */
+export const scalarOptions = {
+  version: SCALAR_VERSION,
+  cdn: SCALAR_ASSET,
+  withDefaultFonts: false,
+  telemetry: false,
+} as ScalarOptions
+
+/**
+ * Serves the reference UI's bundle (4 MB, about 1.2 MB gzipped). The name carries the version,
+ * so browsers may keep it for a year; the gzipped copy is made once, at the first request.
+ */
+export function docsAssets() {
+  let bytes: Uint8Array<ArrayBuffer> | undefined
+  let gzipped: Uint8Array<ArrayBuffer> | undefined
+  const headers = {
+    'content-type': 'text/javascript; charset=utf-8',
+    'cache-control': 'public, max-age=31536000, immutable',
+    vary: 'Accept-Encoding',
+  }
+  return new Elysia({ name: 'liveops.docs-assets' }).get(
+    SCALAR_ASSET,
+    async ({ request }) => {
+      bytes ??= new Uint8Array(await Bun.file(scalarBundle as string).arrayBuffer())
+      if (!/\bgzip\b/i.test(request.headers.get('accept-encoding') ?? ''))
+        return new Response(bytes, { headers })
+      gzipped ??= Bun.gzipSync(bytes)
+      return new Response(gzipped, { headers: { ...headers, 'content-encoding': 'gzip' } })
+    },
+    { detail: { hide: true } },
+  )
+}

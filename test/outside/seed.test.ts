@@ -1,0 +1,133 @@
+import { afterAll, beforeAll, expect, test } from 'bun:test'
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import postgres from 'postgres'
+import { PG_URL, forEachEngine } from '../helpers'
+
+// Issue 15 point 11: `bun run seed` is safe to run twice, exits as soon as it is done, and
+// without ADMIN_PASSWORD says what to do before creating anything. Run as a user runs it.
+
+const ROOT = `${import.meta.dir}/../..`
+const SEED = `${ROOT}/scripts/seed.ts`
+
+async function run(env: Record<string, string>, cwd: string) {
+  const t0 = performance.now()
+  const p = Bun.spawn([process.execPath, SEED, '--config', join(cwd, 'liveops.yaml')], {
+    cwd,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env },
+    stdout: 'pipe',
+    stderr: 'pipe',
+  })
+  // When the last line arrives, the work is done: the exit must follow at once.
+  let lastLineAt = 0
+  let out = ''
+  const decoder = new TextDecoder()
+  const reader = p.stdout.getReader()
+  for (let r = await reader.read(); !r.done; r = await reader.read()) {
+    out += decoder.decode(r.value)
+    lastLineAt = performance.now()
+  }
+  const code = await p.exited
+  const exitedAt = performance.now()
+  return {
+    code,
+    out,
+    err: await new Response(p.stderr).text(),
+    lingerMs: lastLineAt ? exitedAt - lastLineAt : 0,
+    totalMs: exitedAt - t0,
+  }
+}
+
+forEachEngine((engine) => {
+  let dir: string
+  let env: Record<string, string>
+  let pgDb: string | undefined
+  const admin = postgres(PG_URL, { max: 1, onnotice: () => undefined })
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'liveops-seed-'))
+    // Every plugin, as the shipped config has them: their timers are what could keep seed alive.
+    writeFileSync(join(dir, 'liveops.yaml'), readShippedConfig())
+    env = { DATA_DIR: join(dir, 'data'), INGEST_SIGNING_SECRET: 'seed-test-secret' }
+    if (engine === 'postgres') {
+      pgDb = `seed_${crypto.randomUUID().replace(/-/g, '').slice(0, 12)}`
+      await admin.unsafe(`CREATE DATABASE ${pgDb}`)
+      env.DATABASE_URL = PG_URL.replace(/\/[^/]*$/, `/${pgDb}`)
+    }
+  })
+  afterAll(async () => {
+    if (pgDb) await admin.unsafe(`DROP DATABASE IF EXISTS ${pgDb} WITH (FORCE)`)
+    await admin.end()
+    rmSync(dir, { recursive: true, force: true })
+  }, 30_000)
+
+  const tables = async () => {
+    if (engine === 'sqlite') return existsSync(env.DATA_DIR) ? readdirSync(env.DATA_DIR) : []
+    const sql = postgres(env.DATABASE_URL!, { max: 1, onnotice: () => undefined })
+    try {
+      return (await sql`SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'`).map(
+        (r) => r.table_name as string,
+      )
+    } finally {
+      await sql.end()
+    }
+  }
+
+  test('without ADMIN_PASSWORD: exit 2, says what to do, creates nothing', async () => {
+    const r = await run(env, dir)
+    expect(r.code).toBe(2)
+    expect(r.err).toContain('ADMIN_PASSWORD=')
+    expect(r.err).toContain('Nothing was created')
+    expect(await tables()).toEqual([])
+  }, 60_000)
+
+  test('twice: the second run finds the games and keys of the first, and each run exits promptly', async () => {
+    const first = await run({ ...env, ADMIN_PASSWORD: 'seed-admin-Pw-3' }, dir)
+    expect(first.err).toBe('')
+    expect(first.code).toBe(0)
+    const keys = [...first.out.matchAll(/prod API key (lok_\S+)/g)].map((m) => m[1])
+    expect(keys).toHaveLength(3)
+    const ids = [...first.out.matchAll(/game (\S+)/g)].map((m) => m[1])
+    expect(first.lingerMs).toBeLessThan(1000)
+
+    const second = await run({ ...env, ADMIN_PASSWORD: 'seed-admin-Pw-3' }, dir)
+    expect(second.code).toBe(0)
+    expect([...second.out.matchAll(/game (\S+) \(existed\)/g)].map((m) => m[1])).toEqual(ids)
+    expect(second.out).not.toMatch(/prod API key lok_\S{20,}/)
+    expect(second.out).toContain('not shown again')
+    expect(second.lingerMs).toBeLessThan(1000)
+
+    // The first run's key still works and there is one game per name: read through a server.
+    const { createApp } = await import('../../core/app')
+    const { loadConfig } = await import('../../core/config')
+    const { plugins } = await import('../../plugins')
+    const cfg = loadConfig(readShippedConfig(), plugins, { ...env, ADMIN_PASSWORD: 'seed-admin-Pw-3' })
+    cfg.core.log.level = 'error'
+    const built = await createApp(cfg, { plugins })
+    try {
+      const user = await built.auth.checkPassword('email', 'admin@localhost', 'seed-admin-Pw-3')
+      const token = built.auth.accessToken(user)
+      const names: string[] = []
+      for (const id of ids) {
+        const r = await built.app.handle(
+          new Request(`http://localhost/api/games/${id}`, { headers: { authorization: `Bearer ${token}` } }),
+        )
+        names.push((await r.json()).name)
+      }
+      expect(names.sort()).toEqual(['Arena Legends', 'Block Drop', 'Dragon Tales'])
+      for (const name of names) {
+        const all = await built.db.all<{ n: number }>('SELECT COUNT(*) AS n FROM games WHERE name = ?', [
+          name,
+        ])
+        expect(Number(all[0]?.n)).toBe(1)
+      }
+      expect(await built.auth.verifyApiKey(keys[0])).toBeTruthy()
+    } finally {
+      await built.stop()
+    }
+  }, 120_000)
+})
+
+function readShippedConfig(): string {
+  return readFileSync(`${ROOT}/config/liveops.yaml`, 'utf8')
+}
