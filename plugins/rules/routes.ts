@@ -27,6 +27,17 @@ export interface RulesRouteDeps {
   callback: ReturnType<typeof chatcard>
 }
 
+/** The ack body is optional (spec 2: `{acked_by: optional string}`), so it is checked here rather than by a schema. */
+function ackedBy(body: unknown): string | undefined {
+  if (body === undefined || body === null || body === '') return undefined
+  if (typeof body !== 'object' || Array.isArray(body)) throw invalidField('body', 'must be an object')
+  rejectUnknown(AckBody, body, 'body')
+  const v = (body as { acked_by?: unknown }).acked_by
+  if (v !== undefined && (typeof v !== 'string' || v.length > 200))
+    throw invalidField('body.acked_by', 'must be a string of at most 200 characters')
+  return v
+}
+
 export function rulesRoutes(d: RulesRouteDeps) {
   const { ctx, store, runtime } = d
   const cfg = ctx.config
@@ -235,14 +246,13 @@ export function rulesRoutes(d: RulesRouteDeps) {
     .post(
       '/api/v1/alerts/:id/ack',
       async ({ params, body, principal }) => {
-        const by = body?.acked_by ?? principal?.username ?? ''
-        return ok(await acks().ack(params.id, by, 'api'), 'alert acknowledged')
+        const store = acks()
+        const by = ackedBy(body) ?? principal?.username ?? ''
+        return ok(await store.ack(params.id, by, 'api'), 'alert acknowledged')
       },
       {
         appScope: { scope: 'trigger', permission: 'alerts:write' },
         params: Id,
-        transform: ({ body }) => rejectUnknown(AckBody, body, 'body'),
-        body: t.Optional(AckBody),
         detail: tags(
           'alerts',
           'Acknowledge an alert: the first acknowledgement wins and repeats return it; cancels its pending escalation and acks its open incident',
