@@ -21,7 +21,7 @@ export default definePlugin({
       if (origin === 'remote')
         return store.sync().catch((e) => ctx.log.error('roster sync failed', { error: String(e) }))
     })
-    ctx.service('rules').setRosters({ covers: store.covers })
+    if (ctx.config.manager) ctx.service('rules').setRosters({ covers: store.covers })
     let loop: Timer | undefined
     let running: Promise<void> | undefined
     ctx.onStart(async () => {

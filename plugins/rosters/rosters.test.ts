@@ -256,3 +256,24 @@ forEachEngine((engine) => {
     expect((await a.req('GET', '/api/v1/rosters/cal/export.ics', { token: admin })).status).toBe(404)
   })
 })
+
+forEachEngine((engine) => {
+  test('with the roster manager switched off the roster routes answer 503', async () => {
+    const a = await makeApp(engine, { plugins: { notify: {}, rules: {}, rosters: { manager: false } } })
+    try {
+      const token = await a.token('admin')
+      for (const [m, p] of [
+        ['GET', '/api/v1/rosters'],
+        ['GET', '/api/v1/rosters/x'],
+        ['POST', '/api/v1/rosters'],
+        ['DELETE', '/api/v1/rosters/x'],
+      ]) {
+        const r = await a.req(m, p, { token, body: m === 'POST' ? { id: 'x', periods: [] } : undefined })
+        expect(r.status, `${m} ${p}`).toBe(503)
+      }
+      expect((await a.req('GET', '/api/v1/rosters', {})).status).toBe(401)
+    } finally {
+      await a.stop()
+    }
+  })
+})

@@ -1,5 +1,5 @@
 import { Elysia, t } from 'elysia'
-import { invalidField, ok } from '../../core/http'
+import { ServiceUnavailable, invalidField, ok } from '../../core/http'
 import type { PluginContext } from '../../core/plugin'
 import { rejectUnknown } from '../../core/strict'
 import { expandCalendar, toCalendar } from './ical'
@@ -18,6 +18,9 @@ const write = { scope: 'config', permission: 'rosters:write' } as const
 export function rosterRoutes(ctx: PluginContext<RostersConfig>, store: RosterStore) {
   return new Elysia({ name: 'rosters' })
     .use(ctx.guard)
+    .onBeforeHandle(() => {
+      if (!ctx.config.manager) throw new ServiceUnavailable('roster manager is not configured')
+    })
     .get(
       '/api/v1/rosters',
       async () => {

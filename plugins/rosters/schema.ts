@@ -23,6 +23,8 @@ export const RosterBody = t.Object(
 
 export const RostersConfig = t.Object(
   {
+    /** Off: the roster routes answer 503 (spec 2: roster manager not configured) and no rule is silenced. */
+    manager: t.Boolean({ default: true }),
     /** How often other instances' roster changes are picked up. */
     sync_ms: t.Integer({ minimum: 10, default: 1000 }),
     /** How far ahead an iCalendar import expands recurring events when no `until` is given. */
