@@ -39,6 +39,13 @@ export interface BusEvents {
     severity: 'medium' | 'high' | 'critical'
     accuracy_drop?: number
     psi?: Record<string, number>
+    /** What drifted: feedback accuracy, or the input distribution (PSI of the worst feature). */
+    kind?: 'accuracy' | 'feature'
+    name?: string
+    version?: number
+    /** The stored alert (`GET /api/ml-models/{id}/stats` lists them). */
+    alert_id?: string
+    at?: string
   }
   /** Experiments: the observed split differs from the configured weights (sample ratio mismatch). */
   experiment_srm: { experiment_id: string; game_id: string; p_value: number }

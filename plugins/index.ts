@@ -3,6 +3,7 @@ import agents from './agents'
 import experiments from './experiments'
 import games from './games'
 import ingest from './ingest'
+import ml from './ml'
 import notify from './notify'
 import rosters from './rosters'
 import rules from './rules'
@@ -17,6 +18,7 @@ export const plugins: Record<string, PluginManifest> = {
   games,
   experiments,
   ingest,
+  ml,
   notify,
   agents,
   rules,

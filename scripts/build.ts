@@ -12,7 +12,11 @@ const outfile =
 mkdirSync('dist', { recursive: true })
 const t0 = performance.now()
 // Worker threads are separate entrypoints of the binary (plugins/ingest/persist-thread.ts).
-const workers = ['plugins/ingest/persist-thread.worker.ts']
+const workers = [
+  'plugins/ingest/persist-thread.worker.ts',
+  'plugins/ml/training.worker.ts',
+  'plugins/ml/log-thread.worker.ts',
+]
 const args = [
   'build',
   'core/main.ts',

@@ -142,6 +142,10 @@ export function authRoutes(
           summary: 'New token from a valid one (Bearer, cookie service_token or query token)',
           description: THROTTLE_DOC,
           security: [{ bearer: [] }],
+          responses: {
+            401: { description: 'Missing, invalid or expired token' },
+            429: { description: 'Too many failed attempts (too_many_attempts, Retry-After)' },
+          },
         },
       },
     )

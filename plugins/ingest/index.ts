@@ -6,7 +6,7 @@ import { PersistThread } from './persist-thread'
 import { ingestRoutes } from './routes'
 import { IngestConfig } from './schema'
 import { Ingestor } from './service'
-import { experimentCounts, purge, warehouseStore } from './store'
+import { experimentCounts, purge, scanEvents, warehouseStore } from './store'
 import type { EventsService } from './types'
 import { validateEvents } from './validate'
 import { COMMITS_IN_FLIGHT, GroupWriter } from './writer'
@@ -83,6 +83,7 @@ export default definePlugin({
 
     const events: EventsService = {
       experimentCounts: (q) => experimentCounts(db, q),
+      scan: (q) => scanEvents(db, q),
       async ingest(list) {
         const { events, errors } = validateEvents(list, { payments: false })
         if (errors.length) throw new Invalid(`${errors.length} invalid events`, { errors })

@@ -1,7 +1,7 @@
 import type { Db, Param } from '../../core/db'
 import type { Invocation } from './schema'
 import { DAY, HOUR, MINUTE, floorTo } from './sql'
-import type { ExperimentCounts } from './types'
+import type { ExperimentCounts, ScannedEvent } from './types'
 import { histValue } from './writer'
 
 const date = (ms: number) => new Date(ms).toISOString().slice(0, 10)
@@ -196,6 +196,60 @@ export function warehouseStore(db: Db) {
       return { items, total: n(count?.n), page: q.page, pageSize: q.pageSize }
     },
   }
+}
+
+/** See `EventsService.scan`. */
+export async function scanEvents(
+  db: Db,
+  q: {
+    gameId: string
+    env?: string
+    events?: string[]
+    from: number
+    to: number
+    afterId?: number
+    limit: number
+  },
+): Promise<ScannedEvent[]> {
+  const where = ['game_id = ?', 'id > ?', 'ts >= ?', 'ts <= ?']
+  const params: Param[] = [q.gameId, q.afterId ?? -1, q.from, q.to]
+  if (q.env !== undefined) {
+    where.push('env = ?')
+    params.push(q.env)
+  }
+  if (q.events?.length) {
+    where.push(`event IN (${q.events.map(() => '?').join(', ')})`)
+    params.push(...q.events)
+  }
+  const rows = await db.all<{
+    id: number
+    game_id: string
+    env: string
+    event: string
+    ts: number
+    user_id: string | null
+    amount_cents: number | null
+    props: string
+  }>(
+    `SELECT id, game_id, env, event, ts, user_id, amount_cents, props FROM ingest_events WHERE ${where.join(' AND ')} ORDER BY id LIMIT ?`,
+    [...params, Math.max(1, Math.min(10_000, Math.floor(q.limit)))],
+  )
+  return rows.map((r) => {
+    let props: Record<string, unknown> = {}
+    try {
+      props = JSON.parse(r.props)
+    } catch {}
+    return {
+      id: n(r.id),
+      gameId: r.game_id,
+      env: r.env,
+      event: r.event,
+      ts: n(r.ts),
+      userId: r.user_id,
+      amountCents: r.amount_cents === null ? null : n(r.amount_cents),
+      props,
+    }
+  })
 }
 
 /** Experiment counts from the exposure and conversion rollups. */

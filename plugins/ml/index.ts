@@ -1,0 +1,151 @@
+import { Type as T } from '@sinclair/typebox'
+import { definePlugin } from '../../core/plugin'
+import '../games/types'
+import '../ingest/types'
+import { Trainer } from './jobs'
+import { PredictionLog, purgePredictions, writeRows } from './log'
+import { LogThread } from './log-thread'
+import m001 from './migrations/001_ml.sql' with { type: 'text' }
+import { monitoring } from './monitoring'
+import { mlRoutes } from './routes'
+import { Serving } from './serving'
+import { modelsStore } from './store'
+
+/**
+ * ML models (spec 1): the registry with versions, training jobs on the event store or uploaded
+ * CSV in worker threads, deployment (in process, forwarded, canary), predictions, A/B tests
+ * between models, feedback and drift monitoring (`model_drift` on the bus).
+ */
+export default definePlugin({
+  name: 'ml',
+  dependsOn: ['games', 'ingest'],
+  config: T.Object(
+    {
+      /** Training jobs run at once per instance; more wait as pending. */
+      max_concurrent_jobs: T.Integer({ minimum: 1, maximum: 16, default: 1 }),
+      /** Rows read into one training set at most. */
+      max_rows: T.Integer({ minimum: 1, default: 2_000_000 }),
+      /** Size limit of an uploaded CSV training set (server.body_limit_mb caps every request too). */
+      max_csv_mb: T.Number({ minimum: 0.001, default: 10 }),
+      /** Stored predictions (for feedback and drift) are deleted after this many days; the daily counts stay. */
+      prediction_retention_days: T.Integer({ minimum: 1, default: 30 }),
+      /** How stale a cached deployment may be: bounds how late another instance's deploy shows. */
+      cache_ttl_ms: T.Integer({ minimum: 0, default: 1000 }),
+      /** Share of entities a canary deploy sends to the new version when the deploy names none. */
+      canary_percent: T.Integer({ minimum: 1, maximum: 99, default: 10 }),
+      /** Time a forwarding servingEndpoint has to answer. */
+      forward_timeout_ms: T.Integer({ minimum: 1, default: 2000 }),
+      /** Predictions are stored in batches this often (ms). */
+      flush_ms: T.Integer({ minimum: 1, default: 100 }),
+      /** Deployed models are checked for drift this often (0: only on request). */
+      drift_check_minutes: T.Number({ minimum: 0, default: 60 }),
+      /** Feedback answers needed before an accuracy drop counts. */
+      min_feedback: T.Integer({ minimum: 1, default: 20 }),
+      /** Latest predictions compared with the training distribution (PSI). */
+      psi_sample: T.Integer({ minimum: 10, default: 2000 }),
+      /** Predictions needed before a feature shift counts. */
+      min_predictions: T.Integer({ minimum: 1, default: 100 }),
+      /** A drift alert of one kind and severity is raised again only after this long. */
+      alert_cooldown_minutes: T.Number({ minimum: 0, default: 360 }),
+      /** A job whose instance has not reported for this long is failed as interrupted. */
+      stale_job_s: T.Integer({ minimum: 5, default: 60 }),
+    },
+    { additionalProperties: false, default: {} },
+  ),
+  migrations: [{ id: 1, name: 'ml', sql: m001 }],
+  permissions: {
+    ml: { write: ['operator'] },
+    // Game servers and SDK integrations call predict and feedback: developers and operators.
+    'ml-serving': { write: ['operator', 'developer'] },
+  },
+  setup(ctx) {
+    const c = ctx.config
+    const models = modelsStore(ctx.db, ctx.service('games'))
+    // Off the event loop when the store can be opened by another thread (not an in-memory SQLite).
+    const thread = ctx.db.location && new LogThread(ctx.db.location)
+    const log = new PredictionLog(
+      thread ? (rows) => thread.write(rows) : (rows) => writeRows(ctx.db, rows),
+      c.flush_ms,
+      2000,
+      (e) => ctx.log.error('storing predictions failed', { error: String(e) }),
+    )
+    const serving = new Serving(
+      models,
+      log,
+      { cacheTtlMs: c.cache_ttl_ms, canaryPercent: c.canary_percent, forwardTimeoutMs: c.forward_timeout_ms },
+      (id) => void ctx.changes.publish('ml.models', { id }),
+    )
+    ctx.changes.on('ml.models', (d, origin) => {
+      if (origin === 'remote') serving.forget(String(d.id))
+    })
+    const jobsDone = ctx.metrics.counter('svc_ml_training_jobs_total', 'Finished training jobs', ['outcome'])
+    const trainer = new Trainer(
+      ctx.db,
+      models,
+      () => ctx.service('events'),
+      { maxConcurrentJobs: c.max_concurrent_jobs, maxRows: c.max_rows, staleMs: c.stale_job_s * 1000 },
+      ctx.log,
+      (modelId) => {
+        serving.invalidate(modelId)
+        jobsDone.inc({ outcome: 'finished' })
+      },
+    )
+    const monitor = monitoring(ctx.db, models, log, ctx.bus, {
+      minFeedback: c.min_feedback,
+      psiSample: c.psi_sample,
+      minPredictions: c.min_predictions,
+      alertCooldownMs: c.alert_cooldown_minutes * 60_000,
+    })
+
+    ctx.health(
+      'ml',
+      async () => {
+        const rows = await ctx.db.all<{ status: string; n: number }>(
+          'SELECT status, COUNT(*) AS n FROM ml_models GROUP BY status',
+        )
+        const count = (s: string) => Number(rows.find((r) => r.status === s)?.n ?? 0)
+        return { status: 'up', deployed: count('DEPLOYED'), training: count('TRAINING') }
+      },
+      { critical: false },
+    )
+
+    const timers: Array<ReturnType<typeof setInterval>> = []
+    const every = (ms: number, fn: () => Promise<unknown>, what: string) => {
+      const timer = setInterval(() => fn().catch((e) => ctx.log.warn(what, { error: String(e) })), ms)
+      timer.unref?.()
+      timers.push(timer)
+    }
+    ctx.onStart(async () => {
+      await trainer.sweep()
+      every(
+        Math.max(1000, (c.stale_job_s * 1000) / 3),
+        () => trainer.heartbeat(),
+        'training heartbeat failed',
+      )
+      every(c.stale_job_s * 1000, () => trainer.sweep(), 'training job sweep failed')
+      every(
+        3_600_000,
+        () => purgePredictions(ctx.db, Date.now() - c.prediction_retention_days * 86_400_000),
+        'prediction purge failed',
+      )
+      if (c.drift_check_minutes > 0)
+        every(
+          c.drift_check_minutes * 60_000,
+          async () => {
+            const deployed = await ctx.db.all<{ id: string }>(
+              "SELECT id FROM ml_models WHERE status = 'DEPLOYED'",
+            )
+            for (const m of deployed) await monitor.checkDrift(m.id)
+          },
+          'drift check failed',
+        )
+    })
+    ctx.onStop(async () => {
+      for (const t of timers) clearInterval(t)
+      await trainer.close()
+      await log.close()
+      await thread?.close()
+    })
+    return mlRoutes(ctx, models, trainer, serving, monitor)
+  },
+})

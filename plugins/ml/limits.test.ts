@@ -1,0 +1,90 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { type TestApp, forEachEngine } from '../../test/helpers'
+import { purgePredictions } from './log'
+import { churnCsv, mlApp, newGame, newModel, trainedClassifier } from './testing'
+
+const DAY = 86_400_000
+
+forEachEngine((engine) => {
+  let a: TestApp
+  let admin: string
+  let gameId: string
+  beforeAll(async () => {
+    a = await mlApp(engine, { max_csv_mb: 0.01, flush_ms: 5 })
+    admin = await a.token('admin')
+    gameId = await newGame(a, admin)
+  })
+  afterAll(() => a.stop())
+
+  describe('ml limits and retention', () => {
+    test('a CSV over max_csv_mb answers 413; one that is not CSV, 400; nothing is stored', async () => {
+      const m = await newModel(a, admin, { gameId, type: 'CLASSIFICATION' })
+      const up = (raw: string) =>
+        a.req('POST', `/api/ml-models/${m.id}/datasets`, {
+          token: admin,
+          raw,
+          headers: { 'content-type': 'text/csv' },
+        })
+      const big = await up(churnCsv(2000, 1))
+      expect(big.status).toBe(413)
+      expect(big.body.error).toBe('body_too_large')
+      expect((await up('only_a_header\n')).status).toBe(400)
+      expect((await up('a,a\n1,2\n')).body.message).toContain('unique')
+      expect((await up('a,b\n1,"unterminated\n')).status).toBe(400)
+      expect((await a.req('POST', `/api/ml-models/${m.id}/datasets`, { raw: 'a\n1\n' })).status).toBe(401)
+      expect(
+        (
+          await a.req('POST', `/api/ml-models/${m.id}/datasets`, {
+            token: await a.token('viewer'),
+            raw: 'a\n1\n',
+          })
+        ).status,
+      ).toBe(403)
+      expect((await a.req('GET', `/api/ml-models/${m.id}/datasets`, { token: admin })).body).toEqual([])
+      const ok = await up('level,won\n3,1\n4,0\n')
+      expect(ok.status).toBe(201)
+      expect(ok.body).toMatchObject({ modelId: m.id, columns: ['level', 'won'], rows: 2, sizeBytes: 18 })
+      expect((await a.req('GET', `/api/ml-models/${m.id}/datasets`, { token: admin })).body).toEqual([
+        ok.body,
+      ])
+    })
+
+    test('predictions past the retention are purged; the daily counts stay', async () => {
+      // 150 rows: a training set under this app's 10 KB upload limit.
+      const { model } = await trainedClassifier(a, admin, gameId, 7, undefined, 150)
+      await a.req('POST', `/api/ml-models/${model.id}/deploy`, { token: admin, body: {} })
+      const ids: string[] = []
+      for (let i = 0; i < 6; i++)
+        ids.push(
+          (
+            await a.req('POST', `/api/ml-models/${model.id}/predict`, {
+              token: admin,
+              body: { features: { sessions: i, days_since_purchase: 1 } },
+            })
+          ).body.predictionId,
+        )
+      await a.req('GET', `/api/ml-models/${model.id}/stats`, { token: admin }) // flushes the log
+      await a.db.run('UPDATE ml_predictions SET created_at = ? WHERE id IN (?, ?, ?, ?)', [
+        Date.now() - 40 * DAY,
+        ...ids.slice(0, 4),
+      ])
+      expect(await purgePredictions(a.db, Date.now() - 30 * DAY)).toBe(4)
+      const fb = await a.req('POST', `/api/ml-models/${model.id}/feedback`, {
+        token: admin,
+        body: { predictionId: ids[0], actual: 'no' },
+      })
+      expect(fb.status).toBe(404)
+      expect(
+        (
+          await a.req('POST', `/api/ml-models/${model.id}/feedback`, {
+            token: admin,
+            body: { predictionId: ids[5], actual: 'no' },
+          })
+        ).status,
+      ).toBe(200)
+      expect(
+        (await a.req('GET', `/api/ml-models/${model.id}/stats`, { token: admin })).body.predictions,
+      ).toBe(6)
+    })
+  })
+})

@@ -1,0 +1,294 @@
+import { fromJson, newId } from '../../core/db'
+import { Conflict, HttpError, Invalid, NotFound, invalidField } from '../../core/http'
+import { murmur3 } from '../../sdk/murmur3'
+import { type Artifact, type Prediction, predict } from './algorithms'
+import type { PredictionLog } from './log'
+import type { DeployBody, Model, PredictResponse } from './schema'
+import { type AbTestState, type ModelRow, type ModelsStore, servingEndpoint, toModel } from './store'
+
+export interface ServingConfig {
+  /** How stale a cached deployment may be, in ms: bounds how late another instance's deploy shows. */
+  cacheTtlMs: number
+  canaryPercent: number
+  forwardTimeoutMs: number
+}
+
+type Compiled = { artifact: Artifact; features: string[]; vector: Float64Array }
+
+const isTimeSeries = (a: Artifact) => a.type === 'TIME_SERIES'
+
+/**
+ * Predictions: which model and version answers (A/B test by a stable hash of the entity, canary
+ * share, or the deployed version), the feature check, and the answer, in process or forwarded.
+ * Deployments are cached for `cacheTtlMs`; versions never change once stored, so compiled
+ * artifacts are cached until evicted.
+ */
+export class Serving {
+  private deployments = new Map<string, { row: ModelRow; at: number }>()
+  private compiled = new Map<string, Compiled>()
+
+  /**
+   * `publish` tells the other instances on the store that a model changed (ctx.changes), so
+   * their cached deployments go too; `cacheTtlMs` stays as the safety net for a lost notice.
+   */
+  constructor(
+    private models: ModelsStore,
+    private log: PredictionLog,
+    private config: ServingConfig,
+    private publish: (modelId: string) => void = () => undefined,
+  ) {}
+
+  /** A model changed here: forget its cached deployment, here and on the other instances. */
+  invalidate(modelId: string): void {
+    this.deployments.delete(modelId)
+    this.publish(modelId)
+  }
+
+  /** Another instance changed the model. */
+  forget(modelId: string): void {
+    this.deployments.delete(modelId)
+  }
+
+  private async deployment(id: string): Promise<ModelRow> {
+    const hit = this.deployments.get(id)
+    if (hit && Date.now() - hit.at < this.config.cacheTtlMs) return hit.row
+    const row = await this.models.row(id)
+    this.deployments.set(id, { row, at: Date.now() })
+    return row
+  }
+
+  private async compiledOf(modelId: string, version: number): Promise<Compiled> {
+    const key = `${modelId}:${version}`
+    let c = this.compiled.get(key)
+    if (!c) {
+      const v = await this.models.version(modelId, version)
+      if (!v) throw new Conflict(`model '${modelId}' has no stored version ${version}`)
+      const artifact = fromJson<Artifact | null>(v.artifact, null)
+      if (!artifact) throw new Conflict(`model '${modelId}' version ${version} has an unreadable artifact`)
+      const features = isTimeSeries(artifact) ? ['horizon'] : artifact.features
+      c = { artifact, features, vector: new Float64Array(features.length) }
+      if (this.compiled.size >= 200) this.compiled.delete(this.compiled.keys().next().value!)
+      this.compiled.set(key, c)
+    }
+    return c
+  }
+
+  /** Which model, version and arm answer for this entity. */
+  private async route(
+    row: ModelRow,
+    entityId: string | undefined,
+  ): Promise<{ row: ModelRow; version: number; arm: string }> {
+    const bucket = entityId === undefined ? Math.floor(Math.random() * 100) : murmur3(entityId) % 100
+    const ab = fromJson<AbTestState | null>(row.ab_test, null)
+    if (ab) {
+      if (bucket >= ab.trafficSplit) {
+        const base = await this.deployment(ab.baselineModelId).catch(() => undefined)
+        if (base && base.deployed_version !== null && base.status !== 'ARCHIVED')
+          return { row: base, version: Number(base.deployed_version), arm: 'baseline' }
+      }
+      return { row, version: Number(row.deployed_version), arm: 'challenger' }
+    }
+    if (row.canary_version !== null) {
+      return bucket < Number(row.canary_percent)
+        ? { row, version: Number(row.canary_version), arm: 'canary' }
+        : { row, version: Number(row.deployed_version), arm: 'stable' }
+    }
+    return { row, version: Number(row.deployed_version), arm: 'default' }
+  }
+
+  /** The features in the artifact's order; 400 naming every missing or non-numeric one. */
+  private vector(c: Compiled, features: Record<string, unknown>): Float64Array {
+    const problems: Array<{ field: string; reason: string }> = []
+    const v = c.vector
+    for (let j = 0; j < c.features.length; j++) {
+      const name = c.features[j]
+      const x = features[name]
+      if (x === undefined || x === null) problems.push({ field: `body.features.${name}`, reason: 'missing' })
+      else if (typeof x !== 'number' || !Number.isFinite(x))
+        problems.push({ field: `body.features.${name}`, reason: 'must be a finite number' })
+      else v[j] = x
+    }
+    if (
+      !problems.length &&
+      isTimeSeries(c.artifact) &&
+      !(Number.isInteger(v[0]) && v[0] >= 1 && v[0] <= 10_000)
+    )
+      problems.push({
+        field: 'body.features.horizon',
+        reason: 'must be an integer from 1 to 10000 (steps after the last observation)',
+      })
+    if (problems.length)
+      throw new Invalid(problems.map((p) => `${p.field}: ${p.reason}`).join('; '), {
+        field: problems[0].field,
+        errors: problems,
+      })
+    return v
+  }
+
+  private async forward(
+    url: string,
+    row: ModelRow,
+    version: number,
+    features: Record<string, unknown>,
+    entityId?: string,
+  ): Promise<Prediction> {
+    let res: Response
+    try {
+      res = await fetch(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ modelId: row.id, version, features, entityId }),
+        signal: AbortSignal.timeout(this.config.forwardTimeoutMs),
+      })
+    } catch (e) {
+      throw new HttpError(
+        502,
+        'bad_gateway',
+        `serving endpoint ${url} did not answer: ${(e as Error).message}`,
+      )
+    }
+    const body = (await res.json().catch(() => undefined)) as Partial<Prediction> | undefined
+    if (!res.ok || !body || body.prediction === undefined)
+      throw new HttpError(
+        502,
+        'bad_gateway',
+        `serving endpoint ${url} answered ${res.status} without a prediction`,
+      )
+    const probability = Number(body.probability ?? 0)
+    return {
+      prediction: String(body.prediction),
+      probability,
+      confidence: Number(body.confidence ?? probability),
+    }
+  }
+
+  async predict(
+    modelId: string,
+    features: Record<string, unknown>,
+    entityId?: string,
+  ): Promise<PredictResponse> {
+    const started = performance.now()
+    const row = await this.deployment(modelId)
+    if (row.status === 'ARCHIVED')
+      throw new Conflict(`model '${modelId}' is ARCHIVED and serves no predictions`)
+    if (row.deployed_version === null)
+      throw new Conflict(
+        `model '${modelId}' is ${row.status} and not deployed; deploy a trained version first`,
+      )
+    const r = await this.route(row, entityId)
+    const c = await this.compiledOf(r.row.id, r.version)
+    const v = this.vector(c, features)
+    const endpoint = r.row.serving_endpoint ?? 'builtin'
+    const p =
+      endpoint === 'builtin'
+        ? predict(c.artifact, v)
+        : await this.forward(endpoint, r.row, r.version, features, entityId)
+    const latencyMs = performance.now() - started
+    const id = newId()
+    this.log.add({
+      id,
+      modelId,
+      servedBy: r.row.id,
+      version: r.version,
+      arm: r.arm,
+      entityId: entityId ?? null,
+      prediction: p.prediction,
+      probability: p.probability,
+      features: JSON.stringify(Array.from(v)),
+      latencyUs: Math.round(latencyMs * 1000),
+      createdAt: Date.now(),
+    })
+    const out: PredictResponse = {
+      prediction: p.prediction,
+      probability: p.probability,
+      confidence: p.confidence,
+      latencyMs: Math.round(latencyMs * 1000) / 1000,
+      predictionId: id,
+      modelId: r.row.id,
+      version: r.version,
+      arm: r.arm,
+    }
+    if (p.value !== undefined) out.value = p.value
+    return out
+  }
+
+  /**
+   * EVALUATING, DEPLOYED or FAILED (with a trained version) -> DEPLOYED. Without `version` the
+   * newest trained version; an older one rolls back. A canary deploy next to a serving version
+   * gives the new one `canaryPercent` of the traffic; deploying the same version without canary
+   * promotes it.
+   */
+  async deploy(id: string, body: DeployBody): Promise<Model> {
+    const before = await this.models.row(id)
+    const endpoint = servingEndpoint(body.servingEndpoint ?? before.serving_endpoint ?? undefined)
+    const reason: Record<string, string> = {
+      DRAFT: 'it has never been trained; train it first',
+      TRAINING: 'a training job is running; wait for it or cancel it',
+      ARCHIVED: 'it is archived; restore it (PUT status) first',
+    }
+    if (reason[before.status])
+      throw new Conflict(`model '${id}' cannot be deployed from ${before.status}: ${reason[before.status]}`)
+    if (before.trained_version === null) throw new Conflict(`model '${id}' has no trained version to deploy`)
+    const version = body.version ?? Number(before.trained_version)
+    if (!(await this.models.version(id, version)))
+      throw invalidField('body.version', `model '${id}' has no trained version ${version}`)
+    const canary = body.canaryDeployment === true
+    const serving = before.deployed_version === null ? null : Number(before.deployed_version)
+    const now = Date.now()
+    let r: ModelRow
+    if (canary && serving !== null && serving !== version)
+      r = await this.models.write(
+        before,
+        "status = 'DEPLOYED', canary_version = ?, canary_percent = ?, serving_endpoint = ?, canary_deployment = 1, deployed_at = ?",
+        [version, body.canaryPercent ?? this.config.canaryPercent, endpoint, now],
+      )
+    else
+      r = await this.models.write(
+        before,
+        "status = 'DEPLOYED', deployed_version = ?, canary_version = NULL, canary_percent = NULL, serving_endpoint = ?, canary_deployment = ?, deployed_at = ?",
+        [version, endpoint, canary ? 1 : 0, now],
+      )
+    this.invalidate(id)
+    return toModel(r)
+  }
+
+  /** Starts (or changes) an A/B test with this deployed model as the challenger. */
+  async abTest(id: string, body: { baselineModelId: string; trafficSplit: number }): Promise<Model> {
+    const before = await this.models.row(id)
+    if (body.baselineModelId === id) throw invalidField('body.baselineModelId', 'must be another model')
+    const base = await this.models.row(body.baselineModelId).catch((e) => {
+      if (e instanceof NotFound)
+        throw invalidField('body.baselineModelId', `model '${body.baselineModelId}' not found`)
+      throw e
+    })
+    if (before.status !== 'DEPLOYED')
+      throw new Conflict(`model '${id}' is ${before.status}; an A/B test needs it DEPLOYED`)
+    if (base.status !== 'DEPLOYED')
+      throw new Conflict(`baseline model '${base.id}' is ${base.status}; an A/B test needs it DEPLOYED`)
+    if (base.game_id !== before.game_id)
+      throw invalidField('body.baselineModelId', `model '${base.id}' belongs to another game`)
+    if (base.type !== before.type)
+      throw invalidField(
+        'body.baselineModelId',
+        `model '${base.id}' is ${base.type}, this one ${before.type}`,
+      )
+    if (base.ab_test)
+      throw new Conflict(`baseline model '${base.id}' runs an A/B test of its own; stop it first`)
+    const state: AbTestState = {
+      baselineModelId: base.id,
+      trafficSplit: body.trafficSplit,
+      startedAt: Date.now(),
+    }
+    const r = await this.models.write(before, 'ab_test = ?', [JSON.stringify(state)])
+    this.invalidate(id)
+    return toModel(r)
+  }
+
+  async stopAbTest(id: string): Promise<Model> {
+    const before = await this.models.row(id)
+    if (!before.ab_test) throw new Conflict(`model '${id}' runs no A/B test`)
+    const r = await this.models.write(before, 'ab_test = NULL', [])
+    this.invalidate(id)
+    return toModel(r)
+  }
+}
