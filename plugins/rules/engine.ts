@@ -1,12 +1,6 @@
 import { Invalid, invalidField } from '../../core/http'
-import {
-  type IndexField,
-  MatchError,
-  type MatchInput,
-  type Matcher,
-  compile,
-  requiredEquality,
-} from './match'
+import { type Matcher, compile } from './compile'
+import { type IndexField, MatchError, type MatchInput, requiredEquality } from './match'
 import { type RuleBody, duration } from './schema'
 import type { RuleRecord, SavedRule } from './store'
 

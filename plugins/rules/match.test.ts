@@ -1,5 +1,6 @@
 import { describe, expect, test } from 'bun:test'
-import { MAX_LENGTH, MatchError, MatchEvalError, type MatchInput, compile } from './match'
+import { compile } from './compile'
+import { MAX_LENGTH, MatchError, MatchEvalError, type MatchInput } from './match'
 
 const n = (over: Partial<MatchInput> = {}): MatchInput => ({
   type: 'db.replica_lag',
