@@ -21,6 +21,50 @@ const n = (over: Partial<MatchInput> & { params?: Record<string, unknown> }): Ma
   ...over,
 })
 
+describe('the index', () => {
+  test('tries only the rules a notification can match and keeps priority order across indexed and free rules', () => {
+    const rules: RuleBody[] = [
+      {
+        id: 'prod-err',
+        match: 'params.env == "prod" && level == "error"',
+        mode: 'active',
+        priority: 5,
+        route: [{ channels: ['a'] }],
+      },
+      {
+        id: 'db',
+        match: 'type in ["db.down", "db.slow"]',
+        mode: 'active',
+        priority: 9,
+        route: [{ channels: ['b'] }],
+      },
+      { id: 'crit', match: 'level == "critical"', mode: 'active', priority: 7, route: [{ channels: ['c'] }] },
+      {
+        id: 'broken',
+        match: 'params.bad > 1 && type == "db.down"',
+        mode: 'active',
+        priority: 8,
+        route: [{ channels: ['d'] }],
+      },
+    ]
+    const e = engineWith(rules)
+    const x = (over: Partial<MatchInput>) =>
+      n({ level: 'critical', params: { env: 'prod', bad: {} }, ...over })
+    expect(e.evaluate(x({ type: 'db.slow' }), false, T0).outcome?.rule.rule.id).toBe('db')
+    expect(e.evaluate(x({ type: 'cpu' }), false, T0).outcome?.rule.rule.id).toBe('crit')
+    expect(e.evaluate(x({ type: 'cpu', level: 'error' }), false, T0).outcome?.rule.rule.id).toBe('prod-err')
+    expect(
+      e.evaluate(x({ type: 'cpu', level: 'error', params: { env: 'dev' } }), false, T0).outcome,
+    ).toBeUndefined()
+    expect(e.shadowStats('broken').evaluation_errors).toBe(0)
+    const off = engineWith(rules.map((r) => (r.id === 'db' ? { ...r, mode: 'off' as const } : r)))
+    expect(off.evaluate(x({ type: 'db.down' }), false, T0).outcome?.rule.rule.id).toBe('crit')
+    expect(off.shadowStats('broken').evaluation_errors).toBe(1)
+    off.evaluate(x({ type: 'db.slow' }), false, T0)
+    expect(off.shadowStats('broken').evaluation_errors).toBe(1)
+  })
+})
+
 describe('for: the match must keep holding before the rule fires', () => {
   const e = engineWith([
     { id: 'slow', match: 'type == "disk"', mode: 'active', for: '5m', route: [{ channels: ['pager'] }] },

@@ -13,7 +13,7 @@ export interface CompiledRule {
   seq: number
   match: Matcher
   /** An equality the match requires: the rule is only tried for notifications that have it. */
-  index?: { field: IndexField; value: string }
+  index?: { field: IndexField; values: string[] }
   /** Position in evaluation order, and the last evaluation the index offered the rule to. */
   order: number
   tried: number
@@ -200,7 +200,7 @@ export class RuleEngine {
       if (!c.index) return void this.free.push(c)
       const byValue = this.indexed.get(c.index.field) ?? new Map<string, CompiledRule[]>()
       this.indexed.set(c.index.field, byValue)
-      byValue.set(c.index.value, [...(byValue.get(c.index.value) ?? []), c])
+      for (const v of c.index.values) byValue.set(v, [...(byValue.get(v) ?? []), c])
     })
     this.inhibitors = compiled.filter((c) => c.inhibit && c.rule.mode !== 'off')
     this.holders = compiled.filter((c) => c.forMs !== undefined && c.index && c.rule.mode !== 'off')

@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'bun:test'
 import { compile } from './compile'
-import { MAX_LENGTH, MatchError, MatchEvalError, type MatchInput } from './match'
+import { MAX_LENGTH, MatchError, MatchEvalError, type MatchInput, requiredEquality } from './match'
 
 const n = (over: Partial<MatchInput> = {}): MatchInput => ({
   type: 'db.replica_lag',
@@ -83,6 +83,22 @@ describe('match language', () => {
     expect(errorOf(`${'('.repeat(40)}true${')'.repeat(40)}`).message).toContain('nesting deeper')
     expect(errorOf(`${'!'.repeat(40)}true`).message).toContain('nesting deeper')
     expect(compile(`${'('.repeat(30)}true${')'.repeat(30)}`)(n())).toBe(true)
+  })
+
+  test('the index key: the narrowest required equality or membership, never a numeric text or an || branch', () => {
+    expect(requiredEquality('type == "a" && params.env in ["x", "y"]')).toEqual({
+      field: 'type',
+      values: ['a'],
+    })
+    expect(requiredEquality('level in ["error", "critical"] && params.env == "prod"')).toEqual({
+      field: 'params.env',
+      values: ['prod'],
+    })
+    expect(requiredEquality('type in ["a", "b"]')).toEqual({ field: 'type', values: ['a', 'b'] })
+    expect(requiredEquality('params.code == "503" && level >= "warning"')).toBeUndefined()
+    expect(requiredEquality('type == "a" || type == "b"')).toBeUndefined()
+    expect(requiredEquality('!(type == "a")')).toBeUndefined()
+    expect(requiredEquality('"a" == type')).toEqual({ field: 'type', values: ['a'] })
   })
 
   test('values that cannot be ordered fail at evaluation (the engine skips the rule)', () => {

@@ -290,27 +290,44 @@ export type IndexField = 'type' | 'level' | 'title' | 'body' | `params.${string}
 
 const PREFERENCE = (f: IndexField) => (f === 'type' ? 0 : f.startsWith('params.') ? 1 : f === 'level' ? 3 : 2)
 
+const isIndexText = (v: unknown): v is string =>
+  typeof v === 'string' && (v.trim() === '' || !Number.isFinite(+v))
+
 /**
- * An equality the whole expression requires (a top-level `&&` conjunct `field == "text"`), so the
- * engine can skip the rule for notifications whose field differs. Numeric-looking texts are left
- * out: `==` compares them as numbers, which an exact-text index would miss.
+ * What the whole expression requires of one field (a top-level `&&` conjunct `field == "text"`
+ * or `field in ["a", "b"]`), so the engine can skip the rule for notifications whose field holds
+ * none of those texts. Numeric-looking texts are left out: `==` compares them as numbers, which
+ * an exact-text index would miss. Fewer values (then `type`, then params) make the better key.
  */
-export function requiredEquality(src: string): { field: IndexField; value: string } | undefined {
-  const found: { field: IndexField; value: string }[] = []
-  const side = (f: Node, v: Node) => {
-    if (v.t !== 'lit' || typeof v.v !== 'string' || (v.v.trim() !== '' && Number.isFinite(+v.v))) return
-    if (f.t === 'field') found.push({ field: f.name, value: v.v })
-    else if (f.t === 'param') found.push({ field: `params.${f.name}`, value: v.v })
-  }
+export function requiredEquality(src: string): { field: IndexField; values: string[] } | undefined {
+  const found: { field: IndexField; values: string[] }[] = []
+  const fieldOf = (f: Node): IndexField | undefined =>
+    f.t === 'field' ? f.name : f.t === 'param' ? `params.${f.name}` : undefined
   const walk = (n: Node) => {
     if (n.t === 'and') {
       walk(n.l)
       walk(n.r)
     } else if (n.t === 'cmp' && n.op === '==') {
-      side(n.l, n.r)
-      side(n.r, n.l)
+      for (const [f, v] of [
+        [n.l, n.r],
+        [n.r, n.l],
+      ]) {
+        const field = fieldOf(f)
+        if (field && v.t === 'lit' && isIndexText(v.v)) found.push({ field, values: [v.v] })
+      }
+    } else if (
+      n.t === 'cmp' &&
+      n.op === 'in' &&
+      n.r.t === 'list' &&
+      n.r.v.length &&
+      n.r.v.every(isIndexText)
+    ) {
+      const field = fieldOf(n.l)
+      if (field) found.push({ field, values: [...new Set(n.r.v as string[])] })
     }
   }
   walk(parse(src))
-  return found.sort((a, b) => PREFERENCE(a.field) - PREFERENCE(b.field))[0]
+  return found.sort(
+    (a, b) => a.values.length - b.values.length || PREFERENCE(a.field) - PREFERENCE(b.field),
+  )[0]
 }
