@@ -24,9 +24,11 @@ const n = (over: Partial<MatchInput> & { params?: Record<string, unknown> }): Ma
 describe('the index', () => {
   test('tries only the rules a notification can match and keeps priority order across indexed and free rules', () => {
     const rules: RuleBody[] = [
+      // Listed first, so its field (params.env) comes first among the index's fields.
+      { id: 'env-first', match: 'params.env == "prod" && level == "debug"', mode: 'active', priority: 10 },
       {
         id: 'prod-err',
-        match: 'params.env == "prod" && level == "error"',
+        match: 'params.env == "prod" && level in ["error", "critical"]',
         mode: 'active',
         priority: 5,
         route: [{ channels: ['a'] }],
