@@ -211,6 +211,7 @@ export class RuleEngine {
   /** The rules a notification can match, in evaluation order: the free ones and those its fields select. */
   private candidates(n: MatchInput): CompiledRule[] {
     let out: CompiledRule[] | undefined
+    let lists = 0
     for (const [field, byValue] of this.indexed) {
       const v = field.startsWith('params.')
         ? Object.hasOwn(n.params, field.slice(7))
@@ -219,10 +220,14 @@ export class RuleEngine {
         : n[field as 'type']
       if (typeof v !== 'string') continue
       const hit = byValue.get(v)
-      if (hit) out = out ? out.concat(hit) : this.free.concat(hit)
+      if (!hit) continue
+      lists++
+      out = out ? out.concat(hit) : hit
     }
     if (!out) return this.free
-    return out.sort((a, b) => a.order - b.order)
+    // One list is already in order; only a merge needs sorting.
+    if (lists === 1 && !this.free.length) return out
+    return (this.free.length ? this.free.concat(out) : out).sort((a, b) => a.order - b.order)
   }
 
   list(): CompiledRule[] {
