@@ -6,23 +6,32 @@ import { authGuard } from './auth/guard'
 import { coreMigrations } from './auth/migrations'
 import { CORE_AREAS } from './auth/roles'
 import { authRoutes } from './auth/routes'
-import { AuthService } from './auth/service'
+import { AuthService, type Principal } from './auth/service'
 import { Bus } from './bus'
 import { createChanges } from './changes'
 import type { LoadedConfig } from './config'
 import { type Db, type MigrationSet, migrate, openDb } from './db'
 import { SCALAR_ASSET, docsAssets, scalarOptions } from './docs'
 import { CorsPolicy, edge } from './edge'
-import { ErrorFamilies, HttpError, errorHandler } from './http'
+import { ErrorFamilies, HttpError, clientIp, errorHandler } from './http'
 import { type Logger, createLogger } from './log'
 import { Metrics } from './metrics'
 import { HealthChecks, monitoring } from './monitoring'
 import { NativeRoutes } from './native'
 import { apiDocs } from './openapi'
-import { type PluginContext, type PluginManifest, ProviderRegistry, type Services } from './plugin'
-import { RateLimiter } from './ratelimit'
+import {
+  type FastServer,
+  type PluginContext,
+  type PluginManifest,
+  ProviderRegistry,
+  type Services,
+} from './plugin'
+import { LimiterSlot, RateLimiter } from './ratelimit'
 import { createSharedState } from './shared'
 import { strictBodies } from './strict'
+
+/** Methods that change nothing: no `http.write` event. */
+const READS = new Set(['GET', 'HEAD', 'OPTIONS'])
 
 export interface AppOptions {
   /** The plugin map (normally `plugins/index.ts`); tests pass a subset. */
@@ -192,8 +201,11 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     stops.push(() => shared.close())
     const bus = new Bus((event, e) => log.error('bus listener failed', { event, error: String(e) }))
     const providers = new ProviderRegistry()
-    const limiter = new RateLimiter(core.rate_limit.requests_per_minute, core.rate_limit.burst)
-    const guard = authGuard({ auth, limiter })
+    const limiter = new LimiterSlot(
+      new RateLimiter(core.rate_limit.requests_per_minute, core.rate_limit.burst),
+    )
+    const identified = new WeakMap<Request, Principal>()
+    const guard = authGuard({ auth, limiter, identified })
     const services = new Map<string, { owner: string; service: unknown }>()
     const starts: Array<() => Promise<void> | void> = []
     const checks = new HealthChecks()
@@ -257,7 +269,8 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
         if (length > bodyLimit)
           throw new HttpError(413, 'body_too_large', `the body is ${length} bytes; the limit is ${bodyLimit}`)
       })
-      .onAfterResponse({ as: 'global' }, ({ request, route, set, responseValue }) => {
+      .onAfterResponse({ as: 'global' }, (c) => {
+        const { request, route, set, responseValue } = c
         const t0 = started.get(request)
         if (t0 === undefined) return
         const status =
@@ -272,10 +285,25 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
           seconds,
         )
         logRequest(request.method, route, status, seconds)
+        if (!READS.has(request.method)) {
+          const principal = (c as { principal?: Principal }).principal ?? identified.get(request)
+          void bus.emit('http.write', {
+            method: request.method,
+            path: new URL(request.url).pathname,
+            route: route || 'unmatched',
+            status,
+            ip: clientIp(
+              request,
+              (c as { server?: FastServer | null }).server,
+              core.server.trust_forwarded_for,
+            ),
+            principal: principal && { kind: principal.kind, id: principal.id, username: principal.username },
+          })
+        }
       })
     // Before every route: each JSON body is checked as it arrived (core/strict.ts).
     app.use(strictBodies(() => app))
-    app.use(mon.app).use(authRoutes(auth, guard, { trustForwardedFor: core.server.trust_forwarded_for }))
+    app.use(mon.app).use(authRoutes(auth, guard, { trustForwardedFor: core.server.trust_forwarded_for, bus }))
     const routes = new NativeRoutes(metrics, logRequest, families, cors)
 
     for (const p of ordered) {
@@ -292,6 +320,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
         shared,
         auth,
         guard,
+        rateLimiter: limiter,
         providers,
         provide: (name, service) => {
           if (services.has(name)) throw new Error(`service '${String(name)}' provided twice`)

@@ -25,6 +25,26 @@ export interface AlertFired {
   at: string
 }
 
+/** One entry of the audit log: who did what, when and from where. */
+export interface AuditEntry {
+  /** Who: `user`, `apiKey`, `admin` (the admin token), `agent` or `system`. */
+  actor_kind: string
+  actor_id?: string
+  actor_name?: string
+  /** What, as `area.verb`: `site.set`, `rate_limits.put`, `auth.login`, ... */
+  action: string
+  /** What it acted on (a key, an id, a user name). */
+  target?: string
+  /** The client's address when the action came through HTTP. */
+  ip?: string
+  /** Whether it succeeded (a refused login is recorded too). */
+  ok?: boolean
+  /** Before and after, already masked by the producer (`maskSecrets` with its schema). */
+  details?: Record<string, unknown>
+  /** Epoch ms; the time it is heard when absent. */
+  at?: number
+}
+
 export interface BusEvents {
   /** An alert rule's condition held (ops alert rules, any plugin's own checks). */
   'alert.fired': AlertFired
@@ -49,4 +69,42 @@ export interface BusEvents {
   }
   /** Experiments: the observed split differs from the configured weights (sample ratio mismatch). */
   experiment_srm: { experiment_id: string; game_id: string; p_value: number }
+  /** Any plugin, and core's login routes (`auth.login`, refused ones too): an action worth an audit entry. */
+  audit: AuditEntry
+  /**
+   * Core: a write request (any method but GET, HEAD, OPTIONS) through the Elysia routes was
+   * answered; the fast routes (signed ingestion) are not reported. The audit plugin records the
+   * ones under its watched prefixes. Never carries the body.
+   */
+  'http.write': {
+    method: string
+    path: string
+    /** The route template (`/api/v1/config/:name`). */
+    route: string
+    status: number
+    ip?: string
+    principal?: { kind: string; id: string; username: string }
+  }
+  /** Agents: invocations an agent reported (one event per report, with every invocation in it). */
+  'function.invoked': {
+    agent_id: string
+    game_id: string
+    env: string
+    invocations: Array<{
+      function_id: string
+      ts: number
+      duration_ms?: number
+      outcome: string
+      trace_id?: string
+    }>
+  }
+  /** The approval center: an approval was requested, approved or rejected. */
+  approval: {
+    id: string
+    status: 'pending' | 'approved' | 'rejected'
+    title: string
+    requested_by?: string
+    decided_by?: string
+    comment?: string
+  }
 }

@@ -278,49 +278,60 @@ export function errorHandler(
       (m) => m !== 'ALL',
     )
   }
+  const answer = ({
+    code,
+    error,
+    request,
+  }: { code: unknown; error: unknown; request: Request }): Response => {
+    const path = new URL(request.url).pathname
+    if (error instanceof HttpError) return httpErrorResponse(path, error, families)
+    // A refusal thrown by the auth guard's parse hook reaches here wrapped in a ParseError.
+    const cause = (error as { cause?: unknown }).cause
+    if (code === 'PARSE' && cause instanceof HttpError) return httpErrorResponse(path, cause, families)
+    switch (code) {
+      case 'VALIDATION':
+        return validationResponse(families, new URL(request.url), error)
+      case 'PARSE': {
+        // Elysia tried the parser of a content type we do not take (forms, multipart, text).
+        const type = request.headers.get('content-type') ?? ''
+        const media = type.split(';', 1)[0].trim().toLowerCase()
+        if (media && media !== 'application/json' && !media.endsWith('+json'))
+          return respond(
+            path,
+            415,
+            'unsupported_media_type',
+            `content-type '${media}' is not accepted: send application/json`,
+          )
+        return respond(path, 400, 'bad_request', 'body: malformed JSON')
+      }
+      case 'NOT_FOUND': {
+        const methods = allowed(path)
+        if (methods.length && !methods.includes(request.method))
+          return respond(
+            path,
+            405,
+            'method_not_allowed',
+            `${request.method} is not allowed on ${path}; allowed: ${methods.join(', ')}`,
+            { allow: methods.join(', ') },
+          )
+        return respond(path, 404, 'not_found', `no route for ${request.method} ${path}`)
+      }
+      case 'INVALID_COOKIE_SIGNATURE':
+        return respond(path, 401, 'unauthorized', 'invalid cookie')
+    }
+    const status = (error as { status?: number }).status
+    if (typeof status === 'number' && status >= 400 && status < 500)
+      return respond(path, status, 'bad_request', (error as Error).message ?? 'bad request')
+    return httpErrorResponse(path, error, families)
+  }
   return new Elysia({ name: 'liveops.errors' })
     .error({ HttpError })
-    .onError({ as: 'global' }, ({ code, error, request }) => {
-      const path = new URL(request.url).pathname
-      if (error instanceof HttpError) return httpErrorResponse(path, error, families)
-      // A refusal thrown by the auth guard's parse hook reaches here wrapped in a ParseError.
-      const cause = (error as { cause?: unknown }).cause
-      if (code === 'PARSE' && cause instanceof HttpError) return httpErrorResponse(path, cause, families)
-      switch (code) {
-        case 'VALIDATION':
-          return validationResponse(families, new URL(request.url), error)
-        case 'PARSE': {
-          // Elysia tried the parser of a content type we do not take (forms, multipart, text).
-          const type = request.headers.get('content-type') ?? ''
-          const media = type.split(';', 1)[0].trim().toLowerCase()
-          if (media && media !== 'application/json' && !media.endsWith('+json'))
-            return respond(
-              path,
-              415,
-              'unsupported_media_type',
-              `content-type '${media}' is not accepted: send application/json`,
-            )
-          return respond(path, 400, 'bad_request', 'body: malformed JSON')
-        }
-        case 'NOT_FOUND': {
-          const methods = allowed(path)
-          if (methods.length && !methods.includes(request.method))
-            return respond(
-              path,
-              405,
-              'method_not_allowed',
-              `${request.method} is not allowed on ${path}; allowed: ${methods.join(', ')}`,
-              { allow: methods.join(', ') },
-            )
-          return respond(path, 404, 'not_found', `no route for ${request.method} ${path}`)
-        }
-        case 'INVALID_COOKIE_SIGNATURE':
-          return respond(path, 401, 'unauthorized', 'invalid cookie')
-      }
-      const status = (error as { status?: number }).status
-      if (typeof status === 'number' && status >= 400 && status < 500)
-        return respond(path, status, 'bad_request', (error as Error).message ?? 'bad request')
-      return httpErrorResponse(path, error, families)
+    .onError({ as: 'global' }, ({ code, error, request, set }) => {
+      const res = answer({ code, error, request })
+      // The after-response hooks (request metrics, http.write) read the status here: a refusal
+      // from the guard's parse hook would otherwise count as the parse error's 400.
+      set.status = res.status
+      return res
     })
 }
 
@@ -357,4 +368,22 @@ export function parseSort(
   if (d !== 'asc' && d !== 'desc')
     throw invalidField('query.sort', `direction must be asc or desc, got '${dir}'`)
   return `${column} ${d.toUpperCase()}`
+}
+
+/**
+ * The client's address for the audit log: with `trustForwardedFor` (a reverse proxy in front,
+ * `server.trust_forwarded_for`) the last `X-Forwarded-For` entry, the one the proxy added, as
+ * the login throttle reads it; else the socket's peer; undefined through `app.handle` without a
+ * server.
+ */
+export function clientIp(
+  request: Request,
+  server: { requestIP(r: Request): { address: string } | null } | null | undefined,
+  trustForwardedFor: boolean,
+): string | undefined {
+  if (trustForwardedFor) {
+    const last = request.headers.get('x-forwarded-for')?.split(',').pop()?.trim()
+    if (last) return last
+  }
+  return server?.requestIP(request)?.address ?? undefined
 }

@@ -61,7 +61,7 @@ export class Metrics {
 
   async text(): Promise<string> {
     await this.refresh()
-    return this.registry.metrics()
+    return renderText(this.registry)
   }
 
   /** `{name: value}` of every unlabelled gauge and counter, plus labelled ones as arrays. */
@@ -157,4 +157,63 @@ export class RouteHistogram {
     }
     return { name: this.name, help: this.help, type: this.type, values, aggregator: this.aggregator }
   }
+}
+
+const ESCAPE = /[\\\n"]/
+const escapeLabel = (v: unknown): unknown =>
+  typeof v === 'string' && ESCAPE.test(v)
+    ? v.replace(/\\/g, '\\\\').replace(/\n/g, '\\n').replace(/"/g, '\\"')
+    : v
+const escapeHelp = (v: string) => v.replace(/\\/g, '\\\\').replace(/\n/g, '\\n')
+const valueText = (v: number) =>
+  Number.isNaN(v) ? 'Nan' : Number.isFinite(v) ? `${v}` : v < 0 ? '-Inf' : '+Inf'
+
+/** Formatted label sets by the labels object a series keeps (its values change, its labels never do). */
+const labelCache = new WeakMap<object, string>()
+
+type Sample = {
+  value: number
+  labels?: Record<string, unknown>
+  sharedLabels?: Record<string, unknown>
+  metricName?: string
+}
+
+/**
+ * The Prometheus text exposition of a registry, byte for byte what prom-client's
+ * `registry.metrics()` writes (no default labels, no exemplars), about ten times faster: its
+ * formatter builds arrays and runs three regular expressions per label, 3-4 us a series, which
+ * is 40 ms for a fleet's 10,000 series.
+ */
+export async function renderText(registry: Registry): Promise<string> {
+  let out = ''
+  let first = true
+  for (const m of registry.getMetricsAsArray()) {
+    const readable = m as unknown as { get(): Promise<unknown>; getForPromString?: () => Promise<unknown> }
+    const metric = (await (readable.getForPromString ? readable.getForPromString() : readable.get())) as {
+      name: string
+      help: string
+      type: string
+      values?: Sample[]
+    }
+    const name = escapeHelp(metric.name)
+    out += `${first ? '' : '\n\n'}# HELP ${name} ${escapeHelp(metric.help)}\n# TYPE ${name} ${metric.type}`
+    first = false
+    for (const v of metric.values ?? []) {
+      const shared = v.sharedLabels
+      let labels = !shared && v.labels ? labelCache.get(v.labels) : undefined
+      if (labels === undefined) {
+        labels = ''
+        if (v.labels)
+          for (const k in v.labels) {
+            if (shared && Object.hasOwn(shared, k)) continue
+            labels += `${labels ? ',' : ''}${k}="${escapeLabel(v.labels[k])}"`
+          }
+        if (shared) for (const k in shared) labels += `${labels ? ',' : ''}${k}="${escapeLabel(shared[k])}"`
+        // prom-client hands out the same labels object for a series on every read.
+        else if (v.labels) labelCache.set(v.labels, labels)
+      }
+      out += `\n${v.metricName ?? name}${labels ? `{${labels}}` : ''} ${valueText(v.value)}`
+    }
+  }
+  return `${out}\n`
 }

@@ -10,6 +10,7 @@ import type { Db, Migration } from './db'
 import type { ErrorFamily } from './http'
 import type { Logger } from './log'
 import type { Metrics } from './metrics'
+import type { LimiterSlot } from './ratelimit'
 import type { SharedState } from './shared'
 
 /**
@@ -76,6 +77,12 @@ export interface PluginContext<C> {
    * request against the app's one rate limiter: `new Elysia({ name }).use(ctx.guard)`.
    */
   guard: ReturnType<typeof authGuard>
+  /**
+   * The limiter the guard counts every authenticated request against: core's in-memory one
+   * (`rate_limit` of the YAML) unless a plugin puts another in place with `use` (the rate-limits
+   * plugin's bucket shared through Redis).
+   */
+  rateLimiter: LimiterSlot
   providers: ProviderRegistry
   provide<K extends keyof Services>(name: K, service: Services[K]): void
   /** A service of a plugin named in `dependsOn` (anything else is a startup error). */

@@ -8,10 +8,41 @@ export interface RateDecision {
 }
 
 /**
+ * What the auth guard counts requests against. Core's own is the in-memory `RateLimiter` below;
+ * a plugin may put another in its place (`ctx.rateLimiter.use`), for example one shared by every
+ * instance through Redis. `hit` throws `TooManyRequests` past the limit.
+ */
+export interface Limiter {
+  readonly enabled: boolean
+  hit(key: string): RateDecision | Promise<RateDecision>
+}
+
+/**
+ * The app's one limiter slot, read on every request: swapping what it holds changes the limit of
+ * every route at once, without rebuilding the guard.
+ */
+export class LimiterSlot implements Limiter {
+  constructor(public current: Limiter) {}
+
+  get enabled(): boolean {
+    return this.current.enabled
+  }
+
+  hit(key: string): RateDecision | Promise<RateDecision> {
+    return this.current.hit(key)
+  }
+
+  /** Puts `limiter` in place of the current one. */
+  use(limiter: Limiter): void {
+    this.current = limiter
+  }
+}
+
+/**
  * Spec 1 section 8: 1000 requests per minute per API key (or user) with bursts of at most 100
  * per second. Two fixed windows per key, kept in memory; old keys are swept once a minute.
  */
-export class RateLimiter {
+export class RateLimiter implements Limiter {
   private minute = new Map<string, { window: number; n: number }>()
   private second = new Map<string, { window: number; n: number }>()
   private lastSweep = 0

@@ -24,6 +24,9 @@ type Schemaish = TSchema & {
 /** Throws 400 naming the first property that `schema` does not declare (closed objects only). */
 export function rejectUnknown(schema: TSchema, value: unknown, path: string): void {
   const s = schema as Schemaish
+  // TypeBox lets an array through an object whose fields are all optional.
+  if (s.type === 'object' && Array.isArray(value))
+    throw invalidField(path, 'must be a JSON object, not an array')
   if (s.type === 'object' && s.properties && value && typeof value === 'object' && !Array.isArray(value)) {
     for (const [k, v] of Object.entries(value)) {
       const child = s.properties[k]

@@ -1,12 +1,16 @@
 import type { PluginManifest } from '../core/plugin'
 import agents from './agents'
+import audit from './audit'
 import experiments from './experiments'
 import games from './games'
 import ingest from './ingest'
 import ml from './ml'
 import notify from './notify'
+import opsAlerts from './ops-alerts'
+import rateLimits from './rate-limits'
 import rosters from './rosters'
 import rules from './rules'
+import site from './site'
 import smtpProvider from './smtp-provider'
 import webhookProvider from './webhook-provider'
 
@@ -23,6 +27,10 @@ export const plugins: Record<string, PluginManifest> = {
   agents,
   rules,
   rosters,
+  audit,
+  'rate-limits': rateLimits,
+  site,
+  'ops-alerts': opsAlerts,
   'webhook-provider': webhookProvider,
   'smtp-provider': smtpProvider,
 } as Record<string, PluginManifest>

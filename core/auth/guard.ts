@@ -1,6 +1,6 @@
 import { Elysia } from 'elysia'
 import { Unauthorized } from '../http'
-import { type RateLimiter, rateHeaders } from '../ratelimit'
+import { type Limiter, rateHeaders } from '../ratelimit'
 import type { Permission } from './roles'
 import { type AppScopeOption, AuthService, type Principal } from './service'
 
@@ -10,16 +10,21 @@ type Headers = Record<string, string | undefined>
  * Counts a request against its principal's budget (the admin token is exempt), sets the
  * X-RateLimit-* headers, and throws 429 with Retry-After past the limit.
  */
-export function rateLimiting(limiter: RateLimiter) {
-  return (principal: Principal, headers: Record<string, unknown>) => {
+export function rateLimiting(limiter: Limiter) {
+  return async (principal: Principal, headers: Record<string, unknown>) => {
     if (!limiter.enabled || principal.kind === 'admin') return
-    Object.assign(headers, rateHeaders(limiter.hit(`${principal.kind}:${principal.id}`)))
+    Object.assign(headers, rateHeaders(await limiter.hit(`${principal.kind}:${principal.id}`)))
   }
 }
 
 export interface GuardDeps {
   auth: AuthService
-  limiter: RateLimiter
+  limiter: Limiter
+  /**
+   * Filled with who a request authenticated as, also when the permission then refused it: the
+   * audit trail of a 403 names its caller.
+   */
+  identified?: WeakMap<Request, Principal>
 }
 
 /**
@@ -38,7 +43,7 @@ export function authGuard(d: GuardDeps) {
   const decided = new WeakMap<Request, Principal | null>()
   // What the OpenAPI description shows as the route's security (core/openapi.ts keeps it).
   const hooks = <P extends Principal | undefined>(
-    who: (headers: Headers) => P | Promise<P>,
+    who: (headers: Headers, request: Request) => P | Promise<P>,
     security: Array<Record<string, string[]>>,
   ) => {
     const decide = async (ctx: {
@@ -47,9 +52,9 @@ export function authGuard(d: GuardDeps) {
       set: { headers: Record<string, unknown> }
     }) => {
       if (decided.has(ctx.request)) return
-      const principal = await who(ctx.headers)
+      const principal = await who(ctx.headers, ctx.request)
       decided.set(ctx.request, principal ?? null)
-      if (principal) count(principal, ctx.set.headers)
+      if (principal) await count(principal, ctx.set.headers)
     }
     return {
       detail: { security },
@@ -68,12 +73,13 @@ export function authGuard(d: GuardDeps) {
     permission: (permission: Permission) => {
       d.auth.permissions.check(permission)
       return hooks(
-        (headers) =>
-          d.auth.authorize(
+        (headers, request) => {
+          const who =
             d.auth.verifyAccess(AuthService.bearer(headers)) ??
-              d.auth.verifyAdminToken(headers['x-admin-token']),
-            permission,
-          ),
+            d.auth.verifyAdminToken(headers['x-admin-token'])
+          if (who) d.identified?.set(request, who)
+          return d.auth.authorize(who, permission)
+        },
         [{ bearer: [] }, { adminToken: [] }],
       )
     },
@@ -91,7 +97,13 @@ export function authGuard(d: GuardDeps) {
       const scope = typeof option === 'string' ? option : option.scope
       const keys = scope === 'query' || scope === 'trigger' ? [{ apiKey: [] }] : []
       return hooks(
-        (headers) => d.auth.authenticateApp(option, headers),
+        (headers, request) => {
+          if (d.identified) {
+            const who = d.auth.verifyAccess(AuthService.bearer(headers))
+            if (who) d.identified.set(request, who)
+          }
+          return d.auth.authenticateApp(option, headers)
+        },
         [{ appToken: [] }, { bearer: [] }, { adminToken: [] }, ...keys],
       )
     },

@@ -1,4 +1,5 @@
 import { Elysia, t } from 'elysia'
+import type { Bus } from '../bus'
 import { NotFound, Unauthorized } from '../http'
 import { Enum } from '../schema'
 import { SCOPES } from './app-tokens'
@@ -49,10 +50,37 @@ const ok = <T>(data: T, message = 'ok') => ({ code: 0, message, data })
 export function authRoutes(
   auth: AuthService,
   guard: ReturnType<typeof authGuard>,
-  opts: { trustForwardedFor: boolean } = { trustForwardedFor: false },
+  opts: { trustForwardedFor: boolean; bus?: Bus } = { trustForwardedFor: false },
 ) {
   const address = (request: Request, server: Parameters<typeof clientAddress>[1]) =>
     clientAddress(request, server, opts.trustForwardedFor)
+  /** A password check that leaves an audit entry (`auth.login`), refused attempts included. */
+  const login = async (by: 'email' | 'username', value: string, password: string, ip: string) => {
+    try {
+      const user = await auth.checkPassword(by, value, password, ip)
+      void opts.bus?.emit('audit', {
+        actor_kind: 'user',
+        actor_id: user.id,
+        actor_name: user.username,
+        action: 'auth.login',
+        target: value,
+        ip,
+        ok: true,
+      })
+      return user
+    } catch (e) {
+      void opts.bus?.emit('audit', {
+        actor_kind: 'user',
+        actor_name: value,
+        action: 'auth.login',
+        target: value,
+        ip,
+        ok: false,
+        details: { reason: (e as Error).message },
+      })
+      throw e
+    }
+  }
   const v1User = (u: { id: string; username: string; roles: string[] }) => ({
     id: u.id,
     username: u.username,
@@ -64,7 +92,7 @@ export function authRoutes(
     .post(
       '/api/auth/login',
       async ({ body, request, server }) =>
-        auth.issue(await auth.checkPassword('email', body.email, body.password, address(request, server))),
+        auth.issue(await login('email', body.email, body.password, address(request, server))),
       {
         body: t.Object({ email: t.String({ minLength: 1 }), password: t.String({ minLength: 1 }) }),
         response: { 200: 'auth.Tokens' },
@@ -100,12 +128,7 @@ export function authRoutes(
     .post(
       '/api/v1/auth/login',
       async ({ body, request, server }) => {
-        const user = await auth.checkPassword(
-          'username',
-          body.username,
-          body.password,
-          address(request, server),
-        )
+        const user = await login('username', body.username, body.password, address(request, server))
         return { token: auth.accessToken(user), user: v1User(user) }
       },
       {

@@ -1,25 +1,42 @@
 import { Elysia, t as T } from 'elysia'
 import { definePlugin } from '../../core/plugin'
+import { Secret } from '../../core/secrets'
 import m001 from './migrations/001_agents.sql' with { type: 'text' }
+import m002 from './migrations/002_agent_details.sql' with { type: 'text' }
+import { agentRoutes } from './routes'
+import './schema'
+import { agentsStore } from './store'
 
 /**
- * Agents (spec 3): the processes next to game servers that register functions and heartbeat.
- * `/healthz` counts them (`checks.agents: {total, online}`) and the svc_agents_* gauges are
- * computed from the store when read. An agent is online while its last heartbeat is younger than
- * `offline_after_s`.
+ * Agents (spec 3): the processes next to game servers that register functions and heartbeat
+ * with the shared agent token. `/healthz` counts them (`checks.agents: {total, online}`); the
+ * svc_agents_* and svc_agent_* metrics are computed from the store when read. An agent is online
+ * while its last heartbeat is younger than `offline_after_s`. Invocations agents report feed
+ * ingest's invocation store through its service.
  */
 export default definePlugin({
   name: 'agents',
+  dependsOn: ['ingest'],
   config: T.Object(
     {
-      /** Seconds without a heartbeat after which an agent counts as offline. */
+      /** Seconds without a heartbeat after which an agent counts as offline (three missed heartbeats). */
       offline_after_s: T.Integer({ minimum: 1, default: 30 }),
+      /** The token agents send in X-Agent-Token (env AGENT_TOKEN); empty refuses agents with 403. */
+      token: Secret(T.String({ default: '' })),
     },
     { additionalProperties: false, default: {} },
   ),
-  migrations: [{ id: 1, name: 'agents', sql: m001 }],
+  env: { AGENT_TOKEN: 'token' },
+  migrations: [
+    { id: 1, name: 'agents', sql: m001 },
+    { id: 2, name: 'agent_details', sql: m002 },
+  ],
   permissions: { agents: { write: ['operator'] } },
   setup(ctx) {
+    const store = agentsStore(ctx.db, () => ctx.config.offline_after_s)
+    const events = ctx.service('events')
+    ctx.provide('agents', { list: (q) => store.list(q) })
+
     const counts = async () => {
       const since = Date.now() - ctx.config.offline_after_s * 1000
       const row = await ctx.db.get<{ total: number | string; online: number | string | null }>(
@@ -28,18 +45,82 @@ export default definePlugin({
       )
       return { total: Number(row?.total ?? 0), online: Number(row?.online ?? 0) }
     }
-    const total = ctx.metrics.gauge('svc_agents_total', 'Registered agents')
-    const healthy = ctx.metrics.gauge('svc_agents_healthy', 'Agents passing their health check')
-    const functions = ctx.metrics.gauge('svc_functions_registered', 'Registered functions')
-    ctx.metrics.collect(async () => {
-      const c = await counts()
-      total.set(c.total)
-      healthy.set(c.online)
-      const rows = await ctx.db.all<{ functions: string }>('SELECT functions FROM agents')
-      functions.set(rows.reduce((n, r) => n + (JSON.parse(r.functions) as unknown[]).length, 0))
+    const m = ctx.metrics
+    const total = m.gauge('svc_agents_total', 'Registered agents')
+    const healthy = m.gauge(
+      'svc_agents_healthy',
+      'Agents passing their health check (heartbeat within offline_after_s)',
+    )
+    const functions = m.gauge(
+      'svc_functions_registered',
+      'Registered functions (distinct ids over all agents)',
+    )
+    const labels = ['agent_id', 'game_id', 'env'] as const
+    const connected = m.gauge('svc_agent_connected', '1 while the agent heartbeats, 0 once offline', labels)
+    const agentFns = m.gauge('svc_agent_functions_registered', 'Functions the agent registered', labels)
+    const jobs = m.counter('svc_agent_jobs_executed_total', 'Invocations the agent reported', labels)
+    const duration = m.histogram(
+      'svc_agent_jobs_duration',
+      'Duration in seconds of the invocations agents reported (since this instance started)',
+      labels,
+      [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    )
+    // Computed when read (spec 3): every series comes from the store, so instances agree.
+    m.collect(async () => {
+      const list = await store.list()
+      total.set(list.length)
+      healthy.set(list.filter((a) => a.status === 'online').length)
+      functions.set(new Set(list.flatMap((a) => a.functions)).size)
+      connected.reset()
+      agentFns.reset()
+      jobs.reset()
+      for (const a of list) {
+        const l = { agent_id: a.agent_id, game_id: a.game_id, env: a.env }
+        connected.set(l, a.status === 'online' ? 1 : 0)
+        agentFns.set(l, a.functions.length)
+        jobs.inc(l, a.jobs_executed)
+      }
     })
     // Informational: a fleet of offline agents is worth seeing, not a reason to take the platform out of rotation.
     ctx.health('agents', async () => ({ status: 'up', ...(await counts()) }), { critical: false })
-    return new Elysia({ name: 'agents' })
+
+    return new Elysia({ name: 'agents.plugin' }).use(
+      agentRoutes(ctx as never, {
+        store,
+        token: () => ctx.config.token,
+        heartbeatIntervalS: () => Math.max(1, Math.floor(ctx.config.offline_after_s / 3)),
+        async report(agent, r) {
+          const now = Date.now()
+          const calls = r.invocations.map((i) => ({ ...i, ts: i.ts ?? now }))
+          await events.ingest(
+            calls.map((c) => ({
+              event: 'function.invoke',
+              ts: String(c.ts),
+              game_id: agent.game_id,
+              env: agent.env,
+              attrs: {
+                functionId: c.function_id,
+                outcome: c.outcome,
+                agentId: agent.agent_id,
+                ...(c.duration_ms !== undefined ? { durationMs: c.duration_ms } : {}),
+                ...(c.trace_id ? { traceId: c.trace_id } : {}),
+                ...(c.actor ? { actor: c.actor } : {}),
+              },
+            })),
+          )
+          const failed = calls.filter((c) => c.outcome !== 'success').length
+          await store.countJobs(agent.agent_id, calls.length, failed)
+          const l = { agent_id: agent.agent_id, game_id: agent.game_id, env: agent.env }
+          for (const c of calls) if (c.duration_ms !== undefined) duration.observe(l, c.duration_ms / 1000)
+          void ctx.bus.emit('function.invoked', {
+            agent_id: agent.agent_id,
+            game_id: agent.game_id,
+            env: agent.env,
+            invocations: calls,
+          })
+          return { accepted: calls.length, failed }
+        },
+      }),
+    )
   },
 })

@@ -1,0 +1,199 @@
+import { timingSafeEqual } from 'node:crypto'
+import { Elysia, t } from 'elysia'
+import { Forbidden, Unauthorized, clientIp, ok } from '../../core/http'
+import type { PluginContext } from '../../core/plugin'
+import { rejectUnknown } from '../../core/strict'
+import { Agent, AgentQuery, Heartbeat, InvocationReport, Register } from './schema'
+import type { AgentsStore } from './store'
+
+const tag = (summary: string, description?: string, responses?: Record<string, { description: string }>) => ({
+  tags: ['agents'],
+  summary,
+  description,
+  ...(responses ? { responses } : {}),
+})
+const Params = t.Object({ id: t.String() })
+const AGENT_AUTH = {
+  '401': { description: 'Missing or wrong X-Agent-Token' },
+  '403': { description: 'No agent token configured (agents_disabled)' },
+}
+
+export interface AgentRouteDeps {
+  store: AgentsStore
+  /** The shared agent token; empty refuses every agent call with 403 agents_disabled. */
+  token: () => string
+  heartbeatIntervalS: () => number
+  /** Hands reported invocations to the invocation analytics and the bus. */
+  report(agent: Agent, r: InvocationReport): Promise<{ accepted: number; failed: number }>
+}
+
+const same = (a: string, b: string) => {
+  const x = Buffer.from(a)
+  const y = Buffer.from(b)
+  return x.length === y.length && timingSafeEqual(x, y)
+}
+
+/**
+ * Agents authenticate with the shared agent token in `X-Agent-Token`, checked before the body is
+ * read (like core's guard), so a stranger gets 401 and never a schema description.
+ */
+function agentAuth(token: () => string) {
+  const check = ({ headers }: { headers: Record<string, string | undefined> }) => {
+    const expected = token()
+    if (!expected)
+      throw new Forbidden('agent registration is disabled: set plugins.agents.token', 'agents_disabled')
+    const sent = headers['x-agent-token']
+    if (!sent || !same(sent, expected))
+      throw new Unauthorized('missing or invalid X-Agent-Token', 'invalid_agent_token')
+  }
+  return new Elysia({ name: 'agents.auth' }).macro({
+    agentToken: (_: true) => ({
+      async parse(ctx: { headers: Record<string, string | undefined> }) {
+        check(ctx)
+      },
+      transform: check,
+    }),
+  })
+}
+
+export function agentRoutes(ctx: PluginContext<unknown>, d: AgentRouteDeps) {
+  const { store } = d
+  const audit = (
+    action: string,
+    target: string,
+    ip: string | undefined,
+    actor: { kind: string; id?: string; name?: string },
+    details?: Record<string, unknown>,
+  ) =>
+    void ctx.bus.emit('audit', {
+      actor_kind: actor.kind,
+      actor_id: actor.id,
+      actor_name: actor.name,
+      action,
+      target,
+      ip,
+      ok: true,
+      details,
+    })
+
+  return new Elysia({ name: 'agents' })
+    .use(ctx.guard)
+    .use(agentAuth(d.token))
+    .model({ 'agents.Agent': Agent })
+    .post(
+      '/api/v1/agents',
+      async ({ body, set, request, server }) => {
+        const { agent, created } = await store.register(body)
+        set.status = created ? 201 : 200
+        audit(
+          created ? 'agents.register' : 'agents.reregister',
+          agent.agent_id,
+          clientIp(request, server, ctx.core.server.trust_forwarded_for),
+          {
+            kind: 'agent',
+            id: agent.agent_id,
+            name: agent.name,
+          },
+          {
+            game_id: agent.game_id,
+            env: agent.env,
+            region: agent.region,
+            zone: agent.zone,
+            functions: agent.functions.length,
+          },
+        )
+        return ok({ ...agent, heartbeat_interval_s: d.heartbeatIntervalS() })
+      },
+      {
+        agentToken: true,
+        transform: ({ body }) => rejectUnknown(Register, body, 'body'),
+        body: Register,
+        detail: tag(
+          'Register an agent (X-Agent-Token)',
+          '201 for a new agent, 200 when the agent_id was registered before (labels and functions are replaced, job counters kept). The answer names the heartbeat interval; an agent missing heartbeats for `offline_after_s` counts as offline.',
+          { '200': { description: 'Registered again' }, '201': { description: 'Registered' }, ...AGENT_AUTH },
+        ),
+      },
+    )
+    .post(
+      '/api/v1/agents/:id/heartbeat',
+      async ({ params, body }) => {
+        const a = await store.heartbeat(params.id, body)
+        return ok({
+          agent_id: a.agent_id,
+          status: a.status,
+          qps: a.qps,
+          qps_1m: a.qps_1m,
+          heartbeat_interval_s: d.heartbeatIntervalS(),
+        })
+      },
+      {
+        agentToken: true,
+        params: Params,
+        transform: ({ body }) => rejectUnknown(Heartbeat, body, 'body'),
+        body: Heartbeat,
+        detail: tag(
+          'Heartbeat with current load (X-Agent-Token)',
+          'qps is the current rate; qps_1m the last minute, smoothed by the platform from successive qps reports when the agent does not send it. 404 for an agent that is not registered (it should register again).',
+          { '200': { description: 'Heartbeat recorded' }, ...AGENT_AUTH },
+        ),
+      },
+    )
+    .post(
+      '/api/v1/agents/:id/invocations',
+      async ({ params, body, set }) => {
+        const agent = await store.get(params.id)
+        const r = await d.report(agent, body)
+        set.status = 202
+        return ok(r)
+      },
+      {
+        agentToken: true,
+        params: Params,
+        transform: ({ body }) => rejectUnknown(InvocationReport, body, 'body'),
+        body: InvocationReport,
+        detail: tag(
+          'Report function invocations (X-Agent-Token)',
+          "Up to 1000 calls; each feeds the invocation analytics (`/api/v1/analytics/invocations`) under the agent's game_id and env, the agent's job counters and svc_agent_jobs_* metrics, and the `function.invoked` event.",
+          { '202': { description: 'Accepted and stored' }, ...AGENT_AUTH },
+        ),
+      },
+    )
+    .get(
+      '/api/v1/agents',
+      async ({ query }) => {
+        const items = await store.list(query)
+        return ok({ items, total: items.length })
+      },
+      {
+        permission: 'agents:read',
+        query: AgentQuery,
+        detail: tag(
+          'List agents',
+          'Filters by labels (game_id, env, region, zone), status (online, offline) and served function.',
+        ),
+      },
+    )
+    .get('/api/v1/agents/:id', async ({ params }) => ok(await store.get(params.id)), {
+      permission: 'agents:read',
+      params: Params,
+      detail: tag('Read one agent'),
+    })
+    .delete(
+      '/api/v1/agents/:id',
+      async ({ params, principal, request, server }) => {
+        await store.remove(params.id)
+        audit('agents.delete', params.id, clientIp(request, server, ctx.core.server.trust_forwarded_for), {
+          kind: principal.kind,
+          id: principal.id,
+          name: principal.username,
+        })
+        return ok(null, 'deleted')
+      },
+      {
+        permission: 'agents:write',
+        params: Params,
+        detail: tag('Unregister an agent', 'A running agent registers again on its next start.'),
+      },
+    )
+}

@@ -1,0 +1,117 @@
+import { type TLiteral, type TUnion, Type as t } from '@sinclair/typebox'
+
+// TypeBox's own types, not Elysia's `t`: Elysia's Integer and Number also take numeric strings,
+// and a body of the wrong JSON type is refused, never coerced.
+const UnionEnum = <const V extends readonly string[]>(values: V, opts: Record<string, unknown> = {}) =>
+  t.Union(
+    values.map((v) => t.Literal(v)),
+    opts,
+  ) as unknown as TUnion<TLiteral<V[number]>[]>
+
+export const AgentId = t.String({
+  pattern: '^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$',
+  description: 'Chosen by the agent (host name, pod name); re-registering with it updates the entry',
+})
+export const FunctionId = t.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$' })
+const Label = t.String({ minLength: 1, maxLength: 128 })
+
+export const Register = t.Object(
+  {
+    agent_id: AgentId,
+    name: t.Optional(t.String({ minLength: 1, maxLength: 200 })),
+    game_id: Label,
+    env: Label,
+    region: t.Optional(Label),
+    zone: t.Optional(Label),
+    version: t.Optional(t.String({ maxLength: 64 })),
+    functions: t.Array(FunctionId, {
+      maxItems: 1000,
+      uniqueItems: true,
+      description: 'Function ids the agent serves',
+    }),
+    qps: t.Optional(t.Number({ minimum: 0 })),
+  },
+  { additionalProperties: false },
+)
+export type Register = typeof Register.static
+
+export const Heartbeat = t.Object(
+  {
+    qps: t.Optional(t.Number({ minimum: 0, description: 'Current requests per second' })),
+    qps_1m: t.Optional(
+      t.Number({
+        minimum: 0,
+        description: 'Mean of the last minute; when absent the platform smooths the reported qps over 60 s',
+      }),
+    ),
+    functions: t.Optional(
+      t.Array(FunctionId, { maxItems: 1000, uniqueItems: true, description: 'Replaces the registered list' }),
+    ),
+  },
+  { additionalProperties: false },
+)
+export type Heartbeat = typeof Heartbeat.static
+
+export const Invocation = t.Object(
+  {
+    function_id: FunctionId,
+    ts: t.Optional(
+      t.Integer({ minimum: 0, description: 'Epoch ms of the call; the report time when absent' }),
+    ),
+    duration_ms: t.Optional(t.Number({ minimum: 0 })),
+    outcome: UnionEnum(['success', 'failure', 'error', 'timeout'] as const, {
+      description: 'Anything but success counts as a failed call',
+    }),
+    trace_id: t.Optional(t.String({ maxLength: 128 })),
+    actor: t.Optional(t.String({ maxLength: 200 })),
+  },
+  { additionalProperties: false },
+)
+export const InvocationReport = t.Object(
+  { invocations: t.Array(Invocation, { minItems: 1, maxItems: 1000 }) },
+  { additionalProperties: false },
+)
+export type InvocationReport = typeof InvocationReport.static
+
+export const Agent = t.Object({
+  agent_id: t.String(),
+  name: t.String(),
+  game_id: t.String(),
+  env: t.String(),
+  region: t.Optional(t.String()),
+  zone: t.Optional(t.String()),
+  version: t.Optional(t.String()),
+  functions: t.Array(t.String()),
+  qps: t.Number(),
+  qps_1m: t.Number(),
+  status: UnionEnum(['online', 'offline'] as const),
+  jobs_executed: t.Number(),
+  jobs_failed: t.Number(),
+  registered_at: t.String(),
+  last_heartbeat_at: t.String(),
+})
+export type Agent = typeof Agent.static
+
+export const AgentQuery = t.Object(
+  {
+    game_id: t.Optional(t.String()),
+    env: t.Optional(t.String()),
+    region: t.Optional(t.String()),
+    zone: t.Optional(t.String()),
+    status: t.Optional(UnionEnum(['online', 'offline'] as const)),
+    function_id: t.Optional(t.String({ description: 'Agents serving this function' })),
+  },
+  { additionalProperties: false },
+)
+export type AgentQuery = typeof AgentQuery.static
+
+/** What other plugins read (the rate-limit preview): the agents whose labels match. */
+export interface AgentsService {
+  list(q?: AgentQuery): Promise<Agent[]>
+}
+
+declare module '../../core/plugin' {
+  interface Services {
+    agents: AgentsService
+  }
+}

@@ -1,0 +1,153 @@
+import { type Db, fromJson, iso } from '../../core/db'
+import { NotFound } from '../../core/http'
+import type { Agent, AgentQuery, Heartbeat, Register } from './schema'
+
+interface Row {
+  id: string
+  name: string
+  game_id: string
+  env: string
+  region: string | null
+  zone: string | null
+  version: string | null
+  functions: string
+  qps: number | string
+  qps_1m: number | string
+  jobs_executed: number | string
+  jobs_failed: number | string
+  registered_at: number | string
+  last_heartbeat_at: number | string
+}
+const COLS =
+  'id, name, game_id, env, region, zone, version, functions, qps, qps_1m, jobs_executed, jobs_failed, registered_at, last_heartbeat_at'
+
+/** One minute, the window of qps_1m. */
+const WINDOW_S = 60
+
+/**
+ * The 1-minute rate as the load average computes it: the previous value moves toward the newly
+ * reported qps by how much of a minute passed since, so no samples need keeping.
+ */
+export function smooth(prev: number, qps: number, elapsedS: number): number {
+  const keep = Math.exp(-Math.max(0, elapsedS) / WINDOW_S)
+  return Math.round((prev * keep + qps * (1 - keep)) * 1000) / 1000
+}
+
+export function agentsStore(db: Db, offlineAfterS: () => number, now: () => number = Date.now) {
+  const toAgent = (r: Row): Agent => {
+    const last = Number(r.last_heartbeat_at)
+    return {
+      agent_id: r.id,
+      name: r.name,
+      game_id: r.game_id,
+      env: r.env,
+      region: r.region ?? undefined,
+      zone: r.zone ?? undefined,
+      version: r.version ?? undefined,
+      functions: fromJson<string[]>(r.functions, []),
+      qps: Number(r.qps),
+      qps_1m: Number(r.qps_1m),
+      status: now() - last < offlineAfterS() * 1000 ? 'online' : 'offline',
+      jobs_executed: Number(r.jobs_executed),
+      jobs_failed: Number(r.jobs_failed),
+      registered_at: iso(Number(r.registered_at))!,
+      last_heartbeat_at: iso(last)!,
+    }
+  }
+
+  const get = async (id: string): Promise<Agent> => {
+    const r = await db.get<Row>(`SELECT ${COLS} FROM agents WHERE id = ?`, [id])
+    if (!r) throw new NotFound(`agent '${id}' is not registered`)
+    return toAgent(r)
+  }
+
+  return {
+    get,
+
+    /** Registers or re-registers (same agent_id): labels and functions are replaced; counters stay. */
+    async register(b: Register): Promise<{ agent: Agent; created: boolean }> {
+      const t = now()
+      const qps = b.qps ?? 0
+      const created = await db.tx(async (tx) => {
+        const had = await tx.get<{ id: string }>('SELECT id FROM agents WHERE id = ?', [b.agent_id])
+        await tx.run(
+          `INSERT INTO agents (id, name, game_id, env, region, zone, version, functions, qps, qps_1m, registered_at, last_heartbeat_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+           ON CONFLICT (id) DO UPDATE SET name = excluded.name, game_id = excluded.game_id, env = excluded.env,
+             region = excluded.region, zone = excluded.zone, version = excluded.version, functions = excluded.functions,
+             qps = excluded.qps, last_heartbeat_at = excluded.last_heartbeat_at`,
+          [
+            b.agent_id,
+            b.name ?? b.agent_id,
+            b.game_id,
+            b.env,
+            b.region ?? null,
+            b.zone ?? null,
+            b.version ?? null,
+            JSON.stringify(b.functions),
+            qps,
+            qps,
+            t,
+            t,
+          ],
+        )
+        return !had
+      })
+      return { agent: await get(b.agent_id), created }
+    },
+
+    async heartbeat(id: string, b: Heartbeat): Promise<Agent> {
+      const t = now()
+      await db.tx(async (tx) => {
+        const r = await tx.get<Row>(`SELECT ${COLS} FROM agents WHERE id = ?`, [id])
+        if (!r) throw new NotFound(`agent '${id}' is not registered; register again`)
+        const qps = b.qps ?? Number(r.qps)
+        const qps1m = b.qps_1m ?? smooth(Number(r.qps_1m), qps, (t - Number(r.last_heartbeat_at)) / 1000)
+        await tx.run(
+          `UPDATE agents SET qps = ?, qps_1m = ?, last_heartbeat_at = ?${b.functions ? ', functions = ?' : ''} WHERE id = ?`,
+          b.functions ? [qps, qps1m, t, JSON.stringify(b.functions), id] : [qps, qps1m, t, id],
+        )
+      })
+      return get(id)
+    },
+
+    async countJobs(id: string, executed: number, failed: number): Promise<void> {
+      const n = await db.run(
+        'UPDATE agents SET jobs_executed = jobs_executed + ?, jobs_failed = jobs_failed + ? WHERE id = ?',
+        [executed, failed, id],
+      )
+      if (!n) throw new NotFound(`agent '${id}' is not registered`)
+    },
+
+    async list(q: AgentQuery = {}): Promise<Agent[]> {
+      const rows = await db.all<Row>(
+        `SELECT ${COLS} FROM agents
+         WHERE (CAST(? AS TEXT) IS NULL OR game_id = ?) AND (CAST(? AS TEXT) IS NULL OR env = ?)
+           AND (CAST(? AS TEXT) IS NULL OR region = ?) AND (CAST(? AS TEXT) IS NULL OR zone = ?)
+         ORDER BY id`,
+        [
+          q.game_id ?? null,
+          q.game_id ?? null,
+          q.env ?? null,
+          q.env ?? null,
+          q.region ?? null,
+          q.region ?? null,
+          q.zone ?? null,
+          q.zone ?? null,
+        ],
+      )
+      return rows
+        .map(toAgent)
+        .filter(
+          (a) =>
+            (!q.status || a.status === q.status) && (!q.function_id || a.functions.includes(q.function_id)),
+        )
+    },
+
+    async remove(id: string): Promise<void> {
+      if (!(await db.run('DELETE FROM agents WHERE id = ?', [id])))
+        throw new NotFound(`agent '${id}' is not registered`)
+    },
+  }
+}
+export type AgentsStore = ReturnType<typeof agentsStore>

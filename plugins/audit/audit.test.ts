@@ -1,0 +1,138 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { ADMIN_PASSWORD, type TestApp, forEachEngine, makeApp } from '../../test/helpers'
+
+async function until(fn: () => Promise<boolean>, ms = 5000) {
+  const end = Date.now() + ms
+  while (Date.now() < end) {
+    if (await fn()) return
+    await Bun.sleep(20)
+  }
+  throw new Error('condition not met in time')
+}
+
+forEachEngine((engine) => {
+  let a: TestApp
+  let admin: string
+  const list = async (q = '') => {
+    const r = await a.req('GET', `/api/v1/audit${q}`, { token: admin })
+    expect(r.status).toBe(200)
+    return r.body.data
+  }
+
+  beforeAll(async () => {
+    a = await makeApp(engine, {
+      plugins: { audit: { sensitive_fields: ['password', 'pin_code'] } },
+      config: { server: { trust_forwarded_for: true } },
+    })
+    admin = await a.token('admin')
+  })
+  afterAll(() => a.stop())
+
+  describe('audit log', () => {
+    test('logins are recorded with who, when and from where; refused ones with ok=false', async () => {
+      const ok = await a.req('POST', '/api/auth/login', {
+        body: { email: 'admin@localhost', password: ADMIN_PASSWORD },
+        headers: { 'x-forwarded-for': '10.0.0.1, 203.0.113.77' },
+      })
+      expect(ok.status).toBe(200)
+      const bad = await a.req('POST', '/api/v1/auth/login', {
+        body: { username: 'admin', password: 'not-the-password' },
+        headers: { 'x-forwarded-for': '198.51.100.9' },
+      })
+      expect(bad.status).toBe(401)
+      await until(async () => (await list('?action=auth.login')).total === 2)
+      const [refused, accepted] = (await list('?action=auth.login')).items
+      expect(accepted).toMatchObject({
+        action: 'auth.login',
+        ok: true,
+        ip: '203.0.113.77',
+        actor: { kind: 'user', name: 'admin' },
+        target: 'admin@localhost',
+      })
+      expect(Date.parse(accepted.at)).toBeGreaterThan(Date.now() - 60_000)
+      expect(refused).toMatchObject({
+        ok: false,
+        ip: '198.51.100.9',
+        details: { reason: 'invalid credentials' },
+      })
+      expect(JSON.stringify(refused)).not.toContain('not-the-password')
+      expect((await list('?ok=false')).items.map((e: { ip: string }) => e.ip)).toEqual(['198.51.100.9'])
+      expect((await list('?ip=203.0.113.77')).total).toBe(1)
+    })
+
+    test('details are masked by the sensitive_fields setting; filters by area, actor and time; paging', async () => {
+      for (let i = 0; i < 3; i++)
+        await a.bus.emit('audit', {
+          actor_kind: 'user',
+          actor_id: 'u-17',
+          actor_name: 'marta',
+          action: 'vault.put',
+          target: `door-${i}`,
+          details: { pin_code: `4711-0815-${i}`, smtpPassword: 'correct-horse-battery', note: 'kept' },
+        })
+      const all = await list('?action=vault')
+      expect(all.total).toBe(3)
+      const e = all.items[0]
+      expect(e.target).toBe('door-2')
+      expect(e.details).toEqual({ pin_code: 'set:15-2', smtpPassword: 'set:tery', note: 'kept' })
+      const page2 = await list('?action=vault&size=2&page=2')
+      expect(page2).toMatchObject({ total: 3, page: 2, size: 2 })
+      expect(page2.items.map((x: { target: string }) => x.target)).toEqual(['door-0'])
+      expect((await list('?actor=marta')).total).toBe(3)
+      expect((await list('?actor=u-17&target=door-1')).total).toBe(1)
+      const future = new Date(Date.now() + 3_600_000).toISOString()
+      expect((await list(`?action=vault&from=${future}`)).total).toBe(0)
+      expect((await list(`?action=vault&to=${future}`)).total).toBe(3)
+    })
+
+    test('operators may read; viewers 403; no token 401; bad queries 400 naming the field', async () => {
+      expect((await a.req('GET', '/api/v1/audit')).status).toBe(401)
+      expect((await a.req('GET', '/api/v1/audit', { token: await a.token('viewer') })).status).toBe(403)
+      expect((await a.req('GET', '/api/v1/audit', { token: await a.token('operator') })).status).toBe(200)
+      const bad = await a.req('GET', '/api/v1/audit?from=yesterday', { token: admin })
+      expect(bad.status).toBe(400)
+      expect(bad.body.message).toContain('query.from')
+      expect((await a.req('GET', '/api/v1/audit?size=0', { token: admin })).status).toBe(400)
+      expect((await a.req('GET', '/api/v1/audit/nothing-here', { token: admin })).status).toBe(404)
+    })
+  })
+})
+
+test('writes of plugins without audit entries of their own are recorded from the request: who, what, status, where', async () => {
+  const a = await makeApp('sqlite', { config: { server: { trust_forwarded_for: true } } })
+  try {
+    const admin = await a.token('admin')
+    const put = await a.req('PUT', '/api/v1/config/audit', {
+      token: admin,
+      body: { config: {} },
+      headers: { 'x-forwarded-for': '192.0.2.44' },
+    })
+    expect(put.status).toBeLessThan(500)
+    const denied = await a.req('PUT', '/api/v1/config/audit', {
+      token: await a.token('viewer'),
+      body: { config: {} },
+    })
+    expect(denied.status).toBe(403)
+    await a.req('GET', '/api/v1/config/audit', { token: admin })
+    const list = async () => (await a.req('GET', '/api/v1/audit?action=http.put', { token: admin })).body.data
+    await until(async () => (await list()).total >= 2)
+    const [refused, done] = (await list()).items
+    expect(done).toMatchObject({
+      action: 'http.put',
+      target: '/api/v1/config/audit',
+      ip: '192.0.2.44',
+      ok: put.status < 400,
+      actor: { kind: 'user', name: 'admin-user' },
+      details: { status: put.status, route: '/api/v1/config/:name' },
+    })
+    expect(refused).toMatchObject({
+      ok: false,
+      details: { status: 403 },
+      actor: { kind: 'user', name: 'viewer-user' },
+    })
+    // Reads are not recorded.
+    expect((await a.req('GET', '/api/v1/audit?action=http.get', { token: admin })).body.data.total).toBe(0)
+  } finally {
+    await a.stop()
+  }
+})

@@ -1,0 +1,180 @@
+import { Elysia, t } from 'elysia'
+import type { Principal } from '../../core/auth/service'
+import { clientIp, ok } from '../../core/http'
+import { definePlugin } from '../../core/plugin'
+import { rejectUnknown } from '../../core/strict'
+import { GatewayLimiter } from './limiter'
+import m001 from './migrations/001_rate_limits.sql' with { type: 'text' }
+import { preview } from './preview'
+import { PreviewBody, RateLimitSet, StoredSet } from './schema'
+import { checkRules, rateLimitStore } from './store'
+
+const tag = (summary: string, description?: string, responses?: Record<string, { description: string }>) => ({
+  tags: ['rate-limits'],
+  summary,
+  description,
+  ...(responses ? { responses } : {}),
+})
+const Params = t.Object({ id: t.String() })
+
+/**
+ * Rate-limit rule sets (spec 3): stored whole after validating every field, previewed against
+ * the registered agents, and consumed by the execution side, never by the HTTP middleware. And
+ * the gateway limiter the auth guard counts requests against: a token bucket
+ * (`rateLimit.requestsPerMinute`, `rateLimit.burstSize`) shared by every instance through Redis
+ * when `redis.url` (or core's `redis.url`, REDIS_URL) is set.
+ */
+export default definePlugin({
+  name: 'rate-limits',
+  dependsOn: ['agents'],
+  config: t.Object(
+    {
+      rateLimit: t.Object(
+        {
+          /** Tokens per minute per user or API key; absent: core's rate_limit.requests_per_minute. 0 disables. */
+          requestsPerMinute: t.Optional(t.Integer({ minimum: 0 })),
+          /** Bucket capacity; absent: core's rate_limit.burst. */
+          burstSize: t.Optional(t.Integer({ minimum: 0 })),
+        },
+        { additionalProperties: false, default: {} },
+      ),
+      redis: t.Object(
+        {
+          /** Shares the bucket among instances; absent: core's redis.url (REDIS_URL); '' keeps it per instance. */
+          url: t.Optional(t.String()),
+          prefix: t.String({ default: 'liveops:rl:' }),
+          /** A slower Redis answer counts as an outage for that request. */
+          timeout_ms: t.Integer({ minimum: 1, default: 50 }),
+          /** After a Redis failure, requests use the local bucket this long before Redis is tried again. */
+          retry_ms: t.Integer({ minimum: 0, default: 1000 }),
+        },
+        { additionalProperties: false, default: {} },
+      ),
+    },
+    { additionalProperties: false, default: {} },
+  ),
+  migrations: [{ id: 1, name: 'rate_limits', sql: m001 }],
+  permissions: { rate_limits: { write: ['operator'] } },
+  setup(ctx) {
+    const store = rateLimitStore(ctx.db)
+    const agents = ctx.service('agents')
+    const url = ctx.config.redis.url ?? ctx.core.redis.url
+    const limiter = new GatewayLimiter(
+      {
+        requestsPerMinute: ctx.config.rateLimit.requestsPerMinute ?? ctx.core.rate_limit.requests_per_minute,
+        burstSize: ctx.config.rateLimit.burstSize ?? ctx.core.rate_limit.burst,
+      },
+      ctx.log,
+      url
+        ? {
+            url,
+            prefix: ctx.config.redis.prefix,
+            timeoutMs: ctx.config.redis.timeout_ms,
+            retryMs: ctx.config.redis.retry_ms,
+          }
+        : undefined,
+    )
+    ctx.rateLimiter.use(limiter)
+    ctx.onStop(() => limiter.close())
+    if (url)
+      // Not critical: while Redis is away every instance still limits on its own.
+      ctx.health(
+        'rate_limit_redis',
+        async () => {
+          const c = await limiter.check()
+          return c.ok ? { status: 'up', mode: 'shared' } : { status: 'down', mode: 'local', error: c.error }
+        },
+        { critical: false },
+      )
+
+    const audit = (
+      action: string,
+      target: string,
+      p: Principal,
+      ip: string | undefined,
+      details: Record<string, unknown>,
+    ) =>
+      void ctx.bus.emit('audit', {
+        actor_kind: p.kind,
+        actor_id: p.id,
+        actor_name: p.username,
+        action,
+        target,
+        ip,
+        ok: true,
+        details,
+      })
+
+    return new Elysia({ name: 'rate-limits' })
+      .use(ctx.guard)
+      .model({ 'rateLimits.Set': StoredSet })
+      .put(
+        '/api/v1/rate-limits',
+        async ({ body, set, principal, request, server }) => {
+          const r = await store.put(body)
+          set.status = r.before ? 200 : 201
+          audit(
+            'rate_limits.put',
+            r.set.rateLimitId,
+            principal,
+            clientIp(request, server, ctx.core.server.trust_forwarded_for),
+            {
+              before: r.before ?? null,
+              after: r.set,
+            },
+          )
+          return ok(r.set)
+        },
+        {
+          permission: 'rate_limits:write',
+          transform: ({ body }) => rejectUnknown(RateLimitSet, body, 'body'),
+          body: RateLimitSet,
+          detail: tag(
+            'Store a whole rule set',
+            '201 when new, 200 when it replaced the set with that rateLimitId. Every field is checked (400 naming it): resource function|api|user, action reject|throttle, limit and window positive integers, rules with scope function|service, key, limitQps > 0, match over game_id/env/region/zone, percent 1-100; one rule per scope, key and match. status on|off, on when absent. Stored sets are not enforced by the HTTP middleware (spec 3): the execution side reads them.',
+            { '200': { description: 'Replaced' }, '201': { description: 'Created' } },
+          ),
+        },
+      )
+      .get('/api/v1/rate-limits', async () => ok(await store.list()), {
+        permission: 'rate_limits:read',
+        detail: tag('List rule sets'),
+      })
+      .get('/api/v1/rate-limits/:id', async ({ params }) => ok(await store.get(params.id)), {
+        permission: 'rate_limits:read',
+        params: Params,
+        detail: tag('Read one rule set'),
+      })
+      .delete(
+        '/api/v1/rate-limits/:id',
+        async ({ params, principal, request, server }) => {
+          const before = await store.remove(params.id)
+          audit(
+            'rate_limits.delete',
+            params.id,
+            principal,
+            clientIp(request, server, ctx.core.server.trust_forwarded_for),
+            { before },
+          )
+          return ok(null, 'deleted')
+        },
+        { permission: 'rate_limits:write', params: Params, detail: tag('Delete a rule set') },
+      )
+      .post(
+        '/api/v1/rate-limits/preview',
+        async ({ body }) => {
+          checkRules(body)
+          return ok(preview(body, await agents.list()))
+        },
+        {
+          permission: 'rate_limits:write',
+          transform: ({ body }) => rejectUnknown(PreviewBody, body, 'body'),
+          body: PreviewBody,
+          detail: tag(
+            'Preview a rule set against the registered agents',
+            'The body is a rule set as for PUT (rateLimitId optional); nothing is stored. Needs rate_limits:write: previewing is a step of editing. Answers {matched, agents: [{agent_id, game_id, env, region, zone, qps, qps_1m, status}], rules: [{index, scope, key, effective_qps, agents, current_qps}]}: a service rule binds the agents whose labels equal its match and whose agent_id or name is its key (* for all); a function rule binds matching agents serving that function; effective_qps = limitQps x percent / 100.',
+          ),
+        },
+      )
+  },
+})

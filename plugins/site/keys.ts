@@ -1,0 +1,69 @@
+import {
+  type Static,
+  Type as T,
+  type TLiteral,
+  type TOptional,
+  type TSchema,
+  type TUnion,
+} from '@sinclair/typebox'
+import { Secret, SecretUrl } from '../../core/secrets'
+
+const UnionEnum = <const V extends readonly string[]>(values: V) =>
+  T.Union(values.map((v) => T.Literal(v))) as unknown as TUnion<TLiteral<V[number]>[]>
+const Url = T.String({ pattern: '^(https?://.+)?$', description: 'http(s) URL; empty turns the channel off' })
+
+/**
+ * Every `notification.*` key of spec 3 with its schema and default. Secret ones are marked so
+ * every read and the audit log mask them. `emailTo` is ours: the spec names no recipients.
+ */
+export const KEYS = {
+  inAppEnabled: { schema: T.Boolean(), default: true },
+  chatbotUrl: { schema: SecretUrl(Url), default: '' },
+  chatbotSecret: { schema: Secret(T.String()), default: '' },
+  webhookUrl: { schema: SecretUrl(Url), default: '' },
+  webhookSecret: { schema: Secret(T.String()), default: '' },
+  emailEnabled: { schema: T.Boolean(), default: false },
+  smtpHost: { schema: T.String(), default: '' },
+  smtpPort: {
+    schema: T.Union([T.Integer({ minimum: 1, maximum: 65535 }), T.String({ pattern: '^[0-9]{1,5}$' })], {
+      description: '465 with ssl, 587 with starttls; a number or a string of digits',
+    }),
+    default: 587,
+  },
+  smtpUser: { schema: T.String(), default: '' },
+  smtpPassword: { schema: Secret(T.String()), default: '' },
+  smtpFrom: { schema: T.String(), default: '' },
+  smtpEncryption: { schema: UnionEnum(['none', 'ssl', 'starttls'] as const), default: 'starttls' },
+  smtpAuthType: { schema: UnionEnum(['plain', 'login'] as const), default: 'plain' },
+  smtpInsecureSkipVerify: { schema: T.Boolean(), default: false },
+  emailTo: {
+    schema: T.String({ description: 'comma-separated recipients of notification mail' }),
+    default: '',
+  },
+} as const satisfies Record<string, { schema: TSchema; default: unknown }>
+
+export type KeyName = keyof typeof KEYS
+export const KEY_NAMES = Object.keys(KEYS) as KeyName[]
+export const PREFIX = 'notification.'
+
+/** One schema over every key, for masking a whole snapshot or an audit entry. */
+export const SettingsSchema = T.Object(
+  Object.fromEntries(KEY_NAMES.map((k) => [k, T.Optional(KEYS[k].schema)])) as {
+    [K in KeyName]: TOptional<(typeof KEYS)[K]['schema']>
+  },
+  { additionalProperties: false },
+)
+export type Settings = { [K in KeyName]: Static<(typeof KEYS)[K]['schema']> }
+
+/** `plugins.site` of the YAML: the file values (origin `file`). */
+export const SiteConfig = T.Object(
+  {
+    notification: T.Object(SettingsSchema.properties, { additionalProperties: false, default: {} }),
+    /** Per-request timeout of webhook and chat robot sends. */
+    send_timeout_ms: T.Integer({ minimum: 1, default: 10_000 }),
+  },
+  { additionalProperties: false, default: {} },
+)
+export type SiteConfig = Static<typeof SiteConfig>
+
+export const DEFAULTS = Object.fromEntries(KEY_NAMES.map((k) => [k, KEYS[k].default])) as Settings

@@ -1,0 +1,335 @@
+import { Type as T } from '@sinclair/typebox'
+import { Value } from '@sinclair/typebox/value'
+import { Elysia, t } from 'elysia'
+import { AuthService, type Principal } from '../../core/auth/service'
+import { NotFound, clientIp, invalidField, ok } from '../../core/http'
+import type { PluginContext } from '../../core/plugin'
+import { maskSecrets, unmaskSecrets } from '../../core/secrets'
+import { rejectUnknown } from '../../core/strict'
+import { type Note, sendChatbot, sendEmail, sendWebhook } from './channels'
+import type { Dispatcher, MessageHub, Target } from './dispatch'
+import { KEYS, KEY_NAMES, type KeyName, PREFIX } from './keys'
+import { BUILTIN, Routing, checkRouting } from './routing'
+import type { SiteStore } from './store'
+
+const tag = (summary: string, description?: string, responses?: Record<string, { description: string }>) => ({
+  tags: ['site'],
+  summary,
+  description,
+  ...(responses ? { responses } : {}),
+})
+const KeyParams = t.Object({ key: t.String() })
+
+/** `notification.smtpHost` -> `smtpHost`; anything else is no key of spec 3. */
+function keyOf(key: string, field: string, unknown: (m: string) => Error): KeyName {
+  const name = key.startsWith(PREFIX) ? key.slice(PREFIX.length) : ''
+  if (!(KEY_NAMES as string[]).includes(name))
+    throw unknown(`${field}: unknown setting '${key}'; known: ${KEY_NAMES.map((k) => PREFIX + k).join(', ')}`)
+  return name as KeyName
+}
+
+export function siteRoutes(
+  ctx: PluginContext<unknown>,
+  d: { store: SiteStore; hub: MessageHub; dispatch: Dispatcher },
+) {
+  const { store, hub, dispatch } = d
+  const audit = (
+    action: string,
+    target: string,
+    p: Principal,
+    ip: string | undefined,
+    details: Record<string, unknown>,
+  ) =>
+    void ctx.bus.emit('audit', {
+      actor_kind: p.kind,
+      actor_id: p.id,
+      actor_name: p.username,
+      action,
+      target,
+      ip,
+      ok: true,
+      details,
+    })
+  const masked = (name: KeyName, value: unknown) => maskSecrets(KEYS[name].schema, value)
+  const entry = async (name: KeyName) => {
+    const e = (await store.effective())[name]
+    return { key: PREFIX + name, value: masked(name, e.value), origin: e.origin }
+  }
+
+  return new Elysia({ name: 'site' })
+    .use(ctx.guard)
+    .get(
+      '/api/v1/site/notification',
+      async () => {
+        const e = await store.effective()
+        return ok(
+          Object.fromEntries(
+            KEY_NAMES.map((k) => [PREFIX + k, { value: masked(k, e[k].value), origin: e[k].origin }]),
+          ),
+        )
+      },
+      {
+        permission: 'site:read',
+        detail: tag(
+          'Snapshot of the notification channel settings',
+          'Every notification.* key: {value, origin}. origin is default (built in), file (plugins.site.notification in the YAML) or override (set through PUT, stored). Secrets (signing secrets, the SMTP password, credentials and query values of robot URLs) are masked: "set" plus the last 4 characters.',
+        ),
+      },
+    )
+    .post(
+      '/api/v1/site/notification/test',
+      async ({ body, principal, request, server }) => {
+        const s = await store.settings()
+        const r = await store.routing()
+        const n = {
+          id: Bun.randomUUIDv7(),
+          event: 'test',
+          level: 'info',
+          title: 'liveops test notification',
+          body: `A test message through channel '${body.channel}'.`,
+          at: new Date().toISOString(),
+          payload: { test: true },
+        }
+        const custom = r.channels.find((c) => c.id === body.channel)
+        if (!custom && !(BUILTIN as readonly string[]).includes(body.channel))
+          throw invalidField(
+            'body.channel',
+            `unknown channel; known: ${[...BUILTIN, ...r.channels.map((c) => c.id)].join(', ')}`,
+          )
+        const target: Target | undefined =
+          body.channel === 'email' && body.to?.length
+            ? { id: 'email', send: (m: Note) => sendEmail(s, m, ctx.providers, ctx.log, body.to) }
+            : custom
+              ? {
+                  id: custom.id,
+                  send: (m: Note) =>
+                    custom.type === 'chatbot'
+                      ? sendChatbot(custom.url, custom.secret ?? '', m, 10_000)
+                      : sendWebhook(custom.url, custom.secret ?? '', m, 10_000),
+                }
+              : dispatch.builtin(body.channel, s)
+        if (!target)
+          return ok({
+            channel: body.channel,
+            ok: false,
+            error: `channel '${body.channel}' is switched off or not configured`,
+          })
+        const out = await dispatch.deliver(target, n)
+        audit(
+          'site.test',
+          body.channel,
+          principal,
+          clientIp(request, server, ctx.core.server.trust_forwarded_for),
+          {
+            ...out,
+          },
+        )
+        return ok({ channel: body.channel, ...out })
+      },
+      {
+        permission: 'site:write',
+        transform: ({ body }) => rejectUnknown(TestBody, body, 'body'),
+        body: TestBody,
+        detail: tag(
+          'Send a test message through one channel',
+          'channel: inapp, chatbot, webhook, email or a routing channel id; to: mail recipients for this test (default notification.emailTo). Answers 200 {channel, ok, error?}: the error says why the send failed (a wrong port, refused credentials, a masked password written back).',
+        ),
+      },
+    )
+    .get(
+      '/api/v1/site/messages',
+      async ({ query }) =>
+        ok(
+          await store.messages({
+            page: query.page ?? 1,
+            size: query.size ?? 50,
+            unread: query.unread,
+            event: query.event,
+          }),
+        ),
+      {
+        permission: 'messages:read',
+        query: t.Object({
+          page: t.Optional(t.Integer({ minimum: 1 })),
+          size: t.Optional(t.Integer({ minimum: 1, maximum: 500 })),
+          unread: t.Optional(t.Boolean()),
+          event: t.Optional(t.String()),
+        }),
+        detail: tag(
+          'In-app messages, newest first',
+          'Answers {items, total, unread, page, size}; unread=true lists only unread ones.',
+        ),
+      },
+    )
+    .get(
+      '/api/v1/site/messages/stream',
+      ({ headers, query, request }) => {
+        ctx.auth.authorize(
+          ctx.auth.verifyAccess(AuthService.bearer(headers, query)) ??
+            ctx.auth.verifyAdminToken(headers['x-admin-token']),
+          'messages:read',
+        )
+        let off: () => void = () => undefined
+        let beat: Timer | undefined
+        const stream = new ReadableStream<string>({
+          start(c) {
+            c.enqueue(': connected\n\n')
+            off = hub.subscribe((chunk) => c.enqueue(chunk))
+            beat = setInterval(() => c.enqueue(': keep-alive\n\n'), 15_000)
+            request.signal.addEventListener('abort', () => {
+              off()
+              clearInterval(beat)
+            })
+          },
+          cancel() {
+            off()
+            clearInterval(beat)
+          },
+        })
+        return new Response(stream, {
+          headers: {
+            'content-type': 'text/event-stream',
+            'cache-control': 'no-cache',
+            connection: 'keep-alive',
+          },
+        })
+      },
+      {
+        detail: tag(
+          'Server-sent events: each new in-app message as `event: message`',
+          'Authenticated by Bearer, the service_token cookie or ?token= (EventSource cannot send headers); needs messages:read.',
+          {
+            '200': { description: 'text/event-stream of `event: message` entries' },
+            '401': { description: 'Missing, invalid or expired token' },
+            '403': { description: 'The token does not grant messages:read' },
+          },
+        ),
+      },
+    )
+    .post('/api/v1/site/messages/read-all', async () => ok({ marked: await store.markAllRead() }), {
+      permission: 'messages:write',
+      detail: tag('Mark every in-app message read'),
+    })
+    .post('/api/v1/site/messages/:id/read', async ({ params }) => ok(await store.markRead(params.id)), {
+      permission: 'messages:write',
+      params: t.Object({ id: t.String() }),
+      detail: tag('Mark one in-app message read'),
+    })
+    .get('/api/v1/ops/notifications', async () => ok(maskSecrets(Routing, await store.routing())), {
+      permission: 'site:read',
+      detail: tag('The ops notification routing', 'Secrets of routing channels are masked.'),
+    })
+    .put(
+      '/api/v1/ops/notifications',
+      async ({ body, principal, request, server }) => {
+        const before = await store.routing()
+        // A secret sent back as read (masked) keeps the stored one, matched by channel id.
+        const prev = Object.fromEntries(before.channels.map((c) => [c.id, c]))
+        const next: Routing = {
+          ...body,
+          channels: body.channels.map(
+            (c) => unmaskSecrets(Routing.properties.channels.items, c, prev[c.id]) as typeof c,
+          ),
+        }
+        checkRouting(next)
+        await store.setRouting(next)
+        audit(
+          'ops.notifications.put',
+          'routing',
+          principal,
+          clientIp(request, server, ctx.core.server.trust_forwarded_for),
+          {
+            before: maskSecrets(Routing, before) as Record<string, unknown>,
+            after: maskSecrets(Routing, next) as Record<string, unknown>,
+          },
+        )
+        return ok(maskSecrets(Routing, next))
+      },
+      {
+        permission: 'site:write',
+        transform: ({ body }) => rejectUnknown(Routing, body, 'body'),
+        body: Routing,
+        detail: tag(
+          'Replace the ops notification routing',
+          '{channels: [{id, type webhook|chatbot, url, secret}], rules: [{event, channels, thresholdDays}]}. Events: approval, alert.fired, certificate_expiring, certificate_expired, function.invoked. Rules name routing channels or the built-in ones (inapp, chatbot, webhook, email). An event no rule names goes to every built-in channel that is on (function.invoked only when a call failed); certificate_expiring rules with thresholdDays apply when days_left is at most that.',
+        ),
+      },
+    )
+    .get(
+      '/api/v1/site/:key',
+      async ({ params }) => ok(await entry(keyOf(params.key, 'params.key', (m) => new NotFound(m)))),
+      {
+        permission: 'site:read',
+        params: KeyParams,
+        detail: tag('Read one setting: {key, value, origin}, secrets masked'),
+      },
+    )
+    .put(
+      '/api/v1/site/:key',
+      async ({ params, body, principal, request, server }) => {
+        const name = keyOf(params.key, 'params.key', (m) =>
+          invalidField('params.key', m.replace(/^params\.key: /, '')),
+        )
+        if (!body || typeof body !== 'object' || Array.isArray(body) || !('value' in body))
+          throw invalidField('body.value', 'required')
+        const schema = KEYS[name].schema
+        const before = (await store.effective())[name].value
+        const value = unmaskSecrets(schema, body.value, before)
+        const err = Value.Errors(schema, value).First()
+        if (err) throw invalidField('body.value', err.message)
+        await store.setOverride(name, value, principal.username)
+        audit(
+          'site.set',
+          PREFIX + name,
+          principal,
+          clientIp(request, server, ctx.core.server.trust_forwarded_for),
+          {
+            before: masked(name, before) as never,
+            after: masked(name, value) as never,
+          },
+        )
+        return ok(await entry(name))
+      },
+      {
+        permission: 'site:write',
+        params: KeyParams,
+        body: T.Object({ value: T.Unknown() }, { additionalProperties: false }),
+        detail: tag(
+          'Set an override; takes effect at once',
+          "Body {value}: a JSON value of the key's type (booleans for *Enabled and smtpInsecureSkipVerify, smtpEncryption none|ssl|starttls, smtpAuthType plain|login, smtpPort a number or digits, URLs http(s) or empty). A secret sent back exactly as read (masked) keeps the stored secret.",
+        ),
+      },
+    )
+    .delete(
+      '/api/v1/site/:key',
+      async ({ params, principal, request, server }) => {
+        const name = keyOf(params.key, 'params.key', (m) => new NotFound(m))
+        const had = await store.clearOverride(name)
+        if (had)
+          audit(
+            'site.clear',
+            PREFIX + name,
+            principal,
+            clientIp(request, server, ctx.core.server.trust_forwarded_for),
+            {},
+          )
+        return ok(await entry(name))
+      },
+      {
+        permission: 'site:write',
+        params: KeyParams,
+        detail: tag(
+          'Clear the override: back to the file value (or the default)',
+          'Idempotent: answers the now effective {key, value, origin}.',
+        ),
+      },
+    )
+}
+
+const TestBody = T.Object(
+  {
+    channel: T.String({ minLength: 1 }),
+    to: T.Optional(T.Array(T.String({ minLength: 3 }), { minItems: 1, maxItems: 20 })),
+  },
+  { additionalProperties: false },
+)

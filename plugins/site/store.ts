@@ -1,0 +1,143 @@
+import { type Db, fromJson, iso, newId } from '../../core/db'
+import { NotFound } from '../../core/http'
+import { DEFAULTS, KEY_NAMES, type KeyName, type Settings } from './keys'
+import { EMPTY_ROUTING, type Routing } from './routing'
+
+export type Origin = 'default' | 'file' | 'override'
+
+export interface Message {
+  id: string
+  at: string
+  event: string
+  level: string
+  title: string
+  body: string
+  data?: Record<string, unknown>
+  read: boolean
+  readAt?: string
+}
+
+interface MessageRow {
+  id: string
+  at: number | string
+  event: string
+  level: string
+  title: string
+  body: string
+  data: string | null
+  read_at: number | string | null
+}
+
+const toMessage = (r: MessageRow): Message => ({
+  id: r.id,
+  at: iso(Number(r.at))!,
+  event: r.event,
+  level: r.level,
+  title: r.title,
+  body: r.body,
+  data: r.data ? fromJson<Record<string, unknown>>(r.data, {}) : undefined,
+  read: r.read_at !== null,
+  readAt: r.read_at === null ? undefined : iso(Number(r.read_at)),
+})
+
+export function siteStore(db: Db, file: () => Partial<Settings>) {
+  /** Every key with its effective value and where it comes from: override, else file, else default. */
+  const effective = async (): Promise<{ [K in KeyName]: { value: Settings[K]; origin: Origin } }> => {
+    const rows = await db.all<{ key: string; value: string }>('SELECT key, value FROM site_settings')
+    const overrides = new Map(rows.map((r) => [r.key, fromJson<unknown>(r.value, undefined)]))
+    const f = file()
+    return Object.fromEntries(
+      KEY_NAMES.map((k) => {
+        if (overrides.has(k) && overrides.get(k) !== undefined)
+          return [k, { value: overrides.get(k), origin: 'override' }]
+        if (f[k] !== undefined) return [k, { value: f[k], origin: 'file' }]
+        return [k, { value: DEFAULTS[k], origin: 'default' }]
+      }),
+    ) as never
+  }
+
+  return {
+    effective,
+    async settings(): Promise<Settings> {
+      const e = await effective()
+      return Object.fromEntries(KEY_NAMES.map((k) => [k, e[k].value])) as Settings
+    },
+    async setOverride(key: KeyName, value: unknown, by: string): Promise<void> {
+      await db.run(
+        `INSERT INTO site_settings (key, value, updated_at, updated_by) VALUES (?, ?, ?, ?)
+         ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at, updated_by = excluded.updated_by`,
+        [key, JSON.stringify(value), Date.now(), by],
+      )
+    },
+    /** Whether there was an override to clear. */
+    async clearOverride(key: KeyName): Promise<boolean> {
+      return (await db.run('DELETE FROM site_settings WHERE key = ?', [key])) > 0
+    },
+
+    async routing(): Promise<Routing> {
+      const r = await db.get<{ value: string }>("SELECT value FROM site_routing WHERE id = 'ops'")
+      return r ? fromJson<Routing>(r.value, EMPTY_ROUTING) : EMPTY_ROUTING
+    },
+    async setRouting(r: Routing): Promise<void> {
+      await db.run(
+        `INSERT INTO site_routing (id, value, updated_at) VALUES ('ops', ?, ?)
+         ON CONFLICT (id) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`,
+        [JSON.stringify(r), Date.now()],
+      )
+    },
+
+    async addMessage(m: Omit<Message, 'id' | 'at' | 'read' | 'readAt'>): Promise<Message> {
+      const id = newId()
+      const at = Date.now()
+      await db.run(
+        'INSERT INTO site_messages (id, at, event, level, title, body, data, read_at) VALUES (?, ?, ?, ?, ?, ?, ?, NULL)',
+        [id, at, m.event, m.level, m.title, m.body, m.data ? JSON.stringify(m.data) : null],
+      )
+      return { ...m, id, at: iso(at)!, read: false }
+    },
+    async messages(q: { page: number; size: number; unread?: boolean; event?: string }) {
+      const where =
+        '(CAST(? AS INTEGER) IS NULL OR (? = 1 AND read_at IS NULL) OR (? = 0 AND read_at IS NOT NULL)) AND (CAST(? AS TEXT) IS NULL OR event = ?)'
+      const u = q.unread === undefined ? null : q.unread ? 1 : 0
+      const params = [u, u, u, q.event ?? null, q.event ?? null]
+      const total = Number(
+        (await db.get<{ n: number }>(`SELECT COUNT(*) AS n FROM site_messages WHERE ${where}`, params))?.n ??
+          0,
+      )
+      const unread = Number(
+        (await db.get<{ n: number }>('SELECT COUNT(*) AS n FROM site_messages WHERE read_at IS NULL'))?.n ??
+          0,
+      )
+      const rows = await db.all<MessageRow>(
+        `SELECT id, at, event, level, title, body, data, read_at FROM site_messages WHERE ${where}
+         ORDER BY at DESC, id DESC LIMIT ? OFFSET ?`,
+        [...params, q.size, (q.page - 1) * q.size],
+      )
+      return { items: rows.map(toMessage), total, unread, page: q.page, size: q.size }
+    },
+    async message(id: string): Promise<Message | undefined> {
+      const r = await db.get<MessageRow>(
+        'SELECT id, at, event, level, title, body, data, read_at FROM site_messages WHERE id = ?',
+        [id],
+      )
+      return r && toMessage(r)
+    },
+    async markRead(id: string): Promise<Message> {
+      const r = await db.get<MessageRow>(
+        'SELECT id, at, event, level, title, body, data, read_at FROM site_messages WHERE id = ?',
+        [id],
+      )
+      if (!r) throw new NotFound(`message '${id}' not found`)
+      if (r.read_at === null) {
+        const now = Date.now()
+        await db.run('UPDATE site_messages SET read_at = ? WHERE id = ? AND read_at IS NULL', [now, id])
+        r.read_at = now
+      }
+      return toMessage(r)
+    },
+    async markAllRead(): Promise<number> {
+      return db.run('UPDATE site_messages SET read_at = ? WHERE read_at IS NULL', [Date.now()])
+    },
+  }
+}
+export type SiteStore = ReturnType<typeof siteStore>
