@@ -9,6 +9,8 @@ import ml from './ml'
 import notify from './notify'
 import opsAlerts from './ops-alerts'
 import rateLimits from './rate-limits'
+import rosters from './rosters'
+import rules from './rules'
 import site from './site'
 import smtpProvider from './smtp-provider'
 import webhookProvider from './webhook-provider'
@@ -25,6 +27,8 @@ export const plugins: Record<string, PluginManifest> = {
   ml,
   notify,
   agents,
+  rules,
+  rosters,
   audit,
   'rate-limits': rateLimits,
   site,
