@@ -48,7 +48,13 @@ async function app(pluginSettings: Record<string, unknown>) {
     plugins,
     log: createLogger({ level: 'error', format: 'json', sensitive_fields: [] } as never),
   })
-  return { built, stop: async () => (await built.stop(), rmSync(dir, { recursive: true, force: true })) }
+  return {
+    built,
+    stop: async () => {
+      await built.stop()
+      rmSync(dir, { recursive: true, force: true })
+    },
+  }
 }
 
 // --- Prometheus text with 10,000 series -------------------------------------------------------
