@@ -160,7 +160,7 @@ forEachEngine((engine) => {
     ])
     const bad = await get(`payments/summary?gameId=${gameId}&env=prod&startDate=2026-01-08`)
     expect([bad.status, bad.body.message]).toEqual([400, expect.stringContaining('query.endDate')])
-    expect((await get(`payments?gameId=nope&env=prod`)).status).toBe(404)
+    expect((await get('payments?gameId=nope&env=prod')).status).toBe(404)
     expect((await get(`payments?gameId=${gameId}&env=prod`, null)).status).toBe(401)
   })
 
@@ -178,7 +178,7 @@ forEachEngine((engine) => {
     expect([size.status, size.body.message]).toEqual([400, expect.stringContaining('query.size')])
     const noEnv = await get(`overview?gameId=${gameId}`)
     expect(noEnv.status).toBe(400)
-    expect((await get(`overview?gameId=nope&env=prod`)).status).toBe(404)
+    expect((await get('overview?gameId=nope&env=prod')).status).toBe(404)
     expect((await get(`overview?gameId=${gameId}&env=qa`)).status).toBe(404)
     expect((await get(`overview?gameId=${gameId}&env=prod`, null)).status).toBe(401)
   })
