@@ -1,5 +1,6 @@
 import type { PluginManifest } from '../core/plugin'
 import agents from './agents'
+import analytics from './analytics'
 import audit from './audit'
 import backups from './backups'
 import certificates from './certificates'
@@ -10,6 +11,8 @@ import ml from './ml'
 import notify from './notify'
 import opsAlerts from './ops-alerts'
 import rateLimits from './rate-limits'
+import rosters from './rosters'
+import rules from './rules'
 import site from './site'
 import smtpProvider from './smtp-provider'
 import webhookProvider from './webhook-provider'
@@ -22,9 +25,12 @@ export const plugins: Record<string, PluginManifest> = {
   games,
   experiments,
   ingest,
+  analytics,
   ml,
   notify,
   agents,
+  rules,
+  rosters,
   audit,
   'rate-limits': rateLimits,
   site,

@@ -23,5 +23,14 @@ export {
   exclusion,
   variantFor,
 } from './assign'
+export {
+  EVENTS,
+  GameEvents,
+  type LevelAt,
+  PERF_METRICS,
+  type PerfMetric,
+  type Platform,
+  type Tracker,
+} from './events'
 export { murmur3, murmur3Bytes } from './murmur3'
 export { bodyDigest, newNonce, signRequest, type SignatureHeaders } from './sign'

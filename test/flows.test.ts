@@ -16,6 +16,7 @@ forEachEngine((engine) => {
       plugins: {
         games: {},
         ingest: { signing_secret: SECRET, purge_interval_minutes: 0 },
+        analytics: {},
         experiments: {},
         'webhook-provider': {},
         'smtp-provider': {},

@@ -48,6 +48,8 @@ forEachEngine((engine) => {
       plugins: {
         games: {},
         ingest: { purge_interval_minutes: 0 },
+        // The invocation analytics belong to the analytics plugin since the ingest split.
+        analytics: {},
         agents: { token: TOKEN, offline_after_s: 2 },
       },
       config: { telemetry: { prometheus: { enabled: true } } },

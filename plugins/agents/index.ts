@@ -34,7 +34,7 @@ export default definePlugin({
   permissions: { agents: { write: ['operator'] } },
   setup(ctx) {
     const store = agentsStore(ctx.db, () => ctx.config.offline_after_s)
-    const events = ctx.service('events')
+    const events = ctx.service('ingest')
     ctx.provide('agents', { list: (q) => store.list(q) })
 
     const counts = async () => {

@@ -2,10 +2,17 @@ import { Type as T } from '@sinclair/typebox'
 import { definePlugin } from '../../core/plugin'
 import '../games/types'
 import '../ingest/types'
+import { ExposureRollup } from './exposures'
 import m001 from './migrations/001_experiments.sql' with { type: 'text' }
+import m002 from './migrations/002_take_exposures.sql' with { type: 'text' }
 import { PublicConfig } from './public'
 import { experimentsRoutes } from './routes'
 import { experimentsStore } from './store'
+
+const migrations = [
+  { id: 1, name: 'experiments', sql: m001 },
+  { id: 2, name: 'take_exposures', sql: m002 },
+]
 
 const plain = /^[A-Za-z0-9._~-]+$/
 const configPath = (gameId: string, environment: string) =>
@@ -13,7 +20,8 @@ const configPath = (gameId: string, environment: string) =>
 
 /**
  * A/B experiments (spec 1): lifecycle, the public configuration read for client-side
- * assignment, the assignment debugger and the results analysis over the ingest plugin's events.
+ * assignment, the assignment debugger and the results analysis over the exposure rollup it keeps
+ * in ingest's commit.
  */
 export default definePlugin({
   name: 'experiments',
@@ -34,9 +42,11 @@ export default definePlugin({
     },
     { additionalProperties: false },
   ),
-  migrations: [{ id: 1, name: 'experiments', sql: m001 }],
+  migrations,
   setup(ctx) {
     const games = ctx.service('games')
+    // Exposures and the conversions of exposed users, kept in ingest's commit.
+    ctx.service('ingest').registerRollup(new ExposureRollup({ plugin: 'experiments', migrations }))
     // The cache reads through the store and the store refreshes the cache after each write;
     // both closures run only after setup, when both exist.
     const cache = new PublicConfig(

@@ -2,6 +2,7 @@ import { Elysia, t } from 'elysia'
 import type { PluginContext } from '../../core/plugin'
 import { rejectUnknown, withoutEchoed } from '../../core/strict'
 import { explain } from '../../sdk/assign'
+import { experimentCounts } from './exposures'
 import type { PublicConfig } from './public'
 import {
   AssignQuery,
@@ -156,7 +157,7 @@ export function experimentsRoutes(
         const metrics = [e.config.metrics?.primary, ...(e.config.metrics?.secondary ?? [])].filter(
           (m): m is string => !!m,
         )
-        const counts = await ctx.service('events').experimentCounts({
+        const counts = await experimentCounts(ctx.service('ingest').db, {
           gameId: e.gameId,
           environment: e.environment,
           experimentId: e.id,

@@ -3,7 +3,7 @@
  * confidence intervals and a chi-square sample-ratio-mismatch test. Pure functions over counts,
  * so they are tested against values worked out by hand.
  */
-import type { ExperimentCounts } from '../ingest/types'
+import type { ExperimentCounts } from './exposures'
 import type { Experiment, Results } from './schema'
 
 /** z for a two-sided 95% interval. */

@@ -191,6 +191,7 @@ export function gamesStore(db: Db, cacheTtlMs: number, publish: (c: GameChange) 
   const service: GamesService = {
     environment: async (gameId, name) => (await findEnv(gameId, name)) ?? undefined,
     gameExists: async (gameId) => !!(await findGame(gameId)),
+    timezone: async (gameId) => (await findGame(gameId))?.timezone,
     environments: async () =>
       (await db.all<EnvRow>(`SELECT ${ENV_COLS} FROM environments ORDER BY game_id, name`)).map(toEnv),
     onChange: (fn) => {

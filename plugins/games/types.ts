@@ -77,6 +77,8 @@ export interface GamesService {
   /** The environment, or undefined when the game or environment does not exist. */
   environment(gameId: string, name: string): Promise<Environment | undefined>
   gameExists(gameId: string): Promise<boolean>
+  /** The game's IANA time zone (its days for analytics), or undefined when there is no such game. */
+  timezone(gameId: string): Promise<string | undefined>
   /** Every environment of every game (for purge jobs and the like). */
   environments(): Promise<Environment[]>
   /** Called after any game or environment is created, changed or deleted. */

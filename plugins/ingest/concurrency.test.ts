@@ -12,7 +12,7 @@ forEachEngine((engine) => {
   let gameId: string
   beforeAll(async () => {
     a = await makeApp(engine, {
-      plugins: { games: {}, ingest: { signing_secret: SECRET, purge_interval_minutes: 0 } },
+      plugins: { games: {}, ingest: { signing_secret: SECRET, purge_interval_minutes: 0 }, analytics: {} },
       config: { telemetry: { prometheus: { enabled: true, path: '/metrics/prometheus' } } },
     })
     admin = await a.token('admin')

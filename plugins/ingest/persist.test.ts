@@ -24,7 +24,7 @@ const commit = (props: string[]): CommitRows => ({
     ]),
     props,
   },
-  firstSeen: ['g1', 'prod', 'u0', 1000],
+  rollups: [['analytics', { firstSeen: ['g1', 'prod', 'u0', 1000] }]],
 })
 
 test('a commit survives encoding: props with NULs (escaped), quotes, backslashes and non-Latin text come back exact', () => {

@@ -35,7 +35,7 @@ forEachEngine((engine) => {
 
   beforeAll(async () => {
     a = await makeApp(engine, {
-      plugins: { games: {}, ingest: { signing_secret: SECRET, purge_interval_minutes: 0 } },
+      plugins: { games: {}, ingest: { signing_secret: SECRET, purge_interval_minutes: 0 }, analytics: {} },
     })
     admin = await a.token('admin')
     gameId = (await a.req('POST', '/api/games', { token: admin, body: game })).body.id

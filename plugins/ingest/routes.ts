@@ -1,13 +1,10 @@
-import { Elysia, t } from 'elysia'
+import { Elysia } from 'elysia'
 import type { AuthService } from '../../core/auth/service'
-import { ServiceUnavailable, httpErrorResponse } from '../../core/http'
+import { httpErrorResponse } from '../../core/http'
 import type { FastHandler, PluginContext } from '../../core/plugin'
-import { accept, checked, clientIp, collect, serverWrite, signedEvents } from './collect'
+import { accept, clientIp, collect, signedEvents } from './collect'
 import * as S from './schema'
 import { type Ingestor, readBody } from './service'
-import type { warehouseStore } from './store'
-
-type Warehouse = ReturnType<typeof warehouseStore>
 
 /** The headers the signature check and the game binding read. */
 const signedHeaders = (request: Request) => ({
@@ -22,12 +19,7 @@ export function ingestRoutes(
   auth: AuthService,
   guard: PluginContext<unknown>['guard'],
   fastRoute: PluginContext<unknown>['fastRoute'],
-  warehouse: Warehouse | undefined,
 ) {
-  const wh = (): Warehouse => {
-    if (!warehouse) throw new ServiceUnavailable('no analytics warehouse is configured (WAREHOUSE_DSN)')
-    return warehouse
-  }
   const signedDoc =
     'Signed (X-Timestamp, X-Nonce, X-Signature; optional X-Game-Id). 401 bad signature, 403 ingest_disabled, 413 over the body limit, 429 duplicate_nonce or rate_limit_exceeded, 400 invalid_payload / invalid_events (every bad index, field and reason; nothing stored) / unknown_game / unknown_environment.'
   const batchDoc =
@@ -161,105 +153,6 @@ export function ingestRoutes(
               },
             },
           },
-        },
-      },
-    )
-    .post('/api/v1/analytics/ingest', ({ body }) => serverWrite(ing, body, false), {
-      permission: 'analytics:write',
-      body: t.Array(t.Unknown()),
-      response: { 200: S.ServerIngestOut },
-      detail: { tags: ['analytics'], summary: 'Server-side event write (not sampled)' },
-    })
-    .post('/api/v1/analytics/payments/ingest', ({ body }) => serverWrite(ing, body, true), {
-      permission: 'analytics:write',
-      body: t.Array(t.Unknown()),
-      response: { 200: S.ServerIngestOut },
-      detail: { tags: ['analytics'], summary: 'Server-side payment write' },
-    })
-    .get(
-      '/api/v1/analytics/warehouse/dau',
-      ({ query }) => wh().dau({ ...query, days: S.intParam(query.days, 'days', 1, 90, 14) }),
-      {
-        permission: 'analytics:read',
-        query: S.DauQuery,
-        response: { 200: S.DauOut },
-        detail: {
-          tags: ['analytics'],
-          summary:
-            'DAU (login, session_start) and new users (first sight) per UTC day and environment; 503 without a warehouse',
-        },
-      },
-    )
-    .get(
-      '/api/v1/analytics/warehouse/online',
-      ({ query }) => wh().online({ ...query, minutes: S.intParam(query.minutes, 'minutes', 1, 1440, 60) }),
-      {
-        permission: 'analytics:read',
-        query: S.OnlineQuery,
-        response: { 200: S.OnlineOut },
-        detail: {
-          tags: ['analytics'],
-          summary:
-            'Per-minute approximate distinct online users (heartbeat, session_start; HyperLogLog, ~1.6% error), summed over environments',
-        },
-      },
-    )
-    .get(
-      '/api/v1/analytics/warehouse/revenue',
-      ({ query }) => wh().revenue({ ...query, days: S.intParam(query.days, 'days', 1, 90, 14) }),
-      {
-        permission: 'analytics:read',
-        query: S.DauQuery,
-        response: { 200: S.RevenueOut },
-        detail: { tags: ['analytics'], summary: 'Revenue, refunds (cents) and failed payments per UTC day' },
-      },
-    )
-    .get(
-      '/api/v1/analytics/invocations/summary',
-      ({ query }) => wh().summary({ ...query, hours: S.intParam(query.hours, 'hours', 1, 720, 24) }),
-      {
-        permission: 'analytics:read',
-        query: S.SummaryQuery,
-        response: { 200: S.SummaryOut },
-        detail: {
-          tags: ['analytics'],
-          summary: 'Function invocations over the last hours; p95 from a log histogram (within ~5%)',
-        },
-      },
-    )
-    .get(
-      '/api/v1/analytics/invocations/trend',
-      ({ query }) =>
-        wh().trend({
-          ...query,
-          interval: query.interval ?? 'hour',
-          limit: S.intParam(query.limit, 'limit', 1, 720, query.interval === 'day' ? 14 : 24),
-        }),
-      {
-        permission: 'analytics:read',
-        query: S.TrendQuery,
-        response: { 200: S.TrendOut },
-        detail: {
-          tags: ['analytics'],
-          summary: 'Invocations and failures per hour (last 24 by default) or day (last 14)',
-        },
-      },
-    )
-    .get(
-      '/api/v1/analytics/invocations',
-      ({ query }) =>
-        wh().invocations({
-          ...query,
-          page: S.intParam(query.page, 'page', 0, 1_000_000, 0),
-          pageSize: S.intParam(query.pageSize, 'pageSize', 1, 100, 20),
-        }),
-      {
-        permission: 'analytics:read',
-        query: S.InvocationsQuery,
-        response: { 200: S.InvocationsOut },
-        detail: {
-          tags: ['analytics'],
-          summary: 'Invocation records, newest first, paged (pageSize at most 100)',
         },
       },
     )

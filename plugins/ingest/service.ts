@@ -5,6 +5,7 @@ import type { SharedState } from '../../core/shared'
 import type { Environment, GamesService } from '../games/types'
 import type { IngestConfig } from './schema'
 import { NonceCache, replayError, signatureError } from './signature'
+import type { IngestFilter } from './types'
 import { type NormEvent, sameStreamAsPrevious, streamKey } from './validate'
 import type { GroupWriter } from './writer'
 
@@ -160,15 +161,34 @@ export class Ingestor {
    */
   sample(events: NormEvent[], envs: Map<string, Environment>): NormEvent[] {
     let rate = 1
+    let drop: ReadonlySet<string> | undefined
     return events.filter((e, i) => {
       // A run of events of one game and environment shares its rate.
-      if (!sameStreamAsPrevious(events, i))
-        rate = envs.get(streamKey(e.gameId, e.env))?.settings.samplingRate ?? 1
-      if (e.payment || rate >= 1) return true
+      if (!sameStreamAsPrevious(events, i)) {
+        const k = streamKey(e.gameId, e.env)
+        const f = this.filters.size ? this.filters.get(k) : undefined
+        rate = (envs.get(k)?.settings.samplingRate ?? 1) * (f?.samplingRate ?? 1)
+        drop = f?.dropEvents.size ? f.dropEvents : undefined
+      }
+      if (e.payment) return true
+      if (drop?.has(e.event)) return false
+      if (rate >= 1) return true
       if (rate <= 0) return false
       const h = e.userId ? (Bun.hash.murmur32v3(e.userId) >>> 0) / 2 ** 32 : Math.random()
       return h < rate
     })
+  }
+
+  /** Sampling filters by stream (`setFilter`): read by `sample` on every request. */
+  private filters = new Map<string, IngestFilter>()
+
+  /**
+   * Sets (or, with undefined, removes) the sampling filter of one game and environment; the
+   * next request already follows it.
+   */
+  setFilter(gameId: string, env: string, filter: IngestFilter | undefined): void {
+    if (filter) this.filters.set(streamKey(gameId, env), filter)
+    else this.filters.delete(streamKey(gameId, env))
   }
 
   /** Resolves once the events are committed (the `{ok: true}` promise of the spec). */

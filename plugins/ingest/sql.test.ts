@@ -4,6 +4,9 @@ import { forEachEngine } from '../../test/helpers'
 import { insertMany } from './sql'
 import { migratedStore } from './testing'
 
+/** A table named the way rollups name theirs: with its BIGINT columns (created by ingest 001, renamed by analytics). */
+const FIRST_SEEN = { name: 'ingest_first_seen', bigint: ['first_ts'] }
+
 const COLS = ['id', 'received_at', 'game_id', 'env', 'event', 'ts', 'user_id', 'session_id', 'props'] as const
 const tricky = [
   'plain',
@@ -53,7 +56,7 @@ forEachEngine((engine) => {
 
   test('the same table written with its columns in another order gets a statement of its own', async () => {
     const firstSeen = (cols: string[], params: Param[]) =>
-      store.db.tx((tx) => insertMany(tx, 'ingest_first_seen', cols, params))
+      store.db.tx((tx) => insertMany(tx, FIRST_SEEN, cols, params))
     await firstSeen(['game_id', 'env', 'user_id', 'first_ts'], ['cols', 'p', 'u1', 1])
     await firstSeen(['user_id', 'first_ts', 'game_id', 'env'], ['u2', 2, 'cols', 'p'])
     const rows = await store.db.all<{ user_id: string; first_ts: number }>(
@@ -68,16 +71,7 @@ forEachEngine((engine) => {
   test('a lone surrogate is stored as U+FFFD on both engines, its neighbours as given', async () => {
     const cols = ['game_id', 'env', 'user_id', 'first_ts']
     await store.db.tx((tx) =>
-      insertMany(tx, 'ingest_first_seen', cols, [
-        'lone',
-        'p',
-        'a\ud800b',
-        1,
-        'lone',
-        'p',
-        'pair 🎮 \u0001',
-        2,
-      ]),
+      insertMany(tx, FIRST_SEEN, cols, ['lone', 'p', 'a\ud800b', 1, 'lone', 'p', 'pair 🎮 \u0001', 2]),
     )
     const rows = await store.db.all<{ user_id: string }>(
       "SELECT user_id FROM ingest_first_seen WHERE game_id = 'lone' ORDER BY first_ts",
@@ -89,20 +83,14 @@ forEachEngine((engine) => {
     const cols = ['game_id', 'env', 'user_id', 'first_ts']
     const tail = 'ON CONFLICT (game_id, env, user_id) DO NOTHING RETURNING user_id, first_ts'
     const first = await store.db.tx((tx) =>
-      insertMany(tx, 'ingest_first_seen', cols, ['g', 'p', 'b"1', 10, 'g', 'p', 'c,2', 20], tail),
+      insertMany(tx, FIRST_SEEN, cols, ['g', 'p', 'b"1', 10, 'g', 'p', 'c,2', 20], tail),
     )
     expect(first.map((r) => [r.user_id, Number(r.first_ts)])).toEqual([
       ['b"1', 10],
       ['c,2', 20],
     ])
     const again = await store.db.tx((tx) =>
-      insertMany(
-        tx,
-        'ingest_first_seen',
-        cols,
-        ['g', 'p', 'a\\0', 5, 'g', 'p', 'b"1', 1, 'g', 'p', 'd', 7],
-        tail,
-      ),
+      insertMany(tx, FIRST_SEEN, cols, ['g', 'p', 'a\\0', 5, 'g', 'p', 'b"1', 1, 'g', 'p', 'd', 7], tail),
     )
     expect(again.map((r) => r.user_id)).toEqual(['a\\0', 'd'])
     const stored = await store.db.all<{ user_id: string; first_ts: number }>(

@@ -60,26 +60,28 @@ function shape(table: string, cols: readonly string[], tail: string): Shape {
 }
 
 /**
- * PostgreSQL type of every column the ingest writer inserts: `jsonSelect` casts to it.
- * The BIGINT columns are listed; every other column is TEXT.
+ * A table `insertMany` writes, with its BIGINT columns (every other column is TEXT): on
+ * PostgreSQL `jsonSelect` casts to them. Rollups name their own tables this way; ingest's are
+ * known by name.
  */
+export interface Table {
+  name: string
+  bigint: readonly string[]
+}
+export type TableRef = string | Table
+
+/** PostgreSQL BIGINT columns of ingest's own tables. */
 const PG_BIGINT: Record<string, readonly string[]> = {
   ingest_events: ['id', 'received_at', 'ts', 'amount_cents', 'duration_ms'],
   ingest_payments: ['amount_cents', 'ts', 'received_at'],
   ingest_invocations: ['id', 'ts', 'received_at', 'duration_ms'],
-  ingest_user_day: ['day'],
-  ingest_first_seen: ['first_ts'],
-  ingest_daily: ['day', 'dau', 'new_users', 'revenue_cents', 'refunds_cents', 'failed'],
-  ingest_online: ['minute', 'online', 'version'],
-  ingest_invocation_hour: ['hour', 'total', 'failed', 'duration_sum', 'duration_n'],
-  ingest_invocation_hist: ['hour', 'bucket', 'n'],
-  ingest_exposures: ['ts'],
-  ingest_user_events: ['last_ts'],
 }
 
-function pgType(table: string, col: string): 'bigint' | 'text' {
-  const bigints = PG_BIGINT[table]
-  if (!bigints) throw new Error(`insertMany: no column types for table ${table}`)
+const nameOf = (t: TableRef) => (typeof t === 'string' ? t : t.name)
+
+function pgType(table: TableRef, col: string): 'bigint' | 'text' {
+  const bigints = typeof table === 'string' ? PG_BIGINT[table] : table.bigint
+  if (!bigints) throw new Error(`insertMany: no column types for table ${nameOf(table)}`)
   return bigints.includes(col) ? 'bigint' : 'text'
 }
 
@@ -90,7 +92,7 @@ function pgType(table: string, col: string): 'bigint' | 'text' {
  * commits from deadlocking. The parameter is text (postgres.js would encode a jsonb one again);
  * OFFSET 0 keeps the subquery apart, so its cast to jsonb runs once, not once per value read.
  */
-export function jsonSelect(table: string, cols: readonly string[]): string {
+export function jsonSelect(table: TableRef, cols: readonly string[]): string {
   const w = cols.length
   const list = cols
     .map((c, k) => {
@@ -123,13 +125,13 @@ export function jsonRows(params: Param[]): string {
  */
 async function insertJson(
   db: Db,
-  table: string,
+  table: TableRef,
   cols: readonly string[],
   tail: string,
   params: Param[],
 ): Promise<Row[]> {
-  const s = shape(table, cols, tail)
-  s.json ??= `INSERT INTO ${table} (${cols.join(', ')}) ${jsonSelect(table, cols)} ${tail}`
+  const s = shape(nameOf(table), cols, tail)
+  s.json ??= `INSERT INTO ${nameOf(table)} (${cols.join(', ')}) ${jsonSelect(table, cols)} ${tail}`
   const rows = [jsonRows(params)]
   if (s.returning) return db.all(s.json, rows)
   await db.run(s.json, rows)
@@ -143,7 +145,7 @@ async function insertJson(
  */
 export async function insertMany(
   db: Db,
-  table: string,
+  table: TableRef,
   cols: readonly string[],
   params: Param[],
   tail = '',
@@ -152,7 +154,7 @@ export async function insertMany(
   const rows = params.length / width
   if (!rows) return []
   if (db.dialect === 'postgres') return insertJson(db, table, cols, tail, params)
-  const s = shape(table, cols, tail)
+  const s = shape(nameOf(table), cols, tail)
   const jobs: Promise<Row[] | number>[] = []
   let at = 0
   for (const size of chunks(rows, width)) {

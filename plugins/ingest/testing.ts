@@ -1,5 +1,5 @@
 import { afterAll, beforeAll } from 'bun:test'
-import { type Db, migrate } from '../../core/db'
+import { type Db, type MigrationSet, migrate } from '../../core/db'
 import { signRequest } from '../../sdk/sign'
 import { type Engine, type TestApp, rawDb } from '../../test/helpers'
 import { ingestMigrations } from './migrations'
@@ -36,24 +36,21 @@ export const emptyCommit = (receivedAt = 1000): CommitRows => ({
   events: { firstId: 1, receivedAt, streams: ['g', 'prod'], cols: [], props: [] },
   payments: [],
   invocations: [],
-  hours: [],
-  hist: [],
-  firstSeen: [],
-  userDays: [],
-  online: [],
-  exposures: [],
-  userEvents: [],
+  rollups: [],
 })
 
-/** A fresh store with the ingest tables, for the test file's suite on `engine`: `store.db` once it began. */
-export function migratedStore(engine: Engine): { db: Db } {
+/**
+ * A fresh store with the ingest tables (and `more`, such as a rollup owner's), for the test
+ * file's suite on `engine`: `store.db` once it began.
+ */
+export function migratedStore(engine: Engine, more: MigrationSet[] = []): { db: Db } {
   const store = {} as { db: Db }
   let done = async () => {}
   beforeAll(async () => {
     const raw = await rawDb(engine)
     store.db = raw.db
     done = raw.done
-    await migrate(raw.db, [{ plugin: 'ingest', migrations: ingestMigrations }])
+    await migrate(raw.db, [{ plugin: 'ingest', migrations: ingestMigrations }, ...more])
   })
   afterAll(() => done())
   return store

@@ -1,21 +1,8 @@
-/**
- * What the ingest plugin offers other plugins (`ctx.service('events')`), in particular the
- * experiment analysis of the experiments plugin. Implemented over the event store, which only
- * the ingest plugin reads and writes.
- */
-export interface ExperimentCounts {
-  /** Per variant name: users whose first `experiment_exposure` (attrs exp = experiment id) named it. */
-  variants: Record<
-    string,
-    {
-      exposures: number
-      /** Per metric event name: exposed users who sent that event at or after their first exposure. */
-      conversions: Record<string, number>
-    }
-  >
-}
+import type { Db } from '../../core/db'
+import type { Rollup } from './rollup'
+import type { InvocationQuery, InvocationRow } from './store'
 
-/** One stored event as `EventsService.scan` returns it. */
+/** One stored event as `IngestService.scan` returns it. */
 export interface ScannedEvent {
   /** The store's time-ordered id: pass the last one as `afterId` for the next page. */
   id: number
@@ -30,17 +17,55 @@ export interface ScannedEvent {
   props: Record<string, unknown>
 }
 
-export interface EventsService {
+/**
+ * What the ingest plugin offers the plugins that depend on it (`ctx.service('ingest')`): the
+ * rollup extension point, the event store its rollups live in, and server-side writes.
+ */
+/**
+ * A sampling filter of one game and environment (the analytics `filters`), applied by the
+ * client-facing ingestion routes on top of the environment's sampling rate. Payments are never
+ * sampled or dropped; server-side writes are not filtered.
+ */
+export interface IngestFilter {
+  /** Share of users kept, 0..1, multiplying the environment's own rate. */
+  samplingRate: number
+  /** Event names not stored at all. */
+  dropEvents: ReadonlySet<string>
+}
+
+export interface IngestService {
   /**
-   * Counts for one experiment. A user counts once, in the variant of their first exposure.
-   * `metrics` are event names (the experiment's primary and secondary metrics).
+   * Adds a rollup to every commit (see `rollup.ts`): its rows are written in the same
+   * transaction as the raw rows. Call in `setup`; refused once ingestion started.
    */
-  experimentCounts(q: {
-    gameId: string
-    environment: string
-    experimentId: string
-    metrics: string[]
-  }): Promise<ExperimentCounts>
+  registerRollup(rollup: Rollup): void
+  /**
+   * The event store: the main store, or the one `useStore` named (from start on). Rollup tables
+   * live here (their transaction is the raw rows'); their owners read them here.
+   */
+  readonly db: Db
+  /**
+   * Keeps events (and every rollup) in another store: a SQLite path or a PostgreSQL URL;
+   * `embedded`, `none` or empty keep the main store. Call in `setup` (the analytics plugin's
+   * warehouse setting); the store opens at start, migrated for ingest and every registered rollup.
+   */
+  useStore(dsn: string): void
+  /**
+   * Validates and stores events as a server-side write (not sampled; personal data policy
+   * applied); 400 naming every bad event, nothing stored. Resolves once they are durable.
+   */
+  write(events: unknown[], opts: { payments: boolean }): Promise<{ ok: true; accepted: number }>
+  /**
+   * Stores already-validated events (used by tests and other plugins); resolves once they are
+   * durable.
+   */
+  ingest(events: Array<Record<string, unknown>>): Promise<{ accepted: number }>
+  /** Stored invocations, newest first, paged (the invocation list is a raw read). */
+  invocations(
+    q: InvocationQuery,
+  ): Promise<{ items: InvocationRow[]; total: number; page: number; pageSize: number }>
+  /** Sets or (undefined) removes a game and environment's sampling filter; the next request follows it. */
+  setFilter(gameId: string, env: string, filter: IngestFilter | undefined): void
   /**
    * One page of raw events of a game (training sets of the ml plugin), in store order, at most
    * `limit` (<= 10,000) rows: `env`, `events` (names) and the client-time range `[from, to]`
@@ -56,15 +81,15 @@ export interface EventsService {
     afterId?: number
     limit: number
   }): Promise<ScannedEvent[]>
-  /**
-   * Stores already-validated events as a server-side write (used by tests and other plugins);
-   * resolves once they are durable.
-   */
-  ingest(events: Array<Record<string, unknown>>): Promise<{ accepted: number }>
+  /** Waits for every commit queued so far (tests, shutdown of dependants). */
+  idle(): Promise<void>
 }
+
+/** The part of the service the ml plugin reads its training sets through. */
+export type EventsService = Pick<IngestService, 'scan' | 'ingest'>
 
 declare module '../../core/plugin' {
   interface Services {
-    events: EventsService
+    ingest: IngestService
   }
 }

@@ -82,7 +82,7 @@ export default definePlugin({
     const trainer = new Trainer(
       ctx.db,
       models,
-      () => ctx.service('events'),
+      () => ctx.service('ingest'),
       { maxConcurrentJobs: c.max_concurrent_jobs, maxRows: c.max_rows, staleMs: c.stale_job_s * 1000 },
       ctx.log,
       (modelId) => {

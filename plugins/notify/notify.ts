@@ -14,7 +14,14 @@ export type NotifyResult =
   | {
       code: 0
       message: 'ok'
-      data: { notification_id: string; task_ids: string[]; accepted: string[]; failed?: Failure[] }
+      data: {
+        notification_id: string
+        task_ids: string[]
+        accepted: string[]
+        failed?: Failure[]
+        /** Set when a rule held the notification back: nothing was delivered. */
+        held?: { rule?: string; reason: string; detail: string }
+      }
     }
   | { code: 422; message: string; data: { notification_id: string; accepted: never[]; failed: Failure[] } }
 
@@ -34,13 +41,46 @@ export interface RoutingInput {
 }
 
 /**
+ * What a router decides for a notification without named channels. `channels` are references
+ * (channel names or `group:<id>`); without them the static routes decide. `held` means nothing
+ * is delivered (suppressed, silenced, pending, folded, inhibited) and why.
+ */
+export interface RouteDecision {
+  channels?: string[]
+  /** The rule that decided, shown by the dry run and the answer of a held notification. */
+  rule?: string
+  held?: { reason: string; detail: string }
+  /** Whatever else explains the decision; only the dry run shows it. */
+  explain?: Record<string, unknown>
+  /** Runs once the deliveries are stored (never on a dry run). */
+  accepted?: (r: { notification_id: string; task_ids: string[]; accepted: string[] }) => Promise<void> | void
+}
+
+export type Router = (n: RoutingInput, opts: { dryRun: boolean }) => Promise<RouteDecision | undefined>
+
+/** The dry run's answer: the routing decision, with nothing stored or sent. */
+export interface DryRun {
+  dry_run: true
+  /** True when the request named its channels: rules neither route nor suppress those. */
+  explicit: boolean
+  rule?: string
+  /** Channels that would receive a delivery. */
+  channels: string[]
+  failed?: Failure[]
+  held?: { reason: string; detail: string }
+  explain?: Record<string, unknown>
+}
+
+/**
  * Extension points for the plugins that come later (groups, rules): they register here, so
  * notify never reads their tables. A router answering undefined falls back to the static routes.
  */
 export interface NotifyService {
   notify(body: NotifyBody): Promise<NotifyResult>
+  /** The routing decision for a notification, without storing or sending anything. */
+  dryRun(body: NotifyBody): Promise<DryRun>
   setGroupResolver(fn: (id: string) => Promise<GroupMember[] | undefined>): void
-  setRouter(fn: (n: RoutingInput) => Promise<{ channels: string[] } | undefined>): void
+  setRouter(fn: Router): void
 }
 
 declare module '../../core/plugin' {
@@ -81,7 +121,7 @@ export function notifyService(opts: {
   const { config, channels, templates, store } = opts
   const seen = new IdempotencyTable(config.idempotency_entries)
   let groups: ((id: string) => Promise<GroupMember[] | undefined>) | undefined
-  let router: ((n: RoutingInput) => Promise<{ channels: string[] } | undefined>) | undefined
+  let router: Router | undefined
 
   async function content(b: NotifyBody) {
     if (b.template) {
@@ -95,7 +135,7 @@ export function notifyService(opts: {
     return { title: b.title ?? '', body: b.body ?? '', level: b.level ?? 'info' }
   }
 
-  async function process(b: NotifyBody): Promise<NotifyResult> {
+  async function decide(b: NotifyBody, dryRun: boolean) {
     const c = await content(b)
     const plan = new Map<string, { targets: Set<string>; recipients: Set<string> }>()
     const failed: Failure[] = []
@@ -105,10 +145,7 @@ export function notifyService(opts: {
       p.targets.add(target)
       for (const r of recipients) p.recipients.add(r)
     }
-    const refs = [
-      ...new Set([...(b.channels ?? []), ...(b.channel ? [b.channel] : []), ...(b.audience ?? [])]),
-    ]
-    for (const ref of refs) {
+    const resolve = async (ref: string) => {
       if (ref.startsWith('group:')) {
         const id = ref.slice(6)
         const members = groups ? await groups(id) : undefined
@@ -122,25 +159,52 @@ export function notifyService(opts: {
         else for (const [ch, rcpt] of Object.entries(user)) add(ch, ref, rcpt)
       } else add(ref, ref)
     }
+    const refs = [
+      ...new Set([...(b.channels ?? []), ...(b.channel ? [b.channel] : []), ...(b.audience ?? [])]),
+    ]
+    for (const ref of refs) await resolve(ref)
+    let routed: RouteDecision | undefined
     if (!refs.length) {
-      const routed = router
-        ? await router({ type: b.type, level: c.level, title: c.title, body: c.body, params: b.params ?? {} })
+      routed = router
+        ? await router(
+            { type: b.type, level: c.level, title: c.title, body: c.body, params: b.params ?? {} },
+            { dryRun },
+          )
         : undefined
-      const names = routed?.channels ?? [
-        ...new Set(config.routes.filter((r) => routeMatches(r, b.type, c.level)).flatMap((r) => r.channels)),
-      ]
-      for (const ch of names) add(ch, ch)
-      if (!names.length)
-        failed.push({
-          channel: '*',
-          error: `no channel named and no route matches type '${b.type}' and level '${c.level}'`,
-        })
+      if (!routed?.held) {
+        const names = routed?.channels ?? [
+          ...new Set(
+            config.routes.filter((r) => routeMatches(r, b.type, c.level)).flatMap((r) => r.channels),
+          ),
+        ]
+        for (const ref of names) await resolve(ref)
+        if (!names.length)
+          failed.push({
+            channel: '*',
+            error: `no channel named and no route matches type '${b.type}' and level '${c.level}'`,
+          })
+      }
     }
     for (const [ch, rcpt] of Object.entries(b.recipients ?? {})) {
       const p = plan.get(ch)
       if (p) for (const r of rcpt) p.recipients.add(r)
     }
+    return { c, plan, failed, routed, explicit: refs.length > 0 }
+  }
 
+  async function process(b: NotifyBody): Promise<NotifyResult> {
+    const { c, plan, failed, routed } = await decide(b, false)
+    if (routed?.held)
+      return {
+        code: 0,
+        message: 'ok',
+        data: {
+          notification_id: newId(),
+          task_ids: [],
+          accepted: [],
+          held: { ...(routed.rule ? { rule: routed.rule } : {}), ...routed.held },
+        },
+      }
     const notificationId = newId()
     const now = Date.now()
     const accepted: string[] = []
@@ -195,12 +259,14 @@ export function notifyService(opts: {
     )
     const d = opts.dispatcher()
     for (const ch of accepted) d?.hint(ch)
+    const task_ids = rows.map((r) => r.id)
+    await routed?.accepted?.({ notification_id: notificationId, task_ids, accepted })
     return {
       code: 0,
       message: 'ok',
       data: {
         notification_id: notificationId,
-        task_ids: rows.map((r) => r.id),
+        task_ids,
         accepted,
         ...(failed.length ? { failed } : {}),
       },
@@ -226,6 +292,25 @@ export function notifyService(opts: {
       } catch (e) {
         seen.delete(key, p)
         throw e
+      }
+    },
+    async dryRun(b) {
+      const { plan, failed, routed, explicit } = await decide(b, true)
+      const names: string[] = []
+      for (const ch of plan.keys()) {
+        const slot = channels.slots.get(ch)
+        if (!slot) failed.push({ channel: ch, error: `provider not found: ${ch}` })
+        else if (!slot.enabled) failed.push({ channel: ch, error: `provider disabled: ${ch}` })
+        else names.push(ch)
+      }
+      return {
+        dry_run: true,
+        explicit,
+        ...(routed?.rule ? { rule: routed.rule } : {}),
+        channels: names,
+        ...(failed.length ? { failed } : {}),
+        ...(routed?.held ? { held: routed.held } : {}),
+        ...(routed?.explain ? { explain: routed.explain } : {}),
       }
     },
     setGroupResolver(fn) {

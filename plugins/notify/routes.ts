@@ -87,22 +87,32 @@ export function notifyRoutes(d: RouteDeps) {
   })
   return new Elysia({ name: 'notify.routes' })
     .use(d.guard)
-    .post('/api/v1/notify', ({ body }) => d.service.notify(body), {
-      appScope: 'trigger',
-      body: NotifyBody,
-      detail: {
-        responses: envelope(
-          Docs.notify,
-          'code 0: accepted (failed lists channels that were not); code 422: every channel failed',
-        ),
-        ...tags('send'),
-        summary:
-          'Accept a notification: HTTP 200 with code 0 (all or some channels accepted, `failed` lists the rest) or code 422 (all failed)',
-        description:
-          'Recipients are the union of channels, channel and audience (group:<id>, user:<name>, bare channel); without any, static routes pick channels by type and level. ' +
-          'The notification and its deliveries are stored before the answer. A repeated idempotency_key returns the first accepted answer.',
+    .post(
+      '/api/v1/notify',
+      async ({ body, query }) => {
+        const dry = member(query.dry_run, 'query.dry_run', ['true', 'false'] as const)
+        return dry === 'true' ? ok(await d.service.dryRun(body)) : d.service.notify(body)
       },
-    })
+      {
+        appScope: 'trigger',
+        body: NotifyBody,
+        query: t.Object({ dry_run: t.Optional(t.String()) }),
+        detail: {
+          responses: envelope(
+            Docs.notify,
+            'code 0: accepted (failed lists channels that were not; held says why a rule delivered nothing); code 422: every channel failed. With dry_run=true: the routing decision',
+          ),
+          ...tags('send'),
+          summary:
+            'Accept a notification: HTTP 200 with code 0 (all or some channels accepted, `failed` lists the rest) or code 422 (all failed)',
+          description:
+            'Recipients are the union of channels, channel and audience (group:<id>, user:<name>, bare channel); without any, static routes pick channels by type and level. ' +
+            'The notification and its deliveries are stored before the answer. A repeated idempotency_key returns the first accepted answer. ' +
+            'A rule may hold a notification back (suppressed, silenced, pending, folded, inhibited): code 0, no deliveries, and data.held {rule, reason, detail}. ' +
+            '`?dry_run=true` answers the routing decision {dry_run, explicit, rule?, channels, failed?, held?, explain?} without storing or sending.',
+        },
+      },
+    )
     .get(
       '/api/v1/status',
       () => {

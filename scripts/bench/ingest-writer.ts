@@ -16,6 +16,10 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { type Db, migrate, openDb } from '../../core/db'
 import { createLogger } from '../../core/log'
+import { migrations as analyticsMigrations } from '../../plugins/analytics/migrations'
+import { AnalyticsRollup } from '../../plugins/analytics/rollup'
+import { ExposureRollup } from '../../plugins/experiments/exposures'
+import m002 from '../../plugins/experiments/migrations/002_take_exposures.sql' with { type: 'text' }
 import { ingestMigrations } from '../../plugins/ingest/migrations'
 import { validateEvents } from '../../plugins/ingest/validate'
 import { GroupWriter } from '../../plugins/ingest/writer'
@@ -30,11 +34,20 @@ const DAY = 86_400_000
 const dir = tempDir('liveops-writer-bench-')
 const url = engine === 'postgres' ? await freshPgDatabase('liveops_bench_writer') : join(dir, 'w.sqlite')
 const db: Db = openDb(url, dir)
-await migrate(db, [{ plugin: 'ingest', migrations: ingestMigrations }])
+// The rollup tables as the analytics and experiments plugins leave them (the experiments
+// plugin's own first migration is not needed here).
+await migrate(db, [
+  { plugin: 'ingest', migrations: ingestMigrations },
+  { plugin: 'analytics', migrations: analyticsMigrations },
+  { plugin: 'experiments', migrations: [{ id: 2, name: 'take_exposures', sql: m002 }] },
+])
 const writer = new GroupWriter(
   db,
   createLogger({ level: 'error', format: 'json', sensitive_fields: [] } as never),
 )
+// Every rollup registered, as in the server with analytics and experiments enabled.
+writer.register(new AnalyticsRollup(undefined))
+writer.register(new ExposureRollup(undefined))
 
 // Prepared outside the timing.
 const days = Number(arg('days', '30'))

@@ -54,7 +54,8 @@ await Bun.write(
     `data_dir: ${dir}`,
     'rate_limit: { requests_per_minute: 0, burst: 0 }',
     'log: { level: info }',
-    `plugins: { games: {}, ingest: { signing_secret: ${SECRET}, purge_interval_minutes: 0 } }`,
+    // Every rollup registered: analytics and experiments keep theirs in ingest's commit.
+    `plugins: { games: {}, ingest: { signing_secret: ${SECRET}, purge_interval_minutes: 0 }, analytics: {}, experiments: {} }`,
     '',
   ].join('\n'),
 )

@@ -47,15 +47,15 @@ describe('config', () => {
     expect(c.core.telemetry.prometheus.enabled).toBe(true)
   })
 
-  test('WAREHOUSE_DSN (a variable of a plugin setting): unset keeps the config, set wins, set but empty is kept empty (ingest reads it as none)', () => {
+  test('WAREHOUSE_DSN (a variable of a plugin setting): unset keeps the config, set wins, set but empty is kept empty (analytics reads it as none)', () => {
     const dsn = (c: ReturnType<typeof load>) =>
-      (c.plugins.ingest as { warehouse: { dsn: string } }).warehouse.dsn
-    const yaml = 'plugins: { games: {}, ingest: { warehouse: { dsn: embedded } } }'
+      (c.plugins.analytics as { warehouse: { dsn: string } }).warehouse.dsn
+    const yaml = 'plugins: { games: {}, ingest: {}, analytics: { warehouse: { dsn: embedded } } }'
     expect(dsn(load(yaml))).toBe('embedded')
     expect(dsn(load(yaml, { WAREHOUSE_DSN: '' }))).toBe('')
-    expect(dsn(load('plugins: { games: {}, ingest: {} }', { WAREHOUSE_DSN: '/tmp/wh.sqlite' }))).toBe(
-      '/tmp/wh.sqlite',
-    )
+    expect(
+      dsn(load('plugins: { games: {}, ingest: {}, analytics: {} }', { WAREHOUSE_DSN: '/tmp/wh.sqlite' })),
+    ).toBe('/tmp/wh.sqlite')
   })
 
   test('every error is reported at once, each with its path', () => {

@@ -67,7 +67,7 @@ forEachEngine((engine) => {
     let a: TestApp
     beforeAll(async () => {
       a = await makeApp(engine, {
-        plugins: { games: {}, ingest: {}, agents: {} },
+        plugins: { games: {}, ingest: {}, analytics: {}, agents: {} },
         config: {
           rate_limit: { requests_per_minute: 30, burst: 20 },
           telemetry: { prometheus: { enabled: true, path: '/metrics/prometheus' } },

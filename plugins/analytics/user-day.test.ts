@@ -1,9 +1,14 @@
 import { expect, test } from 'bun:test'
 import { forEachEngine } from '../../test/helpers'
-import { type CommitRows, USER_DAY_MERGE_ROWS, persist } from './persist'
-import { DAY, floorTo } from './sql'
-import { purge, warehouseStore } from './store'
-import { emptyCommit, migratedStore } from './testing'
+import type { CommitRows } from '../ingest/persist'
+import { persist } from '../ingest/persist'
+import { purge } from '../ingest/store'
+import { migratedStore } from '../ingest/testing'
+import { AnalyticsRollup } from './rollup'
+import { analyticsCommit, analyticsTables } from './testing'
+import { DAY, floorTo } from './time'
+import { warehouseStore } from './warehouse'
+import { USER_DAY_MERGE_ROWS } from './write'
 
 // User-days through the commit path with no writer cache in front of it, so every duplicate
 // reaches the store: each user counts once per day, whether its row still waits in the log
@@ -12,14 +17,12 @@ import { emptyCommit, migratedStore } from './testing'
 const NOW = Date.UTC(2026, 10, 20, 12)
 const TODAY = floorTo(NOW, DAY)
 
-const commitOf = (users: string[]): CommitRows => ({
-  ...emptyCommit(NOW),
-  userDays: users.flatMap((u) => ['g', 'prod', TODAY, u]),
-})
+const commitOf = (users: string[]): CommitRows =>
+  analyticsCommit(NOW, { userDays: users.flatMap((u) => ['g', 'prod', TODAY, u]) })
 const many = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => `${prefix}${i}`)
 
 forEachEngine((engine) => {
-  const store = migratedStore(engine)
+  const store = migratedStore(engine, [analyticsTables])
 
   const dau = async () =>
     (await warehouseStore(store.db).dau({ gameId: 'g', env: 'prod', days: 1 }, NOW)).points[0].dau
@@ -33,22 +36,22 @@ forEachEngine((engine) => {
     await persist(store.db, commitOf(['b', 'c', 'd', 'd']))
     expect(await dau()).toBe(4)
 
-    // Enough rows for a merge: the log empties into ingest_user_day (SQLite; PostgreSQL never logs).
+    // Enough rows for a merge: the log empties into analytics_user_day (SQLite; PostgreSQL never logs).
     await persist(store.db, commitOf(many('x', USER_DAY_MERGE_ROWS)))
     expect(await dau()).toBe(4 + USER_DAY_MERGE_ROWS)
-    expect(await rows('ingest_user_day')).toBe(4 + USER_DAY_MERGE_ROWS)
-    expect(await rows('ingest_user_day_log')).toBe(0)
+    expect(await rows('analytics_user_day')).toBe(4 + USER_DAY_MERGE_ROWS)
+    expect(await rows('analytics_user_day_log')).toBe(0)
 
     // A user already merged, logged again, and a new one: only the new one counts, before...
     await persist(store.db, commitOf(['a', 'y']))
     expect(await dau()).toBe(5 + USER_DAY_MERGE_ROWS)
-    if (engine === 'sqlite') expect(await rows('ingest_user_day_log')).toBe(2)
+    if (engine === 'sqlite') expect(await rows('analytics_user_day_log')).toBe(2)
     // ...and after the next merge.
     await persist(store.db, commitOf(many('z', USER_DAY_MERGE_ROWS)))
     expect(await dau()).toBe(5 + 2 * USER_DAY_MERGE_ROWS)
-    expect(await rows('ingest_user_day_log')).toBe(0)
+    expect(await rows('analytics_user_day_log')).toBe(0)
     const daily = await store.db.get<{ dau: number }>(
-      'SELECT dau FROM ingest_daily WHERE game_id = ? AND day = ?',
+      'SELECT dau FROM analytics_daily WHERE game_id = ? AND day = ?',
       ['g', TODAY],
     )
     expect(Number(daily?.dau)).toBe(5 + 2 * USER_DAY_MERGE_ROWS)
@@ -57,9 +60,11 @@ forEachEngine((engine) => {
   test('retention purges stored user-days and leaves logged ones to their merge, which counts them', async () => {
     await persist(store.db, commitOf(['late']))
     expect(await dau()).toBe(6 + 2 * USER_DAY_MERGE_ROWS)
-    await purge(store.db, [{ gameId: 'g', name: 'prod', retentionDays: 7 }], NOW + 8 * DAY)
-    expect(await rows('ingest_user_day')).toBe(0)
-    expect(await rows('ingest_user_day_log')).toBe(engine === 'sqlite' ? 1 : 0)
+    await purge(store.db, [{ gameId: 'g', name: 'prod', retentionDays: 7 }], NOW + 8 * DAY, [
+      new AnalyticsRollup(undefined),
+    ])
+    expect(await rows('analytics_user_day')).toBe(0)
+    expect(await rows('analytics_user_day_log')).toBe(engine === 'sqlite' ? 1 : 0)
     // The day counters outlive the purge.
     expect(await dau()).toBe(6 + 2 * USER_DAY_MERGE_ROWS)
   })

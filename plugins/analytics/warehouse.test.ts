@@ -2,12 +2,11 @@ import { afterAll, beforeAll, describe, expect, setSystemTime, test } from 'bun:
 import { join } from 'node:path'
 import postgres from 'postgres'
 import { PG_URL, type TestApp, forEachEngine, makeApp } from '../../test/helpers'
-import { ingestMigrations } from './migrations'
-import { HOUR, MINUTE, floorTo } from './sql'
-import { experimentCounts, purge } from './store'
-import { DAY, SECRET, game, signed } from './testing'
+import { ingestMigrations } from '../ingest/migrations'
+import { DAY, SECRET, game, signed } from '../ingest/testing'
+import { HOUR, MINUTE, floorTo } from './time'
 
-// Warehouse reads, invocations, the event store and the store configuration.
+// Warehouse reads, invocations and the warehouse store configuration (moved from ingest, issue 16).
 forEachEngine((engine) => {
   let a: TestApp
   let admin: string
@@ -24,7 +23,7 @@ forEachEngine((engine) => {
 
   beforeAll(async () => {
     a = await makeApp(engine, {
-      plugins: { games: {}, ingest: { signing_secret: SECRET, purge_interval_minutes: 0 } },
+      plugins: { games: {}, ingest: { signing_secret: SECRET, purge_interval_minutes: 0 }, analytics: {} },
     })
     admin = await a.token('admin')
     const g = await a.req('POST', '/api/games', { token: admin, body: game })
@@ -174,7 +173,7 @@ forEachEngine((engine) => {
     let gid: string
     beforeAll(async () => {
       d = await makeApp(engine, {
-        plugins: { games: {}, ingest: { signing_secret: SECRET, purge_interval_minutes: 0 } },
+        plugins: { games: {}, ingest: { signing_secret: SECRET, purge_interval_minutes: 0 }, analytics: {} },
       })
       tok = await d.token('admin')
       const g = await d.req('POST', '/api/games', { token: tok, body: game })
@@ -273,125 +272,12 @@ forEachEngine((engine) => {
     }, 10_000)
   })
 
-  describe('event store', () => {
-    test('experiment counts: first exposure wins, conversions at or after it', async () => {
-      const t0 = Date.now() - 10_000
-      const at = (e: Record<string, unknown>, dt: number) => ({ ...e, ts: String(t0 + dt) })
-      const r = await signed(a, '/api/ingest/events', [
-        at(ev('experiment_exposure', { uid: 'x1', attrs: { exp: 'E1', variant: 'A' } }), 0),
-        at(ev('experiment_exposure', { uid: 'x1', attrs: { exp: 'E1', variant: 'B' } }), 100),
-        at(ev('experiment_exposure', { uid: 'x2', attrs: { exp: 'E1', variant: 'B' } }), 0),
-        at(ev('purchase', { uid: 'x1' }), 50),
-        at(ev('purchase', { uid: 'x2' }), -50),
-      ])
-      expect(r.status).toBe(200)
-      const c = await experimentCounts(a.db, {
-        gameId,
-        environment: 'prod',
-        experimentId: 'E1',
-        metrics: ['purchase'],
-      })
-      expect(c).toEqual({
-        variants: {
-          A: { exposures: 1, conversions: { purchase: 1 } },
-          B: { exposures: 1, conversions: { purchase: 0 } },
-        },
-      })
-    })
-
-    test('ids are time-ordered and hot fields are columns', async () => {
-      const rows = await a.db.all<{ id: number; received_at: number }>(
-        'SELECT id, received_at FROM ingest_events ORDER BY received_at, id',
-      )
-      expect(rows.length).toBeGreaterThan(10)
-      for (let i = 1; i < rows.length; i++) expect(rows[i].id).toBeGreaterThan(rows[i - 1].id)
-      // The id carries the receive time (ms x 1024 + counter).
-      for (const r of rows) expect(Math.floor(r.id / 1024)).toBeGreaterThanOrEqual(r.received_at)
-      const p = await a.db.get<{ amount_cents: number; currency: string }>(
-        "SELECT amount_cents, currency FROM ingest_events WHERE event = 'payment' LIMIT 1",
-      )
-      expect(p).toMatchObject({ amount_cents: 499, currency: 'USD' })
-    })
-
-    test('each hot field lands in its column and props keep the rest, across streams interleaved in one commit', async () => {
-      // Two environments taking turns: each row must name its own game and environment.
-      const full = (env: string, i: number) =>
-        ev('level_up', {
-          env,
-          uid: `cols-${env}-${i}`,
-          session_id: `s-${i}`,
-          amount_cents: 100 + i,
-          currency: 'EUR',
-          duration_ms: 7 + i,
-          network: 'wifi',
-          level: String(10 + i),
-          attrs: { note: `n${i}` },
-        })
-      const list = Array.from({ length: 6 }, (_, i) => full(i % 2 ? 'staging' : 'prod', i))
-      expect((await signed(a, '/api/ingest/events', list)).status).toBe(200)
-      const rows = await a.db.all<Record<string, unknown>>(
-        "SELECT * FROM ingest_events WHERE user_id LIKE 'cols-%' ORDER BY id",
-      )
-      expect(rows).toHaveLength(6)
-      rows.forEach((r, i) => {
-        const env = i % 2 ? 'staging' : 'prod'
-        expect(r).toMatchObject({
-          game_id: gameId,
-          env,
-          event: 'level_up',
-          ts: Number(list[i].ts),
-          user_id: `cols-${env}-${i}`,
-          session_id: `s-${i}`,
-          currency: 'EUR',
-          network: 'wifi',
-          level: String(10 + i),
-        })
-        expect(Number(r.amount_cents)).toBe(100 + i)
-        expect(Number(r.duration_ms)).toBe(7 + i)
-        // The columns the row holds exactly are not repeated in props; the rest is, as sent.
-        const props = JSON.parse(String(r.props))
-        expect(props).not.toHaveProperty('event')
-        expect(props).not.toHaveProperty('game_id')
-        expect(props).toMatchObject({
-          uid: `cols-${env}-${i}`,
-          level: String(10 + i),
-          attrs: { note: `n${i}` },
-        })
-        if (i) expect(Number(r.id)).toBe(Number(rows[i - 1].id) + 1)
-      })
-    })
-
-    test('an invocation row has the id of the event it came from', async () => {
-      const pairs = await a.db.all<{ event: string; function_id: string }>(
-        'SELECT e.event, i.function_id FROM ingest_invocations i JOIN ingest_events e ON e.id = i.id',
-      )
-      expect(pairs.length).toBe(50)
-      for (const p of pairs) expect(p.event).toBe('function.invoke')
-    })
-
-    test('retention purge: dev after 7 days, prod kept for 365', async () => {
-      const envs = [
-        { gameId, name: 'dev', retentionDays: 7 },
-        { gameId, name: 'prod', retentionDays: 365 },
-      ]
-      const dev = "SELECT COUNT(*) AS n FROM ingest_events WHERE env = 'dev'"
-      expect(await count(dev)).toBeGreaterThan(0)
-      await purge(a.db, envs, Date.now() + 6 * DAY)
-      expect(await count(dev)).toBeGreaterThan(0)
-      await purge(a.db, envs, Date.now() + 8 * DAY)
-      expect(await count(dev)).toBe(0)
-      expect(await count("SELECT COUNT(*) AS n FROM ingest_events WHERE env = 'prod'")).toBeGreaterThan(0)
-    })
-  })
-
   describe('configuration', () => {
-    test('no secret: 403 ingest_disabled; no warehouse: 503 service_unavailable', async () => {
+    test('no warehouse: 503 service_unavailable', async () => {
       const b = await makeApp(engine, {
-        plugins: { games: {}, ingest: { warehouse: { dsn: 'none' } } },
+        plugins: { games: {}, ingest: {}, analytics: { warehouse: { dsn: 'none' } } },
       })
       try {
-        const r = await signed(b, '/api/ingest/events', [ev('x')])
-        expect([r.status, r.body.error]).toEqual([403, 'ingest_disabled'])
         // Every warehouse endpoint of spec 1 section 4 (rule 3 of section 7), with a valid query.
         const tok = await b.token('admin')
         for (const path of [
@@ -410,34 +296,10 @@ forEachEngine((engine) => {
       }
     })
 
-    test('per-game secrets chosen by X-Game-Id; every event must name that game', async () => {
-      const b = await makeApp(engine, {
-        plugins: { games: {}, ingest: { game_secrets: { 'game-a': 'secret-a' } } },
-      })
-      try {
-        const h = { 'x-game-id': 'game-a' }
-        const e = { event: 'x', ts: String(Date.now()), env: 'prod' }
-        const wrong = await signed(b, '/api/ingest/events', [e], { secret: 'other', headers: h })
-        expect(wrong.status).toBe(401)
-        const mismatch = await signed(b, '/api/ingest/events', [{ ...e, game_id: 'game-b' }], {
-          secret: 'secret-a',
-          headers: h,
-        })
-        expect(mismatch.body.details.errors).toEqual([
-          { index: 0, field: 'game_id', reason: "must match X-Game-Id 'game-a'" },
-        ])
-        // Signature and validation pass; the game itself does not exist in this app.
-        const r = await signed(b, '/api/ingest/events', [e], { secret: 'secret-a', headers: h })
-        expect([r.status, r.body.error]).toEqual([400, 'unknown_game'])
-      } finally {
-        await b.stop()
-      }
-    })
-
     test('a separate warehouse store named by WAREHOUSE_DSN', async () => {
       const dir = a.dataDir
       const b = await makeApp(engine, {
-        plugins: { games: {}, ingest: { signing_secret: SECRET } },
+        plugins: { games: {}, ingest: { signing_secret: SECRET }, analytics: {} },
         env: { WAREHOUSE_DSN: join(dir, 'warehouse.sqlite') },
       })
       try {
@@ -465,69 +327,6 @@ forEachEngine((engine) => {
       }
     })
 
-    test("the retention purge runs on its timer every purge_interval_minutes, by each environment's retention", async () => {
-      // The shortest interval the schema accepts is a minute: the timer is observed, not waited for.
-      const realSet = globalThis.setInterval
-      const realClear = globalThis.clearInterval
-      const timers: { fn: () => unknown; ms: number; handle: unknown }[] = []
-      globalThis.setInterval = ((fn: () => unknown, ms: number) => {
-        const handle = realSet(fn, ms)
-        timers.push({ fn, ms, handle })
-        return handle
-      }) as unknown as typeof setInterval
-      let b: TestApp
-      try {
-        b = await makeApp(engine, {
-          plugins: { games: {}, ingest: { signing_secret: SECRET, purge_interval_minutes: 7 } },
-        })
-      } finally {
-        globalThis.setInterval = realSet
-      }
-      const cleared: unknown[] = []
-      let stopped = false
-      try {
-        const purges = timers.filter((t) => t.ms === 7 * 60_000)
-        expect(purges).toHaveLength(1)
-        const tok = await b.token('admin')
-        const g = await b.req('POST', '/api/games', { token: tok, body: game })
-        expect(g.status).toBe(201)
-        const e = (env: string) => ({
-          event: 'tap',
-          uid: `p-${env}`,
-          ts: String(Date.now()),
-          game_id: g.body.id,
-          env,
-        })
-        expect((await signed(b, '/api/ingest/events', ['dev', 'staging', 'prod'].map(e))).status).toBe(200)
-        const left = async () =>
-          (
-            await b.db.all<{ env: string }>('SELECT env FROM ingest_events WHERE game_id = ? ORDER BY env', [
-              g.body.id,
-            ])
-          ).map((r) => r.env)
-        expect(await left()).toEqual(['dev', 'prod', 'staging'])
-        // A tick 8 days on: dev (7 days) goes; staging (30) and prod (365) stay.
-        setSystemTime(new Date(Date.now() + 8 * DAY))
-        try {
-          await purges[0].fn()
-        } finally {
-          setSystemTime()
-        }
-        expect(await left()).toEqual(['prod', 'staging'])
-        // Stopping the app stops the timer.
-        globalThis.clearInterval = ((h: unknown) => {
-          cleared.push(h)
-          return realClear(h as Parameters<typeof clearInterval>[0])
-        }) as typeof clearInterval
-        stopped = true
-        await b.stop()
-      } finally {
-        globalThis.clearInterval = realClear
-        if (!stopped) await b.stop()
-      }
-      expect(cleared).toContain(timers.find((t) => t.ms === 7 * 60_000)?.handle)
-    })
-
     // In the [postgres] block, which exists when PostgreSQL answers; the main store is SQLite all the same.
     test.skipIf(engine !== 'postgres')(
       'a PostgreSQL warehouse named by WAREHOUSE_DSN beside a SQLite main store',
@@ -541,7 +340,11 @@ forEachEngine((engine) => {
         let b: TestApp | undefined
         try {
           b = await makeApp('sqlite', {
-            plugins: { games: {}, ingest: { signing_secret: SECRET, purge_interval_minutes: 0 } },
+            plugins: {
+              games: {},
+              ingest: { signing_secret: SECRET, purge_interval_minutes: 0 },
+              analytics: {},
+            },
             env: { WAREHOUSE_DSN: url.toString() },
           })
           expect(b.db.dialect).toBe('sqlite')
@@ -575,6 +378,8 @@ forEachEngine((engine) => {
           await admin.end()
         }
       },
+      // A database created and dropped, and an app started on it: seconds on a shared machine.
+      30_000,
     )
   })
 })

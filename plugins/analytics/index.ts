@@ -1,0 +1,66 @@
+import { Elysia } from 'elysia'
+import { definePlugin } from '../../core/plugin'
+import '../games/types'
+import '../ingest/types'
+import { filterRoutes } from './filters'
+import { gameAnalytics } from './game'
+import { gameRoutes } from './game-routes'
+import { migrations } from './migrations'
+import { AnalyticsRollup } from './rollup'
+import { AnalyticsConfig } from './schema'
+import { serverAnalytics } from './server'
+import { serverRoutes } from './server-routes'
+import { warehouseStore } from './warehouse'
+import { warehouseRoutes } from './warehouse-routes'
+
+/**
+ * Game and server analytics (spec 1) over the event store: it owns the rollups registered into
+ * ingest's commit (user-days, first sight, day counters, online sketches, invocation hours) and
+ * every `/api/v1/analytics/*` route, the warehouse endpoints included. Without it, ingest still
+ * stores events and those routes answer 404.
+ */
+export default definePlugin({
+  name: 'analytics',
+  dependsOn: ['ingest', 'games'],
+  config: AnalyticsConfig,
+  env: { WAREHOUSE_DSN: 'warehouse.dsn' },
+  migrations,
+  // Spec 1: the server-side writes add analytics data; admins only by default. Reads: every role.
+  permissions: { analytics: { write: [] } },
+  errors: [{ prefix: '/api/v1/analytics', body: 'analytics' }],
+  setup(ctx) {
+    const ingest = ctx.service('ingest')
+    const dsn = ctx.config.warehouse.dsn.trim()
+    // Raw rows and rollups share a transaction, so the warehouse store is ingest's event store.
+    ingest.useStore(dsn)
+    const games = ctx.service('games')
+    const timezone = (gameId: string) => games.timezone(gameId)
+    const rollup = new AnalyticsRollup({ plugin: 'analytics', migrations }, timezone)
+    ingest.registerRollup(rollup)
+    // A game's days follow its time zone from its next event on.
+    games.onChange((c) => {
+      if (!c.environment) rollup.forget(c.gameId)
+    })
+    const none = dsn === 'none' || dsn === ''
+    // Built at start, when the event store is open (ingest starts first).
+    let warehouse: ReturnType<typeof warehouseStore> | undefined
+    let game: ReturnType<typeof gameAnalytics> | undefined
+    let server: ReturnType<typeof serverAnalytics> | undefined
+    const filters = filterRoutes(ctx.guard, ctx.db, games, ingest, ctx.changes)
+    ctx.onStart(async () => {
+      await filters.load()
+      if (!none) warehouse = warehouseStore(ingest.db, timezone)
+      game = gameAnalytics(ingest.db)
+      server = serverAnalytics(ingest.db)
+    })
+    const started = <T>(x: T | undefined): T => {
+      if (!x) throw new Error('analytics used before start')
+      return x
+    }
+    return new Elysia({ name: 'analytics' })
+      .use(warehouseRoutes(ctx.guard, ingest, () => warehouse))
+      .use(gameRoutes(ctx.guard, games, () => started(game)))
+      .use(serverRoutes(ctx.guard, games, () => started(server)))
+      .use(filters.routes)
+  },
+})

@@ -1,0 +1,78 @@
+import { afterAll, beforeAll, expect, test } from 'bun:test'
+import { type TestApp, forEachEngine, makeApp } from '../../test/helpers'
+import { SECRET, game, signed } from '../ingest/testing'
+import { experimentCounts } from './exposures'
+
+// The exposure rollup experiments keeps in ingest's commit (moved from ingest, issue 16).
+forEachEngine((engine) => {
+  let a: TestApp
+  let gameId: string
+  const ev = (event: string, extra: Record<string, unknown> = {}) => ({
+    event,
+    ts: String(Date.now()),
+    game_id: gameId,
+    env: 'prod',
+    ...extra,
+  })
+  beforeAll(async () => {
+    a = await makeApp(engine, {
+      plugins: { games: {}, ingest: { signing_secret: SECRET, purge_interval_minutes: 0 }, experiments: {} },
+    })
+    const g = await a.req('POST', '/api/games', { token: await a.token('admin'), body: game })
+    gameId = g.body.id
+  })
+  afterAll(() => a.stop())
+
+  test('experiment counts: first exposure wins, conversions at or after it', async () => {
+    const t0 = Date.now() - 10_000
+    const at = (e: Record<string, unknown>, dt: number) => ({ ...e, ts: String(t0 + dt) })
+    const r = await signed(a, '/api/ingest/events', [
+      at(ev('experiment_exposure', { uid: 'x1', attrs: { exp: 'E1', variant: 'A' } }), 0),
+      at(ev('experiment_exposure', { uid: 'x1', attrs: { exp: 'E1', variant: 'B' } }), 100),
+      at(ev('experiment_exposure', { uid: 'x2', attrs: { exp: 'E1', variant: 'B' } }), 0),
+      at(ev('purchase', { uid: 'x1' }), 50),
+      at(ev('purchase', { uid: 'x2' }), -50),
+    ])
+    expect(r.status).toBe(200)
+    const c = await experimentCounts(a.db, {
+      gameId,
+      environment: 'prod',
+      experimentId: 'E1',
+      metrics: ['purchase'],
+    })
+    expect(c).toEqual({
+      variants: {
+        A: { exposures: 1, conversions: { purchase: 1 } },
+        B: { exposures: 1, conversions: { purchase: 0 } },
+      },
+    })
+  })
+
+  test('an exposure and a conversion in one commit count; a user exposed earlier keeps feeding conversions after a restart of the cache', async () => {
+    const t0 = Date.now() - 5_000
+    const at = (e: Record<string, unknown>, dt: number) => ({ ...e, ts: String(t0 + dt) })
+    expect(
+      (
+        await signed(a, '/api/ingest/events', [
+          at(ev('experiment_exposure', { uid: 'y1', attrs: { exp: 'E2', variant: 'ctl' } }), 0),
+          at(ev('win', { uid: 'y1' }), 10),
+          at(ev('win', { uid: 'never-exposed' }), 10),
+        ])
+      ).status,
+    ).toBe(200)
+    // A later commit: y1 is known exposed (cached), so its event updates the conversion row.
+    expect((await signed(a, '/api/ingest/events', [at(ev('level_up', { uid: 'y1' }), 20)])).status).toBe(200)
+    const c = await experimentCounts(a.db, {
+      gameId,
+      environment: 'prod',
+      experimentId: 'E2',
+      metrics: ['win', 'level_up'],
+    })
+    expect(c).toEqual({ variants: { ctl: { exposures: 1, conversions: { win: 1, level_up: 1 } } } })
+    const rows = await a.db.all<{ user_id: string }>(
+      'SELECT DISTINCT user_id FROM experiments_user_events WHERE game_id = ? ORDER BY user_id',
+      [gameId],
+    )
+    expect(rows.map((r) => r.user_id)).not.toContain('never-exposed')
+  })
+})

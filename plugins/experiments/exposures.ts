@@ -1,0 +1,130 @@
+import type { Db, Param } from '../../core/db'
+import type { Rollup, RollupBatch } from '../ingest/rollup'
+import { byStream, inOrder } from '../ingest/rows'
+import { type NormEvent, pick, str } from '../ingest/validate'
+
+/** A commit's exposure rows for `exposures-write.ts`: each table's values one row after another, keys in order. */
+export interface ExposureRows {
+  exposures: Param[]
+  userEvents: Param[]
+}
+
+/**
+ * Experiment analysis without scanning raw events: each user's first exposure
+ * (`experiment_exposure` with attrs `exp` and `variant`), and for exposed users the last time
+ * they sent each event. Registered into ingest's commit (`experiments_exposures`,
+ * `experiments_user_events`, the tables ingest kept before issue 16).
+ */
+export class ExposureRollup implements Rollup<ExposureRows> {
+  readonly name = 'exposures'
+  /** `game \u0001 env` -> users with an exposure: only their events feed the conversion rows. */
+  private exposed = new Map<string, Set<string>>()
+
+  constructor(readonly migrations: Rollup['migrations']) {}
+
+  async init(db: Db): Promise<void> {
+    const rows = await db.all<{ game_id: string; env: string; user_id: string }>(
+      'SELECT DISTINCT game_id, env, user_id FROM experiments_exposures',
+    )
+    for (const r of rows) this.users(r.game_id, r.env).add(r.user_id)
+  }
+
+  private users(gameId: string, env: string): Set<string> {
+    const k = `${gameId}\u0001${env}`
+    let s = this.exposed.get(k)
+    if (!s) {
+      s = new Set()
+      this.exposed.set(k, s)
+    }
+    return s
+  }
+
+  gather(events: readonly NormEvent[]): RollupBatch<ExposureRows> | undefined {
+    const out: ExposureRows = { exposures: [], userEvents: [] }
+    for (const { gameId: g, env, at } of byStream(events)) {
+      const exposed = this.users(g, env)
+      /** experiment -> user -> [variant, ts] */
+      const firsts = new Map<string, Map<string, [string, number]>>()
+      for (const i of at) {
+        const e = events[i]
+        if (e.event !== 'experiment_exposure' || !e.userId) continue
+        const exp = str(pick(e.props, 'exp'))
+        const variant = str(pick(e.props, 'variant'))
+        if (!exp || !variant) continue
+        let users = firsts.get(exp)
+        if (!users) {
+          users = new Map()
+          firsts.set(exp, users)
+        }
+        const prev = users.get(e.userId)
+        if (!prev || e.ts < prev[1]) users.set(e.userId, [variant, e.ts])
+        exposed.add(e.userId)
+      }
+      for (const exp of inOrder(firsts)) {
+        const users = firsts.get(exp)!
+        for (const user of inOrder(users)) {
+          const [variant, ts] = users.get(user)!
+          out.exposures.push(g, env, exp, user, variant, ts)
+        }
+      }
+      if (!exposed.size) continue
+      // Conversions after the exposures, so an exposure earlier in this commit counts.
+      /** user -> event -> last ts */
+      const last = new Map<string, Map<string, number>>()
+      for (const i of at) {
+        const { userId, event, ts } = events[i]
+        if (!userId || !exposed.has(userId)) continue
+        let byEvent = last.get(userId)
+        if (!byEvent) {
+          byEvent = new Map()
+          last.set(userId, byEvent)
+        }
+        const prev = byEvent.get(event)
+        if (prev === undefined || ts > prev) byEvent.set(event, ts)
+      }
+      for (const user of inOrder(last)) {
+        const byEvent = last.get(user)!
+        for (const event of inOrder(byEvent)) out.userEvents.push(g, env, user, event, byEvent.get(event)!)
+      }
+    }
+    return out.exposures.length || out.userEvents.length ? { rows: out } : undefined
+  }
+}
+
+/** Per variant: users whose first exposure named it, and of them those who sent each metric event at or after it. */
+export interface ExperimentCounts {
+  variants: Record<string, { exposures: number; conversions: Record<string, number> }>
+}
+
+const n = (v: unknown) => Number(v ?? 0)
+
+/** Counts for one experiment from the exposure rollup. A user counts once, in the variant of their first exposure. */
+export async function experimentCounts(
+  db: Db,
+  q: { gameId: string; environment: string; experimentId: string; metrics: string[] },
+): Promise<ExperimentCounts> {
+  const base = [q.gameId, q.environment, q.experimentId]
+  const exposures = await db.all<{ variant: string; n: number }>(
+    'SELECT variant, COUNT(*) AS n FROM experiments_exposures WHERE game_id = ? AND env = ? AND experiment_id = ? GROUP BY variant',
+    base,
+  )
+  const out: ExperimentCounts = { variants: {} }
+  for (const r of exposures)
+    out.variants[r.variant] = {
+      exposures: n(r.n),
+      conversions: Object.fromEntries(q.metrics.map((m) => [m, 0])),
+    }
+  if (!q.metrics.length || !exposures.length) return out
+  const conv = await db.all<{ variant: string; event: string; n: number }>(
+    `SELECT x.variant, u.event, COUNT(*) AS n FROM experiments_exposures x
+     JOIN experiments_user_events u ON u.game_id = x.game_id AND u.env = x.env AND u.user_id = x.user_id
+     WHERE x.game_id = ? AND x.env = ? AND x.experiment_id = ? AND u.event IN (${q.metrics.map(() => '?').join(', ')}) AND u.last_ts >= x.ts
+     GROUP BY x.variant, u.event`,
+    [...base, ...q.metrics],
+  )
+  for (const r of conv) {
+    const v = out.variants[r.variant]
+    if (v) v.conversions[r.event] = n(r.n)
+  }
+  return out
+}

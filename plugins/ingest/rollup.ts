@@ -1,0 +1,66 @@
+import type { Db, Migration, Row } from '../../core/db'
+import type { NormEvent } from './validate'
+
+/**
+ * The extension point of ingest (issue 16 point 5), made the way notify takes providers: a
+ * plugin that reads something derived from the events registers a rollup into ingest's group
+ * commit with `ctx.service('ingest').registerRollup(rollup)`, and its rows are written in the
+ * same transaction as the raw rows, on both engines and on the persist thread alike.
+ *
+ * A rollup has two halves. The event-loop half (`Rollup`) sees each commit's accepted events
+ * and returns rows: plain JSON values, because they cross to the persist thread. The write half
+ * (`RollupWriter`) runs in the commit's transaction wherever the transaction runs; the persist
+ * thread cannot receive a function, so write halves are named in one static map,
+ * `plugins/rollups.ts`, which the thread imports (the compiled binary carries it the same way).
+ */
+export interface Rollup<R = unknown> {
+  /** Names the write half in `plugins/rollups.ts`. */
+  name: string
+  /**
+   * The rollup's tables for a separate event store (WAREHOUSE_DSN naming another store): ingest
+   * applies them there under `plugin`'s ledger, after its own. In the main store the owner's
+   * manifest migrations created them already.
+   */
+  migrations?: { plugin: string; migrations: readonly Migration[] }
+  /** Once, before the first commit, with the event store: warm caches from what is stored. */
+  init?(db: Db): Promise<void>
+  /**
+   * Once per commit, on the event loop, in commit order: this commit's rows, or undefined when
+   * it adds none. The synchronous part runs before the next commit's; keep it free of I/O where
+   * possible. `done` runs once the commit is durable (what it stored is then known).
+   */
+  gather(
+    events: readonly NormEvent[],
+    commit: { receivedAt: number },
+  ): RollupBatch<R> | undefined | Promise<RollupBatch<R> | undefined>
+  /**
+   * Ingest's retention purge, per environment: deletes this rollup's detail older than `cutoff`
+   * (epoch ms) and answers how many rows went. Counters meant to outlive raw events stay.
+   */
+  purge?(db: Db, env: { gameId: string; env: string }, cutoff: number): Promise<number>
+}
+
+export interface RollupBatch<R> {
+  rows: R
+  done?(): void
+}
+
+/** What the commit stored of ingest's own rows, for rollups that count from them. */
+export interface Stored {
+  /**
+   * The payment rows that were new in this commit (a repeated order and status is stored once):
+   * `game_id, env, order_id, status, amount_cents, ts, user_id`. Resolves at once to [] when
+   * the commit has none.
+   */
+  payments: Promise<Row[]>
+  /** Whether the commit holds payment rows at all (so a writer need not wait for them). */
+  hasPayments: boolean
+}
+
+/** The write half: runs in the commit's transaction; a throw rolls the whole commit back. */
+export type RollupWriter<R = unknown> = (tx: Db, rows: R, stored: Stored) => Promise<unknown>
+
+/** Types a write half for the static map. */
+export function defineRollupWriter<R>(write: RollupWriter<R>): RollupWriter<unknown> {
+  return write as RollupWriter<unknown>
+}

@@ -1,0 +1,15 @@
+import { writeAnalytics } from './analytics/write'
+import { writeExposures } from './experiments/exposures-write'
+import type { RollupWriter } from './ingest/rollup'
+
+/**
+ * The write half of every rollup a plugin can register into ingest's commit, by the rollup's
+ * name (`ingest.registerRollup`, see `plugins/ingest/rollup.ts`). The persist thread runs the
+ * transactions and cannot receive functions, so it imports this map; static imports keep the
+ * compiled binary complete, as `plugins/index.ts` does for the plugins. A rollup written here
+ * runs only when its plugin registered it.
+ */
+export const rollupWriters: Record<string, RollupWriter<unknown>> = {
+  analytics: writeAnalytics,
+  exposures: writeExposures,
+}

@@ -1,0 +1,130 @@
+import { Elysia, t } from 'elysia'
+import { ServiceUnavailable, invalidField, ok } from '../../core/http'
+import type { PluginContext } from '../../core/plugin'
+import { rejectUnknown } from '../../core/strict'
+import { expandCalendar, toCalendar } from './ical'
+import { ID_PATTERN, RosterBody, type RostersConfig, checkPeriods, instant } from './schema'
+import type { RosterStore } from './store'
+
+const tags = (summary: string, description?: string) => ({
+  tags: ['notify rosters'],
+  summary,
+  ...(description ? { description } : {}),
+})
+const Id = t.Object({ id: t.String() })
+const read = { scope: 'query', permission: 'rosters:read' } as const
+const write = { scope: 'config', permission: 'rosters:write' } as const
+
+export function rosterRoutes(ctx: PluginContext<RostersConfig>, store: RosterStore) {
+  return new Elysia({ name: 'rosters' })
+    .use(ctx.guard)
+    .onBeforeHandle(() => {
+      if (!ctx.config.manager) throw new ServiceUnavailable('roster manager is not configured')
+    })
+    .get(
+      '/api/v1/rosters',
+      async () => {
+        const rosters = await store.list()
+        return ok({ rosters, count: rosters.length })
+      },
+      { appScope: read, detail: tags('Every roster with its periods') },
+    )
+    .post(
+      '/api/v1/rosters',
+      async ({ body }) => {
+        if (!body.id) throw invalidField('body.id', 'required')
+        return ok(
+          await store.create(body.id, body.description ?? '', checkPeriods(body.periods)),
+          'roster created',
+        )
+      },
+      {
+        appScope: write,
+        transform: ({ body }) => rejectUnknown(RosterBody, body, 'body'),
+        body: RosterBody,
+        detail: tags(
+          'Create a roster {id, description?, periods: [{start, end}]}; 409 for a taken id',
+          'Periods are RFC 3339 timestamps with offset, pushed whole by an external scheduler. Refused with 400: a missing timestamp, ' +
+            'a zero-length or inverted period, overlapping periods (touching ones are fine), more than 512, none. Out-of-order periods are sorted by start. ' +
+            'A rule with silence {roster} is silenced while a period covers now.',
+        ),
+      },
+    )
+    .get('/api/v1/rosters/:id', async ({ params }) => ok(await store.get(params.id)), {
+      appScope: read,
+      params: Id,
+      detail: tags('One roster; 404 when unknown'),
+    })
+    .put(
+      '/api/v1/rosters/:id',
+      async ({ params, body }) =>
+        ok(await store.replace(params.id, body.description, checkPeriods(body.periods)), 'roster updated'),
+      {
+        appScope: write,
+        params: Id,
+        transform: ({ body }) => rejectUnknown(RosterBody, body, 'body'),
+        body: RosterBody,
+        detail: tags(
+          "Replace a roster's periods (the URL id wins; description kept unless given); effective at once; 404 when unknown",
+        ),
+      },
+    )
+    .delete(
+      '/api/v1/rosters/:id',
+      async ({ params }) => {
+        await store.remove(params.id)
+        return ok({ id: params.id }, 'roster deleted')
+      },
+      {
+        appScope: write,
+        params: Id,
+        detail: tags('Delete a roster: rules keep their silence, which stops applying at once'),
+      },
+    )
+    .post(
+      '/api/v1/rosters/:id/import',
+      async ({ params, body, query }) => {
+        if (!new RegExp(ID_PATTERN).test(params.id)) throw invalidField('params.id', 'not a valid roster id')
+        if (typeof body !== 'string' || !body.trim())
+          throw invalidField('body', 'an iCalendar text is required')
+        const from = query.from === undefined ? Date.now() : instant(query.from, 'query.from')
+        const until =
+          query.until === undefined
+            ? from + ctx.config.import_horizon_days * 86_400_000
+            : instant(query.until, 'query.until')
+        if (until <= from) throw invalidField('query.until', 'must be after from')
+        const periods = checkPeriods(expandCalendar(body, from, until))
+        return ok(await store.replace(params.id, undefined, periods, true), 'roster imported')
+      },
+      {
+        appScope: write,
+        params: Id,
+        parse: 'text',
+        body: t.String(),
+        query: t.Object({ from: t.Optional(t.String()), until: t.Optional(t.String()) }),
+        detail: tags(
+          "Replace a roster's periods from an iCalendar text (created when missing)",
+          'The body is the .ics text as calendar apps export it: VEVENTs with RRULE, RDATE, EXDATE, RECURRENCE-ID overrides and VTIMEZONE (TZID) definitions. ' +
+            'Occurrences touching [from, until) are kept (from defaults to now, until to from + import_horizon_days, 90); overlapping or touching shifts are merged. ' +
+            'The result obeys the roster rules (at most 512 periods).',
+        ),
+      },
+    )
+    .get(
+      '/api/v1/rosters/:id/export.ics',
+      async ({ params }) => {
+        const r = await store.get(params.id)
+        return new Response(toCalendar(r.id, r.description, r.periods), {
+          headers: {
+            'content-type': 'text/calendar; charset=utf-8',
+            'content-disposition': `attachment; filename="${r.id}.ics"`,
+          },
+        })
+      },
+      {
+        appScope: read,
+        params: Id,
+        detail: tags('The roster as an iCalendar text (one VEVENT per period, UTC)'),
+      },
+    )
+}

@@ -1,0 +1,123 @@
+import { type Db, fromJson, iso } from '../../core/db'
+import type { IncidentStore } from './incidents'
+
+type AckRow = { alert_id: string; acked_by: string; source: string; acked_at: number }
+const toAck = (r: AckRow) => ({
+  alert_id: r.alert_id,
+  acked_by: r.acked_by,
+  source: r.source,
+  acked_at: iso(r.acked_at)!,
+})
+export type AckRecord = ReturnType<typeof toAck>
+
+export interface DueEscalation {
+  alert_id: string
+  rule_id: string
+  due_at: number
+  to: string[]
+  title: string
+  level: string
+}
+
+/**
+ * Acknowledgements and pending escalations, both in the store: an escalation due while the
+ * process was down fires after it starts, and an acknowledgement taken by any instance cancels
+ * the escalation every other instance would fire (the claim is a conditional update).
+ */
+export function alertStore(db: Db, incidents: IncidentStore | undefined) {
+  return {
+    async get(alertId: string) {
+      const row = await db.get<AckRow>(
+        'SELECT alert_id, acked_by, source, acked_at FROM rules_acks WHERE alert_id = ?',
+        [alertId],
+      )
+      return row
+        ? { alert_id: alertId, acknowledged: true, ack: toAck(row) }
+        : { alert_id: alertId, acknowledged: false }
+    },
+    /** Idempotent: the first acknowledgement is kept and returned to every repeat. */
+    async ack(alertId: string, ackedBy: string, source: string, now = Date.now()): Promise<AckRecord> {
+      return db.tx(async (tx) => {
+        const inserted = await tx.get<AckRow>(
+          `INSERT INTO rules_acks (alert_id, acked_by, source, acked_at) VALUES (?, ?, ?, ?)
+           ON CONFLICT (alert_id) DO NOTHING RETURNING alert_id, acked_by, source, acked_at`,
+          [alertId, ackedBy, source, now],
+        )
+        if (!inserted) {
+          const first = await tx.get<AckRow>(
+            'SELECT alert_id, acked_by, source, acked_at FROM rules_acks WHERE alert_id = ?',
+            [alertId],
+          )
+          return toAck(first!)
+        }
+        await tx.run(
+          "UPDATE rules_escalations SET status = 'cancelled', finished_at = ? WHERE alert_id = ? AND status = 'pending'",
+          [now, alertId],
+        )
+        await incidents?.ack(tx, alertId, now, ackedBy, source)
+        return toAck(inserted)
+      })
+    },
+    /** Arms the alert's escalation unless it is acknowledged or one is already pending. */
+    async arm(e: DueEscalation, now = Date.now()): Promise<boolean> {
+      return db.tx(async (tx) => {
+        if (await tx.get('SELECT alert_id FROM rules_acks WHERE alert_id = ?', [e.alert_id])) return false
+        const n = await tx.run(
+          `INSERT INTO rules_escalations (alert_id, rule_id, due_at, targets, title, level, status, created_at)
+           VALUES (?, ?, ?, ?, ?, ?, 'pending', ?)
+           ON CONFLICT (alert_id) DO UPDATE SET rule_id = excluded.rule_id, due_at = excluded.due_at,
+             targets = excluded.targets, title = excluded.title, level = excluded.level, status = 'pending',
+             created_at = excluded.created_at, finished_at = NULL
+           WHERE rules_escalations.status <> 'pending'`,
+          [e.alert_id, e.rule_id, e.due_at, JSON.stringify(e.to), e.title, e.level, now],
+        )
+        return n > 0
+      })
+    },
+    async pending(alertId: string) {
+      return db.get<{ status: string; due_at: number }>(
+        'SELECT status, due_at FROM rules_escalations WHERE alert_id = ?',
+        [alertId],
+      )
+    },
+    /** Cancels a pending escalation (the alert resolved). */
+    async cancel(alertId: string, now = Date.now()) {
+      await db.run(
+        "UPDATE rules_escalations SET status = 'cancelled', finished_at = ? WHERE alert_id = ? AND status = 'pending'",
+        [now, alertId],
+      )
+    },
+    /** Claims the due escalations; each is claimed by exactly one instance. */
+    async claimDue(now = Date.now()): Promise<DueEscalation[]> {
+      const due = await db.all<{
+        alert_id: string
+        rule_id: string
+        due_at: number
+        targets: string
+        title: string
+        level: string
+      }>(
+        "SELECT alert_id, rule_id, due_at, targets, title, level FROM rules_escalations WHERE status = 'pending' AND due_at <= ? ORDER BY due_at LIMIT 100",
+        [now],
+      )
+      const out: DueEscalation[] = []
+      for (const d of due) {
+        const n = await db.run(
+          "UPDATE rules_escalations SET status = 'fired', finished_at = ? WHERE alert_id = ? AND status = 'pending'",
+          [now, d.alert_id],
+        )
+        if (n)
+          out.push({
+            alert_id: d.alert_id,
+            rule_id: d.rule_id,
+            due_at: Number(d.due_at),
+            to: fromJson(d.targets, []),
+            title: d.title,
+            level: d.level,
+          })
+      }
+      return out
+    },
+  }
+}
+export type AlertStore = ReturnType<typeof alertStore>

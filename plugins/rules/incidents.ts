@@ -1,0 +1,188 @@
+import { type Db, fromJson, iso, newId } from '../../core/db'
+import { NotFound } from '../../core/http'
+
+type IncidentRow = {
+  id: string
+  rule_id: string
+  alert_id: string
+  title: string
+  level: string
+  opened_at: number
+  acked_at: number | null
+  resolved_at: number | null
+  events: number
+  channels: string
+}
+const COLS = 'id, rule_id, alert_id, title, level, opened_at, acked_at, resolved_at, events, channels'
+
+const toIncident = (r: IncidentRow) => ({
+  id: r.id,
+  rule_id: r.rule_id,
+  alert_id: r.alert_id,
+  title: r.title,
+  level: r.level,
+  opened_at: iso(r.opened_at)!,
+  ...(r.acked_at !== null ? { acked_at: iso(r.acked_at) } : {}),
+  ...(r.resolved_at !== null ? { resolved_at: iso(r.resolved_at) } : {}),
+  events: Number(r.events),
+  channels: fromJson<string[]>(r.channels, []),
+})
+
+export const INCIDENT_STATUSES = ['open', 'acked', 'resolved'] as const
+export type IncidentStatus = (typeof INCIDENT_STATUSES)[number]
+
+/** The derived status (spec 2 "Incident (derived)") as a SQL condition. */
+const STATUS_SQL: Record<IncidentStatus, string> = {
+  open: 'resolved_at IS NULL AND acked_at IS NULL',
+  acked: 'resolved_at IS NULL AND acked_at IS NOT NULL',
+  resolved: 'resolved_at IS NOT NULL',
+}
+
+async function event(tx: Db, incident: string, at: number, kind: string, detail: Record<string, unknown>) {
+  await tx.run(
+    'INSERT INTO rules_incident_events (id, incident_id, at, kind, detail) VALUES (?, ?, ?, ?, ?)',
+    [newId(), incident, at, kind, JSON.stringify(detail)],
+  )
+}
+
+/**
+ * The incident ledger: one open incident per alert id at a time, opened by a rule-routed
+ * delivery, acknowledged by the first ack, resolved when the alert says so or its rule stops
+ * matching it. Every change leaves a timeline entry {at, kind, detail}.
+ */
+export function incidentStore(db: Db) {
+  return {
+    /** A rule-routed delivery for an alert: opens an incident or adds the event to the open one. */
+    async record(
+      ruleId: string,
+      alertId: string,
+      n: { title: string; level: string },
+      channels: string[],
+      notificationId: string,
+      now = Date.now(),
+    ) {
+      await db.tx(async (tx) => {
+        const open = await tx.get<IncidentRow>(
+          `SELECT ${COLS} FROM rules_incidents WHERE alert_id = ? AND resolved_at IS NULL ORDER BY opened_at DESC`,
+          [alertId],
+        )
+        if (open) {
+          const merged = [...new Set([...fromJson<string[]>(open.channels, []), ...channels])]
+          await tx.run('UPDATE rules_incidents SET events = events + 1, channels = ? WHERE id = ?', [
+            JSON.stringify(merged),
+            open.id,
+          ])
+          await event(tx, open.id, now, 'event', {
+            notification_id: notificationId,
+            title: n.title,
+            channels,
+          })
+          return
+        }
+        const id = newId()
+        await tx.run(`INSERT INTO rules_incidents (${COLS}) VALUES (?, ?, ?, ?, ?, ?, NULL, NULL, 1, ?)`, [
+          id,
+          ruleId,
+          alertId,
+          n.title,
+          n.level,
+          now,
+          JSON.stringify(channels),
+        ])
+        await event(tx, id, now, 'opened', { rule_id: ruleId, notification_id: notificationId, channels })
+      })
+    },
+    /** Marks the alert's open incident acknowledged (inside the ack's transaction). */
+    async ack(tx: Db, alertId: string, at: number, by: string, source: string) {
+      const rows = await tx.all<{ id: string }>(
+        'UPDATE rules_incidents SET acked_at = ? WHERE alert_id = ? AND resolved_at IS NULL AND acked_at IS NULL RETURNING id',
+        [at, alertId],
+      )
+      for (const r of rows) await event(tx, r.id, at, 'acknowledged', { acked_by: by, source })
+    },
+    async openFor(alertId: string): Promise<{ id: string; rule_id: string } | undefined> {
+      return db.get(
+        'SELECT id, rule_id FROM rules_incidents WHERE alert_id = ? AND resolved_at IS NULL ORDER BY opened_at DESC',
+        [alertId],
+      )
+    },
+    async resolve(alertId: string, reason: string, now = Date.now()) {
+      await db.tx(async (tx) => {
+        const rows = await tx.all<{ id: string }>(
+          'UPDATE rules_incidents SET resolved_at = ? WHERE alert_id = ? AND resolved_at IS NULL RETURNING id',
+          [now, alertId],
+        )
+        for (const r of rows) await event(tx, r.id, now, 'resolved', { reason })
+      })
+    },
+    async note(alertId: string, kind: string, detail: Record<string, unknown>, now = Date.now()) {
+      await db.tx(async (tx) => {
+        const open = await tx.get<{ id: string }>(
+          'SELECT id FROM rules_incidents WHERE alert_id = ? AND resolved_at IS NULL ORDER BY opened_at DESC',
+          [alertId],
+        )
+        if (open) await event(tx, open.id, now, kind, detail)
+      })
+    },
+    async list(f: { status?: IncidentStatus; rule_id?: string; alert_id?: string; limit: number }) {
+      const where = ['(CAST(? AS TEXT) IS NULL OR rule_id = ?)', '(CAST(? AS TEXT) IS NULL OR alert_id = ?)']
+      if (f.status) where.push(STATUS_SQL[f.status])
+      const rows = await db.all<IncidentRow>(
+        `SELECT ${COLS} FROM rules_incidents WHERE ${where.join(' AND ')} ORDER BY opened_at DESC, id DESC LIMIT ?`,
+        [f.rule_id ?? null, f.rule_id ?? null, f.alert_id ?? null, f.alert_id ?? null, f.limit],
+      )
+      return rows.map(toIncident)
+    },
+    async get(id: string) {
+      const row = await db.get<IncidentRow>(`SELECT ${COLS} FROM rules_incidents WHERE id = ?`, [id])
+      if (!row) throw new NotFound(`incident '${id}' not found`)
+      const events = await db.all<{ at: number; kind: string; detail: string }>(
+        'SELECT at, kind, detail FROM rules_incident_events WHERE incident_id = ? ORDER BY at, id',
+        [id],
+      )
+      return {
+        ...toIncident(row),
+        timeline: events.map((e) => ({ at: iso(e.at)!, kind: e.kind, detail: fromJson(e.detail, {}) })),
+      }
+    },
+    /** MTTA and MTTR over incidents opened since `since`: means and medians in seconds. */
+    async stats(since: number) {
+      const rows = await db.all<IncidentRow>(`SELECT ${COLS} FROM rules_incidents WHERE opened_at >= ?`, [
+        since,
+      ])
+      const secs = (xs: number[]) => {
+        if (!xs.length) return null
+        const s = [...xs].sort((a, b) => a - b)
+        const mid = s.length >> 1
+        const median = s.length % 2 ? s[mid] : (s[mid - 1] + s[mid]) / 2
+        return {
+          count: s.length,
+          mean_s: s.reduce((a, b) => a + b, 0) / s.length / 1000,
+          median_s: median / 1000,
+        }
+      }
+      const n = (st: IncidentStatus) =>
+        rows.filter((r) =>
+          st === 'resolved'
+            ? r.resolved_at !== null
+            : st === 'acked'
+              ? r.resolved_at === null && r.acked_at !== null
+              : r.resolved_at === null && r.acked_at === null,
+        ).length
+      return {
+        since: iso(since)!,
+        total: rows.length,
+        open: n('open'),
+        acked: n('acked'),
+        resolved: n('resolved'),
+        mtta: secs(
+          rows.filter((r) => r.acked_at !== null).map((r) => Number(r.acked_at) - Number(r.opened_at)),
+        ),
+        mttr: secs(
+          rows.filter((r) => r.resolved_at !== null).map((r) => Number(r.resolved_at) - Number(r.opened_at)),
+        ),
+      }
+    },
+  }
+}
+export type IncidentStore = ReturnType<typeof incidentStore>

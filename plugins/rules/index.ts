@@ -1,0 +1,77 @@
+import { definePlugin } from '../../core/plugin'
+import { alertStore } from './alerts'
+import { chatcard } from './chatcard'
+import { incidentStore } from './incidents'
+import m001 from './migrations/001_rules.sql' with { type: 'text' }
+import { rulesRoutes } from './routes'
+import { type RosterSource, rulesRuntime } from './runtime'
+import { RulesConfig } from './schema'
+import { rulesStore } from './store'
+
+/** What the rules plugin offers the plugins that depend on it (rosters registers its silences here). */
+export interface RulesService {
+  setRosters(source: RosterSource): void
+}
+
+declare module '../../core/plugin' {
+  interface Services {
+    rules: RulesService
+  }
+}
+
+export type { RosterSource } from './runtime'
+
+/**
+ * The rule engine of the notification service (spec 2): rules with the match language, groups,
+ * alert acknowledgement with escalation, the incident ledger and the chat-card callback. It
+ * registers a router and a group resolver into notify, so notify never reads these tables.
+ */
+export default definePlugin({
+  name: 'rules',
+  dependsOn: ['notify'],
+  config: RulesConfig,
+  migrations: [{ id: 1, name: 'rules', sql: m001 }],
+  permissions: {
+    rules: { write: ['operator'] },
+    alerts: { write: ['operator'] },
+    incidents: { write: ['operator'] },
+  },
+  setup(ctx) {
+    const cfg = ctx.config
+    const notify = ctx.service('notify')
+    const store = rulesStore(ctx.db)
+    const incidents = cfg.incidents ? incidentStore(ctx.db) : undefined
+    const alerts = cfg.acks ? alertStore(ctx.db, incidents) : undefined
+    const runtime = rulesRuntime({
+      store,
+      notify,
+      alerts,
+      incidents,
+      log: ctx.log,
+      syncMs: cfg.sync_ms,
+      publish: () => void ctx.changes.publish('rules', {}),
+    })
+    // Another instance's rule or group change applies as soon as it says so; the poll is the safety net.
+    ctx.changes.on('rules', (_d, origin) => {
+      if (origin === 'remote') runtime.kick()
+    })
+    if (cfg.engine) notify.setRouter(runtime.route)
+    if (cfg.groups) notify.setGroupResolver(async (id) => runtime.group(id))
+    ctx.provide('rules', { setRosters: runtime.setRosters })
+    ctx.health('rules', () => ({ status: 'up', rules: runtime.engine.list().length }), { critical: false })
+    ctx.onStart(() => runtime.start())
+    ctx.onStop(() => runtime.stop())
+    return rulesRoutes({
+      ctx,
+      store,
+      runtime,
+      alerts,
+      incidents,
+      callback: chatcard({
+        encryptKey: cfg.chatcard.encrypt_key,
+        verificationToken: cfg.chatcard.verification_token,
+        alerts: () => alerts,
+      }),
+    })
+  },
+})

@@ -1,0 +1,217 @@
+import { describe, expect, test } from 'bun:test'
+import { compile } from './compile'
+import { MAX_LENGTH, MatchError, MatchEvalError, type MatchInput, requiredEquality } from './match'
+
+const n = (over: Partial<MatchInput> = {}): MatchInput => ({
+  type: 'db.replica_lag',
+  level: 'error',
+  title: 'Replica lag on eu-3',
+  body: 'lag is 41 s',
+  params: { region: 'eu-3', lag: 41, tags: ['db', 'pager'], code: '503', urgent: true },
+  ...over,
+})
+
+const errorOf = (src: string): MatchError => {
+  try {
+    compile(src)
+  } catch (e) {
+    if (e instanceof MatchError) return e
+    throw e
+  }
+  throw new Error(`'${src}' compiled`)
+}
+
+describe('match language', () => {
+  test.each([
+    ['level == "error"', true],
+    ["level == 'warning'", false],
+    ['level >= "warning" && params.region == "eu-3"', true],
+    ['level > "error"', false],
+    ['type == "db.replica_lag" || type == "x"', true],
+    ['!(level == "info")', true],
+    ['params.lag > 40 && params.lag <= 41', true],
+    ['params.lag < 10', false],
+    ['params.code == 503', true],
+    ['params.code != "503"', false],
+    ['level in ["error", "critical"]', true],
+    ['level not in ["error", "critical"]', false],
+    ['"pager" in params.tags', true],
+    ['"lag" in body', true],
+    ['"nope" in title', false],
+    ['params.missing == null', true],
+    ['params.missing in ["a"]', false],
+    ['params.missing > 3 || params.missing <= 3', false],
+    ['params.code >= 500 && params.code < "504"', true],
+    ['params.lag != 41', false],
+    ['params.region not in ["us-1"]', true],
+    ['params.constructor == "x" || params.toString in ["a"] || params.toString > 1', false],
+    ['params.urgent', true],
+    ['params.absent', false],
+    ['params["region"] == "eu-3"', true],
+    ['true', true],
+    ['false || (level == "error" && !(params.region == "us-1"))', true],
+    ['params.__proto__ == null && params.constructor == null', true],
+  ])('%s -> %p', (src, want) => {
+    expect(compile(src)(n())).toBe(want)
+  })
+
+  test('illegal expressions answer a MatchError with the position of the fault', () => {
+    expect(errorOf('level == ').position).toBe(9)
+    expect(errorOf('level === "x"').position).toBe(8)
+    expect(errorOf('foo == 1').message).toContain("unknown name 'foo'")
+    expect(errorOf('foo == 1').position).toBe(0)
+    expect(errorOf('level == "x" &&& 1').position).toBe(15)
+    expect(errorOf('params.a.b == 1').position).toBe(8)
+    expect(errorOf('process.exit(1)').position).toBe(0)
+    expect(errorOf('level == "x" + 1').message).toContain("unexpected character '+'")
+    expect(errorOf('"abc').message).toContain('unterminated string')
+    expect(errorOf('1 < 2 < 3').message).toContain('do not chain')
+    expect(errorOf('"x" && level == "a"').position).toBe(0)
+    expect(errorOf('level == "a" || [1]').position).toBe(16)
+    expect(errorOf('params').message).toContain('params needs a name')
+    expect(errorOf('params.x == 1e999').message).toContain('out of range')
+    expect(errorOf('(level == "a"').message).toContain("expected ')'")
+    expect(errorOf('').message).toContain('unexpected end')
+  })
+
+  test('limits: 2048 characters, 256 nodes, 32 levels of nesting', () => {
+    const long = `title == "${'a'.repeat(MAX_LENGTH)}"`
+    expect(errorOf(long).message).toContain('longer than 2048')
+    const many = Array.from({ length: 90 }, (_, i) => `params.a == ${i}`).join(' || ')
+    expect(many.length).toBeLessThan(MAX_LENGTH)
+    expect(errorOf(many).message).toContain('more than 256 nodes')
+    expect(errorOf(`${'('.repeat(40)}true${')'.repeat(40)}`).message).toContain('nesting deeper')
+    expect(errorOf(`${'!'.repeat(40)}true`).message).toContain('nesting deeper')
+    expect(compile(`${'('.repeat(30)}true${')'.repeat(30)}`)(n())).toBe(true)
+  })
+
+  test('the index key: the narrowest required equality or membership, never a numeric text or an || branch', () => {
+    expect(requiredEquality('type == "a" && params.env in ["x", "y"]')).toEqual({
+      field: 'type',
+      values: ['a'],
+    })
+    expect(requiredEquality('level in ["error", "critical"] && params.env == "prod"')).toEqual({
+      field: 'params.env',
+      values: ['prod'],
+    })
+    expect(requiredEquality('type in ["a", "b"]')).toEqual({ field: 'type', values: ['a', 'b'] })
+    expect(requiredEquality('params.code == "503" && level >= "warning"')).toBeUndefined()
+    expect(requiredEquality('type == "a" || type == "b"')).toBeUndefined()
+    expect(requiredEquality('!(type == "a")')).toBeUndefined()
+    expect(requiredEquality('"a" == type')).toEqual({ field: 'type', values: ['a'] })
+  })
+
+  test('values that cannot be ordered fail at evaluation (the engine skips the rule)', () => {
+    const f = compile('params.tags > 3')
+    expect(() => f(n())).toThrow(MatchEvalError)
+    expect(() => compile('"x" in params.lag')(n())).toThrow(MatchEvalError)
+  })
+
+  test('fuzz: random and hostile input never throws past MatchError and never hangs', () => {
+    const pieces = [
+      'level',
+      'type',
+      'title',
+      'body',
+      'params.',
+      'params[',
+      '__proto__',
+      'constructor',
+      'prototype',
+      'toString',
+      '"',
+      "'",
+      '\\',
+      '(',
+      ')',
+      '[',
+      ']',
+      '!',
+      '&&',
+      '||',
+      '==',
+      '!=',
+      '<',
+      '>=',
+      ' in ',
+      ' not ',
+      ',',
+      '.',
+      '1e308',
+      '-0.5',
+      '9'.repeat(400),
+      'x'.repeat(300),
+      ' ',
+      'true',
+      'null',
+      '\u0000',
+      '\ud800',
+      '${',
+      '`',
+      ';',
+      '=>',
+      'function',
+    ]
+    let seed = 42
+    const rnd = (k: number) => {
+      seed = (seed * 1103515245 + 12345) & 0x7fffffff
+      return seed % k
+    }
+    const inputs: string[] = []
+    for (let i = 0; i < 4000; i++) {
+      let s = ''
+      const len = rnd(60)
+      for (let j = 0; j < len; j++)
+        s += rnd(4) === 0 ? String.fromCharCode(rnd(0x10000)) : pieces[rnd(pieces.length)]
+      inputs.push(s)
+    }
+    // Valid expressions from the grammar, and each one mutated by a dropped or inserted character.
+    const field = () =>
+      ['level', 'type', 'title', 'body', 'params.lag', 'params.__proto__', 'params.tags'][rnd(7)]
+    const lit = () => ['"error"', '41', '"eu-3"', 'null', 'true', '-2.5', '"__proto__"'][rnd(7)]
+    const gen = (d: number): string => {
+      const k = d > 4 ? 0 : rnd(5)
+      if (k === 0)
+        return `${field()} ${['==', '!=', '<', '>=', 'in', 'not in'][rnd(6)]} ${rnd(3) ? lit() : `[${lit()}, ${lit()}]`}`
+      if (k === 1) return `!(${gen(d + 1)})`
+      return `${gen(d + 1)} ${rnd(2) ? '&&' : '||'} (${gen(d + 1)})`
+    }
+    for (let i = 0; i < 1500; i++) {
+      const g = gen(0)
+      inputs.push(g)
+      const at = rnd(g.length)
+      inputs.push(
+        rnd(2) ? g.slice(0, at) + g.slice(at + 1) : g.slice(0, at) + pieces[rnd(pieces.length)] + g.slice(at),
+      )
+    }
+    inputs.push('('.repeat(5000), '!'.repeat(2048), '['.repeat(2000), `${'a == 1 &&'.repeat(300)} true`)
+    inputs.push('params.__proto__.polluted == 1', 'constructor.constructor("return process")()')
+    const evil = n({ params: JSON.parse('{"__proto__": {"x": 1}, "constructor": "c"}') })
+    const started = performance.now()
+    let compiled = 0
+    for (const src of inputs) {
+      const t0 = performance.now()
+      try {
+        const f = compile(src)
+        compiled++
+        for (const x of [n(), evil, n({ params: {} })]) {
+          try {
+            expect(typeof f(x)).toBe('boolean')
+          } catch (e) {
+            if (!(e instanceof MatchEvalError)) throw e
+          }
+        }
+      } catch (e) {
+        if (!(e instanceof MatchError)) throw new Error(`'${src.slice(0, 80)}' threw ${e}`)
+        expect(e.position).toBeGreaterThanOrEqual(0)
+        expect(e.position).toBeLessThanOrEqual(Math.max(src.length, MAX_LENGTH))
+      }
+      // Generous: the machine is shared; a hang would take far longer.
+      expect(performance.now() - t0).toBeLessThan(1000)
+    }
+    expect(compiled).toBeGreaterThan(1500)
+    expect(performance.now() - started).toBeLessThan(20_000)
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined()
+    expect(compile('params.constructor == "c"')(evil)).toBe(true)
+  })
+})

@@ -1,0 +1,330 @@
+import { Elysia, t } from 'elysia'
+import { newId } from '../../core/db'
+import { NotFound, ServiceUnavailable, invalidField, ok } from '../../core/http'
+import type { PluginContext } from '../../core/plugin'
+import { rejectUnknown } from '../../core/strict'
+import type { AlertStore } from './alerts'
+import type { chatcard } from './chatcard'
+import { compileRule, normalize } from './engine'
+import { INCIDENT_STATUSES, type IncidentStatus, type IncidentStore } from './incidents'
+import type { RulesRuntime } from './runtime'
+import { AckBody, GroupBody, IncidentsQuery, RuleBody, type RulesConfig } from './schema'
+import type { RuleRecord, RulesStore } from './store'
+
+const tags = (tag: string, summary: string, description?: string) => ({
+  tags: [`notify ${tag}`],
+  summary,
+  ...(description ? { description } : {}),
+})
+const Id = t.Object({ id: t.String() })
+
+export interface RulesRouteDeps {
+  ctx: PluginContext<RulesConfig>
+  store: RulesStore
+  runtime: RulesRuntime
+  alerts?: AlertStore
+  incidents?: IncidentStore
+  callback: ReturnType<typeof chatcard>
+}
+
+/** The ack body is optional (spec 2: `{acked_by: optional string}`), so it is checked here rather than by a schema. */
+function ackedBy(body: unknown): string | undefined {
+  if (body === undefined || body === null || body === '') return undefined
+  if (typeof body !== 'object' || Array.isArray(body)) throw invalidField('body', 'must be an object')
+  rejectUnknown(AckBody, body, 'body')
+  const v = (body as { acked_by?: unknown }).acked_by
+  if (v !== undefined && (typeof v !== 'string' || v.length > 200))
+    throw invalidField('body.acked_by', 'must be a string of at most 200 characters')
+  return v
+}
+
+export function rulesRoutes(d: RulesRouteDeps) {
+  const { ctx, store, runtime } = d
+  const cfg = ctx.config
+  const engine = () => {
+    if (!cfg.engine) throw new ServiceUnavailable('rule engine is not configured')
+    return runtime.engine
+  }
+  const groupsOn = () => {
+    if (!cfg.groups) throw new ServiceUnavailable('group manager is not configured')
+  }
+  const acks = () => {
+    if (!d.alerts) throw new ServiceUnavailable('acknowledgement store is not configured')
+    return d.alerts
+  }
+  const incidents = () => {
+    if (!d.incidents) throw new ServiceUnavailable('incident store is not configured')
+    return d.incidents
+  }
+  const view = (r: RuleRecord) => ({
+    ...r.rule,
+    shadow_hits: runtime.engine.shadowHits(r.rule.id),
+    created_at: new Date(r.created_at).toISOString(),
+    updated_at: new Date(r.updated_at).toISOString(),
+  })
+  const one = async (id: string) => {
+    const r = (await store.listRules()).find((x) => x.rule.id === id)
+    if (!r) throw new NotFound(`rule '${id}' not found`)
+    return r
+  }
+
+  return new Elysia({ name: 'rules' })
+    .use(ctx.guard)
+    .get(
+      '/api/v1/rules',
+      async () => {
+        engine()
+        const rules = (await store.listRules()).map(view)
+        return ok({ rules, count: rules.length })
+      },
+      {
+        appScope: { scope: 'query', permission: 'rules:read' },
+        detail: tags('rules', 'Every rule with its shadow_hits, in write order; 503 when the engine is off'),
+      },
+    )
+    .post(
+      '/api/v1/rules',
+      async ({ body }) => {
+        engine()
+        const rule = normalize(body, body.id ?? newId())
+        compileRule(rule)
+        const rec = await store.createRule(rule)
+        runtime.put(rec)
+        return ok(view(rec), 'rule created')
+      },
+      {
+        appScope: { scope: 'config', permission: 'rules:write' },
+        transform: ({ body }) => rejectUnknown(RuleBody, body, 'body'),
+        body: RuleBody,
+        detail: tags(
+          'rules',
+          'Create a rule: compiled when saved (400 with the position of an illegal expression), 409 for a taken id',
+          'mode defaults to shadow, action to route, priority to 0; the id is generated when omitted. ' +
+            'Match language: type, level, title, body, params.<name>; == != < <= > >= in, not in, && || !, strings, numbers, true, false, null, [lists], parentheses; ' +
+            '2048 characters, 256 nodes at most. Ordering level against a level name compares severity. ' +
+            'route steps [{match?, channels}] (channels may be group:<id>) only with action route; the first step that holds routes, none: the static routes. ' +
+            'for (<= 24h), group_by (1-8 params) with group_interval (5m), inhibit {source, equal, ttl (30m)}, escalation {ack_timeout (5m), to}.',
+        ),
+      },
+    )
+    .get(
+      '/api/v1/rules/:id',
+      async ({ params }) => {
+        engine()
+        const r = await one(params.id)
+        return ok({ ...view(r), shadow_stats: runtime.engine.shadowStats(r.rule.id) })
+      },
+      {
+        appScope: { scope: 'query', permission: 'rules:read' },
+        params: Id,
+        detail: tags(
+          'rules',
+          'One rule with shadow_hits and shadow_stats {total, last_24h, last_7d, samples?, held, evaluation_errors}',
+          'Statistics live in this process and reset on restart; held counts shadow matches that would have been suppressed, silenced or inhibited.',
+        ),
+      },
+    )
+    .put(
+      '/api/v1/rules/:id',
+      async ({ params, body }) => {
+        engine()
+        const rule = normalize(body, params.id)
+        compileRule(rule)
+        const rec = await store.updateRule(rule)
+        runtime.put(rec)
+        return ok(view(rec), 'rule updated')
+      },
+      {
+        appScope: { scope: 'config', permission: 'rules:write' },
+        params: Id,
+        transform: ({ body }) => rejectUnknown(RuleBody, body, 'body'),
+        body: RuleBody,
+        detail: tags(
+          'rules',
+          'Replace a rule (the URL id wins); effective at once; 404 when unknown',
+          'Fields left out take their defaults (mode shadow, action route): this is a whole-rule write. Shadow statistics are kept.',
+        ),
+      },
+    )
+    .delete(
+      '/api/v1/rules/:id',
+      async ({ params }) => {
+        engine()
+        await store.deleteRule(params.id)
+        runtime.remove(params.id)
+        return ok({ id: params.id }, 'rule deleted')
+      },
+      {
+        appScope: { scope: 'config', permission: 'rules:write' },
+        params: Id,
+        detail: tags('rules', 'Delete a rule; 404 when unknown'),
+      },
+    )
+    .get(
+      '/api/v1/groups',
+      async () => {
+        groupsOn()
+        const groups = await store.listGroups()
+        return ok({ groups, count: groups.length })
+      },
+      {
+        appScope: { scope: 'query', permission: 'rules:read' },
+        detail: tags('groups', 'Every group; 503 when the group manager is off'),
+      },
+    )
+    .post(
+      '/api/v1/groups',
+      async ({ body }) => {
+        groupsOn()
+        const g = await store.createGroup({ ...body, id: body.id ?? newId() })
+        runtime.putGroup(g)
+        return ok(g, 'group created')
+      },
+      {
+        appScope: { scope: 'config', permission: 'rules:write' },
+        transform: ({ body }) => rejectUnknown(GroupBody, body, 'body'),
+        body: GroupBody,
+        detail: tags(
+          'groups',
+          'Create a group {id?, description?, members: [{channel, recipients?}]}; 409 for a taken id',
+          'A member without recipients means every recipient of that channel. Notifications reach a group as group:<id> in channels, audience or a rule route.',
+        ),
+      },
+    )
+    .get(
+      '/api/v1/groups/:id',
+      async ({ params }) => {
+        groupsOn()
+        const g = (await store.listGroups()).find((x) => x.id === params.id)
+        if (!g) throw new NotFound(`group '${params.id}' not found`)
+        return ok(g)
+      },
+      {
+        appScope: { scope: 'query', permission: 'rules:read' },
+        params: Id,
+        detail: tags('groups', 'One group; 404 when unknown'),
+      },
+    )
+    .put(
+      '/api/v1/groups/:id',
+      async ({ params, body }) => {
+        groupsOn()
+        const g = await store.updateGroup({ ...body, id: params.id })
+        runtime.putGroup(g)
+        return ok(g, 'group updated')
+      },
+      {
+        appScope: { scope: 'config', permission: 'rules:write' },
+        params: Id,
+        transform: ({ body }) => rejectUnknown(GroupBody, body, 'body'),
+        body: GroupBody,
+        detail: tags('groups', 'Replace a group (the URL id wins); effective at once; 404 when unknown'),
+      },
+    )
+    .delete(
+      '/api/v1/groups/:id',
+      async ({ params }) => {
+        groupsOn()
+        await store.deleteGroup(params.id)
+        runtime.removeGroup(params.id)
+        return ok({ id: params.id }, 'group deleted')
+      },
+      {
+        appScope: { scope: 'config', permission: 'rules:write' },
+        params: Id,
+        detail: tags('groups', 'Delete a group; rules naming it stay and fail explicitly at dispatch'),
+      },
+    )
+    .get('/api/v1/alerts/:id', async ({ params }) => ok(await acks().get(params.id)), {
+      appScope: { scope: 'query', permission: 'alerts:read' },
+      params: Id,
+      detail: tags(
+        'alerts',
+        'Acknowledgement state {alert_id, acknowledged, ack?}; 503 without the ack store',
+      ),
+    })
+    .post(
+      '/api/v1/alerts/:id/ack',
+      async ({ params, body, principal }) => {
+        const store = acks()
+        const by = ackedBy(body) ?? principal?.username ?? ''
+        return ok(await store.ack(params.id, by, 'api'), 'alert acknowledged')
+      },
+      {
+        appScope: { scope: 'trigger', permission: 'alerts:write' },
+        params: Id,
+        detail: tags(
+          'alerts',
+          'Acknowledge an alert: the first acknowledgement wins and repeats return it; cancels its pending escalation and acks its open incident',
+          "acked_by defaults to the caller's user name. Acknowledging an alert id never seen is allowed (it stops an escalation armed later).",
+        ),
+      },
+    )
+    .get(
+      '/api/v1/incidents',
+      async ({ query }) => {
+        const store = incidents()
+        const status = query.status === undefined || query.status === 'all' ? undefined : query.status
+        if (status !== undefined && !INCIDENT_STATUSES.includes(status as IncidentStatus))
+          throw invalidField('query.status', `must be one of open, acked, resolved, all; got '${status}'`)
+        let limit = 100
+        if (query.limit !== undefined) {
+          limit = Number(query.limit)
+          if (!/^\d+$/.test(query.limit) || limit < 1 || limit > 1000)
+            throw invalidField('query.limit', `must be an integer from 1 to 1000, got '${query.limit}'`)
+        }
+        const list = await store.list({
+          status: status as IncidentStatus | undefined,
+          rule_id: query.rule_id,
+          alert_id: query.alert_id,
+          limit,
+        })
+        return ok({ incidents: list, count: list.length })
+      },
+      {
+        appScope: { scope: 'query', permission: 'incidents:read' },
+        query: IncidentsQuery,
+        detail: tags(
+          'incidents',
+          'Incidents newest first; status (open, acked, resolved, all) filters by the derived status; limit 1-1000 (100)',
+        ),
+      },
+    )
+    .get(
+      '/api/v1/incidents/stats',
+      async ({ query }) => {
+        let since = Date.now() - 30 * 86_400_000
+        if (query.since !== undefined) {
+          since = Date.parse(query.since)
+          if (Number.isNaN(since)) throw invalidField('query.since', 'must be an RFC 3339 timestamp')
+        }
+        return ok(await incidents().stats(since))
+      },
+      {
+        appScope: { scope: 'query', permission: 'incidents:read' },
+        query: t.Object({ since: t.Optional(t.String()) }),
+        detail: tags(
+          'incidents',
+          'MTTA and MTTR {count, mean_s, median_s} and counts by derived status, over incidents opened since `since` (default 30 days)',
+        ),
+      },
+    )
+    .get('/api/v1/incidents/:id', async ({ params }) => ok(await incidents().get(params.id)), {
+      appScope: { scope: 'query', permission: 'incidents:read' },
+      params: Id,
+      detail: tags('incidents', 'One incident with its timeline [{at, kind, detail}]; 404 when unknown'),
+    })
+    .post('/api/v1/callbacks/chatcard', ({ body }) => d.callback(body), {
+      body: t.Unknown(),
+      detail: {
+        ...tags(
+          'alerts',
+          'Chat-card callback (Lark/Feishu): url_verification echoes the challenge; a confirm button acknowledges its alert',
+          'No Bearer token: an encrypted body {encrypt} proves the caller with the configured key (AES-256-CBC, key SHA-256 of it, IV the first 16 bytes); ' +
+            '501 when encrypted and no key is configured. Plaintext is processed (checked against verification_token when one is configured). ' +
+            'Confirm answers {alert_id, acknowledged, acked_by}; 503 without the ack store.',
+        ),
+        security: [],
+      },
+    })
+}

@@ -1,0 +1,223 @@
+import type { Logger } from '../../core/log'
+import type { NotifyService, RouteDecision, RoutingInput } from '../notify/notify'
+import type { AlertStore } from './alerts'
+import { type CompiledRule, type Folded, RuleEngine } from './engine'
+import type { IncidentStore } from './incidents'
+import { LEVEL_RANK } from './match'
+import type { GroupRecord, RuleRecord, RulesStore } from './store'
+
+/** What a roster plugin registers so rules can be silenced (spec 2 "silence: {roster}"). */
+export interface RosterSource {
+  /** True while a period of the roster covers `now`; false for an unknown roster. */
+  covers(roster: string, now: number): boolean
+}
+
+const alertIdOf = (p: Record<string, unknown>): string | undefined => {
+  const a = Object.hasOwn(p, 'alert_id') ? p.alert_id : undefined
+  return (typeof a === 'string' && a !== '') || typeof a === 'number' ? String(a) : undefined
+}
+
+/**
+ * The live side of the rules plugin: the engine and the groups of this instance, the router
+ * notify calls, the folding summaries, and the loop that picks up other instances' changes and
+ * fires due escalations.
+ */
+export function rulesRuntime(opts: {
+  store: RulesStore
+  notify: NotifyService
+  alerts?: AlertStore
+  incidents?: IncidentStore
+  log: Logger
+  syncMs: number
+  /** Tells the other instances that rules or groups changed (core's change notices). */
+  publish?: () => void
+}) {
+  const { store, notify, alerts, incidents, log } = opts
+  let rosters: RosterSource | undefined
+  let groups = new Map<string, GroupRecord>()
+  let records = new Map<string, RuleRecord>()
+  let revs: Record<string, number> = {}
+  let loop: Timer | undefined
+  let running: Promise<void> | undefined
+  let again = false
+  /** Runs a sync now, or right after the one under way (which may have read before the change). */
+  const kick = () => {
+    if (running) {
+      again = true
+      return
+    }
+    running = sync()
+      .catch((e) => log.error('rules sync failed', { error: String(e) }))
+      .finally(() => {
+        running = undefined
+        if (again) {
+          again = false
+          kick()
+        }
+      })
+  }
+
+  const engine = new RuleEngine({
+    silenced: (roster, now) => rosters?.covers(roster, now) ?? false,
+    onFolded: (f) => void summary(f).catch((e) => log.error('group summary failed', { error: String(e) })),
+  })
+  const reload = () => engine.load([...records.values()])
+
+  async function summary(f: Folded) {
+    const first = f.events[0]
+    const level = f.events.reduce(
+      (a, e) => ((LEVEL_RANK[e.level] ?? 0) > (LEVEL_RANK[a] ?? 0) ? e.level : a),
+      first.level,
+    )
+    await notify.notify({
+      type: first.type,
+      level: level as 'info',
+      title: `${f.events.length} more like: ${first.title}`,
+      body: f.events.map((e) => `- [${e.level}] ${e.title}`).join('\n'),
+      params: { ...f.key, folded: f.events.length, folded_by: f.rule.rule.id },
+      ...(f.channels ? { audience: f.channels } : {}),
+    })
+  }
+
+  async function route(n: RoutingInput, { dryRun }: { dryRun: boolean }): Promise<RouteDecision | undefined> {
+    const alertId = alertIdOf(n.params)
+    const resolving = n.params.status === 'resolved'
+    if (!dryRun && alertId && incidents) {
+      const open = await incidents.openFor(alertId)
+      if (open) {
+        let holds = true
+        const rule = engine.list().find((c) => c.rule.id === open.rule_id)
+        try {
+          holds = rule ? rule.match(n) : true
+        } catch {
+          holds = true
+        }
+        if (resolving || !holds) {
+          await incidents.resolve(
+            alertId,
+            resolving ? 'alert resolved' : `rule '${open.rule_id}' no longer matches`,
+          )
+          await alerts?.cancel(alertId)
+        }
+      } else if (resolving) await alerts?.cancel(alertId)
+    }
+    const { outcome: out, shadow } = engine.evaluate(n, dryRun)
+    if (!out) return dryRun ? { explain: { matched: false, shadow_matches: shadow } } : undefined
+    const c = out.rule
+    const decision: RouteDecision = {
+      rule: c.rule.id,
+      ...(out.channels ? { channels: out.channels } : {}),
+      ...(out.held ? { held: out.held } : {}),
+      explain: {
+        matched: true,
+        action: c.rule.action,
+        priority: c.rule.priority ?? 0,
+        shadow_matches: out.shadow,
+        ...(c.escalation && alertId
+          ? { escalation: { to: c.escalation.to, ack_timeout_ms: c.escalation.ackTimeoutMs } }
+          : {}),
+      },
+    }
+    if (!out.held && alertId && !resolving && !n.params.escalated)
+      decision.accepted = (r) =>
+        // The deliveries are stored: a ledger or escalation fault is logged, never turned into a failed send.
+        recordDelivery(c, alertId, n, r).catch((e) =>
+          log.error('incident or escalation not recorded', { alert_id: alertId, error: String(e) }),
+        )
+    return decision
+  }
+
+  /** A rule-routed delivery for an alert: the incident ledger, then the escalation (once armed, kept). */
+  async function recordDelivery(
+    c: CompiledRule,
+    alertId: string,
+    n: RoutingInput,
+    r: { notification_id: string; accepted: string[] },
+  ) {
+    await incidents?.record(c.rule.id, alertId, n, r.accepted, r.notification_id)
+    if (!c.escalation || !alerts) return
+    const armed = await alerts.arm({
+      alert_id: alertId,
+      rule_id: c.rule.id,
+      due_at: Date.now() + c.escalation.ackTimeoutMs,
+      to: c.escalation.to,
+      title: n.title,
+      level: n.level,
+    })
+    if (armed) await incidents?.note(alertId, 'escalation_armed', { to: c.escalation.to })
+  }
+
+  async function fireDue() {
+    if (!alerts) return
+    for (const e of await alerts.claimDue()) {
+      const r = await notify.notify({
+        type: 'escalation',
+        level: (e.level in LEVEL_RANK ? e.level : 'critical') as 'critical',
+        title: `Escalation: ${e.title}`,
+        body: `Alert ${e.alert_id} (rule ${e.rule_id}) was not acknowledged in time.`,
+        audience: e.to,
+        params: { alert_id: e.alert_id, rule_id: e.rule_id, escalated: true },
+      })
+      await incidents?.note(e.alert_id, 'escalated', {
+        to: e.to,
+        ...(r.code === 0 ? { notification_id: r.data.notification_id } : { error: r.message }),
+      })
+    }
+  }
+
+  /** Picks up changes other instances made (their writes bump a revision) and fires due escalations. */
+  async function sync() {
+    const now = await store.revisions()
+    if (now.rules !== revs.rules) {
+      records = new Map((await store.listRules()).map((r) => [r.rule.id, r]))
+      reload()
+    }
+    if (now.groups !== revs.groups) groups = new Map((await store.listGroups()).map((g) => [g.id, g]))
+    revs = now
+    await fireDue()
+  }
+
+  return {
+    engine,
+    route,
+    setRosters(r: RosterSource) {
+      rosters = r
+    },
+    group(id: string) {
+      return groups.get(id)?.members
+    },
+    put(rec: RuleRecord) {
+      records.set(rec.rule.id, rec)
+      reload()
+      opts.publish?.()
+    },
+    remove(id: string) {
+      records.delete(id)
+      reload()
+      opts.publish?.()
+    },
+    putGroup(g: GroupRecord) {
+      groups.set(g.id, g)
+      opts.publish?.()
+    },
+    removeGroup(id: string) {
+      groups.delete(id)
+      opts.publish?.()
+    },
+    sync,
+    async start() {
+      await sync()
+      loop = setInterval(() => {
+        if (!running) kick()
+      }, opts.syncMs)
+    },
+    kick,
+    async stop() {
+      clearInterval(loop)
+      engine.stop()
+      again = false
+      await running
+    },
+  }
+}
+export type RulesRuntime = ReturnType<typeof rulesRuntime>

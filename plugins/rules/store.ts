@@ -1,0 +1,174 @@
+import { type Db, fromJson, iso } from '../../core/db'
+import { Conflict, NotFound } from '../../core/http'
+import type { GroupBody, RuleBody } from './schema'
+
+/** A rule as stored: the saved body with its id, mode and action filled in. */
+export type SavedRule = RuleBody & {
+  id: string
+  mode: 'active' | 'shadow' | 'off'
+  action: 'route' | 'allow' | 'suppress'
+}
+
+export interface RuleRecord {
+  rule: SavedRule
+  seq: number
+  created_at: number
+  updated_at: number
+}
+
+export interface GroupRecord {
+  id: string
+  description: string
+  members: { channel: string; recipients?: string[] }[]
+  created_at: string
+  updated_at: string
+}
+
+type RuleRow = { id: string; seq: number; body: string; created_at: number; updated_at: number }
+type GroupRow = { id: string; description: string; members: string; created_at: number; updated_at: number }
+
+const toRule = (r: RuleRow): RuleRecord => ({
+  rule: fromJson<SavedRule>(r.body, { id: r.id, match: 'false', mode: 'off', action: 'route' }),
+  seq: Number(r.seq),
+  created_at: Number(r.created_at),
+  updated_at: Number(r.updated_at),
+})
+const toGroup = (r: GroupRow): GroupRecord => ({
+  id: r.id,
+  description: r.description,
+  members: fromJson(r.members, []),
+  created_at: iso(r.created_at)!,
+  updated_at: iso(r.updated_at)!,
+})
+
+/** Bumps a kind's revision inside the writer's transaction, so other instances reload it. */
+export async function bump(tx: Db, kind: string): Promise<void> {
+  await tx.run(
+    'INSERT INTO rules_revisions (kind, rev) VALUES (?, 1) ON CONFLICT (kind) DO UPDATE SET rev = rules_revisions.rev + 1',
+    [kind],
+  )
+}
+
+/**
+ * On PostgreSQL a rule write and its revision bump go as one statement (data-modifying CTEs are
+ * atomic): one round trip instead of a four-statement transaction. SQLite keeps the transaction,
+ * which costs nothing there.
+ */
+const BUMP_RULES_PG = `b AS (INSERT INTO rules_revisions (kind, rev) SELECT 'rules', 1 FROM w
+  ON CONFLICT (kind) DO UPDATE SET rev = rules_revisions.rev + 1)`
+
+export function rulesStore(db: Db) {
+  const pg = db.dialect === 'postgres'
+  return {
+    async revisions(): Promise<Record<string, number>> {
+      const rows = await db.all<{ kind: string; rev: number }>('SELECT kind, rev FROM rules_revisions')
+      return Object.fromEntries(rows.map((r) => [r.kind, Number(r.rev)]))
+    },
+    async listRules(): Promise<RuleRecord[]> {
+      return (
+        await db.all<RuleRow>('SELECT id, seq, body, created_at, updated_at FROM rules_rules ORDER BY seq')
+      ).map(toRule)
+    },
+    async createRule(rule: SavedRule): Promise<RuleRecord> {
+      const now = Date.now()
+      if (pg) {
+        const row = await db.get<RuleRow>(
+          `WITH w AS (INSERT INTO rules_rules (id, seq, body, created_at, updated_at)
+             SELECT CAST(? AS TEXT), COALESCE(MAX(seq), 0) + 1, CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS BIGINT) FROM rules_rules
+             ON CONFLICT (id) DO NOTHING RETURNING id, seq, body, created_at, updated_at), ${BUMP_RULES_PG}
+           SELECT id, seq, body, created_at, updated_at FROM w`,
+          [rule.id, JSON.stringify(rule), now, now],
+        )
+        if (!row) throw new Conflict(`rule '${rule.id}' already exists`)
+        return toRule(row)
+      }
+      return db.tx(async (tx) => {
+        const row = await tx.get<RuleRow>(
+          `INSERT INTO rules_rules (id, seq, body, created_at, updated_at)
+           SELECT CAST(? AS TEXT), COALESCE(MAX(seq), 0) + 1, CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS BIGINT) FROM rules_rules WHERE true
+           ON CONFLICT (id) DO NOTHING RETURNING id, seq, body, created_at, updated_at`,
+          [rule.id, JSON.stringify(rule), now, now],
+        )
+        if (!row) throw new Conflict(`rule '${rule.id}' already exists`)
+        await bump(tx, 'rules')
+        return toRule(row)
+      })
+    },
+    async updateRule(rule: SavedRule): Promise<RuleRecord> {
+      if (pg) {
+        const row = await db.get<RuleRow>(
+          `WITH w AS (UPDATE rules_rules SET body = ?, updated_at = ? WHERE id = ?
+             RETURNING id, seq, body, created_at, updated_at), ${BUMP_RULES_PG}
+           SELECT id, seq, body, created_at, updated_at FROM w`,
+          [JSON.stringify(rule), Date.now(), rule.id],
+        )
+        if (!row) throw new NotFound(`rule '${rule.id}' not found`)
+        return toRule(row)
+      }
+      return db.tx(async (tx) => {
+        const row = await tx.get<RuleRow>(
+          'UPDATE rules_rules SET body = ?, updated_at = ? WHERE id = ? RETURNING id, seq, body, created_at, updated_at',
+          [JSON.stringify(rule), Date.now(), rule.id],
+        )
+        if (!row) throw new NotFound(`rule '${rule.id}' not found`)
+        await bump(tx, 'rules')
+        return toRule(row)
+      })
+    },
+    async deleteRule(id: string): Promise<void> {
+      if (pg) {
+        const row = await db.get(
+          `WITH w AS (DELETE FROM rules_rules WHERE id = ? RETURNING id), ${BUMP_RULES_PG} SELECT id FROM w`,
+          [id],
+        )
+        if (!row) throw new NotFound(`rule '${id}' not found`)
+        return
+      }
+      await db.tx(async (tx) => {
+        if (!(await tx.run('DELETE FROM rules_rules WHERE id = ?', [id])))
+          throw new NotFound(`rule '${id}' not found`)
+        await bump(tx, 'rules')
+      })
+    },
+    async listGroups(): Promise<GroupRecord[]> {
+      return (
+        await db.all<GroupRow>(
+          'SELECT id, description, members, created_at, updated_at FROM rules_groups ORDER BY id',
+        )
+      ).map(toGroup)
+    },
+    async createGroup(g: GroupBody & { id: string }): Promise<GroupRecord> {
+      const now = Date.now()
+      return db.tx(async (tx) => {
+        const row = await tx.get<GroupRow>(
+          `INSERT INTO rules_groups (id, description, members, created_at, updated_at) VALUES (?, ?, ?, ?, ?)
+           ON CONFLICT (id) DO NOTHING RETURNING id, description, members, created_at, updated_at`,
+          [g.id, g.description ?? '', JSON.stringify(g.members), now, now],
+        )
+        if (!row) throw new Conflict(`group '${g.id}' already exists`)
+        await bump(tx, 'groups')
+        return toGroup(row)
+      })
+    },
+    async updateGroup(g: GroupBody & { id: string }): Promise<GroupRecord> {
+      return db.tx(async (tx) => {
+        const row = await tx.get<GroupRow>(
+          `UPDATE rules_groups SET description = ?, members = ?, updated_at = ? WHERE id = ?
+           RETURNING id, description, members, created_at, updated_at`,
+          [g.description ?? '', JSON.stringify(g.members), Date.now(), g.id],
+        )
+        if (!row) throw new NotFound(`group '${g.id}' not found`)
+        await bump(tx, 'groups')
+        return toGroup(row)
+      })
+    },
+    async deleteGroup(id: string): Promise<void> {
+      await db.tx(async (tx) => {
+        if (!(await tx.run('DELETE FROM rules_groups WHERE id = ?', [id])))
+          throw new NotFound(`group '${id}' not found`)
+        await bump(tx, 'groups')
+      })
+    },
+  }
+}
+export type RulesStore = ReturnType<typeof rulesStore>

@@ -1,0 +1,167 @@
+#!/usr/bin/env bun
+/**
+ * Analytics reads over a generated event store (issue 17 benchmark): events are written through
+ * ingest's group-commit writer with the analytics rollup registered (as the server writes them),
+ * then each read is timed warm, directly on the stores (no HTTP), median of `--runs`.
+ *
+ *   bun scripts/bench/analytics.ts [--events=10000000] [--users=200000] [--days=30]
+ *     [--engine=sqlite|postgres] [--commit=2000] [--runs=15]
+ *
+ * The issue's size is 10 M events over 30 days and 200,000 users; generating them takes a long
+ * time on a shared machine, so the size is a flag (the README says which size each figure had).
+ * Targets (10 M events, warm): overview <= 100 ms, retention matrix <= 300 ms, revenue and DAU
+ * series <= 50 ms; funnel and paths are not built yet.
+ */
+import { type Db, migrate, openDb } from '../../core/db'
+import { createLogger } from '../../core/log'
+import { gameAnalytics } from '../../plugins/analytics/game'
+import { migrations as analyticsMigrations } from '../../plugins/analytics/migrations'
+import { AnalyticsRollup } from '../../plugins/analytics/rollup'
+import { serverAnalytics } from '../../plugins/analytics/server'
+import { DAY, floorTo } from '../../plugins/analytics/time'
+import { warehouseStore } from '../../plugins/analytics/warehouse'
+import { ingestMigrations } from '../../plugins/ingest/migrations'
+import { type NormEvent, validateEvents } from '../../plugins/ingest/validate'
+import { GroupWriter } from '../../plugins/ingest/writer'
+import { PG_URL, arg, freshPgDatabase, median, tempDir } from './lib'
+
+const engine = arg('engine', 'sqlite')
+const total = Number(arg('events', '10000000'))
+const users = Number(arg('users', '200000'))
+const days = Number(arg('days', '30'))
+const perCommit = Number(arg('commit', '2000'))
+const runs = Number(arg('runs', '15'))
+const GAME = 'bench-game'
+
+const dir = tempDir('liveops-analytics-bench-')
+const url = engine === 'postgres' ? await freshPgDatabase('liveops_bench_analytics') : `${dir}/a.sqlite`
+const db: Db = openDb(url, dir)
+await migrate(db, [
+  { plugin: 'ingest', migrations: ingestMigrations },
+  { plugin: 'analytics', migrations: analyticsMigrations },
+])
+const writer = new GroupWriter(
+  db,
+  createLogger({ level: 'error', format: 'json', sensitive_fields: [] } as never),
+)
+writer.register(new AnalyticsRollup(undefined))
+
+const today = floorTo(Date.now(), DAY)
+const start = today - (days - 1) * DAY
+/** One commit's events at simulated time `t`: a mix of the vocabulary, one in 100 a payment. */
+function batch(t: number, order: { n: number }): NormEvent[] {
+  const list: Record<string, unknown>[] = []
+  const pays: Record<string, unknown>[] = []
+  for (let i = 0; i < perCommit; i++) {
+    const uid = `u${Math.floor(Math.random() * users)}`
+    const ts = String(Math.round(t + (i * DAY) / (total / days)))
+    const base = { game_id: GAME, env: 'prod', uid, ts }
+    const r = Math.random()
+    if (r < 0.01)
+      pays.push({
+        ...base,
+        event: 'payment',
+        order_id: `o${order.n++}`,
+        status: 'success',
+        amount_cents: 199 + (i % 5) * 100,
+        attrs: { kind: 'iap', platform: 'IOS' },
+      })
+    else if (r < 0.08)
+      list.push({ ...base, event: 'session_start', attrs: { session_id: `s${uid}`, platform: 'ANDROID' } })
+    else if (r < 0.12) list.push({ ...base, event: 'login' })
+    else if (r < 0.16)
+      list.push({
+        ...base,
+        event: 'session_end',
+        attrs: { session_id: `s${uid}`, duration_ms: 60_000 + (i % 100) * 1000, events: 1 + (i % 9) },
+      })
+    else if (r < 0.2)
+      list.push({
+        ...base,
+        event: 'ad_impression',
+        attrs: { network: i % 2 ? 'admob' : 'unity', revenue: 0.01 },
+      })
+    else if (r < 0.45) list.push({ ...base, event: 'heartbeat' })
+    else list.push({ ...base, event: 'level_up', level: String(i % 50) })
+  }
+  return [
+    ...validateEvents(list, { payments: false }).events,
+    ...validateEvents(pays, { payments: true }).events,
+  ]
+}
+
+const t0 = performance.now()
+const order = { n: 0 }
+let inFlight: Promise<void>[] = []
+for (let written = 0; written < total; written += perCommit) {
+  inFlight.push(writer.write(batch(start + (written / total) * days * DAY, order)))
+  if (inFlight.length >= 2) await inFlight.shift()
+}
+await Promise.all(inFlight)
+inFlight = []
+const loadSeconds = (performance.now() - t0) / 1000
+
+const wh = warehouseStore(db)
+const server = serverAnalytics(db)
+const game = gameAnalytics(db)
+const scope = { gameId: GAME, env: 'prod' }
+const reads: Array<[string, () => Promise<unknown>, number | undefined]> = [
+  [
+    'overview (7 days and the 7 before)',
+    () => server.overview({ ...scope, from: today - 6 * DAY, to: today }),
+    100,
+  ],
+  [
+    'retention matrix (30 day cohorts, D1..D30)',
+    () => server.retention({ ...scope, from: today - 29 * DAY, to: today, interval: 'day', size: 30 }, today),
+    300,
+  ],
+  ['DAU series (30 days)', () => wh.dau({ ...scope, days: 30 }), 50],
+  ['revenue series (30 days)', () => wh.revenue({ ...scope, days: 30 }), 50],
+  [
+    'game revenue overview (30 days)',
+    () => game.revenueOverview({ ...scope, from: start, to: today }),
+    undefined,
+  ],
+  ['game ARPU per day (30 days)', () => game.arpu({ ...scope, from: start, to: today }), undefined],
+]
+const results = []
+for (const [name, read, target] of reads) {
+  await read()
+  const times: number[] = []
+  for (let i = 0; i < runs; i++) {
+    const s = performance.now()
+    await read()
+    times.push(performance.now() - s)
+  }
+  const ms = Math.round(median(times) * 10) / 10
+  results.push({
+    read: name,
+    medianMs: ms,
+    maxMs: Math.round(Math.max(...times) * 10) / 10,
+    targetMs: target,
+    met: target === undefined ? undefined : ms <= target,
+  })
+}
+console.log(
+  JSON.stringify(
+    {
+      engine,
+      events: total,
+      users,
+      days,
+      loadSeconds: Math.round(loadSeconds),
+      eventsPerSecLoaded: Math.round(total / loadSeconds),
+      results,
+    },
+    null,
+    1,
+  ),
+)
+await db.close()
+if (engine === 'postgres') {
+  const postgres = (await import('postgres')).default
+  const sql = postgres(PG_URL, { max: 1, onnotice: () => undefined })
+  await sql.unsafe('DROP DATABASE IF EXISTS liveops_bench_analytics WITH (FORCE)')
+  await sql.end()
+}

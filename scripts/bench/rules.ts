@@ -1,0 +1,193 @@
+/**
+ * Rule engine benchmark (issue 18), in one process on a temp SQLite file (and PostgreSQL with
+ * --engines=sqlite,postgres):
+ *
+ *  1. evaluate: 500 active rules, only the last of which matches, one notification evaluated 50k
+ *     times; per-call latency p50/p99 (target p99 <= 50 us). Twice: rules the index cannot narrow
+ *     (every rule is tried: the worst case) and rules each requiring a type (the type index skips the rest).
+ *  2. save: POST /api/v1/rules through the real app with 500 rules stored; p50/p99 of 100 saves
+ *     (target <= 5 ms).
+ *  3. notify: POST /api/v1/notify (delivery off, the static routes decide) through `app.handle`
+ *     at 32 concurrent requests, without the rules plugin and with it holding 500 rules, first rules
+ *     that are all tried, then rules that each require a type;
+ *     the ratio is the cost of the router (target: at most 10% fewer notifications per second).
+ *
+ * usage: bun scripts/bench/rules.ts [--engines=sqlite] [--seconds=1]
+ * Figures taken on a shared machine vary; the script prints medians and ratios.
+ */
+import { rmSync } from 'node:fs'
+import { join } from 'node:path'
+import postgres from 'postgres'
+import { stringify } from 'yaml'
+import { createApp } from '../../core/app'
+import { loadConfig } from '../../core/config'
+import { createLogger } from '../../core/log'
+import { plugins } from '../../plugins'
+import { RuleEngine, normalize } from '../../plugins/rules/engine'
+import type { MatchInput } from '../../plugins/rules/match'
+import { PG_URL, arg, median, tempDir } from './lib'
+
+const engines = arg('engines', 'sqlite').split(',')
+const seconds = Number(arg('seconds', '1'))
+const RULES = 500
+
+/**
+ * `indexed` rules require a type (`type == "..."`), so the engine only tries those of the
+ * notification's type; the others require only a region every notification here has, so the
+ * index narrows nothing and every one of them is tried (the worst case).
+ */
+const ruleBody = (i: number, indexed: boolean) => ({
+  id: `svc-${i}`,
+  match: indexed
+    ? `type == "svc.${i}.down" && level >= "warning" && params.region in ["eu-1", "eu-2", "us-1"] && !(params.env == "dev")`
+    : `level >= "warning" && params.region in ["eu-1", "eu-2", "us-1"] && params.lag == ${1000 + i} && !(params.env == "dev")`,
+  mode: 'active',
+  priority: i % 7,
+  route: [{ match: 'params.region == "us-1"', channels: ['us'] }, { channels: ['audit'] }],
+})
+
+function pct(xs: number[] | Float64Array, p: number) {
+  const s = Float64Array.from(xs).sort()
+  return s[Math.min(s.length - 1, Math.floor(s.length * p))]
+}
+
+// ---- 1. evaluation ----------------------------------------------------------------------------
+for (const indexed of [false, true]) {
+  const e = new RuleEngine({ silenced: () => false, onFolded: () => undefined })
+  const records = Array.from({ length: RULES }, (_, i) => ({
+    rule: normalize(ruleBody(i, indexed) as never, `svc-${i}`),
+    seq: i + 1,
+    created_at: 0,
+    updated_at: 0,
+  }))
+  const t0 = performance.now()
+  e.load(records)
+  const loadMs = performance.now() - t0
+  const last = RULES - 1
+  const n: MatchInput = {
+    type: `svc.${last}.down`,
+    level: 'error',
+    title: 'svc down',
+    body: 'down',
+    params: { region: 'eu-2', env: 'prod', alert_id: 'x', lag: 1000 + last },
+  }
+  const miss: MatchInput = { ...n, type: 'svc.none.down', params: { ...n.params, lag: 5 } }
+  for (let i = 0; i < 10_000; i++) e.evaluate(i % 2 ? n : miss, true)
+  const samples = new Float64Array(50_000)
+  for (let i = 0; i < samples.length; i++) {
+    const s = performance.now()
+    e.evaluate(i % 2 ? n : miss, true)
+    samples[i] = performance.now() - s
+  }
+  const hit = e.evaluate(n, true).outcome
+  console.log(
+    `evaluate: ${RULES} active rules ${indexed ? 'each requiring a type (index)' : 'the index cannot narrow (all tried)'}: ` +
+      `p50 ${(pct(samples, 0.5) * 1000).toFixed(1)} us, p99 ${(pct(samples, 0.99) * 1000).toFixed(1)} us, ` +
+      `p99.9 ${(pct(samples, 0.999) * 1000).toFixed(1)} us (decided by ${hit?.rule.rule.id}); compiling all: ${loadMs.toFixed(1)} ms`,
+  )
+}
+
+// ---- 2 and 3: through the real app -------------------------------------------------------------
+async function app(engine: string, withRules: boolean) {
+  const dir = tempDir('liveops-bench-rules-')
+  const schema = engine === 'postgres' ? `b_${crypto.randomUUID().replace(/-/g, '').slice(0, 12)}` : undefined
+  if (schema) {
+    const sql = postgres(PG_URL, { max: 1, onnotice: () => undefined })
+    await sql.unsafe(`CREATE SCHEMA ${schema}`)
+    await sql.end()
+  }
+  const yaml = stringify({
+    data_dir: dir,
+    database: { url: schema ? PG_URL : join(dir, 'bench.sqlite'), pool: 10 },
+    auth: { jwt_secret: 'bench', admin_token: 'bench-admin' },
+    admin: { email: 'admin@localhost', password: 'bench-password' },
+    rate_limit: { requests_per_minute: 0, burst: 0 },
+    log: { level: 'error' },
+    plugins: {
+      notify: {
+        channels: { audit: { type: 'log' }, us: { type: 'log' } },
+        routes: [{ channels: ['audit'] }],
+        workers: { local: false },
+      },
+      ...(withRules ? { rules: {} } : {}),
+    },
+  })
+  const config = loadConfig(yaml, plugins, {})
+  const built = await createApp(config, { plugins, pgSchema: schema, log: createLogger(config.core.log) })
+  const req = (method: string, path: string, body: unknown) =>
+    built.app.handle(
+      new Request(`http://localhost${path}`, {
+        method,
+        headers: { 'content-type': 'application/json', 'x-admin-token': 'bench-admin' },
+        body: JSON.stringify(body),
+      }),
+    )
+  return {
+    req,
+    async stop() {
+      await built.stop()
+      if (schema) {
+        const sql = postgres(PG_URL, { max: 1, onnotice: () => undefined })
+        await sql.unsafe(`DROP SCHEMA ${schema} CASCADE`)
+        await sql.end()
+      }
+      rmSync(dir, { recursive: true, force: true })
+    },
+  }
+}
+
+async function throughput(a: Awaited<ReturnType<typeof app>>) {
+  const body = { type: 'svc.none.down', level: 'error', title: 'bench', params: { region: 'eu-1', lag: 7 } }
+  let done = 0
+  const end = performance.now() + seconds * 1000
+  await Promise.all(
+    Array.from({ length: 32 }, async () => {
+      while (performance.now() < end) {
+        const r = await a.req('POST', '/api/v1/notify', body)
+        if (r.status !== 200) throw new Error(`notify answered ${r.status}`)
+        await r.arrayBuffer()
+        done++
+      }
+    }),
+  )
+  return done / seconds
+}
+
+for (const engine of engines) {
+  const a = await app(engine, true)
+  for (let i = 0; i < RULES; i++) {
+    const r = await a.req('POST', '/api/v1/rules', ruleBody(i, false))
+    if (r.status !== 200) throw new Error(`seeding rule ${i}: ${r.status} ${await r.text()}`)
+  }
+  const saves: number[] = []
+  for (let i = 0; i < 100; i++) {
+    const s = performance.now()
+    const r = await a.req('PUT', `/api/v1/rules/svc-${i}`, { ...ruleBody(i, false), priority: (i % 7) + 1 })
+    await r.arrayBuffer()
+    saves.push(performance.now() - s)
+    if (r.status !== 200) throw new Error(`save answered ${r.status}`)
+  }
+  console.log(
+    `[${engine}] save a rule with ${RULES} stored: p50 ${median(saves).toFixed(2)} ms, p99 ${pct(saves, 0.99).toFixed(2)} ms`,
+  )
+  const without = await app(engine, false)
+  const measure = async (label: string) => {
+    const rates = { with: [] as number[], without: [] as number[] }
+    for (let run = 0; run < 2; run++) {
+      rates.without.push(await throughput(without))
+      rates.with.push(await throughput(a))
+    }
+    const w = median(rates.with)
+    const wo = median(rates.without)
+    console.log(
+      `[${engine}] notify accepted/s: without rules ${wo.toFixed(0)}, with ${RULES} rules ${label} ${w.toFixed(0)} ` +
+        `(${((1 - w / wo) * 100).toFixed(1)}% fewer)`,
+    )
+  }
+  await measure('the index cannot narrow (all tried)')
+  for (let i = 0; i < RULES; i++)
+    await (await a.req('PUT', `/api/v1/rules/svc-${i}`, ruleBody(i, true))).arrayBuffer()
+  await measure('each requiring a type (index)')
+  await a.stop()
+  await without.stop()
+}
