@@ -70,6 +70,8 @@ export async function accept(
   events: NormEvent[],
   ip: () => string,
   set: { headers: Record<string, string> },
+  /** The signed request's nonce, committed with its events where the replay window is kept so. */
+  nonce?: string,
 ) {
   // Where each game and environment is first named; a run of events of one stream is skipped.
   const firstAt = new Map<string, number>()
@@ -91,7 +93,7 @@ export async function accept(
   }
   const { kept, denied } = protect(events, envs)
   if (denied.length) throw piiDenied(denied)
-  await ing.store(ing.sample(kept, envs))
+  await ing.store(ing.sample(kept, envs), nonce)
 }
 
 /** Bytes of a string in UTF-8 (the event limit is 64 KB, not 64 K characters). */
@@ -224,7 +226,7 @@ export async function collect(
   const { kept, denied } = protect(events, envs)
   const refused = new Set(denied.map((d) => d.index))
   for (const d of denied) rejected.push({ event_id: ids[d.index], reason: `${d.field}: ${d.reason}` })
-  await ing.store(ing.sample(kept, envs))
+  await ing.store(ing.sample(kept, envs), key ? undefined : headers['x-nonce'])
   accepted.push(...ids.filter((_, i) => !refused.has(i)))
   return { accepted, rejected }
 }

@@ -82,6 +82,7 @@ export default definePlugin({
       // there, which with a WAL of up to 32 MB could stall every request for its copy and fsync.
       if (t && db.dialect === 'sqlite') await db.exec('PRAGMA wal_autocheckpoint = 0')
       writer.attach(db, t ? (rows) => t.persist(rows) : undefined)
+      await ingestor.keepNoncesIn(db, db.dialect === 'sqlite' && !ctx.core.redis.url)
     }
     const rollups: Rollup[] = []
     const ingestor = new Ingestor(ctx.config, ctx.config.signing_secret, games, writer, ctx.log, ctx.shared)
@@ -122,6 +123,7 @@ export default definePlugin({
         rollups,
       )
       if (n) ctx.log.info('retention purge', { deleted: n })
+      await db.run('DELETE FROM ingest_nonces WHERE expires_at <= ?', [Date.now()])
     }
     ctx.onStart(async () => {
       await open()

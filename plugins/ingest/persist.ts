@@ -108,6 +108,8 @@ export interface CommitRows {
   payments: Param[]
   invocations: Param[]
   rollups: Array<[name: string, rows: unknown]>
+  /** `nonce, expires_at` pairs of the requests in this commit (single-instance replay window). */
+  nonces?: Param[]
 }
 
 /** A repeated (order_id, status) is stored once; the new ones come back for the rollups. */
@@ -138,6 +140,15 @@ export async function persist(db: Db, rows: CommitRows): Promise<void> {
       insertMany(tx, 'ingest_invocations', INVOCATION_COLS, rows.invocations),
       payments,
       ...writers.map(([write, r]) => write(tx, r, stored)),
+      rows.nonces?.length
+        ? insertMany(
+            tx,
+            'ingest_nonces',
+            ['nonce', 'expires_at'],
+            rows.nonces,
+            'ON CONFLICT (nonce) DO NOTHING',
+          )
+        : undefined,
     ])
   })
 }

@@ -75,7 +75,13 @@ export function ingestRoutes(
       const denied = ing.signatureError(headers, body) ?? (await ing.replayAcrossInstances(headers))
       if (denied) return httpErrorResponse(path, denied)
       const set = { headers: {} as Record<string, string> }
-      await accept(ing, signedEvents(body, headers, payments), clientIp(server, request), set)
+      await accept(
+        ing,
+        signedEvents(body, headers, payments),
+        clientIp(server, request),
+        set,
+        headers['x-nonce'],
+      )
       return Response.json({ ok: true }, { headers: set.headers })
     }
   const signedEventsRoute = signedRoute('/api/ingest/events', false)

@@ -1,3 +1,4 @@
+import type { Db } from '../../core/db'
 import { HttpError } from '../../core/http'
 import type { Logger } from '../../core/log'
 import { type RateDecision, RateLimiter } from '../../core/ratelimit'
@@ -61,6 +62,8 @@ export function parseJson(body: Uint8Array): unknown {
  */
 export class Ingestor {
   readonly nonces: NonceCache
+  /** See `keepNoncesIn`. */
+  private noncesInStore = false
   private limiters = new Map<string, RateLimiter>()
 
   constructor(
@@ -98,7 +101,7 @@ export class Ingestor {
    */
   async replayAcrossInstances(headers: Record<string, string | undefined>): Promise<HttpError | undefined> {
     const nonce = headers['x-nonce']
-    if (!this.shared || !nonce) return undefined
+    if (!this.shared || !nonce || this.noncesInStore) return undefined
     const ttl = this.config.nonce_window_s * 1000
     return (await this.shared.claimOnce(`ingest-nonce:${nonce}`, ttl)) ? undefined : replayError(nonce)
   }
@@ -191,8 +194,30 @@ export class Ingestor {
     else this.filters.delete(streamKey(gameId, env))
   }
 
-  /** Resolves once the events are committed (the `{ok: true}` promise of the spec). */
-  store(events: NormEvent[]): Promise<void> {
-    return this.writer.write(events)
+  /**
+   * Resolves once the events are committed (the `{ok: true}` promise of the spec). With the
+   * replay window kept in the event store, a signed request's nonce is committed with its events.
+   */
+  store(events: NormEvent[], nonce?: string): Promise<void> {
+    if (!nonce || !this.noncesInStore) return this.writer.write(events)
+    return this.writer.write(events, [nonce, Date.now() + this.config.nonce_window_s * 1000])
+  }
+
+  /**
+   * Where the replay window outlives this process. One instance on SQLite without Redis: each
+   * nonce is committed with its request's events (no extra write) and the unexpired ones are
+   * loaded back here at start. Otherwise (PostgreSQL, Redis: several instances may share the
+   * store) every authentic request claims its nonce in the shared state first
+   * (`replayAcrossInstances`): a claim per request costs SQLite's single writer about a quarter
+   * of its batch throughput (measured), so it is kept for the stores where instances share.
+   */
+  async keepNoncesIn(db: Db, inStore: boolean): Promise<void> {
+    this.noncesInStore = inStore
+    if (!inStore) return
+    const now = Date.now()
+    const rows = await db.all<{ nonce: string }>('SELECT nonce FROM ingest_nonces WHERE expires_at > ?', [
+      now,
+    ])
+    for (const r of rows) this.nonces.claim(r.nonce, now)
   }
 }

@@ -75,6 +75,7 @@ const PG_BIGINT: Record<string, readonly string[]> = {
   ingest_events: ['id', 'received_at', 'ts', 'amount_cents', 'duration_ms'],
   ingest_payments: ['amount_cents', 'ts', 'received_at'],
   ingest_invocations: ['id', 'ts', 'received_at', 'duration_ms'],
+  ingest_nonces: ['expires_at'],
 }
 
 const nameOf = (t: TableRef) => (typeof t === 'string' ? t : t.name)

@@ -26,6 +26,8 @@ const MAX_ROWS_PER_TX = 20_000
 
 interface Pending {
   events: NormEvent[]
+  /** The signed request's nonce and when it leaves the replay window, stored with its events. */
+  nonce?: [string, number]
   resolve: () => void
   reject: (e: unknown) => void
 }
@@ -90,10 +92,10 @@ export class GroupWriter {
   }
 
   /** Resolves once the events are committed. */
-  write(events: NormEvent[]): Promise<void> {
+  write(events: NormEvent[], nonce?: [string, number]): Promise<void> {
     if (!events.length) return Promise.resolve()
     return new Promise((resolve, reject) => {
-      this.pending.push({ events, resolve, reject })
+      this.pending.push({ events, nonce, resolve, reject })
       this.kick()
     })
   }
@@ -137,7 +139,10 @@ export class GroupWriter {
       const started = performance.now()
       let ok = false
       try {
-        await this.commit(batch.length === 1 ? batch[0].events : batch.flatMap((p) => p.events))
+        await this.commit(
+          batch.length === 1 ? batch[0].events : batch.flatMap((p) => p.events),
+          batch.flatMap((p) => p.nonce ?? []),
+        )
         ok = true
       } finally {
         this.observe?.(n, (performance.now() - started) / 1000, ok)
@@ -163,7 +168,7 @@ export class GroupWriter {
     for (const r of this.rollups) await r.init?.(this.db)
   }
 
-  private async commit(events: NormEvent[]): Promise<void> {
+  private async commit(events: NormEvent[], nonces: Param[] = []): Promise<void> {
     const receivedAt = Date.now()
     // The per-event work runs in plain functions, which the JIT optimizes better than async ones.
     const { ev, payments, invocations } = this.gather(events, receivedAt)
@@ -179,6 +184,7 @@ export class GroupWriter {
       payments,
       invocations,
       rollups: batches.map(([n, b]) => [n, b.rows]),
+      nonces,
     })
     for (const [, b] of batches) b.done?.()
   }
