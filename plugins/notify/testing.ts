@@ -57,6 +57,8 @@ export interface Mail {
 /** Speaks just enough SMTP (EHLO, AUTH PLAIN/LOGIN, MAIL, RCPT, DATA, RSET, NOOP, QUIT) to record messages. */
 export function smtpSink(opts: { rejectRcpt?: number } = {}) {
   const mails: Mail[] = []
+  /** The SASL mechanism of every AUTH command, in order. */
+  const auths: string[] = []
   type State = { buf: string; from: string; to: string[]; data?: string[]; authStep?: number }
   const server = Bun.listen<State>({
     hostname: '127.0.0.1',
@@ -98,6 +100,7 @@ export function smtpSink(opts: { rejectRcpt?: number } = {}) {
     if (cmd === 'EHLO') s.write('250-sink\r\n250-AUTH PLAIN LOGIN\r\n250 8BITMIME\r\n')
     else if (cmd === 'HELO') s.write('250 sink\r\n')
     else if (cmd === 'AUTH') {
+      auths.push(line.split(/\s+/)[1]?.toUpperCase() ?? '')
       if (/^AUTH LOGIN\s*$/i.test(line)) {
         st.authStep = 1
         s.write('334 VXNlcm5hbWU6\r\n')
@@ -125,7 +128,7 @@ export function smtpSink(opts: { rejectRcpt?: number } = {}) {
       s.end()
     } else s.write('250 ok\r\n')
   }
-  return { mails, port: server.port, stop: () => server.stop(true) }
+  return { mails, auths, port: server.port, stop: () => server.stop(true) }
 }
 
 /** Polls until `fn` answers truthy or the time is up. */

@@ -122,6 +122,7 @@ export async function sendEmail(
         security: s.smtpEncryption,
         username: s.smtpUser || undefined,
         password: s.smtpPassword || undefined,
+        auth_method: s.smtpAuthType,
         from: s.smtpFrom,
         to: recipients,
         timeout_ms: 15_000,

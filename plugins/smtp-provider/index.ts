@@ -13,6 +13,8 @@ export const SmtpSettings = T.Object(
     security: T.Optional(T.Union([T.Literal('ssl'), T.Literal('starttls'), T.Literal('none')])),
     username: T.Optional(T.String()),
     password: Secret(T.Optional(T.String())),
+    /** SASL mechanism for the username and password; absent: the best the server offers. */
+    auth_method: T.Optional(T.Union([T.Literal('plain'), T.Literal('login')])),
     from: T.String({ minLength: 3 }),
     /** Used when a delivery names no recipients. */
     to: T.Array(T.String(), { default: [] }),
@@ -40,6 +42,7 @@ export function transportOptions(s: Settings): SMTPTransport.Options {
     requireTLS: mode === 'starttls',
     ignoreTLS: mode === 'none',
     auth: s.username ? { user: s.username, pass: s.password ?? '' } : undefined,
+    authMethod: s.auth_method?.toUpperCase(),
     connectionTimeout: s.timeout_ms,
     greetingTimeout: s.timeout_ms,
     socketTimeout: s.timeout_ms,

@@ -54,6 +54,19 @@ test('ssl on 465, starttls on 587, none elsewhere unless set', () => {
   expect(transportOptions({ ...base, username: 'u', password: 'p' }).auth).toEqual({ user: 'u', pass: 'p' })
 })
 
+test('auth_method picks the SASL mechanism the server sees (LOGIN or PLAIN); absent, the library chooses', async () => {
+  for (const method of ['login', 'plain'] as const) {
+    const p = await smtpProvider.create(
+      { ...base, username: 'u', password: 'secret', auth_method: method },
+      { log },
+    )
+    const before = sink.auths.length
+    expect(await p.send(delivery)).toEqual({ ok: true })
+    expect(sink.auths.slice(before)).toEqual([method.toUpperCase()])
+    await p.close?.()
+  }
+})
+
 test('the HTML part escapes the body', () => {
   expect(escapeHtml(`<b>"x" & 'y'</b>`)).toBe('&lt;b&gt;&quot;x&quot; &amp; &#39;y&#39;&lt;/b&gt;')
 })
