@@ -21,7 +21,7 @@ export class GroupCommit<T> {
   private running = 0
   private scheduled = false
   private idleWaiters: Array<() => void> = []
-  private readonly parallel: number
+  private parallel: number
   private readonly maxWeight: number
   private readonly weight: (item: T) => number
 
@@ -32,6 +32,12 @@ export class GroupCommit<T> {
     this.parallel = opts.parallel ?? 1
     this.maxWeight = opts.maxWeight ?? 500
     this.weight = opts.weight ?? (() => 1)
+  }
+
+  /** Changes how many flushes may run at once (an owner that moved to another store). */
+  setParallel(n: number): void {
+    this.parallel = n
+    this.kick()
   }
 
   /** Resolves once the transaction holding `item` committed; rejects with its error otherwise. */

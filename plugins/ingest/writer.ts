@@ -1,4 +1,5 @@
 import type { Db, Param } from '../../core/db'
+import { GroupCommit } from '../../core/db/group-commit'
 import type { Logger } from '../../core/log'
 import { type CommitRows, EVENT_WIRE_WIDTH, type EventRows, persist } from './persist'
 import type { Rollup, RollupBatch } from './rollup'
@@ -28,8 +29,6 @@ interface Pending {
   events: NormEvent[]
   /** The signed request's nonce and when it leaves the replay window, stored with its events. */
   nonce?: [string, number]
-  resolve: () => void
-  reject: (e: unknown) => void
 }
 
 /**
@@ -39,13 +38,9 @@ interface Pending {
  * the previous one ran, so batches grow with the load and the event loop never waits on a lock.
  */
 export class GroupWriter {
-  private pending: Pending[] = []
-  private active = 0
-  private scheduled = false
-  private idleWaiters: Array<() => void> = []
+  /** Core's group commit (core/db/group-commit.ts): requests queued together share a transaction. */
+  private group: GroupCommit<Pending>
   private ready: Promise<void> | undefined
-  /** Commits in flight at once (see the constructor). */
-  private concurrency: number
   private lastId = 0
   /** Registered rollups, in registration order; fixed once the first commit starts. */
   private rollups: Rollup[] = []
@@ -66,7 +61,16 @@ export class GroupWriter {
     private observe?: (events: number, seconds: number, ok: boolean) => void,
   ) {
     this.persistRows = thread ?? ((rows) => persist(db, rows))
-    this.concurrency = thread || db.dialect === 'postgres' ? COMMITS_IN_FLIGHT[db.dialect] : 1
+    this.group = new GroupCommit<Pending>((batch) => this.flush(batch), {
+      parallel: this.inFlight(db, !!thread),
+      maxWeight: MAX_ROWS_PER_TX,
+      weight: (p) => p.events.length,
+    })
+  }
+
+  /** Commits in flight at once: a persist thread (or PostgreSQL) overlaps them; SQLite alone cannot. */
+  private inFlight(db: Db, threaded: boolean): number {
+    return threaded || db.dialect === 'postgres' ? COMMITS_IN_FLIGHT[db.dialect] : 1
   }
 
   /**
@@ -77,7 +81,7 @@ export class GroupWriter {
     if (this.started) throw new Error('the event store cannot change once ingestion started')
     this.db = db
     this.persistRows = thread ?? ((rows) => persist(db, rows))
-    this.concurrency = thread || db.dialect === 'postgres' ? COMMITS_IN_FLIGHT[db.dialect] : 1
+    this.group.setParallel(this.inFlight(db, !!thread))
   }
 
   /**
@@ -94,34 +98,18 @@ export class GroupWriter {
   /** Resolves once the events are committed. */
   write(events: NormEvent[], nonce?: [string, number]): Promise<void> {
     if (!events.length) return Promise.resolve()
-    return new Promise((resolve, reject) => {
-      this.pending.push({ events, nonce, resolve, reject })
-      this.kick()
-    })
+    return this.group.add({ events, nonce })
   }
 
   /** Waits for everything queued so far. */
   idle(): Promise<void> {
-    if (!this.active && !this.scheduled && !this.pending.length) return Promise.resolve()
-    return new Promise((r) => this.idleWaiters.push(r))
+    return this.group.idle()
   }
 
-  /** Starts another commit when there is work and a free slot. */
-  private kick() {
-    if (this.scheduled || this.active >= this.concurrency || !this.pending.length) return
-    this.scheduled = true
-    // setImmediate lets every request parsed in this turn of the event loop join the batch.
-    setImmediate(() => {
-      this.scheduled = false
-      void this.drainOne()
-    })
-  }
-
-  private async drainOne(): Promise<void> {
-    if (!this.pending.length || this.active >= this.concurrency) return
-    this.active++
-    const batch: Pending[] = []
+  /** One transaction for everything the group commit took together. */
+  private async flush(batch: Pending[]): Promise<void> {
     let n = 0
+    for (const p of batch) n += p.events.length
     try {
       // A failed start (store unreachable) is retried by the next commit.
       this.ready ??= this.init().catch((e) => {
@@ -129,13 +117,6 @@ export class GroupWriter {
         throw e
       })
       await this.ready
-      while (this.pending.length && n < MAX_ROWS_PER_TX) {
-        const p = this.pending.shift()!
-        batch.push(p)
-        n += p.events.length
-      }
-      // What arrives while this commit runs may start the next one (PostgreSQL: up to `concurrency`).
-      this.kick()
       const started = performance.now()
       let ok = false
       try {
@@ -147,16 +128,9 @@ export class GroupWriter {
       } finally {
         this.observe?.(n, (performance.now() - started) / 1000, ok)
       }
-      for (const p of batch) p.resolve()
     } catch (e) {
       this.log.error('event batch commit failed', { error: String(e), events: n })
-      for (const p of batch) p.reject(e)
-      if (!batch.length) for (const p of this.pending.splice(0)) p.reject(e)
-    } finally {
-      this.active--
-      this.kick()
-      if (!this.active && !this.scheduled && !this.pending.length)
-        for (const r of this.idleWaiters.splice(0)) r()
+      throw e
     }
   }
 
