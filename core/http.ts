@@ -194,8 +194,11 @@ type ValidationIssue = { path?: string; message?: string; summary?: string; sche
 
 /** The reason a value failed, in words an API user can act on (enums name their values). */
 export function reasonOf(e: { message?: string; summary?: string; schema?: unknown }): string {
-  const s = e.schema as { enum?: unknown[] } | undefined
+  const s = e.schema as { enum?: unknown[]; anyOf?: Array<{ const?: unknown }> } | undefined
   if (s && Array.isArray(s.enum)) return `must be one of ${s.enum.map((v) => JSON.stringify(v)).join(', ')}`
+  // A union of literals (t.Union([t.Literal('a'), ...])) is an enum too.
+  if (s && Array.isArray(s.anyOf) && s.anyOf.length && s.anyOf.every((b) => b && 'const' in b))
+    return `must be one of ${s.anyOf.map((b) => JSON.stringify(b.const)).join(', ')}`
   if (e.message === 'Unexpected property') return 'unknown field'
   return e.message ?? e.summary ?? 'invalid'
 }

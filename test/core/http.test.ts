@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { reasonOf } from '../../core/http'
 import { createLogger } from '../../core/log'
 import { type TestApp, forEachEngine, makeApp } from '../helpers'
 
@@ -213,5 +214,25 @@ forEachEngine((engine) => {
         await down.stop()
       }
     })
+  })
+})
+
+describe('validation reasons', () => {
+  test('an enum, whether written as enum or as a union of literals, names its allowed values', () => {
+    expect(reasonOf({ message: 'Expected union value', schema: { enum: ['a', 'b'] } })).toBe(
+      'must be one of "a", "b"',
+    )
+    expect(
+      reasonOf({
+        message: 'Expected union value',
+        schema: { anyOf: [{ const: 'reject' }, { const: 'throttle' }] },
+      }),
+    ).toBe('must be one of "reject", "throttle"')
+    expect(
+      reasonOf({
+        message: 'Expected union value',
+        schema: { anyOf: [{ type: 'string' }, { type: 'number' }] },
+      }),
+    ).toBe('Expected union value')
   })
 })
