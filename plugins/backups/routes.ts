@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import type { TSchema } from '@sinclair/typebox'
 import { Elysia, t } from 'elysia'
+import { type AuditCaller as Caller, auditor } from '../../core/audit'
 import type { Principal } from '../../core/auth/service'
 import { Conflict, HttpError, clientIp, invalidField, ok } from '../../core/http'
 import type { FastServer, PluginContext } from '../../core/plugin'
@@ -25,23 +26,6 @@ const stamp = (ms: number) =>
     .toISOString()
     .replace(/[-:]/g, '')
     .replace(/\.\d+Z$/, 'Z')
-
-/** Who made a write (or took a copy of the store) and from where, for the audit log. */
-type Caller = { principal: Principal; request: Request; server: FastServer | null }
-
-function auditor(ctx: PluginContext<unknown>) {
-  return (c: Caller, action: string, target: string, details?: Record<string, unknown>) =>
-    void ctx.bus.emit('audit', {
-      actor_kind: c.principal.kind,
-      actor_id: c.principal.id,
-      actor_name: c.principal.username,
-      action,
-      target,
-      ip: clientIp(c.request, c.server, ctx.core.server.trust_forwarded_for),
-      ok: true,
-      details,
-    })
-}
 
 export function backupRoutes(ctx: PluginContext<unknown>, store: BackupStore, runner: BackupRunner) {
   const audit = auditor(ctx)

@@ -1,5 +1,6 @@
 import type { TSchema } from '@sinclair/typebox'
 import { Elysia, t } from 'elysia'
+import { type AuditCaller as Caller, auditor } from '../../core/audit'
 import type { Principal } from '../../core/auth/service'
 import { iso } from '../../core/db'
 import { HttpError, clientIp, invalidField, ok } from '../../core/http'
@@ -83,23 +84,6 @@ async function liveInfo(domain: string, port: number, timeoutMs: number, address
       throw new HttpError(422, e.timeout ? 'probe_timeout' : 'probe_failed', e.message)
     throw e
   }
-}
-
-/** Who made a write and from where: what the audit log records (issue #19 point 7). */
-type Caller = { principal: Principal; request: Request; server: FastServer | null }
-
-export function auditor(ctx: PluginContext<unknown>) {
-  return (c: Caller, action: string, target: string, details?: Record<string, unknown>) =>
-    void ctx.bus.emit('audit', {
-      actor_kind: c.principal.kind,
-      actor_id: c.principal.id,
-      actor_name: c.principal.username,
-      action,
-      target,
-      ip: clientIp(c.request, c.server, ctx.core.server.trust_forwarded_for),
-      ok: true,
-      details,
-    })
 }
 
 export function certRoutes(

@@ -1,4 +1,5 @@
 import { Elysia, t } from 'elysia'
+import { auditor } from '../../core/audit'
 import type { Principal } from '../../core/auth/service'
 import { clientIp, ok } from '../../core/http'
 import { definePlugin } from '../../core/plugin'
@@ -52,23 +53,7 @@ export default definePlugin({
     })
     ctx.onStop(() => clearInterval(timer))
 
-    const audit = (
-      action: string,
-      target: string,
-      p: Principal,
-      ip: string | undefined,
-      details: Record<string, unknown>,
-    ) =>
-      void ctx.bus.emit('audit', {
-        actor_kind: p.kind,
-        actor_id: p.id,
-        actor_name: p.username,
-        action,
-        target,
-        ip,
-        ok: true,
-        details,
-      })
+    const audit = auditor(ctx)
 
     return new Elysia({ name: 'ops-alerts' })
       .use(ctx.guard)
@@ -77,13 +62,7 @@ export default definePlugin({
         async ({ body, set, principal, request, server }) => {
           const r = await store.create(body)
           set.status = 201
-          audit(
-            'ops_alerts.create',
-            r.id,
-            principal,
-            clientIp(request, server, ctx.core.server.trust_forwarded_for),
-            { after: r },
-          )
+          audit({ principal, request, server }, 'ops_alerts.create', r.id, { after: r })
           return ok(r)
         },
         {
@@ -122,13 +101,7 @@ export default definePlugin({
         '/api/v1/ops/alerts/:id',
         async ({ params, body, principal, request, server }) => {
           const r = await store.update(params.id, body)
-          audit(
-            'ops_alerts.update',
-            params.id,
-            principal,
-            clientIp(request, server, ctx.core.server.trust_forwarded_for),
-            { ...r },
-          )
+          audit({ principal, request, server }, 'ops_alerts.update', params.id, { ...r })
           return ok(r.after)
         },
         {
@@ -143,13 +116,7 @@ export default definePlugin({
         '/api/v1/ops/alerts/:id',
         async ({ params, principal, request, server }) => {
           const before = await store.remove(params.id)
-          audit(
-            'ops_alerts.delete',
-            params.id,
-            principal,
-            clientIp(request, server, ctx.core.server.trust_forwarded_for),
-            { before },
-          )
+          audit({ principal, request, server }, 'ops_alerts.delete', params.id, { before })
           return ok(null, 'deleted')
         },
         { permission: 'ops_alerts:write', params: Params, detail: tag('Delete a rule') },

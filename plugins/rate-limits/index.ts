@@ -1,4 +1,5 @@
 import { Elysia, t } from 'elysia'
+import { auditor } from '../../core/audit'
 import type { Principal } from '../../core/auth/service'
 import { clientIp, ok } from '../../core/http'
 import { definePlugin } from '../../core/plugin'
@@ -87,23 +88,7 @@ export default definePlugin({
         { critical: false },
       )
 
-    const audit = (
-      action: string,
-      target: string,
-      p: Principal,
-      ip: string | undefined,
-      details: Record<string, unknown>,
-    ) =>
-      void ctx.bus.emit('audit', {
-        actor_kind: p.kind,
-        actor_id: p.id,
-        actor_name: p.username,
-        action,
-        target,
-        ip,
-        ok: true,
-        details,
-      })
+    const audit = auditor(ctx)
 
     return new Elysia({ name: 'rate-limits' })
       .use(ctx.guard)
@@ -113,16 +98,10 @@ export default definePlugin({
         async ({ body, set, principal, request, server }) => {
           const r = await store.put(body)
           set.status = r.before ? 200 : 201
-          audit(
-            'rate_limits.put',
-            r.set.rateLimitId,
-            principal,
-            clientIp(request, server, ctx.core.server.trust_forwarded_for),
-            {
-              before: r.before ?? null,
-              after: r.set,
-            },
-          )
+          audit({ principal, request, server }, 'rate_limits.put', r.set.rateLimitId, {
+            before: r.before ?? null,
+            after: r.set,
+          })
           return ok(r.set)
         },
         {
@@ -149,13 +128,7 @@ export default definePlugin({
         '/api/v1/rate-limits/:id',
         async ({ params, principal, request, server }) => {
           const before = await store.remove(params.id)
-          audit(
-            'rate_limits.delete',
-            params.id,
-            principal,
-            clientIp(request, server, ctx.core.server.trust_forwarded_for),
-            { before },
-          )
+          audit({ principal, request, server }, 'rate_limits.delete', params.id, { before })
           return ok(null, 'deleted')
         },
         { permission: 'rate_limits:write', params: Params, detail: tag('Delete a rule set') },

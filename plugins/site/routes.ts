@@ -1,6 +1,7 @@
 import { Type as T } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 import { Elysia, t } from 'elysia'
+import { auditor } from '../../core/audit'
 import { AuthService, type Principal } from '../../core/auth/service'
 import { NotFound, clientIp, invalidField, ok } from '../../core/http'
 import type { PluginContext } from '../../core/plugin'
@@ -33,23 +34,7 @@ export function siteRoutes(
   d: { store: SiteStore; hub: MessageHub; dispatch: Dispatcher },
 ) {
   const { store, hub, dispatch } = d
-  const audit = (
-    action: string,
-    target: string,
-    p: Principal,
-    ip: string | undefined,
-    details: Record<string, unknown>,
-  ) =>
-    void ctx.bus.emit('audit', {
-      actor_kind: p.kind,
-      actor_id: p.id,
-      actor_name: p.username,
-      action,
-      target,
-      ip,
-      ok: true,
-      details,
-    })
+  const audit = auditor(ctx)
   const masked = (name: KeyName, value: unknown) => maskSecrets(KEYS[name].schema, value)
   const entry = async (name: KeyName) => {
     const e = (await store.effective())[name]
@@ -115,15 +100,9 @@ export function siteRoutes(
             error: `channel '${body.channel}' is switched off or not configured`,
           })
         const out = await dispatch.deliver(target, n)
-        audit(
-          'site.test',
-          body.channel,
-          principal,
-          clientIp(request, server, ctx.core.server.trust_forwarded_for),
-          {
-            ...out,
-          },
-        )
+        audit({ principal, request, server }, 'site.test', body.channel, {
+          ...out,
+        })
         return ok({ channel: body.channel, ...out })
       },
       {
@@ -233,16 +212,10 @@ export function siteRoutes(
         }
         checkRouting(next)
         await store.setRouting(next)
-        audit(
-          'ops.notifications.put',
-          'routing',
-          principal,
-          clientIp(request, server, ctx.core.server.trust_forwarded_for),
-          {
-            before: maskSecrets(Routing, before) as Record<string, unknown>,
-            after: maskSecrets(Routing, next) as Record<string, unknown>,
-          },
-        )
+        audit({ principal, request, server }, 'ops.notifications.put', 'routing', {
+          before: maskSecrets(Routing, before) as Record<string, unknown>,
+          after: maskSecrets(Routing, next) as Record<string, unknown>,
+        })
         return ok(maskSecrets(Routing, next))
       },
       {
@@ -278,16 +251,10 @@ export function siteRoutes(
         const err = Value.Errors(schema, value).First()
         if (err) throw invalidField('body.value', err.message)
         await store.setOverride(name, value, principal.username)
-        audit(
-          'site.set',
-          PREFIX + name,
-          principal,
-          clientIp(request, server, ctx.core.server.trust_forwarded_for),
-          {
-            before: masked(name, before) as never,
-            after: masked(name, value) as never,
-          },
-        )
+        audit({ principal, request, server }, 'site.set', PREFIX + name, {
+          before: masked(name, before) as never,
+          after: masked(name, value) as never,
+        })
         return ok(await entry(name))
       },
       {
@@ -305,14 +272,7 @@ export function siteRoutes(
       async ({ params, principal, request, server }) => {
         const name = keyOf(params.key, 'params.key', (m) => new NotFound(m))
         const had = await store.clearOverride(name)
-        if (had)
-          audit(
-            'site.clear',
-            PREFIX + name,
-            principal,
-            clientIp(request, server, ctx.core.server.trust_forwarded_for),
-            {},
-          )
+        if (had) audit({ principal, request, server }, 'site.clear', PREFIX + name, {})
         return ok(await entry(name))
       },
       {
