@@ -1,7 +1,6 @@
 import { Elysia, t } from 'elysia'
 import { auditor } from '../../core/audit'
-import type { Principal } from '../../core/auth/service'
-import { clientIp, ok } from '../../core/http'
+import { ok } from '../../core/http'
 import { definePlugin } from '../../core/plugin'
 import { rejectUnknown } from '../../core/strict'
 import { Evaluator } from './evaluate'
