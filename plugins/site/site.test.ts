@@ -224,9 +224,12 @@ forEachEngine((engine) => {
       expect(mail.to.sort()).toEqual(['lead@liveops.test', 'oncall@liveops.test'])
       expect(mail.data).toContain('DB slow')
 
-      const msgs = (
-        await a.req('GET', '/api/v1/site/messages?unread=true', { token: await a.token('viewer') })
-      ).body.data
+      // The in-app message is stored in the background too (best effort): wait for it as for the others.
+      const viewer = await a.token('viewer')
+      const unread = async () =>
+        (await a.req('GET', '/api/v1/site/messages?unread=true', { token: viewer })).body.data
+      await until(async () => (await unread()).items.length > 0)
+      const msgs = await unread()
       expect(msgs.items[0]).toMatchObject({ event: 'alert.fired', title: '[CRITICAL] DB slow', read: false })
 
       // A receiver answering 502 is logged and counted; the others still get theirs.
