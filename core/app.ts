@@ -26,7 +26,7 @@ import {
   ProviderRegistry,
   type Services,
 } from './plugin'
-import { LimiterSlot, RateLimiter } from './ratelimit'
+import { LimiterSlot, SharedRateLimiter } from './ratelimit'
 import { createSharedState } from './shared'
 import { strictBodies } from './strict'
 
@@ -173,6 +173,8 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     const applied = await migrate(db, sets)
     if (applied.length) log.info('migrations applied', { migrations: applied })
 
+    const shared = createSharedState({ db, redisUrl: core.redis.url || undefined, log: log.child('shared') })
+    stops.push(() => shared.close())
     const auth = new AuthService(
       db,
       {
@@ -183,6 +185,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
         throttle: core.auth.login_throttle,
       },
       log.child('auth'),
+      shared,
     )
     await auth.init()
     // The role table is whole before any route exists: a route naming an undeclared area fails here.
@@ -197,12 +200,15 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     const metrics = new Metrics()
     const changes = await createChanges(db, log.child('changes'), opts.pgSchema ?? 'public')
     stops.push(() => changes.close())
-    const shared = createSharedState({ db, redisUrl: core.redis.url || undefined, log: log.child('shared') })
-    stops.push(() => shared.close())
     const bus = new Bus((event, e) => log.error('bus listener failed', { event, error: String(e) }))
     const providers = new ProviderRegistry()
     const limiter = new LimiterSlot(
-      new RateLimiter(core.rate_limit.requests_per_minute, core.rate_limit.burst),
+      new SharedRateLimiter(
+        core.rate_limit.requests_per_minute,
+        core.rate_limit.burst,
+        shared,
+        log.child('ratelimit'),
+      ),
     )
     const identified = new WeakMap<Request, Principal>()
     const guard = authGuard({ auth, limiter, identified })
