@@ -135,7 +135,7 @@ function bucketSql(dialect: Db['dialect']) {
   return dialect === 'postgres' ? sql.replace(/\?(\d)/g, '$$$1') : sql
 }
 
-function databaseState(db: Db): Ops {
+function databaseState(db: Db, counters: Db = db): Ops {
   // A claim succeeds when the key is new or its previous claim expired.
   const CLAIM = `INSERT INTO liveops_shared (key, value, expires_at) VALUES (?, 1, ?)
     ON CONFLICT (key) DO UPDATE SET value = 1, expires_at = excluded.expires_at WHERE liveops_shared.expires_at <= ?
@@ -177,7 +177,7 @@ function databaseState(db: Db): Ops {
       const params = counts.flatMap((c) => [c.key, c.by ?? 1, now + c.windowMs])
       params.push(now)
       if (!opts.slide) params.push(now)
-      const rows = await db.all<{ key: string; value: number | string }>(
+      const rows = await counters.all<{ key: string; value: number | string }>(
         upsert(counts.length, !!opts.slide),
         params,
       )
@@ -185,7 +185,7 @@ function databaseState(db: Db): Ops {
       return counts.map((c) => by.get(c.key) ?? c.by ?? 1)
     },
     async get(keys) {
-      const rows = await db.all<{ key: string; value: number | string }>(
+      const rows = await counters.all<{ key: string; value: number | string }>(
         `SELECT key, value FROM liveops_shared WHERE key IN (${inList(keys.length)}) AND expires_at > ?`,
         [...keys, Date.now()],
       )
@@ -195,14 +195,15 @@ function databaseState(db: Db): Ops {
     async put(key, value, ttlMs) {
       const now = Date.now()
       purge(now)
-      await db.run(
+      await counters.run(
         `INSERT INTO liveops_shared (key, value, expires_at) VALUES (?, ?, ?)
          ON CONFLICT (key) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at`,
         [key, Math.round(value), now + ttlMs],
       )
     },
     async remove(keys) {
-      if (keys.length) await db.run(`DELETE FROM liveops_shared WHERE key IN (${inList(keys.length)})`, keys)
+      if (keys.length)
+        await counters.run(`DELETE FROM liveops_shared WHERE key IN (${inList(keys.length)})`, keys)
     },
     async take(key, s) {
       const now = Date.now()
@@ -211,7 +212,14 @@ function databaseState(db: Db): Ops {
       const cap = Math.round(s.burstSize * MILLI)
       const fill = Math.ceil(s.burstSize / perMs) + 1000
       const first = cap >= MILLI ? (cap - MILLI) * 2 + 1 : cap * 2
-      const row = await db.get<{ value: number | string }>(TAKE, [now, cap, fill, perMs * MILLI, first, key])
+      const row = await counters.get<{ value: number | string }>(TAKE, [
+        now,
+        cap,
+        fill,
+        perMs * MILLI,
+        first,
+        key,
+      ])
       const v = Number(row?.value ?? 0)
       return { allowed: v % 2 === 1, tokens: Math.floor(v / 2) / MILLI }
     },
@@ -297,9 +305,18 @@ return out`
   }
 }
 
-export function createSharedState(opts: { db: Db; redisUrl?: string; log: Logger }): SharedState {
+export function createSharedState(opts: {
+  db: Db
+  /**
+   * Where counters, locks and buckets are written (default `db`): on PostgreSQL a small pool that
+   * commits without waiting for the WAL flush. Claims (nonces) always commit durably through `db`.
+   */
+  counters?: Db
+  redisUrl?: string
+  log: Logger
+}): SharedState {
   if (!opts.redisUrl) {
-    const d = databaseState(opts.db)
+    const d = databaseState(opts.db, opts.counters)
     return {
       ...d,
       backend: 'database',
