@@ -111,6 +111,7 @@ export class MemoryState {
 }
 
 type Claim = { key: string; ttlMs: number; ok?: boolean }
+type Adding = { counts: Count[]; slide: boolean; out?: number[] }
 
 /** Tokens are stored in thousandths, twice over, with the last take's outcome in the low bit. */
 const MILLI = 1000
@@ -158,6 +159,46 @@ function databaseState(db: Db, counters: Db = db): Ops {
     },
     { parallel: db.dialect === 'postgres' ? 2 : 1, maxWeight: 1000 },
   )
+  // Counters of requests arriving together share one statement: one row per key with the sum of
+  // their additions, in key order (two batches never wait on each other's rows crosswise). Each
+  // caller's total is the row's new value less what the callers after it added.
+  const adds = new GroupCommit<Adding>(
+    async (items) => {
+      const now = Date.now()
+      for (const slide of [false, true]) {
+        const group = items.filter((i) => i.slide === slide)
+        if (!group.length) continue
+        const sums = new Map<string, { by: number; windowMs: number }>()
+        for (const i of group)
+          for (const c of i.counts) {
+            const sum = sums.get(c.key)
+            if (sum) sum.by += c.by ?? 1
+            else sums.set(c.key, { by: c.by ?? 1, windowMs: c.windowMs })
+          }
+        const keys = [...sums.keys()].sort()
+        const params: Array<string | number> = keys.flatMap((k) => [
+          k,
+          sums.get(k)!.by,
+          now + sums.get(k)!.windowMs,
+        ])
+        params.push(now)
+        if (!slide) params.push(now)
+        const rows = await counters.all<{ key: string; value: number | string }>(
+          upsert(keys.length, slide),
+          params,
+        )
+        const value = new Map(rows.map((r) => [r.key, Number(r.value)]))
+        const after = new Map<string, number>()
+        for (let n = group.length - 1; n >= 0; n--)
+          group[n]!.out = group[n]!.counts.map((c) => {
+            const later = after.get(c.key) ?? 0
+            after.set(c.key, later + (c.by ?? 1))
+            return (value.get(c.key) ?? 0) - later
+          })
+      }
+    },
+    { parallel: counters.dialect === 'postgres' ? 2 : 1, maxWeight: 1000, weight: (i) => i.counts.length },
+  )
   let purged = 0
   const purge = (now: number) => {
     if (now - purged < 60_000) return
@@ -172,17 +213,10 @@ function databaseState(db: Db, counters: Db = db): Ops {
       return c.ok === true
     },
     async addAll(counts, opts = {}) {
-      const now = Date.now()
-      purge(now)
-      const params = counts.flatMap((c) => [c.key, c.by ?? 1, now + c.windowMs])
-      params.push(now)
-      if (!opts.slide) params.push(now)
-      const rows = await counters.all<{ key: string; value: number | string }>(
-        upsert(counts.length, !!opts.slide),
-        params,
-      )
-      const by = new Map(rows.map((r) => [r.key, Number(r.value)]))
-      return counts.map((c) => by.get(c.key) ?? c.by ?? 1)
+      purge(Date.now())
+      const item: Adding = { counts, slide: !!opts.slide }
+      await adds.add(item)
+      return item.out!
     },
     async get(keys) {
       const rows = await counters.all<{ key: string; value: number | string }>(

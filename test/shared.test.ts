@@ -53,6 +53,8 @@ describe('shared state: the contract every backend keeps', () => {
           expect(await state.add(k, 300, 4)).toBe(5)
           const sums = await Promise.all(Array.from({ length: 10 }, () => state.add(k, 300)))
           expect(Math.max(...sums)).toBe(15)
+          // Every caller gets a total of its own, concurrent ones too (batched into one statement).
+          expect(sums.sort((x, y) => x - y)).toEqual([6, 7, 8, 9, 10, 11, 12, 13, 14, 15])
           const deadline = Date.now() + 3000
           let fresh = 0
           while (fresh !== 1 && Date.now() < deadline) {
