@@ -114,7 +114,7 @@ export class RateLimiter implements Limiter {
 
 /** What `SharedRateLimiter` counts on: core's shared state (core/shared.ts). */
 interface Counters {
-  addAll(counts: Array<{ key: string; windowMs: number; by?: number }>): Promise<number[]>
+  addAll(counts: Array<{ key: string; windowMs: number; by?: number }>): number[] | Promise<number[]>
 }
 
 /**
@@ -127,6 +127,7 @@ interface Counters {
 export class SharedRateLimiter implements Limiter {
   private local: RateLimiter
   private failing = false
+  private retryAt = 0
 
   constructor(
     readonly perMinute: number,
@@ -149,6 +150,8 @@ export class SharedRateLimiter implements Limiter {
     // The window's index is in its key; the expiry only clears it away a second after it ends.
     const counts = [{ key: `rl:m:${key}:${minute}`, windowMs: reset * 1000 - now + 1000 }]
     if (this.burst > 0) counts.push({ key: `rl:s:${key}:${second}`, windowMs: 2000 })
+    // While the shared counters fail, requests count here without waiting on them again for a second.
+    if (now < this.retryAt) return this.local.hit(key, now)
     let totals: number[]
     try {
       totals = await this.counters.addAll(counts)
@@ -159,12 +162,15 @@ export class SharedRateLimiter implements Limiter {
           error: String(e),
         })
       this.failing = true
+      this.retryAt = Date.now() + 1000
       return this.local.hit(key, now)
     }
     const [m, s = 0] = totals
     const over = m > this.perMinute ? 'minute' : this.burst > 0 && s > this.burst ? 'second' : undefined
     if (over) {
-      void this.counters.addAll(counts.map((c) => ({ ...c, by: -1 }))).catch(() => undefined)
+      void Promise.resolve()
+        .then(() => this.counters.addAll(counts.map((c) => ({ ...c, by: -1 }))))
+        .catch(() => undefined)
       const retry = over === 'minute' ? Math.max(1, reset - Math.floor(now / 1000)) : 1
       const limit = over === 'minute' ? this.perMinute : this.burst
       throw new TooManyRequests(
