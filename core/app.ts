@@ -177,7 +177,13 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     // last fraction of a second of them, and a request does not wait ~ms for an fsync.
     const counters =
       db.dialect === 'postgres' && !core.redis.url
-        ? openDb(core.database.url, core.data_dir, { schema: opts.pgSchema, max: 2, asyncCommit: true })
+        ? openDb(core.database.url, core.data_dir, {
+            schema: opts.pgSchema,
+            max: 2,
+            asyncCommit: true,
+            // Unreachable PostgreSQL: the limiter gives up on its counters first, then counts locally.
+            connectTimeoutS: 1,
+          })
         : db
     if (counters !== db) stops.push(() => counters.close())
     const shared = createSharedState({
