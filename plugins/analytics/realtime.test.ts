@@ -1,10 +1,17 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { existsSync } from 'node:fs'
 import { Elysia } from 'elysia'
+import { chromium } from 'playwright-core'
 import { definePlugin } from '../../core/plugin'
 import { type TestApp, forEachEngine, makeApp } from '../../test/helpers'
 import { SECRET, signed } from '../ingest/testing'
 import type { RealtimeHub } from './realtime'
 import { SseReader, rawStream, until } from './realtime-testing'
+
+// `.ci/run` installs Debian's chromium; a browser test that skipped would prove nothing.
+const CHROMIUM = '/usr/bin/chromium'
+if (!existsSync(CHROMIUM))
+  throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (.ci/run does)`)
 
 const MINUTE = 60_000
 const DAY = 86_400_000
@@ -23,7 +30,11 @@ function probe() {
   return { got, plugin }
 }
 
-async function realtimeApp(engine: Parameters<typeof makeApp>[0], realtime: Record<string, unknown>) {
+async function realtimeApp(
+  engine: Parameters<typeof makeApp>[0],
+  realtime: Record<string, unknown>,
+  driven = true,
+) {
   const p = probe()
   const a = await makeApp(engine, {
     plugins: {
@@ -46,7 +57,10 @@ async function realtimeApp(engine: Parameters<typeof makeApp>[0], realtime: Reco
     },
   })
   expect(g.status).toBe(201)
-  return { a, admin, gameId: String(g.body.id), hub: p.got.hub! }
+  const hub = p.got.hub!
+  // Tests that drive ticks and pings themselves keep the timers from interleaving their own.
+  if (driven) hub.stop()
+  return { a, admin, gameId: String(g.body.id), hub }
 }
 
 /**
@@ -81,9 +95,6 @@ forEachEngine((engine) => {
 
     beforeAll(async () => {
       ;({ a, admin, gameId, hub } = await realtimeApp(engine, {
-        // Ticks are driven by the tests; the timers stay out of the way.
-        interval_ms: 60_000,
-        heartbeat_ms: 8000,
         history: 3,
         max_clients: 40,
       }))
@@ -396,6 +407,44 @@ forEachEngine((engine) => {
       expect(JSON.parse(end.data!)).toMatchObject({ error: 'not_found' })
       expect(hub.clients()).toBe(0)
     })
+    test('an EventSource in Chromium receives snapshots with ?token= and lets go when closed', async () => {
+      const base = a.listen()
+      const viewer = await a.token('viewer')
+      hub.clock = () => NOW + 300_000
+      const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] })
+      try {
+        const page = await browser.newPage()
+        // Same origin as the API: the page an operator dashboard would be.
+        await page.goto(`${base}/healthz`)
+        await page.evaluate(
+          ([g, t]) => {
+            const w = window as unknown as { got: Array<{ id: string; data: unknown }>; es: EventSource }
+            w.got = []
+            w.es = new EventSource(`/api/v1/analytics/realtime?gameId=${g}&env=prod&token=${t}`)
+            w.es.addEventListener('snapshot', (e) => {
+              const m = e as MessageEvent
+              w.got.push({ id: m.lastEventId, data: JSON.parse(m.data) })
+            })
+          },
+          [gameId, viewer],
+        )
+        type W = { got: Array<{ id: string; data: Record<string, unknown> }>; es: EventSource }
+        await page.waitForFunction(() => (window as unknown as W).got.length > 0, null, { timeout: 15_000 })
+        hub.clock = () => NOW + 305_000
+        await hub.tick()
+        await page.waitForFunction(() => (window as unknown as W).got.length > 1, null, { timeout: 15_000 })
+        const got = await page.evaluate(() => (window as unknown as W).got)
+        expect(got.map((x) => x.id)).toEqual([String(NOW + 300_000), String(NOW + 305_000)])
+        // Five minutes on: the minute M and M1 are behind, today's totals stay.
+        expect(got[1].data).toMatchObject({ gameId, onlineNow: 0, eventsPerMinute: 0, revenueToday: 14.99 })
+        expect(await page.evaluate(() => (window as unknown as W).es.readyState)).toBe(1)
+        expect(hub.clients()).toBe(1)
+        await page.evaluate(() => (window as unknown as W).es.close())
+        await until(() => hub.clients() === 0, 'the closed EventSource to leave')
+      } finally {
+        await browser.close()
+      }
+    })
   })
 
   describe('1,000 streams at once', () => {
@@ -404,7 +453,7 @@ forEachEngine((engine) => {
     let gameId: string
     let hub: RealtimeHub
     beforeAll(async () => {
-      ;({ a, admin, gameId, hub } = await realtimeApp(engine, { interval_ms: 60_000, max_clients: 2000 }))
+      ;({ a, admin, gameId, hub } = await realtimeApp(engine, { max_clients: 2000 }))
     })
     afterAll(() => a.stop())
 
@@ -432,5 +481,25 @@ forEachEngine((engine) => {
       }
       await until(() => hub.clients() === 0, 'every subscriber gone', 60_000)
     })
+  })
+
+  test('on its own timers a stream gets a snapshot every interval_ms and pings between', async () => {
+    const { a, admin, gameId, hub } = await realtimeApp(engine, { interval_ms: 200, heartbeat_ms: 50 }, false)
+    try {
+      const res = await a.app.handle(
+        new Request(`http://localhost/api/v1/analytics/realtime?gameId=${gameId}&env=prod`, {
+          headers: { authorization: `Bearer ${admin}` },
+        }),
+      )
+      const r = new SseReader(res.body!)
+      const first = await r.snapshot()
+      await r.next((f) => f.comments.includes('ping'))
+      const second = await r.snapshot()
+      expect(Number(second.id)).toBeGreaterThan(Number(first.id))
+      await r.cancel()
+      expect(hub.clients()).toBe(0)
+    } finally {
+      await a.stop()
+    }
   })
 })
