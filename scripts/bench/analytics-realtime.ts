@@ -18,7 +18,8 @@ import { join } from 'node:path'
 import postgres from 'postgres'
 import { rawStream } from '../../plugins/analytics/realtime-testing'
 import { startServer } from '../../test/process'
-import { SECRET, bootstrap, load, summary } from './ingest-load'
+import { shapes } from './events'
+import { benchConfig, bootstrap, load, summary } from './ingest-load'
 import { PG_URL, arg, cpuSeconds, freshPgDatabase, tempDir } from './lib'
 
 const TARGET = 0.8
@@ -60,17 +61,9 @@ async function main() {
   const intervalMs = Number(arg('interval-ms', '5000'))
   const heartbeatMs = Number(arg('heartbeat-ms', '2500'))
   const dir = tempDir('liveops-realtime-bench-')
-  const config = join(dir, 'bench.yaml')
-  await Bun.write(
-    config,
-    [
-      `data_dir: ${dir}`,
-      'rate_limit: { requests_per_minute: 0, burst: 0 }',
-      // info: startServer waits for the "listening" line.
-      'log: { level: info }',
-      `plugins: { games: {}, ingest: { signing_secret: ${SECRET}, purge_interval_minutes: 0 }, analytics: { realtime: { interval_ms: ${intervalMs}, heartbeat_ms: ${heartbeatMs}, max_clients: ${clients + 100} } }, experiments: {} }`,
-      '',
-    ].join('\n'),
+  const config = await benchConfig(
+    dir,
+    `analytics: { realtime: { interval_ms: ${intervalMs}, heartbeat_ms: ${heartbeatMs}, max_clients: ${clients + 100} } }, experiments: {}`,
   )
   const env: Record<string, string> = { ADMIN_PASSWORD: 'bench-password', JWT_SECRET: 'bench' }
   if (engine === 'postgres') env.DATABASE_URL = await freshPgDatabase('liveops_bench_realtime')
@@ -80,9 +73,10 @@ async function main() {
   let child: ReturnType<typeof Bun.spawn> | undefined
   try {
     const { token, gameId } = await bootstrap(s.base)
+    const pool = shapes(gameId)
     const window = async (secs: number) => {
       const c0 = cpuSeconds(s.proc.pid)
-      const r = await load(s.base, gameId, 100, secs, connections, undefined, true)
+      const r = await load(s.base, gameId, 100, secs, connections, undefined, true, pool)
       const cpu = cpuSeconds(s.proc.pid) - c0
       return { ...summary(r), serverCpuUsPerEvent: +((cpu * 1e6) / Math.max(1, r.acked)).toFixed(2) }
     }

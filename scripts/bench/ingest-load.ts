@@ -3,10 +3,31 @@
  * `analytics-realtime.ts`): a bootstrap (admin login, one game), request signing, and
  * connection loops posting signed batches whose event times replay 30 days over the run.
  */
+import { join } from 'node:path'
 import { USERS, eventsBody, shapes } from './events'
 
 export const SECRET = 'bench-signing-secret'
 const DAY = 86_400_000
+
+/**
+ * The YAML of a benchmark server with signed ingestion (no rate limit, no purge) and `plugins`
+ * besides games and ingest (a YAML flow mapping's entries); returns its path. Log level info:
+ * `startServer` waits for the "listening" line.
+ */
+export async function benchConfig(dir: string, plugins: string): Promise<string> {
+  const config = join(dir, 'bench.yaml')
+  await Bun.write(
+    config,
+    [
+      `data_dir: ${dir}`,
+      'rate_limit: { requests_per_minute: 0, burst: 0 }',
+      'log: { level: info }',
+      `plugins: { games: {}, ingest: { signing_secret: ${SECRET}, purge_interval_minutes: 0 }, ${plugins} }`,
+      '',
+    ].join('\n'),
+  )
+  return config
+}
 
 /** Logs in as the bootstrap admin (ADMIN_PASSWORD bench-password) and creates the game the load writes to. */
 export async function bootstrap(base: string): Promise<{ token: string; gameId: string }> {
@@ -74,6 +95,8 @@ export async function load(
   stopAt?: number,
   /** Events of now instead of a 30-day replay (what a live game sends; realtime reads them). */
   live = false,
+  /** Shapes made beforehand, so a run of several windows does not rebuild them inside each. */
+  prebuilt?: string[],
 ): Promise<LoadResult> {
   const t0 = performance.now()
   const until = t0 + runSeconds * 1000
@@ -81,7 +104,7 @@ export async function load(
   // Live runs follow one another against one store: their order ids must not repeat.
   const seq = { order: live ? Date.now() * 1000 : 0 }
   const res: LoadResult = { requests: 0, acked: 0, errors: 0, latencies: [], seconds: 0, statuses: {} }
-  const pool = shapes(gameId)
+  const pool = prebuilt ?? shapes(gameId)
   const loop = async () => {
     let k = 0
     while (performance.now() < (stopAt ?? until)) {

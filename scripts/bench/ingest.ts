@@ -20,7 +20,7 @@ import { join } from 'node:path'
 import postgres from 'postgres'
 import { type Running, startServer } from '../../test/process'
 import { eventsBody, shapes } from './events'
-import { SECRET, bootstrap, load as loadWith, paymentsBody, sign, summary } from './ingest-load'
+import { benchConfig, bootstrap, load as loadWith, paymentsBody, sign, summary } from './ingest-load'
 import {
   type CpuResult,
   PG_URL,
@@ -47,18 +47,8 @@ const batchSize = Number(arg('batch', '100'))
 const DAY = 86_400_000
 
 const dir = tempDir('liveops-ingest-bench-')
-const config = join(dir, 'bench.yaml')
-await Bun.write(
-  config,
-  [
-    `data_dir: ${dir}`,
-    'rate_limit: { requests_per_minute: 0, burst: 0 }',
-    'log: { level: info }',
-    // Every rollup registered: analytics and experiments keep theirs in ingest's commit.
-    `plugins: { games: {}, ingest: { signing_secret: ${SECRET}, purge_interval_minutes: 0 }, analytics: {}, experiments: {} }`,
-    '',
-  ].join('\n'),
-)
+// Every rollup registered: analytics and experiments keep theirs in ingest's commit.
+const config = await benchConfig(dir, 'analytics: {}, experiments: {}')
 const env: Record<string, string> = { ADMIN_PASSWORD: 'bench-password', JWT_SECRET: 'bench' }
 if (engine === 'postgres') env.DATABASE_URL = await freshPgDatabase('liveops_bench_ingest')
 // --profile=DIR writes the server's CPU profile (markdown) there on exit.
