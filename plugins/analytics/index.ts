@@ -64,6 +64,8 @@ export default definePlugin({
     const clients = ctx.metrics.gauge('svc_analytics_realtime_clients', 'Connected realtime (SSE) clients')
     ctx.metrics.collect(() => clients.set(hub.clients()))
     ctx.onStop(() => hub.stop())
+    // Streams never end by themselves: a stopping server ends them first (graceful drain).
+    ctx.bus.on('server.draining', () => hub.stop())
     const filters = filterRoutes(ctx.guard, ctx.db, games, ingest, ctx.changes)
     ctx.onStart(async () => {
       await filters.load()
