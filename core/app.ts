@@ -26,7 +26,7 @@ import {
   ProviderRegistry,
   type Services,
 } from './plugin'
-import { LimiterSlot, SharedRateLimiter } from './ratelimit'
+import { LimiterSlot, RateLimiter, SharedRateLimiter } from './ratelimit'
 import { createSharedState } from './shared'
 import { strictBodies } from './strict'
 
@@ -251,13 +251,18 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     stops.push(() => changes.close())
     const bus = new Bus((event, e) => log.error('bus listener failed', { event, error: String(e) }))
     const providers = new ProviderRegistry()
+    // Shared by the instances of one PostgreSQL (or one Redis). A SQLite file serves one instance:
+    // its budget stays in memory, where a request costs no write through SQLite's single writer
+    // (counted there, the default limit halved authenticated throughput to outlive a restart).
     const limiter = new LimiterSlot(
-      new SharedRateLimiter(
-        core.rate_limit.requests_per_minute,
-        core.rate_limit.burst,
-        shared,
-        log.child('ratelimit'),
-      ),
+      db.dialect === 'sqlite' && !core.redis.url
+        ? new RateLimiter(core.rate_limit.requests_per_minute, core.rate_limit.burst)
+        : new SharedRateLimiter(
+            core.rate_limit.requests_per_minute,
+            core.rate_limit.burst,
+            shared,
+            log.child('ratelimit'),
+          ),
     )
     const identified = new WeakMap<Request, Principal>()
     const guard = authGuard({ auth, limiter, identified })
