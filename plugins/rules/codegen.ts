@@ -1,0 +1,312 @@
+/**
+ * The rule set compiled to straight-line code. Each rule's match becomes one boolean expression
+ * over the notification's fields, which the engine reads once per notification (not once per
+ * rule) into a view: the four fields, the severity rank of the level, and one slot per params key
+ * the loaded rules name. A program strings the rules, in evaluation order, into a few generated
+ * functions ("chunks") that each return the first rule at or after a position that matches; a
+ * rule the index would skip carries its required equality as a guard in front of its match.
+ * Measured against the closure tree (one call per node, `Set` lookups): 5-8x less CPU with 500
+ * rules, because the JIT sees plain comparisons and no calls.
+ *
+ * Safe by construction: the parser admits only the fields, literals and operators of the
+ * language, and the generated source holds nothing else. Strings enter it as JSON string
+ * literals, numbers as finite numeric literals, large lists and sets as constants passed in
+ * (`C[rule][i]`), params keys never (a key is a slot number); the helpers (`H`) are the closure
+ * compiler's own, so the two agree on every value (the fuzz test checks that they do).
+ */
+import { contains, equals, isText, numeric, order, truthy } from './compile'
+import {
+  type IndexField,
+  LEVEL_RANK,
+  MatchError,
+  MatchEvalError,
+  type MatchInput,
+  type Node,
+  parse,
+  positionOf,
+} from './match'
+
+/** Generated match: type, level, level rank (-1 for an unknown level), title, body, params slots. */
+export type Generated = (t: string, l: string, r: number, i: string, b: string, p: unknown[]) => boolean
+
+/**
+ * The params keys any compiled expression names, each with its slot in the per-notification view.
+ * Process-wide and append-only, so an expression compiled once (at save) keeps its slots for any
+ * rule set; it holds names operators wrote, which is small.
+ */
+const slotOf = new Map<string, number>()
+const slotNames: string[] = []
+
+function slot(name: string): number {
+  let s = slotOf.get(name)
+  if (s === undefined) {
+    s = slotNames.length
+    slotOf.set(name, s)
+    slotNames.push(name)
+  }
+  return s
+}
+
+/** The severity rank of a level name, or -1. */
+export const rankOf = (level: string): number =>
+  typeof level === 'string' && Object.hasOwn(LEVEL_RANK, level) ? LEVEL_RANK[level] : -1
+
+/**
+ * Reads the params slots a rule set uses into `into` (reused across notifications): one own-key
+ * read per key per notification, whatever the number of rules that test it.
+ */
+export function readSlots(params: Record<string, unknown>, slots: Int32Array, into: unknown[]): void {
+  for (let i = 0; i < slots.length; i++) {
+    const name = slotNames[slots[i]]
+    into[slots[i]] = Object.hasOwn(params, name) ? params[name] : undefined
+  }
+}
+
+/** How many slots exist: the length a view's params array needs. */
+export const slotCount = () => slotNames.length
+
+/** Lists up to this long compare inline; longer ones use a Set. */
+const INLINE_LIST = 16
+/** Stands for the rule's position in its chunk until the chunk is assembled (JSON escapes U+0001). */
+const RULE = '\u0001'
+
+const HELPERS = { eq: equals, ord: order, has: contains, num: numeric, truthy }
+
+const FIELD_VAR = { type: 't', level: 'l', title: 'i', body: 'b' } as const
+
+function literal(v: string | number | boolean | null): string {
+  if (typeof v === 'string')
+    // JSON is a JS string literal; the two line separators are escaped for older parsers too.
+    return JSON.stringify(v)
+      .replace(/\u2028/g, '\\u2028')
+      .replace(/\u2029/g, '\\u2029')
+  if (typeof v === 'number') {
+    if (!Number.isFinite(v)) throw new MatchError('number out of range', 0)
+    return `(${String(v)})`
+  }
+  return v === null ? 'null' : v ? 'true' : 'false'
+}
+
+const ORDERING = new Set(['<', '<=', '>', '>='])
+
+class Generator {
+  readonly consts: unknown[] = []
+  readonly slots = new Set<number>()
+
+  private constant(v: unknown): string {
+    this.consts.push(v)
+    return `C[${RULE}][${this.consts.length - 1}]`
+  }
+
+  /** Membership in a list of texts: inline comparisons for a short list (far cheaper than a Set). */
+  private member(x: string, values: readonly string[]): string {
+    const unique = [...new Set(values)]
+    if (!unique.length) return 'false'
+    if (unique.length > INLINE_LIST) return `${this.constant(new Set(unique))}.has(${x})`
+    return `(${unique.map((v) => `${x} === ${literal(v)}`).join(' || ')})`
+  }
+
+  /** The index's required equality as a guard: a rule it would skip is never tried. */
+  guard(field: IndexField, values: readonly string[]): string {
+    const x = field.startsWith('params.')
+      ? this.read({ t: 'param', name: field.slice(7) })!
+      : FIELD_VAR[field as 'type']
+    return this.member(x, values)
+  }
+
+  private read(n: Node): string | undefined {
+    if (n.t === 'field') return FIELD_VAR[n.name]
+    if (n.t === 'param') {
+      const s = slot(n.name)
+      this.slots.add(s)
+      return `p[${s}]`
+    }
+    return undefined
+  }
+
+  /** An operand as a value; the same shapes, and the same order of errors, as the closure getter. */
+  private value(n: Node): string {
+    if (n.t === 'lit') return literal(n.v)
+    if (n.t === 'list') return this.constant(Object.freeze([...n.v]))
+    return this.read(n) ?? `(${this.cond(n)})`
+  }
+
+  /** The fast forms of `field op literal`, with the results of the general helpers. */
+  private special(n: Extract<Node, { t: 'cmp' }>): string | undefined {
+    const { l, r, op } = n
+    const x = this.read(l)
+    if (x === undefined) return undefined
+    if ((op === '==' || op === '!=') && r.t === 'lit' && isText(r.v)) return `(${x} ${op}= ${literal(r.v)})`
+    if ((op === 'in' || op === 'not in') && r.t === 'list' && r.v.every(isText)) {
+      // Strict equality with texts: only a string can be a member, as with the closures' typeof.
+      const has = this.member(x, r.v as string[])
+      return op === 'in' ? has : `!${has}`
+    }
+    if (r.t === 'lit' && typeof r.v === 'number') {
+      const v = literal(r.v)
+      if (op === '==' || op === '!=') {
+        const eq = `(${x} === ${v} || (typeof ${x} === "string" && H.num(${x}) === ${v}))`
+        return op === '==' ? eq : `!${eq}`
+      }
+      if (ORDERING.has(op))
+        return `(typeof ${x} === "number" ? ${x} ${op} ${v} : H.ord(${x}, ${v}, false) ${op} 0)`
+    }
+    if (
+      ORDERING.has(op) &&
+      l.t === 'field' &&
+      l.name === 'level' &&
+      r.t === 'lit' &&
+      typeof r.v === 'string' &&
+      Object.hasOwn(LEVEL_RANK, r.v)
+    )
+      return `(r >= 0 ? r ${op} ${LEVEL_RANK[r.v]} : H.ord(l, ${literal(r.v)}, true) ${op} 0)`
+    return undefined
+  }
+
+  /** An operand as a condition; throws the closure compiler's MatchError for one that is not. */
+  cond(n: Node): string {
+    switch (n.t) {
+      case 'and':
+      case 'or':
+        return `(${this.cond(n.l)} ${n.t === 'and' ? '&&' : '||'} ${this.cond(n.r)})`
+      case 'not':
+        return `!${this.cond(n.e)}`
+      case 'cmp': {
+        const fast = this.special(n)
+        if (fast) return fast
+        const l = this.value(n.l)
+        const r = this.value(n.r)
+        const levels =
+          (n.l.t === 'field' && n.l.name === 'level') || (n.r.t === 'field' && n.r.name === 'level')
+        if (n.op === '==') return `H.eq(${l}, ${r})`
+        if (n.op === '!=') return `!H.eq(${l}, ${r})`
+        if (n.op === 'in') return `H.has(${r}, ${l})`
+        if (n.op === 'not in') return `!H.has(${r}, ${l})`
+        return `(H.ord(${l}, ${r}, ${levels}) ${n.op} 0)`
+      }
+      case 'lit':
+        if (typeof n.v === 'boolean') return literal(n.v)
+        break
+      case 'field':
+      case 'param':
+        return `H.truthy(${this.read(n)})`
+    }
+    throw new MatchError('operand is not a condition (compare it, or use true/false)', positionOf(n))
+  }
+}
+
+/** One rule's match as code: assembled into a chunk, its constants passed at each call. */
+export interface RuleCode {
+  code: string
+  consts: unknown[]
+  slots: number[]
+}
+
+/**
+ * Compiles an expression to code; throws MatchError (with a position) for anything illegal,
+ * exactly as the closure compiler does. `guard` is the equality the index requires, tested first.
+ */
+export function ruleCode(src: string, guard?: { field: IndexField; values: readonly string[] }): RuleCode {
+  const g = new Generator()
+  const match = g.cond(parse(src))
+  const code = guard ? `${g.guard(guard.field, guard.values)} && ${match}` : match
+  return { code, consts: g.consts, slots: [...g.slots] }
+}
+
+/**
+ * A chunk: the first rule at or after local position `from` that matches (its local position),
+ * -1 for none, or -2 - k when rule k failed to evaluate (the engine skips it and resumes at k + 1).
+ */
+export type ChunkFn = (
+  t: string,
+  l: string,
+  r: number,
+  i: string,
+  b: string,
+  p: unknown[],
+  from: number,
+  C: readonly unknown[][],
+) => number
+
+export interface Chunk {
+  fn: ChunkFn
+  /** Position of its first rule in the program. */
+  base: number
+  size: number
+  consts: unknown[][]
+}
+
+export interface Program {
+  chunks: Chunk[]
+  /** The params slots any of its rules reads. */
+  slots: Int32Array
+  /** Chunk functions by source: the next program reuses those whose rules did not change. */
+  cache: Map<string, ChunkFn>
+}
+
+const MAX_CHUNK = 64
+
+/** A stable cut point (after about one rule in 16), so a save shifts no other chunk's boundaries. */
+function cutAfter(id: string): boolean {
+  let h = 0x811c9dc5
+  for (let i = 0; i < id.length; i++) h = Math.imul(h ^ id.charCodeAt(i), 0x01000193)
+  return (h & 15) === 15
+}
+
+function chunkFn(
+  codes: readonly RuleCode[],
+  cache: Map<string, ChunkFn>,
+  next: Map<string, ChunkFn>,
+): ChunkFn {
+  let body = ''
+  codes.forEach((c, k) => {
+    body += `if (from <= ${k}) try { if (${c.code.replaceAll(RULE, String(k))}) return ${k} } catch { return ${-2 - k} }\n`
+  })
+  let fn = cache.get(body) ?? next.get(body)
+  if (!fn) {
+    const make = new Function(
+      'H',
+      `"use strict"; return function chunk(t, l, r, i, b, p, from, C) {\n${body}return -1 }`,
+    )
+    fn = make(HELPERS) as ChunkFn
+  }
+  next.set(body, fn)
+  return fn
+}
+
+/**
+ * Assembles rules (in evaluation order, each with its id for the cut points) into a program;
+ * only chunks whose source is not in `previous` are compiled anew.
+ */
+export function program(rules: readonly { id: string; code: RuleCode }[], previous?: Program): Program {
+  const cache = new Map<string, ChunkFn>()
+  const chunks: Chunk[] = []
+  const slots = new Set<number>()
+  let start = 0
+  for (let k = 0; k < rules.length; k++) {
+    for (const s of rules[k].code.slots) slots.add(s)
+    if (k + 1 < rules.length && k + 1 - start < MAX_CHUNK && !cutAfter(rules[k].id)) continue
+    const part = rules.slice(start, k + 1).map((r) => r.code)
+    chunks.push({
+      fn: chunkFn(part, previous?.cache ?? new Map(), cache),
+      base: start,
+      size: part.length,
+      consts: part.map((c) => c.consts),
+    })
+    start = k + 1
+  }
+  return { chunks, slots: Int32Array.from(slots), cache }
+}
+
+/** One expression as a plain matcher (its own program and view): for tests and one-off checks. */
+export function generate(src: string): (n: MatchInput) => boolean {
+  const prog = program([{ id: 'x', code: ruleCode(src) }])
+  const ch = prog.chunks[0]
+  return (n) => {
+    const p: unknown[] = []
+    readSlots(n.params, prog.slots, p)
+    const k = ch.fn(n.type, n.level, rankOf(n.level), n.title, n.body, p, 0, ch.consts)
+    if (k < -1) throw new MatchEvalError('expression failed to evaluate')
+    return k === 0
+  }
+}
