@@ -206,9 +206,12 @@ export interface RuleCode {
  * Compiles an expression to code; throws MatchError (with a position) for anything illegal,
  * exactly as the closure compiler does. `guard` is the equality the index requires, tested first.
  */
-export function ruleCode(src: string, guard?: { field: IndexField; values: readonly string[] }): RuleCode {
+export function ruleCode(
+  src: string | Node,
+  guard?: { field: IndexField; values: readonly string[] },
+): RuleCode {
   const g = new Generator()
-  const match = g.cond(parse(src))
+  const match = g.cond(typeof src === 'string' ? parse(src) : src)
   const code = guard ? `${g.guard(guard.field, guard.values)} && ${match}` : match
   return { code, consts: g.consts, slots: [...g.slots] }
 }
@@ -228,8 +231,13 @@ export type ChunkFn = (
   C: readonly unknown[][],
 ) => number
 
+/** What the index requires of every rule of a chunk: a notification with none of it skips the chunk. */
+export type ChunkGuard = { field: IndexField; param?: string; values: Set<string> }[]
+
 export interface Chunk {
   fn: ChunkFn
+  /** Absent when a rule of the chunk is tried for every notification. */
+  guard?: ChunkGuard
   /** Position of its first rule in the program. */
   base: number
   size: number
@@ -278,7 +286,10 @@ function chunkFn(
  * Assembles rules (in evaluation order, each with its id for the cut points) into a program;
  * only chunks whose source is not in `previous` are compiled anew.
  */
-export function program(rules: readonly { id: string; code: RuleCode }[], previous?: Program): Program {
+export function program(
+  rules: readonly { id: string; code: RuleCode; index?: { field: IndexField; values: readonly string[] } }[],
+  previous?: Program,
+): Program {
   const cache = new Map<string, ChunkFn>()
   const chunks: Chunk[] = []
   const slots = new Set<number>()
@@ -286,9 +297,11 @@ export function program(rules: readonly { id: string; code: RuleCode }[], previo
   for (let k = 0; k < rules.length; k++) {
     for (const s of rules[k].code.slots) slots.add(s)
     if (k + 1 < rules.length && k + 1 - start < MAX_CHUNK && !cutAfter(rules[k].id)) continue
-    const part = rules.slice(start, k + 1).map((r) => r.code)
+    const rs = rules.slice(start, k + 1)
+    const part = rs.map((r) => r.code)
     chunks.push({
       fn: chunkFn(part, previous?.cache ?? new Map(), cache),
+      guard: chunkGuard(rs),
       base: start,
       size: part.length,
       consts: part.map((c) => c.consts),
@@ -296,6 +309,36 @@ export function program(rules: readonly { id: string; code: RuleCode }[], previo
     start = k + 1
   }
   return { chunks, slots: Int32Array.from(slots), cache }
+}
+
+function chunkGuard(rules: readonly { index?: { field: IndexField; values: readonly string[] } }[]) {
+  const guard: ChunkGuard = []
+  for (const r of rules) {
+    if (!r.index) return undefined
+    const field = r.index.field
+    let g = guard.find((x) => x.field === field)
+    if (!g) {
+      g = { field, ...(field.startsWith('params.') ? { param: field.slice(7) } : {}), values: new Set() }
+      guard.push(g)
+    }
+    for (const v of r.index.values) g.values.add(v)
+  }
+  return guard
+}
+
+/** True when the notification has a value the guard lists (some rule of the chunk may match). */
+export function guardHolds(guard: ChunkGuard, n: MatchInput): boolean {
+  for (let i = 0; i < guard.length; i++) {
+    const g = guard[i]
+    const v =
+      g.param === undefined
+        ? n[g.field as 'type']
+        : Object.hasOwn(n.params, g.param)
+          ? n.params[g.param]
+          : undefined
+    if (typeof v === 'string' && g.values.has(v)) return true
+  }
+  return false
 }
 
 /** One expression as a plain matcher (its own program and view): for tests and one-off checks. */

@@ -255,6 +255,6 @@ export type Matcher = (n: MatchInput) => boolean
  * Compiles an expression; throws MatchError (with a position) for anything illegal, including an
  * operand of `&&`, `||`, `!` or the whole that cannot be true or false (a bare string or list).
  */
-export function compile(src: string): Matcher {
-  return predicate(parse(src))
+export function compile(src: string | Node): Matcher {
+  return predicate(typeof src === 'string' ? parse(src) : src)
 }
