@@ -241,6 +241,7 @@ export interface Chunk {
   /** Position of its first rule in the program. */
   base: number
   size: number
+  codes: readonly RuleCode[]
   consts: unknown[][]
 }
 
@@ -248,8 +249,8 @@ export interface Program {
   chunks: Chunk[]
   /** The params slots any of its rules reads. */
   slots: Int32Array
-  /** Chunk functions by source: the next program reuses those whose rules did not change. */
-  cache: Map<string, ChunkFn>
+  /** Chunks by their first rule's code: the next program reuses those whose rules did not change. */
+  byFirst: Map<RuleCode, Chunk>
 }
 
 const MAX_CHUNK = 64
@@ -261,36 +262,31 @@ function cutAfter(id: string): boolean {
   return (h & 15) === 15
 }
 
-function chunkFn(
-  codes: readonly RuleCode[],
-  cache: Map<string, ChunkFn>,
-  next: Map<string, ChunkFn>,
-): ChunkFn {
+function chunkFn(codes: readonly RuleCode[]): ChunkFn {
   let body = ''
   codes.forEach((c, k) => {
     body += `if (from <= ${k}) try { if (${c.code.replaceAll(RULE, String(k))}) return ${k} } catch { return ${-2 - k} }\n`
   })
-  let fn = cache.get(body) ?? next.get(body)
-  if (!fn) {
-    const make = new Function(
-      'H',
-      `"use strict"; return function chunk(t, l, r, i, b, p, from, C) {\n${body}return -1 }`,
-    )
-    fn = make(HELPERS) as ChunkFn
-  }
-  next.set(body, fn)
-  return fn
+  const make = new Function(
+    'H',
+    `"use strict"; return function chunk(t, l, r, i, b, p, from, C) {\n${body}return -1 }`,
+  )
+  return make(HELPERS) as ChunkFn
 }
 
+const sameCodes = (a: readonly RuleCode[], b: readonly RuleCode[]) =>
+  a.length === b.length && a.every((c, i) => c === b[i])
+
 /**
- * Assembles rules (in evaluation order, each with its id for the cut points) into a program;
- * only chunks whose source is not in `previous` are compiled anew.
+ * Assembles rules (in evaluation order, each with its id for the cut points) into a program.
+ * A chunk holding the very same compiled rules as one of `previous` is reused as it is; only the
+ * chunks a change touched are generated and compiled anew.
  */
 export function program(
   rules: readonly { id: string; code: RuleCode; index?: { field: IndexField; values: readonly string[] } }[],
   previous?: Program,
 ): Program {
-  const cache = new Map<string, ChunkFn>()
+  const byFirst = new Map<RuleCode, Chunk>()
   const chunks: Chunk[] = []
   const slots = new Set<number>()
   let start = 0
@@ -298,17 +294,24 @@ export function program(
     for (const s of rules[k].code.slots) slots.add(s)
     if (k + 1 < rules.length && k + 1 - start < MAX_CHUNK && !cutAfter(rules[k].id)) continue
     const rs = rules.slice(start, k + 1)
-    const part = rs.map((r) => r.code)
-    chunks.push({
-      fn: chunkFn(part, previous?.cache ?? new Map(), cache),
-      guard: chunkGuard(rs),
-      base: start,
-      size: part.length,
-      consts: part.map((c) => c.consts),
-    })
+    const codes = rs.map((r) => r.code)
+    const old = previous?.byFirst.get(codes[0])
+    const chunk: Chunk =
+      old && sameCodes(old.codes, codes)
+        ? { ...old, base: start }
+        : {
+            fn: chunkFn(codes),
+            guard: chunkGuard(rs),
+            base: start,
+            size: codes.length,
+            codes,
+            consts: codes.map((c) => c.consts),
+          }
+    chunks.push(chunk)
+    byFirst.set(codes[0], chunk)
     start = k + 1
   }
-  return { chunks, slots: Int32Array.from(slots), cache }
+  return { chunks, slots: Int32Array.from(slots), byFirst }
 }
 
 function chunkGuard(rules: readonly { index?: { field: IndexField; values: readonly string[] } }[]) {

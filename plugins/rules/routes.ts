@@ -150,8 +150,7 @@ export function rulesRoutes(d: RulesRouteDeps) {
       '/api/v1/rules/:id',
       async ({ params }) => {
         engine()
-        await store.deleteRule(params.id)
-        runtime.remove(params.id)
+        runtime.remove(params.id, await store.deleteRule(params.id))
         return ok({ id: params.id }, 'rule deleted')
       },
       {

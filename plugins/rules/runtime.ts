@@ -56,6 +56,10 @@ export function rulesRuntime(opts: {
       })
   }
 
+  const ownWrite = (rev: number) => {
+    if (revs.rules === rev - 1) revs = { ...revs, rules: rev }
+  }
+
   const engine = new RuleEngine({
     silenced: (roster, now) => rosters?.covers(roster, now) ?? false,
     onFolded: (f) => void summary(f).catch((e) => log.error('group summary failed', { error: String(e) })),
@@ -183,14 +187,19 @@ export function rulesRuntime(opts: {
     group(id: string) {
       return groups.get(id)?.members
     },
-    /** A rule this instance saved, with what compiling it at save time gave (compiled once). */
-    put(rec: RuleRecord, compiled = compileRule(rec.rule, rec.seq)) {
+    /**
+     * A rule this instance saved, with what compiling it at save time gave (compiled once). When
+     * its write was the only one since the last sync, the sync has nothing to reload.
+     */
+    put(rec: RuleRecord & { rev: number }, compiled = compileRule(rec.rule, rec.seq)) {
       compiled.seq = rec.seq
       engine.upsert(compiled)
+      ownWrite(rec.rev)
       opts.publish?.()
     },
-    remove(id: string) {
+    remove(id: string, rev: number) {
       engine.remove(id)
+      ownWrite(rev)
       opts.publish?.()
     },
     putGroup(g: GroupRecord) {
