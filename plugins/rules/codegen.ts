@@ -69,6 +69,10 @@ export const slotCount = () => slotNames.length
 const INLINE_LIST = 16
 /** Stands for the rule's position in its chunk until the chunk is assembled (JSON escapes U+0001). */
 const RULE = '\u0001'
+/** Brackets an atom's number in a rule's code (JSON escapes these too). */
+const ATOM = '\u0002'
+const ATOM_END = '\u0003'
+const ATOM_REF = new RegExp(`${ATOM}(\\d+)${ATOM_END}`, 'g')
 
 const HELPERS = { eq: equals, ord: order, has: contains, num: numeric, truthy }
 
@@ -92,6 +96,8 @@ const ORDERING = new Set(['<', '<=', '>', '>='])
 class Generator {
   readonly consts: unknown[] = []
   readonly slots = new Set<number>()
+  /** The comparisons of the expression, referenced from its code by marker. */
+  readonly atoms: string[] = []
 
   private constant(v: unknown): string {
     this.consts.push(v)
@@ -128,7 +134,7 @@ class Generator {
   private value(n: Node): string {
     if (n.t === 'lit') return literal(n.v)
     if (n.t === 'list') return this.constant(Object.freeze([...n.v]))
-    return this.read(n) ?? `(${this.cond(n)})`
+    return this.read(n) ?? `(${this.cond(n, false)})`
   }
 
   /** The fast forms of `field op literal`, with the results of the general helpers. */
@@ -164,32 +170,42 @@ class Generator {
   }
 
   /** An operand as a condition; throws the closure compiler's MatchError for one that is not. */
-  cond(n: Node): string {
+  /**
+   * A comparison's code, marked as an atom (when `atoms`) so a chunk can compute an atom several
+   * of its rules share once per notification.
+   */
+  private atom(code: string, atoms: boolean): string {
+    if (!atoms) return code
+    this.atoms.push(code)
+    return `${ATOM}${this.atoms.length - 1}${ATOM_END}`
+  }
+
+  cond(n: Node, atoms = true): string {
     switch (n.t) {
       case 'and':
       case 'or':
-        return `(${this.cond(n.l)} ${n.t === 'and' ? '&&' : '||'} ${this.cond(n.r)})`
+        return `(${this.cond(n.l, atoms)} ${n.t === 'and' ? '&&' : '||'} ${this.cond(n.r, atoms)})`
       case 'not':
-        return `!${this.cond(n.e)}`
+        return `!${this.cond(n.e, atoms)}`
       case 'cmp': {
         const fast = this.special(n)
-        if (fast) return fast
+        if (fast) return this.atom(fast, atoms)
         const l = this.value(n.l)
         const r = this.value(n.r)
         const levels =
           (n.l.t === 'field' && n.l.name === 'level') || (n.r.t === 'field' && n.r.name === 'level')
-        if (n.op === '==') return `H.eq(${l}, ${r})`
-        if (n.op === '!=') return `!H.eq(${l}, ${r})`
-        if (n.op === 'in') return `H.has(${r}, ${l})`
-        if (n.op === 'not in') return `!H.has(${r}, ${l})`
-        return `(H.ord(${l}, ${r}, ${levels}) ${n.op} 0)`
+        if (n.op === '==') return this.atom(`H.eq(${l}, ${r})`, atoms)
+        if (n.op === '!=') return this.atom(`!H.eq(${l}, ${r})`, atoms)
+        if (n.op === 'in') return this.atom(`H.has(${r}, ${l})`, atoms)
+        if (n.op === 'not in') return this.atom(`!H.has(${r}, ${l})`, atoms)
+        return this.atom(`(H.ord(${l}, ${r}, ${levels}) ${n.op} 0)`, atoms)
       }
       case 'lit':
         if (typeof n.v === 'boolean') return literal(n.v)
         break
       case 'field':
       case 'param':
-        return `H.truthy(${this.read(n)})`
+        return this.atom(`H.truthy(${this.read(n)})`, atoms)
     }
     throw new MatchError('operand is not a condition (compare it, or use true/false)', positionOf(n))
   }
@@ -197,7 +213,9 @@ class Generator {
 
 /** One rule's match as code: assembled into a chunk, its constants passed at each call. */
 export interface RuleCode {
+  /** The expression over atom markers. */
   code: string
+  atoms: string[]
   consts: unknown[]
   slots: number[]
 }
@@ -213,7 +231,7 @@ export function ruleCode(
   const g = new Generator()
   const match = g.cond(typeof src === 'string' ? parse(src) : src)
   const code = guard ? `${g.guard(guard.field, guard.values)} && ${match}` : match
-  return { code, consts: g.consts, slots: [...g.slots] }
+  return { code, atoms: g.atoms, consts: g.consts, slots: [...g.slots] }
 }
 
 /**
@@ -263,9 +281,22 @@ function cutAfter(id: string): boolean {
 }
 
 function chunkFn(codes: readonly RuleCode[]): ChunkFn {
-  let body = ''
+  // An atom (a comparison) that two or more rules of the chunk share is computed at most once per
+  // call: a local holds 0 (not yet), 1 (true) or 2 (false). One that throws stays 0, so each rule
+  // that needs it fails as it would alone.
+  const atomsOf = codes.map((c, k) => c.atoms.map((a) => a.replaceAll(RULE, String(k))))
+  const uses = new Map<string, number>()
+  for (const atoms of atomsOf) for (const a of new Set(atoms)) uses.set(a, (uses.get(a) ?? 0) + 1)
+  const memo = new Map<string, string>()
+  for (const [a, n] of uses) if (n > 1) memo.set(a, `m${memo.size}`)
+  let body = memo.size ? `let ${[...memo.values()].map((m) => `${m} = 0`).join(', ')}\n` : ''
   codes.forEach((c, k) => {
-    body += `if (from <= ${k}) try { if (${c.code.replaceAll(RULE, String(k))}) return ${k} } catch { return ${-2 - k} }\n`
+    const expr = c.code.replace(ATOM_REF, (_, i: string) => {
+      const a = atomsOf[k][Number(i)]
+      const m = memo.get(a)
+      return m ? `((${m} === 0 ? (${m} = ${a} ? 1 : 2) : ${m}) === 1)` : a
+    })
+    body += `if (from <= ${k}) try { if (${expr.replaceAll(RULE, String(k))}) return ${k} } catch { return ${-2 - k} }\n`
   })
   const make = new Function(
     'H',
