@@ -1,7 +1,8 @@
 /**
  * The closure compiler of the match language: a parsed expression becomes a tree of small
- * closures. The closures' code is shared by every rule, so it stays hot with hundreds of rules
- * (generated functions, one per rule, each stay cold: measured slower).
+ * closures. It serves the expressions evaluated once per decision (route steps, inhibit sources,
+ * an incident's rule) and is the reference the generated code of `codegen.ts` (the per-event
+ * rule match) is tested against.
  */
 import {
   LEVEL_RANK,
@@ -41,10 +42,10 @@ function getter(n: Node): Getter {
   }
 }
 
-const numeric = (v: unknown): number | undefined =>
+export const numeric = (v: unknown): number | undefined =>
   typeof v === 'number' ? v : typeof v === 'string' && v.trim() !== '' && Number.isFinite(+v) ? +v : undefined
 
-function equals(a: Value, b: Value): boolean {
+export function equals(a: Value, b: Value): boolean {
   if (a === b) return true
   if (a == null || b == null) return a == null && b == null
   if (typeof a === 'number' || typeof b === 'number') {
@@ -56,7 +57,7 @@ function equals(a: Value, b: Value): boolean {
 }
 
 /** NaN when a side is missing: every ordering with a missing param is false, not an error. */
-function order(a: Value, b: Value, levels: boolean): number {
+export function order(a: Value, b: Value, levels: boolean): number {
   if (a == null || b == null) return Number.NaN
   if (levels && typeof a === 'string' && typeof b === 'string' && a in LEVEL_RANK && b in LEVEL_RANK)
     return LEVEL_RANK[a] - LEVEL_RANK[b]
@@ -67,14 +68,15 @@ function order(a: Value, b: Value, levels: boolean): number {
   return x - y
 }
 
-function contains(hay: Value, needle: Value): boolean {
+export function contains(hay: Value, needle: Value): boolean {
   if (Array.isArray(hay)) return hay.some((h) => equals(h, needle))
   if (typeof hay === 'string' && typeof needle === 'string') return hay.includes(needle)
   if (hay == null) return false
   throw new MatchEvalError("right side of 'in' must be a list or a string")
 }
 
-const isText = (v: unknown): v is string => typeof v === 'string' && (v.trim() === '' || !Number.isFinite(+v))
+export const isText = (v: unknown): v is string =>
+  typeof v === 'string' && (v.trim() === '' || !Number.isFinite(+v))
 const RANKS = new Map(Object.entries(LEVEL_RANK))
 type Test = (x: MatchInput) => boolean
 
@@ -238,14 +240,14 @@ function predicate(n: Node): (x: MatchInput) => boolean {
     case 'param': {
       // A bare field is true when present and truthy: `params.urgent` reads as operators expect.
       const g = getter(n)
-      return (x) => {
-        const v = g(x)
-        return v !== undefined && v !== null && v !== false && v !== '' && v !== 0
-      }
+      return (x) => truthy(g(x))
     }
   }
   throw new MatchError('operand is not a condition (compare it, or use true/false)', positionOf(n))
 }
+
+export const truthy = (v: unknown): boolean =>
+  v !== undefined && v !== null && v !== false && v !== '' && v !== 0
 
 export type Matcher = (n: MatchInput) => boolean
 
@@ -253,6 +255,6 @@ export type Matcher = (n: MatchInput) => boolean
  * Compiles an expression; throws MatchError (with a position) for anything illegal, including an
  * operand of `&&`, `||`, `!` or the whole that cannot be true or false (a bare string or list).
  */
-export function compile(src: string): Matcher {
-  return predicate(parse(src))
+export function compile(src: string | Node): Matcher {
+  return predicate(typeof src === 'string' ? parse(src) : src)
 }

@@ -1,6 +1,16 @@
 import { Invalid, invalidField } from '../../core/http'
+import {
+  type Program,
+  type RuleCode,
+  guardHolds,
+  program,
+  rankOf,
+  readSlots,
+  ruleCode,
+  slotCount,
+} from './codegen'
 import { type Matcher, compile } from './compile'
-import { type IndexField, MatchError, type MatchInput, requiredEquality } from './match'
+import { type IndexField, MatchError, type MatchInput, parse, requiredEquality } from './match'
 import { type RuleBody, duration } from './schema'
 import type { RuleRecord, SavedRule } from './store'
 
@@ -11,12 +21,15 @@ const DAY = 24 * HOUR
 export interface CompiledRule {
   rule: SavedRule
   seq: number
+  /** The match as closures: for one-off checks (an open incident's rule still holding). */
   match: Matcher
+  /** The match as code for the engine's program, guarded by the index's required equality. */
+  code: RuleCode
   /** An equality the match requires: the rule is only tried for notifications that have it. */
   index?: { field: IndexField; values: string[] }
-  /** Position in evaluation order, and the last evaluation the index offered the rule to. */
-  order: number
-  tried: number
+  /** Position in the program (rules not off, in evaluation order), and the last evaluation that matched or failed it. */
+  pos: number
+  seen: number
   steps: { match?: Matcher; channels: string[] }[]
   forMs?: number
   groupBy?: string[]
@@ -27,9 +40,9 @@ export interface CompiledRule {
 
 const paramName = (f: string) => (f.startsWith('params.') ? f.slice(7) : f)
 
-function compileField(src: string, field: string): Matcher {
+function compileField<T = Matcher>(src: string, field: string, how: (src: string) => T): T {
   try {
-    return compile(src)
+    return how(src)
   } catch (e) {
     if (e instanceof MatchError)
       throw new Invalid(`${field}: illegal expression: ${e.message}`, {
@@ -43,11 +56,14 @@ function compileField(src: string, field: string): Matcher {
 
 /** Checks and compiles a rule body at save time: the 400s of spec 2 "Rule, group and roster behavior". */
 export function compileRule(rule: SavedRule, seq = 0): CompiledRule {
-  const match = compileField(rule.match, 'body.match')
+  // Parsed once: the closures, the index key and the code all come from the one tree.
+  const tree = compileField(rule.match, 'body.match', parse)
+  const match = compileField(rule.match, 'body.match', () => compile(tree))
+  const index = requiredEquality(tree)
   if (rule.route && rule.action !== 'route')
     throw invalidField('body.route', `route steps are only valid with action route, not '${rule.action}'`)
   const steps = (rule.route ?? []).map((s, i) => ({
-    match: s.match === undefined ? undefined : compileField(s.match, `body.route[${i}].match`),
+    match: s.match === undefined ? undefined : compileField(s.match, `body.route[${i}].match`, compile),
     channels: s.channels,
   }))
   if (rule.group_interval !== undefined && !rule.group_by)
@@ -56,15 +72,16 @@ export function compileRule(rule: SavedRule, seq = 0): CompiledRule {
     rule,
     seq,
     match,
-    index: requiredEquality(rule.match),
-    order: 0,
-    tried: 0,
+    code: compileField(rule.match, 'body.match', () => ruleCode(tree, index)),
+    index,
+    pos: -1,
+    seen: 0,
     steps,
     forMs: rule.for === undefined ? undefined : duration(rule.for, 'body.for', 0, DAY),
     groupBy: rule.group_by?.map(paramName),
     groupMs: duration(rule.group_interval, 'body.group_interval', 5 * 60_000, DAY),
     inhibit: rule.inhibit && {
-      source: compileField(rule.inhibit.source, 'body.inhibit.source'),
+      source: compileField(rule.inhibit.source, 'body.inhibit.source', compile),
       equal: (rule.inhibit.equal ?? []).map(paramName),
       ttlMs: duration(rule.inhibit.ttl, 'body.inhibit.ttl', 30 * 60_000, 7 * DAY),
     },
@@ -88,38 +105,64 @@ export interface Sample {
   channels: string[]
 }
 
-/** In-process observation of a shadow rule (spec 2: resets on restart, not persisted). */
+const WEEK_HOURS = 168
+const SAMPLES = 20
+
+/**
+ * In-process observation of a shadow rule (spec 2: resets on restart, not persisted). A hit
+ * allocates nothing: hourly counts live in a ring of a week of hours, the newest samples in a
+ * ring of reused slots, formatted only when read.
+ */
 class ShadowStats {
   total = 0
-  /** Hits per hour, keyed by hours since the epoch; at most a week of them. */
-  buckets = new Map<number, number>()
-  samples: Sample[] = []
+  /** The hour (since the epoch) each ring slot counts, and its count. */
+  private hours = new Float64Array(WEEK_HOURS).fill(-1)
+  private counts = new Uint32Array(WEEK_HOURS)
+  private samples: { at: number; type: string; level: string; title: string; channels: string[] }[] = []
+  private next = 0
   /** Matches that would have been held back (suppressed, silenced, inhibited): not hits. */
   held: Record<string, number> = {}
   errors = 0
 
-  hit(now: number, s: Sample) {
+  hit(now: number, n: MatchInput, channels: string[]) {
     this.total++
     const h = Math.floor(now / HOUR)
-    this.buckets.set(h, (this.buckets.get(h) ?? 0) + 1)
-    if (this.buckets.size > 170) for (const k of this.buckets.keys()) if (k <= h - 168) this.buckets.delete(k)
-    this.samples.unshift(s)
-    if (this.samples.length > 20) this.samples.length = 20
+    const i = h % WEEK_HOURS
+    if (this.hours[i] !== h) {
+      this.hours[i] = h
+      this.counts[i] = 0
+    }
+    this.counts[i]++
+    const s = this.samples[this.next]
+    if (s) {
+      s.at = now
+      s.type = n.type
+      s.level = n.level
+      s.title = n.title
+      s.channels = channels
+    } else this.samples[this.next] = { at: now, type: n.type, level: n.level, title: n.title, channels }
+    this.next = (this.next + 1) % SAMPLES
   }
 
   view(now: number) {
     const h = Math.floor(now / HOUR)
     let day = 0
     let week = 0
-    for (const [k, v] of this.buckets) {
-      if (k > h - 24) day += v
-      if (k > h - 168) week += v
+    for (let i = 0; i < WEEK_HOURS; i++) {
+      const k = this.hours[i]
+      if (k > h - 24) day += this.counts[i]
+      if (k > h - WEEK_HOURS) week += this.counts[i]
+    }
+    const samples: Sample[] = []
+    for (let j = 1; j <= this.samples.length; j++) {
+      const s = this.samples[(this.next - j + SAMPLES) % SAMPLES]
+      samples.push({ ...s, at: new Date(s.at).toISOString(), channels: [...s.channels] })
     }
     return {
       total: this.total,
       last_24h: day,
       last_7d: week,
-      ...(this.samples.length ? { samples: this.samples } : {}),
+      ...(samples.length ? { samples } : {}),
       held: this.held,
       evaluation_errors: this.errors,
     }
@@ -142,28 +185,49 @@ export interface Folded {
   channels?: string[]
 }
 
+const NO_CHANNELS: string[] = []
+
 type Fold = { until: number; channels?: string[]; events: MatchInput[]; key: Record<string, unknown> }
 
+/** True when the notification has the equality the rule's index requires (the index offers it the rule). */
+function offered(c: CompiledRule, n: MatchInput): boolean {
+  if (!c.index) return true
+  const f = c.index.field
+  const v = f.startsWith('params.')
+    ? Object.hasOwn(n.params, f.slice(7))
+      ? n.params[f.slice(7)]
+      : undefined
+    : n[f as 'type']
+  return typeof v === 'string' && c.index.values.includes(v)
+}
+
+const byEvaluationOrder = (a: CompiledRule, b: CompiledRule) =>
+  (b.rule.priority ?? 0) - (a.rule.priority ?? 0) || a.seq - b.seq
+
 /**
- * The rule set of this instance: compiled rules in evaluation order (priority, then write order),
- * the shadow statistics, and the short-lived state of `for`, `group_by` and `inhibit`, which is
- * kept per instance in memory.
+ * The rule set of this instance: compiled rules in evaluation order (priority, then write order)
+ * and their program, the shadow statistics, and the short-lived state of `for`, `group_by` and
+ * `inhibit`, which is kept per instance in memory. The rule list and the program are snapshots
+ * replaced whole on a change, never edited, so an evaluation reads them without copying.
  */
 export class RuleEngine {
-  private rules: CompiledRule[] = []
-  /** Rules without a required equality, tried for every notification, in evaluation order. */
-  private free: CompiledRule[] = []
-  /** Rules by the equality they require: field, then value. */
-  private indexed = new Map<IndexField, Map<string, CompiledRule[]>>()
-  private inhibitors: CompiledRule[] = []
-  /** Rules with `for` that the index may skip: a notification it skips still ends their pending state. */
-  private holders: CompiledRule[] = []
+  private rules: readonly CompiledRule[] = []
+  /** The rules that are not off, in evaluation order: the program's rules, by position. */
+  private active: readonly CompiledRule[] = []
+  private program: Program = program([])
+  /** The params slots of the notification under evaluation (reused: evaluation is synchronous). */
+  private view: unknown[] = []
+  private inhibitors: readonly CompiledRule[] = []
+  /** Rules with `for`: a notification that does not match them ends their pending state. */
+  private holders: readonly CompiledRule[] = []
   private epoch = 0
   private stats = new Map<string, ShadowStats>()
   private pending = new Map<string, { since: number; last: number }>()
   private folds = new Map<string, Fold>()
   private sources = new Map<string, Map<string, number>>()
   private timer: Timer | undefined
+  /** Compiled rules by id with the body they were compiled from: a reload recompiles only what changed. */
+  private compiled = new Map<string, { body: string; c: CompiledRule }>()
 
   constructor(
     private opts: {
@@ -172,65 +236,62 @@ export class RuleEngine {
     },
   ) {}
 
-  /** Compiled once per record object: saving one rule among 500 recompiles only that one. */
-  private compiled = new WeakMap<RuleRecord, CompiledRule>()
-
+  /** Replaces the whole rule set (start, another instance's change): unchanged rules are not compiled again. */
   load(records: RuleRecord[]) {
-    const compiled: CompiledRule[] = []
+    const next: CompiledRule[] = []
+    const ids = new Set<string>()
     for (const r of records) {
-      let c = this.compiled.get(r)
-      if (!c) {
-        try {
-          c = compileRule(r.rule, r.seq)
-          this.compiled.set(r, c)
-        } catch {
-          // Saved rules compiled when saved; a rule that no longer does is left out, not fatal.
-          continue
-        }
+      ids.add(r.rule.id)
+      const body = JSON.stringify(r.rule)
+      const known = this.compiled.get(r.rule.id)
+      if (known && known.body === body && known.c.seq === r.seq) {
+        next.push(known.c)
+        continue
       }
-      compiled.push(c)
+      try {
+        const c = compileRule(r.rule, r.seq)
+        this.compiled.set(r.rule.id, { body, c })
+        next.push(c)
+      } catch {
+        // Saved rules compiled when saved; a rule that no longer does is left out, not fatal.
+      }
     }
-    compiled.sort((a, b) => (b.rule.priority ?? 0) - (a.rule.priority ?? 0) || a.seq - b.seq)
-    this.rules = compiled
-    this.free = []
-    this.indexed = new Map()
-    compiled.forEach((c, i) => {
-      c.order = i
-      if (c.rule.mode === 'off') return
-      if (!c.index) return void this.free.push(c)
-      const byValue = this.indexed.get(c.index.field) ?? new Map<string, CompiledRule[]>()
-      this.indexed.set(c.index.field, byValue)
-      for (const v of c.index.values) byValue.set(v, [...(byValue.get(v) ?? []), c])
+    for (const id of this.compiled.keys()) if (!ids.has(id)) this.compiled.delete(id)
+    this.install(next)
+  }
+
+  /** Adds or replaces one rule (compiled when it was saved): only its chunk of the program is compiled. */
+  upsert(c: CompiledRule) {
+    this.compiled.set(c.rule.id, { body: JSON.stringify(c.rule), c })
+    this.install([...this.rules.filter((r) => r.rule.id !== c.rule.id), c])
+  }
+
+  remove(id: string) {
+    this.compiled.delete(id)
+    this.install(this.rules.filter((r) => r.rule.id !== id))
+  }
+
+  private install(list: CompiledRule[]) {
+    list.sort(byEvaluationOrder)
+    const active = list.filter((c) => c.rule.mode !== 'off')
+    for (const c of list) c.pos = -1
+    active.forEach((c, i) => {
+      c.pos = i
     })
-    this.inhibitors = compiled.filter((c) => c.inhibit && c.rule.mode !== 'off')
-    this.holders = compiled.filter((c) => c.forMs !== undefined && c.index && c.rule.mode !== 'off')
-    const ids = new Set(compiled.map((c) => c.rule.id))
+    this.program = program(
+      active.map((c) => ({ id: c.rule.id, code: c.code, index: c.index })),
+      this.program,
+    )
+    this.view = new Array(slotCount())
+    this.rules = list
+    this.active = active
+    this.inhibitors = active.filter((c) => c.inhibit)
+    this.holders = active.filter((c) => c.forMs !== undefined)
+    const ids = new Set(list.map((c) => c.rule.id))
     for (const id of this.stats.keys()) if (!ids.has(id)) this.stats.delete(id)
   }
 
-  /** The rules a notification can match, in evaluation order: the free ones and those its fields select. */
-  private candidates(n: MatchInput): CompiledRule[] {
-    let out: CompiledRule[] | undefined
-    let lists = 0
-    for (const [field, byValue] of this.indexed) {
-      const v = field.startsWith('params.')
-        ? Object.hasOwn(n.params, field.slice(7))
-          ? n.params[field.slice(7)]
-          : undefined
-        : n[field as 'type']
-      if (typeof v !== 'string') continue
-      const hit = byValue.get(v)
-      if (!hit) continue
-      lists++
-      out = out ? out.concat(hit) : hit
-    }
-    if (!out) return this.free
-    // One list is already in order; only a merge needs sorting.
-    if (lists === 1 && !this.free.length) return out
-    return (this.free.length ? this.free.concat(out) : out).sort((a, b) => a.order - b.order)
-  }
-
-  list(): CompiledRule[] {
+  list(): readonly CompiledRule[] {
     return this.rules
   }
 
@@ -293,40 +354,53 @@ export class RuleEngine {
     const shadow: string[] = []
     let decided: Outcome | undefined
     const epoch = ++this.epoch
-    const candidates = this.candidates(n)
-    if (this.holders.length) for (const c of candidates) c.tried = epoch
-    for (const c of candidates) {
-      let m: boolean
-      try {
-        m = c.match(n)
-      } catch {
+    const { chunks, slots } = this.program
+    const active = this.active
+    const p = this.view
+    readSlots(n.params, slots, p)
+    const rank = rankOf(n.level)
+    let decidedAt = active.length
+    let from = 0
+    for (let ci = 0; ci < chunks.length; ) {
+      const ch = chunks[ci]
+      if (ch.guard && !guardHolds(ch.guard, n)) {
+        ci++
+        from = ch.base + ch.size
+        continue
+      }
+      const k = ch.fn(n.type, n.level, rank, n.title, n.body, p, from - ch.base, ch.consts)
+      if (k === -1) {
+        ci++
+        from = ch.base + ch.size
+        continue
+      }
+      const at = ch.base + (k >= 0 ? k : -2 - k)
+      const c = active[at]
+      c.seen = epoch
+      from = at + 1
+      if (k < -1) {
         if (!dryRun) this.stat(c.rule.id).errors++
         continue
       }
-      if (c.forMs !== undefined && !m && !dryRun) this.pending.delete(`${c.rule.id}\u0000${this.forKey(n)}`)
-      if (!m) continue
       if (c.rule.mode === 'shadow') {
         shadow.push(c.rule.id)
         if (dryRun) continue
         const held = this.blocked(c, n, now)
         const st = this.stat(c.rule.id)
         if (held) st.held[held.reason] = (st.held[held.reason] ?? 0) + 1
-        else
-          st.hit(now, {
-            at: new Date(now).toISOString(),
-            type: n.type,
-            level: n.level,
-            title: n.title,
-            channels: this.routeOf(c, n) ?? [],
-          })
+        else st.hit(now, n, this.routeOf(c, n) ?? NO_CHANNELS)
         continue
       }
       decided = this.decide(c, n, dryRun, now, shadow)
+      decidedAt = at
       break
     }
     if (!dryRun) {
+      // A `for` rule tried and not matched (or one its index skipped) starts over; one after the
+      // deciding rule was not tried, and one that failed to evaluate keeps its state.
       for (const c of this.holders)
-        if (c.tried !== epoch) this.pending.delete(`${c.rule.id}\u0000${this.forKey(n)}`)
+        if (c.seen !== epoch && (c.pos < decidedAt || !offered(c, n)))
+          this.pending.delete(`${c.rule.id}\u0000${this.forKey(n)}`)
       this.observeSources(n, now)
     }
     return { outcome: decided, shadow }

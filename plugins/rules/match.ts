@@ -299,7 +299,7 @@ const isIndexText = (v: unknown): v is string =>
  * none of those texts. Numeric-looking texts are left out: `==` compares them as numbers, which
  * an exact-text index would miss. Fewer values (then `type`, then params) make the better key.
  */
-export function requiredEquality(src: string): { field: IndexField; values: string[] } | undefined {
+export function requiredEquality(src: string | Node): { field: IndexField; values: string[] } | undefined {
   const found: { field: IndexField; values: string[] }[] = []
   const fieldOf = (f: Node): IndexField | undefined =>
     f.t === 'field' ? f.name : f.t === 'param' ? `params.${f.name}` : undefined
@@ -326,7 +326,7 @@ export function requiredEquality(src: string): { field: IndexField; values: stri
       if (field) found.push({ field, values: [...new Set(n.r.v as string[])] })
     }
   }
-  walk(parse(src))
+  walk(typeof src === 'string' ? parse(src) : src)
   return found.sort(
     (a, b) => a.values.length - b.values.length || PREFERENCE(a.field) - PREFERENCE(b.field),
   )[0]

@@ -87,9 +87,9 @@ export function rulesRoutes(d: RulesRouteDeps) {
       async ({ body }) => {
         engine()
         const rule = normalize(body, body.id ?? newId())
-        compileRule(rule)
+        const compiled = compileRule(rule)
         const rec = await store.createRule(rule)
-        runtime.put(rec)
+        runtime.put(rec, compiled)
         return ok(view(rec), 'rule created')
       },
       {
@@ -129,9 +129,9 @@ export function rulesRoutes(d: RulesRouteDeps) {
       async ({ params, body }) => {
         engine()
         const rule = normalize(body, params.id)
-        compileRule(rule)
+        const compiled = compileRule(rule)
         const rec = await store.updateRule(rule)
-        runtime.put(rec)
+        runtime.put(rec, compiled)
         return ok(view(rec), 'rule updated')
       },
       {
@@ -150,8 +150,7 @@ export function rulesRoutes(d: RulesRouteDeps) {
       '/api/v1/rules/:id',
       async ({ params }) => {
         engine()
-        await store.deleteRule(params.id)
-        runtime.remove(params.id)
+        runtime.remove(params.id, await store.deleteRule(params.id))
         return ok({ id: params.id }, 'rule deleted')
       },
       {

@@ -1,7 +1,7 @@
 import type { Logger } from '../../core/log'
 import type { NotifyService, RouteDecision, RoutingInput } from '../notify/notify'
 import type { AlertStore } from './alerts'
-import { type CompiledRule, type Folded, RuleEngine } from './engine'
+import { type CompiledRule, type Folded, RuleEngine, compileRule } from './engine'
 import type { IncidentStore } from './incidents'
 import { LEVEL_RANK } from './match'
 import type { GroupRecord, RuleRecord, RulesStore } from './store'
@@ -35,7 +35,6 @@ export function rulesRuntime(opts: {
   const { store, notify, alerts, incidents, log } = opts
   let rosters: RosterSource | undefined
   let groups = new Map<string, GroupRecord>()
-  let records = new Map<string, RuleRecord>()
   let revs: Record<string, number> = {}
   let loop: Timer | undefined
   let running: Promise<void> | undefined
@@ -57,11 +56,14 @@ export function rulesRuntime(opts: {
       })
   }
 
+  const ownWrite = (rev: number) => {
+    if (revs.rules === rev - 1) revs = { ...revs, rules: rev }
+  }
+
   const engine = new RuleEngine({
     silenced: (roster, now) => rosters?.covers(roster, now) ?? false,
     onFolded: (f) => void summary(f).catch((e) => log.error('group summary failed', { error: String(e) })),
   })
-  const reload = () => engine.load([...records.values()])
 
   async function summary(f: Folded) {
     const first = f.events[0]
@@ -169,8 +171,7 @@ export function rulesRuntime(opts: {
   async function sync() {
     const now = await store.revisions()
     if (now.rules !== revs.rules) {
-      records = new Map((await store.listRules()).map((r) => [r.rule.id, r]))
-      reload()
+      engine.load(await store.listRules())
     }
     if (now.groups !== revs.groups) groups = new Map((await store.listGroups()).map((g) => [g.id, g]))
     revs = now
@@ -186,14 +187,19 @@ export function rulesRuntime(opts: {
     group(id: string) {
       return groups.get(id)?.members
     },
-    put(rec: RuleRecord) {
-      records.set(rec.rule.id, rec)
-      reload()
+    /**
+     * A rule this instance saved, with what compiling it at save time gave (compiled once). When
+     * its write was the only one since the last sync, the sync has nothing to reload.
+     */
+    put(rec: RuleRecord & { rev: number }, compiled = compileRule(rec.rule, rec.seq)) {
+      compiled.seq = rec.seq
+      engine.upsert(compiled)
+      ownWrite(rec.rev)
       opts.publish?.()
     },
-    remove(id: string) {
-      records.delete(id)
-      reload()
+    remove(id: string, rev: number) {
+      engine.remove(id)
+      ownWrite(rev)
       opts.publish?.()
     },
     putGroup(g: GroupRecord) {

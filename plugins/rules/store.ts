@@ -41,12 +41,13 @@ const toGroup = (r: GroupRow): GroupRecord => ({
   updated_at: iso(r.updated_at)!,
 })
 
-/** Bumps a kind's revision inside the writer's transaction, so other instances reload it. */
-export async function bump(tx: Db, kind: string): Promise<void> {
-  await tx.run(
-    'INSERT INTO rules_revisions (kind, rev) VALUES (?, 1) ON CONFLICT (kind) DO UPDATE SET rev = rules_revisions.rev + 1',
+/** Bumps a kind's revision inside the writer's transaction, so other instances reload it; answers the new one. */
+export async function bump(tx: Db, kind: string): Promise<number> {
+  const row = await tx.get<{ rev: number }>(
+    'INSERT INTO rules_revisions (kind, rev) VALUES (?, 1) ON CONFLICT (kind) DO UPDATE SET rev = rules_revisions.rev + 1 RETURNING rev',
     [kind],
   )
+  return Number(row?.rev)
 }
 
 /**
@@ -55,7 +56,11 @@ export async function bump(tx: Db, kind: string): Promise<void> {
  * which costs nothing there.
  */
 const BUMP_RULES_PG = `b AS (INSERT INTO rules_revisions (kind, rev) SELECT 'rules', 1 FROM w
-  ON CONFLICT (kind) DO UPDATE SET rev = rules_revisions.rev + 1)`
+  ON CONFLICT (kind) DO UPDATE SET rev = rules_revisions.rev + 1 RETURNING rev)`
+
+/** A rule write's row and the rules revision it produced (the writer then knows it is current). */
+type Written = RuleRecord & { rev: number }
+const written = (r: RuleRow & { rev: number }): Written => ({ ...toRule(r), rev: Number(r.rev) })
 
 export function rulesStore(db: Db) {
   const pg = db.dialect === 'postgres'
@@ -69,18 +74,18 @@ export function rulesStore(db: Db) {
         await db.all<RuleRow>('SELECT id, seq, body, created_at, updated_at FROM rules_rules ORDER BY seq')
       ).map(toRule)
     },
-    async createRule(rule: SavedRule): Promise<RuleRecord> {
+    async createRule(rule: SavedRule): Promise<Written> {
       const now = Date.now()
       if (pg) {
-        const row = await db.get<RuleRow>(
+        const row = await db.get<RuleRow & { rev: number }>(
           `WITH w AS (INSERT INTO rules_rules (id, seq, body, created_at, updated_at)
              SELECT CAST(? AS TEXT), COALESCE(MAX(seq), 0) + 1, CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS BIGINT) FROM rules_rules
              ON CONFLICT (id) DO NOTHING RETURNING id, seq, body, created_at, updated_at), ${BUMP_RULES_PG}
-           SELECT id, seq, body, created_at, updated_at FROM w`,
+           SELECT id, seq, body, created_at, updated_at, b.rev FROM w, b`,
           [rule.id, JSON.stringify(rule), now, now],
         )
         if (!row) throw new Conflict(`rule '${rule.id}' already exists`)
-        return toRule(row)
+        return written(row)
       }
       return db.tx(async (tx) => {
         const row = await tx.get<RuleRow>(
@@ -90,20 +95,19 @@ export function rulesStore(db: Db) {
           [rule.id, JSON.stringify(rule), now, now],
         )
         if (!row) throw new Conflict(`rule '${rule.id}' already exists`)
-        await bump(tx, 'rules')
-        return toRule(row)
+        return { ...toRule(row), rev: await bump(tx, 'rules') }
       })
     },
-    async updateRule(rule: SavedRule): Promise<RuleRecord> {
+    async updateRule(rule: SavedRule): Promise<Written> {
       if (pg) {
-        const row = await db.get<RuleRow>(
+        const row = await db.get<RuleRow & { rev: number }>(
           `WITH w AS (UPDATE rules_rules SET body = ?, updated_at = ? WHERE id = ?
              RETURNING id, seq, body, created_at, updated_at), ${BUMP_RULES_PG}
-           SELECT id, seq, body, created_at, updated_at FROM w`,
+           SELECT id, seq, body, created_at, updated_at, b.rev FROM w, b`,
           [JSON.stringify(rule), Date.now(), rule.id],
         )
         if (!row) throw new NotFound(`rule '${rule.id}' not found`)
-        return toRule(row)
+        return written(row)
       }
       return db.tx(async (tx) => {
         const row = await tx.get<RuleRow>(
@@ -111,23 +115,23 @@ export function rulesStore(db: Db) {
           [JSON.stringify(rule), Date.now(), rule.id],
         )
         if (!row) throw new NotFound(`rule '${rule.id}' not found`)
-        await bump(tx, 'rules')
-        return toRule(row)
+        return { ...toRule(row), rev: await bump(tx, 'rules') }
       })
     },
-    async deleteRule(id: string): Promise<void> {
+    /** Answers the rules revision the delete produced. */
+    async deleteRule(id: string): Promise<number> {
       if (pg) {
-        const row = await db.get(
-          `WITH w AS (DELETE FROM rules_rules WHERE id = ? RETURNING id), ${BUMP_RULES_PG} SELECT id FROM w`,
+        const row = await db.get<{ rev: number }>(
+          `WITH w AS (DELETE FROM rules_rules WHERE id = ? RETURNING id), ${BUMP_RULES_PG} SELECT b.rev FROM w, b`,
           [id],
         )
         if (!row) throw new NotFound(`rule '${id}' not found`)
-        return
+        return Number(row.rev)
       }
-      await db.tx(async (tx) => {
+      return db.tx(async (tx) => {
         if (!(await tx.run('DELETE FROM rules_rules WHERE id = ?', [id])))
           throw new NotFound(`rule '${id}' not found`)
-        await bump(tx, 'rules')
+        return bump(tx, 'rules')
       })
     },
     async listGroups(): Promise<GroupRecord[]> {

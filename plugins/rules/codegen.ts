@@ -1,0 +1,389 @@
+/**
+ * The rule set compiled to straight-line code. Each rule's match becomes one boolean expression
+ * over the notification's fields, which the engine reads once per notification (not once per
+ * rule) into a view: the four fields, the severity rank of the level, and one slot per params key
+ * the loaded rules name. A program strings the rules, in evaluation order, into a few generated
+ * functions ("chunks") that each return the first rule at or after a position that matches; a
+ * rule the index would skip carries its required equality as a guard in front of its match.
+ * Measured against the closure tree (one call per node, `Set` lookups): 5-8x less CPU with 500
+ * rules, because the JIT sees plain comparisons and no calls.
+ *
+ * Safe by construction: the parser admits only the fields, literals and operators of the
+ * language, and the generated source holds nothing else. Strings enter it as JSON string
+ * literals, numbers as finite numeric literals, large lists and sets as constants passed in
+ * (`C[rule][i]`), params keys never (a key is a slot number); the helpers (`H`) are the closure
+ * compiler's own, so the two agree on every value (the fuzz test checks that they do).
+ */
+import { contains, equals, isText, numeric, order, truthy } from './compile'
+import {
+  type IndexField,
+  LEVEL_RANK,
+  MatchError,
+  MatchEvalError,
+  type MatchInput,
+  type Node,
+  parse,
+  positionOf,
+} from './match'
+
+/** Generated match: type, level, level rank (-1 for an unknown level), title, body, params slots. */
+export type Generated = (t: string, l: string, r: number, i: string, b: string, p: unknown[]) => boolean
+
+/**
+ * The params keys any compiled expression names, each with its slot in the per-notification view.
+ * Process-wide and append-only, so an expression compiled once (at save) keeps its slots for any
+ * rule set; it holds names operators wrote, which is small.
+ */
+const slotOf = new Map<string, number>()
+const slotNames: string[] = []
+
+function slot(name: string): number {
+  let s = slotOf.get(name)
+  if (s === undefined) {
+    s = slotNames.length
+    slotOf.set(name, s)
+    slotNames.push(name)
+  }
+  return s
+}
+
+/** The severity rank of a level name, or -1. */
+export const rankOf = (level: string): number =>
+  typeof level === 'string' && Object.hasOwn(LEVEL_RANK, level) ? LEVEL_RANK[level] : -1
+
+/**
+ * Reads the params slots a rule set uses into `into` (reused across notifications): one own-key
+ * read per key per notification, whatever the number of rules that test it.
+ */
+export function readSlots(params: Record<string, unknown>, slots: Int32Array, into: unknown[]): void {
+  for (let i = 0; i < slots.length; i++) {
+    const name = slotNames[slots[i]]
+    into[slots[i]] = Object.hasOwn(params, name) ? params[name] : undefined
+  }
+}
+
+/** How many slots exist: the length a view's params array needs. */
+export const slotCount = () => slotNames.length
+
+/** Lists up to this long compare inline; longer ones use a Set. */
+const INLINE_LIST = 16
+/** Stands for the rule's position in its chunk until the chunk is assembled (JSON escapes U+0001). */
+const RULE = '\u0001'
+/** Brackets an atom's number in a rule's code (JSON escapes these too). */
+const ATOM = '\u0002'
+const ATOM_END = '\u0003'
+const ATOM_REF = new RegExp(`${ATOM}(\\d+)${ATOM_END}`, 'g')
+
+const HELPERS = { eq: equals, ord: order, has: contains, num: numeric, truthy }
+
+const FIELD_VAR = { type: 't', level: 'l', title: 'i', body: 'b' } as const
+
+function literal(v: string | number | boolean | null): string {
+  if (typeof v === 'string')
+    // JSON is a JS string literal; the two line separators are escaped for older parsers too.
+    return JSON.stringify(v)
+      .replace(/\u2028/g, '\\u2028')
+      .replace(/\u2029/g, '\\u2029')
+  if (typeof v === 'number') {
+    if (!Number.isFinite(v)) throw new MatchError('number out of range', 0)
+    return `(${String(v)})`
+  }
+  return v === null ? 'null' : v ? 'true' : 'false'
+}
+
+const ORDERING = new Set(['<', '<=', '>', '>='])
+
+class Generator {
+  readonly consts: unknown[] = []
+  readonly slots = new Set<number>()
+  /** The comparisons of the expression, referenced from its code by marker. */
+  readonly atoms: string[] = []
+
+  private constant(v: unknown): string {
+    this.consts.push(v)
+    return `C[${RULE}][${this.consts.length - 1}]`
+  }
+
+  /** Membership in a list of texts: inline comparisons for a short list (far cheaper than a Set). */
+  private member(x: string, values: readonly string[]): string {
+    const unique = [...new Set(values)]
+    if (!unique.length) return 'false'
+    if (unique.length > INLINE_LIST) return `${this.constant(new Set(unique))}.has(${x})`
+    return `(${unique.map((v) => `${x} === ${literal(v)}`).join(' || ')})`
+  }
+
+  /** The index's required equality as a guard: a rule it would skip is never tried. */
+  guard(field: IndexField, values: readonly string[]): string {
+    const x = field.startsWith('params.')
+      ? this.read({ t: 'param', name: field.slice(7) })!
+      : FIELD_VAR[field as 'type']
+    return this.member(x, values)
+  }
+
+  private read(n: Node): string | undefined {
+    if (n.t === 'field') return FIELD_VAR[n.name]
+    if (n.t === 'param') {
+      const s = slot(n.name)
+      this.slots.add(s)
+      return `p[${s}]`
+    }
+    return undefined
+  }
+
+  /** An operand as a value; the same shapes, and the same order of errors, as the closure getter. */
+  private value(n: Node): string {
+    if (n.t === 'lit') return literal(n.v)
+    if (n.t === 'list') return this.constant(Object.freeze([...n.v]))
+    return this.read(n) ?? `(${this.cond(n, false)})`
+  }
+
+  /** The fast forms of `field op literal`, with the results of the general helpers. */
+  private special(n: Extract<Node, { t: 'cmp' }>): string | undefined {
+    const { l, r, op } = n
+    const x = this.read(l)
+    if (x === undefined) return undefined
+    if ((op === '==' || op === '!=') && r.t === 'lit' && isText(r.v)) return `(${x} ${op}= ${literal(r.v)})`
+    if ((op === 'in' || op === 'not in') && r.t === 'list' && r.v.every(isText)) {
+      // Strict equality with texts: only a string can be a member, as with the closures' typeof.
+      const has = this.member(x, r.v as string[])
+      return op === 'in' ? has : `!${has}`
+    }
+    if (r.t === 'lit' && typeof r.v === 'number') {
+      const v = literal(r.v)
+      if (op === '==' || op === '!=') {
+        const eq = `(${x} === ${v} || (typeof ${x} === "string" && H.num(${x}) === ${v}))`
+        return op === '==' ? eq : `!${eq}`
+      }
+      if (ORDERING.has(op))
+        return `(typeof ${x} === "number" ? ${x} ${op} ${v} : H.ord(${x}, ${v}, false) ${op} 0)`
+    }
+    if (
+      ORDERING.has(op) &&
+      l.t === 'field' &&
+      l.name === 'level' &&
+      r.t === 'lit' &&
+      typeof r.v === 'string' &&
+      Object.hasOwn(LEVEL_RANK, r.v)
+    )
+      return `(r >= 0 ? r ${op} ${LEVEL_RANK[r.v]} : H.ord(l, ${literal(r.v)}, true) ${op} 0)`
+    return undefined
+  }
+
+  /** An operand as a condition; throws the closure compiler's MatchError for one that is not. */
+  /**
+   * A comparison's code, marked as an atom (when `atoms`) so a chunk can compute an atom several
+   * of its rules share once per notification.
+   */
+  private atom(code: string, atoms: boolean): string {
+    if (!atoms) return code
+    this.atoms.push(code)
+    return `${ATOM}${this.atoms.length - 1}${ATOM_END}`
+  }
+
+  cond(n: Node, atoms = true): string {
+    switch (n.t) {
+      case 'and':
+      case 'or':
+        return `(${this.cond(n.l, atoms)} ${n.t === 'and' ? '&&' : '||'} ${this.cond(n.r, atoms)})`
+      case 'not':
+        return `!${this.cond(n.e, atoms)}`
+      case 'cmp': {
+        const fast = this.special(n)
+        if (fast) return this.atom(fast, atoms)
+        const l = this.value(n.l)
+        const r = this.value(n.r)
+        const levels =
+          (n.l.t === 'field' && n.l.name === 'level') || (n.r.t === 'field' && n.r.name === 'level')
+        if (n.op === '==') return this.atom(`H.eq(${l}, ${r})`, atoms)
+        if (n.op === '!=') return this.atom(`!H.eq(${l}, ${r})`, atoms)
+        if (n.op === 'in') return this.atom(`H.has(${r}, ${l})`, atoms)
+        if (n.op === 'not in') return this.atom(`!H.has(${r}, ${l})`, atoms)
+        return this.atom(`(H.ord(${l}, ${r}, ${levels}) ${n.op} 0)`, atoms)
+      }
+      case 'lit':
+        if (typeof n.v === 'boolean') return literal(n.v)
+        break
+      case 'field':
+      case 'param':
+        return this.atom(`H.truthy(${this.read(n)})`, atoms)
+    }
+    throw new MatchError('operand is not a condition (compare it, or use true/false)', positionOf(n))
+  }
+}
+
+/** One rule's match as code: assembled into a chunk, its constants passed at each call. */
+export interface RuleCode {
+  /** The expression over atom markers. */
+  code: string
+  atoms: string[]
+  consts: unknown[]
+  slots: number[]
+}
+
+/**
+ * Compiles an expression to code; throws MatchError (with a position) for anything illegal,
+ * exactly as the closure compiler does. `guard` is the equality the index requires, tested first.
+ */
+export function ruleCode(
+  src: string | Node,
+  guard?: { field: IndexField; values: readonly string[] },
+): RuleCode {
+  const g = new Generator()
+  const match = g.cond(typeof src === 'string' ? parse(src) : src)
+  const code = guard ? `${g.guard(guard.field, guard.values)} && ${match}` : match
+  return { code, atoms: g.atoms, consts: g.consts, slots: [...g.slots] }
+}
+
+/**
+ * A chunk: the first rule at or after local position `from` that matches (its local position),
+ * -1 for none, or -2 - k when rule k failed to evaluate (the engine skips it and resumes at k + 1).
+ */
+export type ChunkFn = (
+  t: string,
+  l: string,
+  r: number,
+  i: string,
+  b: string,
+  p: unknown[],
+  from: number,
+  C: readonly unknown[][],
+) => number
+
+/** What the index requires of every rule of a chunk: a notification with none of it skips the chunk. */
+export type ChunkGuard = { field: IndexField; param?: string; values: Set<string> }[]
+
+export interface Chunk {
+  fn: ChunkFn
+  /** Absent when a rule of the chunk is tried for every notification. */
+  guard?: ChunkGuard
+  /** Position of its first rule in the program. */
+  base: number
+  size: number
+  codes: readonly RuleCode[]
+  consts: unknown[][]
+}
+
+export interface Program {
+  chunks: Chunk[]
+  /** The params slots any of its rules reads. */
+  slots: Int32Array
+  /** Chunks by their first rule's code: the next program reuses those whose rules did not change. */
+  byFirst: Map<RuleCode, Chunk>
+}
+
+const MAX_CHUNK = 64
+
+/** A stable cut point (after about one rule in 16), so a save shifts no other chunk's boundaries. */
+function cutAfter(id: string): boolean {
+  let h = 0x811c9dc5
+  for (let i = 0; i < id.length; i++) h = Math.imul(h ^ id.charCodeAt(i), 0x01000193)
+  return (h & 15) === 15
+}
+
+function chunkFn(codes: readonly RuleCode[]): ChunkFn {
+  // An atom (a comparison) that two or more rules of the chunk share is computed at most once per
+  // call: a local holds 0 (not yet), 1 (true) or 2 (false). One that throws stays 0, so each rule
+  // that needs it fails as it would alone.
+  const atomsOf = codes.map((c, k) => c.atoms.map((a) => a.replaceAll(RULE, String(k))))
+  const uses = new Map<string, number>()
+  for (const atoms of atomsOf) for (const a of new Set(atoms)) uses.set(a, (uses.get(a) ?? 0) + 1)
+  const memo = new Map<string, string>()
+  for (const [a, n] of uses) if (n > 1) memo.set(a, `m${memo.size}`)
+  let body = memo.size ? `let ${[...memo.values()].map((m) => `${m} = 0`).join(', ')}\n` : ''
+  codes.forEach((c, k) => {
+    const expr = c.code.replace(ATOM_REF, (_, i: string) => {
+      const a = atomsOf[k][Number(i)]
+      const m = memo.get(a)
+      return m ? `((${m} === 0 ? (${m} = ${a} ? 1 : 2) : ${m}) === 1)` : a
+    })
+    body += `if (from <= ${k}) try { if (${expr.replaceAll(RULE, String(k))}) return ${k} } catch { return ${-2 - k} }\n`
+  })
+  const make = new Function(
+    'H',
+    `"use strict"; return function chunk(t, l, r, i, b, p, from, C) {\n${body}return -1 }`,
+  )
+  return make(HELPERS) as ChunkFn
+}
+
+const sameCodes = (a: readonly RuleCode[], b: readonly RuleCode[]) =>
+  a.length === b.length && a.every((c, i) => c === b[i])
+
+/**
+ * Assembles rules (in evaluation order, each with its id for the cut points) into a program.
+ * A chunk holding the very same compiled rules as one of `previous` is reused as it is; only the
+ * chunks a change touched are generated and compiled anew.
+ */
+export function program(
+  rules: readonly { id: string; code: RuleCode; index?: { field: IndexField; values: readonly string[] } }[],
+  previous?: Program,
+): Program {
+  const byFirst = new Map<RuleCode, Chunk>()
+  const chunks: Chunk[] = []
+  const slots = new Set<number>()
+  let start = 0
+  for (let k = 0; k < rules.length; k++) {
+    for (const s of rules[k].code.slots) slots.add(s)
+    if (k + 1 < rules.length && k + 1 - start < MAX_CHUNK && !cutAfter(rules[k].id)) continue
+    const rs = rules.slice(start, k + 1)
+    const codes = rs.map((r) => r.code)
+    const old = previous?.byFirst.get(codes[0])
+    const chunk: Chunk =
+      old && sameCodes(old.codes, codes)
+        ? { ...old, base: start }
+        : {
+            fn: chunkFn(codes),
+            guard: chunkGuard(rs),
+            base: start,
+            size: codes.length,
+            codes,
+            consts: codes.map((c) => c.consts),
+          }
+    chunks.push(chunk)
+    byFirst.set(codes[0], chunk)
+    start = k + 1
+  }
+  return { chunks, slots: Int32Array.from(slots), byFirst }
+}
+
+function chunkGuard(rules: readonly { index?: { field: IndexField; values: readonly string[] } }[]) {
+  const guard: ChunkGuard = []
+  for (const r of rules) {
+    if (!r.index) return undefined
+    const field = r.index.field
+    let g = guard.find((x) => x.field === field)
+    if (!g) {
+      g = { field, ...(field.startsWith('params.') ? { param: field.slice(7) } : {}), values: new Set() }
+      guard.push(g)
+    }
+    for (const v of r.index.values) g.values.add(v)
+  }
+  return guard
+}
+
+/** True when the notification has a value the guard lists (some rule of the chunk may match). */
+export function guardHolds(guard: ChunkGuard, n: MatchInput): boolean {
+  for (let i = 0; i < guard.length; i++) {
+    const g = guard[i]
+    const v =
+      g.param === undefined
+        ? n[g.field as 'type']
+        : Object.hasOwn(n.params, g.param)
+          ? n.params[g.param]
+          : undefined
+    if (typeof v === 'string' && g.values.has(v)) return true
+  }
+  return false
+}
+
+/** One expression as a plain matcher (its own program and view): for tests and one-off checks. */
+export function generate(src: string): (n: MatchInput) => boolean {
+  const prog = program([{ id: 'x', code: ruleCode(src) }])
+  const ch = prog.chunks[0]
+  return (n) => {
+    const p: unknown[] = []
+    readSlots(n.params, prog.slots, p)
+    const k = ch.fn(n.type, n.level, rankOf(n.level), n.title, n.body, p, 0, ch.consts)
+    if (k < -1) throw new MatchEvalError('expression failed to evaluate')
+    return k === 0
+  }
+}
