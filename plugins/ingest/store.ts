@@ -110,14 +110,25 @@ export async function scanEvents(
     from: number
     to: number
     afterId?: number
+    toId?: number
+    userId?: string
+    withProps?: boolean
     limit: number
   },
 ): Promise<ScannedEvent[]> {
   const where = ['game_id = ?', 'id > ?', 'ts >= ?', 'ts <= ?']
   const params: Param[] = [q.gameId, q.afterId ?? -1, q.from, q.to]
+  if (q.toId !== undefined) {
+    where.push('id <= ?')
+    params.push(q.toId)
+  }
   if (q.env !== undefined) {
     where.push('env = ?')
     params.push(q.env)
+  }
+  if (q.userId !== undefined) {
+    where.push('user_id = ?')
+    params.push(q.userId)
   }
   if (q.events?.length) {
     where.push(`event IN (${q.events.map(() => '?').join(', ')})`)
@@ -130,17 +141,20 @@ export async function scanEvents(
     event: string
     ts: number
     user_id: string | null
+    session_id: string | null
     amount_cents: number | null
-    props: string
+    props: string | null
   }>(
-    `SELECT id, game_id, env, event, ts, user_id, amount_cents, props FROM ingest_events WHERE ${where.join(' AND ')} ORDER BY id LIMIT ?`,
+    `SELECT id, game_id, env, event, ts, user_id, session_id, amount_cents, ${q.withProps === false ? 'NULL AS props' : 'props'}
+     FROM ingest_events WHERE ${where.join(' AND ')} ORDER BY id LIMIT ?`,
     [...params, Math.max(1, Math.min(10_000, Math.floor(q.limit)))],
   )
   return rows.map((r) => {
     let props: Record<string, unknown> = {}
-    try {
-      props = JSON.parse(r.props)
-    } catch {}
+    if (r.props !== null)
+      try {
+        props = JSON.parse(r.props)
+      } catch {}
     return {
       id: n(r.id),
       gameId: r.game_id,
@@ -148,6 +162,7 @@ export async function scanEvents(
       event: r.event,
       ts: n(r.ts),
       userId: r.user_id,
+      sessionId: r.session_id,
       amountCents: r.amount_cents === null ? null : n(r.amount_cents),
       props,
     }
