@@ -1,3 +1,4 @@
+import { writeBehavior } from './analytics/behavior-write'
 import { writeAnalytics } from './analytics/write'
 import { writeExposures } from './experiments/exposures-write'
 import type { RollupWriter } from './ingest/rollup'
@@ -11,5 +12,6 @@ import type { RollupWriter } from './ingest/rollup'
  */
 export const rollupWriters: Record<string, RollupWriter<unknown>> = {
   analytics: writeAnalytics,
+  behavior: writeBehavior,
   exposures: writeExposures,
 }

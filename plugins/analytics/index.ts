@@ -2,9 +2,13 @@ import { Elysia } from 'elysia'
 import { definePlugin } from '../../core/plugin'
 import '../games/types'
 import '../ingest/types'
+import { behaviorAnalytics } from './behavior'
+import { BehaviorRollup } from './behavior-rollup'
+import { behaviorRoutes } from './behavior-routes'
 import { filterRoutes } from './filters'
 import { gameAnalytics } from './game'
 import { gameRoutes } from './game-routes'
+import { levelAnalytics } from './levels'
 import { migrations } from './migrations'
 import { AnalyticsRollup } from './rollup'
 import { AnalyticsConfig } from './schema'
@@ -37,21 +41,30 @@ export default definePlugin({
     const timezone = (gameId: string) => games.timezone(gameId)
     const rollup = new AnalyticsRollup({ plugin: 'analytics', migrations }, timezone)
     ingest.registerRollup(rollup)
+    const behaviorRollup = new BehaviorRollup({ plugin: 'analytics', migrations }, timezone)
+    ingest.registerRollup(behaviorRollup)
     // A game's days follow its time zone from its next event on.
     games.onChange((c) => {
-      if (!c.environment) rollup.forget(c.gameId)
+      if (!c.environment) {
+        rollup.forget(c.gameId)
+        behaviorRollup.forget(c.gameId)
+      }
     })
     const none = dsn === 'none' || dsn === ''
     // Built at start, when the event store is open (ingest starts first).
     let warehouse: ReturnType<typeof warehouseStore> | undefined
     let game: ReturnType<typeof gameAnalytics> | undefined
     let server: ReturnType<typeof serverAnalytics> | undefined
+    let behavior: ReturnType<typeof behaviorAnalytics> | undefined
+    let levels: ReturnType<typeof levelAnalytics> | undefined
     const filters = filterRoutes(ctx.guard, ctx.db, games, ingest, ctx.changes)
     ctx.onStart(async () => {
       await filters.load()
       if (!none) warehouse = warehouseStore(ingest.db, timezone)
       game = gameAnalytics(ingest.db)
       server = serverAnalytics(ingest.db)
+      behavior = behaviorAnalytics(ingest.db, ingest)
+      levels = levelAnalytics(ingest.db)
     })
     const started = <T>(x: T | undefined): T => {
       if (!x) throw new Error('analytics used before start')
@@ -62,5 +75,13 @@ export default definePlugin({
       .use(gameRoutes(ctx.guard, games, () => started(game)))
       .use(serverRoutes(ctx.guard, games, () => started(server)))
       .use(filters.routes)
+      .use(
+        behaviorRoutes(
+          ctx.guard,
+          games,
+          () => started(behavior),
+          () => started(levels),
+        ),
+      )
   },
 })
