@@ -41,7 +41,8 @@ export default definePlugin({
     const timezone = (gameId: string) => games.timezone(gameId)
     const rollup = new AnalyticsRollup({ plugin: 'analytics', migrations }, timezone)
     ingest.registerRollup(rollup)
-    const behaviorRollup = new BehaviorRollup({ plugin: 'analytics', migrations }, timezone)
+    // Its tables come with the analytics migrations, which the rollup above carries to a separate store.
+    const behaviorRollup = new BehaviorRollup(undefined, timezone)
     ingest.registerRollup(behaviorRollup)
     // A game's days follow its time zone from its next event on.
     games.onChange((c) => {
