@@ -63,6 +63,27 @@ function distinct(rows: Array<{ sketch: string }>): number {
 }
 
 /**
+ * The id ranges holding the stored events of client time `[from, to)` (`analytics_event_span`,
+ * per client hour and receive window), merged where they overlap or touch, in id order.
+ */
+export async function eventIdRanges(db: Db, q: TimeScope): Promise<Array<[number, number]>> {
+  const rows = await db.all<{ first_id: number; last_id: number }>(
+    `SELECT first_id, last_id FROM analytics_event_span WHERE game_id = ? AND env = ? AND hour >= ? AND hour < ?
+     ORDER BY first_id`,
+    [q.gameId, q.env, floorTo(q.from, HOUR), q.to],
+  )
+  const out: Array<[number, number]> = []
+  for (const r of rows) {
+    const lo = n(r.first_id)
+    const hi = n(r.last_id)
+    const last = out[out.length - 1]
+    if (last && lo <= last[1] + 1) last[1] = Math.max(last[1], hi)
+    else out.push([lo, hi])
+  }
+  return out
+}
+
+/**
  * Behavior analytics (spec 1 "other endpoints", issue 17): event aggregates, feature adoption and
  * product trend from the behavior rollup's day counters and sketches; funnels, paths and event
  * details from raw events, walking only the id ranges where the range's events were stored
@@ -101,23 +122,7 @@ export function behaviorAnalytics(db: Db, ingest: Pick<IngestService, 'scan'>) {
     return out
   }
 
-  /** The id ranges holding the events of client time `[from, to)`, merged where they touch. */
-  async function idRanges(q: TimeScope): Promise<Array<[number, number]>> {
-    const rows = await db.all<{ first_id: number; last_id: number }>(
-      `SELECT first_id, last_id FROM analytics_event_span WHERE game_id = ? AND env = ? AND hour >= ? AND hour < ?
-       ORDER BY first_id`,
-      [q.gameId, q.env, floorTo(q.from, HOUR), q.to],
-    )
-    const out: Array<[number, number]> = []
-    for (const r of rows) {
-      const lo = n(r.first_id)
-      const hi = n(r.last_id)
-      const last = out[out.length - 1]
-      if (last && lo <= last[1] + 1) last[1] = Math.max(last[1], hi)
-      else out.push([lo, hi])
-    }
-    return out
-  }
+  const idRanges = (q: TimeScope) => eventIdRanges(db, q)
 
   /** Every stored event of the range (optionally only `events`, one user), page by page, in id order. */
   async function walk(
@@ -143,6 +148,8 @@ export function behaviorAnalytics(db: Db, ingest: Pick<IngestService, 'scan'>) {
         each(page)
         if (page.length < PAGE) break
         after = page[page.length - 1].id
+        // SQLite reads run on the event loop: let requests (ingestion) in between pages.
+        await new Promise((r) => setImmediate(r))
       }
     }
   }
