@@ -32,6 +32,14 @@ export interface FunnelStep {
 }
 export type FunnelOrder = 'ordered' | 'strict' | 'any'
 
+/** Per user, events in time order: user u's are `start[u]` up to `start[u + 1]` of `ts` and `code`. */
+interface Timelines {
+  users: number
+  start: Int32Array
+  ts: Float64Array
+  code: Int32Array
+}
+
 /** A page of the raw scan: at most this many rows per query. */
 const PAGE = 10_000
 /** A new path session after this long without an event (or at a `session_start`). */
@@ -156,30 +164,60 @@ export function behaviorAnalytics(db: Db, ingest: Pick<IngestService, 'scan'>) {
 
   /**
    * Per user, the events of the range sorted by time (then by id): times and a value per event
-   * that `code` gives (events it answers undefined for are left out).
+   * that `code` gives (events it answers undefined for are left out). Kept in two flat typed
+   * arrays, grouped by user with a counting pass (user u's events are `start[u]` up to
+   * `start[u + 1]`): a 24-hour read of a busy game holds hundreds of thousands of rows.
    */
   async function timelines(
     q: TimeScope,
     opts: { events?: string[]; withProps: boolean },
     code: (e: ScannedEvent) => number | undefined,
-  ): Promise<Map<string, { ts: number[]; code: number[] }>> {
-    const users = new Map<string, Array<[number, number, number]>>()
+  ): Promise<Timelines> {
+    const index = new Map<string, number>()
+    const who: number[] = []
+    const when: number[] = []
+    const what: number[] = []
     await walk(q, opts, (page) => {
       for (const e of page) {
         if (e.userId === null) continue
         const c = code(e)
         if (c === undefined) continue
-        const list = users.get(e.userId)
-        if (list) list.push([e.ts, e.id, c])
-        else users.set(e.userId, [[e.ts, e.id, c]])
+        let u = index.get(e.userId)
+        if (u === undefined) {
+          u = index.size
+          index.set(e.userId, u)
+        }
+        who.push(u)
+        when.push(e.ts)
+        what.push(c)
       }
     })
-    const out = new Map<string, { ts: number[]; code: number[] }>()
-    for (const [u, list] of users) {
-      list.sort((a, b) => a[0] - b[0] || a[1] - b[1])
-      out.set(u, { ts: list.map((x) => x[0]), code: list.map((x) => x[2]) })
+    const U = index.size
+    const start = new Int32Array(U + 1)
+    for (const u of who) start[u + 1]++
+    for (let u = 0; u < U; u++) start[u + 1] += start[u]
+    const next = start.slice(0, U)
+    const ts = new Float64Array(who.length)
+    const cd = new Int32Array(who.length)
+    // Rows came in id order, so within a user equal times stay in id order (the sorts are stable).
+    for (let i = 0; i < who.length; i++) {
+      const p = next[who[i]]++
+      ts[p] = when[i]
+      cd[p] = what[i]
     }
-    return out
+    for (let u = 0; u < U; u++) {
+      const lo = start[u]
+      const hi = start[u + 1]
+      let sorted = true
+      for (let i = lo + 1; i < hi && sorted; i++) if (ts[i] < ts[i - 1]) sorted = false
+      if (sorted) continue
+      const order = Array.from({ length: hi - lo }, (_, i) => lo + i).sort((x, y) => ts[x] - ts[y] || x - y)
+      const t2 = order.map((i) => ts[i])
+      const c2 = order.map((i) => cd[i])
+      ts.set(t2, lo)
+      cd.set(c2, lo)
+    }
+    return { users: U, start, ts, code: cd }
   }
 
   return {
@@ -290,28 +328,33 @@ export function behaviorAnalytics(db: Db, ingest: Pick<IngestService, 'scan'>) {
       const sessionStart = index.get('session_start') ?? -2
       const counts = new Map<string, number>()
       let total = 0
-      const take = (codes: number[]) => {
-        let from = 0
+      const codes = lines.code
+      const times = lines.ts
+      /** The path of events `lo` up to `hi`. */
+      const take = (lo: number, hi: number) => {
+        let from = lo
         if (start !== -1) {
-          from = codes.indexOf(start)
-          if (from < 0) return
+          while (from < hi && codes[from] !== start) from++
+          if (from === hi) return
         }
         const path: number[] = []
-        for (let i = from; i < codes.length && path.length < q.length; i++)
+        for (let i = from; i < hi && path.length < q.length; i++)
           if (path[path.length - 1] !== codes[i]) path.push(codes[i])
         const k = path.join(',')
         counts.set(k, (counts.get(k) ?? 0) + 1)
         total++
       }
-      for (const { ts, code } of lines.values()) {
+      for (let u = 0; u < lines.users; u++) {
+        const lo = lines.start[u]
+        const hi = lines.start[u + 1]
         if (q.by === 'user') {
-          take(code)
+          take(lo, hi)
           continue
         }
-        let begin = 0
-        for (let i = 1; i <= ts.length; i++)
-          if (i === ts.length || code[i] === sessionStart || ts[i] - ts[i - 1] > SESSION_GAP) {
-            take(code.slice(begin, i))
+        let begin = lo
+        for (let i = lo + 1; i <= hi; i++)
+          if (i === hi || codes[i] === sessionStart || times[i] - times[i - 1] > SESSION_GAP) {
+            take(begin, i)
             begin = i
           }
       }
@@ -357,10 +400,11 @@ export function behaviorAnalytics(db: Db, ingest: Pick<IngestService, 'scan'>) {
       const reached = new Array<number>(S).fill(0)
       const fromPrev: number[][] = Array.from({ length: S }, () => [])
       const fromFirst: number[][] = Array.from({ length: S }, () => [])
-      for (const { ts, code } of lines.values()) {
+      for (let u = 0; u < lines.users; u++) {
+        const hi = lines.start[u + 1]
         let best: number[] = []
-        for (let i = 0; i < ts.length && best.length < S; i++) {
-          const times = attempt(ts, code, i, S, q.window, q.order)
+        for (let i = lines.start[u]; i < hi && best.length < S; i++) {
+          const times = attempt(lines.ts, lines.code, i, hi, S, q.window, q.order)
           if (times.length > best.length) best = times
         }
         for (let k = 0; k < best.length; k++) {
@@ -566,9 +610,10 @@ export function behaviorAnalytics(db: Db, ingest: Pick<IngestService, 'scan'>) {
  * cannot start one). Codes are step bit masks (0: an event matching no step, strict funnels only).
  */
 function attempt(
-  ts: number[],
-  code: number[],
+  ts: Float64Array,
+  code: Int32Array,
   i: number,
+  end: number,
   S: number,
   window: number,
   order: FunnelOrder,
@@ -578,7 +623,7 @@ function attempt(
     if (!code[i]) return []
     let done = 0
     const times: number[] = []
-    for (let j = i; j < ts.length && ts[j] - t0 <= window && times.length < S; j++) {
+    for (let j = i; j < end && ts[j] - t0 <= window && times.length < S; j++) {
       // An event counts for one step: the first it matches that is not done yet.
       const open = code[j] & ~done
       if (!open) continue
@@ -589,7 +634,7 @@ function attempt(
   }
   if (!(code[i] & 1)) return []
   const times = [t0]
-  for (let j = i + 1; j < ts.length && times.length < S && ts[j] - t0 <= window; j++) {
+  for (let j = i + 1; j < end && times.length < S && ts[j] - t0 <= window; j++) {
     if (code[j] & (1 << times.length)) times.push(ts[j])
     else if (order === 'strict') break
   }

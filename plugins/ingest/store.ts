@@ -100,6 +100,9 @@ export async function purge(
   return deleted
 }
 
+/** The props of a light read's rows: one shared empty object (a light read walks many rows). */
+const NO_PROPS: Record<string, unknown> = Object.freeze({})
+
 /** See `EventsService.scan`. */
 export async function scanEvents(
   db: Db,
@@ -145,20 +148,24 @@ export async function scanEvents(
     amount_cents: number | null
     props: string | null
   }>(
-    `SELECT id, game_id, env, event, ts, user_id, session_id, amount_cents, ${q.withProps === false ? 'NULL AS props' : 'props'}
+    // A light read (no props) leaves out what its readers (funnels, paths) do not use.
+    `SELECT id, ${q.withProps === false ? "'' AS game_id, '' AS env" : 'game_id, env'}, event, ts, user_id,
+       ${q.withProps === false ? 'NULL AS session_id, NULL AS amount_cents, NULL AS props' : 'session_id, amount_cents, props'}
      FROM ingest_events WHERE ${where.join(' AND ')} ORDER BY id LIMIT ?`,
     [...params, Math.max(1, Math.min(10_000, Math.floor(q.limit)))],
   )
   return rows.map((r) => {
-    let props: Record<string, unknown> = {}
+    let props: Record<string, unknown> = NO_PROPS
     if (r.props !== null)
       try {
         props = JSON.parse(r.props)
-      } catch {}
+      } catch {
+        props = {}
+      }
     return {
       id: n(r.id),
-      gameId: r.game_id,
-      env: r.env,
+      gameId: q.withProps === false ? q.gameId : r.game_id,
+      env: q.withProps === false && q.env !== undefined ? q.env : r.env,
       event: r.event,
       ts: n(r.ts),
       userId: r.user_id,

@@ -73,7 +73,8 @@ export interface IngestService {
    * (epoch ms) narrow it; `afterId` continues after the last row of the previous page. A full
    * read walks the event table once, page by page. `toId` ends the walk at that id (ids are
    * receive time x 1024: a reader that knows when the events of a range arrived walks only
-   * that slice); `userId` narrows to one user; `withProps: false` leaves `props` empty (unparsed).
+   * that slice); `userId` narrows to one user; `withProps: false` is a light read: `props` empty,
+   * `sessionId` and `amountCents` null (and `env` empty when the query names none).
    */
   scan(q: {
     gameId: string
