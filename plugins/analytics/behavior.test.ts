@@ -153,15 +153,15 @@ forEachEngine((engine) => {
 
   const day = (d: number) => `&startDate=2026-01-${d}&endDate=2026-01-${d}`
   const window = { value: 1, unit: 'hour' }
+  const ABC = [{ event: 'tutorial_start' }, { event: 'tutorial_done' }, { event: 'purchase_click' }]
+  /** A funnel of Jan 12 (window 1 hour unless said). */
+  const jan12 = (body: Record<string, unknown>) =>
+    funnel({ steps: ABC, window, startDate: '2026-01-12', endDate: '2026-01-12', ...body })
+  const users = (r: { body: { steps: Array<{ users: number }> } }) => r.body.steps.map((s) => s.users)
 
   describe('funnel (window 1 hour, Jan 12)', () => {
     test('ordered: u1 u2 all three; u3 did B before A (A only); u4 B at exactly 1 hour, C 1 ms late; u5 B 1 ms late; u6 C alone', async () => {
-      const r = await funnel({
-        steps: [{ event: 'tutorial_start' }, { event: 'tutorial_done' }, { event: 'purchase_click' }],
-        window,
-        startDate: '2026-01-12',
-        endDate: '2026-01-12',
-      })
+      const r = await jan12({})
       expect(r.status).toBe(200)
       expect(r.body).toEqual({
         startDate: '2026-01-11T15:00:00.000Z',
@@ -211,64 +211,35 @@ forEachEngine((engine) => {
     })
 
     test('strict: u2 heartbeat between A and B stops at A; u4 still 2 (nothing between)', async () => {
-      const r = await funnel({
-        steps: [{ event: 'tutorial_start' }, { event: 'tutorial_done' }, { event: 'purchase_click' }],
-        window,
-        order: 'strict',
-        startDate: '2026-01-12',
-        endDate: '2026-01-12',
-      })
+      const r = await jan12({ order: 'strict' })
       expect(r.status).toBe(200)
-      expect(r.body.steps.map((s: { users: number }) => s.users)).toEqual([5, 2, 1])
+      expect(users(r)).toEqual([5, 2, 1])
       expect(r.body.converted).toBe(1)
       expect(r.body.medianTimeToConvertMs).toBe(600_000)
     })
 
     test('any order: u3 (B, A, C) converts; u6 did one step; step k = users with any k steps', async () => {
-      const r = await funnel({
-        steps: [{ event: 'tutorial_start' }, { event: 'tutorial_done' }, { event: 'purchase_click' }],
-        window,
-        order: 'any',
-        startDate: '2026-01-12',
-        endDate: '2026-01-12',
-      })
+      const r = await jan12({ order: 'any' })
       expect(r.status).toBe(200)
       // 1 step: u1..u6; 2: u1 u2 u3 u4; 3: u1 u2 u3.
-      expect(r.body.steps.map((s: { users: number }) => s.users)).toEqual([6, 4, 3])
+      expect(users(r)).toEqual([6, 4, 3])
       // To the third step: u1 10 min, u2 3 min, u3 10 min.
       expect(r.body.medianTimeToConvertMs).toBe(600_000)
     })
 
     test('a property filter on a step: only u1 clicked in the shop', async () => {
-      const r = await funnel({
-        steps: [
-          { event: 'tutorial_start' },
-          { event: 'tutorial_done' },
-          { event: 'purchase_click', properties: { screen: 'shop' } },
-        ],
-        window,
-        startDate: '2026-01-12',
-        endDate: '2026-01-12',
+      const r = await jan12({
+        steps: [...ABC.slice(0, 2), { event: 'purchase_click', properties: { screen: 'shop' } }],
       })
-      expect(r.body.steps.map((s: { users: number }) => s.users)).toEqual([5, 3, 1])
+      expect(users(r)).toEqual([5, 3, 1])
       expect(r.body.steps[2].properties).toEqual({ screen: 'shop' })
     })
 
     test('a window of 59 minutes loses u4 at step 2; one of 2 hours lets u4 and u5 through', async () => {
-      const short = await funnel({
-        steps: [{ event: 'tutorial_start' }, { event: 'tutorial_done' }],
-        window: { value: 59, unit: 'minute' },
-        startDate: '2026-01-12',
-        endDate: '2026-01-12',
-      })
-      expect(short.body.steps.map((s: { users: number }) => s.users)).toEqual([5, 2])
-      const long = await funnel({
-        steps: [{ event: 'tutorial_start' }, { event: 'tutorial_done' }],
-        window: { value: 2, unit: 'hour' },
-        startDate: '2026-01-12',
-        endDate: '2026-01-12',
-      })
-      expect(long.body.steps.map((s: { users: number }) => s.users)).toEqual([5, 4])
+      const short = await jan12({ steps: ABC.slice(0, 2), window: { value: 59, unit: 'minute' } })
+      expect(users(short)).toEqual([5, 2])
+      const long = await jan12({ steps: ABC.slice(0, 2), window: { value: 2, unit: 'hour' } })
+      expect(users(long)).toEqual([5, 4])
     })
 
     test('bad bodies: 400 naming the field; no token 401; unknown game 404', async () => {
