@@ -400,10 +400,13 @@ export function behaviorAnalytics(db: Db, ingest: Pick<IngestService, 'scan'>) {
       const reached = new Array<number>(S).fill(0)
       const fromPrev: number[][] = Array.from({ length: S }, () => [])
       const fromFirst: number[][] = Array.from({ length: S }, () => [])
+      // Only an event of the first step (any step, for any order) starts an attempt.
+      const starts = q.order === 'any' ? ~0 : 1
       for (let u = 0; u < lines.users; u++) {
         const hi = lines.start[u + 1]
         let best: number[] = []
         for (let i = lines.start[u]; i < hi && best.length < S; i++) {
+          if (!(lines.code[i] & starts)) continue
           const times = attempt(lines.ts, lines.code, i, hi, S, q.window, q.order)
           if (times.length > best.length) best = times
         }
