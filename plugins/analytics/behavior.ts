@@ -256,13 +256,18 @@ export function behaviorAnalytics(db: Db, ingest: Pick<IngestService, 'scan'>) {
       let best: ScannedEvent[] = []
       let total = 0
       const newer = (a: ScannedEvent, b: ScannedEvent) => b.ts - a.ts || b.id - a.id
+      /** The oldest row kept once `best` was trimmed: older rows cannot be on the page. */
+      let oldest: ScannedEvent | undefined
       await walk(
         q,
         { events: q.event ? [q.event] : undefined, userId: q.userId, withProps: false },
         (page) => {
           total += page.length
-          best.push(...page)
-          if (best.length > 2 * keep + PAGE) best = best.sort(newer).slice(0, keep)
+          for (const e of page) if (oldest === undefined || newer(e, oldest) < 0) best.push(e)
+          if (best.length > 2 * keep + PAGE) {
+            best = best.sort(newer).slice(0, keep)
+            oldest = best[keep - 1]
+          }
         },
       )
       const rows = best.sort(newer).slice(q.page * q.pageSize, keep)
@@ -358,11 +363,19 @@ export function behaviorAnalytics(db: Db, ingest: Pick<IngestService, 'scan'>) {
             begin = i
           }
       }
-      // Ties in the order of their names' text, so an answer never depends on the order events came in.
+      // Only paths counted at least as often as the top-th one can be in the answer (there may be
+      // tens of thousands of distinct paths); ties go in the order of their names' text, so an
+      // answer never depends on the order events came in.
+      const cut = [...counts.values()].sort((a, b) => b - a)[q.top - 1] ?? 0
       const top = [...counts.entries()]
-        .map(([k, count]) => ({ path: k.split(',').map((i) => names[Number(i)]), count }))
-        .sort((a, b) => b.count - a.count || cmpText(a.path.join('\u0001'), b.path.join('\u0001')))
+        .filter(([, count]) => count >= cut)
+        .map(([k, count]) => {
+          const path = k.split(',').map((i) => names[Number(i)])
+          return { path, count, label: path.join('\u0001') }
+        })
+        .sort((a, b) => b.count - a.count || cmpText(a.label, b.label))
         .slice(0, q.top)
+        .map(({ path, count }) => ({ path, count }))
       return {
         startDate: iso(q.from),
         endDate: iso(q.to),
