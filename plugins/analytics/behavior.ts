@@ -331,7 +331,11 @@ export function behaviorAnalytics(db: Db, ingest: Pick<IngestService, 'scan'>) {
       })
       const start = q.startEvent === undefined ? -1 : (index.get(q.startEvent) ?? -2)
       const sessionStart = index.get('session_start') ?? -2
-      const counts = new Map<string, number>()
+      // A path is a number in base (names + 1), its first step the leading digit, while that fits
+      // a double exactly (it does for up to ~1,500 names at length 5): no string per path.
+      const base = names.length + 1
+      const numeric = base ** q.length < Number.MAX_SAFE_INTEGER
+      const counts = new Map<number | string, number>()
       let total = 0
       const codes = lines.code
       const times = lines.ts
@@ -342,12 +346,24 @@ export function behaviorAnalytics(db: Db, ingest: Pick<IngestService, 'scan'>) {
           while (from < hi && codes[from] !== start) from++
           if (from === hi) return
         }
-        const path: number[] = []
-        for (let i = from; i < hi && path.length < q.length; i++)
-          if (path[path.length - 1] !== codes[i]) path.push(codes[i])
-        const k = path.join(',')
-        counts.set(k, (counts.get(k) ?? 0) + 1)
+        let key: number | string = numeric ? 0 : ''
+        let steps = 0
+        let prev = -1
+        for (let i = from; i < hi && steps < q.length; i++) {
+          const c = codes[i]
+          if (c === prev) continue
+          key = numeric ? (key as number) * base + c + 1 : `${key}${steps ? ',' : ''}${c}`
+          prev = c
+          steps++
+        }
+        counts.set(key, (counts.get(key) ?? 0) + 1)
         total++
+      }
+      const decode = (key: number | string): string[] => {
+        if (typeof key === 'string') return key.split(',').map((i) => names[Number(i)])
+        const out: string[] = []
+        for (let k = key; k > 0; k = Math.floor(k / base)) out.push(names[(k % base) - 1])
+        return out.reverse()
       }
       for (let u = 0; u < lines.users; u++) {
         const lo = lines.start[u]
@@ -370,7 +386,7 @@ export function behaviorAnalytics(db: Db, ingest: Pick<IngestService, 'scan'>) {
       const top = [...counts.entries()]
         .filter(([, count]) => count >= cut)
         .map(([k, count]) => {
-          const path = k.split(',').map((i) => names[Number(i)])
+          const path = decode(k)
           return { path, count, label: path.join('\u0001') }
         })
         .sort((a, b) => b.count - a.count || cmpText(a.label, b.label))
