@@ -42,7 +42,8 @@ export interface BehaviorRows {
   payments: Param[]
 }
 
-type Sketch = { h: HyperLogLog; v: number }
+/** A cached sketch: its version, when it was last written (0: never), whether it changed since. */
+type Sketch = { h: HyperLogLog; v: number; written: number; dirty: boolean }
 type Stat = [n: number, total: number, first: number, last: number]
 
 const num = (v: unknown): number | undefined => {
@@ -84,10 +85,19 @@ export class BehaviorRollup implements Rollup<BehaviorRows> {
   /** Cached sketches by key, oldest first (persisted on every commit, so eviction loses nothing). */
   private cache = new Map<string, Sketch>()
   private loading = new Map<string, Promise<Sketch>>()
+  /** Sketches changed and not written yet, by key. */
+  private dirty = new Map<string, Sketch>()
 
   constructor(
     readonly migrations: Rollup['migrations'],
     private timezone: (gameId: string) => Promise<string | undefined> = async () => undefined,
+    /**
+     * A changed sketch is written at most this often (a new one at once): a commit may touch a
+     * hundred of them, and writing each (4 KB when dense) with every commit would cost ingestion
+     * more than the events themselves. A crash loses at most this long of distinct-user updates;
+     * counters are exact with every commit.
+     */
+    private flushMs = 2000,
   ) {}
 
   /** A game's time zone changed or it was deleted: its next events look it up again. */
@@ -134,7 +144,31 @@ export class BehaviorRollup implements Rollup<BehaviorRows> {
             slot.sk = sk
           }),
         )
-    const batch = () => ({ rows: rowsOf(g) })
+    const batch = () => {
+      for (const [key, slot] of g.sketches)
+        if (slot.changed && slot.sk) {
+          slot.sk.dirty = true
+          this.dirty.set(key, slot.sk)
+        }
+      // Due: never written, or not for `flushMs`. Marked written once the commit is durable; a
+      // failed commit leaves them due.
+      const due: Array<[string, Sketch, number]> = []
+      for (const [key, sk] of this.dirty)
+        if (sk.written === 0 || commit.receivedAt - sk.written >= this.flushMs) due.push([key, sk, ++sk.v])
+      return {
+        rows: rowsOf(g, due),
+        done: () => {
+          for (const [key, sk, version] of due) {
+            sk.written = commit.receivedAt
+            // Changed again by a commit gathered meanwhile (a newer version): stays due.
+            if (sk.v === version) {
+              sk.dirty = false
+              this.dirty.delete(key)
+            }
+          }
+        },
+      }
+    }
     return loads.length ? Promise.all(loads).then(batch) : batch()
   }
 
@@ -161,21 +195,52 @@ export class BehaviorRollup implements Rollup<BehaviorRows> {
       if (!slot.sk) slot.whos.push(user)
       else if (slot.sk.h.add(user)) slot.changed = true
     }
+    // Consecutive events mostly share their stream, client hour, receive window and local day:
+    // the keys built from them are reused (the per-event work is on ingest's hot path).
+    let game = ''
+    let env = ''
+    let stream = ''
+    let z = zone(undefined)
+    let hour = Number.NaN
+    let window = Number.NaN
+    let span: [number, number, number] = [0, 0, 0]
+    let dayNo = Number.NaN
+    let day = ''
     for (let i = 0; i < events.length; i++) {
       const e = events[i]
       const id = firstId + i
-      const stream = `${e.gameId}${sep}${e.env}`
-      const span = `${stream}${sep}${pad(floorTo(e.ts, HOUR))}${sep}${pad(floorTo(Math.floor(id / 1024), SPAN_WINDOW))}`
-      const s = g.spans.get(span)
-      if (!s) g.spans.set(span, [id, id, 1])
-      else {
-        s[1] = id
-        s[2]++
+      if (e.gameId !== game || e.env !== env) {
+        game = e.gameId
+        env = e.env
+        stream = `${game}${sep}${env}`
+        z = this.zones.get(game) ?? zone(undefined)
+        hour = Number.NaN
+        dayNo = Number.NaN
       }
-      const day = `${stream}${sep}${pad((this.zones.get(e.gameId) ?? zone(undefined)).day(e.ts))}`
+      const h = floorTo(e.ts, HOUR)
+      const w = floorTo(Math.floor(id / 1024), SPAN_WINDOW)
+      if (h !== hour || w !== window) {
+        hour = h
+        window = w
+        const key = `${stream}${sep}${pad(h)}${sep}${pad(w)}`
+        const known = g.spans.get(key)
+        if (known) span = known
+        else {
+          span = [id, id, 0]
+          g.spans.set(key, span)
+        }
+      }
+      span[1] = id
+      span[2]++
+      const d = z.day(e.ts)
+      if (d !== dayNo) {
+        dayNo = d
+        day = `${stream}${sep}${pad(d)}`
+      }
       const at = (kind: string, name: string) => `${day}${sep}${kind}${sep}${name}`
-      count(at('event', e.event), 1, 0, e.ts)
-      see(at('event', e.event), e.userId)
+      const named = at('event', e.event)
+      count(named, 1, 0, e.ts)
+      see(named, e.userId)
       if (e.payment) {
         const p = e.props
         g.payments.push(
@@ -248,11 +313,17 @@ export class BehaviorRollup implements Rollup<BehaviorRows> {
           [game, env, day, kind, name],
         )
         .then((row) => {
-          const sk = {
+          const sk: Sketch = {
             h: row ? HyperLogLog.parse(row.sketch) : new HyperLogLog(),
             v: Number(row?.version ?? 0),
+            written: 0,
+            dirty: false,
           }
-          if (this.cache.size >= SKETCH_CAP) this.cache.delete(this.cache.keys().next().value!)
+          // Oldest first out, but never one with changes not written yet.
+          for (const [old, o] of this.cache) {
+            if (this.cache.size < SKETCH_CAP) break
+            if (!o.dirty) this.cache.delete(old)
+          }
           this.cache.set(key, sk)
           return sk
         })
@@ -270,18 +341,15 @@ function splitKey(key: string): [string, string, number, string, string] {
 }
 
 const sorted = <V>(m: Map<string, V>) => [...m.keys()].sort()
+const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0)
 
-function rowsOf(g: Gathered): BehaviorRows {
+function rowsOf(g: Gathered, due: Array<[string, Sketch, number]>): BehaviorRows {
   const counters: Param[] = []
   for (const k of sorted(g.counters)) counters.push(...splitKey(k), ...g.counters.get(k)!)
   const sketches: Param[] = []
   // Each write carries a new version: a slower commit holding an older snapshot cannot overwrite a newer one.
-  for (const k of sorted(g.sketches)) {
-    const slot = g.sketches.get(k)!
-    if (!slot.changed || !slot.sk) continue
-    slot.sk.v++
-    sketches.push(...splitKey(k), slot.sk.h.count(), slot.sk.h.serialize(), slot.sk.v)
-  }
+  due.sort((a, b) => cmp(a[0], b[0]))
+  for (const [k, sk, version] of due) sketches.push(...splitKey(k), sk.h.count(), sk.h.serialize(), version)
   const spans: Param[] = []
   for (const k of sorted(g.spans)) {
     const [game, env, hour, received] = k.split(sep)
