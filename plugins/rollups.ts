@@ -1,3 +1,4 @@
+import { writeBehavior } from './analytics/behavior-write'
 import { writeRealtime } from './analytics/realtime-rollup'
 import { writeAnalytics } from './analytics/write'
 import { writeExposures } from './experiments/exposures-write'
@@ -12,6 +13,7 @@ import type { RollupWriter } from './ingest/rollup'
  */
 export const rollupWriters: Record<string, RollupWriter<unknown>> = {
   analytics: writeAnalytics,
+  behavior: writeBehavior,
   exposures: writeExposures,
   realtime: writeRealtime,
 }

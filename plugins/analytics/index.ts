@@ -2,9 +2,13 @@ import { Elysia } from 'elysia'
 import { definePlugin } from '../../core/plugin'
 import '../games/types'
 import '../ingest/types'
+import { behaviorAnalytics } from './behavior'
+import { BehaviorRollup } from './behavior-rollup'
+import { behaviorRoutes } from './behavior-routes'
 import { filterRoutes } from './filters'
 import { gameAnalytics } from './game'
 import { gameRoutes } from './game-routes'
+import { levelAnalytics } from './levels'
 import { migrations } from './migrations'
 import { RealtimeHub, realtimeStore } from './realtime'
 import { MinuteRollup } from './realtime-rollup'
@@ -42,9 +46,15 @@ export default definePlugin({
     ingest.registerRollup(rollup)
     // After the analytics rollup: its migrations create the realtime minute table in a separate event store.
     ingest.registerRollup(new MinuteRollup())
+    // Its tables come with the analytics migrations, which the rollup above carries to a separate store.
+    const behaviorRollup = new BehaviorRollup(undefined, timezone)
+    ingest.registerRollup(behaviorRollup)
     // A game's days follow its time zone from its next event on.
     games.onChange((c) => {
-      if (!c.environment) rollup.forget(c.gameId)
+      if (!c.environment) {
+        rollup.forget(c.gameId)
+        behaviorRollup.forget(c.gameId)
+      }
     })
     const none = dsn === 'none' || dsn === ''
     // Built at start, when the event store is open (ingest starts first).
@@ -66,6 +76,8 @@ export default definePlugin({
     ctx.onStop(() => hub.stop())
     // Streams never end by themselves: a stopping server ends them first (graceful drain).
     ctx.bus.on('server.draining', () => hub.stop())
+    let behavior: ReturnType<typeof behaviorAnalytics> | undefined
+    let levels: ReturnType<typeof levelAnalytics> | undefined
     const filters = filterRoutes(ctx.guard, ctx.db, games, ingest, ctx.changes)
     ctx.onStart(async () => {
       await filters.load()
@@ -74,6 +86,8 @@ export default definePlugin({
       server = serverAnalytics(ingest.db)
       realtime = realtimeStore(ingest.db)
       hub.start()
+      behavior = behaviorAnalytics(ingest.db, ingest)
+      levels = levelAnalytics(ingest.db)
     })
     const started = <T>(x: T | undefined): T => {
       if (!x) throw new Error('analytics used before start')
@@ -85,5 +99,13 @@ export default definePlugin({
       .use(serverRoutes(ctx.guard, games, () => started(server)))
       .use(filters.routes)
       .use(realtimeRoutes(ctx, games, hub, () => started(realtime)))
+      .use(
+        behaviorRoutes(
+          ctx.guard,
+          games,
+          () => started(behavior),
+          () => started(levels),
+        ),
+      )
   },
 })

@@ -31,7 +31,8 @@ export interface Rollup<R = unknown> {
    */
   gather(
     events: readonly NormEvent[],
-    commit: { receivedAt: number },
+    /** `firstId`: the stored id of `events[0]`; event i is stored as `firstId + i`. */
+    commit: { receivedAt: number; firstId: number },
   ): RollupBatch<R> | undefined | Promise<RollupBatch<R> | undefined>
   /**
    * Ingest's retention purge, per environment: deletes this rollup's detail older than `cutoff`

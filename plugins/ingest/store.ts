@@ -100,6 +100,9 @@ export async function purge(
   return deleted
 }
 
+/** The props of a light read's rows: one shared empty object (a light read walks many rows). */
+const NO_PROPS: Record<string, unknown> = Object.freeze({})
+
 /** See `EventsService.scan`. */
 export async function scanEvents(
   db: Db,
@@ -110,14 +113,25 @@ export async function scanEvents(
     from: number
     to: number
     afterId?: number
+    toId?: number
+    userId?: string
+    withProps?: boolean
     limit: number
   },
 ): Promise<ScannedEvent[]> {
   const where = ['game_id = ?', 'id > ?', 'ts >= ?', 'ts <= ?']
   const params: Param[] = [q.gameId, q.afterId ?? -1, q.from, q.to]
+  if (q.toId !== undefined) {
+    where.push('id <= ?')
+    params.push(q.toId)
+  }
   if (q.env !== undefined) {
     where.push('env = ?')
     params.push(q.env)
+  }
+  if (q.userId !== undefined) {
+    where.push('user_id = ?')
+    params.push(q.userId)
   }
   if (q.events?.length) {
     where.push(`event IN (${q.events.map(() => '?').join(', ')})`)
@@ -130,24 +144,32 @@ export async function scanEvents(
     event: string
     ts: number
     user_id: string | null
+    session_id: string | null
     amount_cents: number | null
-    props: string
+    props: string | null
   }>(
-    `SELECT id, game_id, env, event, ts, user_id, amount_cents, props FROM ingest_events WHERE ${where.join(' AND ')} ORDER BY id LIMIT ?`,
+    // A light read (no props) leaves out what its readers (funnels, paths) do not use.
+    `SELECT id, ${q.withProps === false ? "'' AS game_id, '' AS env" : 'game_id, env'}, event, ts, user_id,
+       ${q.withProps === false ? 'NULL AS session_id, NULL AS amount_cents, NULL AS props' : 'session_id, amount_cents, props'}
+     FROM ingest_events WHERE ${where.join(' AND ')} ORDER BY id LIMIT ?`,
     [...params, Math.max(1, Math.min(10_000, Math.floor(q.limit)))],
   )
   return rows.map((r) => {
-    let props: Record<string, unknown> = {}
-    try {
-      props = JSON.parse(r.props)
-    } catch {}
+    let props: Record<string, unknown> = NO_PROPS
+    if (r.props !== null)
+      try {
+        props = JSON.parse(r.props)
+      } catch {
+        props = {}
+      }
     return {
       id: n(r.id),
-      gameId: r.game_id,
-      env: r.env,
+      gameId: q.withProps === false ? q.gameId : r.game_id,
+      env: q.withProps === false && q.env !== undefined ? q.env : r.env,
       event: r.event,
       ts: n(r.ts),
       userId: r.user_id,
+      sessionId: r.session_id,
       amountCents: r.amount_cents === null ? null : n(r.amount_cents),
       props,
     }

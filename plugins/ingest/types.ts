@@ -12,6 +12,7 @@ export interface ScannedEvent {
   /** Client time, epoch ms. */
   ts: number
   userId: string | null
+  sessionId: string | null
   amountCents: number | null
   /** The event object as sent (business fields at top level or inside `attrs`). */
   props: Record<string, unknown>
@@ -70,7 +71,10 @@ export interface IngestService {
    * One page of raw events of a game (training sets of the ml plugin), in store order, at most
    * `limit` (<= 10,000) rows: `env`, `events` (names) and the client-time range `[from, to]`
    * (epoch ms) narrow it; `afterId` continues after the last row of the previous page. A full
-   * read walks the event table once, page by page.
+   * read walks the event table once, page by page. `toId` ends the walk at that id (ids are
+   * receive time x 1024: a reader that knows when the events of a range arrived walks only
+   * that slice); `userId` narrows to one user; `withProps: false` is a light read: `props` empty,
+   * `sessionId` and `amountCents` null (and `env` empty when the query names none).
    */
   scan(q: {
     gameId: string
@@ -79,6 +83,9 @@ export interface IngestService {
     from: number
     to: number
     afterId?: number
+    toId?: number
+    userId?: string
+    withProps?: boolean
     limit: number
   }): Promise<ScannedEvent[]>
   /** Waits for every commit queued so far (tests, shutdown of dependants). */

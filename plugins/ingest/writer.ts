@@ -147,7 +147,7 @@ export class GroupWriter {
     // The per-event work runs in plain functions, which the JIT optimizes better than async ones.
     const { ev, payments, invocations } = this.gather(events, receivedAt)
     // Every rollup's synchronous part runs now, before another commit's: they see commits in order.
-    const gathered = this.rollups.map((r) => r.gather(events, { receivedAt }))
+    const gathered = this.rollups.map((r) => r.gather(events, { receivedAt, firstId: ev.firstId }))
     const batches: Array<[string, RollupBatch<unknown>]> = []
     for (let i = 0; i < gathered.length; i++) {
       const b = await gathered[i]

@@ -21,8 +21,8 @@ import { serverAnalytics } from '../../plugins/analytics/server'
 import { DAY, floorTo } from '../../plugins/analytics/time'
 import { warehouseStore } from '../../plugins/analytics/warehouse'
 import { ingestMigrations } from '../../plugins/ingest/migrations'
-import { type NormEvent, validateEvents } from '../../plugins/ingest/validate'
 import { GroupWriter } from '../../plugins/ingest/writer'
+import { analyticsBatch } from './analytics-events'
 import { PG_URL, arg, freshPgDatabase, median, tempDir } from './lib'
 
 const engine = arg('engine', 'sqlite')
@@ -48,53 +48,19 @@ writer.register(new AnalyticsRollup(undefined))
 
 const today = floorTo(Date.now(), DAY)
 const start = today - (days - 1) * DAY
-/** One commit's events at simulated time `t`: a mix of the vocabulary, one in 100 a payment. */
-function batch(t: number, order: { n: number }): NormEvent[] {
-  const list: Record<string, unknown>[] = []
-  const pays: Record<string, unknown>[] = []
-  for (let i = 0; i < perCommit; i++) {
-    const uid = `u${Math.floor(Math.random() * users)}`
-    const ts = String(Math.round(t + (i * DAY) / (total / days)))
-    const base = { game_id: GAME, env: 'prod', uid, ts }
-    const r = Math.random()
-    if (r < 0.01)
-      pays.push({
-        ...base,
-        event: 'payment',
-        order_id: `o${order.n++}`,
-        status: 'success',
-        amount_cents: 199 + (i % 5) * 100,
-        attrs: { kind: 'iap', platform: 'IOS' },
-      })
-    else if (r < 0.08)
-      list.push({ ...base, event: 'session_start', attrs: { session_id: `s${uid}`, platform: 'ANDROID' } })
-    else if (r < 0.12) list.push({ ...base, event: 'login' })
-    else if (r < 0.16)
-      list.push({
-        ...base,
-        event: 'session_end',
-        attrs: { session_id: `s${uid}`, duration_ms: 60_000 + (i % 100) * 1000, events: 1 + (i % 9) },
-      })
-    else if (r < 0.2)
-      list.push({
-        ...base,
-        event: 'ad_impression',
-        attrs: { network: i % 2 ? 'admob' : 'unity', revenue: 0.01 },
-      })
-    else if (r < 0.45) list.push({ ...base, event: 'heartbeat' })
-    else list.push({ ...base, event: 'level_up', level: String(i % 50) })
-  }
-  return [
-    ...validateEvents(list, { payments: false }).events,
-    ...validateEvents(pays, { payments: true }).events,
-  ]
-}
-
 const t0 = performance.now()
 const order = { n: 0 }
 let inFlight: Promise<void>[] = []
 for (let written = 0; written < total; written += perCommit) {
-  inFlight.push(writer.write(batch(start + (written / total) * days * DAY, order)))
+  inFlight.push(
+    writer.write(
+      analyticsBatch(
+        { gameId: GAME, users, total, days, perCommit },
+        start + (written / total) * days * DAY,
+        order,
+      ),
+    ),
+  )
   if (inFlight.length >= 2) await inFlight.shift()
 }
 await Promise.all(inFlight)

@@ -4,18 +4,20 @@
  * second the event store with its rollups takes. Isolates the store's share of an ingest run.
  *
  *   bun scripts/bench/ingest-writer.ts [--engine=sqlite|postgres] [--events=1000000] [--commit=2000]
- *     [--days=30] [--warm=0] [--realtime=on|off]
+ *     [--days=30] [--warm=0] [--realtime=on|off] [--rollups=all|base]
  *
  * The events' times span `--days` simulated days (the HTTP benchmark's 10 M events span 30, about
  * 333,000 a day). The first `--warm` events are written before the timing starts, so the
  * 200,000 users' first-seen rows can be left out of the figure, as the HTTP benchmark's warm-up
  * leaves them out. It also reports the bytes the process wrote per timed event (WAL and
- * checkpoints, from /proc/self/io).
+ * checkpoints, from /proc/self/io). `--rollups=base` leaves the behavior rollup out (to measure
+ * what it costs: run both, alternating).
  */
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { type Db, migrate, openDb } from '../../core/db'
 import { createLogger } from '../../core/log'
+import { BehaviorRollup } from '../../plugins/analytics/behavior-rollup'
 import { migrations as analyticsMigrations } from '../../plugins/analytics/migrations'
 import { MinuteRollup } from '../../plugins/analytics/realtime-rollup'
 import { AnalyticsRollup } from '../../plugins/analytics/rollup'
@@ -52,6 +54,8 @@ writer.register(new ExposureRollup(undefined))
 // The realtime minute counters; --realtime=off measures the writer without them (their cost).
 const realtime = arg('realtime', 'on') !== 'off'
 if (realtime) writer.register(new MinuteRollup())
+const rollups = arg('rollups', 'all')
+if (rollups === 'all') writer.register(new BehaviorRollup(undefined))
 
 // Prepared outside the timing.
 const days = Number(arg('days', '30'))
@@ -94,6 +98,7 @@ console.log(
   JSON.stringify({
     engine,
     realtime,
+    rollups,
     events: total,
     perCommit,
     eventsPerSec: Math.round(total / secs),

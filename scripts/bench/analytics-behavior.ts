@@ -1,0 +1,183 @@
+#!/usr/bin/env bun
+/**
+ * Behavior and level analytics over a generated event store (issue 17 benchmark): events are
+ * written through ingest's group-commit writer with the analytics and behavior rollups registered
+ * (as the server writes them), then each read is timed warm, directly on the stores (no HTTP),
+ * median of `--runs`.
+ *
+ *   bun scripts/bench/analytics-behavior.ts [--events=10000000] [--users=200000] [--days=30]
+ *     [--engine=sqlite|postgres] [--commit=2000] [--runs=9]
+ *
+ * Targets (10 M events, 30 days, 200,000 users, warm): a 3-step funnel over 24 hours <= 500 ms,
+ * top-10 paths over 24 hours <= 500 ms. Raw reads walk only the id ranges the rollup recorded
+ * for the range's client hours; beside each, the same run measures its floor: one plain query
+ * that reads the same rows (user, event, time) of the same id ranges into JS and does nothing
+ * else, and once, the same rows found without the ranges (a walk of the whole table).
+ */
+import { type Db, migrate, openDb } from '../../core/db'
+import { createLogger } from '../../core/log'
+import { behaviorAnalytics, eventIdRanges } from '../../plugins/analytics/behavior'
+import { BehaviorRollup } from '../../plugins/analytics/behavior-rollup'
+import { levelAnalytics } from '../../plugins/analytics/levels'
+import { migrations as analyticsMigrations } from '../../plugins/analytics/migrations'
+import { AnalyticsRollup } from '../../plugins/analytics/rollup'
+import { DAY, floorTo } from '../../plugins/analytics/time'
+import { ingestMigrations } from '../../plugins/ingest/migrations'
+import { scanEvents } from '../../plugins/ingest/store'
+import { GroupWriter } from '../../plugins/ingest/writer'
+import { analyticsBatch } from './analytics-events'
+import { PG_URL, arg, freshPgDatabase, median, tempDir } from './lib'
+
+const engine = arg('engine', 'sqlite')
+const total = Number(arg('events', '10000000'))
+const users = Number(arg('users', '200000'))
+const days = Number(arg('days', '30'))
+const perCommit = Number(arg('commit', '2000'))
+const runs = Number(arg('runs', '9'))
+const GAME = 'bench-game'
+
+const dir = tempDir('liveops-behavior-bench-')
+const dbName = 'liveops_bench_behavior'
+const url = engine === 'postgres' ? await freshPgDatabase(dbName) : `${dir}/b.sqlite`
+const db: Db = openDb(url, dir)
+await migrate(db, [
+  { plugin: 'ingest', migrations: ingestMigrations },
+  { plugin: 'analytics', migrations: analyticsMigrations },
+])
+const writer = new GroupWriter(
+  db,
+  createLogger({ level: 'error', format: 'json', sensitive_fields: [] } as never),
+)
+writer.register(new AnalyticsRollup(undefined))
+writer.register(new BehaviorRollup(undefined))
+
+const today = floorTo(Date.now(), DAY)
+const start = today - (days - 1) * DAY
+const t0 = performance.now()
+const order = { n: 0 }
+const inFlight: Promise<void>[] = []
+for (let written = 0; written < total; written += perCommit) {
+  const t = start + (written / total) * days * DAY
+  inFlight.push(
+    writer.write(analyticsBatch({ gameId: GAME, users, total, days, perCommit, behavior: true }, t, order)),
+  )
+  if (inFlight.length >= 2) await inFlight.shift()
+}
+await Promise.all(inFlight)
+const loadSeconds = (performance.now() - t0) / 1000
+
+const behavior = behaviorAnalytics(db, { scan: (q) => scanEvents(db, q) })
+const levels = levelAnalytics(db)
+const scope = { gameId: GAME, env: 'prod' }
+// The last full simulated day (24 hours of client time; about total / days events).
+const day = { ...scope, from: today - DAY, to: today }
+const month = { ...scope, from: start, to: today }
+
+/** The floor of a raw read: the range's rows of the same id ranges, three columns, into JS. */
+async function floor(bounded: boolean): Promise<number> {
+  const ranges = bounded ? await eventIdRanges(db, day) : [[0, Number.MAX_SAFE_INTEGER]]
+  let rows = 0
+  for (const [lo, hi] of ranges) {
+    const got = await db.all(
+      'SELECT user_id, event, ts FROM ingest_events WHERE id >= ? AND id <= ? AND game_id = ? AND env = ? AND ts >= ? AND ts < ?',
+      [lo, hi, GAME, 'prod', day.from, day.to],
+    )
+    rows += got.length
+  }
+  return rows
+}
+
+const steps = [{ event: 'session_start' }, { event: 'level_start' }, { event: 'level_complete' }]
+const reads: Array<[string, () => Promise<unknown>, number | undefined]> = [
+  ['floor: the 24 hours rows (user, event, ts) of the recorded id ranges', () => floor(true), undefined],
+  [
+    'funnel, 3 steps, 24 hours, ordered, window 1 day',
+    () => behavior.funnel({ ...day, steps, window: DAY, order: 'ordered' }),
+    500,
+  ],
+  [
+    'funnel, 3 steps, 24 hours, strict (every event of the users)',
+    () => behavior.funnel({ ...day, steps, window: DAY, order: 'strict' }),
+    500,
+  ],
+  [
+    'paths top 10, 24 hours, per session, length 5',
+    () => behavior.paths({ ...day, top: 10, length: 5, by: 'session', exclude: [] }),
+    500,
+  ],
+  [
+    'events page 0 (20 newest), 24 hours',
+    () => behavior.events({ ...day, page: 0, pageSize: 20 }),
+    undefined,
+  ],
+  ['aggregates, top 10, 30 days', () => behavior.aggregates({ ...month, top: 10 }), undefined],
+  ['adoption, 30 days', () => behavior.adoption(month), undefined],
+  ['product trend, 30 days', () => behavior.productTrend({ ...month, top: 10 }), undefined],
+  [
+    'transactions page 0, 30 days',
+    () => behavior.transactions({ ...scope, from: start, to: today + DAY, page: 0, pageSize: 20 }),
+    undefined,
+  ],
+  ['levels, 30 days', () => levels.levels(month), undefined],
+  [
+    'map heat grid 20x20 + 100 points, 7 days',
+    () =>
+      levels.map({
+        ...scope,
+        from: today - 7 * DAY,
+        to: today,
+        map: 'm0',
+        cells: 20,
+        limit: 100,
+        bounds: {},
+      }),
+    undefined,
+  ],
+]
+const results = []
+for (const [name, read, target] of reads) {
+  await read()
+  const times: number[] = []
+  for (let i = 0; i < runs; i++) {
+    const s = performance.now()
+    await read()
+    times.push(performance.now() - s)
+  }
+  const ms = Math.round(median(times) * 10) / 10
+  results.push({
+    read: name,
+    medianMs: ms,
+    maxMs: Math.round(Math.max(...times) * 10) / 10,
+    targetMs: target,
+    met: target === undefined ? undefined : ms <= target,
+  })
+}
+// Once: what the recorded ranges save (the same rows found by a walk of the whole table).
+const u0 = performance.now()
+const unboundedRows = await floor(false)
+const unboundedMs = Math.round(performance.now() - u0)
+console.log(
+  JSON.stringify(
+    {
+      engine,
+      events: total,
+      users,
+      days,
+      loadSeconds: Math.round(loadSeconds),
+      eventsPerSecLoaded: Math.round(total / loadSeconds),
+      rowsIn24Hours: await floor(true),
+      unboundedFloorMs: unboundedMs,
+      unboundedRows,
+      results,
+    },
+    null,
+    1,
+  ),
+)
+await db.close()
+if (engine === 'postgres') {
+  const postgres = (await import('postgres')).default
+  const sql = postgres(PG_URL, { max: 1, onnotice: () => undefined })
+  await sql.unsafe(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`)
+  await sql.end()
+}
