@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { openapi } from '@elysiajs/openapi'
 import { type AnyElysia, Elysia } from 'elysia'
-import { authGuard } from './auth/guard'
+import { authGuard, requestGuard } from './auth/guard'
 import { coreMigrations } from './auth/migrations'
 import { CORE_AREAS } from './auth/roles'
 import { authRoutes } from './auth/routes'
@@ -206,6 +206,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     )
     const identified = new WeakMap<Request, Principal>()
     const guard = authGuard({ auth, limiter, identified })
+    const rawGuard = requestGuard({ auth, limiter, identified })
     const services = new Map<string, { owner: string; service: unknown }>()
     const starts: Array<() => Promise<void> | void> = []
     const checks = new HealthChecks()
@@ -320,6 +321,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
         shared,
         auth,
         guard,
+        requestGuard: rawGuard,
         rateLimiter: limiter,
         providers,
         provide: (name, service) => {

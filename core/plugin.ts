@@ -1,6 +1,6 @@
 import type { Static, TSchema } from '@sinclair/typebox'
 import type { AnyElysia } from 'elysia'
-import type { authGuard } from './auth/guard'
+import type { RequestGuard, authGuard } from './auth/guard'
 import type { Areas } from './auth/roles'
 import type { AuthService } from './auth/service'
 import type { Bus } from './bus'
@@ -77,6 +77,14 @@ export interface PluginContext<C> {
    * request against the app's one rate limiter: `new Elysia({ name }).use(ctx.guard)`.
    */
   guard: ReturnType<typeof authGuard>
+  /**
+   * The guard's policies for a raw request, for fast routes (`fastRoute`), where no macro runs:
+   * `const check = ctx.requestGuard.permission('ml-serving:write')` once, then per request
+   * `await check(request, headers)` authenticates exactly as `{ permission }` does (Bearer JWT or
+   * x-admin-token; 401, 403, 429 thrown), counts the rate limit and fills `headers` with its
+   * X-RateLimit-* headers. Document the Elysia twin of the route with `PERMISSION_SECURITY`.
+   */
+  requestGuard: RequestGuard
   /**
    * The limiter the guard counts every authenticated request against: core's in-memory one
    * (`rate_limit` of the YAML) unless a plugin puts another in place with `use` (the rate-limits

@@ -12,6 +12,7 @@
  *
  * Prints medians of the runs (the machine is shared and noisy).
  */
+import { readFileSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { rng } from '../../plugins/ml/algorithms/data'
 import type { TrainReply, TrainRequest } from '../../plugins/ml/training.worker'
@@ -71,6 +72,25 @@ async function trainOnce(
   const ms = performance.now() - t0
   worker.terminate()
   return { ms, accuracy: out.metrics.accuracy, iterations: out.metrics.iterations }
+}
+
+/** CPU seconds of a process's event loop (the thread whose id is the pid) and of its other threads. */
+function threadSeconds(pid: number): { loop: number; others: number } {
+  let loop = 0
+  let others = 0
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    let stat: string
+    try {
+      stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8')
+    } catch {
+      continue // the thread ended in between
+    }
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    const s = (Number(f[11]) + Number(f[12])) / 100
+    if (Number(tid) === pid) loop += s
+    else others += s
+  }
+  return { loop, others }
 }
 
 if (part === 'all' || part === 'train') {
@@ -174,7 +194,11 @@ if (part === 'all' || part === 'predict') {
       wrk(`${bare.base}/predict`, { connections, seconds: 1, threads, script })
       for (let i = 0; i < runs; i++) {
         ceiling.push(wrkCpu(bare.pid, `${bare.base}/predict`, { connections, seconds, threads, script }))
-        results.push(wrkCpu(s.proc.pid, url, { connections, seconds, threads, script }))
+        const t0 = threadSeconds(s.proc.pid)
+        const w = wrkCpu(s.proc.pid, url, { connections, seconds, threads, script })
+        const t1 = threadSeconds(s.proc.pid)
+        const per = (x: number) => +((x * 1e6) / Math.max(1, w.requests)).toFixed(1)
+        results.push({ ...w, loopUs: per(t1.loop - t0.loop), otherThreadsUs: per(t1.others - t0.others) })
       }
     } finally {
       bare.stop()
@@ -192,6 +216,9 @@ if (part === 'all' || part === 'predict') {
         runs: results.map((x) => ({ rps: Math.round(x.rps), p99ms: x.p99ms })),
         // Server CPU per answered request (all its threads): steadier than rates on a shared machine.
         cpuUsPerRequest: median(results.map((x) => x.cpuUsPerRequest)),
+        // Of which the event loop (HTTP, auth, predict) and the other threads (the prediction log's writer, GC).
+        loopUsPerRequest: median(results.map((x) => x.loopUs)),
+        otherThreadsUsPerRequest: median(results.map((x) => x.otherThreadsUs)),
         bareCeiling: {
           rps: Math.round(median(ceiling.map((x) => x.rps))),
           p99ms: median(ceiling.map((x) => x.p99ms)),
