@@ -29,14 +29,24 @@ export function rateLimiting(limiter: Limiter) {
 export const PERMISSION_SECURITY: Array<Record<string, string[]>> = [{ bearer: [] }, { adminToken: [] }]
 
 /**
- * The `permission` policy: a Bearer JWT (or the `service_token` cookie) or the `x-admin-token`
- * whose roles grant `permission`; 401 without one, 403 when its roles do not grant it.
+ * The `permission` policy, given who the credentials name (a Bearer JWT or the `service_token`
+ * cookie, else the `x-admin-token`): 401 without one, 403 when its roles do not grant `permission`.
  */
-function permitted(d: GuardDeps, headers: Headers, request: Request, permission: Permission): Principal {
-  const who =
-    d.auth.verifyAccess(AuthService.bearer(headers)) ?? d.auth.verifyAdminToken(headers['x-admin-token'])
+function permitted(
+  d: GuardDeps,
+  who: Principal | undefined,
+  request: Request,
+  permission: Permission,
+): Principal {
   if (who) d.identified?.set(request, who)
   return d.auth.authorize(who, permission)
+}
+
+/** `AuthService.bearer` over a raw request's headers, reading the cookie only without a Bearer header. */
+function rawBearer(h: globalThis.Headers): string | undefined {
+  const authorization = h.get('authorization') ?? undefined
+  if (authorization?.startsWith('Bearer ')) return authorization.slice(7).trim()
+  return AuthService.bearer({ authorization, cookie: h.get('cookie') ?? undefined })
 }
 
 /**
@@ -54,16 +64,9 @@ export function requestGuard(d: GuardDeps) {
       d.auth.permissions.check(permission)
       return (request: Request, headers: Record<string, string>): Principal | Promise<Principal> => {
         const h = request.headers
-        const principal = permitted(
-          d,
-          {
-            authorization: h.get('authorization') ?? undefined,
-            cookie: h.get('cookie') ?? undefined,
-            'x-admin-token': h.get('x-admin-token') ?? undefined,
-          },
-          request,
-          permission,
-        )
+        const who =
+          d.auth.verifyAccess(rawBearer(h)) ?? d.auth.verifyAdminToken(h.get('x-admin-token') ?? undefined)
+        const principal = permitted(d, who, request, permission)
         const counted = count(principal, headers)
         return counted instanceof Promise ? counted.then(() => principal) : principal
       }
@@ -127,7 +130,17 @@ export function authGuard(d: GuardDeps) {
   return new Elysia({ name: 'liveops.auth-guard' }).macro({
     permission: (permission: Permission) => {
       d.auth.permissions.check(permission)
-      return hooks((headers, request) => permitted(d, headers, request, permission), PERMISSION_SECURITY)
+      return hooks(
+        (headers, request) =>
+          permitted(
+            d,
+            d.auth.verifyAccess(AuthService.bearer(headers)) ??
+              d.auth.verifyAdminToken(headers['x-admin-token']),
+            request,
+            permission,
+          ),
+        PERMISSION_SECURITY,
+      )
     },
     apiKey: (_: true) =>
       hooks(

@@ -64,7 +64,7 @@ export default definePlugin({
     // Off the event loop when the store can be opened by another thread (not an in-memory SQLite).
     const thread = ctx.db.location && new LogThread(ctx.db.location)
     const log = new PredictionLog(
-      thread ? (rows) => thread.write(rows) : (rows) => writeRows(ctx.db, rows),
+      thread ? (batch) => thread.write(batch) : (batch) => writeRows(ctx.db, batch),
       c.flush_ms,
       2000,
       (e) => ctx.log.error('storing predictions failed', { error: String(e) }),

@@ -42,6 +42,21 @@ const JobPage = t.Object({
   size: t.Integer(),
 })
 
+/**
+ * Admits exactly the bodies PredictBody (schema.ts) admits in their usual shape, without the
+ * schema walk: an object with `features` (an object) and at most `entityId` (1-256 characters).
+ * Anything else goes through the schema check and rejectUnknown, which name the field.
+ */
+export function isPredictBody(b: unknown): b is { features: Record<string, unknown>; entityId?: string } {
+  if (typeof b !== 'object' || b === null || Array.isArray(b)) return false
+  for (const k in b) if (k !== 'features' && k !== 'entityId') return false
+  const { features, entityId } = b as Record<string, unknown>
+  if (typeof features !== 'object' || features === null || Array.isArray(features)) return false
+  return (
+    entityId === undefined || (typeof entityId === 'string' && entityId.length >= 1 && entityId.length <= 256)
+  )
+}
+
 export function mlRoutes(
   ctx: PluginContext<{ max_csv_mb: number }>,
   models: ModelsStore,
@@ -58,13 +73,17 @@ export function mlRoutes(
   // strictBodies' body check and the error bodies, without Elysia's hooks; the Elysia route
   // below runs the same handler (app.handle) and documents it.
   const canPredict = ctx.requestGuard.permission('ml-serving:write')
-  const readPredict = jsonBodyReader(PredictBody, Math.round(ctx.core.server.body_limit_mb * 1024 * 1024))
+  const readPredict = jsonBodyReader(
+    PredictBody,
+    Math.round(ctx.core.server.body_limit_mb * 1024 * 1024),
+    isPredictBody,
+  )
   const predictRoute: FastHandler = async (request, params) => {
     const headers: Record<string, string> = {}
     const who = canPredict(request, headers)
     if (who instanceof Promise) await who
     const body = await readPredict(request)
-    rejectUnknown(PredictBody, body, 'body')
+    if (!isPredictBody(body)) rejectUnknown(PredictBody, body, 'body')
     const out = await serving.predict(params.id, body.features, body.entityId)
     return Response.json(out, { headers })
   }

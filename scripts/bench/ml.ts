@@ -119,7 +119,18 @@ if (part === 'all' || part === 'predict') {
   )
   const env: Record<string, string> = { ADMIN_PASSWORD: 'bench-password', JWT_SECRET: 'bench' }
   if (engine === 'postgres') env.DATABASE_URL = await freshPgDatabase('liveops_bench_ml')
-  const s = await startServer([process.execPath, 'core/main.ts', '--config', config], env)
+  // ML_BENCH_PROFILE=<dir>: the server writes a CPU profile (markdown) there when it stops.
+  const profile = process.env.ML_BENCH_PROFILE
+  const s = await startServer(
+    [
+      process.execPath,
+      ...(profile ? ['--cpu-prof-md', `--cpu-prof-dir=${profile}`, '--cpu-prof-interval=200'] : []),
+      'core/main.ts',
+      '--config',
+      config,
+    ],
+    env,
+  )
   try {
     const call = async (
       method: string,
@@ -231,6 +242,7 @@ if (part === 'all' || part === 'predict') {
       }),
     )
   } finally {
-    s.proc.kill()
+    s.proc.kill('SIGTERM')
+    await s.proc.exited
   }
 }
