@@ -1,4 +1,5 @@
 import type { Db, Param } from '../../core/db'
+import { insertMany } from '../../core/db/bulk'
 
 const DAY = 86_400_000
 /** Latency histogram buckets: round(ln(1 + us) / ln 1.05), so a percentile is within about 5%. */
@@ -6,9 +7,19 @@ const LN = Math.log(1.05)
 export const latencyBucket = (us: number) => Math.round(Math.log1p(Math.max(0, us)) / LN)
 export const bucketValueUs = (b: number) => Math.expm1(b * LN)
 
-const COLS =
-  'id, model_id, served_by, version, arm, entity_id, prediction, probability, features, latency_us, created_at'
-const ROWS_PER_INSERT = 500
+const COLS = [
+  'id',
+  'model_id',
+  'served_by',
+  'version',
+  'arm',
+  'entity_id',
+  'prediction',
+  'probability',
+  'features',
+  'latency_us',
+  'created_at',
+]
 
 /**
  * Which model, version and arm answered: one object per arm of a cached deployment, shared by
@@ -209,33 +220,29 @@ export async function writeRows(db: Db, b: PredictionBatch): Promise<void> {
     if (l) l.n++
     else lat.set(lk, { modelId: s.modelId, day, bucket, n: 1 })
   }
+  const args: Param[] = []
+  for (let i = 0; i < b.n; i++) {
+    const s = b.served[b.arm[i]]
+    const features = b.features.subarray(i ? b.featureEnd[i - 1] : 0, b.featureEnd[i])
+    args.push(
+      b.ids[i],
+      s.modelId,
+      s.servedBy,
+      s.version,
+      s.arm,
+      b.entityIds[i],
+      b.predictions[i],
+      b.probability[i],
+      // The JSON of the vector: finite numbers print as JSON.stringify prints them.
+      `[${features.join(',')}]`,
+      Math.round(b.latencyUs[i]),
+      b.createdAt[i],
+    )
+  }
   await db.tx(async (tx) => {
-    for (let from = 0; from < b.n; from += ROWS_PER_INSERT) {
-      const to = Math.min(b.n, from + ROWS_PER_INSERT)
-      const args: Param[] = []
-      for (let i = from; i < to; i++) {
-        const s = b.served[b.arm[i]]
-        const features = b.features.subarray(i ? b.featureEnd[i - 1] : 0, b.featureEnd[i])
-        args.push(
-          b.ids[i],
-          s.modelId,
-          s.servedBy,
-          s.version,
-          s.arm,
-          b.entityIds[i],
-          b.predictions[i],
-          b.probability[i],
-          // The JSON of the vector: finite numbers print as JSON.stringify prints them.
-          `[${features.join(',')}]`,
-          Math.round(b.latencyUs[i]),
-          b.createdAt[i],
-        )
-      }
-      await tx.run(
-        `INSERT INTO ml_predictions (${COLS}) VALUES ${Array.from({ length: to - from }, () => '(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)').join(', ')} ON CONFLICT DO NOTHING`,
-        args,
-      )
-    }
+    // Core's bulk insert: a few fixed statement texts (power-of-two chunks), so the prepared
+    // statements are reused whatever the batch size.
+    await insertMany(tx, 'ml_predictions', COLS, args, { tail: 'ON CONFLICT DO NOTHING' })
     for (const { s, day, n } of daily.values())
       await tx.run(
         `INSERT INTO ml_daily (model_id, day, arm, served_by, version, predictions, feedback, correct) VALUES (?, ?, ?, ?, ?, ?, 0, 0)

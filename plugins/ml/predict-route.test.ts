@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { murmur3 } from '../../sdk/murmur3'
-import { type TestApp, forEachEngine } from '../../test/helpers'
+import { type TestApp, forEachEngine, makeApp } from '../../test/helpers'
 import { churnCsv, mlApp, newGame, newModel, trainedClassifier, uploadCsv, waitJob } from './testing'
 
 /**
@@ -339,6 +339,48 @@ forEachEngine((engine) => {
         expect(down.body.error).toBe('bad_gateway')
       } finally {
         sink.stop(true)
+      }
+    })
+
+    test('the rate limit counts native predictions: X-RateLimit-* on each answer, 429 past it', async () => {
+      const limited = await makeApp(engine, {
+        plugins: { games: {}, ingest: {}, ml: { drift_check_minutes: 0, flush_ms: 5 } },
+        config: { rate_limit: { requests_per_minute: 3, burst: 0 } },
+      })
+      try {
+        const url = limited.listen()
+        // Set up with the admin token, which the limit exempts.
+        const internal: TestApp = {
+          ...limited,
+          req: (method, path, o = {}) =>
+            limited.req(method, path, {
+              ...o,
+              token: null,
+              headers: { ...o.headers, 'x-admin-token': 'test-admin-token' },
+            }),
+        }
+        const { model } = await trainedClassifier(internal, '', await newGame(internal, ''))
+        await internal.req('POST', `/api/ml-models/${model.id}/deploy`, { body: {} })
+        const dev = await limited.token('developer')
+        const send = () =>
+          fetch(`${url}/api/ml-models/${model.id}/predict`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${dev}`, 'content-type': 'application/json' },
+            body: JSON.stringify({ features: loyal }),
+          })
+        for (const remaining of ['2', '1', '0']) {
+          const r = await send()
+          expect(r.status).toBe(200)
+          expect(r.headers.get('x-ratelimit-limit')).toBe('3')
+          expect(r.headers.get('x-ratelimit-remaining')).toBe(remaining)
+          expect(Number(r.headers.get('x-ratelimit-reset'))).toBeGreaterThan(Date.now() / 1000)
+        }
+        const over = await send()
+        expect(over.status).toBe(429)
+        expect(Number(over.headers.get('retry-after'))).toBeGreaterThanOrEqual(1)
+        expect(((await over.json()) as { error: string }).error).toBe('rate_limit_exceeded')
+      } finally {
+        await limited.stop()
       }
     })
 

@@ -85,7 +85,8 @@ export function mlRoutes(
     const body = await readPredict(request)
     if (!isPredictBody(body)) rejectUnknown(PredictBody, body, 'body')
     const out = await serving.predict(params.id, body.features, body.entityId)
-    return Response.json(out, { headers })
+    // Headers only when the rate limit set some: an empty init still costs a Headers object.
+    return 'x-ratelimit-limit' in headers ? Response.json(out, { headers }) : Response.json(out)
   }
   ctx.fastRoute('POST', '/api/ml-models/:id/predict', predictRoute)
   return new Elysia({ name: 'ml' })
