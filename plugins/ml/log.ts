@@ -81,30 +81,46 @@ export function unpackBatch(p: PackedBatch): PredictionBatch {
   return { ...numbers, served, ids, entityIds, predictions }
 }
 
-/** Fills one batch up to its capacity; a full or flushed one is handed over whole and replaced. */
-class BatchBuilder {
-  private b: PredictionBatch
-  private index = new Map<Served, number>()
-  private used = 0
-
-  constructor(private capacity: number) {
-    this.b = {
-      n: 0,
-      served: [],
-      arm: new Uint16Array(capacity),
-      ids: [],
-      entityIds: [],
-      predictions: [],
-      probability: new Float64Array(capacity),
-      latencyUs: new Float64Array(capacity),
-      createdAt: new Float64Array(capacity),
-      featureEnd: new Uint32Array(capacity),
-      features: new Float64Array(capacity * 8),
-    }
+/** An empty batch of `capacity` rows (the features grow past 8 a row). */
+function emptyBatch(capacity: number): PredictionBatch {
+  return {
+    n: 0,
+    served: [],
+    arm: new Uint16Array(capacity),
+    ids: [],
+    entityIds: [],
+    predictions: [],
+    probability: new Float64Array(capacity),
+    latencyUs: new Float64Array(capacity),
+    createdAt: new Float64Array(capacity),
+    featureEnd: new Uint32Array(capacity),
+    features: new Float64Array(capacity * 8),
   }
+}
 
-  get size(): number {
-    return this.b.n
+/**
+ * Served predictions, written behind: added in columns to the current batch, which is flushed
+ * every `flushMs` (or at `maxRows`) whole, and replaced: the sink stores its rows plus the day
+ * and latency rollups in one transaction. A prediction answered is visible to feedback once
+ * `flush()` resolves; a crash loses at most the last interval's records, never an answer given.
+ */
+export class PredictionLog {
+  private batch: PredictionBatch
+  /** Index of each arm in the current batch's `served`. */
+  private arms = new Map<Served, number>()
+  /** Features used in the current batch. */
+  private used = 0
+  private timer: ReturnType<typeof setTimeout> | undefined
+  private flushing: Promise<void> = Promise.resolve()
+
+  /** `sink` stores one batch: on this thread (`writeRows`) or on the log thread. */
+  constructor(
+    private sink: (batch: PredictionBatch) => Promise<void>,
+    private flushMs: number,
+    private maxRows: number,
+    private onError: (e: unknown) => void,
+  ) {
+    this.batch = emptyBatch(maxRows)
   }
 
   add(
@@ -117,12 +133,12 @@ class BatchBuilder {
     latencyUs: number,
     createdAt: number,
   ): void {
-    const b = this.b
+    const b = this.batch
     const i = b.n++
-    let arm = this.index.get(served)
+    let arm = this.arms.get(served)
     if (arm === undefined) {
       arm = b.served.push(served) - 1
-      this.index.set(served, arm)
+      this.arms.set(served, arm)
     }
     b.arm[i] = arm
     b.ids.push(id)
@@ -140,50 +156,7 @@ class BatchBuilder {
     for (let j = 0; j < features.length; j++) b.features[this.used + j] = features[j]
     this.used = end
     b.featureEnd[i] = end
-  }
-
-  get full(): boolean {
-    return this.b.n >= this.capacity
-  }
-
-  batch(): PredictionBatch {
-    return this.b
-  }
-}
-
-/**
- * Served predictions, written behind: added in columns to a batch, flushed every `flushMs` (or
- * at `maxRows`) as multi-row inserts plus the day and latency rollups, in one transaction. A
- * prediction answered is visible to feedback once `flush()` resolves; a crash loses at most the
- * last interval's records, never an answer already given.
- */
-export class PredictionLog {
-  private builder: BatchBuilder
-  private timer: ReturnType<typeof setTimeout> | undefined
-  private flushing: Promise<void> = Promise.resolve()
-
-  /** `sink` stores one batch: on this thread (`writeRows`) or on the log thread. */
-  constructor(
-    private sink: (batch: PredictionBatch) => Promise<void>,
-    private flushMs: number,
-    private maxRows: number,
-    private onError: (e: unknown) => void,
-  ) {
-    this.builder = new BatchBuilder(maxRows)
-  }
-
-  add(
-    served: Served,
-    id: string,
-    entityId: string | null,
-    prediction: string,
-    probability: number,
-    features: ArrayLike<number>,
-    latencyUs: number,
-    createdAt: number,
-  ): void {
-    this.builder.add(served, id, entityId, prediction, probability, features, latencyUs, createdAt)
-    if (this.builder.full) void this.flush()
+    if (b.n >= this.maxRows) void this.flush()
     else this.timer ??= setTimeout(() => void this.flush(), this.flushMs)
   }
 
@@ -191,9 +164,11 @@ export class PredictionLog {
   flush(): Promise<void> {
     if (this.timer) clearTimeout(this.timer)
     this.timer = undefined
-    if (!this.builder.size) return this.flushing
-    const batch = this.builder.batch()
-    this.builder = new BatchBuilder(this.maxRows)
+    if (!this.batch.n) return this.flushing
+    const batch = this.batch
+    this.batch = emptyBatch(this.maxRows)
+    this.arms.clear()
+    this.used = 0
     this.flushing = this.flushing.then(() => this.sink(batch).catch(this.onError))
     return this.flushing
   }

@@ -1,7 +1,16 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { murmur3 } from '../../sdk/murmur3'
 import { type TestApp, forEachEngine, makeApp } from '../../test/helpers'
-import { churnCsv, mlApp, newGame, newModel, trainedClassifier, uploadCsv, waitJob } from './testing'
+import {
+  churnCsv,
+  mlApp,
+  newGame,
+  newModel,
+  predictionSink,
+  trainChurn,
+  trainedClassifier,
+  uploadCsv,
+} from './testing'
 
 /**
  * `POST /api/ml-models/{id}/predict` is served from Bun's native router (ctx.fastRoute) on a
@@ -266,20 +275,7 @@ forEachEngine((engine) => {
     test('a canary deploy sends its share of entities to the new version on the native route', async () => {
       const { model } = await trainedClassifier(a, admin, gameId)
       await deploy(model.id)
-      const ds = await uploadCsv(a, admin, model.id, churnCsv(2000, 9))
-      const train = await a.req('POST', `/api/ml-models/${model.id}/train`, {
-        token: admin,
-        body: {
-          datasetConfig: {
-            source: 'csv',
-            query: ds,
-            features: ['sessions', 'days_since_purchase'],
-            label: 'churned',
-          },
-        },
-      })
-      expect(train.status).toBe(202)
-      expect((await waitJob(a, admin, model.id, train.body.id)).status).toBe('completed')
+      await trainChurn(a, admin, model.id, await uploadCsv(a, admin, model.id, churnCsv(2000, 9)))
       // Version 1 keeps serving until version 2 is deployed.
       expect((await socket(model.id, { token: admin, body: { features: loyal } })).body.version).toBe(1)
       const canary = await deploy(model.id, { version: 2, canaryDeployment: true, canaryPercent: 30 })
@@ -300,18 +296,11 @@ forEachEngine((engine) => {
     })
 
     test('a forwarding servingEndpoint receives the prediction from the native route; 502 when it fails', async () => {
-      const seen: Array<Record<string, unknown>> = []
-      const sink = Bun.serve({
-        hostname: '127.0.0.1',
-        port: 0,
-        async fetch(req) {
-          seen.push((await req.json()) as Record<string, unknown>)
-          return Response.json({ prediction: 'remote', probability: 0.61, confidence: 0.59 })
-        },
-      })
+      const sink = predictionSink({ prediction: 'remote', probability: 0.61, confidence: 0.59 })
+      const { seen } = sink
       try {
         const { model } = await trainedClassifier(a, admin, gameId)
-        await deploy(model.id, { servingEndpoint: `http://127.0.0.1:${sink.port}/score` })
+        await deploy(model.id, { servingEndpoint: sink.url })
         const r = await socket(model.id, { token: admin, body: { features: leaving, entityId: 'captain-3' } })
         expect(r.status).toBe(200)
         expect(r.body).toMatchObject({
@@ -334,11 +323,11 @@ forEachEngine((engine) => {
         // Checked here before anything is forwarded.
         expect((await socket(model.id, { token: admin, body: { features: {} } })).status).toBe(400)
         expect(seen.length).toBe(1)
-        sink.stop(true)
+        sink.stop()
         const down = await same(model.id, { token: admin, body: { features: loyal } }, 502)
         expect(down.body.error).toBe('bad_gateway')
       } finally {
-        sink.stop(true)
+        sink.stop()
       }
     })
 
