@@ -29,7 +29,10 @@ export default definePlugin({
       max_csv_mb: T.Number({ minimum: 0.001, default: 10 }),
       /** Stored predictions (for feedback and drift) are deleted after this many days; the daily counts stay. */
       prediction_retention_days: T.Integer({ minimum: 1, default: 30 }),
-      /** How stale a cached deployment may be: bounds how late another instance's deploy shows. */
+      /**
+       * A cached deployment older than this is refreshed, served meanwhile (up to twice this
+       * old): bounds how late another instance's change shows when its change notice is lost.
+       */
       cache_ttl_ms: T.Integer({ minimum: 0, default: 1000 }),
       /** Share of entities a canary deploy sends to the new version when the deploy names none. */
       canary_percent: T.Integer({ minimum: 1, maximum: 99, default: 10 }),

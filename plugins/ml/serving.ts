@@ -11,6 +11,8 @@ export interface ServingConfig {
   cacheTtlMs: number
   canaryPercent: number
   forwardTimeoutMs: number
+  /** The clock of the deployment cache (tests). */
+  now?: () => number
 }
 
 type Compiled = { artifact: Artifact; features: string[]; vector: Float64Array }
@@ -22,6 +24,8 @@ type Arm = Served & { row: ModelRow; compiled?: Compiled }
 type Deployment = {
   row: ModelRow
   at: number
+  /** A read that replaces this entry is under way. */
+  refreshing?: boolean
   ab: AbTestState | null
   arms: Record<string, Arm | undefined>
 }
@@ -37,6 +41,7 @@ const isTimeSeries = (a: Artifact) => a.type === 'TIME_SERIES'
  */
 export class Serving {
   private deployments = new Map<string, Deployment>()
+  private now: () => number
   private compiled = new Map<string, Compiled>()
 
   /**
@@ -48,7 +53,9 @@ export class Serving {
     private log: PredictionLog,
     private config: ServingConfig,
     private publish: (modelId: string) => void = () => undefined,
-  ) {}
+  ) {
+    this.now = config.now ?? Date.now
+  }
 
   /** A model changed here: forget its cached deployment, here and on the other instances. */
   invalidate(modelId: string): void {
@@ -61,15 +68,35 @@ export class Serving {
     this.deployments.delete(modelId)
   }
 
-  /** The cached deployment (no promise while it is fresh), else read from the store. */
+  /**
+   * The cached deployment, without a promise while it is younger than twice the cache time:
+   * past the cache time it is still served while one read refreshes it (so the requests of that
+   * moment do not all wait on the store); older, or absent, the request waits for the read.
+   */
   private deployment(id: string): Deployment | Promise<Deployment> {
     const hit = this.deployments.get(id)
-    if (hit && Date.now() - hit.at < this.config.cacheTtlMs) return hit
-    return this.models.row(id).then((row) => {
-      const d = { row, at: Date.now(), ab: fromJson<AbTestState | null>(row.ab_test, null), arms: {} }
-      this.deployments.set(id, d)
-      return d
-    })
+    if (hit) {
+      const age = this.now() - hit.at
+      if (age < this.config.cacheTtlMs) return hit
+      if (age < 2 * this.config.cacheTtlMs) {
+        if (!hit.refreshing) {
+          hit.refreshing = true
+          // A failed read drops the entry: the next request reads (and answers 404 or 503) itself.
+          this.load(id).catch(() => {
+            if (this.deployments.get(id) === hit) this.deployments.delete(id)
+          })
+        }
+        return hit
+      }
+    }
+    return this.load(id)
+  }
+
+  private async load(id: string): Promise<Deployment> {
+    const row = await this.models.row(id)
+    const d = { row, at: this.now(), ab: fromJson<AbTestState | null>(row.ab_test, null), arms: {} }
+    this.deployments.set(id, d)
+    return d
   }
 
   private async compiledOf(modelId: string, version: number): Promise<Compiled> {
