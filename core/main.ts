@@ -79,7 +79,6 @@ async function serve(file: string | undefined) {
   const server = listen(built, {
     port: config.core.server.port,
     hostname: config.core.server.host,
-    maxRequestBodySize: Math.round(config.core.server.body_limit_mb * 1024 * 1024),
   })
   log.info(`liveops listening on http://${server.hostname}:${server.port}`, {
     config: source,

@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { connect } from 'node:net'
 import { DUMMY_HASH } from '../../core/auth/service'
 import { LoginThrottle } from '../../core/auth/throttle'
 import type { Logger } from '../../core/log'
-import { type TestApp, forEachEngine, makeApp } from '../helpers'
+import { ADMIN_PASSWORD, type TestApp, forEachEngine, makeApp } from '../helpers'
 
 // Issue 15 point 5: failed logins are limited per account and per client address, unknown
 // accounts cost what known ones do, and the refresh routes are held the same way.
@@ -183,6 +184,40 @@ forEachEngine((engine) => {
         const r = await post('sock-x@example.net', { 'x-forwarded-for': '10.9.8.7' })
         expect(r.status).toBe(429)
         expect(r.headers.get('retry-after')).toBe('1')
+      } finally {
+        await b.stop()
+      }
+    },
+    SLOW,
+  )
+  test(
+    'over a real connection each client is its own address: one locked, another still logs in',
+    async () => {
+      const b = await makeApp(engine, { plugins: { games: {} } })
+      try {
+        const base = new URL(b.listen())
+        // The whole of 127/8 is loopback on Linux: two source addresses, two clients.
+        const post = (from: string, email: string, password = 'nope-nope') =>
+          new Promise<number>((resolve, reject) => {
+            const body = JSON.stringify({ email, password })
+            const head = 'POST /api/auth/login HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json'
+            const socket = connect({ host: base.hostname, port: Number(base.port), localAddress: from }, () =>
+              socket.write(
+                `${head}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+              ),
+            )
+            let text = ''
+            socket.on('data', (d) => {
+              text += d
+            })
+            socket.on('error', reject)
+            socket.on('close', () => resolve(Number(text.split(' ')[1])))
+          })
+        for (let i = 0; i < 20; i++) expect(await post('127.0.0.2', `spray-${i}@example.net`)).toBe(401)
+        expect(await post('127.0.0.2', 'spray-x@example.net')).toBe(429)
+        // Another address is not held by that lock (every client once read as one 'unknown').
+        expect(await post('127.0.0.3', 'spray-y@example.net')).toBe(401)
+        expect(await post('127.0.0.3', 'admin@localhost', ADMIN_PASSWORD)).toBe(200)
       } finally {
         await b.stop()
       }
