@@ -225,6 +225,29 @@ forEachEngine((engine) => {
         413,
       )
       expect(over.body.error).toBe('body_too_large')
+      // A body without a length (chunked) is bounded the same way over the socket.
+      const chunked = (text: string) =>
+        fetch(`${base}/api/ml-models/${model.id}/predict`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${admin}`, 'content-type': 'application/json' },
+          body: new ReadableStream<Uint8Array>({
+            start(c) {
+              const bytes = new TextEncoder().encode(text)
+              for (let i = 0; i < bytes.length; i += 65536) c.enqueue(bytes.subarray(i, i + 65536))
+              c.close()
+            },
+          }),
+          duplex: 'half',
+        } as RequestInit)
+      const small = await chunked(JSON.stringify({ features: leaving }))
+      expect(small.status).toBe(200)
+      expect(((await small.json()) as { prediction: string }).prediction).toBe('yes')
+      const chunkedOver = await chunked(big)
+      expect(chunkedOver.status).toBe(413)
+      expect(await chunkedOver.json()).toMatchObject({
+        error: 'body_too_large',
+        path: `/api/ml-models/${model.id}/predict`,
+      })
       // Extra features are ignored; entityId at its longest is taken.
       const ok = await socket(model.id, {
         token: admin,

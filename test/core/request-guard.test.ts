@@ -147,6 +147,30 @@ describe('jsonBodyReader: strictBodies for a raw request', () => {
     expect((await refusal(() => read(json('[1]')))).status).toBe(400)
   })
 
+  test('a body without a length (chunked) is read up to the limit and refused past it', async () => {
+    const chunked = (text: string) =>
+      new Request('http://localhost/api/x', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: new ReadableStream<Uint8Array>({
+          start(c) {
+            const bytes = new TextEncoder().encode(text)
+            for (let i = 0; i < bytes.length; i += 16) c.enqueue(bytes.subarray(i, i + 16))
+            c.close()
+          },
+        }),
+        duplex: 'half',
+      } as RequestInit)
+    expect(await read(chunked('{"name":"chunky","n":3}'))).toEqual({ name: 'chunky', n: 3 })
+    const over = await refusal(() => read(chunked(JSON.stringify({ name: 'x'.repeat(120) }))))
+    expect(over).toEqual({
+      status: 413,
+      code: 'body_too_large',
+      message: 'the body is over the limit of 100 bytes',
+    })
+    expect((await refusal(() => read(chunked('{"name":')))).message).toBe('body: malformed JSON')
+  })
+
   test('admit lets its bodies skip the schema walk; what it refuses is still checked', async () => {
     let admitted = 0
     const quick = jsonBodyReader(Body, 100, (b) => {
