@@ -81,7 +81,17 @@ export function unpackBatch(p: PackedBatch): PredictionBatch {
   return { ...numbers, served, ids, entityIds, predictions }
 }
 
-/** An empty batch of `capacity` rows (the features grow past 8 a row). */
+/** Rows a new batch has room for before it grows. */
+const FIRST_ROOM = 128
+
+/** Typed arrays of `a`'s kind, `size` long, holding `a`'s first `used` values. */
+function grown<T extends Uint16Array | Uint32Array | Float64Array>(a: T, size: number, used: number): T {
+  const out = new (a.constructor as new (n: number) => T)(size)
+  out.set(a.subarray(0, used) as never)
+  return out
+}
+
+/** An empty batch of room for `capacity` rows (it grows; the features past 8 a row). */
 function emptyBatch(capacity: number): PredictionBatch {
   return {
     n: 0,
@@ -120,7 +130,7 @@ export class PredictionLog {
     private maxRows: number,
     private onError: (e: unknown) => void,
   ) {
-    this.batch = emptyBatch(maxRows)
+    this.batch = emptyBatch(Math.min(maxRows, FIRST_ROOM))
   }
 
   add(
@@ -135,6 +145,15 @@ export class PredictionLog {
   ): void {
     const b = this.batch
     const i = b.n++
+    if (i === b.arm.length) {
+      // Full: twice the room (a quiet batch stays small; a busy one reaches maxRows).
+      const size = Math.min(this.maxRows, i * 2)
+      b.arm = grown(b.arm, size, i)
+      b.probability = grown(b.probability, size, i)
+      b.latencyUs = grown(b.latencyUs, size, i)
+      b.createdAt = grown(b.createdAt, size, i)
+      b.featureEnd = grown(b.featureEnd, size, i)
+    }
     let arm = this.arms.get(served)
     if (arm === undefined) {
       arm = b.served.push(served) - 1
@@ -148,11 +167,8 @@ export class PredictionLog {
     b.latencyUs[i] = latencyUs
     b.createdAt[i] = createdAt
     const end = this.used + features.length
-    if (end > b.features.length) {
-      const grown = new Float64Array(Math.max(end, b.features.length * 2))
-      grown.set(b.features.subarray(0, this.used))
-      b.features = grown
-    }
+    if (end > b.features.length)
+      b.features = grown(b.features, Math.max(end, b.features.length * 2), this.used)
     for (let j = 0; j < features.length; j++) b.features[this.used + j] = features[j]
     this.used = end
     b.featureEnd[i] = end
@@ -166,7 +182,7 @@ export class PredictionLog {
     this.timer = undefined
     if (!this.batch.n) return this.flushing
     const batch = this.batch
-    this.batch = emptyBatch(this.maxRows)
+    this.batch = emptyBatch(Math.min(this.maxRows, FIRST_ROOM))
     this.arms.clear()
     this.used = 0
     this.flushing = this.flushing.then(() => this.sink(batch).catch(this.onError))
