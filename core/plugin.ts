@@ -101,8 +101,9 @@ export interface PluginContext<C> {
    */
   health(name: string, check: () => Promise<HealthResult> | HealthResult, opts?: HealthOptions): void
   /**
-   * Serves one hot, public path from Bun's native router ahead of Elysia (no hooks, no body
-   * parsing, no auth): reads every game client polls, signed ingestion. Core still records the request
+   * Serves one hot path from Bun's native router ahead of Elysia (no hooks, no body parsing, no
+   * auth): reads every game client polls, signed ingestion, ML predictions (authenticated with
+   * `requestGuard`, the body read with `jsonBodyReader` of core/strict.ts). Core still records the request
    * histogram and maps a thrown HttpError to the path's error body. Register the same path in the
    * plugin's Elysia routes too, with the same handler: that route documents it in the OpenAPI
    * and answers `app.handle` (tests, and servers that use only `fetch`).
