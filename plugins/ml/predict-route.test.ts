@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { murmur3 } from '../../sdk/murmur3'
-import { type TestApp, forEachEngine, makeApp } from '../../test/helpers'
+import { type TestApp, chunkedBody, forEachEngine, makeApp } from '../../test/helpers'
 import {
   churnCsv,
   mlApp,
@@ -230,13 +230,7 @@ forEachEngine((engine) => {
         fetch(`${base}/api/ml-models/${model.id}/predict`, {
           method: 'POST',
           headers: { authorization: `Bearer ${admin}`, 'content-type': 'application/json' },
-          body: new ReadableStream<Uint8Array>({
-            start(c) {
-              const bytes = new TextEncoder().encode(text)
-              for (let i = 0; i < bytes.length; i += 65536) c.enqueue(bytes.subarray(i, i + 65536))
-              c.close()
-            },
-          }),
+          body: chunkedBody(text, 65536),
           duplex: 'half',
         } as RequestInit)
       const small = await chunked(JSON.stringify({ features: leaving }))

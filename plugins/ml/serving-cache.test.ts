@@ -85,6 +85,20 @@ function fixture() {
   }
 }
 
+/** Predicts until the answer is refused (the background read landed), for at most 5 s: its status. */
+async function untilRefused(predict: () => Promise<unknown>): Promise<number> {
+  const deadline = Date.now() + 5000
+  let status = 200
+  while (status === 200 && Date.now() < deadline) {
+    status = await predict().then(
+      () => 200,
+      (e) => e.status,
+    )
+    await Bun.sleep(1)
+  }
+  return status
+}
+
 describe('ml deployment cache', () => {
   test('fresh: no read; past the cache time: served as cached while one read refreshes it', async () => {
     const f = fixture()
@@ -103,16 +117,7 @@ describe('ml deployment cache', () => {
     expect(f.reads()).toBe(2)
     f.release()
     // The refreshed entry answers from then on.
-    const deadline = Date.now() + 5000
-    let status = 200
-    while (status === 200 && Date.now() < deadline) {
-      status = await f.predict().then(
-        () => 200,
-        (e) => e.status,
-      )
-      await Bun.sleep(1)
-    }
-    expect(status).toBe(409)
+    expect(await untilRefused(f.predict)).toBe(409)
     expect(f.reads()).toBe(2)
     await f.close()
   })
@@ -134,16 +139,7 @@ describe('ml deployment cache', () => {
     f.tick(1500)
     // Served from the entry while the read fails.
     expect((await f.predict()).prediction).toBe('yes')
-    const deadline = Date.now() + 5000
-    let status = 200
-    while (status === 200 && Date.now() < deadline) {
-      status = await f.predict().then(
-        () => 200,
-        (e) => e.status,
-      )
-      await Bun.sleep(1)
-    }
-    expect(status).toBe(404)
+    expect(await untilRefused(f.predict)).toBe(404)
     await f.close()
   })
 

@@ -5,7 +5,7 @@ import type { Principal } from '../../core/auth/service'
 import { HttpError } from '../../core/http'
 import { RateLimiter } from '../../core/ratelimit'
 import { jsonBodyReader } from '../../core/strict'
-import { type TestApp, forEachEngine, makeApp } from '../helpers'
+import { type TestApp, chunkedBody, forEachEngine, makeApp } from '../helpers'
 
 /** The status and code an HttpError carries, or what else was thrown. */
 async function refusal(fn: () => unknown): Promise<{ status: number; code: string; message: string }> {
@@ -152,13 +152,7 @@ describe('jsonBodyReader: strictBodies for a raw request', () => {
       new Request('http://localhost/api/x', {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
-        body: new ReadableStream<Uint8Array>({
-          start(c) {
-            const bytes = new TextEncoder().encode(text)
-            for (let i = 0; i < bytes.length; i += 16) c.enqueue(bytes.subarray(i, i + 16))
-            c.close()
-          },
-        }),
+        body: chunkedBody(text, 16),
         duplex: 'half',
       } as RequestInit)
     expect(await read(chunked('{"name":"chunky","n":3}'))).toEqual({ name: 'chunky', n: 3 })
