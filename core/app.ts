@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { openapi } from '@elysiajs/openapi'
 import { type AnyElysia, Elysia } from 'elysia'
-import { authGuard } from './auth/guard'
+import { authGuard, requestGuard } from './auth/guard'
 import { coreMigrations } from './auth/migrations'
 import { CORE_AREAS } from './auth/roles'
 import { authRoutes } from './auth/routes'
@@ -13,7 +13,7 @@ import type { LoadedConfig } from './config'
 import { type Db, type MigrationSet, migrate, openDb } from './db'
 import { SCALAR_ASSET, docsAssets, scalarOptions } from './docs'
 import { CorsPolicy, edge } from './edge'
-import { ErrorFamilies, HttpError, clientIp, errorHandler, readBounded } from './http'
+import { ErrorFamilies, HttpError, bodyTooLarge, clientIp, errorHandler, readBounded } from './http'
 import { type Logger, createLogger } from './log'
 import { Metrics } from './metrics'
 import { HealthChecks, monitoring } from './monitoring'
@@ -266,6 +266,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     )
     const identified = new WeakMap<Request, Principal>()
     const guard = authGuard({ auth, limiter, identified })
+    const rawGuard = requestGuard({ auth, limiter, identified })
     const services = new Map<string, { owner: string; service: unknown }>()
     const starts: Array<() => Promise<void> | void> = []
     const checks = new HealthChecks()
@@ -326,10 +327,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
         // Refused with the family's error body before a byte is read; `listen` bounds bodies
         // sent without a length and hands them here with the length read.
         const length = Number(request.headers.get('content-length') ?? 0)
-        if (length > bodyLimit)
-          throw new HttpError(413, 'body_too_large', `the body is over the limit of ${bodyLimit} bytes`, {
-            limit: bodyLimit,
-          })
+        if (length > bodyLimit) throw bodyTooLarge(bodyLimit)
       })
       .onAfterResponse({ as: 'global' }, (c) => {
         const { request, route, set, responseValue } = c
@@ -382,6 +380,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
         shared,
         auth,
         guard,
+        requestGuard: rawGuard,
         rateLimiter: limiter,
         providers,
         provide: (name, service) => {

@@ -391,6 +391,10 @@ export function clientIp(
   return server?.requestIP(request)?.address ?? undefined
 }
 
+/** The 413 of a body over `server.body_limit_mb` (`limit` bytes), for Elysia and native routes alike. */
+export const bodyTooLarge = (limit: number) =>
+  new HttpError(413, 'body_too_large', `the body is over the limit of ${limit} bytes`, { limit })
+
 /**
  * Reads a body of unknown length up to `limit` bytes and stops at the first chunk past it (then
  * the answer is longer than `limit`, and the rest is never read): what Bun's own cap would do,

@@ -1,6 +1,6 @@
 import type { Static, TSchema } from '@sinclair/typebox'
 import type { AnyElysia } from 'elysia'
-import type { authGuard } from './auth/guard'
+import type { RequestGuard, authGuard } from './auth/guard'
 import type { Areas } from './auth/roles'
 import type { AuthService } from './auth/service'
 import type { Bus } from './bus'
@@ -78,6 +78,14 @@ export interface PluginContext<C> {
    */
   guard: ReturnType<typeof authGuard>
   /**
+   * The guard's policies for a raw request, for fast routes (`fastRoute`), where no macro runs:
+   * `const check = ctx.requestGuard.permission('ml-serving:write')` once, then per request
+   * `await check(request, headers)` authenticates exactly as `{ permission }` does (Bearer JWT or
+   * x-admin-token; 401, 403, 429 thrown), counts the rate limit and fills `headers` with its
+   * X-RateLimit-* headers. Document the Elysia twin of the route with `PERMISSION_SECURITY`.
+   */
+  requestGuard: RequestGuard
+  /**
    * The limiter the guard counts every authenticated request against: core's in-memory one
    * (`rate_limit` of the YAML) unless a plugin puts another in place with `use` (the rate-limits
    * plugin's bucket shared through Redis).
@@ -93,8 +101,9 @@ export interface PluginContext<C> {
    */
   health(name: string, check: () => Promise<HealthResult> | HealthResult, opts?: HealthOptions): void
   /**
-   * Serves one hot, public path from Bun's native router ahead of Elysia (no hooks, no body
-   * parsing, no auth): reads every game client polls, signed ingestion. Core still records the request
+   * Serves one hot path from Bun's native router ahead of Elysia (no hooks, no body parsing, no
+   * auth): reads every game client polls, signed ingestion, ML predictions (authenticated with
+   * `requestGuard`, the body read with `jsonBodyReader` of core/strict.ts). Core still records the request
    * histogram and maps a thrown HttpError to the path's error body. Register the same path in the
    * plugin's Elysia routes too, with the same handler: that route documents it in the OpenAPI
    * and answers `app.handle` (tests, and servers that use only `fetch`).

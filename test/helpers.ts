@@ -207,3 +207,14 @@ export async function rawDb(engine: Engine): Promise<{ db: Db; done: () => Promi
     },
   }
 }
+
+/** A request body sent without a Content-Length (chunked): `text` in chunks of `size` bytes. */
+export function chunkedBody(text: string, size: number): ReadableStream<Uint8Array> {
+  const bytes = new TextEncoder().encode(text)
+  return new ReadableStream<Uint8Array>({
+    start(c) {
+      for (let i = 0; i < bytes.length; i += size) c.enqueue(bytes.subarray(i, i + size))
+      c.close()
+    },
+  })
+}

@@ -11,11 +11,69 @@ type Headers = Record<string, string | undefined>
  * X-RateLimit-* headers, and throws 429 with Retry-After past the limit.
  */
 export function rateLimiting(limiter: Limiter) {
-  return async (principal: Principal, headers: Record<string, unknown>) => {
+  // Synchronous when the limiter is (core's in-memory one) or off: a fast route awaits nothing.
+  return (principal: Principal, headers: Record<string, unknown>): void | Promise<void> => {
     if (!limiter.enabled || principal.kind === 'admin') return
-    Object.assign(headers, rateHeaders(await limiter.hit(`${principal.kind}:${principal.id}`)))
+    const d = limiter.hit(`${principal.kind}:${principal.id}`)
+    if (!(d instanceof Promise)) {
+      Object.assign(headers, rateHeaders(d))
+      return
+    }
+    return d.then((r) => {
+      Object.assign(headers, rateHeaders(r))
+    })
   }
 }
+
+/** What the OpenAPI description shows as the security of a `permission` route. */
+export const PERMISSION_SECURITY: Array<Record<string, string[]>> = [{ bearer: [] }, { adminToken: [] }]
+
+/**
+ * The `permission` policy, given who the credentials name (a Bearer JWT or the `service_token`
+ * cookie, else the `x-admin-token`): 401 without one, 403 when its roles do not grant `permission`.
+ */
+function permitted(
+  d: GuardDeps,
+  who: Principal | undefined,
+  request: Request,
+  permission: Permission,
+): Principal {
+  if (who) d.identified?.set(request, who)
+  return d.auth.authorize(who, permission)
+}
+
+/** `AuthService.bearer` over a raw request's headers, reading the cookie only without a Bearer header. */
+function rawBearer(h: globalThis.Headers): string | undefined {
+  const authorization = h.get('authorization') ?? undefined
+  if (authorization?.startsWith('Bearer ')) return authorization.slice(7).trim()
+  return AuthService.bearer({ authorization, cookie: h.get('cookie') ?? undefined })
+}
+
+/**
+ * The `permission` macro for a raw request, for routes served from Bun's native router
+ * (`ctx.fastRoute`), where no Elysia hook runs: the same credentials, the same 401 and 403, the
+ * same count against the rate limit. `permission(name)` checks the name once (an undeclared area
+ * fails at setup) and returns the per-request check, which answers the principal, synchronously
+ * when the limiter is synchronous, fills `headers` with the X-RateLimit-* headers to send, and
+ * throws 401, 403 or 429 (the fast route maps them to the path's error body).
+ */
+export function requestGuard(d: GuardDeps) {
+  const count = rateLimiting(d.limiter)
+  return {
+    permission(permission: Permission) {
+      d.auth.permissions.check(permission)
+      return (request: Request, headers: Record<string, string>): Principal | Promise<Principal> => {
+        const h = request.headers
+        const who =
+          d.auth.verifyAccess(rawBearer(h)) ?? d.auth.verifyAdminToken(h.get('x-admin-token') ?? undefined)
+        const principal = permitted(d, who, request, permission)
+        const counted = count(principal, headers)
+        return counted instanceof Promise ? counted.then(() => principal) : principal
+      }
+    },
+  }
+}
+export type RequestGuard = ReturnType<typeof requestGuard>
 
 export interface GuardDeps {
   auth: AuthService
@@ -73,14 +131,15 @@ export function authGuard(d: GuardDeps) {
     permission: (permission: Permission) => {
       d.auth.permissions.check(permission)
       return hooks(
-        (headers, request) => {
-          const who =
+        (headers, request) =>
+          permitted(
+            d,
             d.auth.verifyAccess(AuthService.bearer(headers)) ??
-            d.auth.verifyAdminToken(headers['x-admin-token'])
-          if (who) d.identified?.set(request, who)
-          return d.auth.authorize(who, permission)
-        },
-        [{ bearer: [] }, { adminToken: [] }],
+              d.auth.verifyAdminToken(headers['x-admin-token']),
+            request,
+            permission,
+          ),
+        PERMISSION_SECURITY,
       )
     },
     apiKey: (_: true) =>

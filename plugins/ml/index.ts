@@ -29,7 +29,10 @@ export default definePlugin({
       max_csv_mb: T.Number({ minimum: 0.001, default: 10 }),
       /** Stored predictions (for feedback and drift) are deleted after this many days; the daily counts stay. */
       prediction_retention_days: T.Integer({ minimum: 1, default: 30 }),
-      /** How stale a cached deployment may be: bounds how late another instance's deploy shows. */
+      /**
+       * A cached deployment older than this is refreshed, served meanwhile (up to twice this
+       * old): bounds how late another instance's change shows when its change notice is lost.
+       */
       cache_ttl_ms: T.Integer({ minimum: 0, default: 1000 }),
       /** Share of entities a canary deploy sends to the new version when the deploy names none. */
       canary_percent: T.Integer({ minimum: 1, maximum: 99, default: 10 }),
@@ -64,7 +67,7 @@ export default definePlugin({
     // Off the event loop when the store can be opened by another thread (not an in-memory SQLite).
     const thread = ctx.db.location && new LogThread(ctx.db.location)
     const log = new PredictionLog(
-      thread ? (rows) => thread.write(rows) : (rows) => writeRows(ctx.db, rows),
+      thread ? (batch) => thread.write(batch) : (batch) => writeRows(ctx.db, batch),
       c.flush_ms,
       2000,
       (e) => ctx.log.error('storing predictions failed', { error: String(e) }),

@@ -1,9 +1,9 @@
 import type { StoreLocation } from '../../core/db'
-import type { LoggedPrediction } from './log'
+import { type PackedBatch, type PredictionBatch, packBatch } from './log'
 
 export type LogRequest =
   | { kind: 'open'; location: StoreLocation }
-  | { kind: 'write'; id: number; rows: string }
+  | { kind: 'write'; id: number; batch: PackedBatch }
   | { kind: 'close'; id: number }
 export type LogReply = { id: number; error?: string }
 
@@ -50,14 +50,16 @@ export class LogThread {
     return w
   }
 
-  write(rows: LoggedPrediction[]): Promise<void> {
+  /** Hands `batch` over: its typed arrays are moved to the thread (unusable here afterwards). */
+  write(batch: PredictionBatch): Promise<void> {
     if (this.closed) return Promise.reject(new Error('prediction log thread closed'))
     this.worker ??= this.spawn()
     const w = this.worker
     const id = ++this.seq
     return new Promise((resolve, reject) => {
       this.waiting.set(id, { resolve, reject })
-      w.postMessage({ kind: 'write', id, rows: JSON.stringify(rows) } satisfies LogRequest)
+      const { packed, transfer } = packBatch(batch)
+      w.postMessage({ kind: 'write', id, batch: packed } satisfies LogRequest, transfer)
     })
   }
 

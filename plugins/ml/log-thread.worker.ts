@@ -2,7 +2,7 @@
 import { type Db, isPostgresUrl } from '../../core/db'
 import { openPostgres } from '../../core/db/postgres'
 import { openSqlite } from '../../core/db/sqlite'
-import { type LoggedPrediction, writeRows } from './log'
+import { unpackBatch, writeRows } from './log'
 import type { LogReply, LogRequest } from './log-thread'
 
 declare const self: Worker
@@ -21,7 +21,7 @@ self.onmessage = (m: MessageEvent<LogRequest>) => {
   chain = chain.then(async () => {
     try {
       if (!db) throw new Error('prediction log thread: no store open')
-      if (msg.kind === 'write') await writeRows(db, JSON.parse(msg.rows) as LoggedPrediction[])
+      if (msg.kind === 'write') await writeRows(db, unpackBatch(msg.batch))
       else await db.close()
       self.postMessage({ id: msg.id } satisfies LogReply)
     } catch (e) {

@@ -1,6 +1,14 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { type TestApp, forEachEngine } from '../../test/helpers'
-import { mlApp, newGame, sameStoreInstance, trainedClassifier, uploadCsv, waitJob } from './testing'
+import {
+  mlApp,
+  newGame,
+  predictionSink,
+  sameStoreInstance,
+  trainedClassifier,
+  uploadCsv,
+  waitJob,
+} from './testing'
 
 forEachEngine((engine) => {
   let a: TestApp
@@ -78,18 +86,10 @@ forEachEngine((engine) => {
     })
 
     test('a servingEndpoint that is not built in receives the prediction requests', async () => {
-      const seen: Array<Record<string, unknown>> = []
-      const sink = Bun.serve({
-        hostname: '127.0.0.1',
-        port: 0,
-        async fetch(req) {
-          seen.push((await req.json()) as Record<string, unknown>)
-          return Response.json({ prediction: 'remote-yes', probability: 0.77, confidence: 0.66 })
-        },
-      })
+      const sink = predictionSink({ prediction: 'remote-yes', probability: 0.77, confidence: 0.66 })
+      const { seen, url } = sink
       try {
         const { model } = await trainedClassifier(a, admin, gameId)
-        const url = `http://127.0.0.1:${sink.port}/score`
         expect((await deploy(model.id, { servingEndpoint: url })).body.servingEndpoint).toBe(url)
         const r = await predict(model.id, { features: loyal, entityId: 'captain-7' })
         expect(r.status).toBe(200)
@@ -103,7 +103,7 @@ forEachEngine((engine) => {
         // Features are still checked here first.
         expect((await predict(model.id, { features: {} })).status).toBe(400)
         expect(seen.length).toBe(1)
-        sink.stop(true)
+        sink.stop()
         const down = await predict(model.id, { features: loyal })
         expect(down.status).toBe(502)
         // A deploy that names no endpoint keeps the current one; 'builtin' brings serving home.
@@ -111,7 +111,7 @@ forEachEngine((engine) => {
         expect((await deploy(model.id, { servingEndpoint: 'builtin' })).body.servingEndpoint).toBe('builtin')
         expect((await predict(model.id, { features: loyal })).body.prediction).toBe('no')
       } finally {
-        sink.stop(true)
+        sink.stop()
       }
     })
 

@@ -2,7 +2,7 @@ import { fromJson, newId } from '../../core/db'
 import { Conflict, HttpError, Invalid, NotFound, invalidField } from '../../core/http'
 import { murmur3 } from '../../sdk/murmur3'
 import { type Artifact, type Prediction, predict } from './algorithms'
-import type { PredictionLog } from './log'
+import type { PredictionLog, Served } from './log'
 import type { DeployBody, Model, PredictResponse } from './schema'
 import { type AbTestState, type ModelRow, type ModelsStore, servingEndpoint, toModel } from './store'
 
@@ -11,20 +11,37 @@ export interface ServingConfig {
   cacheTtlMs: number
   canaryPercent: number
   forwardTimeoutMs: number
+  /** The clock of the deployment cache (tests). */
+  now?: () => number
 }
 
 type Compiled = { artifact: Artifact; features: string[]; vector: Float64Array }
+
+/** One arm of a cached deployment: who answers, with its compiled version once loaded. */
+type Arm = Served & { row: ModelRow; compiled?: Compiled }
+
+/** A cached deployment: the row, its A/B state read once, and its arms built once. */
+type Deployment = {
+  row: ModelRow
+  at: number
+  /** A read that replaces this entry is under way. */
+  refreshing?: boolean
+  ab: AbTestState | null
+  arms: Record<string, Arm | undefined>
+}
 
 const isTimeSeries = (a: Artifact) => a.type === 'TIME_SERIES'
 
 /**
  * Predictions: which model and version answers (A/B test by a stable hash of the entity, canary
  * share, or the deployed version), the feature check, and the answer, in process or forwarded.
- * Deployments are cached for `cacheTtlMs`; versions never change once stored, so compiled
- * artifacts are cached until evicted.
+ * Deployments are cached for `cacheTtlMs` with their arms, so a prediction served from the cache
+ * allocates no routing state; versions never change once stored, so compiled artifacts are
+ * cached until evicted.
  */
 export class Serving {
-  private deployments = new Map<string, { row: ModelRow; at: number }>()
+  private deployments = new Map<string, Deployment>()
+  private now: () => number
   private compiled = new Map<string, Compiled>()
 
   /**
@@ -36,7 +53,9 @@ export class Serving {
     private log: PredictionLog,
     private config: ServingConfig,
     private publish: (modelId: string) => void = () => undefined,
-  ) {}
+  ) {
+    this.now = config.now ?? Date.now
+  }
 
   /** A model changed here: forget its cached deployment, here and on the other instances. */
   invalidate(modelId: string): void {
@@ -49,12 +68,35 @@ export class Serving {
     this.deployments.delete(modelId)
   }
 
-  private async deployment(id: string): Promise<ModelRow> {
+  /**
+   * The cached deployment, without a promise while it is younger than twice the cache time:
+   * past the cache time it is still served while one read refreshes it (so the requests of that
+   * moment do not all wait on the store); older, or absent, the request waits for the read.
+   */
+  private deployment(id: string): Deployment | Promise<Deployment> {
     const hit = this.deployments.get(id)
-    if (hit && Date.now() - hit.at < this.config.cacheTtlMs) return hit.row
+    if (hit) {
+      const age = this.now() - hit.at
+      if (age < this.config.cacheTtlMs) return hit
+      if (age < 2 * this.config.cacheTtlMs) {
+        if (!hit.refreshing) {
+          hit.refreshing = true
+          // A failed read drops the entry: the next request reads (and answers 404 or 503) itself.
+          this.load(id).catch(() => {
+            if (this.deployments.get(id) === hit) this.deployments.delete(id)
+          })
+        }
+        return hit
+      }
+    }
+    return this.load(id)
+  }
+
+  private async load(id: string): Promise<Deployment> {
     const row = await this.models.row(id)
-    this.deployments.set(id, { row, at: Date.now() })
-    return row
+    const d = { row, at: this.now(), ab: fromJson<AbTestState | null>(row.ab_test, null), arms: {} }
+    this.deployments.set(id, d)
+    return d
   }
 
   private async compiledOf(modelId: string, version: number): Promise<Compiled> {
@@ -73,27 +115,43 @@ export class Serving {
     return c
   }
 
-  /** Which model, version and arm answer for this entity. */
-  private async route(
-    row: ModelRow,
-    entityId: string | undefined,
-  ): Promise<{ row: ModelRow; version: number; arm: string }> {
+  /** The arm `name` of deployment `d`, answered by `row` at `version`: built once per cached deployment. */
+  private arm(d: Deployment, name: string, row: ModelRow, version: number): Arm {
+    const a = d.arms[name]
+    if (a && a.row === row && a.version === version) return a
+    const made: Arm = { modelId: d.row.id, servedBy: row.id, version, arm: name, row }
+    d.arms[name] = made
+    return made
+  }
+
+  /** Which model, version and arm answer for this entity (no promise unless the A/B baseline is read). */
+  private route(d: Deployment, entityId: string | undefined): Arm | Promise<Arm> {
+    const row = d.row
     const bucket = entityId === undefined ? Math.floor(Math.random() * 100) : murmur3(entityId) % 100
-    const ab = fromJson<AbTestState | null>(row.ab_test, null)
-    if (ab) {
-      if (bucket >= ab.trafficSplit) {
-        const base = await this.deployment(ab.baselineModelId).catch(() => undefined)
-        if (base && base.deployed_version !== null && base.status !== 'ARCHIVED')
-          return { row: base, version: Number(base.deployed_version), arm: 'baseline' }
-      }
-      return { row, version: Number(row.deployed_version), arm: 'challenger' }
-    }
+    if (d.ab) return bucket >= d.ab.trafficSplit ? this.baseline(d) : this.challenger(d)
     if (row.canary_version !== null) {
       return bucket < Number(row.canary_percent)
-        ? { row, version: Number(row.canary_version), arm: 'canary' }
-        : { row, version: Number(row.deployed_version), arm: 'stable' }
+        ? this.arm(d, 'canary', row, Number(row.canary_version))
+        : this.arm(d, 'stable', row, Number(row.deployed_version))
     }
-    return { row, version: Number(row.deployed_version), arm: 'default' }
+    return this.arm(d, 'default', row, Number(row.deployed_version))
+  }
+
+  private challenger(d: Deployment): Arm {
+    return this.arm(d, 'challenger', d.row, Number(d.row.deployed_version))
+  }
+
+  /** The A/B baseline's arm; the challenger answers while the baseline is gone or not deployed. */
+  private async baseline(d: Deployment): Promise<Arm> {
+    let base: ModelRow | undefined
+    try {
+      base = (await this.deployment(d.ab!.baselineModelId)).row
+    } catch {
+      base = undefined
+    }
+    if (base && base.deployed_version !== null && base.status !== 'ARCHIVED')
+      return this.arm(d, 'baseline', base, Number(base.deployed_version))
+    return this.challenger(d)
   }
 
   /** The features in the artifact's order; 400 naming every missing or non-numeric one. */
@@ -168,43 +226,38 @@ export class Serving {
     entityId?: string,
   ): Promise<PredictResponse> {
     const started = performance.now()
-    const row = await this.deployment(modelId)
+    // Awaited only when not cached: a prediction from the caches waits on nothing.
+    let d = this.deployment(modelId)
+    if (d instanceof Promise) d = await d
+    const row = d.row
     if (row.status === 'ARCHIVED')
       throw new Conflict(`model '${modelId}' is ARCHIVED and serves no predictions`)
     if (row.deployed_version === null)
       throw new Conflict(
         `model '${modelId}' is ${row.status} and not deployed; deploy a trained version first`,
       )
-    const r = await this.route(row, entityId)
-    const c = await this.compiledOf(r.row.id, r.version)
-    const v = this.vector(c, features)
+    let r = this.route(d, entityId)
+    if (r instanceof Promise) r = await r
+    r.compiled ??= await this.compiledOf(r.servedBy, r.version)
+    const c = r.compiled
     const endpoint = r.row.serving_endpoint ?? 'builtin'
+    // The compiled vector is shared: a forwarded prediction, which waits, keeps a copy of its own.
+    const v = endpoint === 'builtin' ? this.vector(c, features) : this.vector(c, features).slice()
     const p =
       endpoint === 'builtin'
         ? predict(c.artifact, v)
         : await this.forward(endpoint, r.row, r.version, features, entityId)
     const latencyMs = performance.now() - started
     const id = newId()
-    this.log.add({
-      id,
-      modelId,
-      servedBy: r.row.id,
-      version: r.version,
-      arm: r.arm,
-      entityId: entityId ?? null,
-      prediction: p.prediction,
-      probability: p.probability,
-      features: JSON.stringify(Array.from(v)),
-      latencyUs: Math.round(latencyMs * 1000),
-      createdAt: Date.now(),
-    })
+    const createdAt = Date.now()
+    this.log.add(r, id, entityId ?? null, p.prediction, p.probability, v, latencyMs * 1000, createdAt)
     const out: PredictResponse = {
       prediction: p.prediction,
       probability: p.probability,
       confidence: p.confidence,
       latencyMs: Math.round(latencyMs * 1000) / 1000,
       predictionId: id,
-      modelId: r.row.id,
+      modelId: r.servedBy,
       version: r.version,
       arm: r.arm,
     }

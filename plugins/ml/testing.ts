@@ -96,21 +96,41 @@ export async function trainedClassifier(
 ) {
   const m = await newModel(a, token, { gameId, type: 'CLASSIFICATION', ...(name ? { name } : {}) })
   const ds = await uploadCsv(a, token, m.id, churnCsv(rows, seed))
-  const r = await a.req('POST', `/api/ml-models/${m.id}/train`, {
+  const job = await trainChurn(a, token, m.id, ds)
+  return { model: m, job, dataset: ds }
+}
+
+/** Trains a churn classifier on an uploaded churn CSV and waits for the completed job. */
+export async function trainChurn(a: TestApp, token: string, modelId: string, dataset: string) {
+  const r = await a.req('POST', `/api/ml-models/${modelId}/train`, {
     token,
     body: {
       datasetConfig: {
         source: 'csv',
-        query: ds,
+        query: dataset,
         features: ['sessions', 'days_since_purchase'],
         label: 'churned',
       },
     },
   })
   expect(r.status).toBe(202)
-  const job = await waitJob(a, token, m.id, r.body.id)
+  const job = await waitJob(a, token, modelId, r.body.id)
   expect(job.status).toBe('completed')
-  return { model: m, job, dataset: ds }
+  return job
+}
+
+/** A forwarding servingEndpoint on 127.0.0.1: records each request and answers `answer`. */
+export function predictionSink(answer: Record<string, unknown>) {
+  const seen: Array<Record<string, unknown>> = []
+  const server = Bun.serve({
+    hostname: '127.0.0.1',
+    port: 0,
+    async fetch(req) {
+      seen.push((await req.json()) as Record<string, unknown>)
+      return Response.json(answer)
+    },
+  })
+  return { url: `http://127.0.0.1:${server.port}/score`, seen, stop: () => server.stop(true) }
 }
 
 /** Signed ingestion of events, the way the SDK sends them. */

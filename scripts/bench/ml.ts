@@ -12,6 +12,7 @@
  *
  * Prints medians of the runs (the machine is shared and noisy).
  */
+import { readFileSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { rng } from '../../plugins/ml/algorithms/data'
 import type { TrainReply, TrainRequest } from '../../plugins/ml/training.worker'
@@ -73,6 +74,25 @@ async function trainOnce(
   return { ms, accuracy: out.metrics.accuracy, iterations: out.metrics.iterations }
 }
 
+/** CPU seconds of a process's event loop (the thread whose id is the pid) and of its other threads. */
+function threadSeconds(pid: number): { loop: number; others: number } {
+  let loop = 0
+  let others = 0
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    let stat: string
+    try {
+      stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8')
+    } catch {
+      continue // the thread ended in between
+    }
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    const s = (Number(f[11]) + Number(f[12])) / 100
+    if (Number(tid) === pid) loop += s
+    else others += s
+  }
+  return { loop, others }
+}
+
 if (part === 'all' || part === 'train') {
   const results = []
   for (let i = 0; i < runs; i++) results.push(await trainOnce(1_000_000, 20))
@@ -99,7 +119,18 @@ if (part === 'all' || part === 'predict') {
   )
   const env: Record<string, string> = { ADMIN_PASSWORD: 'bench-password', JWT_SECRET: 'bench' }
   if (engine === 'postgres') env.DATABASE_URL = await freshPgDatabase('liveops_bench_ml')
-  const s = await startServer([process.execPath, 'core/main.ts', '--config', config], env)
+  // ML_BENCH_PROFILE=<dir>: the server writes a CPU profile (markdown) there when it stops.
+  const profile = process.env.ML_BENCH_PROFILE
+  const s = await startServer(
+    [
+      process.execPath,
+      ...(profile ? ['--cpu-prof-md', `--cpu-prof-dir=${profile}`, '--cpu-prof-interval=200'] : []),
+      'core/main.ts',
+      '--config',
+      config,
+    ],
+    env,
+  )
   try {
     const call = async (
       method: string,
@@ -174,7 +205,11 @@ if (part === 'all' || part === 'predict') {
       wrk(`${bare.base}/predict`, { connections, seconds: 1, threads, script })
       for (let i = 0; i < runs; i++) {
         ceiling.push(wrkCpu(bare.pid, `${bare.base}/predict`, { connections, seconds, threads, script }))
-        results.push(wrkCpu(s.proc.pid, url, { connections, seconds, threads, script }))
+        const t0 = threadSeconds(s.proc.pid)
+        const w = wrkCpu(s.proc.pid, url, { connections, seconds, threads, script })
+        const t1 = threadSeconds(s.proc.pid)
+        const per = (x: number) => +((x * 1e6) / Math.max(1, w.requests)).toFixed(1)
+        results.push({ ...w, loopUs: per(t1.loop - t0.loop), otherThreadsUs: per(t1.others - t0.others) })
       }
     } finally {
       bare.stop()
@@ -192,6 +227,9 @@ if (part === 'all' || part === 'predict') {
         runs: results.map((x) => ({ rps: Math.round(x.rps), p99ms: x.p99ms })),
         // Server CPU per answered request (all its threads): steadier than rates on a shared machine.
         cpuUsPerRequest: median(results.map((x) => x.cpuUsPerRequest)),
+        // Of which the event loop (HTTP, auth, predict) and the other threads (the prediction log's writer, GC).
+        loopUsPerRequest: median(results.map((x) => x.loopUs)),
+        otherThreadsUsPerRequest: median(results.map((x) => x.otherThreadsUs)),
         bareCeiling: {
           rps: Math.round(median(ceiling.map((x) => x.rps))),
           p99ms: median(ceiling.map((x) => x.p99ms)),
@@ -204,6 +242,7 @@ if (part === 'all' || part === 'predict') {
       }),
     )
   } finally {
-    s.proc.kill()
+    s.proc.kill('SIGTERM')
+    await s.proc.exited
   }
 }
