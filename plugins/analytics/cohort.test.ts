@@ -212,6 +212,16 @@ forEachEngine((engine) => {
         'INSERT INTO analytics_first_seen (game_id, env, user_id, first_ts, first_day) VALUES (?, ?, ?, ?, ?)',
         ['g', 'prod', u, day(d) + 1000, day(d)],
       )
+    // The day counters the writer kept beside them: new users per first day.
+    for (const [d, fresh] of [
+      [5, 2],
+      [6, 1],
+      [20, 1],
+    ])
+      await store.db.run(
+        'INSERT INTO analytics_daily (game_id, env, day, dau, new_users, revenue_cents, refunds_cents, failed) VALUES (?, ?, ?, 0, ?, 0, 0, 0)',
+        ['g', 'prod', day(d), fresh],
+      )
     for (const [u, d] of active)
       await store.db.run('INSERT INTO analytics_user_day (game_id, env, day, user_id) VALUES (?, ?, ?, ?)', [
         'g',

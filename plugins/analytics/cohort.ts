@@ -98,13 +98,16 @@ const n = (v: unknown) => Number(v ?? 0)
 
 /** Reads of the counters. */
 export function cohorts(db: Db) {
-  /** Users first seen per local day `from`..`to` (the cohorts' sizes). */
+  /**
+   * Users first seen per local day `from`..`to` (the cohorts' sizes): the day counter of new
+   * users, which counts each first sight the commit stored, in the same transaction.
+   */
   async function sizes(q: CohortScope, from: number, to: number): Promise<Map<number, number>> {
-    const rows = await db.all<{ first_day: number; n: number }>(
-      'SELECT first_day, COUNT(*) AS n FROM analytics_first_seen WHERE game_id = ? AND env = ? AND first_day >= ? AND first_day <= ? GROUP BY first_day',
+    const rows = await db.all<{ day: number; n: number }>(
+      'SELECT day, new_users AS n FROM analytics_daily WHERE game_id = ? AND env = ? AND day >= ? AND day <= ? AND new_users > 0',
       [q.gameId, q.env, from, to],
     )
-    return new Map(rows.map((r) => [n(r.first_day), n(r.n)]))
+    return new Map(rows.map((r) => [n(r.day), n(r.n)]))
   }
 
   /**
