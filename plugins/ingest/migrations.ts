@@ -12,5 +12,5 @@ export const ingestMigrations: Migration[] = [
   { id: 2, name: 'without_rowid', sql: m002, pg: 'SELECT 1' },
   { id: 3, name: 'user_day_log', sql: m003 },
   { id: 4, name: 'nonces', sql: m004 },
-  { id: 5, name: 'event_ids', sql: m005 },
+  { id: 5, name: 'event_ids', sql: m005, pg: m005.replace(') WITHOUT ROWID;', ');') },
 ]

@@ -124,20 +124,19 @@ export interface CommitRows {
  */
 export const DUPLICATE_EVENTS = 'ingest: event ids stored already'
 
-const EVENT_ID_COLS = ['id', 'game_id', 'env', 'event_id']
+const EVENT_ID_COLS = ['game_id', 'env', 'event_id', 'received_at']
 
-/** The `ingest_event_ids` rows of a commit: the event's row id, its game and environment, its event_id. */
+/** The `ingest_event_ids` rows of a commit: the event's game and environment, its event_id, the commit's receive time. */
 function eventIdParams(rows: CommitRows): Param[] {
   const ids = rows.eventIds ?? []
-  const { firstId, cols, streams } = rows.events
+  const { cols, streams, receivedAt } = rows.events
   const out: Param[] = new Array(ids.length * 2)
   for (let k = 0, o = 0; k < ids.length; k += 2) {
-    const i = ids[k] as number
-    const st = (cols[i * EVENT_WIRE_WIDTH] as number) * 2
-    out[o++] = firstId + i
+    const st = (cols[(ids[k] as number) * EVENT_WIRE_WIDTH] as number) * 2
     out[o++] = streams[st]
     out[o++] = streams[st + 1]
     out[o++] = ids[k + 1]
+    out[o++] = receivedAt
   }
   return out
 }

@@ -138,9 +138,7 @@ export class GroupWriter {
     this.started = true
     const max = await this.db.get<{ m: number | null }>('SELECT MAX(id) AS m FROM ingest_events')
     const maxInv = await this.db.get<{ m: number | null }>('SELECT MAX(id) AS m FROM ingest_invocations')
-    // Event ids outlive their events when retention is shorter than the dedup window.
-    const maxIds = await this.db.get<{ m: number | null }>('SELECT MAX(id) AS m FROM ingest_event_ids')
-    this.lastId = Math.max(Number(max?.m ?? 0), Number(maxInv?.m ?? 0), Number(maxIds?.m ?? 0))
+    this.lastId = Math.max(Number(max?.m ?? 0), Number(maxInv?.m ?? 0))
     for (const r of this.rollups) await r.init?.(this.db)
   }
 
