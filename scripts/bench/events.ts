@@ -39,7 +39,7 @@ export function shapes(gameId: string): string[] {
  * A request's events: each with its time and, as the SDK sends them, its own UUIDv7 `event_id`
  * (`--event-ids=0` leaves them out: the traffic of clients that send none).
  */
-export function eventsBody(pool: string[], n: number, t: number, eventIds = process.env.NO_IDS !== "1"): string {
+export function eventsBody(pool: string[], n: number, t: number, eventIds = true): string {
   const parts: string[] = new Array(n)
   for (let i = 0; i < n; i++) {
     const id = eventIds ? `"event_id":"${uuidv7()}",` : ''
