@@ -190,3 +190,60 @@ forEachEngine((engine) => {
       ).toEqual((await oracleRetention(store.db, { ...q, interval, size: 2 }, today)).map((c) => c.counts))
   })
 })
+
+forEachEngine((engine) => {
+  const store = migratedStore(engine, [analyticsTables])
+
+  test('by hand: late events land on their own day, a retried event counts once (day and week)', async () => {
+    const writer = new GroupWriter(store.db, log)
+    writer.register(new AnalyticsRollup(undefined))
+    const day = (d: number, hh = 12) => Date.UTC(2026, 0, d, hh)
+    const start = (uid: string, d: number, id?: string) => ({
+      event: 'session_start',
+      ts: String(day(d)),
+      game_id: 'g',
+      env: 'prod',
+      uid,
+      ...(id ? { event_id: id } : {}),
+    })
+    const send = (...events: Record<string, unknown>[]) => writer.write(checked(events, false))
+    // Commit 1: a first seen Mon Jan 5, b first seen Tue Jan 6.
+    await send(start('a', 5), start('b', 6))
+    // Commit 2: a back Wed Jan 7 (with an id), c first seen Jan 7.
+    await send(start('a', 7, 'a-7'), start('c', 7))
+    // Commit 3 (late): a's Jan 6, b's Jan 5 (before b's stored first sight: b stays in Jan 6's
+    // cohort), and the retry of a's Jan 7 event.
+    await send(start('a', 6), start('b', 5), start('a', 7, 'a-7'))
+    // Commit 4: a and b back Mon Jan 12 (the next week), c back Jan 8; the retry once more.
+    await send(start('a', 12), start('b', 12), start('c', 8), start('a', 7, 'a-7'))
+    const server = serverAnalytics(store.db)
+    const today = day(20, 0)
+    const q = { gameId: 'g', env: 'prod', from: day(5, 0), to: day(7, 0) }
+    const byDay = await server.retention({ ...q, interval: 'day', size: 3 }, today)
+    // Jan 5 {a}: D1 a (late Jan 6), D2 a (Jan 7, sent three times), D3 none.
+    // Jan 6 {b}: D1, D2, D3 none (b's Jan 5 is before its cohort). Jan 7 {c}: D1 c (Jan 8).
+    expect(byDay.cohorts.map((c) => [c.cohort, c.users, c.counts])).toEqual([
+      ['2026-01-05', 1, [1, 1, 0]],
+      ['2026-01-06', 1, [0, 0, 0]],
+      ['2026-01-07', 1, [1, 0, 0]],
+    ])
+    // Week of Jan 5 {a, b, c}: W1 (Jan 12-18) a and b.
+    const byWeek = await server.retention({ ...q, interval: 'week', size: 2 }, today)
+    expect(byWeek.cohorts.map((c) => [c.cohort, c.users, c.counts])).toEqual([['2026-01-05', 3, [2, 0]]])
+    // DAU: Jan 5 a and b (b's late event counts on its day), Jan 7 a and c (a once).
+    const dau = await store.db.all<{ day: number; n: number }>(
+      `SELECT day, COUNT(*) AS n FROM (SELECT day, user_id FROM analytics_user_day UNION SELECT day, user_id FROM analytics_user_day_log) t
+       GROUP BY day ORDER BY day`,
+    )
+    expect(dau.map((r) => [new Date(Number(r.day)).getUTCDate(), Number(r.n)])).toEqual([
+      [5, 2],
+      [6, 2],
+      [7, 2],
+      [8, 1],
+      [12, 2],
+    ])
+    // 2 + 2 + 2 + 3 raw events: the two retries of a-7 were not stored.
+    const stored = await store.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM ingest_events')
+    expect(Number(stored?.n)).toBe(9)
+  })
+})
