@@ -13,7 +13,7 @@ import type { LoadedConfig } from './config'
 import { type Db, type MigrationSet, migrate, openDb } from './db'
 import { SCALAR_ASSET, docsAssets, scalarOptions } from './docs'
 import { CorsPolicy, edge } from './edge'
-import { ErrorFamilies, HttpError, clientIp, errorHandler } from './http'
+import { ErrorFamilies, HttpError, clientIp, errorHandler, readBounded } from './http'
 import { type Logger, createLogger } from './log'
 import { Metrics } from './metrics'
 import { HealthChecks, monitoring } from './monitoring'
@@ -26,7 +26,7 @@ import {
   ProviderRegistry,
   type Services,
 } from './plugin'
-import { LimiterSlot, RateLimiter } from './ratelimit'
+import { LimiterSlot, SharedRateLimiter } from './ratelimit'
 import { createSharedState } from './shared'
 import { strictBodies } from './strict'
 
@@ -53,6 +53,8 @@ export interface LiveopsApp {
    * a method a path does not list falls through to Elysia.
    */
   routes: NativeRoutes
+  /** The largest request body accepted, in bytes (`server.body_limit_mb`). */
+  bodyLimit: number
   /** Runs plugin stop hooks in reverse order and closes the stores. Idempotent. */
   stop(): Promise<void>
   /** The bootstrap admin's generated password, when one was generated. */
@@ -116,23 +118,52 @@ async function bootstrapAdmin(
 /**
  * Serves a built app: the fast routes from Bun's native router, everything else through Elysia.
  * `core/main.ts` and the socket-level tests use this one function.
+ *
+ * The body limit is the app's (`server.body_limit_mb`), answered with the family's error body:
+ * a declared length over it is refused before a byte is read (`onRequest` in createApp); a body
+ * sent without a length (chunked) is read here up to the limit and refused as soon as it passes
+ * it. Bun's own cap, which would answer an empty 413, is therefore set out of the way.
  */
-export function listen(
-  built: LiveopsApp,
-  opts: { port: number; hostname: string; maxRequestBodySize?: number },
-) {
+export function listen(built: LiveopsApp, opts: { port: number; hostname: string }) {
+  // A chunked body is re-wrapped once read; its peer address stays the socket's.
+  const peers = new WeakMap<Request, Request>()
+  const handle = async (req: Request): Promise<Response> => {
+    if (!req.body || req.headers.has('content-length')) return built.app.handle(req)
+    const body = await readBounded(req, built.bodyLimit)
+    const headers = new Headers(req.headers)
+    headers.delete('transfer-encoding')
+    // Over the limit: the same request without its body, declaring what was read so far, meets
+    // the one refusal in createApp (family body, metrics, request log).
+    headers.set('content-length', String(body.byteLength))
+    const wrapped = new Request(req.url, {
+      method: req.method,
+      headers,
+      body: body.byteLength > built.bodyLimit ? null : (body as Uint8Array<ArrayBuffer>),
+    })
+    peers.set(wrapped, req)
+    return built.app.handle(wrapped)
+  }
   const handlers = () => ({
     routes: built.routes.table(),
-    fetch: (req: Request) => built.app.handle(req),
+    fetch: handle,
     error: () => new Response('internal server error', { status: 500 }),
   })
   const server = Bun.serve({
     port: opts.port,
     hostname: opts.hostname,
-    // The app answers 413 with a body up to the configured limit (createApp); this cap is Bun's
-    // memory backstop for bodies sent without a Content-Length.
-    maxRequestBodySize: opts.maxRequestBodySize ? opts.maxRequestBodySize * 2 : undefined,
+    maxRequestBodySize: Number.MAX_SAFE_INTEGER,
     ...handlers(),
+  })
+  // Elysia's context `server` is the one it listens on itself, null when another server calls
+  // `app.handle`: without this, every client's address read as unknown (login throttling,
+  // audit entries).
+  const requestIP = (r: Request) => server.requestIP(peers.get(r) ?? r)
+  built.app.server = new Proxy(server, {
+    get: (target, key) => {
+      if (key === 'requestIP') return requestIP
+      const v = Reflect.get(target, key)
+      return typeof v === 'function' ? v.bind(target) : v
+    },
   })
   const off = built.routes.onChange(() => server.reload(handlers()))
   return {
@@ -173,6 +204,26 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     const applied = await migrate(db, sets)
     if (applied.length) log.info('migrations applied', { migrations: applied })
 
+    // Counters and locks commit without waiting for the disk on PostgreSQL: a crash may forget the
+    // last fraction of a second of them, and a request does not wait ~ms for an fsync.
+    const counters =
+      db.dialect === 'postgres' && !core.redis.url
+        ? openDb(core.database.url, core.data_dir, {
+            schema: opts.pgSchema,
+            max: 2,
+            asyncCommit: true,
+            // Unreachable PostgreSQL: the limiter gives up on its counters first, then counts locally.
+            connectTimeoutS: 1,
+          })
+        : db
+    if (counters !== db) stops.push(() => counters.close())
+    const shared = createSharedState({
+      db,
+      counters,
+      redisUrl: core.redis.url || undefined,
+      log: log.child('shared'),
+    })
+    stops.push(() => shared.close())
     const auth = new AuthService(
       db,
       {
@@ -183,6 +234,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
         throttle: core.auth.login_throttle,
       },
       log.child('auth'),
+      shared,
     )
     await auth.init()
     // The role table is whole before any route exists: a route naming an undeclared area fails here.
@@ -197,12 +249,15 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     const metrics = new Metrics()
     const changes = await createChanges(db, log.child('changes'), opts.pgSchema ?? 'public')
     stops.push(() => changes.close())
-    const shared = createSharedState({ db, redisUrl: core.redis.url || undefined, log: log.child('shared') })
-    stops.push(() => shared.close())
     const bus = new Bus((event, e) => log.error('bus listener failed', { event, error: String(e) }))
     const providers = new ProviderRegistry()
     const limiter = new LimiterSlot(
-      new RateLimiter(core.rate_limit.requests_per_minute, core.rate_limit.burst),
+      new SharedRateLimiter(
+        core.rate_limit.requests_per_minute,
+        core.rate_limit.burst,
+        shared,
+        log.child('ratelimit'),
+      ),
     )
     const identified = new WeakMap<Request, Principal>()
     const guard = authGuard({ auth, limiter, identified })
@@ -263,11 +318,13 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     app
       .onRequest(({ request }) => {
         started.set(request, performance.now())
-        // Refused with the family's error body; Bun's own limit (twice this, in listen) would
-        // answer an empty 413 and stays only as the backstop for bodies without a length.
+        // Refused with the family's error body before a byte is read; `listen` bounds bodies
+        // sent without a length and hands them here with the length read.
         const length = Number(request.headers.get('content-length') ?? 0)
         if (length > bodyLimit)
-          throw new HttpError(413, 'body_too_large', `the body is ${length} bytes; the limit is ${bodyLimit}`)
+          throw new HttpError(413, 'body_too_large', `the body is over the limit of ${bodyLimit} bytes`, {
+            limit: bodyLimit,
+          })
       })
       .onAfterResponse({ as: 'global' }, (c) => {
         const { request, route, set, responseValue } = c
@@ -352,7 +409,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     }
     for (const fn of starts) await fn()
 
-    return { app, db, auth, metrics, bus, log, routes, stop: stopAll, generatedAdminPassword }
+    return { app, db, auth, metrics, bus, log, routes, bodyLimit, stop: stopAll, generatedAdminPassword }
   } catch (e) {
     await stopAll()
     throw e

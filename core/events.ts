@@ -102,6 +102,12 @@ export interface BusEvents {
     ip?: string
     principal?: { kind: string; id: string; username: string }
   }
+  /**
+   * Core (`serve`): a signal arrived and the server stops taking connections. Responses that
+   * never end on their own (server-sent event streams) close now, so the requests in flight can
+   * finish within `server.shutdown_grace_s` instead of holding it to the end.
+   */
+  'server.draining': { signal: string }
   /** Agents: invocations an agent reported (one event per report, with every invocation in it). */
   'function.invoked': {
     agent_id: string

@@ -390,3 +390,26 @@ export function clientIp(
   }
   return server?.requestIP(request)?.address ?? undefined
 }
+
+/**
+ * Reads a body of unknown length up to `limit` bytes and stops at the first chunk past it (then
+ * the answer is longer than `limit`, and the rest is never read): what Bun's own cap would do,
+ * without its empty 413.
+ */
+export async function readBounded(request: Request, limit: number): Promise<Uint8Array> {
+  if (!request.body) return new Uint8Array(0)
+  const reader = request.body.getReader()
+  const parts: Uint8Array[] = []
+  let total = 0
+  for (;;) {
+    const { done, value } = await reader.read()
+    if (done) break
+    total += value.byteLength
+    parts.push(value)
+    if (total > limit) {
+      reader.cancel().catch(() => undefined)
+      break
+    }
+  }
+  return parts.length === 1 ? parts[0] : Buffer.concat(parts)
+}

@@ -79,7 +79,6 @@ async function serve(file: string | undefined) {
   const server = listen(built, {
     port: config.core.server.port,
     hostname: config.core.server.host,
-    maxRequestBodySize: Math.round(config.core.server.body_limit_mb * 1024 * 1024),
   })
   log.info(`liveops listening on http://${server.hostname}:${server.port}`, {
     config: source,
@@ -93,6 +92,7 @@ async function serve(file: string | undefined) {
     if (stopping) return
     stopping = true
     log.info(`${signal}: draining in-flight requests`)
+    await built.bus.emit('server.draining', { signal })
     const grace = config.core.server.shutdown_grace_s * 1000
     // stop(false) refuses new connections and resolves when in-flight requests finish.
     await Promise.race([server.stop(false), Bun.sleep(grace).then(() => server.stop(true))])

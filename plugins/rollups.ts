@@ -1,3 +1,4 @@
+import { writeRealtime } from './analytics/realtime-rollup'
 import { writeAnalytics } from './analytics/write'
 import { writeExposures } from './experiments/exposures-write'
 import type { RollupWriter } from './ingest/rollup'
@@ -12,4 +13,5 @@ import type { RollupWriter } from './ingest/rollup'
 export const rollupWriters: Record<string, RollupWriter<unknown>> = {
   analytics: writeAnalytics,
   exposures: writeExposures,
+  realtime: writeRealtime,
 }

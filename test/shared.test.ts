@@ -53,6 +53,8 @@ describe('shared state: the contract every backend keeps', () => {
           expect(await state.add(k, 300, 4)).toBe(5)
           const sums = await Promise.all(Array.from({ length: 10 }, () => state.add(k, 300)))
           expect(Math.max(...sums)).toBe(15)
+          // Every caller gets a total of its own, concurrent ones too (batched into one statement).
+          expect(sums.sort((x, y) => x - y)).toEqual([6, 7, 8, 9, 10, 11, 12, 13, 14, 15])
           const deadline = Date.now() + 3000
           let fresh = 0
           while (fresh !== 1 && Date.now() < deadline) {
@@ -60,6 +62,77 @@ describe('shared state: the contract every backend keeps', () => {
             fresh = (await state.add(`${k}-probe`, 300)) === 1 ? await state.add(k, 300) : 0
           }
           expect(fresh).toBe(1)
+        } finally {
+          await done()
+        }
+      })
+
+      test('several counters in one call; a sliding window lives a window past its last add', async () => {
+        const { state, done } = await make()
+        try {
+          const [x, y] = [unique(), unique()]
+          expect(
+            await state.addAll([
+              { key: x, windowMs: 60_000 },
+              { key: y, windowMs: 60_000, by: 3 },
+            ]),
+          ).toEqual([1, 3])
+          expect(
+            await state.addAll([
+              { key: x, windowMs: 60_000, by: -1 },
+              { key: y, windowMs: 60_000 },
+            ]),
+          ).toEqual([0, 4])
+          const z = unique()
+          await state.addAll([{ key: z, windowMs: 400 }], { slide: true })
+          // Each add restarts the window: adds every 150 ms keep it alive well past 400 ms.
+          let total = 1
+          for (let i = 0; i < 5; i++) {
+            await Bun.sleep(150)
+            total = (await state.addAll([{ key: z, windowMs: 400 }], { slide: true }))[0]!
+          }
+          expect(total).toBe(6)
+        } finally {
+          await done()
+        }
+      })
+
+      test('values are put, read, removed, and expire', async () => {
+        const { state, done } = await make()
+        try {
+          const [x, y, z] = [unique(), unique(), unique()]
+          await state.put(x, 1_950_000_000_000, 60_000)
+          await state.put(y, 7, 300)
+          expect(await state.get([x, y, z])).toEqual([1_950_000_000_000, 7, undefined])
+          await state.remove([x])
+          expect(await state.get([x])).toEqual([undefined])
+          const deadline = Date.now() + 3000
+          while ((await state.get([y]))[0] !== undefined && Date.now() < deadline) await Bun.sleep(50)
+          expect(await state.get([y])).toEqual([undefined])
+        } finally {
+          await done()
+        }
+      })
+
+      test('a token bucket: the burst at once, concurrent takers share it, then refilled at the rate', async () => {
+        const { state, done } = await make()
+        try {
+          const k = unique()
+          // 600 per minute: one token back every 100 ms.
+          const bucket = { requestsPerMinute: 600, burstSize: 5 }
+          const takes = await Promise.all(Array.from({ length: 8 }, () => state.take(k, bucket)))
+          expect(takes.filter((t) => t.allowed)).toHaveLength(5)
+          expect(Math.min(...takes.map((t) => t.tokens))).toBeLessThan(1)
+          const deadline = Date.now() + 3000
+          let back = false
+          while (!back && Date.now() < deadline) {
+            await Bun.sleep(50)
+            back = (await state.take(k, bucket)).allowed
+          }
+          expect(back).toBe(true)
+          // Never past the capacity, however long the pause (another key, same settings).
+          const fresh = await state.take(unique(), bucket)
+          expect(fresh).toEqual({ allowed: true, tokens: 4 })
         } finally {
           await done()
         }
@@ -104,6 +177,14 @@ describe('shared state: the contract every backend keeps', () => {
       expect(await state.claimOnce(k, 60_000)).toBe(false)
       expect(await state.add(`${k}-count`, 60_000)).toBe(1)
       expect(await state.add(`${k}-count`, 60_000)).toBe(2)
+      expect(await state.addAll([{ key: `${k}-count`, windowMs: 60_000 }])).toEqual([3])
+      await state.put(`${k}-lock`, 5, 60_000)
+      expect(await state.get([`${k}-lock`])).toEqual([5])
+      await state.remove([`${k}-lock`])
+      expect(await state.get([`${k}-lock`])).toEqual([undefined])
+      const bucket = { requestsPerMinute: 1, burstSize: 1 }
+      expect((await state.take(`${k}-b`, bucket)).allowed).toBe(true)
+      expect((await state.take(`${k}-b`, bucket)).allowed).toBe(false)
       expect(state.backend).toBe('memory')
       expect(warnings.join('\n')).toContain('redis unavailable')
     } finally {

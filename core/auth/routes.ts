@@ -149,10 +149,10 @@ export function authRoutes(
       '/api/v1/auth/refresh',
       async ({ headers, query, request, server }) => {
         const from = address(request, server)
-        auth.throttle.check(from)
+        await auth.throttle.check(from)
         const principal = auth.verifyAccess(AuthService.bearer(headers, query))
         if (!principal) {
-          auth.throttle.fail(from, 'token refresh')
+          await auth.throttle.fail(from, 'token refresh')
           throw new Unauthorized('missing, invalid or expired token')
         }
         const user = await auth.getUser(principal.id).catch(() => undefined)

@@ -5,7 +5,7 @@ import type { Logger } from '../log'
 import { APP_TOKEN_PREFIX, type Scope, appTokenStore } from './app-tokens'
 import { type Claims, signJwt, verifyJwt } from './jwt'
 import { type Permission, Permissions, ROLES, primaryRole } from './roles'
-import { LoginThrottle, type ThrottleSettings } from './throttle'
+import { LoginThrottle, type ThrottleSettings, type ThrottleStore } from './throttle'
 
 /** What an `appScope` route needs: one application-token scope (or an administrator). */
 export type AppNeed = Scope | 'admin'
@@ -165,9 +165,11 @@ export class AuthService {
     private db: Db,
     readonly settings: AuthSettings,
     log: Logger,
+    /** Where failed attempts are counted: the state every instance shares (core/shared.ts); memory when absent. */
+    throttleStore?: ThrottleStore,
   ) {
     this.appTokens = appTokenStore(db)
-    this.throttle = new LoginThrottle(settings.throttle, log)
+    this.throttle = new LoginThrottle(settings.throttle, log, throttleStore)
   }
 
   async init(): Promise<void> {
@@ -283,14 +285,14 @@ export class AuthService {
     const row = await this.db.get<UserRow>(`SELECT ${USER_COLS} FROM users WHERE ${by} = ?`, [id])
     // A known user is throttled by its id, so email and username logins share one budget.
     const account = row ? row.id : `${by}:${id}`
-    this.throttle.check(address, account)
+    await this.throttle.check(address, account)
     const valid = await Bun.password.verify(password, row ? row.password_hash : DUMMY_HASH)
     if (!row || !valid) {
-      this.throttle.fail(address, 'login', account)
+      await this.throttle.fail(address, 'login', account)
       throw new Unauthorized('invalid credentials', 'invalid_credentials')
     }
     if (row.disabled) throw new Unauthorized('user is disabled', 'user_disabled')
-    this.throttle.succeed(address, account)
+    await this.throttle.succeed(address, account)
     return toUser(row)
   }
 
@@ -331,7 +333,7 @@ export class AuthService {
    * whole family (every token descended from that login) is revoked.
    */
   async refresh(refreshToken: string, address = 'unknown'): Promise<Tokens> {
-    this.throttle.check(address)
+    await this.throttle.check(address)
     const hash = sha256(refreshToken)
     const now = Date.now()
     const outcome = await this.db.tx(async (tx) => {
@@ -363,7 +365,7 @@ export class AuthService {
       return { userId: row.user_id, familyId: row.family_id } as const
     })
     if ('error' in outcome) {
-      this.throttle.fail(address, 'token refresh')
+      await this.throttle.fail(address, 'token refresh')
       throw new Unauthorized(outcome.error, 'invalid_refresh_token')
     }
     const row = await this.db.get<UserRow>(`SELECT ${USER_COLS} FROM users WHERE id = ?`, [outcome.userId])

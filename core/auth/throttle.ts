@@ -1,5 +1,6 @@
 import { TooManyRequests } from '../http'
 import type { Logger } from '../log'
+import { type Count, MemoryState } from '../shared'
 
 export interface ThrottleSettings {
   /** Failed logins for one account (from one address, or in all) before each further one locks it. */
@@ -15,22 +16,28 @@ export interface ThrottleSettings {
   account_max_lock_s: number
 }
 
-interface Entry {
-  failures: number
-  last: number
-  lockedUntil: number
+type Awaitable<T> = T | Promise<T>
+
+/** What the throttle keeps its counters and locks in: core's `SharedState`, or one process's `MemoryState`. */
+export interface ThrottleStore {
+  addAll(counts: Count[], opts?: { slide?: boolean }): Awaitable<number[]>
+  get(keys: string[]): Awaitable<Array<number | undefined>>
+  put(key: string, value: number, ttlMs: number): Awaitable<void>
+  remove(keys: string[]): Awaitable<void>
 }
 
-/** Failures older than this are forgotten, lock or no lock. */
+/** Failures older than this (since the last one, or the end of a longer lock) are forgotten. */
 const WINDOW_MS = 15 * 60_000
 /** An address that logged into an account is remembered for it this long. */
 const KNOWN_MS = 30 * 24 * 3600_000
-const MAX_ENTRIES = 100_000
-const MAX_KNOWN_PER_ACCOUNT = 20
+
+const failures = (key: string) => `throttle:f:${key}`
+const lock = (key: string) => `throttle:l:${key}`
+const known = (account: string, address: string) => `throttle:k:${account}\n${address}`
 
 /**
- * Login abuse control, in memory per process (a restart forgets it). Three counters, each with an
- * exponential backoff once past its threshold (1 s, 2 s, 4 s ... up to its cap):
+ * Login abuse control. Three counters, each with an exponential backoff once past its threshold
+ * (1 s, 2 s, 4 s ... up to its cap):
  * - the account from one address: a guesser at one address is held back for up to `max_lock_s`;
  * - the address over every account (spraying one password across many accounts, refresh-token
  *   guessing): up to `max_lock_s`;
@@ -38,37 +45,40 @@ const MAX_KNOWN_PER_ACCOUNT = 20
  *   `account_max_lock_s`, and never for an address that logged into that account before.
  * While locked, attempts are refused with 429 and Retry-After without checking the password, so
  * a lock cannot be used to test guesses and waiting it out is the only way on.
+ *
+ * The counters, the locks and the known addresses live in the state every instance shares (Redis,
+ * else the database: core/shared.ts), so a lockout started through one instance holds on all of
+ * them and across restarts; with Redis down each instance counts alone (never refusing for that).
+ * A lock stores the time it ends by this throttle's clock (`now`, which tests move); counters
+ * expire by the store's own clock a window after their last failure.
  */
 export class LoginThrottle {
   /** The clock; tests move it. */
   now: () => number = Date.now
-  private entries = new Map<string, Entry>()
-  private known = new Map<string, Map<string, number>>()
-  private lastSweep = 0
 
   constructor(
     private settings: ThrottleSettings,
     private log: Logger,
+    private store: ThrottleStore = new MemoryState(),
   ) {}
 
   /** Throws 429 when `address` (and, for a login, the account) is locked. */
-  check(address: string, account?: string): void {
+  async check(address: string, account?: string): Promise<void> {
     const now = this.now()
-    const waits = [this.wait(`addr\n${address}`, now)]
-    if (account !== undefined) {
-      waits.push(this.wait(`pair\n${account}\n${address}`, now))
-      if (!this.isKnown(account, address, now)) waits.push(this.wait(`acct\n${account}`, now))
-    }
-    const ms = Math.max(...waits)
+    const keys = [lock(`addr\n${address}`)]
+    if (account !== undefined)
+      keys.push(lock(`pair\n${account}\n${address}`), lock(`acct\n${account}`), known(account, address))
+    const [addr, pair, acct, isKnown] = await this.store.get(keys)
+    const until = Math.max(addr ?? 0, pair ?? 0, isKnown ? 0 : (acct ?? 0))
+    const ms = until - now
     if (ms <= 0) return
     const seconds = Math.ceil(ms / 1000)
     throw new TooManyRequests(`too many failed attempts; retry in ${seconds} s`, seconds, 'too_many_attempts')
   }
 
   /** Counts a failed attempt and logs it, and the lock it starts when it starts one. */
-  fail(address: string, what: string, account?: string): void {
+  async fail(address: string, what: string, account?: string): Promise<void> {
     const now = this.now()
-    if (now - this.lastSweep > 60_000) this.sweep(now)
     const s = this.settings
     const bumps: Array<[string, string, number, number]> = [
       ['address', `addr\n${address}`, s.address_failures, s.max_lock_s],
@@ -77,67 +87,37 @@ export class LoginThrottle {
       bumps.push(['account from address', `pair\n${account}\n${address}`, s.account_failures, s.max_lock_s])
       bumps.push(['account', `acct\n${account}`, s.account_failures, s.account_max_lock_s])
     }
-    let failures = 0
-    for (const [scope, key, threshold, capS] of bumps) {
-      const e = this.bump(key, now)
-      if (scope !== 'address') failures = Math.max(failures, e.failures)
-      if (e.failures < threshold) continue
-      const lockS = Math.min(capS, 2 ** Math.min(30, e.failures - threshold))
-      e.lockedUntil = now + lockS * 1000
-      this.log.warn('login locked out', { scope, account, address, failures: e.failures, lock_s: lockS })
-    }
+    const windowMs = (capS: number) => Math.max(WINDOW_MS, capS * 1000)
+    const totals = await this.store.addAll(
+      bumps.map(([, key, , capS]) => ({ key: failures(key), windowMs: windowMs(capS) })),
+      { slide: true },
+    )
+    let most = 0
+    const locks: Array<Awaitable<void>> = []
+    bumps.forEach(([scope, key, threshold, capS], i) => {
+      const n = totals[i]!
+      if (scope !== 'address') most = Math.max(most, n)
+      if (n < threshold) return
+      const lockS = Math.min(capS, 2 ** Math.min(30, n - threshold))
+      locks.push(this.store.put(lock(key), now + lockS * 1000, windowMs(capS)))
+      this.log.warn('login locked out', { scope, account, address, failures: n, lock_s: lockS })
+    })
+    await Promise.all(locks)
     this.log.warn(`${what} failed`, {
       account,
       address,
-      failures: account === undefined ? undefined : failures,
+      failures: account === undefined ? undefined : most,
     })
   }
 
-  /** A successful login: the account's counters restart and the address is known to it. */
-  succeed(address: string, account: string): void {
-    this.entries.delete(`pair\n${account}\n${address}`)
-    this.entries.delete(`acct\n${account}`)
-    let addrs = this.known.get(account)
-    if (!addrs) {
-      addrs = new Map()
-      this.known.set(account, addrs)
-    }
-    addrs.delete(address)
-    addrs.set(address, this.now() + KNOWN_MS)
-    if (addrs.size > MAX_KNOWN_PER_ACCOUNT) addrs.delete(addrs.keys().next().value as string)
-  }
-
-  private isKnown(account: string, address: string, now: number): boolean {
-    const until = this.known.get(account)?.get(address)
-    return until !== undefined && until > now
-  }
-
-  private wait(key: string, now: number): number {
-    const e = this.entries.get(key)
-    return e ? e.lockedUntil - now : 0
-  }
-
-  private bump(key: string, now: number): Entry {
-    let e = this.entries.get(key)
-    if (e && now - e.last > WINDOW_MS && e.lockedUntil <= now) e = undefined
-    if (!e) e = { failures: 0, last: now, lockedUntil: 0 }
-    // Re-inserted so the map's order is least recently failed first, which the size cap trims.
-    this.entries.delete(key)
-    this.entries.set(key, e)
-    e.failures++
-    e.last = now
-    if (this.entries.size > MAX_ENTRIES) this.entries.delete(this.entries.keys().next().value as string)
-    return e
-  }
-
-  private sweep(now: number) {
-    this.lastSweep = now
-    for (const [k, e] of this.entries)
-      if (now - e.last > WINDOW_MS && e.lockedUntil <= now) this.entries.delete(k)
-    for (const [account, addrs] of this.known) {
-      for (const [a, until] of addrs) if (until <= now) addrs.delete(a)
-      if (!addrs.size) this.known.delete(account)
-    }
+  /** A successful login: the account's counters and locks restart and the address is known to it. */
+  async succeed(address: string, account: string): Promise<void> {
+    const pair = `pair\n${account}\n${address}`
+    const acct = `acct\n${account}`
+    await Promise.all([
+      this.store.remove([failures(pair), failures(acct), lock(pair), lock(acct)]),
+      this.store.put(known(account, address), 1, KNOWN_MS),
+    ])
   }
 }
 

@@ -55,6 +55,11 @@ export interface PgOptions {
   max?: number
   /** Seconds a connection attempt may take (default 2). */
   connectTimeoutS?: number
+  /**
+   * Commits without waiting for the WAL flush (`synchronous_commit = off`): for state whose last
+   * fraction of a second may be lost in a PostgreSQL crash (rate counters, login throttling).
+   */
+  asyncCommit?: boolean
 }
 
 /** BIGINT (epoch ms, counts) and NUMERIC (sums) come back as JS numbers, as on SQLite. */
@@ -76,7 +81,10 @@ export function openPostgres(url: string, opts: PgOptions = {}): Db {
     connect_timeout: opts.connectTimeoutS ?? 2,
     onnotice: () => undefined,
     types: numberTypes,
-    connection: opts.schema ? { search_path: opts.schema } : {},
+    connection: {
+      ...(opts.schema ? { search_path: opts.schema } : {}),
+      ...(opts.asyncCommit ? { synchronous_commit: 'off' } : {}),
+    },
   })
   const root: Db & {
     listen(channel: string, fn: (payload: string) => void): Promise<() => Promise<void>>

@@ -6,6 +6,9 @@ import { filterRoutes } from './filters'
 import { gameAnalytics } from './game'
 import { gameRoutes } from './game-routes'
 import { migrations } from './migrations'
+import { RealtimeHub, realtimeStore } from './realtime'
+import { MinuteRollup } from './realtime-rollup'
+import { realtimeRoutes } from './realtime-routes'
 import { AnalyticsRollup } from './rollup'
 import { AnalyticsConfig } from './schema'
 import { serverAnalytics } from './server'
@@ -37,6 +40,8 @@ export default definePlugin({
     const timezone = (gameId: string) => games.timezone(gameId)
     const rollup = new AnalyticsRollup({ plugin: 'analytics', migrations }, timezone)
     ingest.registerRollup(rollup)
+    // After the analytics rollup: its migrations create the realtime minute table in a separate event store.
+    ingest.registerRollup(new MinuteRollup())
     // A game's days follow its time zone from its next event on.
     games.onChange((c) => {
       if (!c.environment) rollup.forget(c.gameId)
@@ -46,12 +51,29 @@ export default definePlugin({
     let warehouse: ReturnType<typeof warehouseStore> | undefined
     let game: ReturnType<typeof gameAnalytics> | undefined
     let server: ReturnType<typeof serverAnalytics> | undefined
+    let realtime: ReturnType<typeof realtimeStore> | undefined
+    const hub = new RealtimeHub(
+      ctx.config.realtime,
+      async (s, now) => {
+        const tz = await games.timezone(s.gameId)
+        return tz === undefined ? undefined : started(realtime).snapshot(s, tz, now)
+      },
+      ctx.log,
+    )
+    ctx.provide('realtime', hub)
+    const clients = ctx.metrics.gauge('svc_analytics_realtime_clients', 'Connected realtime (SSE) clients')
+    ctx.metrics.collect(() => clients.set(hub.clients()))
+    ctx.onStop(() => hub.stop())
+    // Streams never end by themselves: a stopping server ends them first (graceful drain).
+    ctx.bus.on('server.draining', () => hub.stop())
     const filters = filterRoutes(ctx.guard, ctx.db, games, ingest, ctx.changes)
     ctx.onStart(async () => {
       await filters.load()
       if (!none) warehouse = warehouseStore(ingest.db, timezone)
       game = gameAnalytics(ingest.db)
       server = serverAnalytics(ingest.db)
+      realtime = realtimeStore(ingest.db)
+      hub.start()
     })
     const started = <T>(x: T | undefined): T => {
       if (!x) throw new Error('analytics used before start')
@@ -62,5 +84,6 @@ export default definePlugin({
       .use(gameRoutes(ctx.guard, games, () => started(game)))
       .use(serverRoutes(ctx.guard, games, () => started(server)))
       .use(filters.routes)
+      .use(realtimeRoutes(ctx, games, hub, () => started(realtime)))
   },
 })

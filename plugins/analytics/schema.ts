@@ -1,5 +1,6 @@
 import { t } from 'elysia'
 import { invalidField } from '../../core/http'
+import { RealtimeConfig } from './realtime'
 
 /** `plugins.analytics` of the YAML. */
 export const AnalyticsConfig = t.Object(
@@ -15,6 +16,8 @@ export const AnalyticsConfig = t.Object(
       },
       { additionalProperties: false, default: {} },
     ),
+    /** The realtime stream (`/api/v1/analytics/realtime`): snapshot and ping cadence, history, client cap. */
+    realtime: RealtimeConfig,
   },
   { additionalProperties: false, default: {} },
 )

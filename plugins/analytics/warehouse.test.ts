@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, setSystemTime, test } from 'bun:test'
+import { afterAll, afterEach, beforeAll, describe, expect, setSystemTime, test } from 'bun:test'
 import { join } from 'node:path'
 import postgres from 'postgres'
 import { PG_URL, type TestApp, forEachEngine, makeApp } from '../../test/helpers'
@@ -182,11 +182,17 @@ forEachEngine((engine) => {
     })
     afterAll(() => d.stop())
 
-    /** Seeding and reading must see one window: clear of the next `unit` boundary (the tests allow 10 s). */
-    const steady = async (unit: number) => {
-      const left = unit - (Date.now() % unit)
-      if (left < 3000) await Bun.sleep(left + 50)
+    /**
+     * Seeding and reading must see one window: the clock is held (bun:test's setSystemTime, read
+     * by the app in this process too) at now, or just past the next `unit` boundary when that is
+     * near, until the test ends. Ids stay ordered when it is let go (the writer never goes back).
+     */
+    const steady = (unit: number) => {
+      const now = Date.now()
+      const left = unit - (now % unit)
+      setSystemTime(new Date(left < 3000 ? now + left + 50 : now))
     }
+    afterEach(() => setSystemTime())
     const at = (ts: number, event: string, extra: Record<string, unknown> = {}) => ({
       event,
       ts: String(ts),
@@ -198,7 +204,7 @@ forEachEngine((engine) => {
     const sum = (points: Record<string, number>[], k: string) => points.reduce((a, p) => a + p[k], 0)
 
     test('dau: days defaults to 14', async () => {
-      await steady(DAY)
+      steady(DAY)
       // The first millisecond of the oldest day of 14, and the last one before it.
       const first = floorTo(Date.now(), DAY) - 13 * DAY
       const r = await signed(d, '/api/ingest/events', [
@@ -216,7 +222,7 @@ forEachEngine((engine) => {
     }, 10_000)
 
     test('revenue: days defaults to 14', async () => {
-      await steady(DAY)
+      steady(DAY)
       const first = floorTo(Date.now(), DAY) - 13 * DAY
       const pay = (ts: number, order: string, cents: number) =>
         at(ts, 'payment', {
@@ -241,7 +247,7 @@ forEachEngine((engine) => {
     }, 10_000)
 
     test('online: minutes defaults to 60', async () => {
-      await steady(MINUTE)
+      steady(MINUTE)
       const first = floorTo(Date.now(), MINUTE) - 59 * MINUTE
       const r = await signed(d, '/api/ingest/events', [
         at(first, 'heartbeat', { uid: 'on-in' }),
@@ -259,7 +265,7 @@ forEachEngine((engine) => {
     }, 10_000)
 
     test('invocation summary: hours defaults to 24', async () => {
-      await steady(HOUR)
+      steady(HOUR)
       const first = floorTo(Date.now(), HOUR) - 23 * HOUR
       const inv = (ts: number, fn: string) =>
         at(ts, 'function.invoke', { attrs: { functionId: fn, outcome: 'success', durationMs: 5 } })

@@ -113,6 +113,31 @@ forEachEngine((engine) => {
       expect([r.status, r.body.error]).toEqual([413, 'body_too_large'])
     })
 
+    test('over a real socket a body without a length is bounded too, and a signed chunked batch is read', async () => {
+      const base = a.listen()
+      const chunked = (bytes: Uint8Array) =>
+        new ReadableStream<Uint8Array>({
+          start(c) {
+            for (let i = 0; i < bytes.length; i += 65_536) c.enqueue(bytes.subarray(i, i + 65_536))
+            c.close()
+          },
+        })
+      const post = (bytes: Uint8Array, headers: Record<string, string>) =>
+        fetch(`${base}/api/ingest/events`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', ...headers },
+          body: chunked(bytes),
+          duplex: 'half',
+        } as RequestInit)
+      const big = new Uint8Array(12 * 1024 * 1024).fill(0x78)
+      const r = await post(big, { 'x-timestamp': '1', 'x-nonce': 'n', 'x-signature': 'bad' })
+      expect(r.status).toBe(413)
+      expect(await r.json()).toMatchObject({ error: 'body_too_large', path: '/api/ingest/events' })
+      const body = JSON.stringify([ev('chunked-ok')])
+      const ok = await post(new TextEncoder().encode(body), { ...(await signRequest(SECRET, body)) })
+      expect(ok.status).toBe(200)
+    })
+
     test('a batch with bad events is refused whole, listing every index, field and reason', async () => {
       const before = await count('SELECT COUNT(*) AS n FROM ingest_events')
       const batch = [

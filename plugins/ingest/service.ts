@@ -1,5 +1,5 @@
 import type { Db } from '../../core/db'
-import { HttpError } from '../../core/http'
+import { HttpError, readBounded } from '../../core/http'
 import type { Logger } from '../../core/log'
 import { type RateDecision, RateLimiter } from '../../core/ratelimit'
 import type { SharedState } from '../../core/shared'
@@ -13,11 +13,17 @@ import type { GroupWriter } from './writer'
 const tooLarge = (what: string, limit: number) =>
   new HttpError(413, 'body_too_large', `${what} is larger than ${limit} bytes`, { limit })
 
-/** Reads the raw body, refusing it by Content-Length before reading and by size after. */
+/**
+ * Reads the raw body, refusing it by Content-Length before reading and, for a body without one,
+ * as soon as it passes the limit (these native routes are not behind `listen`'s bound).
+ */
 export async function readBody(request: Request, limit: number): Promise<Uint8Array> {
-  const declared = Number(request.headers.get('content-length') ?? 0)
-  if (declared > limit) throw tooLarge('request body', limit)
-  const body = await request.bytes()
+  const declared = request.headers.get('content-length')
+  if (declared !== null) {
+    if (Number(declared) > limit) throw tooLarge('request body', limit)
+    return request.bytes()
+  }
+  const body = await readBounded(request, limit)
   if (body.byteLength > limit) throw tooLarge('request body', limit)
   return body
 }

@@ -6,6 +6,7 @@ import { subscribePlatformEvents } from './events'
 import { logStore } from './logs'
 import m001 from './migrations/001_notify.sql' with { type: 'text' }
 import m002 from './migrations/002_app_tokens_to_core.sql' with { type: 'text' }
+import m003 from './migrations/003_idempotency.sql' with { type: 'text' }
 import { notifyService } from './notify'
 import { type Dispatcher, dispatcher } from './queue'
 import { notifyRoutes } from './routes'
@@ -41,6 +42,7 @@ export default definePlugin({
   migrations: [
     { id: 1, name: 'notify', sql: m001 },
     { id: 2, name: 'app_tokens_to_core', sql: m002 },
+    { id: 3, name: 'idempotency', sql: m003 },
   ],
   // Spec 2 is one notification service: rules, groups, rosters and incidents check users against it too.
   permissions: { notify: { write: ['operator'] } },
@@ -63,7 +65,7 @@ export default definePlugin({
       if (origin === 'remote')
         return channels.sync().catch((e) => ctx.log.error('channel sync failed', { error: String(e) }))
     })
-    const queue = queueStore(ctx.db, id)
+    const queue = queueStore(ctx.db, id, { idempotencyEntries: config.idempotency_entries })
     const templates = templateStore(ctx.db)
     let disp: Dispatcher | undefined
     let syncer: Timer | undefined

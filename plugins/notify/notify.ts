@@ -3,7 +3,7 @@ import { invalidField } from '../../core/http'
 import type { ChannelManager } from './channels'
 import type { Dispatcher } from './queue'
 import type { NotifyBody, NotifyConfig, Route } from './schema'
-import type { DeliveryRow, QueueStore } from './store'
+import type { DeliveryRow, NotificationRow, QueueStore } from './store'
 import { type TemplateStore, render } from './templates'
 
 export interface Failure {
@@ -95,22 +95,6 @@ export function routeMatches(r: Route, type: string, level: string): boolean {
   return r.type.endsWith('*') ? type.startsWith(r.type.slice(0, -1)) : r.type === type
 }
 
-/** Spec 2 idempotency: accepted results only, about 1000 of them, first in first out, gone on restart. */
-class IdempotencyTable {
-  private entries = new Map<string, Promise<NotifyResult>>()
-  constructor(private max: number) {}
-  get(key: string) {
-    return this.entries.get(key)
-  }
-  set(key: string, p: Promise<NotifyResult>) {
-    this.entries.set(key, p)
-    while (this.entries.size > this.max) this.entries.delete(this.entries.keys().next().value as string)
-  }
-  delete(key: string, p: Promise<NotifyResult>) {
-    if (this.entries.get(key) === p) this.entries.delete(key)
-  }
-}
-
 export function notifyService(opts: {
   config: NotifyConfig
   channels: ChannelManager
@@ -119,7 +103,8 @@ export function notifyService(opts: {
   dispatcher: () => Dispatcher | undefined
 }): NotifyService {
   const { config, channels, templates, store } = opts
-  const seen = new IdempotencyTable(config.idempotency_entries)
+  /** Keyed requests running in this process: a twin waits for the first instead of racing it. */
+  const running = new Map<string, Promise<NotifyResult>>()
   let groups: ((id: string) => Promise<GroupMember[] | undefined>) | undefined
   let router: Router | undefined
 
@@ -192,10 +177,32 @@ export function notifyService(opts: {
     return { c, plan, failed, routed, explicit: refs.length > 0 }
   }
 
+  /**
+   * Stores the notification and its deliveries (none when held) with the answer its idempotency
+   * key recalls, in one transaction. Undefined when stored; the first request's answer when another
+   * request (on any instance) recorded the key first, in which case nothing of this one was stored.
+   */
+  async function record(
+    key: string | undefined,
+    notification: NotificationRow | undefined,
+    rows: DeliveryRow[],
+    result: NotifyResult,
+  ): Promise<NotifyResult | undefined> {
+    if (!key && !notification) return undefined
+    const stored = await store.accept(
+      notification,
+      rows,
+      key ? { key, result: JSON.stringify(result) } : undefined,
+    )
+    if (stored || !key) return undefined
+    const first = await store.recall(key)
+    return first ? (JSON.parse(first) as NotifyResult) : result
+  }
+
   async function process(b: NotifyBody): Promise<NotifyResult> {
     const { c, plan, failed, routed } = await decide(b, false)
-    if (routed?.held)
-      return {
+    if (routed?.held) {
+      const result: NotifyResult = {
         code: 0,
         message: 'ok',
         data: {
@@ -205,6 +212,9 @@ export function notifyService(opts: {
           held: { ...(routed.rule ? { rule: routed.rule } : {}), ...routed.held },
         },
       }
+      // Held is accepted (code 0): its answer is recorded like any other.
+      return (await record(b.idempotency_key, undefined, [], result)) ?? result
+    }
     const notificationId = newId()
     const now = Date.now()
     const accepted: string[] = []
@@ -244,7 +254,19 @@ export function notifyService(opts: {
         message: `all channels failed: ${failed.map((f) => `${f.channel}: ${f.error}`).join('; ')}`,
         data: { notification_id: notificationId, accepted: [], failed },
       }
-    await store.accept(
+    const task_ids = rows.map((r) => r.id)
+    const result: NotifyResult = {
+      code: 0,
+      message: 'ok',
+      data: {
+        notification_id: notificationId,
+        task_ids,
+        accepted,
+        ...(failed.length ? { failed } : {}),
+      },
+    }
+    const first = await record(
+      b.idempotency_key,
       {
         id: notificationId,
         type: b.type,
@@ -256,42 +278,35 @@ export function notifyService(opts: {
         created_at: now,
       },
       rows,
+      result,
     )
+    // Another instance recorded the key first: its answer, and nothing of this one was stored.
+    if (first) return first
     const d = opts.dispatcher()
     for (const ch of accepted) d?.hint(ch)
-    const task_ids = rows.map((r) => r.id)
     await routed?.accepted?.({ notification_id: notificationId, task_ids, accepted })
-    return {
-      code: 0,
-      message: 'ok',
-      data: {
-        notification_id: notificationId,
-        task_ids,
-        accepted,
-        ...(failed.length ? { failed } : {}),
-      },
-    }
+    return result
   }
 
   return {
     async notify(b) {
       const key = b.idempotency_key
       if (!key) return process(b)
-      const prior = seen.get(key)
-      if (prior) {
-        // A concurrent twin may still be running; wait for it, and run anew only if it was not accepted.
-        const r = await prior.catch(() => undefined)
+      const twin = running.get(key)
+      if (twin) {
+        // A twin in this process may still be running; wait for it, and run anew only if it was not accepted.
+        const r = await twin.catch(() => undefined)
         if (r?.code === 0) return r
       }
-      const p = process(b)
-      seen.set(key, p)
+      const p = (async () => {
+        const first = await store.recall(key)
+        return first ? (JSON.parse(first) as NotifyResult) : process(b)
+      })()
+      running.set(key, p)
       try {
-        const r = await p
-        if (r.code !== 0) seen.delete(key, p)
-        return r
-      } catch (e) {
-        seen.delete(key, p)
-        throw e
+        return await p
+      } finally {
+        if (running.get(key) === p) running.delete(key)
       }
     },
     async dryRun(b) {

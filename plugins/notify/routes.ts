@@ -107,7 +107,7 @@ export function notifyRoutes(d: RouteDeps) {
             'Accept a notification: HTTP 200 with code 0 (all or some channels accepted, `failed` lists the rest) or code 422 (all failed)',
           description:
             'Recipients are the union of channels, channel and audience (group:<id>, user:<name>, bare channel); without any, static routes pick channels by type and level. ' +
-            'The notification and its deliveries are stored before the answer. A repeated idempotency_key returns the first accepted answer. ' +
+            'The notification and its deliveries are stored before the answer. A repeated idempotency_key returns the first accepted answer (same notification_id and task_ids, nothing sent again) on every instance and after a restart, for the newest idempotency_entries keys (about 1000); a 422 is not recorded. ' +
             'A rule may hold a notification back (suppressed, silenced, pending, folded, inhibited): code 0, no deliveries, and data.held {rule, reason, detail}. ' +
             '`?dry_run=true` answers the routing decision {dry_run, explicit, rule?, channels, failed?, held?, explain?} without storing or sending.',
         },

@@ -112,7 +112,7 @@ export const NotifyConfig = t.Object(
       },
       { ...Strict, default: {} },
     ),
-    /** Idempotency records kept in memory (spec 2: about 1000, FIFO). */
+    /** Idempotency records kept in the database, shared by every instance and kept across restarts (spec 2: about 1000, FIFO). */
     idempotency_entries: t.Integer({ minimum: 1, default: 1000 }),
   },
   { ...Strict, default: {} },

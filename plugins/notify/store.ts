@@ -95,21 +95,68 @@ const ATTEMPT_COLS = [
 export const CLAIM_COLS =
   'id, notification_id, channel, provider_type, type, level, targets, recipients, title, body, raw, attempts, created_at'
 
-export function queueStore(db: Db, instanceId: string) {
+/** What `accept` stores: a notification with its deliveries, and the answer its idempotency key recalls. */
+interface Acceptance {
+  notification?: NotificationRow
+  deliveries: DeliveryRow[]
+  idempotency?: { key: string; result: string }
+  /** Set when another request (on any instance) recorded the key first: nothing of this one was stored. */
+  lost?: boolean
+}
+
+export function queueStore(db: Db, instanceId: string, opts: { idempotencyEntries?: number } = {}) {
   // SQLite has one writer, so parallel batches would only queue behind each other; on PostgreSQL two
   // in flight hide the commit round trip (measured: 4 made batches smaller and cost CPU on 2 cores).
   const parallel = db.dialect === 'postgres' ? 2 : 1
-  const accept = new GroupCommit<{ notification: NotificationRow; deliveries: DeliveryRow[] }>(
+  const keep = opts.idempotencyEntries ?? 1000
+  let recorded = 0
+  // Strictly increasing in this process, so first in first out holds for keys of the same millisecond.
+  let lastAt = 0
+  const accept = new GroupCommit<Acceptance>(
     async (items) => {
       const now = Date.now()
       await db.tx(async (tx) => {
+        // The key is claimed and its answer stored in the transaction of the deliveries: a key is
+        // recorded with everything it answers for, or not at all. A concurrent twin on another
+        // instance waits on the key's row lock (PostgreSQL) or the writer (SQLite), finds it taken,
+        // and stores nothing.
+        // In key order: two instances' batches never wait on each other's keys crosswise (deadlock).
+        const keyed = items
+          .filter((i) => i.idempotency)
+          .sort((x, y) => (x.idempotency!.key < y.idempotency!.key ? -1 : 1))
+        if (keyed.length) {
+          const won = new Set(
+            (
+              await insertMany(
+                tx,
+                'notify_idempotency',
+                ['key', 'result', 'created_at'],
+                keyed.flatMap((i) => {
+                  lastAt = Math.max(now, lastAt + 1)
+                  return [i.idempotency!.key, i.idempotency!.result, lastAt]
+                }),
+                { tail: 'ON CONFLICT (key) DO NOTHING RETURNING key' },
+              )
+            ).map((r) => r.key as string),
+          )
+          for (const i of keyed) i.lost = !won.delete(i.idempotency!.key)
+          recorded += keyed.length
+          if (recorded >= Math.max(1, keep / 10)) {
+            recorded = 0
+            await tx.run(
+              'DELETE FROM notify_idempotency WHERE created_at < (SELECT created_at FROM notify_idempotency ORDER BY created_at DESC LIMIT 1 OFFSET ?)',
+              [keep - 1],
+            )
+          }
+        }
+        const kept = items.filter((i) => !i.lost)
         await insertMany(
           tx,
           'notify_notifications',
           NOTIF_COLS,
-          items.flatMap(({ notification: n }) => NOTIF_COLS.map((c) => n[c])),
+          kept.flatMap(({ notification: n }) => (n ? NOTIF_COLS.map((c) => n[c]) : [])),
         )
-        const rows = items.flatMap((i) => i.deliveries)
+        const rows = kept.flatMap((i) => i.deliveries)
         await insertMany(
           tx,
           'notify_deliveries',
@@ -172,8 +219,27 @@ export function queueStore(db: Db, instanceId: string) {
   )
 
   return {
-    accept: (notification: NotificationRow, deliveries: DeliveryRow[]) =>
-      accept.add({ notification, deliveries }),
+    /**
+     * Stores a notification and its deliveries (none for a held one), with the answer its
+     * idempotency key recalls. False when the key was recorded first by another request (on any
+     * instance): then nothing was stored and `recall` answers the first request's result.
+     */
+    async accept(
+      notification: NotificationRow | undefined,
+      deliveries: DeliveryRow[],
+      idempotency?: { key: string; result: string },
+    ): Promise<boolean> {
+      const item: Acceptance = { notification, deliveries, idempotency }
+      await accept.add(item)
+      return !item.lost
+    },
+    /** The recorded answer of an idempotency key, from any instance and across restarts. */
+    async recall(key: string): Promise<string | undefined> {
+      const row = await db.get<{ result: string }>('SELECT result FROM notify_idempotency WHERE key = ?', [
+        key,
+      ])
+      return row?.result
+    },
     finish: (o: Outcome) => finish.add(o),
 
     /**

@@ -40,7 +40,7 @@ export default definePlugin({
       ),
       redis: t.Object(
         {
-          /** Shares the bucket among instances; absent: core's redis.url (REDIS_URL); '' keeps it per instance. */
+          /** Shares the bucket among instances; absent: core's redis.url (REDIS_URL), else the database; '' keeps it per instance. */
           url: t.Optional(t.String()),
           prefix: t.String({ default: 'liveops:rl:' }),
           /** A slower Redis answer counts as an outage for that request. */
@@ -72,6 +72,10 @@ export default definePlugin({
             timeoutMs: ctx.config.redis.timeout_ms,
             retryMs: ctx.config.redis.retry_ms,
           }
+        : undefined,
+      // Without Redis the instances share the bucket through the database, unless told '' (local).
+      !url && ctx.config.redis.url === undefined
+        ? { take: (key, s) => ctx.shared.take(key, s), prefix: ctx.config.redis.prefix }
         : undefined,
     )
     ctx.rateLimiter.use(limiter)

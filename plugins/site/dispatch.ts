@@ -9,16 +9,24 @@ import type { Message, SiteStore } from './store'
 
 /** Browsers following `/api/v1/site/messages/stream`: each new in-app message is pushed to all. */
 export class MessageHub {
-  private clients = new Set<(chunk: string) => void>()
+  private clients = new Map<(chunk: string) => void, () => void>()
 
-  subscribe(push: (chunk: string) => void): () => void {
-    this.clients.add(push)
+  /** `end` closes the client's stream (a stopping server, `closeAll`). */
+  subscribe(push: (chunk: string) => void, end: () => void = () => undefined): () => void {
+    this.clients.set(push, end)
     return () => this.clients.delete(push)
+  }
+
+  /** Ends every stream: the server is draining. */
+  closeAll(): void {
+    const ends = [...this.clients.values()]
+    this.clients.clear()
+    for (const end of ends) end()
   }
 
   publish(m: Message): void {
     const chunk = `id: ${m.id}\nevent: message\ndata: ${JSON.stringify(m)}\n\n`
-    for (const push of this.clients) push(chunk)
+    for (const push of this.clients.keys()) push(chunk)
   }
 
   get size(): number {

@@ -48,6 +48,7 @@ export default definePlugin({
       'Browsers following the in-app message stream',
     )
     ctx.metrics.collect(() => listeners.set(hub.size))
+    ctx.bus.on('server.draining', () => hub.closeAll())
     return siteRoutes(ctx as never, { store, hub, dispatch })
   },
 })

@@ -153,7 +153,17 @@ export function siteRoutes(
         const stream = new ReadableStream<string>({
           start(c) {
             c.enqueue(': connected\n\n')
-            off = hub.subscribe((chunk) => c.enqueue(chunk))
+            off = hub.subscribe(
+              (chunk) => c.enqueue(chunk),
+              () => {
+                clearInterval(beat)
+                try {
+                  c.close()
+                } catch {
+                  // Already closed by the client.
+                }
+              },
+            )
             beat = setInterval(() => c.enqueue(': keep-alive\n\n'), 15_000)
             request.signal.addEventListener('abort', () => {
               off()

@@ -4,7 +4,7 @@
  * second the event store with its rollups takes. Isolates the store's share of an ingest run.
  *
  *   bun scripts/bench/ingest-writer.ts [--engine=sqlite|postgres] [--events=1000000] [--commit=2000]
- *     [--days=30] [--warm=0] [--event-ids=1]
+ *     [--days=30] [--warm=0] [--event-ids=1] [--realtime=on|off]
  *
  * The events' times span `--days` simulated days (the HTTP benchmark's 10 M events span 30, about
  * 333,000 a day). The first `--warm` events are written before the timing starts, so the
@@ -17,6 +17,7 @@ import { join } from 'node:path'
 import { type Db, migrate, openDb } from '../../core/db'
 import { createLogger } from '../../core/log'
 import { migrations as analyticsMigrations } from '../../plugins/analytics/migrations'
+import { MinuteRollup } from '../../plugins/analytics/realtime-rollup'
 import { AnalyticsRollup } from '../../plugins/analytics/rollup'
 import { ExposureRollup } from '../../plugins/experiments/exposures'
 import m002 from '../../plugins/experiments/migrations/002_take_exposures.sql' with { type: 'text' }
@@ -50,6 +51,9 @@ const writer = new GroupWriter(
 // Every rollup registered, as in the server with analytics and experiments enabled.
 writer.register(new AnalyticsRollup(undefined))
 writer.register(new ExposureRollup(undefined))
+// The realtime minute counters; --realtime=off measures the writer without them (their cost).
+const realtime = arg('realtime', 'on') !== 'off'
+if (realtime) writer.register(new MinuteRollup())
 
 // Prepared outside the timing.
 const days = Number(arg('days', '30'))
@@ -93,6 +97,7 @@ const cpu = process.cpuUsage(cpu0)
 console.log(
   JSON.stringify({
     engine,
+    realtime,
     events: total,
     perCommit,
     eventsPerSec: Math.round(total / secs),

@@ -19,7 +19,8 @@ import { rmSync } from 'node:fs'
 import { join } from 'node:path'
 import postgres from 'postgres'
 import { type Running, startServer } from '../../test/process'
-import { USERS, eventsBody, shapes } from './events'
+import { eventsBody, shapes } from './events'
+import { benchConfig, bootstrap, load as loadWith, paymentsBody, sign, summary } from './ingest-load'
 import {
   type CpuResult,
   PG_URL,
@@ -45,22 +46,11 @@ const batchSize = Number(arg('batch', '100'))
 /** Events carry an event_id as the SDK sends them (0: none, as from clients that send none). */
 const eventIds = arg('event-ids', '1') !== '0'
 
-const SECRET = 'bench-signing-secret'
 const DAY = 86_400_000
 
 const dir = tempDir('liveops-ingest-bench-')
-const config = join(dir, 'bench.yaml')
-await Bun.write(
-  config,
-  [
-    `data_dir: ${dir}`,
-    'rate_limit: { requests_per_minute: 0, burst: 0 }',
-    'log: { level: info }',
-    // Every rollup registered: analytics and experiments keep theirs in ingest's commit.
-    `plugins: { games: {}, ingest: { signing_secret: ${SECRET}, purge_interval_minutes: 0 }, analytics: {}, experiments: {} }`,
-    '',
-  ].join('\n'),
-)
+// Every rollup registered: analytics and experiments keep theirs in ingest's commit.
+const config = await benchConfig(dir, 'analytics: {}, experiments: {}')
 const env: Record<string, string> = { ADMIN_PASSWORD: 'bench-password', JWT_SECRET: 'bench' }
 if (engine === 'postgres') env.DATABASE_URL = await freshPgDatabase('liveops_bench_ingest')
 // --profile=DIR writes the server's CPU profile (markdown) there on exit.
@@ -84,117 +74,6 @@ async function storedEvents(): Promise<number> {
   return n
 }
 
-async function bootstrap(base: string): Promise<{ token: string; gameId: string }> {
-  const post = async (path: string, body: unknown, token?: string) =>
-    (
-      await fetch(`${base}${path}`, {
-        method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          ...(token ? { authorization: `Bearer ${token}` } : {}),
-        },
-        body: JSON.stringify(body),
-      })
-    ).json()
-  const { token } = await post('/api/auth/login', { email: 'admin@localhost', password: 'bench-password' })
-  const game = await post(
-    '/api/games',
-    { name: 'Bench', genre: 'RPG', platforms: ['IOS'], timezone: 'UTC', defaultCurrency: 'USD' },
-    token,
-  )
-  return { token, gameId: game.id }
-}
-
-function sign(body: string): Record<string, string> {
-  const ts = String(Math.floor(Date.now() / 1000))
-  const nonce = crypto.randomUUID()
-  const digest = new Bun.CryptoHasher('sha256').update(body).digest('hex')
-  const sig = new Bun.CryptoHasher('sha256', SECRET).update(`${ts}\n${nonce}\n${digest}`).digest('base64')
-  return { 'content-type': 'application/json', 'x-timestamp': ts, 'x-nonce': nonce, 'x-signature': sig }
-}
-
-function paymentsBody(gameId: string, n: number, t: number, seq: { order: number }): string {
-  const out: object[] = []
-  for (let i = 0; i < n; i++)
-    out.push({
-      ts: String(Math.round(t + i)),
-      game_id: gameId,
-      env: 'prod',
-      uid: `u${Math.floor(Math.random() * USERS)}`,
-      event: 'payment',
-      order_id: `o${++seq.order}`,
-      status: Math.random() < 0.9 ? 'success' : 'refunded',
-      amount_cents: 99 + Math.floor(Math.random() * 1000),
-      currency: 'USD',
-    })
-  return JSON.stringify(out)
-}
-
-interface LoadResult {
-  requests: number
-  acked: number
-  errors: number
-  latencies: number[]
-  seconds: number
-  statuses: Record<string, number>
-}
-
-/** `connections` loops posting signed batches until `until`; counts the events each 200 acknowledged. */
-async function load(
-  base: string,
-  gameId: string,
-  size: number,
-  runSeconds: number,
-  stopAt?: number,
-): Promise<LoadResult> {
-  const t0 = performance.now()
-  const until = t0 + runSeconds * 1000
-  const simStart = Date.now() - 30 * DAY
-  const seq = { order: 0 }
-  const res: LoadResult = { requests: 0, acked: 0, errors: 0, latencies: [], seconds: 0, statuses: {} }
-  const pool = shapes(gameId)
-  const loop = async () => {
-    let k = 0
-    while (performance.now() < (stopAt ?? until)) {
-      const sim = Math.min(Date.now(), simStart + ((performance.now() - t0) / (runSeconds * 1000)) * 30 * DAY)
-      // One request in 100 carries 10 payments; the rest carry events.
-      const payments = size > 1 && ++k % 100 === 0
-      const path = payments ? '/api/ingest/payments' : '/api/ingest/events'
-      const n = payments ? 10 : size
-      const body = payments ? paymentsBody(gameId, n, sim, seq) : eventsBody(pool, n, sim, eventIds)
-      const s = performance.now()
-      try {
-        const r = await fetch(`${base}${path}`, { method: 'POST', headers: sign(body), body })
-        await r.arrayBuffer()
-        res.statuses[r.status] = (res.statuses[r.status] ?? 0) + 1
-        if (r.status === 200) res.acked += n
-        else res.errors++
-      } catch {
-        res.errors++
-        if (stopAt) return
-      }
-      res.requests++
-      res.latencies.push(performance.now() - s)
-    }
-  }
-  await Promise.all(Array.from({ length: connections }, loop))
-  res.seconds = (performance.now() - t0) / 1000
-  return res
-}
-
-function summary(r: LoadResult) {
-  const lat = [...r.latencies].sort((a, b) => a - b)
-  return {
-    eventsPerSec: Math.round(r.acked / r.seconds),
-    requestsPerSec: Math.round(r.requests / r.seconds),
-    p50ms: Math.round(lat[Math.floor(lat.length * 0.5)] * 10) / 10,
-    p99ms: Math.round(lat[Math.floor(lat.length * 0.99)] * 10) / 10,
-    errors: r.errors,
-    acked: r.acked,
-    statuses: r.statuses,
-  }
-}
-
 async function timeQuery(
   base: string,
   token: string,
@@ -214,6 +93,9 @@ async function timeQuery(
     maxMs: Math.round(Math.max(...times) * 10) / 10,
   }
 }
+
+const load = (base: string, gameId: string, size: number, runSeconds: number, stopAt?: number) =>
+  loadWith(base, gameId, size, runSeconds, connections, stopAt)
 
 const stop = async (s: Running) => {
   s.proc.kill('SIGTERM')

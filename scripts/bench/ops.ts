@@ -9,9 +9,11 @@
  * limits (the default):
  * - the Prometheus exposition with 10,000 series (the request histogram, agent and check series),
  *   rendered through the app's registry as `/metrics/prometheus` does; target <= 15 ms;
- * - what the shared Redis gateway limiter adds at p99 to an authenticated request, against the
- *   same app with the per-instance bucket; target <= 0.5 ms. Needs Redis at REDIS_URL
- *   (default redis://127.0.0.1:6379).
+ * - what the shared limiters add at p99 to an authenticated request: the rate-limits gateway
+ *   bucket in Redis, in SQLite and in PostgreSQL against the same app with the per-instance
+ *   bucket, and core's platform limit in Redis, SQLite and PostgreSQL against the limit off;
+ *   target <= 0.5 ms. Needs Redis at REDIS_URL (default redis://127.0.0.1:6379) and PostgreSQL
+ *   at BENCH_DATABASE_URL.
  * certs: 1,000 stored probe-sourced certificates spread over loopback TLS servers (P-256 by
  * default, RSA-2048 with --key=rsa; served by a child process), then
  * `POST /api/v1/certificates/check-all` timed against a real server process; target <= 2 s.
@@ -31,7 +33,7 @@ import { createLogger } from '../../core/log'
 import { plugins } from '../../plugins'
 import { issue } from '../../plugins/certificates/testing'
 import { startServer } from '../../test/process'
-import { arg, median, tempDir } from './lib'
+import { PG_URL, arg, freshPgDatabase, median, tempDir } from './lib'
 
 const REDIS = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
 const requests = Number(arg('requests', '4000'))
@@ -41,14 +43,19 @@ const pct = (xs: number[], p: number) =>
   [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))]
 const round = (ms: number) => Math.round(ms * 1000) / 1000
 
-async function app(pluginSettings: Record<string, unknown>) {
+async function app(
+  pluginSettings: Record<string, unknown>,
+  opts: { databaseUrl?: string; rateLimit?: number; redis?: string } = {},
+) {
   const dir = tempDir('liveops-ops-bench-')
+  const rate = opts.rateLimit ?? 1_000_000_000
   const yaml = stringify({
     data_dir: dir,
-    database: { url: join(dir, 'bench.sqlite') },
+    database: { url: opts.databaseUrl ?? join(dir, 'bench.sqlite') },
     auth: { jwt_secret: 'bench-secret', admin_token: '' },
     admin: { email: 'admin@localhost', password: 'bench-password' },
-    rate_limit: { requests_per_minute: 1_000_000_000, burst: 1_000_000_000 },
+    rate_limit: { requests_per_minute: rate, burst: rate },
+    redis: { url: opts.redis ?? '' },
     log: { level: 'error' },
     telemetry: { prometheus: { enabled: true } },
     plugins: {
@@ -103,14 +110,48 @@ async function exposition() {
   }
 }
 
-// --- the Redis limiter's cost on an authenticated request --------------------------------------
-async function latency(redisUrl: string) {
-  const { built, stop } = await app({
-    'rate-limits': {
-      rateLimit: { requestsPerMinute: 100_000_000, burstSize: 100_000_000 },
-      redis: { url: redisUrl, prefix: `liveops-bench:${crypto.randomUUID()}:` },
-    },
-  })
+// --- the shared limiters' cost on an authenticated request ------------------------------------
+/**
+ * One way of limiting: the rate-limits gateway bucket (local, Redis, or the database) or core's
+ * platform limit (off, Redis, or the database: two fixed windows, one upsert of two rows).
+ */
+interface Variant {
+  name: string
+  limiter: 'gateway' | 'core'
+  /** The gateway's or core's Redis URL; '' none. Undefined for the gateway: the database. */
+  redis?: string
+  pg?: boolean
+  /** Core's limit off: the baseline of the core variants. */
+  off?: boolean
+}
+
+const VARIANTS: Variant[] = [
+  { name: 'gatewayLocal', limiter: 'gateway', redis: '' },
+  { name: 'gatewayRedis', limiter: 'gateway', redis: REDIS },
+  { name: 'gatewaySqlite', limiter: 'gateway' },
+  { name: 'gatewayPostgres', limiter: 'gateway', pg: true },
+  { name: 'coreOffSqlite', limiter: 'core', off: true },
+  { name: 'coreRedis', limiter: 'core', redis: REDIS },
+  { name: 'coreSqlite', limiter: 'core' },
+  { name: 'corePostgres', limiter: 'core', pg: true },
+]
+
+async function latency(v: Variant) {
+  const databaseUrl = v.pg ? await freshPgDatabase('liveops_bench_limits') : undefined
+  const { built, stop } = await app(
+    v.limiter === 'gateway'
+      ? {
+          'rate-limits': {
+            rateLimit: { requestsPerMinute: 100_000_000, burstSize: 100_000_000 },
+            redis: {
+              ...(v.redis === undefined ? {} : { url: v.redis }),
+              prefix: `liveops-bench:${crypto.randomUUID()}:`,
+            },
+          },
+        }
+      : {},
+    { databaseUrl, rateLimit: v.off ? 0 : undefined, redis: v.limiter === 'core' ? v.redis : '' },
+  )
   try {
     const user = await built.auth.createUser({
       email: 'bench@x.test',
@@ -120,7 +161,7 @@ async function latency(redisUrl: string) {
     })
     const token = built.auth.accessToken(user)
     const req = () =>
-      new Request('http://localhost/api/v1/rate-limits', { headers: { authorization: `Bearer ${token}` } })
+      new Request('http://localhost/api/v1/agents', { headers: { authorization: `Bearer ${token}` } })
     for (let i = 0; i < 500; i++) await (await built.app.handle(req())).text()
     const times: number[] = []
     for (let i = 0; i < requests; i++) {
@@ -128,9 +169,20 @@ async function latency(redisUrl: string) {
       const res = await built.app.handle(req())
       await res.text()
       if (res.status !== 200) throw new Error(`bench request answered ${res.status}`)
+      if (!v.off && !res.headers.get('x-ratelimit-remaining')) throw new Error(`${v.name}: not limited`)
       times.push(performance.now() - t0)
     }
-    return { p50: pct(times, 0.5), p99: pct(times, 0.99) }
+    // Throughput: waves of 64 concurrent requests, as a loaded instance sees them.
+    const wave = () =>
+      Promise.all(Array.from({ length: 64 }, async () => (await built.app.handle(req())).text()))
+    const t0 = performance.now()
+    let done = 0
+    while (performance.now() - t0 < 2000) {
+      await wave()
+      done += 64
+    }
+    const perSecond = Math.round(done / ((performance.now() - t0) / 1000))
+    return { p50: pct(times, 0.5), p99: pct(times, 0.99), perSecond }
   } finally {
     await stop()
   }
@@ -151,17 +203,44 @@ async function redisRoundTrip() {
   return { p50: pct(times, 0.5), p99: pct(times, 0.99) }
 }
 
+/** A bare PostgreSQL round trip (SELECT 1) from this process: what the database path must pay at least. */
+async function pgRoundTrip() {
+  const { default: postgres } = await import('postgres')
+  const sql = postgres(PG_URL, { max: 1, onnotice: () => undefined })
+  const times: number[] = []
+  for (let i = 0; i < requests; i++) {
+    const t0 = performance.now()
+    await sql`SELECT 1`
+    times.push(performance.now() - t0)
+  }
+  await sql.end()
+  return { p50: pct(times, 0.5), p99: pct(times, 0.99) }
+}
+
 async function limits() {
   const prom = await exposition()
   const ping = await redisRoundTrip()
-  // Alternate the two to spread the shared machine's noise over both.
-  const local: Array<{ p50: number; p99: number }> = []
-  const shared: Array<{ p50: number; p99: number }> = []
-  for (let i = 0; i < 3; i++) {
-    local.push(await latency(''))
-    shared.push(await latency(REDIS))
-  }
-  const med = (xs: Array<{ p50: number; p99: number }>, k: 'p50' | 'p99') => median(xs.map((x) => x[k]))
+  const pgPing = await pgRoundTrip()
+  // Alternate the variants to spread the shared machine's noise over all of them.
+  const runs = new Map<string, Array<{ p50: number; p99: number; perSecond: number }>>(
+    VARIANTS.map((v) => [v.name, []]),
+  )
+  for (let i = 0; i < 3; i++) for (const v of VARIANTS) runs.get(v.name)!.push(await latency(v))
+  const med = (name: string, k: 'p50' | 'p99' | 'perSecond') => median(runs.get(name)!.map((x) => x[k]))
+  const figures = Object.fromEntries(
+    VARIANTS.map((v) => [
+      v.name,
+      {
+        p50Ms: round(med(v.name, 'p50')),
+        p99Ms: round(med(v.name, 'p99')),
+        requestsPerSecond64: med(v.name, 'perSecond'),
+      },
+    ]),
+  )
+  const added = (name: string, base: string) => ({
+    p50Ms: round(med(name, 'p50') - med(base, 'p50')),
+    p99Ms: round(med(name, 'p99') - med(base, 'p99')),
+  })
   console.log(
     JSON.stringify(
       {
@@ -169,14 +248,22 @@ async function limits() {
         prometheus: prom,
         limiter: {
           requests,
-          localP50Ms: round(med(local, 'p50')),
-          localP99Ms: round(med(local, 'p99')),
-          redisP50Ms: round(med(shared, 'p50')),
-          redisP99Ms: round(med(shared, 'p99')),
-          addedP50Ms: round(med(shared, 'p50') - med(local, 'p50')),
-          addedP99Ms: round(med(shared, 'p99') - med(local, 'p99')),
+          route:
+            'GET /api/v1/agents (viewer token); latency sequential, throughput in waves of 64 for 2 s; median of 3 alternated runs',
+          figures,
+          // Ceilings: the gateway against its per-instance bucket, core against no limit at all.
+          addedOverBaseline: {
+            gatewayRedis: added('gatewayRedis', 'gatewayLocal'),
+            gatewaySqlite: added('gatewaySqlite', 'gatewayLocal'),
+            gatewayPostgres: added('gatewayPostgres', 'gatewayLocal'),
+            coreRedis: added('coreRedis', 'coreOffSqlite'),
+            coreSqlite: added('coreSqlite', 'coreOffSqlite'),
+            corePostgres: added('corePostgres', 'coreOffSqlite'),
+          },
           redisPingP50Ms: round(ping.p50),
           redisPingP99Ms: round(ping.p99),
+          postgresPingP50Ms: round(pgPing.p50),
+          postgresPingP99Ms: round(pgPing.p99),
           targetAddedP99Ms: 0.5,
         },
       },

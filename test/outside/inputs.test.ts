@@ -249,6 +249,48 @@ forEachEngine((engine) => {
       })
       expect(s.status).toBe(413)
       expect(await s.json()).toMatchObject({ code: 413 })
+      // Far past the limit (Bun's own cap once answered these with an empty 413).
+      const far = await fetch(`${base}/api/games`, {
+        method: 'POST',
+        headers: { ...admin, 'content-type': 'application/json' },
+        body: JSON.stringify({ ...game('Far', 'RPG'), description: 'x'.repeat(400_000) }),
+      })
+      expect(far.status).toBe(413)
+      expect(await far.json()).toMatchObject({ error: 'body_too_large', path: '/api/games' })
+    })
+
+    test('a body sent without a length (chunked) is bounded the same way, and under the limit it is read', async () => {
+      const base = a.listen()
+      const chunked = (text: string) => {
+        const bytes = new TextEncoder().encode(text)
+        return new ReadableStream<Uint8Array>({
+          start(c) {
+            for (let i = 0; i < bytes.length; i += 4096) c.enqueue(bytes.subarray(i, i + 4096))
+            c.close()
+          },
+        })
+      }
+      const post = (path: string, text: string) =>
+        fetch(`${base}${path}`, {
+          method: 'POST',
+          headers: { ...admin, 'content-type': 'application/json' },
+          body: chunked(text),
+          duplex: 'half',
+        } as RequestInit)
+      // Between one and two times the limit: once accepted, because only Bun's cap (2x) saw it.
+      const over = JSON.stringify({ ...game('Chunky', 'RPG'), description: 'x'.repeat(30_000) })
+      const r = await post('/api/games', over)
+      expect(r.status).toBe(413)
+      expect(await r.json()).toMatchObject({ error: 'body_too_large', path: '/api/games' })
+      const listed = await a.req('GET', '/api/games', { headers: admin })
+      expect(listed.body.items.map((g: { name: string }) => g.name)).not.toContain('Chunky')
+      // Far past it: refused without reading it all.
+      const far = await post('/api/games', JSON.stringify({ description: 'x'.repeat(2_000_000) }))
+      expect(far.status).toBe(413)
+      // A chunked body under the limit is an ordinary request.
+      const ok = await post('/api/games', JSON.stringify(game('Chunked', 'PUZZLE')))
+      expect(ok.status).toBe(201)
+      expect((await ok.json()).name).toBe('Chunked')
     })
   })
 })
