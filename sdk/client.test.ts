@@ -2,6 +2,7 @@ import { afterAll, describe, expect, test } from 'bun:test'
 import { join } from 'node:path'
 import { ClientError, LiveopsClient, MAX_BACKOFF_MS, retryDelay } from './client'
 import { bodyDigest, signRequest } from './sign'
+import { uuidv7 } from './uuid'
 
 describe('signRequest', () => {
   test('matches HMAC-SHA256 over timestamp, nonce and the lowercase hex body digest, base64', async () => {
@@ -15,6 +16,21 @@ describe('signRequest', () => {
     expect(h).toEqual({ 'X-Timestamp': '1700000000', 'X-Nonce': 'abc', 'X-Signature': expected })
     const other = await signRequest('secret', body)
     expect(other['X-Nonce']).toMatch(/^[0-9a-f]{32}$/)
+  })
+})
+
+describe('uuidv7', () => {
+  test('version 7, variant 10, the time in its first 48 bits, increasing within one millisecond', () => {
+    const t = Date.UTC(2026, 10, 24, 12)
+    const ids = Array.from({ length: 50 }, () => uuidv7(t))
+    for (const id of ids) {
+      expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/)
+      expect(Number.parseInt(id.replace('-', '').slice(0, 12), 16)).toBe(t)
+    }
+    expect(new Set(ids).size).toBe(50)
+    // The counter starts below 0x800 each millisecond, so 50 ids never wrap it.
+    expect([...ids].sort()).toEqual(ids)
+    expect(uuidv7(t + 1) > ids[ids.length - 1]).toBe(true)
   })
 })
 
@@ -55,6 +71,28 @@ describe('LiveopsClient', () => {
     ])
     expect(typeof (calls[2].body[0] as { ts: unknown }).ts).toBe('string')
     expect(c.acknowledged).toBe(2)
+    // Each event carries a UUIDv7 event_id, the same in every attempt: the server stores a retry once.
+    const ids = calls.map((x) => (x.body as Array<{ event_id: string }>).map((e) => e.event_id))
+    expect(ids[0][0]).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/)
+    expect(ids[0][0]).not.toBe(ids[0][1])
+    expect(ids[1]).toEqual(ids[0])
+    expect(ids[2]).toEqual(ids[0])
+  })
+
+  test('an event_id given in the attributes is kept', async () => {
+    calls.length = 0
+    const c = new LiveopsClient({
+      endpoint: 'http://h',
+      gameId: 'g',
+      env: 'prod',
+      secret: 's',
+      flushIntervalMs: 0,
+      flushOnExit: false,
+      fetch: fetchWith([]),
+    })
+    c.track('a', { event_id: 'mine' })
+    await c.flush()
+    expect(calls[0].body[0]).toMatchObject({ event_id: 'mine' })
   })
 
   test('gives up on a 400 at once and on retryable errors after maxRetries, reporting the batch', async () => {

@@ -1,4 +1,5 @@
 import { signRequest } from './sign'
+import { uuidv7 } from './uuid'
 
 /**
  * The liveops client SDK: queues events, sends them in batches (signed with the shared secret or
@@ -115,17 +116,22 @@ export class LiveopsClient {
     this.userId = userId
   }
 
-  /** Queues one event; `ts` is now unless given (epoch ms). */
+  /**
+   * Queues one event; `ts` is now unless given (epoch ms). Each event gets an `event_id` (a
+   * UUIDv7) unless `attrs` carries one: a retried batch sends the same ids, and the server stores
+   * each once within its dedup window.
+   */
   track(event: string, attrs: Attrs = {}, ts = Date.now()): void {
     const body: Attrs = this.opts.apiKey
       ? {
-          event_id: crypto.randomUUID(),
+          event_id: uuidv7(),
           event_name: event,
           ts_client: ts,
           ...(this.userId ? { user_id: this.userId } : {}),
           ...attrs,
         }
       : {
+          event_id: attrs.event_id ?? uuidv7(),
           event,
           ts: String(ts),
           game_id: this.opts.gameId,

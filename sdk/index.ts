@@ -34,3 +34,4 @@ export {
 } from './events'
 export { murmur3, murmur3Bytes } from './murmur3'
 export { bodyDigest, newNonce, signRequest, type SignatureHeaders } from './sign'
+export { uuidv7 } from './uuid'

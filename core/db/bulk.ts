@@ -18,6 +18,8 @@ export interface BulkOptions {
   tail?: string
   /** PostgreSQL: the columns to cast to BIGINT (the others are TEXT); enables the JSON path. */
   bigint?: readonly string[]
+  /** Called with the number of rows the statements changed (a tail without RETURNING): `ON CONFLICT DO NOTHING` skips show. */
+  changed?: (rows: number) => void
 }
 
 const MAX_PARAMS = 8192
@@ -113,7 +115,8 @@ export async function insertMany(
     s.json ??= `INSERT INTO ${table} (${cols.join(', ')}) ${jsonSelect(cols, opts.bigint)} ${tail}`
     const p = [jsonRows(params)]
     if (s.returning) return db.all(s.json, p)
-    await db.run(s.json, p)
+    const n = await db.run(s.json, p)
+    opts.changed?.(n)
     return []
   }
   const jobs: Promise<Row[] | number>[] = []
@@ -130,7 +133,8 @@ export async function insertMany(
     jobs.push(s.returning ? db.all(sql, chunk) : db.run(sql, chunk))
   }
   if (!s.returning) {
-    await Promise.all(jobs)
+    const counts = (await Promise.all(jobs)) as number[]
+    opts.changed?.(counts.reduce((a, b) => a + b, 0))
     return []
   }
   const out = (await Promise.all(jobs)) as Row[][]

@@ -3,6 +3,7 @@ import m001 from './migrations/001_take_rollups.sql' with { type: 'text' }
 import m002 from './migrations/002_game_analytics.sql' with { type: 'text' }
 import m003 from './migrations/003_filters.sql' with { type: 'text' }
 import m004 from './migrations/004_behavior.sql' with { type: 'text' }
+import m006 from './migrations/006_cohorts.sql' with { type: 'text' }
 import m007 from './migrations/007_realtime_minute.sql' with { type: 'text' }
 
 /** SQLite keeps keyed rollups WITHOUT ROWID (see ingest 002); PostgreSQL has no such clause. */
@@ -13,5 +14,6 @@ export const migrations: Migration[] = [
   { id: 2, name: 'game_analytics', sql: m002, pg: pg(m002) },
   { id: 3, name: 'filters', sql: m003 },
   { id: 4, name: 'behavior', sql: m004, pg: pg(m004) },
+  { id: 6, name: 'cohorts', sql: m006, pg: pg(m006) },
   { id: 7, name: 'realtime_minute', sql: m007, pg: pg(m007) },
 ]

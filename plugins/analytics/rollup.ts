@@ -2,6 +2,7 @@ import type { Db, Param } from '../../core/db'
 import type { Rollup, RollupBatch } from '../ingest/rollup'
 import { inOrder, invocationOf } from '../ingest/rows'
 import type { NormEvent } from '../ingest/validate'
+import { mondayOf } from './cohort'
 import { GAME_EVENTS, countGame } from './game-rollup'
 import { HyperLogLog } from './hll'
 import { DAY, HOUR, MINUTE, floorTo, histBucket } from './time'
@@ -152,7 +153,13 @@ export class AnalyticsRollup implements Rollup<AnalyticsRows> {
       'DELETE FROM analytics_online WHERE game_id = ? AND env = ? AND minute < ?',
       [s.gameId, s.env, cutoff],
     )
-    return days + minutes
+    // User-weeks wholly before the cutoff's week; the cohort counters stay.
+    const weeks = await db.run('DELETE FROM analytics_user_week WHERE game_id = ? AND env = ? AND week < ?', [
+      s.gameId,
+      s.env,
+      mondayOf(floorTo(cutoff, DAY)),
+    ])
+    return days + minutes + weeks
   }
 
   private stream(gameId: string, env: string): Stream {

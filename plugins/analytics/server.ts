@@ -1,4 +1,5 @@
-import type { Db, Param } from '../../core/db'
+import type { Db } from '../../core/db'
+import { cohorts, mondayOf } from './cohort'
 import { HyperLogLog } from './hll'
 import { DAY } from './time'
 
@@ -15,26 +16,12 @@ export interface Scope {
 }
 
 /**
- * The users active on local days `from`..`to` (user-days, plus the logged ones not merged yet),
- * as a subquery of `game_id, env, day, user_id` rows, with its parameters. `all`: UNION ALL, for
- * readers that count distinct users anyway (a user-day may be both merged and logged again).
- */
-function activeRows(q: Scope, from: number, to: number, all = false): { sql: string; params: Param[] } {
-  const p = [q.gameId, q.env, from, to]
-  return {
-    sql: `SELECT game_id, env, day, user_id FROM analytics_user_day WHERE game_id = ? AND env = ? AND day >= ? AND day <= ?
-          UNION${all ? ' ALL' : ''} SELECT game_id, env, day, user_id FROM analytics_user_day_log WHERE game_id = ? AND env = ? AND day >= ? AND day <= ?`,
-    params: [...p, ...p],
-  }
-}
-
-/**
  * The server analytics reads of spec 1 ("other endpoints") over the rollups: KPI overview with
  * the previous period, and cohort retention. Counters answer what they can (DAU, new users,
- * revenue), day sketches distinct users over a period; cohorts read the user-day set, bounded
- * by the range.
+ * revenue), day sketches distinct users over a period, cohort counters retention (`cohort.ts`).
  */
 export function serverAnalytics(db: Db) {
+  const cohort = cohorts(db)
   /**
    * Distinct active users of local days `from`..`to`: the days' HyperLogLog sketches merged
    * (exact for a few users, within about 1.6% beyond).
@@ -73,14 +60,7 @@ export function serverAnalytics(db: Db) {
         [q.gameId, q.env, q.from, q.to],
       ),
       // D1: of the users first seen in the period (up to its day before last), those active the next day.
-      db.get<{ cohort: number; back: number }>(
-        `SELECT COUNT(*) AS cohort, SUM(CASE WHEN EXISTS (SELECT 1 FROM analytics_user_day d WHERE d.game_id = f.game_id
-              AND d.env = f.env AND d.user_id = f.user_id AND d.day = f.first_day + ${DAY})
-            OR EXISTS (SELECT 1 FROM analytics_user_day_log l WHERE l.game_id = f.game_id AND l.env = f.env
-              AND l.user_id = f.user_id AND l.day = f.first_day + ${DAY}) THEN 1 ELSE 0 END) AS back
-         FROM analytics_first_seen f WHERE f.game_id = ? AND f.env = ? AND f.first_day >= ? AND f.first_day < ?`,
-        [q.gameId, q.env, q.from, q.to],
-      ),
+      q.to > q.from ? cohort.d1(q, q.from, q.to - DAY) : { cohort: 0, back: 0 },
     ])
     const revenue = n(daily?.revenue) / 100
     const paying = n(payers?.n)
@@ -92,7 +72,7 @@ export function serverAnalytics(db: Db) {
       arpu: active ? round(revenue / active) : 0,
       arppu: paying ? round(revenue / paying) : 0,
       payingUsers: paying,
-      d1Retention: n(d1?.cohort) ? round(n(d1?.back) / n(d1?.cohort)) : 0,
+      d1Retention: d1.cohort ? round(d1.back / d1.cohort) : 0,
     }
   }
 
@@ -202,53 +182,17 @@ export function serverAnalytics(db: Db) {
      */
     async retention(q: Scope & { interval: 'day' | 'week'; size: number }, today: number) {
       const unit = q.interval === 'week' ? 7 * DAY : DAY
-      // Weeks start on Monday (1970-01-01 was a Thursday: Monday is day 4 of the epoch's week).
-      const start = (day: number) => (q.interval === 'week' ? day - ((day / DAY + 3) % 7) * DAY : day)
+      // Weeks start on Monday.
+      const start = (day: number) => (q.interval === 'week' ? mondayOf(day) : day)
       const first = start(q.from)
       const last = start(q.to)
-      const active = activeRows(q, first, last + unit * (q.size + 1) - DAY)
-      const cohorts = await db.all<{ first_day: number; n: number }>(
-        'SELECT first_day, COUNT(*) AS n FROM analytics_first_seen WHERE game_id = ? AND env = ? AND first_day >= ? AND first_day <= ? GROUP BY first_day',
-        [q.gameId, q.env, first, last + unit - DAY],
-      )
-      const back = await db.all<{ first_day: number; day: number; n: number }>(
-        `SELECT f.first_day, a.day, COUNT(*) AS n FROM analytics_first_seen f
-         JOIN (${active.sql}) a ON a.game_id = f.game_id AND a.env = f.env AND a.user_id = f.user_id AND a.day > f.first_day
-         WHERE f.game_id = ? AND f.env = ? AND f.first_day >= ? AND f.first_day <= ?
-         GROUP BY f.first_day, a.day`,
-        [...active.params, q.gameId, q.env, first, last + unit - DAY],
-      )
-      // Per cohort and offset: distinct users (a user active on several days of one week counts once).
+      const [sizes, seen] = await Promise.all([
+        cohort.sizes(q, first, last + unit - DAY),
+        cohort.back(q, q.interval, first, last),
+      ])
+      // Per cohort: its users (a week's cohort is its days' together).
       const size = new Map<number, number>()
-      for (const c of cohorts)
-        size.set(start(n(c.first_day)), (size.get(start(n(c.first_day))) ?? 0) + n(c.n))
-      const seen = new Map<string, number>()
-      if (q.interval === 'day')
-        for (const r of back) {
-          const k = `${n(r.first_day)}|${(n(r.day) - n(r.first_day)) / DAY}`
-          seen.set(k, (seen.get(k) ?? 0) + n(r.n))
-        }
-      else {
-        const weekly = await db.all<{ first_day: number; day: number; user_id: string }>(
-          `SELECT f.first_day, a.day, f.user_id FROM analytics_first_seen f
-           JOIN (${active.sql}) a ON a.game_id = f.game_id AND a.env = f.env AND a.user_id = f.user_id AND a.day > f.first_day
-           WHERE f.game_id = ? AND f.env = ? AND f.first_day >= ? AND f.first_day <= ?`,
-          [...active.params, q.gameId, q.env, first, last + unit - DAY],
-        )
-        const users = new Map<string, Set<string>>()
-        for (const r of weekly) {
-          const c = start(n(r.first_day))
-          const k = `${c}|${(start(n(r.day)) - c) / unit}`
-          if (k.endsWith('|0')) continue
-          let s = users.get(k)
-          if (!s) {
-            s = new Set()
-            users.set(k, s)
-          }
-          s.add(r.user_id)
-        }
-        for (const [k, s] of users) seen.set(k, s.size)
-      }
+      for (const [day, users] of sizes) size.set(start(day), (size.get(start(day)) ?? 0) + users)
       const rows = []
       for (let c = first; c <= last; c += unit) {
         const total = size.get(c) ?? 0
@@ -256,7 +200,7 @@ export function serverAnalytics(db: Db) {
         const shares: Array<number | null> = []
         for (let k = 1; k <= q.size; k++) {
           const reached = c + k * unit <= today
-          const v = reached ? (seen.get(`${c}|${k}`) ?? 0) : null
+          const v = reached ? (seen.get(`${c}|${c + k * unit}`) ?? 0) : null
           counts.push(v)
           shares.push(v === null ? null : total ? round(v / total) : 0)
         }

@@ -60,6 +60,8 @@ forEachEngine((engine) => {
   test('retention purges stored user-days and leaves logged ones to their merge, which counts them', async () => {
     await persist(store.db, commitOf(['late']))
     expect(await dau()).toBe(6 + 2 * USER_DAY_MERGE_ROWS)
+    const weeks = await rows('analytics_user_week')
+    expect(weeks).toBeGreaterThanOrEqual(5 + 2 * USER_DAY_MERGE_ROWS)
     await purge(store.db, [{ gameId: 'g', name: 'prod', retentionDays: 7 }], NOW + 8 * DAY, [
       new AnalyticsRollup(undefined),
     ])
@@ -67,5 +69,11 @@ forEachEngine((engine) => {
     expect(await rows('analytics_user_day_log')).toBe(engine === 'sqlite' ? 1 : 0)
     // The day counters outlive the purge.
     expect(await dau()).toBe(6 + 2 * USER_DAY_MERGE_ROWS)
+    // User-weeks go once their whole week is before the cutoff (a cutoff within the week keeps it).
+    expect(await rows('analytics_user_week')).toBe(weeks)
+    await purge(store.db, [{ gameId: 'g', name: 'prod', retentionDays: 7 }], NOW + 15 * DAY, [
+      new AnalyticsRollup(undefined),
+    ])
+    expect(await rows('analytics_user_week')).toBe(0)
   })
 })

@@ -1,6 +1,7 @@
 import type { Db, Param, Row } from '../../core/db'
 import { type Stored, defineRollupWriter } from '../ingest/rollup'
 import { type Table, insertMany, jsonRows, jsonSelect } from '../ingest/sql'
+import { PG_COHORT_CTES, countLoggedCohorts } from './cohort'
 import type { AnalyticsRows } from './rollup'
 import { DAY, floorTo } from './time'
 
@@ -176,6 +177,7 @@ async function mergeUserDays(tx: Db): Promise<Row[]> {
     'SELECT MIN(id) AS lo, MAX(id) AS hi FROM analytics_user_day_log',
   )
   if (span?.hi == null || span.lo == null || span.hi - span.lo + 1 < USER_DAY_MERGE_ROWS) return []
+  await countLoggedCohorts(tx, span.hi)
   const added = await tx.all(
     `INSERT INTO analytics_user_day (${USER_DAY_COLS}) SELECT ${USER_DAY_COLS} FROM analytics_user_day_log WHERE id <= ?
      ORDER BY ${USER_DAY_COLS} ${UPSERT.userDays.tail}`,
@@ -185,26 +187,31 @@ async function mergeUserDays(tx: Db): Promise<Row[]> {
   return added
 }
 
-/** A counted upsert as a CTE body: its RETURNING lists the new rows the day counters add up. */
-const inserted = (which: 'firstSeen' | 'userDays') => {
-  const u = UPSERT[which]
-  return `INSERT INTO ${u.table.name} (${u.cols.join(', ')}) ${jsonSelect(u.table, u.cols)} ${u.tail}`
+/** The user-day insert as a CTE body: its RETURNING lists the new user-days the counters add up. */
+const insertedUserDays = () => {
+  const u = UPSERT.userDays
+  return `INSERT INTO ${u.table.name} (${u.cols.join(', ')}) ${jsonSelect(u.table, u.cols)} ${u.tail}, user_id`
 }
 /** The new payments the commit stored, as rows of a JSON array parameter. */
 const PAID = table('paid', ['amount_cents', 'day'])
 const PAID_COLS = ['game_id', 'env', 'status', 'amount_cents', 'day'] as const
+/** The first sights the commit stored, as rows of a JSON array parameter. */
+const FRESH = table('fresh', ['first_day'])
+const FRESH_COLS = ['game_id', 'env', 'first_day'] as const
 let countedSql: string | undefined
 
 /**
- * PostgreSQL: first-seen and user-day rows and the day counters they feed in one statement.
- * Data-modifying CTEs hand the rows that were really new straight to the daily upsert, so a
- * commit needs no round trip to read them back first; the commit's new payments come in as a
- * third parameter, each with its local day.
+ * PostgreSQL: user-day rows, the user-weeks and cohort counters they feed (`cohort.ts`) and the
+ * day counters in one statement. Data-modifying CTEs hand the rows that were really new straight
+ * to the counters, so a commit needs no round trip to read them back first; the commit's new
+ * first sights and payments come in as parameters, each with its local day. The first sights are
+ * inserted by a statement before this one (see `PG_COHORT_CTES`).
  */
 function counted(): string {
   const d = UPSERT.daily
-  countedSql ??= `WITH fresh AS (${inserted('firstSeen')}),
-    active AS (${inserted('userDays')}),
+  countedSql ??= `WITH active AS (${insertedUserDays()}),
+    ${PG_COHORT_CTES},
+    fresh AS (${jsonSelect(FRESH, FRESH_COLS)}),
     paid AS (${jsonSelect(PAID, PAID_COLS)}),
     counts AS (
       SELECT game_id, env, day, 1 AS dau, 0 AS new_users, 0 AS revenue_cents, 0 AS refunds_cents, 0 AS failed FROM active
@@ -223,13 +230,17 @@ function counted(): string {
 /** `writeAnalytics` on PostgreSQL: every statement sent at once, pipelined on the transaction's connection. */
 async function writePg(tx: Db, rows: AnalyticsRows, stored: Stored): Promise<void> {
   const count = async () => {
-    const paid = stored.hasPayments ? withDays(rows, await stored.payments) : []
+    const [fresh, paid] = await Promise.all([
+      upsert(tx, 'firstSeen', rows.firstSeen),
+      stored.hasPayments ? stored.payments.then((p) => withDays(rows, p)) : [],
+    ])
     const game = gameDays(tx, rows, paid)
-    if (!rows.firstSeen.length && !rows.userDays.length && !paid.length) return game
+    if (!fresh.length && !rows.userDays.length && !paid.length) return game
     const paidParams = paid.flatMap((r) => PAID_COLS.map((c) => r[c] as string | number))
+    const freshParams = fresh.flatMap((r) => FRESH_COLS.map((c) => r[c] as string | number))
     await Promise.all([
       game,
-      tx.run(counted(), [jsonRows(rows.firstSeen), jsonRows(rows.userDays), jsonRows(paidParams)]),
+      tx.run(counted(), [jsonRows(rows.userDays), jsonRows(freshParams), jsonRows(paidParams)]),
     ])
   }
   await Promise.all([...shared(tx, rows), count()])

@@ -8,7 +8,8 @@ import type { Rollup } from './rollup'
 import { ingestRoutes } from './routes'
 import { IngestConfig } from './schema'
 import { Ingestor } from './service'
-import { invocations, purge, scanEvents } from './store'
+import { DAY } from './sql'
+import { invocations, purge, purgeEventIds, scanEvents } from './store'
 import type { IngestService } from './types'
 import { validateEvents } from './validate'
 import { COMMITS_IN_FLIGHT, GroupWriter } from './writer'
@@ -124,6 +125,7 @@ export default definePlugin({
       )
       if (n) ctx.log.info('retention purge', { deleted: n })
       await db.run('DELETE FROM ingest_nonces WHERE expires_at <= ?', [Date.now()])
+      await purgeEventIds(db, Date.now() - ctx.config.dedup_window_days * DAY)
     }
     ctx.onStart(async () => {
       await open()

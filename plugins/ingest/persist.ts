@@ -110,6 +110,35 @@ export interface CommitRows {
   rollups: Array<[name: string, rows: unknown]>
   /** `nonce, expires_at` pairs of the requests in this commit (single-instance replay window). */
   nonces?: Param[]
+  /**
+   * `index, event_id` pairs of the events that carry an id (index into `events`), in key order
+   * (game, environment, event_id), each key once: claimed in `ingest_event_ids`.
+   */
+  eventIds?: Param[]
+}
+
+/**
+ * The message of the error that rolls a commit back when one of its event ids was stored already
+ * (by an earlier commit, or a concurrent one on a shared PostgreSQL): the writer takes those
+ * events out and commits the rest again. It crosses from the persist thread as text.
+ */
+export const DUPLICATE_EVENTS = 'ingest: event ids stored already'
+
+const EVENT_ID_COLS = ['game_id', 'env', 'event_id', 'received_at']
+
+/** The `ingest_event_ids` rows of a commit: the event's game and environment, its event_id, the commit's receive time. */
+function eventIdParams(rows: CommitRows): Param[] {
+  const ids = rows.eventIds ?? []
+  const { cols, streams, receivedAt } = rows.events
+  const out: Param[] = new Array(ids.length * 2)
+  for (let k = 0, o = 0; k < ids.length; k += 2) {
+    const st = (cols[(ids[k] as number) * EVENT_WIRE_WIDTH] as number) * 2
+    out[o++] = streams[st]
+    out[o++] = streams[st + 1]
+    out[o++] = ids[k + 1]
+    out[o++] = receivedAt
+  }
+  return out
 }
 
 /** A repeated (order_id, status) is stored once; the new ones come back for the rollups. */
@@ -132,10 +161,25 @@ function writerOf(name: string) {
 export async function persist(db: Db, rows: CommitRows): Promise<void> {
   const writers = rows.rollups.map(([name, r]) => [writerOf(name), r] as const)
   await db.tx(async (tx) => {
+    // First, so that every commit takes the event-id keys (in key order) before any other lock.
+    let claimed = 0
+    const ids = rows.eventIds?.length
+      ? insertMany(
+          tx,
+          'ingest_event_ids',
+          EVENT_ID_COLS,
+          eventIdParams(rows),
+          'ON CONFLICT (game_id, env, event_id) DO NOTHING',
+          (n) => {
+            claimed = n
+          },
+        )
+      : undefined
     const hasPayments = rows.payments.length > 0
     const payments = insertMany(tx, 'ingest_payments', PAYMENT_COLS, rows.payments, PAYMENTS_TAIL)
     const stored: Stored = { payments, hasPayments }
     await Promise.all([
+      ids,
       insertMany(tx, 'ingest_events', EVENT_COLS, eventParams(rows.events)),
       insertMany(tx, 'ingest_invocations', INVOCATION_COLS, rows.invocations),
       payments,
@@ -150,5 +194,6 @@ export async function persist(db: Db, rows: CommitRows): Promise<void> {
           )
         : undefined,
     ])
+    if (ids && claimed * 2 < rows.eventIds!.length) throw new Error(DUPLICATE_EVENTS)
   })
 }

@@ -18,6 +18,11 @@ export const IngestConfig = t.Object(
     batch_max_body_kb: t.Integer({ minimum: 1, default: 1024 }),
     batch_max_event_kb: t.Integer({ minimum: 1, default: 64 }),
     batch_max_events: t.Integer({ minimum: 1, default: 500 }),
+    /**
+     * Events carrying an `event_id` are stored once per game and environment within this many days
+     * by receive time (their ids are purged after it, with the retention purge).
+     */
+    dedup_window_days: t.Integer({ minimum: 1, default: 7 }),
     /** How often the retention purge runs (0: never; tests call it directly). */
     purge_interval_minutes: t.Integer({ minimum: 0, default: 60 }),
     /**

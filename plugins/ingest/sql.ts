@@ -23,6 +23,7 @@ const PG_BIGINT: Record<string, readonly string[]> = {
   ingest_payments: ['amount_cents', 'ts', 'received_at'],
   ingest_invocations: ['id', 'ts', 'received_at', 'duration_ms'],
   ingest_nonces: ['expires_at'],
+  ingest_event_ids: ['received_at'],
 }
 
 const nameOf = (t: TableRef) => (typeof t === 'string' ? t : t.name)
@@ -53,9 +54,12 @@ export function insertMany(
   cols: readonly string[],
   params: Param[],
   tail = '',
+  /** The number of rows written (a tail without RETURNING). */
+  changed?: (rows: number) => void,
 ): Promise<Row[]> {
   return bulkInsert(db, nameOf(table), cols, params, {
     tail,
     bigint: db.dialect === 'postgres' ? bigintsOf(table) : undefined,
+    changed,
   })
 }

@@ -175,3 +175,20 @@ export async function scanEvents(
     }
   })
 }
+
+/**
+ * The dedup window's end: event ids received before `cutoff` (epoch ms) are forgotten, in slices
+ * so the SQLite writer is never held for long (a scan of the table by receive time).
+ */
+export async function purgeEventIds(db: Db, cutoff: number): Promise<number> {
+  let deleted = 0
+  for (;;) {
+    const n = await db.run(
+      `DELETE FROM ingest_event_ids WHERE (game_id, env, event_id) IN
+       (SELECT game_id, env, event_id FROM ingest_event_ids WHERE received_at < ? LIMIT 5000)`,
+      [cutoff],
+    )
+    deleted += n
+    if (n < 5000) return deleted
+  }
+}

@@ -16,6 +16,8 @@ export interface NormEvent {
   durationMs: number | null
   network: string | null
   level: string | null
+  /** The client's id of the event (the SDK sets a UUIDv7): a repeat within the dedup window is not stored again. */
+  eventId: string | null
   props: Record<string, unknown>
   payment?: { orderId: string; status: PaymentStatus; amountCents: number }
 }
@@ -70,6 +72,18 @@ export function canonicalName(name: string): string {
 
 const TS = /^\d{1,16}$/
 
+/** Longest `event_id` kept for deduplication (a UUID has 36 characters). */
+export const EVENT_ID_MAX = 128
+
+/** Why an event's `event_id` is refused, or undefined: absent, or a string or number of at most `EVENT_ID_MAX` characters. */
+export function eventIdProblem(raw: Obj): string | undefined {
+  const id = pick(raw, 'event_id')
+  if (id === undefined || id === null) return undefined
+  if (typeof id !== 'string' && !(typeof id === 'number' && Number.isFinite(id))) return 'must be a string'
+  if (String(id).length > EVENT_ID_MAX) return `must be at most ${EVENT_ID_MAX} characters`
+  return undefined
+}
+
 export interface ValidateOptions {
   payments: boolean
   /** The `X-Game-Id` header: the default game and the one every event must name. */
@@ -105,6 +119,8 @@ export function validateEvents(
     const env = pick(raw, 'env')
     if (env === undefined || env === '') bad('env', 'required')
     else if (typeof env !== 'string') bad('env', 'must be a string')
+    const idProblem = eventIdProblem(raw)
+    if (idProblem) bad('event_id', idProblem)
     let payment: NormEvent['payment']
     if (opts.payments) {
       const orderId = pick(raw, 'order_id')
@@ -153,6 +169,7 @@ export function normalize(
     durationMs: num(pick(raw, 'duration_ms') ?? pick(raw, 'durationMs')),
     network: str(pick(raw, 'network')),
     level: str(pick(raw, 'level')),
+    eventId: str(pick(raw, 'event_id')),
     props: raw,
     payment,
   }
@@ -169,6 +186,8 @@ export function batchItem(
   now: number,
 ): NormEvent | string {
   if (!isObj(raw)) return 'must be a JSON object'
+  const idProblem = eventIdProblem(raw)
+  if (idProblem) return `event_id: ${idProblem}`
   const name = pick(raw, 'event_name') ?? pick(raw, 'event') ?? pick(raw, 'event_type')
   if (typeof name !== 'string' || name === '') return 'event_name: required'
   const game = pick(raw, 'game_id')

@@ -1,7 +1,7 @@
 import type { Db, Param } from '../../core/db'
 import { GroupCommit } from '../../core/db/group-commit'
 import type { Logger } from '../../core/log'
-import { type CommitRows, EVENT_WIRE_WIDTH, type EventRows, persist } from './persist'
+import { type CommitRows, DUPLICATE_EVENTS, EVENT_WIRE_WIDTH, type EventRows, persist } from './persist'
 import type { Rollup, RollupBatch } from './rollup'
 import { inOrder, invocationOf } from './rows'
 import type { NormEvent } from './validate'
@@ -142,10 +142,58 @@ export class GroupWriter {
     for (const r of this.rollups) await r.init?.(this.db)
   }
 
+  /**
+   * Commits the events, each (game, environment, event_id) once: repeats within the commit are
+   * dropped here; one the store holds already (an earlier commit, another instance's) makes the
+   * transaction roll back, and the commit runs again without it. Events without an id are stored
+   * as sent.
+   */
   private async commit(events: NormEvent[], nonces: Param[] = []): Promise<void> {
+    let list = firstOfEachId(events)
+    for (let attempt = 1; ; attempt++) {
+      if (!list.length) return
+      try {
+        return await this.commitOnce(list, nonces)
+      } catch (e) {
+        // Each attempt takes out what the store held; a few rounds only if retries keep racing us.
+        if (!String((e as Error)?.message).includes(DUPLICATE_EVENTS) || attempt >= 5) throw e
+        list = await this.withoutStored(list)
+      }
+    }
+  }
+
+  /** The events whose event_id the store does not hold. */
+  private async withoutStored(events: NormEvent[]): Promise<NormEvent[]> {
+    const byStream = new Map<string, { gameId: string; env: string; ids: string[] }>()
+    for (const e of events) {
+      if (e.eventId === null) continue
+      const k = `${e.gameId}\u0001${e.env}`
+      let s = byStream.get(k)
+      if (!s) {
+        s = { gameId: e.gameId, env: e.env, ids: [] }
+        byStream.set(k, s)
+      }
+      s.ids.push(e.eventId)
+    }
+    const stored = new Set<string>()
+    for (const { gameId, env, ids } of byStream.values())
+      for (let i = 0; i < ids.length; i += 500) {
+        const part = ids.slice(i, i + 500)
+        const rows = await this.db.all<{ event_id: string }>(
+          `SELECT event_id FROM ingest_event_ids WHERE game_id = ? AND env = ? AND event_id IN (${part.map(() => '?').join(', ')})`,
+          [gameId, env, ...part],
+        )
+        for (const r of rows) stored.add(`${gameId}\u0001${env}\u0001${r.event_id}`)
+      }
+    return events.filter(
+      (e) => e.eventId === null || !stored.has(`${e.gameId}\u0001${e.env}\u0001${e.eventId}`),
+    )
+  }
+
+  private async commitOnce(events: NormEvent[], nonces: Param[]): Promise<void> {
     const receivedAt = Date.now()
     // The per-event work runs in plain functions, which the JIT optimizes better than async ones.
-    const { ev, payments, invocations } = this.gather(events, receivedAt)
+    const { ev, payments, invocations, eventIds } = this.gather(events, receivedAt)
     // Every rollup's synchronous part runs now, before another commit's: they see commits in order.
     const gathered = this.rollups.map((r) => r.gather(events, { receivedAt, firstId: ev.firstId }))
     const batches: Array<[string, RollupBatch<unknown>]> = []
@@ -159,6 +207,7 @@ export class GroupWriter {
       invocations,
       rollups: batches.map(([n, b]) => [n, b.rows]),
       nonces,
+      eventIds,
     })
     for (const [, b] of batches) b.done?.()
   }
@@ -175,6 +224,8 @@ export class GroupWriter {
     const streams: string[] = []
     const ev: EventRows = { firstId, receivedAt: now, streams, cols, props }
     const invocations: Param[] = []
+    /** Indexes of the events that carry an id. */
+    const withId: number[] = []
     /** stream index -> order -> status -> row: a payment repeated within the commit is sent once. */
     const paid = new Map<number, Map<string, Map<string, Param[]>>>()
     const index = new Map<string, number>()
@@ -209,6 +260,7 @@ export class GroupWriter {
       cols[k++] = e.network
       cols[k] = e.level
       props[i] = propsJson(e.props)
+      if (e.eventId !== null) withId.push(i)
       if (e.payment) {
         const { orderId, status } = e.payment
         let orders = paid.get(stream)
@@ -262,6 +314,66 @@ export class GroupWriter {
         for (const status of inOrder(byStatus)) payments.push(...byStatus.get(status)!)
       }
     }
-    return { ev, payments, invocations }
+    return { ev, payments, invocations, eventIds: eventIdsInKeyOrder(events, withId) }
   }
+}
+
+/**
+ * The events with each (game, environment, event_id) once, the first of each kept; the same
+ * array when no id repeats (the common case costs one set of ids).
+ */
+function firstOfEachId(events: NormEvent[]): NormEvent[] {
+  let ids: Set<string> | undefined
+  let repeated = false
+  for (const e of events) {
+    if (e.eventId === null) continue
+    ids ??= new Set()
+    if (ids.has(e.eventId)) {
+      repeated = true
+      break
+    }
+    ids.add(e.eventId)
+  }
+  if (!repeated) return events
+  // Rare: a retry landed in the same commit (or two games share an id). Keyed by stream too.
+  const seen = new Set<string>()
+  return events.filter((e) => {
+    if (e.eventId === null) return true
+    const k = `${e.gameId}\u0001${e.env}\u0001${e.eventId}`
+    if (seen.has(k)) return false
+    seen.add(k)
+    return true
+  })
+}
+
+/**
+ * `index, event_id` pairs in key order (game, environment, event_id): concurrent commits on
+ * PostgreSQL then claim shared keys in one order and cannot deadlock.
+ */
+function eventIdsInKeyOrder(events: NormEvent[], withId: number[]): Param[] {
+  if (!withId.length) return []
+  const key = (i: number) => events[i]
+  withId.sort((a, b) => {
+    const x = key(a)
+    const y = key(b)
+    return x.gameId !== y.gameId
+      ? x.gameId < y.gameId
+        ? -1
+        : 1
+      : x.env !== y.env
+        ? x.env < y.env
+          ? -1
+          : 1
+        : x.eventId! < y.eventId!
+          ? -1
+          : x.eventId! > y.eventId!
+            ? 1
+            : 0
+  })
+  const out: Param[] = new Array(withId.length * 2)
+  for (let k = 0; k < withId.length; k++) {
+    out[2 * k] = withId[k]
+    out[2 * k + 1] = events[withId[k]].eventId
+  }
+  return out
 }

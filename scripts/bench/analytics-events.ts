@@ -1,5 +1,6 @@
 import { DAY } from '../../plugins/analytics/time'
 import { type NormEvent, validateEvents } from '../../plugins/ingest/validate'
+import { uuidv7 } from '../../sdk/uuid'
 
 /**
  * The generated events of the analytics benchmarks (`analytics.ts`, `analytics-behavior.ts`):
@@ -18,7 +19,8 @@ export function analyticsBatch(
   for (let i = 0; i < o.perCommit; i++) {
     const uid = `u${Math.floor(Math.random() * o.users)}`
     const ts = String(Math.round(t + (i * DAY) / (o.total / o.days)))
-    const base = { game_id: o.gameId, env: 'prod', uid, ts }
+    // As the SDK sends them: each event with its own UUIDv7 id (ingest keeps them for dedup).
+    const base = { game_id: o.gameId, env: 'prod', uid, ts, event_id: uuidv7() }
     const r = Math.random()
     if (r < 0.01)
       pays.push({

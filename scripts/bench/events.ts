@@ -1,3 +1,5 @@
+import { uuidv7 } from '../../sdk/uuid'
+
 /** Generated event traffic shared by the ingestion benchmarks: 200,000 users, a realistic mix. */
 export const USERS = 200_000
 
@@ -33,9 +35,15 @@ export function shapes(gameId: string): string[] {
   return out
 }
 
-export function eventsBody(pool: string[], n: number, t: number): string {
+/**
+ * A request's events: each with its time and, as the SDK sends them, its own UUIDv7 `event_id`
+ * (`--event-ids=0` leaves them out: the traffic of clients that send none).
+ */
+export function eventsBody(pool: string[], n: number, t: number, eventIds = true): string {
   const parts: string[] = new Array(n)
-  for (let i = 0; i < n; i++)
-    parts[i] = `{"ts":"${Math.round(t + i)}",${pool[Math.floor(Math.random() * pool.length)]}`
+  for (let i = 0; i < n; i++) {
+    const id = eventIds ? `"event_id":"${uuidv7()}",` : ''
+    parts[i] = `{${id}"ts":"${Math.round(t + i)}",${pool[Math.floor(Math.random() * pool.length)]}`
+  }
   return `[${parts.join(',')}]`
 }

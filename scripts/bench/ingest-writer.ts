@@ -4,7 +4,7 @@
  * second the event store with its rollups takes. Isolates the store's share of an ingest run.
  *
  *   bun scripts/bench/ingest-writer.ts [--engine=sqlite|postgres] [--events=1000000] [--commit=2000]
- *     [--days=30] [--warm=0] [--realtime=on|off] [--rollups=all|base]
+ *     [--days=30] [--warm=0] [--event-ids=1] [--realtime=on|off] [--rollups=all|base]
  *
  * The events' times span `--days` simulated days (the HTTP benchmark's 10 M events span 30, about
  * 333,000 a day). The first `--warm` events are written before the timing starts, so the
@@ -32,6 +32,8 @@ import { PG_URL, arg, freshPgDatabase, tempDir } from './lib'
 const engine = arg('engine', 'sqlite')
 const total = Number(arg('events', '1000000'))
 const perCommit = Number(arg('commit', '2000'))
+/** Events carry an SDK event_id (deduplication paid); 0: none. */
+const eventIds = arg('event-ids', '1') !== '0'
 const DAY = 86_400_000
 
 const dir = tempDir('liveops-writer-bench-')
@@ -65,7 +67,9 @@ const simStart = Date.now() - days * DAY
 const commits: ReturnType<typeof validateEvents>['events'][] = []
 for (let at = 0; at < warm + total; at += perCommit) {
   const t = simStart + (at / (warm + total)) * days * DAY
-  commits.push(validateEvents(JSON.parse(eventsBody(pool, perCommit, t)), { payments: false }).events)
+  commits.push(
+    validateEvents(JSON.parse(eventsBody(pool, perCommit, t, eventIds)), { payments: false }).events,
+  )
 }
 const warmCommits = commits.splice(0, Math.ceil(warm / perCommit))
 for (const events of warmCommits) await writer.write(events)

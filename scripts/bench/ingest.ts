@@ -43,6 +43,8 @@ const connections = Number(
   arg('connections', mode === 'single' || mode === 'single-wrk' ? '64' : mode === 'batch-wrk' ? '24' : '16'),
 )
 const batchSize = Number(arg('batch', '100'))
+/** Events carry an event_id as the SDK sends them (0: none, as from clients that send none). */
+const eventIds = arg('event-ids', '1') !== '0'
 
 const DAY = 86_400_000
 
@@ -155,7 +157,7 @@ try {
       // One batch in 100 carries payments (as many as a batch of events, so every request
       // acknowledges the same number of events and the count check stays exact).
       const payments = size > 1 && i % 100 === 99
-      const body = payments ? paymentsBody(gameId, size, at, seq) : eventsBody(pool, size, at)
+      const body = payments ? paymentsBody(gameId, size, at, seq) : eventsBody(pool, size, at, eventIds)
       const h = sign(body)
       const path = payments ? '/api/ingest/payments' : '/api/ingest/events'
       sinks[i < cut ? 0 : 1].write(
