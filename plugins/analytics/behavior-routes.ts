@@ -5,6 +5,7 @@ import { Enum } from '../../core/schema'
 import type { GamesService } from '../games/types'
 import type { behaviorAnalytics } from './behavior'
 import { DIMENSIONS, type Dimension } from './behavior-rollup'
+import { dayRange } from './game-routes'
 import type { levelAnalytics } from './levels'
 import { intParam } from './schema'
 import { DAY, HOUR, MINUTE } from './time'
@@ -30,32 +31,6 @@ function parseDay(value: string): number | undefined {
 
 /** The instant a local day (its UTC midnight) begins in the zone. */
 const dayStart = (z: Zone, day: number) => day - z.offset(day - z.offset(day))
-
-/** Local days of a rollup read: both dates or neither (the last `def` days), in order, at most `max` days. */
-export function dayRange(
-  q: { startDate?: string; endDate?: string },
-  today: number,
-  def: number,
-  max: number,
-  at = 'query',
-): { from: number; to: number } {
-  if ((q.startDate === undefined) !== (q.endDate === undefined))
-    throw invalidField(
-      `${at}.${q.startDate === undefined ? 'startDate' : 'endDate'}`,
-      'startDate and endDate go together',
-    )
-  if (q.startDate === undefined || q.endDate === undefined)
-    return { from: today - (def - 1) * DAY, to: today }
-  const from = parseDay(q.startDate)
-  if (from === undefined)
-    throw invalidField(`${at}.startDate`, `must be a date YYYY-MM-DD, got '${q.startDate}'`)
-  const to = parseDay(q.endDate)
-  if (to === undefined) throw invalidField(`${at}.endDate`, `must be a date YYYY-MM-DD, got '${q.endDate}'`)
-  if (to < from) throw invalidField(`${at}.endDate`, `must not be before startDate (${q.startDate})`)
-  if ((to - from) / DAY + 1 > max)
-    throw invalidField(`${at}.endDate`, `the range spans more than ${max} days`)
-  return { from, to }
-}
 
 /**
  * Client time `[from, to)` of a raw read. Each bound is a date (the game's day: a start at its

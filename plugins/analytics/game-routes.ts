@@ -42,7 +42,7 @@ function parseDate(value: string, field: string): number {
   return ms
 }
 
-/** Checks both bounds: given together, in order, at most `MAX_DAYS` apart. */
+/** Checks both bounds: given together, in order, at most `maxDays` apart (the last `defaultDays` when absent). */
 export function dayRange(
   q: { startDate?: string; endDate?: string },
   today: number,
@@ -59,8 +59,8 @@ export function dayRange(
   const from = parseDate(q.startDate, 'startDate')
   const to = parseDate(q.endDate, 'endDate')
   if (to < from) throw invalidField('query.endDate', `must not be before startDate (${q.startDate})`)
-  if ((to - from) / DAY + 1 > MAX_DAYS)
-    throw invalidField('query.endDate', `the range spans more than ${MAX_DAYS} days`)
+  if ((to - from) / DAY + 1 > maxDays)
+    throw invalidField('query.endDate', `the range spans more than ${maxDays} days`)
   return { from, to }
 }
 

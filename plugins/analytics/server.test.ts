@@ -174,6 +174,11 @@ forEachEngine((engine) => {
     expect(bad.body.timestamp).toBeUndefined()
     const wide = await get(`overview?gameId=${gameId}&env=prod&startDate=2025-01-01&endDate=2026-01-08`)
     expect([wide.status, wide.body.message]).toEqual([400, expect.stringContaining('query.endDate')])
+    // The overview's own bound is 92 days (the game analytics allow 366): 93 is refused, 92 read.
+    const over = await get(`overview?gameId=${gameId}&env=prod&startDate=2026-01-01&endDate=2026-04-03`)
+    expect([over.status, over.body.message]).toEqual([400, expect.stringContaining('more than 92 days')])
+    const within = await get(`overview?gameId=${gameId}&env=prod&startDate=2026-01-01&endDate=2026-04-02`)
+    expect(within.status).toBe(200)
     const size = await get(`retention?gameId=${gameId}&env=prod&size=31`)
     expect([size.status, size.body.message]).toEqual([400, expect.stringContaining('query.size')])
     const noEnv = await get(`overview?gameId=${gameId}`)
