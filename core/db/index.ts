@@ -45,3 +45,40 @@ export function iso(ms: number | null | undefined): string | undefined {
 export function newId(): string {
   return Bun.randomUUIDv7()
 }
+
+/**
+ * One page of a filtered, sorted list and the total it belongs to, in one round trip each (run
+ * together). `filters` are equality conditions; an undefined value is no filter. `order` is a
+ * checked ORDER BY (`parseSort`); the id breaks ties in the same direction, so pages never
+ * overlap.
+ */
+export async function selectPage<R>(
+  db: Db,
+  q: {
+    table: string
+    cols: string
+    filters: ReadonlyArray<readonly [column: string, value: string | undefined]>
+    order: string
+    page: number
+    size: number
+  },
+): Promise<{ rows: R[]; total: number }> {
+  const where: string[] = []
+  const args: string[] = []
+  for (const [column, value] of q.filters) {
+    if (value === undefined) continue
+    where.push(`${column} = ?`)
+    args.push(value)
+  }
+  const clause = where.length ? `WHERE ${where.join(' AND ')}` : ''
+  const tie = q.order.endsWith('DESC') ? 'DESC' : 'ASC'
+  const [rows, count] = await Promise.all([
+    db.all<R>(`SELECT ${q.cols} FROM ${q.table} ${clause} ORDER BY ${q.order}, id ${tie} LIMIT ? OFFSET ?`, [
+      ...args,
+      q.size,
+      q.page * q.size,
+    ]),
+    db.get<{ n: number }>(`SELECT COUNT(*) AS n FROM ${q.table} ${clause}`, args),
+  ])
+  return { rows, total: Number(count?.n ?? 0) }
+}

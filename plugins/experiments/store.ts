@@ -1,4 +1,4 @@
-import { type Db, type Param, fromJson, iso, newId } from '../../core/db'
+import { type Db, type Param, fromJson, iso, newId, selectPage } from '../../core/db'
 import { Conflict, NotFound, invalidField, parseSort } from '../../core/http'
 import type { GamesService } from '../games/types'
 import type {
@@ -184,27 +184,19 @@ export function experimentsStore(
     async list(q: ListQuery) {
       const page = q.page ?? 0
       const size = q.size ?? 20
-      const order = parseSort(q.sort, SORTABLE, 'created_at DESC')
-      const where: string[] = []
-      const args: string[] = []
-      for (const [column, value] of [
-        ['game_id', q.gameId],
-        ['environment', q.environment],
-        ['status', q.status],
-      ] as const) {
-        if (value === undefined) continue
-        where.push(`${column} = ?`)
-        args.push(value)
-      }
-      const clause = where.length ? `WHERE ${where.join(' AND ')}` : ''
-      const [rows, count] = await Promise.all([
-        db.all<Row>(
-          `SELECT ${COLS} FROM experiments ${clause} ORDER BY ${order}, id ${order.endsWith('DESC') ? 'DESC' : 'ASC'} LIMIT ? OFFSET ?`,
-          [...args, size, page * size],
-        ),
-        db.get<{ n: number }>(`SELECT COUNT(*) AS n FROM experiments ${clause}`, args),
-      ])
-      return { items: rows.map(toExperiment), total: Number(count?.n ?? 0), page, size }
+      const { rows, total } = await selectPage<Row>(db, {
+        table: 'experiments',
+        cols: COLS,
+        filters: [
+          ['game_id', q.gameId],
+          ['environment', q.environment],
+          ['status', q.status],
+        ],
+        order: parseSort(q.sort, SORTABLE, 'created_at DESC'),
+        page,
+        size,
+      })
+      return { items: rows.map(toExperiment), total, page, size }
     },
 
     /**
