@@ -13,6 +13,11 @@
  * `batch` sends signed 100-event batches whose event times replay 30 days over the run
  * (200,000 users; login, session_start, heartbeat, function.invoke, payments, others), then
  * times the warehouse queries over what it stored and checks acknowledged == stored.
+ *
+ * `batch-wrk` on SQLite then replays the same pre-signed requests into a bare Bun server that
+ * does only the essential work (verify the HMAC, parse, one row per event into one SQLite table)
+ * and prints its figures as `bare` and `liveopsShareOfCeiling` (`--ceiling=0` skips it): the
+ * machine's speed drifts from hour to hour, the share much less.
  */
 import { Database } from 'bun:sqlite'
 import { rmSync } from 'node:fs'
@@ -20,7 +25,7 @@ import { join } from 'node:path'
 import postgres from 'postgres'
 import { type Running, startServer } from '../../test/process'
 import { eventsBody, shapes } from './events'
-import { benchConfig, bootstrap, load as loadWith, paymentsBody, sign, summary } from './ingest-load'
+import { SECRET, benchConfig, bootstrap, load as loadWith, paymentsBody, sign, summary } from './ingest-load'
 import {
   type CpuResult,
   PG_URL,
@@ -60,6 +65,74 @@ const start = () =>
   startServer([process.execPath, ...profFlags, 'core/main.ts', '--config', config], env, {
     timeoutMs: 60_000,
   })
+
+/**
+ * A bare Bun server doing the essential work of signed batch ingestion (see the batch-wrk
+ * mode), in its own process, driven by wrk with the same scripts and connections as liveops.
+ */
+async function bareIngest(
+  files: string[],
+  scriptFor: (name: string, file: string) => Promise<string>,
+  wrkThreads: number,
+  warmup: number,
+): Promise<CpuResult> {
+  const file = join(dir, 'bare-ingest.ts')
+  await Bun.write(
+    file,
+    `import { Database } from 'bun:sqlite'
+import { timingSafeEqual } from 'node:crypto'
+const db = new Database(${JSON.stringify(join(dir, 'bare.sqlite'))})
+db.exec('PRAGMA journal_mode = WAL')
+db.exec('PRAGMA synchronous = NORMAL')
+db.exec('CREATE TABLE ev (id INTEGER PRIMARY KEY, game_id TEXT, env TEXT, event TEXT, user_id TEXT, ts INTEGER, props TEXT)')
+const ins = db.prepare('INSERT INTO ev (game_id, env, event, user_id, ts, props) VALUES (?, ?, ?, ?, ?, ?)')
+const store = db.transaction((rows) => {
+  for (const e of rows) ins.run(e.game_id ?? null, e.env ?? null, e.event ?? e.event_type ?? null, e.uid ?? e.user_id ?? null, Number(e.ts) || 0, JSON.stringify(e.props ?? e.properties ?? null))
+})
+const verified = (r, body) => {
+  const digest = new Bun.CryptoHasher('sha256').update(body).digest('hex')
+  const want = new Bun.CryptoHasher('sha256', ${JSON.stringify(SECRET)}).update(r.headers.get('x-timestamp') + '\\n' + r.headers.get('x-nonce') + '\\n' + digest).digest()
+  const got = Buffer.from(r.headers.get('x-signature') ?? '', 'base64')
+  return got.length === want.length && timingSafeEqual(got, want)
+}
+const ingest = async (r) => {
+  const body = await r.text()
+  if (!verified(r, body)) return new Response('bad signature', { status: 401 })
+  const rows = JSON.parse(body)
+  store(rows)
+  return Response.json({ accepted: rows.length })
+}
+const s = Bun.serve({ port: 0, hostname: '127.0.0.1', routes: { '/api/ingest/events': { POST: ingest }, '/api/ingest/payments': { POST: ingest } } })
+console.log('ready ' + s.port)
+`,
+  )
+  const proc = Bun.spawn([process.execPath, file], { stdout: 'pipe', stderr: 'inherit' })
+  const reader = proc.stdout.getReader()
+  let out = ''
+  while (!/ready \d+/.test(out)) {
+    const { done, value } = await reader.read()
+    if (done) throw new Error(`bare ingest server did not start: ${out}`)
+    out += new TextDecoder().decode(value)
+  }
+  const url = `http://127.0.0.1:${out.match(/ready (\d+)/)![1]}/api/ingest/events`
+  try {
+    if (warmup)
+      wrk(url, {
+        connections,
+        seconds: warmup,
+        threads: wrkThreads,
+        script: await scriptFor('bare-warmup', files[0]),
+      })
+    return wrkCpu(proc.pid, url, {
+      connections,
+      seconds,
+      threads: wrkThreads,
+      script: await scriptFor('bare', files[1]),
+    })
+  } finally {
+    proc.kill()
+  }
+}
 
 async function storedEvents(): Promise<number> {
   if (engine === 'postgres') {
@@ -220,6 +293,15 @@ function request() k = k + 1; if k > #reqs then k = 1 end; return reqs[k] end
         : undefined
     await stop(s)
     const stored = await storedEvents()
+    // The machine's ceiling for this job, measured after liveops in the same run: the same
+    // pre-signed requests replayed into a bare Bun server (its own process) that does only the
+    // essential work, verify the HMAC, parse the JSON, insert one row per event into one SQLite
+    // table (WAL, synchronous NORMAL, one transaction per request), with none of liveops'
+    // validation, replay window, deduplication, rollups or group commit.
+    const bare =
+      engine === 'sqlite' && arg('ceiling', '1') !== '0'
+        ? await bareIngest(files, scriptFor, wrkThreads, warmup)
+        : undefined
     console.log(
       JSON.stringify({
         mode,
@@ -251,6 +333,13 @@ function request() k = k + 1; if k > #reqs then k = 1 end; return reqs[k] end
         countCheck: stored >= acked && stored - acked <= wrkRuns * connections * size,
         presigned: n,
         queries,
+        bare: bare && {
+          eventsPerSec: Math.round(bare.rps * okShare(bare) * size),
+          p99ms: bare.p99ms,
+          cpuUsPerRequest: bare.cpuUsPerRequest,
+          non2xx: bare.errors,
+        },
+        liveopsShareOfCeiling: bare && +((w.rps * okShare(w)) / (bare.rps * okShare(bare))).toFixed(2),
       }),
     )
   } else if (mode === 'badsig') {
