@@ -1,6 +1,4 @@
 #!/usr/bin/env bun
-// First: `serve` may execute itself again with allocator settings before anything else loads.
-import './allocator'
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import embeddedConfig from '../config/liveops.yaml' with { type: 'text' }

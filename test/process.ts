@@ -48,10 +48,3 @@ export async function startServer(
   proc.kill('SIGKILL')
   throw new Error(`server did not start:\n${out}`)
 }
-
-/** A running process's environment variable, read from /proc (Linux only). */
-export const environOf = (pid: number, name: string): string | undefined =>
-  readFileSync(`/proc/${pid}/environ`, 'utf8')
-    .split('\0')
-    .find((kv) => kv.startsWith(`${name}=`))
-    ?.slice(name.length + 1)

@@ -8,7 +8,7 @@ import { createApp, orderPlugins } from '../../core/app'
 import { ConfigError, loadConfig } from '../../core/config'
 import { createLogger } from '../../core/log'
 import { type PluginManifest, definePlugin } from '../../core/plugin'
-import { environOf, startServer } from '../process'
+import { startServer } from '../process'
 
 const quiet = createLogger(
   { level: 'error', format: 'json', max_size: 1, max_backups: 0, max_age: 0, sensitive_fields: [] },
@@ -101,36 +101,6 @@ describe('plugin composition', () => {
 })
 
 describe('server process', () => {
-  test.if(process.platform === 'linux')(
-    'serve runs with the allocator keeping freed memory for 1 s (MIMALLOC_PURGE_DELAY) unless the operator set a delay',
-    async () => {
-      const dir = mkdtempSync(join(tmpdir(), 'liveops-alloc-'))
-      const config = join(dir, 'c.yaml')
-      await Bun.write(config, `data_dir: ${dir}\nlog: { level: info }\nplugins: { games: {} }\n`)
-      const run = async (env: Record<string, string>) => {
-        const s = await startServer(
-          [process.execPath, 'core/main.ts', 'serve', '--config', config],
-          { ADMIN_PASSWORD: 'alloc-password', ...env },
-          { unset: ['MIMALLOC_PURGE_DELAY'] },
-        )
-        try {
-          // The same process, executed again with the variable set before it opened the store.
-          expect((await fetch(`${s.base}/healthz`)).status).toBe(200)
-          return environOf(s.proc.pid, 'MIMALLOC_PURGE_DELAY')
-        } finally {
-          s.proc.kill('SIGTERM')
-          await s.proc.exited
-        }
-      }
-      try {
-        expect(await run({})).toBe('1000')
-        expect(await run({ MIMALLOC_PURGE_DELAY: '100' })).toBe('100')
-      } finally {
-        rmSync(dir, { recursive: true, force: true })
-      }
-    },
-  )
-
   test('bodies over server.body_limit_mb answer 413; --config selects the file', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'liveops-limit-'))
     const config = join(dir, 'small.yaml')
