@@ -137,8 +137,11 @@ function bucketSql(dialect: Db['dialect']) {
 }
 
 function databaseState(db: Db, counters: Db = db): Ops {
-  // A claim succeeds when the key is new or its previous claim expired.
-  const CLAIM = `INSERT INTO liveops_shared (key, value, expires_at) VALUES (?, 1, ?)
+  // A claim succeeds when the key is new or its previous claim expired: the keys a statement
+  // returns are the claims it won. `rows` rows a statement, a power of two (few statement texts).
+  const claimRows = (
+    rows: number,
+  ) => `INSERT INTO liveops_shared (key, value, expires_at) VALUES ${Array(rows).fill('(?, 1, ?)').join(', ')}
     ON CONFLICT (key) DO UPDATE SET value = 1, expires_at = excluded.expires_at WHERE liveops_shared.expires_at <= ?
     RETURNING key`
   const upsert = (rows: number, slide: boolean) =>
@@ -150,12 +153,28 @@ function databaseState(db: Db, counters: Db = db): Ops {
   const TAKE = bucketSql(db.dialect)
   const inList = (n: number) => Array(n).fill('?').join(', ')
   // Requests arriving together share one transaction: one commit for a burst of nonces.
+  // Each key is claimed once per group (a repeat within it is a replay), in key order, by
+  // multi-row statements: one round trip for a burst, where one statement a claim kept a
+  // PostgreSQL transaction open across as many round trips.
   const claims = new GroupCommit<Claim>(
     async (items) => {
       const now = Date.now()
-      await db.tx(async (tx) => {
-        for (const c of items) c.ok = !!(await tx.get(CLAIM, [c.key, now + c.ttlMs, now]))
-      })
+      const first = new Map<string, Claim>()
+      for (const c of items) {
+        if (first.has(c.key)) c.ok = false
+        else first.set(c.key, c)
+      }
+      const keys = [...first.keys()].sort()
+      const won = new Set<string>()
+      for (let at = 0; at < keys.length; ) {
+        const size = Math.min(512, 2 ** Math.floor(Math.log2(keys.length - at)))
+        const chunk = keys.slice(at, at + size)
+        at += size
+        const params: Array<string | number> = chunk.flatMap((k) => [k, now + first.get(k)!.ttlMs])
+        params.push(now)
+        for (const r of await db.all<{ key: string }>(claimRows(size), params)) won.add(r.key)
+      }
+      for (const [key, c] of first) c.ok = won.has(key)
     },
     { parallel: db.dialect === 'postgres' ? 2 : 1, maxWeight: 1000 },
   )
