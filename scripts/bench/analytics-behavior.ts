@@ -37,7 +37,7 @@ import { migrations as analyticsMigrations } from '../../plugins/analytics/migra
 import { AnalyticsRollup } from '../../plugins/analytics/rollup'
 import { DAY, floorTo } from '../../plugins/analytics/time'
 import { ingestMigrations } from '../../plugins/ingest/migrations'
-import { scanEvents } from '../../plugins/ingest/store'
+import { scanEvents, timelineRows } from '../../plugins/ingest/store'
 import { GroupWriter } from '../../plugins/ingest/writer'
 import { analyticsBatch } from './analytics-events'
 import { PG_URL, arg, median } from './lib'
@@ -110,7 +110,10 @@ if (already < total) {
   console.error(`loaded ${total - already} events in ${Math.round(loadSeconds)} s into ${url}`)
 }
 
-const behavior = behaviorAnalytics(db, { scan: (q) => scanEvents(db, q) })
+const behavior = behaviorAnalytics(db, {
+  scan: (q) => scanEvents(db, q),
+  timeline: (q) => timelineRows(db, q),
+})
 const levels = levelAnalytics(db)
 const scope = { gameId: GAME, env: 'prod' }
 // The last full simulated day (24 hours of client time; about total / days events).
