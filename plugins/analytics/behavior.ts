@@ -33,7 +33,7 @@ export interface FunnelStep {
 export type FunnelOrder = 'ordered' | 'strict' | 'any'
 
 /** Per user, events in time order: user u's are `start[u]` up to `start[u + 1]` of `ts` and `code`. */
-interface Timelines {
+export interface Timelines {
   users: number
   start: Int32Array
   ts: Float64Array
@@ -71,67 +71,112 @@ function distinct(rows: Array<{ sketch: string }>): number {
 }
 
 /**
- * Gathers a raw read's rows (user, time, code) in flat typed arrays that grow by doubling, then
- * groups them per user with a counting pass (user u's events end up at `start[u]` up to
- * `start[u + 1]`) and sorts each user's by time: no object per row.
+ * Gathers a raw read's rows (user, time, code) in flat arrays that grow by doubling, then groups
+ * them per user (user u's events end up at `start[u]` up to `start[u + 1]`) and sorts each
+ * user's by time: no object per row.
+ *
+ * Grouping sorts the rows by a hash of the user id (a stable radix sort on 32 bits) instead of
+ * looking each id up in a `Map`: a busy day holds a hundred thousand users and more, and a lookup
+ * per row in a table that large is a cache miss or two per row, which measured as long as reading
+ * the rows themselves (`scripts/bench/analytics-behavior.ts`). A run of equal hashes is checked
+ * id by id, and split by id when two users share a hash, so the grouping is exact.
  */
-class TimelineBuilder {
-  private index = new Map<string, number>()
-  private who = new Int32Array(4096)
+export class TimelineBuilder {
+  private users: string[] = []
+  private hash = new Int32Array(4096)
   private when = new Float64Array(4096)
   private what = new Int32Array(4096)
   private size = 0
 
   add(user: string, ts: number, code: number): void {
-    if (this.size === this.who.length) {
+    if (this.size === this.hash.length) {
       const grow = <A extends Int32Array | Float64Array>(a: A): A => {
         const b = new (a.constructor as new (n: number) => A)(a.length * 2)
         b.set(a)
         return b
       }
-      this.who = grow(this.who)
+      this.hash = grow(this.hash)
       this.when = grow(this.when)
       this.what = grow(this.what)
     }
-    let u = this.index.get(user)
-    if (u === undefined) {
-      u = this.index.size
-      this.index.set(user, u)
-    }
-    this.who[this.size] = u
+    // FNV-1a over the id's UTF-16 units.
+    let h = 0x811c9dc5
+    for (let i = 0; i < user.length; i++) h = Math.imul(h ^ user.charCodeAt(i), 0x01000193)
+    this.users.push(user)
+    this.hash[this.size] = h
     this.when[this.size] = ts
     this.what[this.size++] = code
   }
 
-  done(): Timelines {
-    const U = this.index.size
+  /** Row indices in order of their user's hash (low 16 bits, then high: two stable counting passes), ties in row order. */
+  private byHash(): Int32Array {
     const N = this.size
-    const { who, when, what } = this
-    const start = new Int32Array(U + 1)
-    for (let i = 0; i < N; i++) start[who[i] + 1]++
-    for (let u = 0; u < U; u++) start[u + 1] += start[u]
-    const next = start.slice(0, U)
+    const h = this.hash
+    let from = new Int32Array(N)
+    for (let i = 0; i < N; i++) from[i] = i
+    let to = new Int32Array(N)
+    const count = new Int32Array(65537)
+    for (const shift of [0, 16]) {
+      count.fill(0)
+      for (let i = 0; i < N; i++) count[((h[i] >>> shift) & 0xffff) + 1]++
+      for (let b = 0; b < 65536; b++) count[b + 1] += count[b]
+      for (let i = 0; i < N; i++) {
+        const r = from[i]
+        to[count[(h[r] >>> shift) & 0xffff]++] = r
+      }
+      ;[from, to] = [to, from]
+    }
+    return from
+  }
+
+  done(): Timelines {
+    const N = this.size
+    const { users, hash, when, what } = this
+    const order = this.byHash()
+    const starts: number[] = []
     const ts = new Float64Array(N)
     const cd = new Int32Array(N)
-    // Rows came in id order, so within a user equal times stay in id order (the sorts are stable).
-    for (let i = 0; i < N; i++) {
-      const p = next[who[i]]++
-      ts[p] = when[i]
-      cd[p] = what[i]
-    }
-    for (let u = 0; u < U; u++) {
-      const lo = start[u]
-      const hi = start[u + 1]
+    let p = 0
+    /** One user's rows (indices in row order, so equal times stay in id order): times and codes, sorted by time. */
+    const emit = (rows: ArrayLike<number>, lo: number, hi: number) => {
+      starts.push(p)
+      const first = p
+      for (let i = lo; i < hi; i++) {
+        ts[p] = when[rows[i]]
+        cd[p++] = what[rows[i]]
+      }
       let sorted = true
-      for (let i = lo + 1; i < hi && sorted; i++) if (ts[i] < ts[i - 1]) sorted = false
-      if (sorted) continue
-      const order = Array.from({ length: hi - lo }, (_, i) => lo + i).sort((x, y) => ts[x] - ts[y] || x - y)
-      const t2 = order.map((i) => ts[i])
-      const c2 = order.map((i) => cd[i])
-      ts.set(t2, lo)
-      cd.set(c2, lo)
+      for (let i = first + 1; i < p && sorted; i++) if (ts[i] < ts[i - 1]) sorted = false
+      if (sorted) return
+      const idx = Array.from({ length: p - first }, (_, i) => first + i).sort(
+        (x, y) => ts[x] - ts[y] || x - y,
+      )
+      const t2 = idx.map((i) => ts[i])
+      const c2 = idx.map((i) => cd[i])
+      ts.set(t2, first)
+      cd.set(c2, first)
     }
-    return { users: U, start, ts, code: cd }
+    for (let lo = 0; lo < N; ) {
+      const h = hash[order[lo]]
+      const id = users[order[lo]]
+      let hi = lo + 1
+      let same = true
+      for (; hi < N && hash[order[hi]] === h; hi++) if (same && users[order[hi]] !== id) same = false
+      if (same) emit(order, lo, hi)
+      else {
+        // Two users share a hash (rare): split the run by id, each user's rows kept in row order.
+        const run = Array.from(order.subarray(lo, hi)).sort((x, y) => cmpText(users[x], users[y]) || x - y)
+        for (let a = 0; a < run.length; ) {
+          let b = a + 1
+          while (b < run.length && users[run[b]] === users[run[a]]) b++
+          emit(run, a, b)
+          a = b
+        }
+      }
+      lo = hi
+    }
+    starts.push(p)
+    return { users: starts.length - 1, start: Int32Array.from(starts), ts, code: cd }
   }
 }
 
