@@ -1,5 +1,5 @@
 import type { Db, Param } from '../../core/db'
-import type { IngestService, ScannedEvent } from '../ingest/types'
+import type { IngestService, ScannedEvent, TimelineRow } from '../ingest/types'
 import { type Dimension, sep } from './behavior-rollup'
 import { HyperLogLog } from './hll'
 import { DAY, HOUR, MINUTE, floorTo } from './time'
@@ -33,7 +33,7 @@ export interface FunnelStep {
 export type FunnelOrder = 'ordered' | 'strict' | 'any'
 
 /** Per user, events in time order: user u's are `start[u]` up to `start[u + 1]` of `ts` and `code`. */
-interface Timelines {
+export interface Timelines {
   users: number
   start: Int32Array
   ts: Float64Array
@@ -71,6 +71,116 @@ function distinct(rows: Array<{ sketch: string }>): number {
 }
 
 /**
+ * Gathers a raw read's rows (user, time, code) in flat arrays that grow by doubling, then groups
+ * them per user (user u's events end up at `start[u]` up to `start[u + 1]`) and sorts each
+ * user's by time: no object per row.
+ *
+ * Grouping sorts the rows by a hash of the user id (a stable radix sort on 32 bits) instead of
+ * looking each id up in a `Map`: a busy day holds a hundred thousand users and more, and a lookup
+ * per row in a table that large is a cache miss or two per row, which measured as long as reading
+ * the rows themselves (`scripts/bench/analytics-behavior.ts`). A run of equal hashes is checked
+ * id by id, and split by id when two users share a hash, so the grouping is exact.
+ */
+export class TimelineBuilder {
+  private users: string[] = []
+  private hash = new Int32Array(4096)
+  private when = new Float64Array(4096)
+  private what = new Int32Array(4096)
+  private size = 0
+
+  add(user: string, ts: number, code: number): void {
+    if (this.size === this.hash.length) {
+      const grow = <A extends Int32Array | Float64Array>(a: A): A => {
+        const b = new (a.constructor as new (n: number) => A)(a.length * 2)
+        b.set(a)
+        return b
+      }
+      this.hash = grow(this.hash)
+      this.when = grow(this.when)
+      this.what = grow(this.what)
+    }
+    // FNV-1a over the id's UTF-16 units.
+    let h = 0x811c9dc5
+    for (let i = 0; i < user.length; i++) h = Math.imul(h ^ user.charCodeAt(i), 0x01000193)
+    this.users.push(user)
+    this.hash[this.size] = h
+    this.when[this.size] = ts
+    this.what[this.size++] = code
+  }
+
+  /** Row indices in order of their user's hash (low 16 bits, then high: two stable counting passes), ties in row order. */
+  private byHash(): Int32Array {
+    const N = this.size
+    const h = this.hash
+    let from = new Int32Array(N)
+    for (let i = 0; i < N; i++) from[i] = i
+    let to = new Int32Array(N)
+    const count = new Int32Array(65537)
+    for (const shift of [0, 16]) {
+      count.fill(0)
+      for (let i = 0; i < N; i++) count[((h[i] >>> shift) & 0xffff) + 1]++
+      for (let b = 0; b < 65536; b++) count[b + 1] += count[b]
+      for (let i = 0; i < N; i++) {
+        const r = from[i]
+        to[count[(h[r] >>> shift) & 0xffff]++] = r
+      }
+      ;[from, to] = [to, from]
+    }
+    return from
+  }
+
+  done(): Timelines {
+    const N = this.size
+    const { users, hash, when, what } = this
+    const order = this.byHash()
+    const starts: number[] = []
+    const ts = new Float64Array(N)
+    const cd = new Int32Array(N)
+    let p = 0
+    /** One user's rows (indices in row order, so equal times stay in id order): times and codes, sorted by time. */
+    const emit = (rows: ArrayLike<number>, lo: number, hi: number) => {
+      starts.push(p)
+      const first = p
+      for (let i = lo; i < hi; i++) {
+        ts[p] = when[rows[i]]
+        cd[p++] = what[rows[i]]
+      }
+      let sorted = true
+      for (let i = first + 1; i < p && sorted; i++) if (ts[i] < ts[i - 1]) sorted = false
+      if (sorted) return
+      const idx = Array.from({ length: p - first }, (_, i) => first + i).sort(
+        (x, y) => ts[x] - ts[y] || x - y,
+      )
+      const t2 = idx.map((i) => ts[i])
+      const c2 = idx.map((i) => cd[i])
+      ts.set(t2, first)
+      cd.set(c2, first)
+    }
+    for (let lo = 0; lo < N; ) {
+      const h = hash[order[lo]]
+      const id = users[order[lo]]
+      let hi = lo + 1
+      let same = true
+      for (; hi < N && hash[order[hi]] === h; hi++) if (same && users[order[hi]] !== id) same = false
+      if (same) emit(order, lo, hi)
+      else {
+        // Two users share a hash (rare): split the run by id, each user's rows kept in row order.
+        const run = Array.from(order.subarray(lo, hi)).sort((x, y) => cmpText(users[x], users[y]) || x - y)
+        for (let a = 0; a < run.length; ) {
+          let b = a + 1
+          while (b < run.length && users[run[b]] === users[run[a]]) b++
+          emit(run, a, b)
+          a = b
+        }
+      }
+      lo = hi
+    }
+    starts.push(p)
+    return { users: starts.length - 1, start: Int32Array.from(starts), ts, code: cd }
+  }
+}
+
+/**
  * The id ranges holding the stored events of client time `[from, to)` (`analytics_event_span`,
  * per client hour and receive window), merged where they overlap or touch, in id order.
  */
@@ -97,7 +207,7 @@ export async function eventIdRanges(db: Db, q: TimeScope): Promise<Array<[number
  * details from raw events, walking only the id ranges where the range's events were stored
  * (`analytics_event_span`); transactions from the rollup's payment rows, by client time.
  */
-export function behaviorAnalytics(db: Db, ingest: Pick<IngestService, 'scan'>) {
+export function behaviorAnalytics(db: Db, ingest: Pick<IngestService, 'scan' | 'timeline'>) {
   const counters = (q: DayScope, kinds: string[], names?: string[]) =>
     db.all<{
       day: number
@@ -162,62 +272,70 @@ export function behaviorAnalytics(db: Db, ingest: Pick<IngestService, 'scan'>) {
     }
   }
 
+  /** The range's events (optionally only `events`) as light rows (id, user, name, time), page by page, in id order. */
+  async function walkLight(q: TimeScope, events: string[] | undefined, each: (page: TimelineRow[]) => void) {
+    for (const [lo, hi] of await idRanges(q)) {
+      let after = lo - 1
+      for (;;) {
+        const page = await ingest.timeline({
+          gameId: q.gameId,
+          env: q.env,
+          from: q.from,
+          to: q.to,
+          afterId: after,
+          toId: hi,
+          events,
+          limit: PAGE,
+        })
+        each(page)
+        if (page.length < PAGE) break
+        after = page[page.length - 1].id
+        await new Promise((r) => setImmediate(r))
+      }
+    }
+  }
+
   /**
-   * Per user, the events of the range sorted by time (then by id): times and a value per event
-   * that `code` gives (events it answers undefined for are left out). Kept in two flat typed
-   * arrays, grouped by user with a counting pass (user u's events are `start[u]` up to
-   * `start[u + 1]`): a 24-hour read of a busy game holds hundreds of thousands of rows.
+   * Per user, the events of the range sorted by time (then by id), each with the number `code`
+   * gives its name (names it answers undefined for are left out). Read light: only id, user,
+   * name and time of each row, and the code worked out once per name, since a 24-hour read of a
+   * busy game is hundreds of thousands of rows and the per-row work is what its time is made of.
    */
   async function timelines(
     q: TimeScope,
-    opts: { events?: string[]; withProps: boolean },
+    events: string[] | undefined,
+    code: (event: string) => number | undefined,
+  ): Promise<Timelines> {
+    const codes = new Map<string, number>()
+    const b = new TimelineBuilder()
+    await walkLight(q, events, (page) => {
+      for (const e of page) {
+        let c = codes.get(e.event)
+        if (c === undefined) {
+          c = code(e.event) ?? -1
+          codes.set(e.event, c)
+        }
+        if (c >= 0) b.add(e.userId, e.ts, c)
+      }
+    })
+    return b.done()
+  }
+
+  /** As `timelines`, for codes that depend on an event's properties (a funnel step's filter): full rows. */
+  async function timelinesWithProps(
+    q: TimeScope,
+    events: string[] | undefined,
     code: (e: ScannedEvent) => number | undefined,
   ): Promise<Timelines> {
-    const index = new Map<string, number>()
-    const who: number[] = []
-    const when: number[] = []
-    const what: number[] = []
-    await walk(q, opts, (page) => {
+    const b = new TimelineBuilder()
+    await walk(q, { events, withProps: true }, (page) => {
       for (const e of page) {
         if (e.userId === null) continue
         const c = code(e)
-        if (c === undefined) continue
-        let u = index.get(e.userId)
-        if (u === undefined) {
-          u = index.size
-          index.set(e.userId, u)
-        }
-        who.push(u)
-        when.push(e.ts)
-        what.push(c)
+        if (c !== undefined) b.add(e.userId, e.ts, c)
       }
     })
-    const U = index.size
-    const start = new Int32Array(U + 1)
-    for (const u of who) start[u + 1]++
-    for (let u = 0; u < U; u++) start[u + 1] += start[u]
-    const next = start.slice(0, U)
-    const ts = new Float64Array(who.length)
-    const cd = new Int32Array(who.length)
-    // Rows came in id order, so within a user equal times stay in id order (the sorts are stable).
-    for (let i = 0; i < who.length; i++) {
-      const p = next[who[i]]++
-      ts[p] = when[i]
-      cd[p] = what[i]
-    }
-    for (let u = 0; u < U; u++) {
-      const lo = start[u]
-      const hi = start[u + 1]
-      let sorted = true
-      for (let i = lo + 1; i < hi && sorted; i++) if (ts[i] < ts[i - 1]) sorted = false
-      if (sorted) continue
-      const order = Array.from({ length: hi - lo }, (_, i) => lo + i).sort((x, y) => ts[x] - ts[y] || x - y)
-      const t2 = order.map((i) => ts[i])
-      const c2 = order.map((i) => cd[i])
-      ts.set(t2, lo)
-      cd.set(c2, lo)
-    }
-    return { users: U, start, ts, code: cd }
+    return b.done()
   }
 
   return {
@@ -319,15 +437,12 @@ export function behaviorAnalytics(db: Db, ingest: Pick<IngestService, 'scan'>) {
       const names: string[] = []
       const index = new Map<string, number>()
       const skip = new Set(q.exclude)
-      const lines = await timelines(q, { withProps: false }, (e) => {
-        if (skip.has(e.event)) return undefined
-        let i = index.get(e.event)
-        if (i === undefined) {
-          i = names.length
-          names.push(e.event)
-          index.set(e.event, i)
-        }
-        return i
+      // Called once per name: names get their numbers in the order they are first met.
+      const lines = await timelines(q, undefined, (event) => {
+        if (skip.has(event)) return undefined
+        index.set(event, names.length)
+        names.push(event)
+        return names.length - 1
       })
       const start = q.startEvent === undefined ? -1 : (index.get(q.startEvent) ?? -2)
       const sessionStart = index.get('session_start') ?? -2
@@ -413,19 +528,19 @@ export function behaviorAnalytics(db: Db, ingest: Pick<IngestService, 'scan'>) {
       const S = q.steps.length
       const stepEvents = [...new Set(q.steps.map((s) => s.event))]
       const filtered = q.steps.some((s) => s.properties && Object.keys(s.properties).length)
-      const lines = await timelines(
-        q,
-        { events: q.order === 'strict' ? undefined : stepEvents, withProps: filtered },
-        (e) => {
-          let mask = 0
-          for (let k = 0; k < S; k++) {
-            const s = q.steps[k]
-            if (s.event === e.event && (!s.properties || matches(e.props, s.properties))) mask |= 1 << k
-          }
-          // Strict funnels keep every event: one matching no step breaks a sequence.
-          return mask || q.order === 'strict' ? mask : undefined
-        },
-      )
+      const mask = (event: string, props: Record<string, unknown> | undefined) => {
+        let m = 0
+        for (let k = 0; k < S; k++) {
+          const s = q.steps[k]
+          if (s.event === event && (!props || !s.properties || matches(props, s.properties))) m |= 1 << k
+        }
+        // Strict funnels keep every event: one matching no step breaks a sequence.
+        return m || q.order === 'strict' ? m : undefined
+      }
+      const events = q.order === 'strict' ? undefined : stepEvents
+      const lines = filtered
+        ? await timelinesWithProps(q, events, (e) => mask(e.event, e.props))
+        : await timelines(q, events, (event) => mask(event, undefined))
       const reached = new Array<number>(S).fill(0)
       const fromPrev: number[][] = Array.from({ length: S }, () => [])
       const fromFirst: number[][] = Array.from({ length: S }, () => [])

@@ -18,6 +18,15 @@ export interface ScannedEvent {
   props: Record<string, unknown>
 }
 
+/** One stored event as `IngestService.timeline` returns it: who did what when, nothing else. */
+export interface TimelineRow {
+  id: number
+  userId: string
+  event: string
+  /** Client time, epoch ms. */
+  ts: number
+}
+
 /**
  * What the ingest plugin offers the plugins that depend on it (`ctx.service('ingest')`): the
  * rollup extension point, the event store its rollups live in, and server-side writes.
@@ -88,6 +97,22 @@ export interface IngestService {
     withProps?: boolean
     limit: number
   }): Promise<ScannedEvent[]>
+  /**
+   * The lightest read of raw events, for sequence analyses (funnels, paths): one page of the
+   * events of `env` with a user, client time `[from, to)` and ids in `(afterId, toId]`, at most
+   * `limit` (<= 10,000) rows in id order, each only its id, user, name and time; `events`
+   * narrows by name. Pass the last row's id as `afterId` for the next page.
+   */
+  timeline(q: {
+    gameId: string
+    env: string
+    events?: string[]
+    from: number
+    to: number
+    afterId: number
+    toId: number
+    limit: number
+  }): Promise<TimelineRow[]>
   /** Waits for every commit queued so far (tests, shutdown of dependants). */
   idle(): Promise<void>
 }

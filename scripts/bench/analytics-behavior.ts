@@ -13,7 +13,21 @@
  * for the range's client hours; beside each, the same run measures its floor: one plain query
  * that reads the same rows (user, event, time) of the same id ranges into JS and does nothing
  * else, and once, the same rows found without the ranges (a walk of the whole table).
+ *
+ * The generated store is kept for the next run (10 M events take many minutes to write): a
+ * SQLite file under `$TMPDIR/liveops-behavior-bench-<engine>-e<events>-u<users>-d<days>-c<commit>/`,
+ * or the PostgreSQL database `liveops_bench_behavior_e<events>_u<users>_d<days>_c<commit>`, named
+ * by the parameters that shape the data. Its table `bench_meta` records how many events were
+ * written and the first simulated day, so a later run with the same parameters only queries (its
+ * "today" is the stored one, not the clock's). Loading resumes where it stopped:
+ * `--load-seconds=N` stops writing after about N seconds and exits with status 3 before timing
+ * anything (so a long load can be run in slices, each short enough to hold the CPU lock);
+ * `--fresh` drops the kept store and writes a new one. A process killed while loading may leave
+ * up to two commits' events more than recorded (use `--fresh` if that matters).
  */
+import { mkdirSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { type Db, migrate, openDb } from '../../core/db'
 import { createLogger } from '../../core/log'
 import { behaviorAnalytics, eventIdRanges } from '../../plugins/analytics/behavior'
@@ -23,10 +37,10 @@ import { migrations as analyticsMigrations } from '../../plugins/analytics/migra
 import { AnalyticsRollup } from '../../plugins/analytics/rollup'
 import { DAY, floorTo } from '../../plugins/analytics/time'
 import { ingestMigrations } from '../../plugins/ingest/migrations'
-import { scanEvents } from '../../plugins/ingest/store'
+import { scanEvents, timelineRows } from '../../plugins/ingest/store'
 import { GroupWriter } from '../../plugins/ingest/writer'
 import { analyticsBatch } from './analytics-events'
-import { PG_URL, arg, freshPgDatabase, median, tempDir } from './lib'
+import { PG_URL, arg, median } from './lib'
 
 const engine = arg('engine', 'sqlite')
 const total = Number(arg('events', '10000000'))
@@ -36,37 +50,70 @@ const perCommit = Number(arg('commit', '2000'))
 const runs = Number(arg('runs', '9'))
 const GAME = 'bench-game'
 
-const dir = tempDir('liveops-behavior-bench-')
-const dbName = 'liveops_bench_behavior'
-const url = engine === 'postgres' ? await freshPgDatabase(dbName) : `${dir}/b.sqlite`
+const loadBudget = Number(arg('load-seconds', 'Infinity'))
+const fresh = process.argv.includes('--fresh')
+
+const key = `e${total}-u${users}-d${days}-c${perCommit}`
+const dir = join(tmpdir(), `liveops-behavior-bench-${engine}-${key}`)
+const dbName = `liveops_bench_behavior_${key.replaceAll('-', '_')}`
+if (fresh) rmSync(dir, { recursive: true, force: true })
+mkdirSync(dir, { recursive: true })
+const url = engine === 'postgres' ? await pgDatabase(dbName, fresh) : `${dir}/b.sqlite`
 const db: Db = openDb(url, dir)
 await migrate(db, [
   { plugin: 'ingest', migrations: ingestMigrations },
   { plugin: 'analytics', migrations: analyticsMigrations },
 ])
-const writer = new GroupWriter(
-  db,
-  createLogger({ level: 'error', format: 'json', sensitive_fields: [] } as never),
-)
-writer.register(new AnalyticsRollup(undefined))
-writer.register(new BehaviorRollup(undefined))
+await db.exec('CREATE TABLE IF NOT EXISTS bench_meta (k TEXT PRIMARY KEY, v BIGINT NOT NULL)')
+const meta = async (k: string) =>
+  (await db.get<{ v: number }>('SELECT v FROM bench_meta WHERE k = ?', [k]))?.v ?? undefined
+const setMeta = (k: string, v: number) =>
+  db.run('INSERT INTO bench_meta (k, v) VALUES (?, ?) ON CONFLICT (k) DO UPDATE SET v = excluded.v', [k, v])
 
-const today = floorTo(Date.now(), DAY)
-const start = today - (days - 1) * DAY
-const t0 = performance.now()
-const order = { n: 0 }
-const inFlight: Promise<void>[] = []
-for (let written = 0; written < total; written += perCommit) {
-  const t = start + (written / total) * days * DAY
-  inFlight.push(
-    writer.write(analyticsBatch({ gameId: GAME, users, total, days, perCommit, behavior: true }, t, order)),
+const start = Number((await meta('start')) ?? floorTo(Date.now(), DAY) - (days - 1) * DAY)
+await setMeta('start', start)
+const today = start + (days - 1) * DAY
+const already = Number((await meta('written')) ?? 0)
+const order = { n: Number((await meta('orders')) ?? 0) }
+let loadSeconds = 0
+if (already < total) {
+  const writer = new GroupWriter(
+    db,
+    createLogger({ level: 'error', format: 'json', sensitive_fields: [] } as never),
   )
-  if (inFlight.length >= 2) await inFlight.shift()
+  writer.register(new AnalyticsRollup(undefined))
+  writer.register(new BehaviorRollup(undefined))
+  const t0 = performance.now()
+  const inFlight: Array<Promise<number>> = []
+  let written = already
+  for (; written < total && performance.now() - t0 < loadBudget * 1000; written += perCommit) {
+    const t = start + (written / total) * days * DAY
+    const upTo = written + perCommit
+    const batch = analyticsBatch({ gameId: GAME, users, total, days, perCommit, behavior: true }, t, order)
+    const orders = order.n
+    // Progress is recorded once a commit is stored, so a resumed load neither skips nor repeats it.
+    inFlight.push(
+      writer
+        .write(batch)
+        .then(() => setMeta('written', upTo))
+        .then(() => setMeta('orders', orders)),
+    )
+    if (inFlight.length >= 2) await inFlight.shift()
+  }
+  await Promise.all(inFlight)
+  loadSeconds = (performance.now() - t0) / 1000
+  if (written < total) {
+    console.log(JSON.stringify({ loading: { written, total, seconds: Math.round(loadSeconds), store: url } }))
+    await db.close()
+    process.exit(3)
+  }
+  console.error(`loaded ${total - already} events in ${Math.round(loadSeconds)} s into ${url}`)
 }
-await Promise.all(inFlight)
-const loadSeconds = (performance.now() - t0) / 1000
 
-const behavior = behaviorAnalytics(db, { scan: (q) => scanEvents(db, q) })
+const behavior = behaviorAnalytics(db, {
+  scan: (q) => scanEvents(db, q),
+  timeline: (q) => timelineRows(db, q),
+})
 const levels = levelAnalytics(db)
 const scope = { gameId: GAME, env: 'prod' }
 // The last full simulated day (24 hours of client time; about total / days events).
@@ -134,6 +181,17 @@ const reads: Array<[string, () => Promise<unknown>, number | undefined]> = [
     undefined,
   ],
 ]
+/** The kept PostgreSQL database of these parameters (created when missing; dropped first with `--fresh`). */
+async function pgDatabase(name: string, drop: boolean): Promise<string> {
+  const postgres = (await import('postgres')).default
+  const sql = postgres(PG_URL, { max: 1, onnotice: () => undefined })
+  if (drop) await sql.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+  const [{ n }] = await sql`SELECT COUNT(*)::int AS n FROM pg_database WHERE datname = ${name}`
+  if (!n) await sql.unsafe(`CREATE DATABASE ${name}`)
+  await sql.end()
+  return PG_URL.replace(/\/[^/]*$/, `/${name}`)
+}
+
 const results = []
 for (const [name, read, target] of reads) {
   await read()
@@ -163,8 +221,9 @@ console.log(
       events: total,
       users,
       days,
+      store: url,
+      // 0 when the kept store was complete already (only queried).
       loadSeconds: Math.round(loadSeconds),
-      eventsPerSecLoaded: Math.round(total / loadSeconds),
       rowsIn24Hours: await floor(true),
       unboundedFloorMs: unboundedMs,
       unboundedRows,
@@ -175,9 +234,3 @@ console.log(
   ),
 )
 await db.close()
-if (engine === 'postgres') {
-  const postgres = (await import('postgres')).default
-  const sql = postgres(PG_URL, { max: 1, onnotice: () => undefined })
-  await sql.unsafe(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`)
-  await sql.end()
-}
