@@ -117,7 +117,8 @@ class Generator {
     const x = field.startsWith('params.')
       ? this.read({ t: 'param', name: field.slice(7) })!
       : FIELD_VAR[field as 'type']
-    return this.member(x, values)
+    // An atom like any comparison: the same test in the match (or in the chunk's other rules) is computed once.
+    return this.atom(this.member(x, values), true)
   }
 
   private read(n: Node): string | undefined {
@@ -247,6 +248,8 @@ export type ChunkFn = (
   p: unknown[],
   from: number,
   C: readonly unknown[][],
+  /** The notification itself: generated chunks read the view; a stand-in chunk (see `program`) reads this. */
+  n: MatchInput,
 ) => number
 
 /** What the index requires of every rule of a chunk: a notification with none of it skips the chunk. */
@@ -261,6 +264,10 @@ export interface Chunk {
   size: number
   codes: readonly RuleCode[]
   consts: unknown[][]
+  /** The params slots its rules read. */
+  slots: readonly number[]
+  /** True while `fn` is the stand-in the program was given, until `finish` generates the code. */
+  pending?: boolean
 }
 
 export interface Program {
@@ -305,44 +312,69 @@ function chunkFn(codes: readonly RuleCode[]): ChunkFn {
   return make(HELPERS) as ChunkFn
 }
 
-const sameCodes = (a: readonly RuleCode[], b: readonly RuleCode[]) =>
-  a.length === b.length && a.every((c, i) => c === b[i])
+/** True when `chunk` holds exactly the rules at `start` .. `end` - 1 (compared without copying them). */
+function holds(chunk: Chunk, rules: readonly ProgramRule[], start: number, end: number): boolean {
+  if (chunk.size !== end - start) return false
+  for (let j = 0; j < chunk.size; j++) if (chunk.codes[j] !== rules[start + j].code) return false
+  return true
+}
+
+/** A rule as a program takes it: its id (for the cut points), its code and the index's equality. */
+export interface ProgramRule {
+  id: string
+  code: RuleCode
+  index?: { field: IndexField; values: readonly string[] }
+}
 
 /**
  * Assembles rules (in evaluation order, each with its id for the cut points) into a program.
  * A chunk holding the very same compiled rules as one of `previous` is reused as it is; only the
- * chunks a change touched are generated and compiled anew.
+ * chunks a change touched are generated and compiled anew. With `standIn`, a new chunk is not
+ * generated here: it runs the stand-in (which must decide exactly as the code would) and is marked
+ * pending until `finish` generates its code, so a caller can answer first and generate after.
  */
-export function program(
-  rules: readonly { id: string; code: RuleCode; index?: { field: IndexField; values: readonly string[] } }[],
+export function program<R extends ProgramRule>(
+  rules: readonly R[],
   previous?: Program,
+  standIn?: (rules: readonly R[]) => ChunkFn,
 ): Program {
   const byFirst = new Map<RuleCode, Chunk>()
   const chunks: Chunk[] = []
   const slots = new Set<number>()
   let start = 0
   for (let k = 0; k < rules.length; k++) {
-    for (const s of rules[k].code.slots) slots.add(s)
     if (k + 1 < rules.length && k + 1 - start < MAX_CHUNK && !cutAfter(rules[k].id)) continue
-    const rs = rules.slice(start, k + 1)
-    const codes = rs.map((r) => r.code)
-    const old = previous?.byFirst.get(codes[0])
-    const chunk: Chunk =
-      old && sameCodes(old.codes, codes)
-        ? { ...old, base: start }
-        : {
-            fn: chunkFn(codes),
-            guard: chunkGuard(rs),
-            base: start,
-            size: codes.length,
-            codes,
-            consts: codes.map((c) => c.consts),
-          }
+    // A save changes a chunk or two: the others are taken over without copying their rules.
+    const old = previous?.byFirst.get(rules[start].code)
+    let chunk: Chunk
+    if (old && holds(old, rules, start, k + 1)) chunk = old.base === start ? old : { ...old, base: start }
+    else {
+      const rs = rules.slice(start, k + 1)
+      const codes = rs.map((r) => r.code)
+      chunk = {
+        fn: standIn ? standIn(rs) : chunkFn(codes),
+        guard: chunkGuard(rs),
+        base: start,
+        size: codes.length,
+        codes,
+        consts: codes.map((c) => c.consts),
+        slots: [...new Set(codes.flatMap((c) => c.slots))],
+        ...(standIn ? { pending: true } : {}),
+      }
+    }
+    for (const s of chunk.slots) slots.add(s)
     chunks.push(chunk)
-    byFirst.set(codes[0], chunk)
+    byFirst.set(rules[start].code, chunk)
     start = k + 1
   }
   return { chunks, slots: Int32Array.from(slots), byFirst }
+}
+
+/** Generates a pending chunk's code in place of its stand-in. */
+export function finish(chunk: Chunk): void {
+  if (!chunk.pending) return
+  chunk.fn = chunkFn(chunk.codes)
+  chunk.pending = false
 }
 
 function chunkGuard(rules: readonly { index?: { field: IndexField; values: readonly string[] } }[]) {
@@ -382,7 +414,7 @@ export function generate(src: string): (n: MatchInput) => boolean {
   return (n) => {
     const p: unknown[] = []
     readSlots(n.params, prog.slots, p)
-    const k = ch.fn(n.type, n.level, rankOf(n.level), n.title, n.body, p, 0, ch.consts)
+    const k = ch.fn(n.type, n.level, rankOf(n.level), n.title, n.body, p, 0, ch.consts, n)
     if (k < -1) throw new MatchEvalError('expression failed to evaluate')
     return k === 0
   }
