@@ -287,23 +287,43 @@ function cutAfter(id: string): boolean {
   return (h & 15) === 15
 }
 
+/** The helpers that can throw at evaluation (an ordering or `in` over values that do not allow it); nothing else generated can. */
+const THROWING = /H\.(ord|has)\(/
+
 function chunkFn(codes: readonly RuleCode[]): ChunkFn {
-  // An atom (a comparison) that two or more rules of the chunk share is computed at most once per
-  // call: a local holds 0 (not yet), 1 (true) or 2 (false). One that throws stays 0, so each rule
-  // that needs it fails as it would alone.
+  // An atom (a comparison) used twice or more in the chunk is computed at most once per call. One
+  // that cannot throw is computed up front into a constant (it is pure, so computing it for a rule
+  // that is not reached changes nothing). One that can throw is computed when first needed: a
+  // local holds 0 (not yet), 1 (true) or 2 (false); one that throws stays 0, so each rule that
+  // needs it fails as it would alone. A rule none of whose atoms can throw needs no try.
   const atomsOf = codes.map((c, k) => c.atoms.map((a) => a.replaceAll(RULE, String(k))))
   const uses = new Map<string, number>()
-  for (const atoms of atomsOf) for (const a of new Set(atoms)) uses.set(a, (uses.get(a) ?? 0) + 1)
-  const memo = new Map<string, string>()
-  for (const [a, n] of uses) if (n > 1) memo.set(a, `m${memo.size}`)
-  let body = memo.size ? `let ${[...memo.values()].map((m) => `${m} = 0`).join(', ')}\n` : ''
+  for (const atoms of atomsOf) for (const a of atoms) uses.set(a, (uses.get(a) ?? 0) + 1)
+  const eager = new Map<string, string>()
+  const lazy = new Map<string, string>()
+  let head = ''
+  for (const [a, n] of uses) {
+    if (n < 2) continue
+    if (THROWING.test(a)) lazy.set(a, `m${lazy.size}`)
+    else {
+      const name = `e${eager.size}`
+      eager.set(a, name)
+      head += `const ${name} = ${a}\n`
+    }
+  }
+  let body = head + (lazy.size ? `let ${[...lazy.values()].map((m) => `${m} = 0`).join(', ')}\n` : '')
   codes.forEach((c, k) => {
+    let throws = false
     const expr = c.code.replace(ATOM_REF, (_, i: string) => {
       const a = atomsOf[k][Number(i)]
-      const m = memo.get(a)
+      const e = eager.get(a)
+      if (e) return e
+      const m = lazy.get(a)
+      if (m || THROWING.test(a)) throws = true
       return m ? `((${m} === 0 ? (${m} = ${a} ? 1 : 2) : ${m}) === 1)` : a
     })
-    body += `if (from <= ${k}) try { if (${expr.replaceAll(RULE, String(k))}) return ${k} } catch { return ${-2 - k} }\n`
+    const test = `if (${expr.replaceAll(RULE, String(k))}) return ${k}`
+    body += throws ? `if (from <= ${k}) try { ${test} } catch { return ${-2 - k} }\n` : `if (from <= ${k}) ${test}\n`
   })
   const make = new Function(
     'H',
