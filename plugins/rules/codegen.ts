@@ -280,11 +280,16 @@ export interface Program {
 
 const MAX_CHUNK = 64
 
-/** A stable cut point (after about one rule in 16), so a save shifts no other chunk's boundaries. */
+/**
+ * A stable cut point (after about one rule in 32), so a save shifts no other chunk's boundaries.
+ * Measured with 500 rules all tried: chunks of about 32 evaluate in 4-4.5 us against 6-7 for
+ * about 16 (fewer calls, shared atoms computed fewer times); about 64 took 3-4.5 us but 1.6 ms
+ * to generate after each save (about 32: 0.8 ms).
+ */
 function cutAfter(id: string): boolean {
   let h = 0x811c9dc5
   for (let i = 0; i < id.length; i++) h = Math.imul(h ^ id.charCodeAt(i), 0x01000193)
-  return (h & 15) === 15
+  return (h & 31) === 31
 }
 
 /** The helpers that can throw at evaluation (an ordering or `in` over values that do not allow it); nothing else generated can. */
@@ -323,7 +328,9 @@ function chunkFn(codes: readonly RuleCode[]): ChunkFn {
       return m ? `((${m} === 0 ? (${m} = ${a} ? 1 : 2) : ${m}) === 1)` : a
     })
     const test = `if (${expr.replaceAll(RULE, String(k))}) return ${k}`
-    body += throws ? `if (from <= ${k}) try { ${test} } catch { return ${-2 - k} }\n` : `if (from <= ${k}) ${test}\n`
+    body += throws
+      ? `if (from <= ${k}) try { ${test} } catch { return ${-2 - k} }\n`
+      : `if (from <= ${k}) ${test}\n`
   })
   const make = new Function(
     'H',
