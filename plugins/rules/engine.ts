@@ -333,8 +333,9 @@ export class RuleEngine {
     this.active = active
     this.inhibitors = active.filter((c) => c.inhibit)
     this.holders = active.filter((c) => c.forMs !== undefined)
-    if (deferred) this.generateSoon()
-    else {
+    // A load takes over chunks a save left pending too: they are generated all the same.
+    this.generateSoon()
+    if (!deferred) {
       const ids = new Set(list.map((c) => c.id))
       for (const id of this.stats.keys()) if (!ids.has(id)) this.stats.delete(id)
     }
