@@ -1,7 +1,9 @@
 import { Invalid, invalidField } from '../../core/http'
 import {
+  type ChunkFn,
   type Program,
   type RuleCode,
+  finish,
   guardHolds,
   program,
   rankOf,
@@ -20,6 +22,8 @@ const DAY = 24 * HOUR
 /** A rule ready to evaluate: every expression compiled, every duration read. */
 export interface CompiledRule {
   rule: SavedRule
+  /** The rule's id (the program's cut points read it). */
+  id: string
   seq: number
   /** The match as closures: for one-off checks (an open incident's rule still holding). */
   match: Matcher
@@ -70,6 +74,7 @@ export function compileRule(rule: SavedRule, seq = 0): CompiledRule {
     throw invalidField('body.group_interval', 'only valid with group_by')
   return {
     rule,
+    id: rule.id,
     seq,
     match,
     code: compileField(rule.match, 'body.match', () => ruleCode(tree, index)),
@@ -205,6 +210,26 @@ const byEvaluationOrder = (a: CompiledRule, b: CompiledRule) =>
   (b.rule.priority ?? 0) - (a.rule.priority ?? 0) || a.seq - b.seq
 
 /**
+ * What a changed chunk runs from the save until its code is generated: the rules' closures (the
+ * reference the generated code is tested against), each behind its index guard as in the code,
+ * so it decides exactly as the code will, error for error.
+ */
+const standIn =
+  (rules: readonly CompiledRule[]): ChunkFn =>
+  (_t, _l, _r, _i, _b, _p, from, _C, n) => {
+    for (let k = from; k < rules.length; k++) {
+      const c = rules[k]
+      if (!offered(c, n)) continue
+      try {
+        if (c.match(n)) return k
+      } catch {
+        return -2 - k
+      }
+    }
+    return -1
+  }
+
+/**
  * The rule set of this instance: compiled rules in evaluation order (priority, then write order)
  * and their program, the shadow statistics, and the short-lived state of `for`, `group_by` and
  * `inhibit`, which is kept per instance in memory. The rule list and the program are snapshots
@@ -226,6 +251,8 @@ export class RuleEngine {
   private folds = new Map<string, Fold>()
   private sources = new Map<string, Map<string, number>>()
   private timer: Timer | undefined
+  /** Generates the code of the chunks a save changed, once the save has answered. */
+  private generating: ReturnType<typeof setImmediate> | undefined
   /** Compiled rules by id with the body they were compiled from: a reload recompiles only what changed. */
   private compiled = new Map<string, { body: string; c: CompiledRule }>()
 
@@ -260,35 +287,71 @@ export class RuleEngine {
     this.install(next)
   }
 
-  /** Adds or replaces one rule (compiled when it was saved): only its chunk of the program is compiled. */
+  /**
+   * Adds or replaces one rule (compiled when it was saved), effective for the next evaluation: the
+   * rule moves into its place in the ordered list (no sort of the others), and only the chunk or
+   * two it left and joined change; those run the rules' closures until their code is generated,
+   * right after the caller's turn (a save answers first).
+   */
   upsert(c: CompiledRule) {
-    this.compiled.set(c.rule.id, { body: JSON.stringify(c.rule), c })
-    this.install([...this.rules.filter((r) => r.rule.id !== c.rule.id), c])
+    this.compiled.set(c.id, { body: JSON.stringify(c.rule), c })
+    const list = this.rules.filter((r) => r.id !== c.id)
+    let lo = 0
+    let hi = list.length
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1
+      if (byEvaluationOrder(list[mid], c) <= 0) lo = mid + 1
+      else hi = mid
+    }
+    list.splice(lo, 0, c)
+    this.install(list, true)
   }
 
   remove(id: string) {
     this.compiled.delete(id)
-    this.install(this.rules.filter((r) => r.rule.id !== id))
+    this.stats.delete(id)
+    this.install(
+      this.rules.filter((r) => r.id !== id),
+      true,
+    )
   }
 
-  private install(list: CompiledRule[]) {
-    list.sort(byEvaluationOrder)
-    const active = list.filter((c) => c.rule.mode !== 'off')
-    for (const c of list) c.pos = -1
-    active.forEach((c, i) => {
-      c.pos = i
-    })
-    this.program = program(
-      active.map((c) => ({ id: c.rule.id, code: c.code, index: c.index })),
-      this.program,
-    )
-    this.view = new Array(slotCount())
+  /** Installs a rule list; `sorted` when it is already in evaluation order, `deferred` to generate changed chunks later. */
+  private install(list: CompiledRule[], deferred = false, sorted = deferred) {
+    if (!sorted) list.sort(byEvaluationOrder)
+    const active: CompiledRule[] = []
+    for (const c of list) {
+      if (c.rule.mode === 'off') c.pos = -1
+      else {
+        c.pos = active.length
+        active.push(c)
+      }
+    }
+    this.program = program(active, this.program, deferred ? standIn : undefined)
+    if (this.view.length < slotCount()) this.view = new Array(slotCount())
     this.rules = list
     this.active = active
     this.inhibitors = active.filter((c) => c.inhibit)
     this.holders = active.filter((c) => c.forMs !== undefined)
-    const ids = new Set(list.map((c) => c.rule.id))
-    for (const id of this.stats.keys()) if (!ids.has(id)) this.stats.delete(id)
+    // A load takes over chunks a save left pending too: they are generated all the same.
+    this.generateSoon()
+    if (!deferred) {
+      const ids = new Set(list.map((c) => c.id))
+      for (const id of this.stats.keys()) if (!ids.has(id)) this.stats.delete(id)
+    }
+  }
+
+  private generateSoon() {
+    if (this.generating || !this.program.chunks.some((ch) => ch.pending)) return
+    this.generating = setImmediate(() => {
+      this.generating = undefined
+      this.generate()
+    })
+  }
+
+  /** Generates the code of every chunk still running its stand-in (a save's, after it answered). */
+  generate() {
+    for (const ch of this.program.chunks) finish(ch)
   }
 
   list(): readonly CompiledRule[] {
@@ -368,7 +431,7 @@ export class RuleEngine {
         from = ch.base + ch.size
         continue
       }
-      const k = ch.fn(n.type, n.level, rank, n.title, n.body, p, from - ch.base, ch.consts)
+      const k = ch.fn(n.type, n.level, rank, n.title, n.body, p, from - ch.base, ch.consts, n)
       if (k === -1) {
         ci++
         from = ch.base + ch.size
@@ -493,5 +556,7 @@ export class RuleEngine {
   stop() {
     clearTimeout(this.timer)
     this.timer = undefined
+    clearImmediate(this.generating)
+    this.generating = undefined
   }
 }

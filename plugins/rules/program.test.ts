@@ -138,6 +138,40 @@ describe('the generated program', () => {
     }
   })
 
+  test('chunks a save changed decide through their stand-in exactly as through their generated code', () => {
+    for (let round = 0; round < 4; round++) {
+      const records = Array.from({ length: 60 + rnd(100) }, (_, i) => record(randomRule(`s${i}`), i + 1))
+      const saved = engine()
+      for (const r of records) saved.upsert(compileFor(r))
+      const chunks = () =>
+        (saved as unknown as { program: { chunks: { pending?: boolean }[] } }).program.chunks
+      // Nothing yielded since the saves: every chunk still runs its stand-in.
+      expect(chunks().every((c) => c.pending)).toBe(true)
+      const notes = Array.from({ length: 150 }, randomNote)
+      const errors = new Map<string, number>()
+      const decisions = (e: RuleEngine) =>
+        notes.map((x) => {
+          const got = e.evaluate(x, false, T0)
+          return [got.outcome?.rule.rule.id, got.shadow]
+        })
+      const want = notes.map((x) => {
+        const r = reference(records, x)
+        for (const id of r.errors) errors.set(id, (errors.get(id) ?? 0) + 1)
+        return [r.decided, r.shadow]
+      })
+      expect(decisions(saved)).toEqual(want)
+      saved.generate()
+      expect(chunks().some((c) => c.pending)).toBe(false)
+      expect(decisions(saved)).toEqual(want)
+      // Failures counted alike by both (twice the reference's: each note was evaluated twice).
+      for (const r of records)
+        expect([r.rule.id, saved.shadowStats(r.rule.id).evaluation_errors]).toEqual([
+          r.rule.id,
+          2 * (errors.get(r.rule.id) ?? 0),
+        ])
+    }
+  })
+
   test('a changed rule recompiles only its own chunk; an added rule moves no other boundary', () => {
     const rules = Array.from({ length: 300 }, (_, i) => ({
       id: `svc-${i}`,
