@@ -1,6 +1,9 @@
 #!/usr/bin/env bun
 /**
- * The compiled binary: time from exec to the first 200 from /healthz, and idle RSS.
+ * The compiled binary: time from exec to the first 200 from /healthz, and idle RSS. The ceiling,
+ * measured in alternation with it: a bare Bun server compiled the same way (`bun build --compile`,
+ * bytecode) that answers /healthz and does nothing else, so a slow hour of the shared machine
+ * shows in both (`bare`).
  *
  *   bun run build && bun scripts/bench/binary.ts [--runs=10]
  */
@@ -11,13 +14,29 @@ import { arg, median, tempDir } from './lib'
 const binary = resolve('dist/liveops')
 if (!existsSync(binary)) throw new Error('build first: bun run build')
 const runs = Number(arg('runs', '10'))
-const ready: number[] = []
-const rss: number[] = []
-for (let i = 0; i < runs; i++) {
+
+const bareDir = tempDir('liveops-bin-bare-')
+const bareSrc = join(bareDir, 'bare.ts')
+await Bun.write(
+  bareSrc,
+  "Bun.serve({ port: Number(process.env.PORT), hostname: '127.0.0.1', routes: { '/healthz': Response.json({ status: 'up' }) } })\n",
+)
+const bareBinary = join(bareDir, 'bare')
+const built = Bun.spawnSync(
+  [process.execPath, 'build', '--compile', '--bytecode', bareSrc, '--outfile', bareBinary],
+  {
+    stdout: 'pipe',
+    stderr: 'pipe',
+  },
+)
+if (built.exitCode !== 0) throw new Error(`bare binary did not build: ${built.stderr}`)
+
+/** Starts `file`, times exec to the first /healthz 200, reads its RSS a second later, stops it. */
+async function once(file: string): Promise<[number, number]> {
   const dir = tempDir('liveops-bin-bench-')
   const port = 20000 + Math.floor(Math.random() * 20000)
   const t0 = performance.now()
-  const proc = Bun.spawn([binary], {
+  const proc = Bun.spawn([file], {
     cwd: dir,
     env: {
       ...process.env,
@@ -30,26 +49,43 @@ for (let i = 0; i < runs; i++) {
     stdout: 'ignore',
     stderr: 'ignore',
   })
+  let ms = 0
   for (;;) {
     try {
       if ((await fetch(`http://127.0.0.1:${port}/healthz`)).status === 200) break
     } catch {}
-    if (performance.now() - t0 > 10_000) throw new Error('binary did not become ready in 10 s')
+    if (performance.now() - t0 > 10_000) throw new Error(`${file} did not become ready in 10 s`)
     await Bun.sleep(2)
   }
-  ready.push(performance.now() - t0)
+  ms = performance.now() - t0
   await Bun.sleep(1000)
   const status = readFileSync(`/proc/${proc.pid}/status`, 'utf8')
-  rss.push(Number(status.match(/VmRSS:\s+(\d+)/)?.[1] ?? 0) / 1024)
+  const mb = Number(status.match(/VmRSS:\s+(\d+)/)?.[1] ?? 0) / 1024
   proc.kill('SIGTERM')
   await proc.exited
   rmSync(dir, { recursive: true, force: true })
+  return [ms, mb]
 }
+
+const ready: number[] = []
+const rss: number[] = []
+const bareReady: number[] = []
+const bareRss: number[] = []
+for (let i = 0; i < runs; i++) {
+  const [ms, mb] = await once(binary)
+  ready.push(ms)
+  rss.push(mb)
+  const [bms, bmb] = await once(bareBinary)
+  bareReady.push(bms)
+  bareRss.push(bmb)
+}
+rmSync(bareDir, { recursive: true, force: true })
 console.log(
   JSON.stringify({
     readyMsMedian: Math.round(median(ready)),
     readyMsMax: Math.round(Math.max(...ready)),
     idleRssMbMedian: Math.round(median(rss)),
+    bare: { readyMsMedian: Math.round(median(bareReady)), idleRssMbMedian: Math.round(median(bareRss)) },
     runs,
   }),
 )
