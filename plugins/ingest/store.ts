@@ -1,7 +1,7 @@
 import type { Db, Param } from '../../core/db'
 import type { Rollup } from './rollup'
 import { DAY } from './sql'
-import type { ScannedEvent, TimelineRow } from './types'
+import type { ScannedEvent, TimelineQuery, TimelineRow } from './types'
 
 const n = (v: unknown) => Number(v ?? 0)
 
@@ -177,19 +177,7 @@ export async function scanEvents(
 }
 
 /** See `IngestService.timeline`. */
-export async function timelineRows(
-  db: Db,
-  q: {
-    gameId: string
-    env: string
-    events?: string[]
-    from: number
-    to: number
-    afterId: number
-    toId: number
-    limit: number
-  },
-): Promise<TimelineRow[]> {
+export async function timelineRows(db: Db, q: TimelineQuery): Promise<TimelineRow[]> {
   const names = q.events?.length ? ` AND event IN (${q.events.map(() => '?').join(', ')})` : ''
   // The rows as the store returns them (both engines parse BIGINT to numbers): four columns and
   // no copy, since a day of a busy game is hundreds of thousands of rows. Quoted aliases keep

@@ -19,6 +19,18 @@ export interface ScannedEvent {
 }
 
 /** One stored event as `IngestService.timeline` returns it: who did what when, nothing else. */
+/** A page of `IngestService.timeline`: the stream, the client-time range, the id range and the page size. */
+export interface TimelineQuery {
+  gameId: string
+  env: string
+  events?: string[]
+  from: number
+  to: number
+  afterId: number
+  toId: number
+  limit: number
+}
+
 export interface TimelineRow {
   id: number
   userId: string
@@ -103,16 +115,7 @@ export interface IngestService {
    * `limit` (<= 10,000) rows in id order, each only its id, user, name and time; `events`
    * narrows by name. Pass the last row's id as `afterId` for the next page.
    */
-  timeline(q: {
-    gameId: string
-    env: string
-    events?: string[]
-    from: number
-    to: number
-    afterId: number
-    toId: number
-    limit: number
-  }): Promise<TimelineRow[]>
+  timeline(q: TimelineQuery): Promise<TimelineRow[]>
   /** Waits for every commit queued so far (tests, shutdown of dependants). */
   idle(): Promise<void>
 }
