@@ -242,27 +242,16 @@ export function behaviorAnalytics(db: Db, ingest: Pick<IngestService, 'scan' | '
 
   const idRanges = (q: TimeScope) => eventIdRanges(db, q)
 
-  /** Every stored event of the range (optionally only `events`, one user), page by page, in id order. */
-  async function walk(
+  /** Reads the range's id ranges page by page (`read(afterId, toId)`), in id order, handing each page to `each`. */
+  async function pages<R extends { id: number }>(
     q: TimeScope,
-    opts: { events?: string[]; userId?: string; withProps: boolean },
-    each: (page: ScannedEvent[]) => void,
+    read: (afterId: number, toId: number) => Promise<R[]>,
+    each: (page: R[]) => void,
   ): Promise<void> {
     for (const [lo, hi] of await idRanges(q)) {
       let after = lo - 1
       for (;;) {
-        const page = await ingest.scan({
-          gameId: q.gameId,
-          env: q.env,
-          from: q.from,
-          to: q.to - 1,
-          afterId: after,
-          toId: hi,
-          events: opts.events,
-          userId: opts.userId,
-          withProps: opts.withProps,
-          limit: PAGE,
-        })
+        const page = await read(after, hi)
         each(page)
         if (page.length < PAGE) break
         after = page[page.length - 1].id
@@ -272,28 +261,47 @@ export function behaviorAnalytics(db: Db, ingest: Pick<IngestService, 'scan' | '
     }
   }
 
+  /** Every stored event of the range (optionally only `events`, one user), page by page, in id order. */
+  const walk = (
+    q: TimeScope,
+    opts: { events?: string[]; userId?: string; withProps: boolean },
+    each: (page: ScannedEvent[]) => void,
+  ) =>
+    pages(
+      q,
+      (afterId, toId) =>
+        ingest.scan({
+          gameId: q.gameId,
+          env: q.env,
+          from: q.from,
+          to: q.to - 1,
+          afterId,
+          toId,
+          events: opts.events,
+          userId: opts.userId,
+          withProps: opts.withProps,
+          limit: PAGE,
+        }),
+      each,
+    )
+
   /** The range's events (optionally only `events`) as light rows (id, user, name, time), page by page, in id order. */
-  async function walkLight(q: TimeScope, events: string[] | undefined, each: (page: TimelineRow[]) => void) {
-    for (const [lo, hi] of await idRanges(q)) {
-      let after = lo - 1
-      for (;;) {
-        const page = await ingest.timeline({
+  const walkLight = (q: TimeScope, events: string[] | undefined, each: (page: TimelineRow[]) => void) =>
+    pages(
+      q,
+      (afterId, toId) =>
+        ingest.timeline({
           gameId: q.gameId,
           env: q.env,
           from: q.from,
           to: q.to,
-          afterId: after,
-          toId: hi,
+          afterId,
+          toId,
           events,
           limit: PAGE,
-        })
-        each(page)
-        if (page.length < PAGE) break
-        after = page[page.length - 1].id
-        await new Promise((r) => setImmediate(r))
-      }
-    }
-  }
+        }),
+      each,
+    )
 
   /**
    * Per user, the events of the range sorted by time (then by id), each with the number `code`
