@@ -5,6 +5,7 @@ import type { FastHandler, PluginContext } from '../../core/plugin'
 import { accept, clientIp, collect, signedEvents } from './collect'
 import * as S from './schema'
 import { type Ingestor, readBody } from './service'
+import { PAYMENT_STATUSES } from './validate'
 
 /** The headers the signature check and the game binding read. */
 const signedHeaders = (request: Request) => ({
@@ -26,7 +27,11 @@ export function ingestRoutes(
     'x-api-key bound to a game and environment, or signed. JSON array or NDJSON, gzip accepted; body <= 1 MB, event <= 64 KB, <= 500 events.'
   // These routes read their own bytes (`parse: 'none'`): their bodies and credentials are documented here
   // (plain OpenAPI objects, `as never` past the detail type's readonly-free shape).
-  const eventsBody = (description: string) => ({
+  // The event object of spec 1 ("Event and payment ingestion"), as `validate.ts` checks it.
+  const eventsBody = (
+    description: string,
+    extra: { required: string[]; properties: object } = { required: [], properties: {} },
+  ) => ({
     required: true,
     description,
     content: {
@@ -35,17 +40,34 @@ export function ingestRoutes(
           type: 'array',
           items: {
             type: 'object',
-            required: ['game_id', 'event_type'],
+            required: ['event', 'ts', 'env', ...extra.required],
+            additionalProperties: true,
             properties: {
-              game_id: { type: 'string' },
-              env: { type: 'string' },
-              event_type: {
+              event: {
                 type: 'string',
-                description: 'login, session_start, heartbeat, register, payment, ...',
+                minLength: 1,
+                description: 'the event name: session_start, level_complete, ad_impression, ...',
               },
+              ts: {
+                type: 'string',
+                pattern: '^[0-9]+$',
+                description: 'epoch milliseconds as a string (a number is rejected as a missing ts)',
+              },
+              game_id: {
+                type: 'string',
+                description: 'required unless X-Game-Id is sent (then it must match)',
+              },
+              env: { type: 'string', minLength: 1 },
+              event_id: {
+                type: 'string',
+                maxLength: 128,
+                description: "the client's id: a retried event is stored and counted once",
+              },
+              uid: { type: 'string', description: 'the user (also user_id)' },
               user_id: { type: 'string' },
-              ts: { type: 'string', description: 'RFC 3339 or epoch milliseconds' },
-              properties: { type: 'object' },
+              session_id: { type: 'string' },
+              attrs: { type: 'object', description: 'business fields (they may also sit at top level)' },
+              ...extra.properties,
             },
           },
         },
@@ -112,6 +134,15 @@ export function ingestRoutes(
         security: signed,
         requestBody: eventsBody(
           'A JSON array of payment events (order_id, status, amount_cents besides the event fields)',
+          {
+            required: ['order_id', 'status', 'amount_cents'],
+            properties: {
+              order_id: { type: 'string', minLength: 1 },
+              status: { type: 'string', enum: [...PAYMENT_STATUSES] },
+              amount_cents: { type: 'integer', minimum: 1 },
+              currency: { type: 'string' },
+            },
+          },
         ) as never,
       },
     })
