@@ -92,23 +92,49 @@ function jwtSecret(configured: string, dataDir: string): string {
   return secret
 }
 
+/**
+ * The bootstrap admin's password and its Argon2id hash, which takes ~200 ms of a core. Bun hashes
+ * on another thread, so the hash starts as soon as the store shows no user (before the
+ * migrations) and runs while the plugins set up; the admin row is written before createApp
+ * returns, so nothing listens without it.
+ */
+interface PendingAdmin {
+  password: string
+  /** Set when no password was configured. */
+  generated?: string
+  hash: Promise<string>
+}
+
+function hashAdminPassword(configured: string): PendingAdmin {
+  const generated = configured
+    ? undefined
+    : Buffer.from(crypto.getRandomValues(new Uint8Array(12))).toString('base64url')
+  const password = configured || generated!
+  const hash = Bun.password.hash(password)
+  // Awaited, and a failure met, only if the admin is created.
+  hash.catch(() => {})
+  return { password, generated, hash }
+}
+
+/** Whether the store has no user yet, asked before migrating: a fresh store has no `users` table. */
+async function hasNoUser(db: Db): Promise<boolean> {
+  try {
+    return !(await db.get('SELECT 1 AS one FROM users LIMIT 1'))
+  } catch {
+    return true
+  }
+}
+
 async function bootstrapAdmin(
   auth: AuthService,
   email: string,
-  password: string,
+  pending: PendingAdmin | undefined,
+  configured: string,
   log: Logger,
 ): Promise<string | undefined> {
   if ((await auth.countUsers()) > 0) return undefined
-  const generated = password
-    ? undefined
-    : Buffer.from(crypto.getRandomValues(new Uint8Array(12))).toString('base64url')
-  await auth.createUser({
-    email,
-    username: 'admin',
-    name: 'Administrator',
-    password: password || generated!,
-    roles: ['admin'],
-  })
+  const { password, generated, hash } = pending ?? hashAdminPassword(configured)
+  await auth.createUser({ email, username: 'admin', name: 'Administrator', password, roles: ['admin'] }, hash)
   if (generated)
     log.warn(`bootstrap admin created: ${email} with generated password ${generated} (shown once)`)
   else log.info(`bootstrap admin created: ${email}`)
@@ -199,6 +225,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
   }
   stops.push(() => db.close())
   try {
+    const pendingAdmin = (await hasNoUser(db)) ? hashAdminPassword(core.admin.password) : undefined
     const sets: MigrationSet[] = [{ plugin: 'core', migrations: coreMigrations }]
     for (const p of ordered) if (p.migrations?.length) sets.push({ plugin: p.name, migrations: p.migrations })
     const applied = await migrate(db, sets)
@@ -244,7 +271,6 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
       if (p.permissions) auth.permissions.declare(p.name, p.permissions)
       for (const f of p.errors ?? []) families.add(f.prefix, f.body)
     }
-    const generatedAdminPassword = await bootstrapAdmin(auth, core.admin.email, core.admin.password, log)
 
     const metrics = new Metrics()
     const changes = await createChanges(db, log.child('changes'), opts.pgSchema ?? 'public')
@@ -412,6 +438,13 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
       app.use(await p.setup(ctx as never))
     }
     for (const fn of starts) await fn()
+    const generatedAdminPassword = await bootstrapAdmin(
+      auth,
+      core.admin.email,
+      pendingAdmin,
+      core.admin.password,
+      log,
+    )
 
     return { app, db, auth, metrics, bus, log, routes, bodyLimit, stop: stopAll, generatedAdminPassword }
   } catch (e) {

@@ -1,6 +1,5 @@
 import { type Static, Type as T, type TSchema } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
-import { parse as parseYaml } from 'yaml'
 
 const Strict = { additionalProperties: false } as const
 
@@ -233,7 +232,8 @@ export function loadConfig(
   known: PluginSchemas,
   env: Record<string, string | undefined> = process.env,
 ): LoadedConfig {
-  const errors: string[] = []
+  // Loaded at the first file read: the binary's embedded default comes parsed (core/embedded-config.ts).
+  const { parse: parseYaml } = require('yaml') as typeof import('yaml')
   let parsed: unknown
   try {
     parsed = parseYaml(text) ?? {}
@@ -241,6 +241,16 @@ export function loadConfig(
     // The whole message: the line and column, then the offending line with a caret under it.
     throw new ConfigError([`YAML: ${(e as Error).message.trimEnd()}`])
   }
+  return checkConfig(parsed, known, env)
+}
+
+/** `loadConfig` after the YAML parse: expands and validates a parsed configuration. */
+export function checkConfig(
+  parsed: unknown,
+  known: PluginSchemas,
+  env: Record<string, string | undefined> = process.env,
+): LoadedConfig {
+  const errors: string[] = []
   if (typeof parsed !== 'object' || Array.isArray(parsed))
     throw new ConfigError(['(root): expected a mapping'])
   const raw = expand(parsed, env, '', errors) as Record<string, unknown>

@@ -1,12 +1,12 @@
 #!/usr/bin/env bun
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import embeddedConfig from '../config/liveops.yaml' with { type: 'text' }
 import { plugins } from '../plugins'
 import { commands } from '../plugins/commands'
 import { createApp, listen } from './app'
-import { ConfigError, type LoadedConfig, loadConfig } from './config'
+import { ConfigError, type LoadedConfig, checkConfig, loadConfig } from './config'
 import { storageFault } from './db/faults'
+import { embeddedConfig } from './embedded-config' with { type: 'macro' }
 import { createLogger } from './log'
 
 const USAGE = `liveops — self-hosted back end for live games
@@ -21,19 +21,20 @@ usage:
 
 exit status: 0 ok, 2 a configuration or usage problem (the message says which)`
 
-function readConfig(file: string | undefined): { text: string; source: string } {
+/** The configuration file's text, or none: the embedded default. */
+function readConfig(file: string | undefined): { text?: string; source: string } {
   const path = file ?? process.env.LIVEOPS_CONFIG ?? 'config/liveops.yaml'
   if (existsSync(path)) return { text: readFileSync(path, 'utf8'), source: path }
   if (file || process.env.LIVEOPS_CONFIG) {
     console.error(`config file not found: ${path}`)
     process.exit(2)
   }
-  return { text: embeddedConfig, source: 'embedded default' }
+  return { source: 'embedded default' }
 }
 
-function load(text: string): LoadedConfig {
+function load(text: string | undefined): LoadedConfig {
   try {
-    return loadConfig(text, plugins)
+    return text === undefined ? checkConfig(embeddedConfig(), plugins) : loadConfig(text, plugins)
   } catch (e) {
     if (e instanceof ConfigError) {
       console.error(e.message)

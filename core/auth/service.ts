@@ -184,7 +184,8 @@ export class AuthService {
     return Number(r?.n ?? 0)
   }
 
-  async createUser(input: NewUser): Promise<User> {
+  /** `passwordHash`: the hash of `input.password`, when the caller started it earlier (bootstrap). */
+  async createUser(input: NewUser, passwordHash?: Promise<string>): Promise<User> {
     const email = input.email.trim().toLowerCase()
     if (!/^[^@\s]+@[^@\s]+$/.test(email)) throw invalidField('body.email', 'must be an email address')
     if (input.password.length < 8) throw invalidField('body.password', 'must be at least 8 characters')
@@ -193,7 +194,7 @@ export class AuthService {
     if (!/^[A-Za-z0-9._-]{1,64}$/.test(username))
       throw invalidField('body.username', 'letters, digits, dot, dash and underscore, 1-64')
     const now = Date.now()
-    const hash = await Bun.password.hash(input.password)
+    const hash = await (passwordHash ?? Bun.password.hash(input.password))
     const row = await this.db.get<UserRow>(
       `INSERT INTO users (id, email, username, name, password_hash, roles, disabled, created_at, updated_at)
        VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?) ON CONFLICT DO NOTHING RETURNING ${USER_COLS}`,

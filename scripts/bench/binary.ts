@@ -5,7 +5,10 @@
  * bytecode) that answers /healthz and does nothing else, so a slow hour of the shared machine
  * shows in both (`bare`).
  *
- *   bun run build && bun scripts/bench/binary.ts [--runs=10]
+ * `--existing`: each timed start finds the data directory an untimed start left (migrations
+ * applied, admin created), as a restart does; by default every start is a first one.
+ *
+ *   bun run build && bun scripts/bench/binary.ts [--runs=10] [--existing]
  */
 import { existsSync, readFileSync, rmSync } from 'node:fs'
 import { join, resolve } from 'node:path'
@@ -14,6 +17,7 @@ import { arg, median, tempDir } from './lib'
 const binary = resolve('dist/liveops')
 if (!existsSync(binary)) throw new Error('build first: bun run build')
 const runs = Number(arg('runs', '10'))
+const existing = process.argv.includes('--existing')
 
 const bareDir = tempDir('liveops-bin-bare-')
 const bareSrc = join(bareDir, 'bare.ts')
@@ -31,9 +35,17 @@ const built = Bun.spawnSync(
 )
 if (built.exitCode !== 0) throw new Error(`bare binary did not build: ${built.stderr}`)
 
-/** Starts `file`, times exec to the first /healthz 200, reads its RSS a second later, stops it. */
+/** One timed start in a new data directory (after an untimed one with `--existing`). */
 async function once(file: string): Promise<[number, number]> {
   const dir = tempDir('liveops-bin-bench-')
+  if (existing) await start(file, dir, false)
+  const result = await start(file, dir, true)
+  rmSync(dir, { recursive: true, force: true })
+  return result
+}
+
+/** Starts `file`, times exec to the first /healthz 200, reads its RSS a second later (`timed`), stops it. */
+async function start(file: string, dir: string, timed: boolean): Promise<[number, number]> {
   const port = 20000 + Math.floor(Math.random() * 20000)
   const t0 = performance.now()
   const proc = Bun.spawn([file], {
@@ -58,12 +70,16 @@ async function once(file: string): Promise<[number, number]> {
     await Bun.sleep(2)
   }
   ms = performance.now() - t0
+  if (!timed) {
+    proc.kill('SIGTERM')
+    await proc.exited
+    return [0, 0]
+  }
   await Bun.sleep(1000)
   const status = readFileSync(`/proc/${proc.pid}/status`, 'utf8')
   const mb = Number(status.match(/VmRSS:\s+(\d+)/)?.[1] ?? 0) / 1024
   proc.kill('SIGTERM')
   await proc.exited
-  rmSync(dir, { recursive: true, force: true })
   return [ms, mb]
 }
 
@@ -87,5 +103,6 @@ console.log(
     idleRssMbMedian: Math.round(median(rss)),
     bare: { readyMsMedian: Math.round(median(bareReady)), idleRssMbMedian: Math.round(median(bareRss)) },
     runs,
+    existing,
   }),
 )

@@ -1,5 +1,7 @@
 import { describe, expect, test } from 'bun:test'
-import { ConfigError, loadConfig } from '../../core/config'
+import { readFileSync } from 'node:fs'
+import { ConfigError, checkConfig, loadConfig } from '../../core/config'
+import { embeddedConfig as parsedAtBuild } from '../../core/embedded-config' with { type: 'macro' }
 import { plugins } from '../../plugins'
 
 const load = (yaml: string, env: Record<string, string> = {}) => loadConfig(yaml, plugins, env)
@@ -14,6 +16,13 @@ const errorsOf = (yaml: string, env: Record<string, string> = {}) => {
 }
 
 describe('config', () => {
+  test('the embedded default, parsed when bundled, is what reading config/liveops.yaml gives', () => {
+    const env = { ADMIN_PASSWORD: 'embedded-pw' }
+    const text = readFileSync(`${import.meta.dir}/../../config/liveops.yaml`, 'utf8')
+    expect(checkConfig(parsedAtBuild(), plugins, env)).toEqual(load(text, env))
+    expect(Object.keys(checkConfig(parsedAtBuild(), plugins, env).plugins)).toContain('notify')
+  })
+
   test('defaults fill every section', () => {
     const c = load('plugins: { games: {} }')
     expect(c.core.server.port).toBe(8080)
