@@ -382,9 +382,7 @@ function chunkFn(codes: readonly RuleCode[], known: boolean): ChunkFn {
   // throw, so they may be tested in any order: the rule's own first, then those made only of
   // constants of the chunk (shared by its rules, e.g. `level >= "warning" && !(params.env ==
   // "dev")`) as one constant computed once per call; the rest follow in their order.
-  const shared = new Map<string, string>()
-  let rules = ''
-  codes.forEach((c, k) => {
+  const parts = codes.map((c, k) => {
     const own: string[] = []
     const common: string[] = []
     const rest: string[] = []
@@ -405,22 +403,25 @@ function chunkFn(codes: readonly RuleCode[], known: boolean): ChunkFn {
       if (throws || rest.length) rest.push(x)
       else (constant ? common : own).push(x)
     }
-    if (common.length) {
-      const all = [...new Set(common)].sort()
-      const key = all.join(' && ')
-      let g = shared.get(key)
-      if (!g) {
-        g = all.length === 1 ? key : `g${shared.size}`
-        shared.set(key, g)
-      }
-      own.push(g)
+    return { own, common: [...new Set(common)].sort().join(' && '), rest }
+  })
+  // A conjunction of constants two rules or more test is itself a constant of the chunk.
+  const users = new Map<string, number>()
+  for (const { common } of parts) if (common) users.set(common, (users.get(common) ?? 0) + 1)
+  const shared = new Map<string, string>()
+  for (const [key, n] of users)
+    if (n > 1 && key.includes(' && ')) {
+      const g = `g${shared.size}`
+      shared.set(key, g)
+      head += `const ${g} = ${key}\n`
     }
-    const test = `if (${[...own, ...rest].join(' && ')}) return ${k}`
+  let rules = ''
+  parts.forEach(({ own, common, rest }, k) => {
+    const test = `if (${[...own, ...(common ? [shared.get(common) ?? common] : []), ...rest].join(' && ')}) return ${k}`
     rules += rest.length
       ? `if (from <= ${k}) try { ${test} } catch { return ${-2 - k} }\n`
       : `if (from <= ${k}) ${test}\n`
   })
-  for (const [key, g] of shared) if (g !== key) head += `const ${g} = ${key}\n`
   const body =
     reads + head + (lazy.size ? `let ${[...lazy.values()].map((m) => `${m} = 0`).join(', ')}\n` : '') + rules
   const make = new Function(
