@@ -93,11 +93,18 @@ function literal(v: string | number | boolean | null): string {
 
 const ORDERING = new Set(['<', '<=', '>', '>='])
 
+/** A comparison whose code is simpler when the notification's level is a level name (`known`). */
+type Leveled = { code: string; known: string }
+
 class Generator {
   readonly consts: unknown[] = []
   readonly slots = new Set<number>()
+  /** Slots compared with a number: the chunk reads each as a number once (`q<slot>`). */
+  readonly numbers = new Set<number>()
   /** The comparisons of the expression, referenced from its code by marker. */
   readonly atoms: string[] = []
+  /** Atoms that order the level against a level name, by atom number: their code for a known level. */
+  readonly levels: Record<number, string> = {}
 
   private constant(v: unknown): string {
     this.consts.push(v)
@@ -124,9 +131,10 @@ class Generator {
   private read(n: Node): string | undefined {
     if (n.t === 'field') return FIELD_VAR[n.name]
     if (n.t === 'param') {
+      // A local of the chunk, read from the view once per call (see chunkFn).
       const s = slot(n.name)
       this.slots.add(s)
-      return `p[${s}]`
+      return `p${s}`
     }
     return undefined
   }
@@ -139,7 +147,7 @@ class Generator {
   }
 
   /** The fast forms of `field op literal`, with the results of the general helpers. */
-  private special(n: Extract<Node, { t: 'cmp' }>): string | undefined {
+  private special(n: Extract<Node, { t: 'cmp' }>): string | Leveled | undefined {
     const { l, r, op } = n
     const x = this.read(l)
     if (x === undefined) return undefined
@@ -152,7 +160,14 @@ class Generator {
     if (r.t === 'lit' && typeof r.v === 'number') {
       const v = literal(r.v)
       if (op === '==' || op === '!=') {
-        const eq = `(${x} === ${v} || (typeof ${x} === "string" && H.num(${x}) === ${v}))`
+        // A param's numeric reading is a local of the chunk (`q<slot>`, see chunkFn): the same
+        // truth as `x === v || (typeof x === "string" && H.num(x) === v)`, one comparison per rule.
+        let eq = `(${x} === ${v} || (typeof ${x} === "string" && H.num(${x}) === ${v}))`
+        if (l.t === 'param') {
+          const s = slot(l.name)
+          this.numbers.add(s)
+          eq = `(q${s} === ${v})`
+        }
         return op === '==' ? eq : `!${eq}`
       }
       if (ORDERING.has(op))
@@ -166,19 +181,30 @@ class Generator {
       typeof r.v === 'string' &&
       Object.hasOwn(LEVEL_RANK, r.v)
     )
-      return `(r >= 0 ? r ${op} ${LEVEL_RANK[r.v]} : H.ord(l, ${literal(r.v)}, true) ${op} 0)`
+      // For a notification whose level is a level name (rank >= 0) this is a comparison of
+      // ranks, which cannot throw: `known`, what a chunk generated for known levels runs.
+      return {
+        code: `(r >= 0 ? r ${op} ${LEVEL_RANK[r.v]} : H.ord(l, ${literal(r.v)}, true) ${op} 0)`,
+        known: `(r ${op} ${LEVEL_RANK[r.v]})`,
+      }
     return undefined
   }
 
-  /** An operand as a condition; throws the closure compiler's MatchError for one that is not. */
   /**
    * A comparison's code, marked as an atom (when `atoms`) so a chunk can compute an atom several
    * of its rules share once per notification.
    */
-  private atom(code: string, atoms: boolean): string {
+  private atom(c: string | Leveled, atoms: boolean): string {
+    const code = typeof c === 'string' ? c : c.code
     if (!atoms) return code
+    if (typeof c !== 'string') this.levels[this.atoms.length] = c.known
     this.atoms.push(code)
     return `${ATOM}${this.atoms.length - 1}${ATOM_END}`
+  }
+
+  /** A condition as the operands of its outermost `&&`s, left to right. */
+  conjuncts(n: Node): string[] {
+    return n.t === 'and' ? [...this.conjuncts(n.l), ...this.conjuncts(n.r)] : [this.cond(n)]
   }
 
   cond(n: Node, atoms = true): string {
@@ -214,11 +240,15 @@ class Generator {
 
 /** One rule's match as code: assembled into a chunk, its constants passed at each call. */
 export interface RuleCode {
-  /** The expression over atom markers. */
-  code: string
+  /** The expression over atom markers, as the operands of its outermost `&&`s (one when there is none). */
+  conjuncts: string[]
   atoms: string[]
   consts: unknown[]
   slots: number[]
+  /** The slots it compares with a number (each also in `slots`). */
+  numbers: number[]
+  /** Atoms ordering the level against a level name, by number: their code for a known level. */
+  levels: Record<number, string>
 }
 
 /**
@@ -230,9 +260,16 @@ export function ruleCode(
   guard?: { field: IndexField; values: readonly string[] },
 ): RuleCode {
   const g = new Generator()
-  const match = g.cond(typeof src === 'string' ? parse(src) : src)
-  const code = guard ? `${g.guard(guard.field, guard.values)} && ${match}` : match
-  return { code, atoms: g.atoms, consts: g.consts, slots: [...g.slots] }
+  const match = g.conjuncts(typeof src === 'string' ? parse(src) : src)
+  const conjuncts = guard ? [g.guard(guard.field, guard.values), ...match] : match
+  return {
+    conjuncts,
+    atoms: g.atoms,
+    consts: g.consts,
+    slots: [...g.slots],
+    numbers: [...g.numbers],
+    levels: g.levels,
+  }
 }
 
 /**
@@ -256,9 +293,19 @@ export type ChunkFn = (
 export type ChunkGuard = { field: IndexField; param?: string; values: Set<string> }[]
 
 export interface Chunk {
+  /** The code for a notification whose level is a level name (see `anyLevel` for the others). */
   fn: ChunkFn
-  /** Absent when a rule of the chunk is tried for every notification. */
+  /** True when a rule orders the level against a level name: `fn` then holds for known levels only. */
+  leveled: boolean
+  /** The code for any level, when `leveled`: generated when first needed. */
+  general?: ChunkFn
+  /**
+   * Absent when a rule of the chunk is tried for every notification. Chunks of a program whose
+   * guards require the same are given the same guard object (so it is tested once in a row).
+   */
   guard?: ChunkGuard
+  /** What the guard requires, as a text: equal for equal guards. */
+  guardKey?: string
   /** Position of its first rule in the program. */
   base: number
   size: number
@@ -295,13 +342,20 @@ function cutAfter(id: string): boolean {
 /** The helpers that can throw at evaluation (an ordering or `in` over values that do not allow it); nothing else generated can. */
 const THROWING = /H\.(ord|has)\(/
 
-function chunkFn(codes: readonly RuleCode[]): ChunkFn {
+/**
+ * A chunk's code. `known`: for notifications whose level is a level name (rank >= 0), where an
+ * ordering of the level against a level name compares ranks and cannot throw; otherwise the code
+ * for any level.
+ */
+function chunkFn(codes: readonly RuleCode[], known: boolean): ChunkFn {
   // An atom (a comparison) used twice or more in the chunk is computed at most once per call. One
   // that cannot throw is computed up front into a constant (it is pure, so computing it for a rule
   // that is not reached changes nothing). One that can throw is computed when first needed: a
   // local holds 0 (not yet), 1 (true) or 2 (false); one that throws stays 0, so each rule that
   // needs it fails as it would alone. A rule none of whose atoms can throw needs no try.
-  const atomsOf = codes.map((c, k) => c.atoms.map((a) => a.replaceAll(RULE, String(k))))
+  const atomsOf = codes.map((c, k) =>
+    c.atoms.map((a, j) => ((known && c.levels[j]) || a).replaceAll(RULE, String(k))),
+  )
   const uses = new Map<string, number>()
   for (const atoms of atomsOf) for (const a of atoms) uses.set(a, (uses.get(a) ?? 0) + 1)
   const eager = new Map<string, string>()
@@ -316,22 +370,60 @@ function chunkFn(codes: readonly RuleCode[]): ChunkFn {
       head += `const ${name} = ${a}\n`
     }
   }
-  let body = head + (lazy.size ? `let ${[...lazy.values()].map((m) => `${m} = 0`).join(', ')}\n` : '')
-  codes.forEach((c, k) => {
-    let throws = false
-    const expr = c.code.replace(ATOM_REF, (_, i: string) => {
-      const a = atomsOf[k][Number(i)]
-      const e = eager.get(a)
-      if (e) return e
-      const m = lazy.get(a)
-      if (m || THROWING.test(a)) throws = true
-      return m ? `((${m} === 0 ? (${m} = ${a} ? 1 : 2) : ${m}) === 1)` : a
-    })
-    const test = `if (${expr.replaceAll(RULE, String(k))}) return ${k}`
-    body += throws
+  // The params slots the chunk reads, each read from the view once into a local (`p<slot>`),
+  // and the numeric reading of those compared with a number (`q<slot>`: the number itself, a
+  // text's `H.num`, else the value, which equals no number).
+  const slots = [...new Set(codes.flatMap((c) => c.slots))]
+  const numbers = [...new Set(codes.flatMap((c) => c.numbers))]
+  const reads =
+    slots.map((s) => `const p${s} = p[${s}]\n`).join('') +
+    numbers.map((s) => `const q${s} = typeof p${s} === "string" ? H.num(p${s}) : p${s}\n`).join('')
+  // A rule is its conjuncts in order. Those before the first that can throw are pure and cannot
+  // throw, so they may be tested in any order: the rule's own first, then those made only of
+  // constants of the chunk (shared by its rules, e.g. `level >= "warning" && !(params.env ==
+  // "dev")`) as one constant computed once per call; the rest follow in their order.
+  const parts = codes.map((c, k) => {
+    const own: string[] = []
+    const common: string[] = []
+    const rest: string[] = []
+    for (const conjunct of c.conjuncts) {
+      let throws = false
+      let constant = true
+      const x = conjunct
+        .replace(ATOM_REF, (_, i: string) => {
+          const a = atomsOf[k][Number(i)]
+          const e = eager.get(a)
+          if (e) return e
+          constant = false
+          const m = lazy.get(a)
+          if (m || THROWING.test(a)) throws = true
+          return m ? `((${m} === 0 ? (${m} = ${a} ? 1 : 2) : ${m}) === 1)` : a
+        })
+        .replaceAll(RULE, String(k))
+      if (throws || rest.length) rest.push(x)
+      else (constant ? common : own).push(x)
+    }
+    return { own, common: [...new Set(common)].sort().join(' && '), rest }
+  })
+  // A conjunction of constants two rules or more test is itself a constant of the chunk.
+  const users = new Map<string, number>()
+  for (const { common } of parts) if (common) users.set(common, (users.get(common) ?? 0) + 1)
+  const shared = new Map<string, string>()
+  for (const [key, n] of users)
+    if (n > 1 && key.includes(' && ')) {
+      const g = `g${shared.size}`
+      shared.set(key, g)
+      head += `const ${g} = ${key}\n`
+    }
+  let rules = ''
+  parts.forEach(({ own, common, rest }, k) => {
+    const test = `if (${[...own, ...(common ? [shared.get(common) ?? common] : []), ...rest].join(' && ')}) return ${k}`
+    rules += rest.length
       ? `if (from <= ${k}) try { ${test} } catch { return ${-2 - k} }\n`
       : `if (from <= ${k}) ${test}\n`
   })
+  const body =
+    reads + head + (lazy.size ? `let ${[...lazy.values()].map((m) => `${m} = 0`).join(', ')}\n` : '') + rules
   const make = new Function(
     'H',
     `"use strict"; return function chunk(t, l, r, i, b, p, from, C) {\n${body}return -1 }`,
@@ -366,6 +458,7 @@ export function program<R extends ProgramRule>(
   standIn?: (rules: readonly R[]) => ChunkFn,
 ): Program {
   const byFirst = new Map<RuleCode, Chunk>()
+  const guards = new Map<string, ChunkGuard>()
   const chunks: Chunk[] = []
   const slots = new Set<number>()
   let start = 0
@@ -378,9 +471,12 @@ export function program<R extends ProgramRule>(
     else {
       const rs = rules.slice(start, k + 1)
       const codes = rs.map((r) => r.code)
+      const guard = chunkGuard(rs)
       chunk = {
-        fn: standIn ? standIn(rs) : chunkFn(codes),
-        guard: chunkGuard(rs),
+        fn: standIn ? standIn(rs) : chunkFn(codes, true),
+        leveled: codes.some((c) => Object.keys(c.levels).length > 0),
+        guard,
+        guardKey: guard && guardKey(guard),
         base: start,
         size: codes.length,
         codes,
@@ -388,6 +484,12 @@ export function program<R extends ProgramRule>(
         slots: [...new Set(codes.flatMap((c) => c.slots))],
         ...(standIn ? { pending: true } : {}),
       }
+    }
+    if (chunk.guardKey !== undefined) {
+      // A taken-over chunk may get an equal guard of this program: the same test either way.
+      const same = guards.get(chunk.guardKey)
+      if (same) chunk.guard = same
+      else if (chunk.guard) guards.set(chunk.guardKey, chunk.guard)
     }
     for (const s of chunk.slots) slots.add(s)
     chunks.push(chunk)
@@ -400,8 +502,20 @@ export function program<R extends ProgramRule>(
 /** Generates a pending chunk's code in place of its stand-in. */
 export function finish(chunk: Chunk): void {
   if (!chunk.pending) return
-  chunk.fn = chunkFn(chunk.codes)
+  chunk.fn = chunkFn(chunk.codes, true)
+  chunk.general = undefined
   chunk.pending = false
+}
+
+/**
+ * The code to run for a notification whose level has rank `rank` (-1: not a level name). Levels
+ * come validated through notify, so the general code of a chunk that orders the level is only
+ * generated if some other caller passes another level; a stand-in decides for any level.
+ */
+export function codeFor(chunk: Chunk, rank: number): ChunkFn {
+  if (rank >= 0 || !chunk.leveled || chunk.pending) return chunk.fn
+  chunk.general ??= chunkFn(chunk.codes, false)
+  return chunk.general
 }
 
 function chunkGuard(rules: readonly { index?: { field: IndexField; values: readonly string[] } }[]) {
@@ -417,6 +531,10 @@ function chunkGuard(rules: readonly { index?: { field: IndexField; values: reado
     for (const v of r.index.values) g.values.add(v)
   }
   return guard
+}
+
+function guardKey(guard: ChunkGuard): string {
+  return JSON.stringify(guard.map((g) => [g.field, [...g.values].sort()]))
 }
 
 /** True when the notification has a value the guard lists (some rule of the chunk may match). */
@@ -441,7 +559,8 @@ export function generate(src: string): (n: MatchInput) => boolean {
   return (n) => {
     const p: unknown[] = []
     readSlots(n.params, prog.slots, p)
-    const k = ch.fn(n.type, n.level, rankOf(n.level), n.title, n.body, p, 0, ch.consts, n)
+    const rank = rankOf(n.level)
+    const k = codeFor(ch, rank)(n.type, n.level, rank, n.title, n.body, p, 0, ch.consts, n)
     if (k < -1) throw new MatchEvalError('expression failed to evaluate')
     return k === 0
   }

@@ -1,8 +1,10 @@
 import { Invalid, invalidField } from '../../core/http'
 import {
   type ChunkFn,
+  type ChunkGuard,
   type Program,
   type RuleCode,
+  codeFor,
   finish,
   guardHolds,
   program,
@@ -424,14 +426,22 @@ export class RuleEngine {
     const rank = rankOf(n.level)
     let decidedAt = active.length
     let from = 0
+    // Chunks in a row often have the same guard (one object): it is tested once for them.
+    let guard: ChunkGuard | undefined
+    let holds = false
     for (let ci = 0; ci < chunks.length; ) {
       const ch = chunks[ci]
-      if (ch.guard && !guardHolds(ch.guard, n)) {
+      if (ch.guard && ch.guard !== guard) {
+        guard = ch.guard
+        holds = guardHolds(guard, n)
+      }
+      if (ch.guard && !holds) {
         ci++
         from = ch.base + ch.size
         continue
       }
-      const k = ch.fn(n.type, n.level, rank, n.title, n.body, p, from - ch.base, ch.consts, n)
+      const fn = rank >= 0 ? ch.fn : codeFor(ch, rank)
+      const k = fn(n.type, n.level, rank, n.title, n.body, p, from - ch.base, ch.consts, n)
       if (k === -1) {
         ci++
         from = ch.base + ch.size

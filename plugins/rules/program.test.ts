@@ -138,6 +138,38 @@ describe('the generated program', () => {
     }
   })
 
+  test('a notification whose level is no level name runs the code for any level, deciding as closures would', () => {
+    let general = 0
+    for (let round = 0; round < 4; round++) {
+      const records = Array.from({ length: 60 + rnd(100) }, (_, i) => record(randomRule(`u${i}`), i + 1))
+      const e = engine()
+      e.load(records)
+      const chunks = () =>
+        (e as unknown as { program: { chunks: { leveled: boolean; general?: unknown }[] } }).program.chunks
+      expect(chunks().some((c) => c.leveled)).toBe(true)
+      const errors = new Map<string, number>()
+      for (let i = 0; i < 200; i++) {
+        // Known levels, and levels the code for known levels cannot take: names out of the ranks,
+        // a number text, an empty one, and values that are not texts (an ordering of them throws).
+        const level = (['warning', 'critical', 'severe', '3', '', 3, null, {}] as unknown[])[i % 8]
+        const x = { ...randomNote(), level } as MatchInput
+        const want = reference(records, x)
+        const got = e.evaluate(x, false, T0)
+        expect([got.outcome?.rule.rule.id, got.shadow]).toEqual([want.decided, want.shadow])
+        for (const id of want.errors) errors.set(id, (errors.get(id) ?? 0) + 1)
+      }
+      // The general code is generated for a chunk that orders the level when such a level reaches it.
+      for (const c of chunks()) if (!c.leveled) expect(c.general).toBeUndefined()
+      general += chunks().filter((c) => c.general !== undefined).length
+      for (const r of records)
+        expect([r.rule.id, e.shadowStats(r.rule.id).evaluation_errors]).toEqual([
+          r.rule.id,
+          errors.get(r.rule.id) ?? 0,
+        ])
+    }
+    expect(general).toBeGreaterThan(0)
+  })
+
   test('chunks a save changed decide through their stand-in exactly as through their generated code', () => {
     for (let round = 0; round < 4; round++) {
       const records = Array.from({ length: 60 + rnd(100) }, (_, i) => record(randomRule(`s${i}`), i + 1))
