@@ -203,11 +203,15 @@ export async function walkTimeline(
       page,
       params(after, q.toId),
     )
-    const out: TimelinePage = { userId: [], event: [], ts: [] }
-    for (const r of rows) {
-      out.userId.push(r.user_id)
-      out.event.push(r.event)
-      out.ts.push(r.ts)
+    const out: TimelinePage = {
+      userId: new Array(rows.length),
+      event: new Array(rows.length),
+      ts: new Array(rows.length),
+    }
+    for (let i = 0; i < rows.length; i++) {
+      out.userId[i] = rows[i].user_id
+      out.event[i] = rows[i].event
+      out.ts[i] = rows[i].ts
     }
     if (rows.length) each(out)
     if (rows.length < limit) return
