@@ -1,5 +1,5 @@
 import type { Db, Param } from '../../core/db'
-import type { IngestService, ScannedEvent, TimelineRow } from '../ingest/types'
+import type { IngestService, ScannedEvent, TimelinePage } from '../ingest/types'
 import { type Dimension, sep } from './behavior-rollup'
 import { HyperLogLog } from './hll'
 import { DAY, HOUR, MINUTE, floorTo } from './time'
@@ -285,28 +285,28 @@ export function behaviorAnalytics(db: Db, ingest: Pick<IngestService, 'scan' | '
       each,
     )
 
-  /** The range's events (optionally only `events`) as light rows (id, user, name, time), page by page, in id order. */
-  const walkLight = (q: TimeScope, events: string[] | undefined, each: (page: TimelineRow[]) => void) =>
-    pages(
-      q,
-      (afterId, toId) =>
-        ingest.timeline({
+  /** The range's events (optionally only `events`) as light rows (user, name, time), page by page, in id order. */
+  async function walkLight(q: TimeScope, events: string[] | undefined, each: (page: TimelinePage) => void) {
+    for (const [lo, hi] of await idRanges(q))
+      await ingest.timeline(
+        {
           gameId: q.gameId,
           env: q.env,
           from: q.from,
           to: q.to,
-          afterId,
-          toId,
+          afterId: lo - 1,
+          toId: hi,
           events,
           limit: PAGE,
-        }),
-      each,
-    )
+        },
+        each,
+      )
+  }
 
   /**
    * Per user, the events of the range sorted by time (then by id), each with the number `code`
-   * gives its name (names it answers undefined for are left out). Read light: only id, user,
-   * name and time of each row, and the code worked out once per name, since a 24-hour read of a
+   * gives its name (names it answers undefined for are left out). Read light: only user, name
+   * and time of each row, and the code worked out once per name, since a 24-hour read of a
    * busy game is hundreds of thousands of rows and the per-row work is what its time is made of.
    */
   async function timelines(
@@ -317,13 +317,14 @@ export function behaviorAnalytics(db: Db, ingest: Pick<IngestService, 'scan' | '
     const codes = new Map<string, number>()
     const b = new TimelineBuilder()
     await walkLight(q, events, (page) => {
-      for (const e of page) {
-        let c = codes.get(e.event)
+      const { userId, event, ts } = page
+      for (let i = 0; i < ts.length; i++) {
+        let c = codes.get(event[i])
         if (c === undefined) {
-          c = code(e.event) ?? -1
-          codes.set(e.event, c)
+          c = code(event[i]) ?? -1
+          codes.set(event[i], c)
         }
-        if (c >= 0) b.add(e.userId, e.ts, c)
+        if (c >= 0) b.add(userId[i], ts[i], c)
       }
     })
     return b.done()

@@ -9,7 +9,7 @@ import { ingestRoutes } from './routes'
 import { IngestConfig } from './schema'
 import { Ingestor } from './service'
 import { DAY } from './sql'
-import { invocations, purge, purgeEventIds, scanEvents, timelineRows } from './store'
+import { invocations, purge, purgeEventIds, scanEvents, walkTimeline } from './store'
 import type { IngestService } from './types'
 import { validateEvents } from './validate'
 import { COMMITS_IN_FLIGHT, GroupWriter } from './writer'
@@ -103,7 +103,7 @@ export default definePlugin({
       write: (list, o) => serverWrite(ingestor, list, o.payments),
       invocations: (q) => invocations(db, q),
       scan: (q) => scanEvents(db, q),
-      timeline: (q) => timelineRows(db, q),
+      timeline: (q, each) => walkTimeline(db, q, each),
       idle: () => writer.idle(),
       setFilter: (gameId, env, f) => ingestor.setFilter(gameId, env, f),
       async ingest(list) {

@@ -2,12 +2,26 @@ import { expect, test } from 'bun:test'
 import type { Param } from '../../core/db'
 import { forEachEngine } from '../../test/helpers'
 import { insertMany } from './sql'
-import { timelineRows } from './store'
+import { walkTimeline } from './store'
 import { migratedStore } from './testing'
+import type { TimelinePage } from './types'
 
 const COLS = ['id', 'received_at', 'game_id', 'env', 'event', 'ts', 'user_id', 'props'] as const
 
 // The light read funnels and paths walk (`IngestService.timeline`), over rows written by hand.
+/** The walk's pages. */
+async function walk(db: Parameters<typeof walkTimeline>[0], q: Parameters<typeof walkTimeline>[1]) {
+  const pages: TimelinePage[] = []
+  await walkTimeline(db, q, (page) => pages.push(page))
+  return pages
+}
+/** The walk's rows, its pages joined. */
+const joined = (pages: TimelinePage[]): TimelinePage => ({
+  userId: pages.flatMap((p) => p.userId),
+  event: pages.flatMap((p) => p.event),
+  ts: pages.flatMap((p) => p.ts),
+})
+
 forEachEngine((engine) => {
   const store = migratedStore(engine)
   const T = 1_795_000_000_000
@@ -25,25 +39,84 @@ forEachEngine((engine) => {
   ]
   const q = { gameId: 'g', env: 'prod', from: T, to: T + 10, afterId: 100, toId: 200, limit: 100 }
 
-  test('id, user, name and time only, of the range [from, to) with a user, in id order', async () => {
+  test('user, name and time only, of the range [from, to) with a user, in id order', async () => {
     const params: Param[] = []
     for (const [id, g, env, event, ts, user] of rows) params.push(id, T, g, env, event, ts, user, '{"x":1}')
     await store.db.tx((tx) => insertMany(tx, 'ingest_events', COLS, params))
-    expect(await timelineRows(store.db, q)).toEqual([
-      { id: 101, userId: 'u1', event: 'a', ts: T },
-      { id: 102, userId: 'u2', event: 'b', ts: T + 5 },
-      { id: 108, userId: 'u3', event: 'c', ts: T + 3 },
-      { id: 109, userId: 'u 4 ✓', event: 'a', ts: T + 2 },
+    expect(await walk(store.db, q)).toEqual([
+      {
+        userId: ['u1', 'u2', 'u3', 'u 4 ✓'],
+        event: ['a', 'b', 'c', 'a'],
+        ts: [T, T + 5, T + 3, T + 2],
+      },
     ])
   })
 
-  test('names narrow; ids (afterId, toId] and the limit page it', async () => {
-    const ids = async (o: Partial<typeof q> & { events?: string[] }) =>
-      (await timelineRows(store.db, { ...q, ...o })).map((r) => r.id)
+  test('names narrow; ids (afterId, toId]; pages of at most limit rows', async () => {
+    /** The fixture ids of the walk's rows in the order handed over (each row's user, name and time are unique here). */
+    const ids = async (o: Partial<typeof q> & { events?: string[] }) => {
+      const pages = await walk(store.db, { ...q, ...o })
+      for (const page of pages) {
+        expect(page.ts.length).toBeGreaterThan(0)
+        expect(page.ts.length).toBeLessThanOrEqual(o.limit ?? q.limit)
+      }
+      const all = joined(pages)
+      return all.ts.map(
+        (ts, i) => rows.find((r) => r[4] === ts && r[5] === all.userId[i] && r[3] === all.event[i])?.[0],
+      )
+    }
     expect(await ids({ events: ['a', 'c'] })).toEqual([101, 108, 109])
     expect(await ids({ events: ['zzz'] })).toEqual([])
     expect(await ids({ afterId: 101, toId: 108 })).toEqual([102, 108])
-    expect(await ids({ limit: 2 })).toEqual([101, 102])
+    expect(await ids({ limit: 2 })).toEqual([101, 102, 108, 109])
+    expect(await ids({ limit: 1 })).toEqual([101, 102, 108, 109])
     expect(await ids({ afterId: 102, limit: 2 })).toEqual([108, 109])
+    expect(await ids({ afterId: 101, limit: 1, events: ['c'] })).toEqual([108])
+  })
+
+  test('users and names with quotes, backslashes, separators and other characters come back as stored', async () => {
+    // PostgreSQL joins a page's users and names with U+0001: a page holding one is read another way.
+    const odd = [
+      '✓ ü 😀',
+      ',',
+      'a, b',
+      'x", "y',
+      'back\\slash',
+      '"',
+      'tab\there',
+      'new\nline',
+      'one\u0001two',
+      '\u0001',
+    ]
+    const params: Param[] = []
+    odd.forEach((user, i) => params.push(300 + i, T, 'odd', 'prod', `e ${user}`, T + i, user, '{}'))
+    await store.db.tx((tx) => insertMany(tx, 'ingest_events', COLS, params))
+    const all = { userId: odd, event: odd.map((u) => `e ${u}`), ts: odd.map((_, i) => T + i) }
+    const oddQ = { ...q, gameId: 'odd', afterId: 299, toId: 400 }
+    expect(await walk(store.db, oddQ)).toEqual([all])
+    // In pages: some without U+0001, some with it (read the other way).
+    for (const limit of [1, 3, 4]) expect(joined(await walk(store.db, { ...oddQ, limit }))).toEqual(all)
+  })
+
+  test('rows come in id order when the second half of the range is read first', async () => {
+    // PostgreSQL walks (499, 559] and (559, 620] at once; the first half takes 51 round trips.
+    const params: Param[] = []
+    for (let i = 0; i < 50; i++) params.push(500 + i, T, 'ord', 'prod', 'a', T + i, `u${i}`, '{}')
+    params.push(560, T, 'ord', 'prod', 'b', T + 50, 'last', '{}')
+    await store.db.tx((tx) => insertMany(tx, 'ingest_events', COLS, params))
+    const pages = await walk(store.db, {
+      ...q,
+      gameId: 'ord',
+      from: T,
+      to: T + 100,
+      afterId: 499,
+      toId: 620,
+      limit: 1,
+    })
+    expect(joined(pages).ts).toEqual(Array.from({ length: 51 }, (_, i) => T + i))
+  })
+
+  test('an empty range: no page', async () => {
+    expect(await walk(store.db, { ...q, afterId: 200, toId: 300 })).toEqual([])
   })
 })

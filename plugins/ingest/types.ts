@@ -18,8 +18,7 @@ export interface ScannedEvent {
   props: Record<string, unknown>
 }
 
-/** One stored event as `IngestService.timeline` returns it: who did what when, nothing else. */
-/** A page of `IngestService.timeline`: the stream, the client-time range, the id range and the page size. */
+/** What `IngestService.timeline` walks: the stream, the client-time range, the id range and the page size. */
 export interface TimelineQuery {
   gameId: string
   env: string
@@ -31,12 +30,14 @@ export interface TimelineQuery {
   limit: number
 }
 
-export interface TimelineRow {
-  id: number
-  userId: string
-  event: string
-  /** Client time, epoch ms. */
-  ts: number
+/**
+ * A page of `IngestService.timeline` as columns: row i is `userId[i]` did `event[i]` at client
+ * time `ts[i]` (epoch ms), rows in id order. Who did what when, nothing else.
+ */
+export interface TimelinePage {
+  userId: string[]
+  event: string[]
+  ts: number[]
 }
 
 /**
@@ -110,12 +111,12 @@ export interface IngestService {
     limit: number
   }): Promise<ScannedEvent[]>
   /**
-   * The lightest read of raw events, for sequence analyses (funnels, paths): one page of the
-   * events of `env` with a user, client time `[from, to)` and ids in `(afterId, toId]`, at most
-   * `limit` (<= 10,000) rows in id order, each only its id, user, name and time; `events`
-   * narrows by name. Pass the last row's id as `afterId` for the next page.
+   * The lightest read of raw events, for sequence analyses (funnels, paths): the events of `env`
+   * with a user, client time `[from, to)` and ids in `(afterId, toId]`, in id order, each only
+   * its user, name and time, handed to `each` in pages of at most `limit` (<= 10,000) rows (never
+   * an empty one); `events` narrows by name. Resolves once the last page was handed over.
    */
-  timeline(q: TimelineQuery): Promise<TimelineRow[]>
+  timeline(q: TimelineQuery, each: (page: TimelinePage) => void): Promise<void>
   /** Waits for every commit queued so far (tests, shutdown of dependants). */
   idle(): Promise<void>
 }

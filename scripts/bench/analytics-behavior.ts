@@ -6,13 +6,16 @@
  * median of `--runs`.
  *
  *   bun scripts/bench/analytics-behavior.ts [--events=10000000] [--users=200000] [--days=30]
- *     [--engine=sqlite|postgres] [--commit=2000] [--runs=9]
+ *     [--engine=sqlite|postgres] [--commit=2000] [--runs=9] [--only=funnel,paths]
  *
  * Targets (10 M events, 30 days, 200,000 users, warm): a 3-step funnel over 24 hours <= 500 ms,
  * top-10 paths over 24 hours <= 500 ms. Raw reads walk only the id ranges the rollup recorded
  * for the range's client hours; beside each, the same run measures its floor: one plain query
  * that reads the same rows (user, event, time) of the same id ranges into JS and does nothing
  * else, and once, the same rows found without the ranges (a walk of the whole table).
+ * `--only` times only the reads whose names contain one of its words (and skips the walk of the
+ * whole table). Each read also reports this process's CPU per read (`cpuMs`) and, on PostgreSQL,
+ * the CPU of the server processes serving this database (`pgCpuMs`, from /proc, 10 ms ticks).
  *
  * The generated store is kept for the next run (10 M events take many minutes to write): a
  * SQLite file under `$TMPDIR/liveops-behavior-bench-<engine>-e<events>-u<users>-d<days>-c<commit>/`,
@@ -37,7 +40,7 @@ import { migrations as analyticsMigrations } from '../../plugins/analytics/migra
 import { AnalyticsRollup } from '../../plugins/analytics/rollup'
 import { DAY, floorTo } from '../../plugins/analytics/time'
 import { ingestMigrations } from '../../plugins/ingest/migrations'
-import { scanEvents, timelineRows } from '../../plugins/ingest/store'
+import { scanEvents, walkTimeline } from '../../plugins/ingest/store'
 import { GroupWriter } from '../../plugins/ingest/writer'
 import { analyticsBatch } from './analytics-events'
 import { PG_URL, arg, median } from './lib'
@@ -52,6 +55,9 @@ const GAME = 'bench-game'
 
 const loadBudget = Number(arg('load-seconds', 'Infinity'))
 const fresh = process.argv.includes('--fresh')
+const only = arg('only', '')
+  .split(',')
+  .filter((w) => w !== '')
 
 const key = `e${total}-u${users}-d${days}-c${perCommit}`
 const dir = join(tmpdir(), `liveops-behavior-bench-${engine}-${key}`)
@@ -112,7 +118,7 @@ if (already < total) {
 
 const behavior = behaviorAnalytics(db, {
   scan: (q) => scanEvents(db, q),
-  timeline: (q) => timelineRows(db, q),
+  timeline: (q, each) => walkTimeline(db, q, each),
 })
 const levels = levelAnalytics(db)
 const scope = { gameId: GAME, env: 'prod' }
@@ -192,28 +198,53 @@ async function pgDatabase(name: string, drop: boolean): Promise<string> {
   return PG_URL.replace(/\/[^/]*$/, `/${name}`)
 }
 
+/** CPU ticks (1/100 s) of each server process connected to the bench database (PostgreSQL on this machine). */
+async function pgTicks(): Promise<Map<number, number>> {
+  const out = new Map<number, number>()
+  if (engine !== 'postgres') return out
+  const pids = await db.all<{ pid: number }>(
+    'SELECT pid FROM pg_stat_activity WHERE datname = current_database()',
+  )
+  for (const { pid } of pids) {
+    const stat = await Bun.file(`/proc/${pid}/stat`)
+      .text()
+      .catch(() => '')
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    if (f.length > 13) out.set(pid, Number(f[11]) + Number(f[12]))
+  }
+  return out
+}
+
 const results = []
 for (const [name, read, target] of reads) {
+  if (only.length && !only.some((w) => name.includes(w))) continue
   await read()
   const times: number[] = []
+  const pg0 = await pgTicks()
+  const cpu0 = process.cpuUsage()
   for (let i = 0; i < runs; i++) {
     const s = performance.now()
     await read()
     times.push(performance.now() - s)
   }
+  const cpu = process.cpuUsage(cpu0)
+  let pgTicksUsed = 0
+  for (const [pid, t] of await pgTicks()) pgTicksUsed += t - (pg0.get(pid) ?? 0)
   const ms = Math.round(median(times) * 10) / 10
   results.push({
     read: name,
     medianMs: ms,
     maxMs: Math.round(Math.max(...times) * 10) / 10,
+    cpuMs: Math.round((cpu.user + cpu.system) / 1000 / runs),
+    pgCpuMs: engine === 'postgres' ? Math.round((pgTicksUsed * 10) / runs) : undefined,
     targetMs: target,
     met: target === undefined ? undefined : ms <= target,
   })
 }
 // Once: what the recorded ranges save (the same rows found by a walk of the whole table).
 const u0 = performance.now()
-const unboundedRows = await floor(false)
-const unboundedMs = Math.round(performance.now() - u0)
+const unboundedRows = only.length ? undefined : await floor(false)
+const unboundedMs = only.length ? undefined : Math.round(performance.now() - u0)
 console.log(
   JSON.stringify(
     {
