@@ -17,6 +17,7 @@ const workers = [
   'plugins/ml/training.worker.ts',
   'plugins/ml/log-thread.worker.ts',
   'plugins/backups/vacuum.worker.ts',
+  'core/db/checkpoint.worker.ts',
 ]
 const args = [
   'build',

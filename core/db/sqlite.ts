@@ -1,4 +1,5 @@
 import { Database, type Statement } from 'bun:sqlite'
+import { Checkpointer } from './checkpointer'
 import type { Db, Param, Row } from './types'
 
 const READ = /^\s*(select|with|pragma|explain)\b/i
@@ -74,6 +75,16 @@ function stmt(conn: Conn, sql: string): Statement {
   return s
 }
 
+/**
+ * Closes a connection for real: with a statement left unfinalized SQLite keeps it open, and the
+ * last connection to the file (which checkpoints and removes the WAL) would never close.
+ */
+function shut(conn: Conn) {
+  for (const s of conn.cache.values()) s.finalize()
+  conn.cache.clear()
+  conn.db.close()
+}
+
 function direct(conn: Conn, savepoints: { n: number }, dialectDb: () => Db): Db {
   const self: Db = {
     dialect: 'sqlite',
@@ -112,13 +123,24 @@ function direct(conn: Conn, savepoints: { n: number }, dialectDb: () => Db): Db 
 
 /**
  * Opens a SQLite file. `blocking` (worker threads, which have no requests to stall) waits for a
- * busy write lock inside SQLite; otherwise writes wait asynchronously (`retryBusy`).
+ * busy write lock inside SQLite; otherwise writes wait asynchronously (`retryBusy`), and a
+ * checkpointer thread copies the WAL into the file, so the event loop's commits do not: they
+ * checkpoint only once the WAL passes 32 MB (and then find little left to copy), which lets
+ * the WAL start again from its beginning; the file is cut back to 64 MB then.
  */
 export function openSqlite(path: string, opts: { blocking?: boolean } = {}): Db {
   const writer: Conn = { db: open(path, opts.blocking ? BUSY_WAIT_MS : 0), cache: new Map() }
   // An in-memory database cannot be shared between two connections.
   const reader: Conn = path === ':memory:' ? writer : { db: open(path, BUSY_WAIT_MS), cache: new Map() }
   if (reader !== writer) reader.db.exec('PRAGMA query_only = ON')
+  let checkpointer: Checkpointer | undefined
+  if (!opts.blocking && reader !== writer) {
+    checkpointer = new Checkpointer(path, () => {
+      // The thread is gone: commits checkpoint again, as SQLite does by default.
+      if (!closed) writer.db.exec('PRAGMA wal_autocheckpoint = 1000')
+    })
+    writer.db.exec('PRAGMA wal_autocheckpoint = 8192; PRAGMA journal_size_limit = 67108864')
+  }
   const queue = new WriterQueue()
   const savepoints = { n: 0 }
   let closed = false
@@ -179,7 +201,7 @@ export function openSqlite(path: string, opts: { blocking?: boolean } = {}): Db 
       if (closed) return
       closed = true
       await queue.run(() => undefined)
-      if (reader !== writer) reader.db.close()
+      if (reader !== writer) shut(reader)
       // Best effort: statistics for the next start. Another connection (a persist thread
       // closing at the same time) may hold the lock; that costs nothing but the statistics.
       try {
@@ -187,7 +209,8 @@ export function openSqlite(path: string, opts: { blocking?: boolean } = {}): Db 
       } catch (e) {
         if (!isBusy(e)) throw e
       }
-      writer.db.close()
+      shut(writer)
+      await checkpointer?.close()
     },
   }
   return db

@@ -78,9 +78,9 @@ export default definePlugin({
         db.location &&
         new PersistThread(db.location, COMMITS_IN_FLIGHT[db.dialect], ctx.config.sqlite_synchronous)
       thread = t || undefined
-      // SQLite: the persist thread and its checkpointer keep the WAL short. This process's own
-      // writes on the event loop (other plugins sharing the file) then never run a checkpoint
-      // there, which with a WAL of up to 32 MB could stall every request for its copy and fsync.
+      // SQLite: the store's checkpointer thread and the persist thread keep the WAL short (the
+      // latter restarts it past 32 MB). This process's own writes on the event loop (other
+      // plugins sharing the file) then never run a checkpoint there, not even that one.
       if (t && db.dialect === 'sqlite') await db.exec('PRAGMA wal_autocheckpoint = 0')
       writer.attach(db, t ? (rows) => t.persist(rows) : undefined)
       await ingestor.keepNoncesIn(db, db.dialect === 'sqlite' && !ctx.core.redis.url)

@@ -1,35 +1,20 @@
-import { type StoreLocation, isPostgresUrl } from '../../core/db'
+import type { StoreLocation } from '../../core/db'
 import { type CommitRows, encodeCommit } from './persist'
 
 /** Messages to the persist thread. */
 export type PersistRequest =
-  /** `checkpointer`: another thread checkpoints this SQLite store, so commits do not. */
   | {
       kind: 'open'
       location: StoreLocation
       connections: number
-      checkpointer: boolean
       /** SQLite: `synchronous` of the commits' connection. */
       synchronous: Synchronous
     }
-  /** Makes the thread a WAL checkpointer of a SQLite file: every `busyMs` while the WAL grows, else every `idleMs`. */
-  | { kind: 'checkpointer'; file: string; busyMs: number; idleMs: number }
-  /** The checkpointer failed: commits checkpoint again. */
-  | { kind: 'autocheckpoint' }
   /** The rows as text (`encodeCommit`): one string crosses threads far cheaper than a structured clone of thousands of values. */
   | { kind: 'commit'; id: number; rows: string }
   /** Reads a setting of the thread's connection (`PRAGMA name` on SQLite, `SHOW name` on PostgreSQL). */
   | { kind: 'setting'; id: number; name: string }
   | { kind: 'close'; id: number }
-/**
- * How often the checkpointer copies committed WAL frames into the database file: while commits
- * arrive, and when nothing changed since its last look. At 200 ms under batch load the commit
- * that passed the WAL limit had ~30 MB left to copy and fsync itself: 25-55 ms stalls about five
- * times a second, the p99 of the batch benchmark (50-60 ms). At 20 ms p99 was 33-41 ms.
- */
-const CHECKPOINT_BUSY_MS = 20
-const CHECKPOINT_IDLE_MS = 200
-
 /** SQLite: when a commit is synced to disk (`IngestConfig.sqlite_synchronous`). */
 export type Synchronous = 'normal' | 'full'
 
@@ -50,9 +35,9 @@ function workerEntry(): string {
  * loop verifies, parses and prepares each commit's rows and answers HTTP while a Worker with
  * its own connections to the same store runs the transactions: SQLite's statements, or
  * PostgreSQL's parameter encoding and round trips (half the event loop's time on that engine
- * when they ran there). Each promise settles when its transaction did. On SQLite a third
- * thread copies the WAL into the database file (passive checkpoints every 20 ms under load), so
- * no commit pays for a checkpoint and its fsync; should it fail, commits checkpoint again.
+ * when they ran there). Each promise settles when its transaction did. On SQLite the store's
+ * checkpointer thread (core/db/checkpointer.ts, started by the event loop's `openSqlite`)
+ * copies the WAL into the database file, so no commit pays for a checkpoint and its fsync.
  *
  * SQLite commits are applied one at a time, in the order sent. PostgreSQL commits run side by
  * side on up to `connections` connections, as they did on the event loop: rows are locked in
@@ -61,8 +46,6 @@ function workerEntry(): string {
 export class PersistThread {
   /** Undefined while a dead thread waits to be started again. */
   private worker: Worker | undefined
-  /** SQLite: a second thread running the WAL checkpoints, off the commits' path. */
-  private checkpointer: Worker | undefined
   private waiting = new Map<number, { resolve: (value?: unknown) => void; reject: (e: Error) => void }>()
   private seq = 0
   private dead: Error | undefined
@@ -71,25 +54,7 @@ export class PersistThread {
   restarts = 0
 
   constructor(location: StoreLocation, connections = 1, synchronous: Synchronous = 'normal') {
-    const sqlite = !isPostgresUrl(location.url)
-    if (sqlite) {
-      const cp = new Worker(workerEntry())
-      const lost = () => {
-        if (this.checkpointer !== cp) return
-        this.checkpointer = undefined
-        if (!this.dead) this.worker?.postMessage({ kind: 'autocheckpoint' } satisfies PersistRequest)
-      }
-      cp.onerror = lost
-      cp.addEventListener('close', lost)
-      cp.postMessage({
-        kind: 'checkpointer',
-        file: location.url,
-        busyMs: CHECKPOINT_BUSY_MS,
-        idleMs: CHECKPOINT_IDLE_MS,
-      } satisfies PersistRequest)
-      this.checkpointer = cp
-    }
-    this.open = { kind: 'open', location, connections, checkpointer: sqlite, synchronous }
+    this.open = { kind: 'open', location, connections, synchronous }
     this.worker = this.spawn()
   }
 
@@ -166,16 +131,5 @@ export class PersistThread {
     }
     this.dead = new Error('persist thread closed')
     w?.terminate()
-    // Then one last checkpoint of everything committed, and the checkpointer ends too.
-    const cp = this.checkpointer
-    this.checkpointer = undefined
-    if (cp) {
-      await new Promise<void>((resolve) => {
-        cp.onmessage = () => resolve()
-        cp.onerror = () => resolve()
-        cp.postMessage({ kind: 'close', id: 0 } satisfies PersistRequest)
-      })
-      cp.terminate()
-    }
   }
 }

@@ -2,7 +2,6 @@
  * Entry of the persist thread (see persist-thread.ts): its own connections to the store. The
  * schema was migrated by the main thread before this opens.
  */
-import { Database } from 'bun:sqlite'
 import { type Db, isPostgresUrl } from '../../core/db'
 import { openPostgres } from '../../core/db/postgres'
 import { openSqlite } from '../../core/db/sqlite'
@@ -29,49 +28,18 @@ async function commit(id: number, rows: string): Promise<void> {
   }
 }
 
-/** The checkpointer role (SQLite): its connection, its timer and the WAL's length last time. */
-let checkpoints:
-  | { conn: Database; timer: Timer | undefined; log: number; busyMs: number; idleMs: number }
-  | undefined
-
-/**
- * Copies committed WAL frames into the database file, never waiting for the writer (PASSIVE),
- * so the persist thread's commits never pay for a checkpoint and its fsync. Returns the WAL's
- * length in frames (-1 when busy or locked: the next tick tries again).
- */
-function checkpoint(): number {
-  try {
-    const r = checkpoints?.conn.query('PRAGMA wal_checkpoint(PASSIVE)').get() as { log: number } | null
-    return r?.log ?? -1
-  } catch {
-    return -1
-  }
-}
-
-/**
- * Checkpoints often while commits arrive, so the commit that passes the WAL limit (and lets it
- * restart) finds almost nothing left to copy; rarely when nothing changed since the last time.
- */
-function tick() {
-  if (!checkpoints) return
-  const log = checkpoint()
-  const active = log !== checkpoints.log
-  checkpoints.log = log
-  checkpoints.timer = setTimeout(tick, active ? checkpoints.busyMs : checkpoints.idleMs)
-}
-
 self.onmessage = (m: MessageEvent<PersistRequest>) => {
   const msg = m.data
   if (msg.kind === 'open') {
     const { url, schema } = msg.location
     ordered = !isPostgresUrl(url)
     db = ordered ? openSqlite(url, { blocking: true }) : openPostgres(url, { schema, max: msg.connections })
-    // With a checkpointer thread copying frames every 20 ms under load, commits checkpoint only
-    // once the WAL passes 32 MB (not SQLite's 4 MB), and then find little left to copy: that
-    // checkpoint is what lets the WAL restart from its beginning, which the checkpointer alone,
-    // racing the next commit, cannot. The file is cut back to 64 MB when it restarts.
-    if (ordered && msg.checkpointer)
-      void db.exec('PRAGMA wal_autocheckpoint = 8192; PRAGMA journal_size_limit = 67108864')
+    // The store's checkpointer thread (opened with it on the event loop) copies frames every
+    // 20 ms under load, so commits checkpoint only once the WAL passes 32 MB (not SQLite's 4 MB),
+    // and then find little left to copy: that checkpoint is what lets the WAL restart from its
+    // beginning, which the checkpointer alone, racing the next commit, cannot. The file is cut
+    // back to 64 MB when it restarts.
+    if (ordered) void db.exec('PRAGMA wal_autocheckpoint = 8192; PRAGMA journal_size_limit = 67108864')
     // `full` syncs the WAL before every answer (a power loss loses nothing answered); `normal`,
     // the store's own setting, at checkpoints. This thread pays for it, not the event loop.
     if (ordered) void db.exec(`PRAGMA synchronous = ${msg.synchronous === 'full' ? 'FULL' : 'NORMAL'}`)
@@ -93,18 +61,6 @@ self.onmessage = (m: MessageEvent<PersistRequest>) => {
     chain = chain.then(read)
     return
   }
-  if (msg.kind === 'autocheckpoint') {
-    // The checkpointer is gone: commits checkpoint again, as SQLite does by default.
-    void db?.exec('PRAGMA wal_autocheckpoint = 1000')
-    return
-  }
-  if (msg.kind === 'checkpointer') {
-    const conn = new Database(msg.file)
-    conn.exec('PRAGMA busy_timeout = 5000')
-    checkpoints = { conn, timer: undefined, log: 0, busyMs: msg.busyMs, idleMs: msg.idleMs }
-    tick()
-    return
-  }
   if (msg.kind === 'commit') {
     if (ordered) chain = chain.then(() => commit(msg.id, msg.rows))
     else {
@@ -118,12 +74,6 @@ self.onmessage = (m: MessageEvent<PersistRequest>) => {
     await Promise.all(running)
     await db?.close()
     db = undefined
-    if (checkpoints) {
-      clearTimeout(checkpoints.timer)
-      checkpoint()
-      checkpoints.conn.close()
-      checkpoints = undefined
-    }
     reply({ id: msg.id })
   })
 }

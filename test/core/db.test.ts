@@ -219,3 +219,36 @@ describe('[sqlite] another connection holding the write lock', () => {
     }
   }, 15_000)
 })
+
+describe('[sqlite] the checkpointer thread', () => {
+  test('copies committed WAL frames into the file, so commits on the event loop never checkpoint; a close leaves no WAL', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'liveops-checkpoint-'))
+    const file = join(dir, 'cp.sqlite')
+    const db = openDb(file, dir)
+    try {
+      // The event loop's commits checkpoint only past 32 MB (SQLite's default is 4 MB).
+      expect(await db.tx((t) => t.get<{ wal_autocheckpoint: number }>('PRAGMA wal_autocheckpoint'))).toEqual({
+        wal_autocheckpoint: 8192,
+      })
+      await db.exec('CREATE TABLE t (v TEXT NOT NULL)')
+      const before = Bun.file(file).size
+      // About 6 MB of commits: past SQLite's own limit, short of this connection's.
+      const row = 'x'.repeat(3000)
+      for (let i = 0; i < 2000; i++) await db.run('INSERT INTO t (v) VALUES (?)', [`${i}${row}`])
+      expect(Bun.file(`${file}-wal`).size).toBeGreaterThan(4 * 1024 * 1024)
+      // Only the other thread can have copied the frames into the database file.
+      const deadline = Date.now() + 5000
+      while (Bun.file(file).size < 5 * 1024 * 1024 && Date.now() < deadline) await Bun.sleep(20)
+      expect(Bun.file(file).size).toBeGreaterThan(Math.max(before, 5 * 1024 * 1024))
+    } finally {
+      await db.close()
+    }
+    // The last connection to close (the checkpointer's) checkpointed everything and removed the WAL.
+    expect(await Bun.file(`${file}-wal`).exists()).toBe(false)
+    const { Database } = await import('bun:sqlite')
+    const again = new Database(file, { readonly: true })
+    expect(again.query('SELECT count(*) AS n FROM t').get()).toEqual({ n: 2000 })
+    again.close()
+    rmSync(dir, { recursive: true, force: true })
+  })
+})
