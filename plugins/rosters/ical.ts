@@ -4,6 +4,60 @@ import { MAX_PERIODS, type StoredPeriod } from './schema'
 
 const iso = (ms: number) => new Date(ms).toISOString()
 
+const formats = new Map<string, Intl.DateTimeFormat>()
+
+/** A formatter of wall-clock parts in the IANA zone `name`; undefined when no such zone is known. */
+function wallClock(name: string): Intl.DateTimeFormat | undefined {
+  let f = formats.get(name)
+  if (!f) {
+    try {
+      f = new Intl.DateTimeFormat('en-US', {
+        timeZone: name,
+        hourCycle: 'h23',
+        year: 'numeric',
+        month: 'numeric',
+        day: 'numeric',
+        hour: 'numeric',
+        minute: 'numeric',
+        second: 'numeric',
+      })
+    } catch {
+      return undefined
+    }
+    formats.set(name, f)
+  }
+  return f
+}
+
+/** The zone's local time minus UTC at instant `ms`. */
+function offsetAt(f: Intl.DateTimeFormat, ms: number): number {
+  const p = Object.fromEntries(f.formatToParts(ms).map((x) => [x.type, Number(x.value)]))
+  return Date.UTC(p.year, p.month - 1, p.day, p.hour, p.minute, p.second) - Math.floor(ms / 1000) * 1000
+}
+
+/**
+ * The instant of an iCalendar time. A time in a zone the calendar defines (VTIMEZONE) or in UTC
+ * is ical.js's own reading. A TZID the calendar does not define (exporters often name the IANA
+ * zone without its VTIMEZONE) is read as that IANA zone's wall clock; a time with no zone at all
+ * (floating) as UTC, never as the server's own zone. A TZID that is neither answers 400.
+ */
+function instant(t: ICAL.Time, tzid: string | undefined): number {
+  if (t.zone && t.zone.tzid !== 'floating') return t.toJSDate().getTime()
+  const wall = Date.UTC(t.year, t.month - 1, t.day, t.hour, t.minute, t.second)
+  if (!tzid) return wall
+  const f = wallClock(tzid)
+  if (!f) throw invalidField('body', `TZID '${tzid}' is neither defined by a VTIMEZONE nor a known time zone`)
+  // The offset at the guess, then at the instant it gives (the two differ only across a change).
+  const first = wall - offsetAt(f, wall)
+  return wall - offsetAt(f, first)
+}
+
+/** The TZID a property of the event names (DTSTART, DTEND), if any. */
+const tzidOf = (ev: ICAL.Event, prop: string): string | undefined => {
+  const v = ev.component.getFirstProperty(prop)?.getParameter('tzid')
+  return typeof v === 'string' ? v : undefined
+}
+
 /**
  * Expands an iCalendar text (VEVENTs with RRULE, RDATE, EXDATE, RECURRENCE-ID overrides and
  * VTIMEZONE definitions, as calendar apps export them) into the absolute periods that touch the
@@ -18,7 +72,23 @@ export function expandCalendar(text: string, from: number, until: number): Store
     throw invalidField('body', `not an iCalendar text: ${(e as Error).message}`)
   }
   if (root.name !== 'vcalendar') throw invalidField('body', 'expected a VCALENDAR')
-  for (const tz of root.getAllSubcomponents('vtimezone')) ICAL.TimezoneService.register(tz)
+  // The calendar's zones are known to ical.js only while it is expanded (one synchronous call):
+  // one import's VTIMEZONE never changes how another is read, nor overrides a built-in zone.
+  const added: string[] = []
+  for (const tz of root.getAllSubcomponents('vtimezone')) {
+    const tzid = tz.getFirstPropertyValue('tzid')
+    if (typeof tzid !== 'string' || ICAL.TimezoneService.has(tzid)) continue
+    ICAL.TimezoneService.register(tz)
+    added.push(tzid)
+  }
+  try {
+    return expand(root, from, until)
+  } finally {
+    for (const tzid of added) ICAL.TimezoneService.remove(tzid)
+  }
+}
+
+function expand(root: ICAL.Component, from: number, until: number): StoredPeriod[] {
   const vevents = root.getAllSubcomponents('vevent')
   const masters = new Map<string, ICAL.Event>()
   const exceptions: ICAL.Event[] = []
@@ -37,17 +107,25 @@ export function expandCalendar(text: string, from: number, until: number): Store
       throw invalidField('body', `the calendar expands to more than ${MAX_PERIODS} periods in the window`)
   }
   const windowEnd = ICAL.Time.fromJSDate(new Date(until), true)
+  // An occurrence's times are in its event's zones (an override's own, else the master's); the
+  // end's zone is the start's when DTEND names none (a DURATION, or no end).
+  const zones = (ev: ICAL.Event) => {
+    const start = tzidOf(ev, 'dtstart')
+    return { start, end: tzidOf(ev, 'dtend') ?? start }
+  }
   for (const ev of masters.values()) {
     if (!ev.startDate) continue
+    const z = zones(ev)
     if (!ev.isRecurring()) {
-      push(ev.startDate.toJSDate().getTime(), ev.endDate.toJSDate().getTime())
+      push(instant(ev.startDate, z.start), instant(ev.endDate, z.end))
       continue
     }
     const it = ev.iterator()
     for (let next = it.next(); next; next = it.next()) {
       if (next.compare(windowEnd) >= 0) break
       const occ = ev.getOccurrenceDetails(next)
-      push(occ.startDate.toJSDate().getTime(), occ.endDate.toJSDate().getTime())
+      const oz = occ.item === ev ? z : zones(occ.item)
+      push(instant(occ.startDate, oz.start), instant(occ.endDate, oz.end))
     }
   }
   out.sort((a, b) => a[0] - b[0])

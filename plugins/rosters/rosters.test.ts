@@ -237,6 +237,45 @@ forEachEngine((engine) => {
     ])
   })
 
+  test('a TZID named without its VTIMEZONE is that IANA zone, whatever the server zone; an unknown one is refused; a calendar keeps its zones to itself', async () => {
+    const cal = (body: string) =>
+      `BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//x//y//EN\r\n${body}END:VCALENDAR\r\n`
+    const vevent = (tz: string) =>
+      `BEGIN:VEVENT\r\nUID:kol@x\r\nDTSTAMP:20261120T000000Z\r\nDTSTART;TZID=${tz}:20261201T093000\r\nDTEND;TZID=${tz}:20261201T173000\r\nRRULE:FREQ=DAILY;COUNT=3\r\nEXDATE;TZID=${tz}:20261202T093000\r\nEND:VEVENT\r\n`
+    const imp = (id: string, raw: string) =>
+      a.req('POST', `/api/v1/rosters/${id}/import?from=2026-11-30T00:00:00Z&until=2026-12-10T00:00:00Z`, {
+        token: admin,
+        raw,
+        headers: { 'content-type': 'text/calendar' },
+      })
+    const before = process.env.TZ
+    process.env.TZ = 'America/New_York'
+    try {
+      const r = await imp('kolkata', cal(vevent('Asia/Kolkata')))
+      expect(r.status).toBe(200)
+      // 09:30-17:30 in Kolkata (UTC+05:30), the 2nd skipped.
+      expect(r.body.data.periods).toEqual([
+        { start: '2026-12-01T04:00:00.000Z', end: '2026-12-01T12:00:00.000Z' },
+        { start: '2026-12-03T04:00:00.000Z', end: '2026-12-03T12:00:00.000Z' },
+      ])
+    } finally {
+      if (before === undefined) delete process.env.TZ
+      else process.env.TZ = before
+    }
+    const unknown = await imp('nowhere', cal(vevent('Mars/Olympus')))
+    expect(unknown.status).toBe(400)
+    expect(unknown.body.message).toContain("TZID 'Mars/Olympus'")
+    // A zone one calendar defines (here three hours ahead of UTC) is not known to the next import.
+    const custom =
+      'BEGIN:VTIMEZONE\r\nTZID:Studio/Office\r\nBEGIN:STANDARD\r\nTZOFFSETFROM:+0300\r\nTZOFFSETTO:+0300\r\nDTSTART:19700101T000000\r\nEND:STANDARD\r\nEND:VTIMEZONE\r\n'
+    const own = await imp('office', cal(custom + vevent('Studio/Office')))
+    expect(own.body.data.periods[0]).toEqual({
+      start: '2026-12-01T06:30:00.000Z',
+      end: '2026-12-01T14:30:00.000Z',
+    })
+    expect((await imp('office2', cal(vevent('Studio/Office')))).status).toBe(400)
+  })
+
   test('import refusals: not a calendar, nothing in the window, a bad window; export of an unknown roster 404', async () => {
     const imp = (raw: string, q = '') =>
       a.req('POST', `/api/v1/rosters/cal/import${q}`, {
