@@ -1,3 +1,4 @@
+import { zoneOffset } from '../../core/zone'
 import { DAY, HOUR, floorTo } from './time'
 
 /**
@@ -7,34 +8,24 @@ import { DAY, HOUR, floorTo } from './time'
  * the local date. A zone's offset is looked up once per hour (daylight saving moves on hours).
  */
 export class Zone {
-  private readonly fmt: Intl.DateTimeFormat | undefined
+  private readonly at: ((ms: number) => number) | undefined
   /** hour (epoch ms) -> offset (ms) */
   private readonly offsets = new Map<number, number>()
 
+  /** Throws for a name `Intl` does not know. */
   constructor(readonly name: string) {
-    this.fmt =
-      name === 'UTC' || name === 'Etc/UTC'
-        ? undefined
-        : new Intl.DateTimeFormat('en-US', {
-            timeZone: name,
-            hourCycle: 'h23',
-            year: 'numeric',
-            month: 'numeric',
-            day: 'numeric',
-            hour: 'numeric',
-            minute: 'numeric',
-          })
+    if (name === 'UTC' || name === 'Etc/UTC') return
+    this.at = zoneOffset(name)
+    if (!this.at) throw new RangeError(`unknown time zone: ${name}`)
   }
 
   /** Local time minus UTC at instant `ms`. */
   offset(ms: number): number {
-    if (!this.fmt) return 0
+    if (!this.at) return 0
     const hour = floorTo(ms, HOUR)
     let o = this.offsets.get(hour)
     if (o === undefined) {
-      const p = Object.fromEntries(this.fmt.formatToParts(hour).map((x) => [x.type, x.value]))
-      o =
-        Date.UTC(Number(p.year), Number(p.month) - 1, Number(p.day), Number(p.hour), Number(p.minute)) - hour
+      o = this.at(hour)
       if (this.offsets.size > 10_000) this.offsets.clear()
       this.offsets.set(hour, o)
     }

@@ -1,39 +1,11 @@
 import ICAL from 'ical.js'
 import { invalidField } from '../../core/http'
+import { zoneOffset } from '../../core/zone'
 import { MAX_PERIODS, type StoredPeriod } from './schema'
 
 const iso = (ms: number) => new Date(ms).toISOString()
 
-const formats = new Map<string, Intl.DateTimeFormat>()
-
-/** A formatter of wall-clock parts in the IANA zone `name`; undefined when no such zone is known. */
-function wallClock(name: string): Intl.DateTimeFormat | undefined {
-  let f = formats.get(name)
-  if (!f) {
-    try {
-      f = new Intl.DateTimeFormat('en-US', {
-        timeZone: name,
-        hourCycle: 'h23',
-        year: 'numeric',
-        month: 'numeric',
-        day: 'numeric',
-        hour: 'numeric',
-        minute: 'numeric',
-        second: 'numeric',
-      })
-    } catch {
-      return undefined
-    }
-    formats.set(name, f)
-  }
-  return f
-}
-
-/** The zone's local time minus UTC at instant `ms`. */
-function offsetAt(f: Intl.DateTimeFormat, ms: number): number {
-  const p = Object.fromEntries(f.formatToParts(ms).map((x) => [x.type, Number(x.value)]))
-  return Date.UTC(p.year, p.month - 1, p.day, p.hour, p.minute, p.second) - Math.floor(ms / 1000) * 1000
-}
+const zones = new Map<string, ((ms: number) => number) | undefined>()
 
 /**
  * The instant of an iCalendar time. A time in a zone the calendar defines (VTIMEZONE) or in UTC
@@ -45,11 +17,12 @@ function instant(t: ICAL.Time, tzid: string | undefined): number {
   if (t.zone && t.zone.tzid !== 'floating') return t.toJSDate().getTime()
   const wall = Date.UTC(t.year, t.month - 1, t.day, t.hour, t.minute, t.second)
   if (!tzid) return wall
-  const f = wallClock(tzid)
-  if (!f) throw invalidField('body', `TZID '${tzid}' is neither defined by a VTIMEZONE nor a known time zone`)
+  if (!zones.has(tzid)) zones.set(tzid, zoneOffset(tzid))
+  const offset = zones.get(tzid)
+  if (!offset)
+    throw invalidField('body', `TZID '${tzid}' is neither defined by a VTIMEZONE nor a known time zone`)
   // The offset at the guess, then at the instant it gives (the two differ only across a change).
-  const first = wall - offsetAt(f, wall)
-  return wall - offsetAt(f, first)
+  return wall - offset(wall - offset(wall))
 }
 
 /** The TZID a property of the event names (DTSTART, DTEND), if any. */
