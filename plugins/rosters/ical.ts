@@ -5,6 +5,7 @@ import { MAX_PERIODS, type StoredPeriod } from './schema'
 
 const iso = (ms: number) => new Date(ms).toISOString()
 
+/** Offsets of the TZIDs met so far (bounded: a calendar may name any number of made-up zones). */
 const zones = new Map<string, ((ms: number) => number) | undefined>()
 
 /**
@@ -17,7 +18,10 @@ function instant(t: ICAL.Time, tzid: string | undefined): number {
   if (t.zone && t.zone.tzid !== 'floating') return t.toJSDate().getTime()
   const wall = Date.UTC(t.year, t.month - 1, t.day, t.hour, t.minute, t.second)
   if (!tzid) return wall
-  if (!zones.has(tzid)) zones.set(tzid, zoneOffset(tzid))
+  if (!zones.has(tzid)) {
+    if (zones.size >= 1000) zones.clear()
+    zones.set(tzid, zoneOffset(tzid))
+  }
   const offset = zones.get(tzid)
   if (!offset)
     throw invalidField('body', `TZID '${tzid}' is neither defined by a VTIMEZONE nor a known time zone`)
@@ -82,13 +86,13 @@ function expand(root: ICAL.Component, from: number, until: number): StoredPeriod
   const windowEnd = ICAL.Time.fromJSDate(new Date(until), true)
   // An occurrence's times are in its event's zones (an override's own, else the master's); the
   // end's zone is the start's when DTEND names none (a DURATION, or no end).
-  const zones = (ev: ICAL.Event) => {
+  const zonesOf = (ev: ICAL.Event) => {
     const start = tzidOf(ev, 'dtstart')
     return { start, end: tzidOf(ev, 'dtend') ?? start }
   }
   for (const ev of masters.values()) {
     if (!ev.startDate) continue
-    const z = zones(ev)
+    const z = zonesOf(ev)
     if (!ev.isRecurring()) {
       push(instant(ev.startDate, z.start), instant(ev.endDate, z.end))
       continue
@@ -97,7 +101,7 @@ function expand(root: ICAL.Component, from: number, until: number): StoredPeriod
     for (let next = it.next(); next; next = it.next()) {
       if (next.compare(windowEnd) >= 0) break
       const occ = ev.getOccurrenceDetails(next)
-      const oz = occ.item === ev ? z : zones(occ.item)
+      const oz = occ.item === ev ? z : zonesOf(occ.item)
       push(instant(occ.startDate, oz.start), instant(occ.endDate, oz.end))
     }
   }
