@@ -259,7 +259,7 @@ forEachEngine((engine) => {
         { start: '2026-12-03T04:00:00.000Z', end: '2026-12-03T12:00:00.000Z' },
       ])
     } finally {
-      if (before === undefined) delete process.env.TZ
+      if (before === undefined) Reflect.deleteProperty(process.env, 'TZ')
       else process.env.TZ = before
     }
     const unknown = await imp('nowhere', cal(vevent('Mars/Olympus')))
