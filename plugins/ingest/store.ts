@@ -1,7 +1,7 @@
 import type { Db, Param } from '../../core/db'
 import type { Rollup } from './rollup'
 import { DAY } from './sql'
-import type { ScannedEvent, TimelinePage, TimelineQuery } from './types'
+import type { ScannedEvent, TimelinePage, TimelineQuery, TimelineText } from './types'
 
 const n = (v: unknown) => Number(v ?? 0)
 
@@ -182,22 +182,11 @@ export async function walkTimeline(
   q: TimelineQuery,
   each: (page: TimelinePage) => void,
 ): Promise<void> {
-  const limit = Math.max(1, Math.min(10_000, Math.floor(q.limit)))
-  const names = q.events?.length ? ` AND event IN (${q.events.map(() => '?').join(', ')})` : ''
-  const page = `SELECT id, user_id, event, ts FROM ingest_events
-     WHERE game_id = ? AND env = ? AND id > ? AND id <= ? AND ts >= ? AND ts < ? AND user_id IS NOT NULL${names}
-     ORDER BY id LIMIT ?`
-  const params = (afterId: number, toId: number): Param[] => [
-    q.gameId,
-    q.env,
-    afterId,
-    toId,
-    q.from,
-    q.to,
-    ...(q.events ?? []),
-    limit,
-  ]
-  if (db.dialect === 'postgres') return pgTimeline(db, { sql: page, params, limit }, q.afterId, q.toId, each)
+  const { page, params, limit } = timelinePages(q)
+  if (db.dialect === 'postgres')
+    return pgTimeline(db, { sql: page, params, limit }, q.afterId, q.toId, (p) =>
+      each('rows' in p ? splitText(p) : p),
+    )
   for (let after = q.afterId; ; ) {
     const rows = await db.all<{ id: number; user_id: string; event: string; ts: number }>(
       page,
@@ -221,6 +210,42 @@ export async function walkTimeline(
   }
 }
 
+/** See `IngestService.timelineText`: PostgreSQL's pages as their joined text, SQLite's as `walkTimeline` gives them. */
+export async function walkTimelineText(
+  db: Db,
+  q: TimelineQuery,
+  each: (page: TimelineText | TimelinePage) => void,
+): Promise<void> {
+  if (db.dialect !== 'postgres') return walkTimeline(db, q, each)
+  const { page, params, limit } = timelinePages(q)
+  return pgTimeline(db, { sql: page, params, limit }, q.afterId, q.toId, each)
+}
+
+/** A joined page as columns. */
+function splitText(p: TimelineText): TimelinePage {
+  return { userId: p.users.split('\u0001'), event: p.events.split('\u0001'), ts: JSON.parse(`[${p.ts}]`) }
+}
+
+/** The walk's page query (ids in `(?, ?]`) and its parameters. */
+function timelinePages(q: TimelineQuery) {
+  const limit = Math.max(1, Math.min(10_000, Math.floor(q.limit)))
+  const names = q.events?.length ? ` AND event IN (${q.events.map(() => '?').join(', ')})` : ''
+  const page = `SELECT id, user_id, event, ts FROM ingest_events
+     WHERE game_id = ? AND env = ? AND id > ? AND id <= ? AND ts >= ? AND ts < ? AND user_id IS NOT NULL${names}
+     ORDER BY id LIMIT ?`
+  const params = (afterId: number, toId: number): Param[] => [
+    q.gameId,
+    q.env,
+    afterId,
+    toId,
+    q.from,
+    q.to,
+    ...(q.events ?? []),
+    limit,
+  ]
+  return { page, params, limit }
+}
+
 interface PgPages {
   sql: string
   params: (afterId: number, toId: number) => Param[]
@@ -238,10 +263,10 @@ async function pgTimeline(
   pages: PgPages,
   afterId: number,
   toId: number,
-  each: (page: TimelinePage) => void,
+  each: (page: TimelineText | TimelinePage) => void,
 ): Promise<void> {
   const mid = afterId + Math.floor((toId - afterId) / 2)
-  const held: TimelinePage[] = []
+  const held: Array<TimelineText | TimelinePage> = []
   let handOver = false
   const second = pgHalf(db, pages, mid, toId, (page) => (handOver ? each(page) : held.push(page)))
   // Waited for below; a failure of the first half must not leave it unobserved.
@@ -258,9 +283,10 @@ async function pgTimeline(
  *
  * A page comes as one row holding each column joined into one text, so the driver parses one
  * row instead of ten thousand (building an object of four parsed fields per row cost more than
- * the funnel itself). Users and names are joined by U+0001, which they may hold (only NUL is kept
- * out of stored text): when a split gives more parts than the page has rows, the page is read
- * again as JSON arrays (escaped, so exact; the server builds them about three times slower).
+ * the funnel itself), handed over as it came (`TimelineText`). Users and names are joined by
+ * U+0001, which they may hold (only NUL is kept out of stored text): the row counts those that
+ * do, and such a page is read again as JSON arrays (escaped, so exact; the server builds them
+ * about three times slower) and handed over as columns.
  * The joins follow the subquery's id order: a plain aggregate reads its input in order, and each
  * of them reads the same rows.
  *
@@ -275,16 +301,18 @@ function pgHalf(
   pages: PgPages,
   afterId: number,
   toId: number,
-  each: (page: TimelinePage) => void,
+  each: (page: TimelineText | TimelinePage) => void,
 ): Promise<void> {
-  type Joined = { n: number; last: number; users: string; events: string; ts: string }
+  type Joined = { n: number; last: number; odd: number; users: string; events: string; ts: string }
   return db.tx(async (tx) => {
     await tx.exec(
       'SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL jit = off',
     )
     const read = (after: number, users: string, events: string, ts: string) =>
       tx.get<Joined>(
-        `SELECT count(*) AS n, max(id) AS last, ${users} AS users, ${events} AS events, ${ts} AS ts
+        `SELECT count(*) AS n, max(id) AS last,
+           count(*) FILTER (WHERE strpos(user_id, chr(1)) > 0 OR strpos(event, chr(1)) > 0) AS odd,
+           ${users} AS users, ${events} AS events, ${ts} AS ts
          FROM (${pages.sql}) page HAVING count(*) > 0`,
         pages.params(after, toId),
       )
@@ -297,10 +325,7 @@ function pgHalf(
         const row: Joined | undefined = await next
         if (!row) return
         next = row.n === pages.limit ? joined(row.last) : undefined
-        const userId = row.users.split('\u0001')
-        const event = row.events.split('\u0001')
-        if (userId.length === row.n && event.length === row.n)
-          each({ userId, event, ts: JSON.parse(`[${row.ts}]`) })
+        if (!row.odd) each({ rows: row.n, users: row.users, events: row.events, ts: row.ts })
         else {
           // A user or name holds U+0001: this page again, each column a JSON array.
           const json = await read(
