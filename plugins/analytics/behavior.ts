@@ -261,7 +261,7 @@ export class TextTimelineBuilder {
       }
       return
     }
-    const { users, events, ts } = page
+    const { users, events, ts, since } = page
     const text = this.texts.length
     this.texts.push(users)
     let pu = 0
@@ -286,7 +286,7 @@ export class TextTimelineBuilder {
         t = t * 10 + ch - 48
       pt++
       const c = this.codeOf(events, e0, e1, he)
-      if (c >= 0) this.push(text, u0, u1, hu, negative ? -t : t, c)
+      if (c >= 0) this.push(text, u0, u1, hu, since + (negative ? -t : t), c)
     }
   }
 

@@ -184,7 +184,7 @@ export async function walkTimeline(
 ): Promise<void> {
   const { page, params, limit } = timelinePages(q)
   if (db.dialect === 'postgres')
-    return pgTimeline(db, { sql: page, params, limit }, q.afterId, q.toId, (p) =>
+    return pgTimeline(db, { sql: page, params, limit, since: q.from }, q.afterId, q.toId, (p) =>
       each('rows' in p ? splitText(p) : p),
     )
   for (let after = q.afterId; ; ) {
@@ -218,12 +218,14 @@ export async function walkTimelineText(
 ): Promise<void> {
   if (db.dialect !== 'postgres') return walkTimeline(db, q, each)
   const { page, params, limit } = timelinePages(q)
-  return pgTimeline(db, { sql: page, params, limit }, q.afterId, q.toId, each)
+  return pgTimeline(db, { sql: page, params, limit, since: q.from }, q.afterId, q.toId, each)
 }
 
 /** A joined page as columns. */
 function splitText(p: TimelineText): TimelinePage {
-  return { userId: p.users.split('\u0001'), event: p.events.split('\u0001'), ts: JSON.parse(`[${p.ts}]`) }
+  const ts: number[] = JSON.parse(`[${p.ts}]`)
+  for (let i = 0; i < ts.length; i++) ts[i] += p.since
+  return { userId: p.users.split('\u0001'), event: p.events.split('\u0001'), ts }
 }
 
 /** The walk's page query (ids in `(?, ?]`) and its parameters. */
@@ -248,6 +250,8 @@ function timelinePages(q: TimelineQuery) {
 
 interface PgPages {
   sql: string
+  /** The range's start: times are sent as their distance from it (shorter texts to build and parse). */
+  since: number
   params: (afterId: number, toId: number) => Param[]
   limit: number
 }
@@ -303,21 +307,29 @@ function pgHalf(
   toId: number,
   each: (page: TimelineText | TimelinePage) => void,
 ): Promise<void> {
-  type Joined = { n: number; last: number; odd: number; users: string; events: string; ts: string }
+  type Joined = { n: number; last: number; odd?: boolean; users: string; events: string; ts: string }
   return db.tx(async (tx) => {
     await tx.exec(
       'SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL jit = off',
     )
-    const read = (after: number, users: string, events: string, ts: string) =>
+    const json = (after: number) =>
       tx.get<Joined>(
-        `SELECT count(*) AS n, max(id) AS last,
-           count(*) FILTER (WHERE strpos(user_id, chr(1)) > 0 OR strpos(event, chr(1)) > 0) AS odd,
-           ${users} AS users, ${events} AS events, ${ts} AS ts
+        `SELECT count(*) AS n, max(id) AS last, json_agg(user_id)::text AS users,
+           json_agg(event)::text AS events, json_agg(ts)::text AS ts
          FROM (${pages.sql}) page HAVING count(*) > 0`,
         pages.params(after, toId),
       )
+    // A page's separators are counted in its joined texts (two passes over each, cheaper for the
+    // server than a test of each row).
     const joined = (after: number) =>
-      read(after, 'string_agg(user_id, chr(1))', 'string_agg(event, chr(1))', "string_agg(ts::text, ',')")
+      tx.get<Joined>(
+        `SELECT n, last, users, events, ts,
+           length(users) - length(replace(users, chr(1), '')) + length(events) - length(replace(events, chr(1), '')) <> 2 * (n - 1) AS odd
+         FROM (SELECT count(*) AS n, max(id) AS last, string_agg(user_id, chr(1)) AS users,
+             string_agg(event, chr(1)) AS events, string_agg((ts - ?)::text, ',') AS ts
+           FROM (${pages.sql}) page HAVING count(*) > 0) joined`,
+        [pages.since, ...pages.params(after, toId)],
+      )
     let after = afterId
     let next: Promise<Joined | undefined> | undefined = joined(after)
     try {
@@ -325,17 +337,13 @@ function pgHalf(
         const row: Joined | undefined = await next
         if (!row) return
         next = row.n === pages.limit ? joined(row.last) : undefined
-        if (!row.odd) each({ rows: row.n, users: row.users, events: row.events, ts: row.ts })
+        if (!row.odd)
+          each({ rows: row.n, users: row.users, events: row.events, since: pages.since, ts: row.ts })
         else {
           // A user or name holds U+0001: this page again, each column a JSON array.
-          const json = await read(
-            after,
-            'json_agg(user_id)::text',
-            'json_agg(event)::text',
-            'json_agg(ts)::text',
-          )
-          if (json)
-            each({ userId: JSON.parse(json.users), event: JSON.parse(json.events), ts: JSON.parse(json.ts) })
+          const page = await json(after)
+          if (page)
+            each({ userId: JSON.parse(page.users), event: JSON.parse(page.events), ts: JSON.parse(page.ts) })
         }
         after = row.last
       }

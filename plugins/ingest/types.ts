@@ -42,14 +42,16 @@ export interface TimelinePage {
 
 /**
  * A page of `IngestService.timelineText` as the store sent it: `rows` rows in id order, their
- * users joined by U+0001 in `users`, their names likewise in `events`, their client times (epoch
- * ms, decimal) joined by commas in `ts`. No user or name of such a page holds U+0001 (a page
- * that has one comes as a `TimelinePage`), so the i-th part of each is row i.
+ * users joined by U+0001 in `users`, their names likewise in `events`, their client times as
+ * decimal integers joined by commas in `ts`, each the time (epoch ms) minus `since`. No user or
+ * name of such a page holds U+0001 (a page that has one comes as a `TimelinePage`), so the i-th
+ * part of each is row i.
  */
 export interface TimelineText {
   rows: number
   users: string
   events: string
+  since: number
   ts: string
 }
 
