@@ -290,72 +290,82 @@ export class TextTimelineBuilder {
     }
   }
 
-  /** Whether rows `a` and `b` have the same user. */
-  private same(a: number, b: number): boolean {
-    const n = this.end[a] - this.first[a]
-    if (this.end[b] - this.first[b] !== n) return false
-    const x = this.texts[this.text[a]]
-    const y = this.texts[this.text[b]]
-    const i = this.first[a]
-    const j = this.first[b]
-    for (let k = 0; k < n; k++) if (x.charCodeAt(i + k) !== y.charCodeAt(j + k)) return false
-    return true
-  }
-
-  private user(r: number): string {
-    return this.texts[this.text[r]].slice(this.first[r], this.end[r])
-  }
-
   done(): Timelines {
     const N = this.size
-    const { hash, when, what } = this
-    const order = byHash(hash, N)
-    const starts = new Int32Array(N + 1)
+    const { texts } = this
+    const order = byHash(this.hash, N)
+    // The rows gathered in hash order, so what follows reads them in sequence.
+    const hash = new Int32Array(N)
+    const text = new Int32Array(N)
+    const first = new Int32Array(N)
+    const end = new Int32Array(N)
     const ts = new Float64Array(N)
     const cd = new Int32Array(N)
+    for (let i = 0; i < N; i++) {
+      const r = order[i]
+      hash[i] = this.hash[r]
+      text[i] = this.text[r]
+      first[i] = this.first[r]
+      end[i] = this.end[r]
+      ts[i] = this.when[r]
+      cd[i] = this.what[r]
+    }
+    /** Whether rows `a` and `b` (in hash order) have the same user. */
+    const same = (a: number, b: number) => {
+      const n = end[a] - first[a]
+      if (end[b] - first[b] !== n) return false
+      const x = texts[text[a]]
+      const y = texts[text[b]]
+      const i = first[a]
+      const j = first[b]
+      for (let k = 0; k < n; k++) if (x.charCodeAt(i + k) !== y.charCodeAt(j + k)) return false
+      return true
+    }
+    const starts = new Int32Array(N + 1)
     let users = 0
-    let p = 0
-    /** One user's rows (indices in row order, so equal times stay in id order): times and codes, sorted by time. */
-    const emit = (rows: ArrayLike<number>, lo: number, hi: number) => {
-      starts[users++] = p
-      const first = p
-      let sorted = true
-      for (let i = lo; i < hi; i++) {
-        const t = when[rows[i]]
-        if (p > first && t < ts[p - 1]) sorted = false
-        ts[p] = t
-        cd[p++] = what[rows[i]]
-      }
-      if (sorted) return
-      const idx = Array.from({ length: p - first }, (_, i) => first + i).sort(
-        (x, y) => ts[x] - ts[y] || x - y,
-      )
-      const t2 = idx.map((i) => ts[i])
-      const c2 = idx.map((i) => cd[i])
-      ts.set(t2, first)
-      cd.set(c2, first)
+    /** A user's rows `lo` up to `hi` (in row order, so equal times stay in id order), sorted by time if they are not. */
+    const emit = (lo: number, hi: number) => {
+      starts[users++] = lo
+      let i = lo + 1
+      while (i < hi && ts[i] >= ts[i - 1]) i++
+      if (i >= hi) return
+      const idx = Array.from({ length: hi - lo }, (_, j) => lo + j).sort((x, y) => ts[x] - ts[y] || x - y)
+      const t2 = idx.map((j) => ts[j])
+      const c2 = idx.map((j) => cd[j])
+      ts.set(t2, lo)
+      cd.set(c2, lo)
     }
     for (let lo = 0; lo < N; ) {
-      const h = hash[order[lo]]
+      const h = hash[lo]
       let hi = lo + 1
-      let same = true
-      for (; hi < N && hash[order[hi]] === h; hi++) if (same && !this.same(order[lo], order[hi])) same = false
-      if (same) emit(order, lo, hi)
+      let one = true
+      for (; hi < N && hash[hi] === h; hi++) if (one && !same(lo, hi)) one = false
+      if (one) emit(lo, hi)
       else {
-        // Two users share a hash (rare): split the run by id, each user's rows kept in row order.
-        const run = Array.from(order.subarray(lo, hi)).sort(
-          (x, y) => cmpText(this.user(x), this.user(y)) || x - y,
+        // Two users share a hash (rare): the run's rows ordered by user, each user's in row order.
+        const user = (i: number) => texts[text[i]].slice(first[i], end[i])
+        const run = Array.from({ length: hi - lo }, (_, j) => lo + j).sort(
+          (x, y) => cmpText(user(x), user(y)) || x - y,
         )
-        for (let a = 0; a < run.length; ) {
+        for (const a of [text, first, end, cd])
+          a.set(
+            run.map((j) => a[j]),
+            lo,
+          )
+        ts.set(
+          run.map((j) => ts[j]),
+          lo,
+        )
+        for (let a = lo; a < hi; ) {
           let b = a + 1
-          while (b < run.length && this.same(run[b], run[a])) b++
-          emit(run, a, b)
+          while (b < hi && same(a, b)) b++
+          emit(a, b)
           a = b
         }
       }
       lo = hi
     }
-    starts[users] = p
+    starts[users] = N
     return { users, start: starts.subarray(0, users + 1), ts, code: cd }
   }
 }
