@@ -172,17 +172,17 @@ function grow<A extends Int32Array | Float64Array>(a: A): A {
 }
 
 /**
- * As `TimelineBuilder`, for pages as the store's joined text (`TimelineText`, PostgreSQL): each
- * page is parsed in place, one pass over its characters, without a string per user or name.
- * A row keeps its user as a span of its page's text (page, first and last character), its
- * user's FNV-1a hash and, for its name, the code `code` gave that name (asked once per name;
- * names are recognised by hash and then character by character). Grouping sorts rows by the
- * hash as `TimelineBuilder` does and compares the spans of each run of equal hashes character by
- * character, so users are exact. Pages as columns (a page holding U+0001, SQLite) are taken too.
+ * As `TimelineBuilder`, for pages as the store's joined text (`TimelineText`, PostgreSQL, UTF-8
+ * bytes): each page is parsed in place, one pass over its bytes, without a string per user or
+ * name. A row keeps its user as a span of its page's bytes (page, first and end), the span's
+ * FNV-1a hash and, for its name, the code `code` gave that name (asked once per name; names are
+ * recognised by hash and then byte by byte). Grouping sorts rows by the hash as `TimelineBuilder`
+ * does and compares the spans of each run of equal hashes byte by byte, so users are exact.
+ * Pages as columns (a page holding U+0001, SQLite) are taken too.
  */
 export class TextTimelineBuilder {
-  /** The texts users are spans of: one per joined page, one per user of a page as columns. */
-  private texts: string[] = []
+  /** The bytes users are spans of: one per joined page, one per user of a page as columns. */
+  private texts: Uint8Array[] = []
   private text = new Int32Array(4096)
   private first = new Int32Array(4096)
   private end = new Int32Array(4096)
@@ -190,11 +190,13 @@ export class TextTimelineBuilder {
   private when = new Float64Array(4096)
   private what = new Int32Array(4096)
   private size = 0
-  /** Names met so far, their hashes and codes; `slots` an open-addressing table of (index + 1) by hash. */
-  private names: string[] = []
+  /** Names met so far (UTF-8), their hashes and codes; `slots` an open-addressing table of (index + 1) by hash. */
+  private names: Uint8Array[] = []
   private nameHash: number[] = []
   private codes: number[] = []
   private slots = new Int32Array(64)
+  private readonly utf8 = new TextEncoder()
+  private readonly decoder = new TextDecoder()
 
   constructor(private readonly code: (event: string) => number | undefined) {}
 
@@ -217,7 +219,7 @@ export class TextTimelineBuilder {
   }
 
   /** The code of the name `s[from, to)` whose hash is `h` (`code` asked the first time the name is met). */
-  private codeOf(s: string, from: number, to: number, h: number): number {
+  private codeOf(s: Uint8Array, from: number, to: number, h: number): number {
     const mask = this.slots.length - 1
     for (let k = h & mask; ; k = (k + 1) & mask) {
       const at = this.slots[k] - 1
@@ -226,11 +228,11 @@ export class TextTimelineBuilder {
       const name = this.names[at]
       if (name.length !== to - from) continue
       let i = 0
-      while (i < name.length && name.charCodeAt(i) === s.charCodeAt(from + i)) i++
+      while (i < name.length && name[i] === s[from + i]) i++
       if (i === name.length) return this.codes[at]
     }
     const name = s.slice(from, to)
-    const c = this.code(name) ?? -1
+    const c = this.code(this.decoder.decode(name)) ?? -1
     this.names.push(name)
     this.nameHash.push(h)
     this.codes.push(c)
@@ -252,10 +254,10 @@ export class TextTimelineBuilder {
   add(page: TimelineText | TimelinePage): void {
     if (!('rows' in page)) {
       for (let r = 0; r < page.ts.length; r++) {
-        const u = page.userId[r]
-        const e = page.event[r]
+        const e = this.utf8.encode(page.event[r])
         const c = this.codeOf(e, 0, e.length, fnv(e, 0, e.length))
         if (c < 0) continue
+        const u = this.utf8.encode(page.userId[r])
         this.texts.push(u)
         this.push(this.texts.length - 1, 0, u.length, fnv(u, 0, u.length), page.ts[r], c)
       }
@@ -264,26 +266,26 @@ export class TextTimelineBuilder {
     const { users, events, ts, since } = page
     const text = this.texts.length
     this.texts.push(users)
+    const nu = users.length
+    const ne = events.length
+    const nt = ts.length
     let pu = 0
     let pe = 0
     let pt = 0
     for (let r = 0; r < page.rows; r++) {
       const u0 = pu
       let hu = 0x811c9dc5
-      for (let ch = users.charCodeAt(pu); ch !== 1 && pu < users.length; ch = users.charCodeAt(++pu))
-        hu = Math.imul(hu ^ ch, 0x01000193)
+      for (; pu < nu && users[pu] !== 1; pu++) hu = Math.imul(hu ^ users[pu], 0x01000193)
       const u1 = pu++
       const e0 = pe
       let he = 0x811c9dc5
-      for (let ch = events.charCodeAt(pe); ch !== 1 && pe < events.length; ch = events.charCodeAt(++pe))
-        he = Math.imul(he ^ ch, 0x01000193)
+      for (; pe < ne && events[pe] !== 1; pe++) he = Math.imul(he ^ events[pe], 0x01000193)
       const e1 = pe++
       // A decimal integer (bigint's text: digits, a leading minus sign).
-      const negative = ts.charCodeAt(pt) === 45
+      const negative = ts[pt] === 45
       if (negative) pt++
       let t = 0
-      for (let ch = ts.charCodeAt(pt); ch !== 44 && pt < ts.length; ch = ts.charCodeAt(++pt))
-        t = t * 10 + ch - 48
+      for (; pt < nt && ts[pt] !== 44; pt++) t = t * 10 + ts[pt] - 48
       pt++
       const c = this.codeOf(events, e0, e1, he)
       if (c >= 0) this.push(text, u0, u1, hu, since + (negative ? -t : t), c)
@@ -318,7 +320,7 @@ export class TextTimelineBuilder {
       const y = texts[text[b]]
       const i = first[a]
       const j = first[b]
-      for (let k = 0; k < n; k++) if (x.charCodeAt(i + k) !== y.charCodeAt(j + k)) return false
+      for (let k = 0; k < n; k++) if (x[i + k] !== y[j + k]) return false
       return true
     }
     const starts = new Int32Array(N + 1)
@@ -343,7 +345,7 @@ export class TextTimelineBuilder {
       if (one) emit(lo, hi)
       else {
         // Two users share a hash (rare): the run's rows ordered by user, each user's in row order.
-        const user = (i: number) => texts[text[i]].slice(first[i], end[i])
+        const user = (i: number) => this.decoder.decode(texts[text[i]].subarray(first[i], end[i]))
         const run = Array.from({ length: hi - lo }, (_, j) => lo + j).sort(
           (x, y) => cmpText(user(x), user(y)) || x - y,
         )
@@ -370,10 +372,10 @@ export class TextTimelineBuilder {
   }
 }
 
-/** FNV-1a of `s[from, to)`'s UTF-16 units. */
-function fnv(s: string, from: number, to: number): number {
+/** FNV-1a of the bytes `s[from, to)`. */
+function fnv(s: Uint8Array, from: number, to: number): number {
   let h = 0x811c9dc5
-  for (let i = from; i < to; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193)
+  for (let i = from; i < to; i++) h = Math.imul(h ^ s[i], 0x01000193)
   return h
 }
 

@@ -223,9 +223,10 @@ export async function walkTimelineText(
 
 /** A joined page as columns. */
 function splitText(p: TimelineText): TimelinePage {
-  const ts: number[] = JSON.parse(`[${p.ts}]`)
+  const text = new TextDecoder()
+  const ts: number[] = JSON.parse(`[${text.decode(p.ts)}]`)
   for (let i = 0; i < ts.length; i++) ts[i] += p.since
-  return { userId: p.users.split('\u0001'), event: p.events.split('\u0001'), ts }
+  return { userId: text.decode(p.users).split('\u0001'), event: text.decode(p.events).split('\u0001'), ts }
 }
 
 /** The walk's page query (ids in `(?, ?]`) and its parameters. */
@@ -308,6 +309,7 @@ function pgHalf(
   each: (page: TimelineText | TimelinePage) => void,
 ): Promise<void> {
   type Joined = { n: number; last: number; odd?: boolean; users: string; events: string; ts: string }
+  type Raw = { n: number; last: number; odd: boolean; users: Uint8Array; events: Uint8Array; ts: Uint8Array }
   return db.tx(async (tx) => {
     await tx.exec(
       'SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL jit = off',
@@ -321,20 +323,38 @@ function pgHalf(
       )
     // A page's separators are counted in its joined texts (two passes over each, cheaper for the
     // server than a test of each row).
-    const joined = (after: number) =>
-      tx.get<Joined>(
-        `SELECT n, last, users, events, ts,
-           length(users) - length(replace(users, chr(1), '')) + length(events) - length(replace(events, chr(1), '')) <> 2 * (n - 1) AS odd
+    const sql = `SELECT n, last, length(users) - length(replace(users, chr(1), ''))
+           + length(events) - length(replace(events, chr(1), '')) <> 2 * (n - 1) AS odd, users, events, ts
          FROM (SELECT count(*) AS n, max(id) AS last, string_agg(user_id, chr(1)) AS users,
              string_agg(event, chr(1)) AS events, string_agg((ts - ?)::text, ',') AS ts
-           FROM (${pages.sql}) page HAVING count(*) > 0) joined`,
-        [pages.since, ...pages.params(after, toId)],
+           FROM (${pages.sql}) page HAVING count(*) > 0) joined`
+    // The texts as the bytes that came (see `Db.raw`); encoded again where the store has no raw read.
+    const utf8 = new TextEncoder()
+    const joined = async (after: number): Promise<Raw | undefined> => {
+      const params = [pages.since, ...pages.params(after, toId)]
+      if (tx.raw) {
+        const [row] = await tx.raw(sql, params)
+        if (!row) return undefined
+        const [n, last, odd, users, events, ts] = row as Uint8Array[]
+        const num = (b: Uint8Array) => Number(Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString())
+        return { n: num(n), last: num(last), odd: odd[0] === 116 /* t */, users, events, ts }
+      }
+      const row = await tx.get<Joined>(sql, params)
+      return (
+        row && {
+          ...row,
+          odd: !!row.odd,
+          users: utf8.encode(row.users),
+          events: utf8.encode(row.events),
+          ts: utf8.encode(row.ts),
+        }
       )
+    }
     let after = afterId
-    let next: Promise<Joined | undefined> | undefined = joined(after)
+    let next: Promise<Raw | undefined> | undefined = joined(after)
     try {
       while (next) {
-        const row: Joined | undefined = await next
+        const row: Raw | undefined = await next
         if (!row) return
         next = row.n === pages.limit ? joined(row.last) : undefined
         if (!row.odd)

@@ -41,18 +41,18 @@ export interface TimelinePage {
 }
 
 /**
- * A page of `IngestService.timelineText` as the store sent it: `rows` rows in id order, their
- * users joined by U+0001 in `users`, their names likewise in `events`, their client times as
- * decimal integers joined by commas in `ts`, each the time (epoch ms) minus `since`. No user or
- * name of such a page holds U+0001 (a page that has one comes as a `TimelinePage`), so the i-th
- * part of each is row i.
+ * A page of `IngestService.timelineText` as the store sent it, UTF-8 bytes: `rows` rows in id
+ * order, their users joined by U+0001 in `users`, their names likewise in `events`, their client
+ * times as decimal integers joined by commas in `ts`, each the time (epoch ms) minus `since`. No
+ * user or name of such a page holds U+0001 (a page that has one comes as a `TimelinePage`), so
+ * the i-th part of each is row i (byte 1 occurs in UTF-8 only as U+0001).
  */
 export interface TimelineText {
   rows: number
-  users: string
-  events: string
+  users: Uint8Array
+  events: Uint8Array
   since: number
-  ts: string
+  ts: Uint8Array
 }
 
 /**
