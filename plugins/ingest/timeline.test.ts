@@ -162,5 +162,14 @@ forEachEngine((engine) => {
       expect(text.map(({ joined: _, ...page }) => page)).toEqual(await walk(store.db, { ...q, ...o }))
       expect(text.every((page) => page.joined === (engine === 'postgres'))).toBe(true)
     }
+    // A store without a raw read (a wrapper of the facade): the texts decoded, then encoded again.
+    const db = store.db
+    const plain = {
+      ...db,
+      raw: undefined,
+      tx: <T>(fn: (tx: typeof db) => Promise<T>) => db.tx((t) => fn({ ...t, raw: undefined })),
+    }
+    for (const o of [{}, { limit: 1 }])
+      expect(await walkText(plain, { ...q, ...o })).toEqual(await walkText(db, { ...q, ...o }))
   })
 })
