@@ -32,6 +32,11 @@ function wrap(sql: Sql, root: () => Db): Db {
       const rows = await self.all<T>(q, params)
       return rows[0]
     },
+    async raw(q: string, params: readonly Param[] = []) {
+      return (await sql
+        .unsafe(toPg(q), params as postgres.ParameterOrJSON<never>[], { prepare: true })
+        .raw()) as unknown as Array<Array<Uint8Array | null>>
+    },
     async run(q: string, params: readonly Param[] = []) {
       const res = await sql.unsafe(toPg(q), params as postgres.ParameterOrJSON<never>[], { prepare: true })
       return res.count

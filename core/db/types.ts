@@ -31,6 +31,12 @@ export interface Db {
   run(sql: string, params?: readonly Param[]): Promise<number>
   /** Runs `fn` in one transaction; a throw rolls back only this transaction's writes. Nests as savepoints. */
   tx<T>(fn: (tx: Db) => Promise<T>): Promise<T>
+  /**
+   * PostgreSQL only: rows of a query as arrays of each column's bytes as the server sent them
+   * (text format, UTF-8; null for NULL), nothing parsed: for readers of large joined texts that
+   * parse them in place (decoding them to strings costs more than the parse).
+   */
+  raw?(sql: string, params?: readonly Param[]): Promise<Array<Array<Uint8Array | null>>>
   /** Several statements without parameters (DDL). */
   exec(sql: string): Promise<void>
   /** Round trip in milliseconds; throws when the store is unreachable. */

@@ -9,7 +9,7 @@ import { ingestRoutes } from './routes'
 import { IngestConfig } from './schema'
 import { Ingestor } from './service'
 import { DAY } from './sql'
-import { invocations, purge, purgeEventIds, scanEvents, walkTimeline } from './store'
+import { invocations, purge, purgeEventIds, scanEvents, walkTimeline, walkTimelineText } from './store'
 import type { IngestService } from './types'
 import { validateEvents } from './validate'
 import { COMMITS_IN_FLIGHT, GroupWriter } from './writer'
@@ -104,6 +104,7 @@ export default definePlugin({
       invocations: (q) => invocations(db, q),
       scan: (q) => scanEvents(db, q),
       timeline: (q, each) => walkTimeline(db, q, each),
+      timelineText: (q, each) => walkTimelineText(db, q, each),
       idle: () => writer.idle(),
       setFilter: (gameId, env, f) => ingestor.setFilter(gameId, env, f),
       async ingest(list) {

@@ -2,9 +2,9 @@ import { expect, test } from 'bun:test'
 import type { Param } from '../../core/db'
 import { forEachEngine } from '../../test/helpers'
 import { insertMany } from './sql'
-import { walkTimeline } from './store'
+import { walkTimeline, walkTimelineText } from './store'
 import { migratedStore } from './testing'
-import type { TimelinePage } from './types'
+import type { TimelinePage, TimelineText } from './types'
 
 const COLS = ['id', 'received_at', 'game_id', 'env', 'event', 'ts', 'user_id', 'props'] as const
 
@@ -13,6 +13,23 @@ const COLS = ['id', 'received_at', 'game_id', 'env', 'event', 'ts', 'user_id', '
 async function walk(db: Parameters<typeof walkTimeline>[0], q: Parameters<typeof walkTimeline>[1]) {
   const pages: TimelinePage[] = []
   await walkTimeline(db, q, (page) => pages.push(page))
+  return pages
+}
+/** `walkTimelineText`'s pages, each joined text split into columns as a reader would. */
+async function walkText(db: Parameters<typeof walkTimeline>[0], q: Parameters<typeof walkTimeline>[1]) {
+  const pages: Array<TimelinePage & { joined: boolean }> = []
+  const text = new TextDecoder()
+  await walkTimelineText(db, q, (page: TimelineText | TimelinePage) => {
+    if (!('rows' in page)) return pages.push({ ...page, joined: false })
+    const userId = text.decode(page.users).split('\u0001')
+    const event = text.decode(page.events).split('\u0001')
+    const ts = text
+      .decode(page.ts)
+      .split(',')
+      .map((t) => page.since + Number(t))
+    expect([userId.length, event.length, ts.length]).toEqual([page.rows, page.rows, page.rows])
+    pages.push({ userId, event, ts, joined: true })
+  })
   return pages
 }
 /** The walk's rows, its pages joined. */
@@ -96,10 +113,18 @@ forEachEngine((engine) => {
     expect(await walk(store.db, oddQ)).toEqual([all])
     // In pages: some without U+0001, some with it (read the other way).
     for (const limit of [1, 3, 4]) expect(joined(await walk(store.db, { ...oddQ, limit }))).toEqual(all)
+    // The same walk as joined text (PostgreSQL): a page holding U+0001 comes as columns instead.
+    for (const limit of [1, 3, 4, 100]) {
+      const pages = await walkText(store.db, { ...oddQ, limit })
+      expect(joined(pages)).toEqual(all)
+      for (const page of pages)
+        expect(page.joined).toBe(engine === 'postgres' && !page.userId.some((u) => u.includes('\u0001')))
+    }
   })
 
   test('rows come in id order when the second half of the range is read first', async () => {
-    // PostgreSQL walks (499, 559] and (559, 620] at once; the first half takes 51 round trips.
+    // PostgreSQL walks (499, 529], (529, 559], (559, 589] and (589, 620] at once; the first part
+    // takes 31 round trips, the later ones' pages are held until it is handed over.
     const params: Param[] = []
     for (let i = 0; i < 50; i++) params.push(500 + i, T, 'ord', 'prod', 'a', T + i, `u${i}`, '{}')
     params.push(560, T, 'ord', 'prod', 'b', T + 50, 'last', '{}')
@@ -114,9 +139,37 @@ forEachEngine((engine) => {
       limit: 1,
     })
     expect(joined(pages).ts).toEqual(Array.from({ length: 51 }, (_, i) => T + i))
+    const text = await walkText(store.db, {
+      ...q,
+      gameId: 'ord',
+      from: T,
+      to: T + 100,
+      afterId: 499,
+      toId: 620,
+      limit: 1,
+    })
+    expect(joined(text).ts).toEqual(Array.from({ length: 51 }, (_, i) => T + i))
   })
 
   test('an empty range: no page', async () => {
     expect(await walk(store.db, { ...q, afterId: 200, toId: 300 })).toEqual([])
+    expect(await walkText(store.db, { ...q, afterId: 200, toId: 300 })).toEqual([])
+  })
+
+  test('as joined text: the same rows, pages and order as the columns', async () => {
+    for (const o of [{}, { limit: 1 }, { limit: 2, events: ['a', 'c'] }, { afterId: 101, toId: 108 }]) {
+      const text = await walkText(store.db, { ...q, ...o })
+      expect(text.map(({ joined: _, ...page }) => page)).toEqual(await walk(store.db, { ...q, ...o }))
+      expect(text.every((page) => page.joined === (engine === 'postgres'))).toBe(true)
+    }
+    // A store without a raw read (a wrapper of the facade): the texts decoded, then encoded again.
+    const db = store.db
+    const plain = {
+      ...db,
+      raw: undefined,
+      tx: <T>(fn: (tx: typeof db) => Promise<T>) => db.tx((t) => fn({ ...t, raw: undefined })),
+    }
+    for (const o of [{}, { limit: 1 }])
+      expect(await walkText(plain, { ...q, ...o })).toEqual(await walkText(db, { ...q, ...o }))
   })
 })

@@ -41,6 +41,21 @@ export interface TimelinePage {
 }
 
 /**
+ * A page of `IngestService.timelineText` as the store sent it, UTF-8 bytes: `rows` rows in id
+ * order, their users joined by U+0001 in `users`, their names likewise in `events`, their client
+ * times as decimal integers joined by commas in `ts`, each the time (epoch ms) minus `since`. No
+ * user or name of such a page holds U+0001 (a page that has one comes as a `TimelinePage`), so
+ * the i-th part of each is row i (byte 1 occurs in UTF-8 only as U+0001).
+ */
+export interface TimelineText {
+  rows: number
+  users: Uint8Array
+  events: Uint8Array
+  since: number
+  ts: Uint8Array
+}
+
+/**
  * What the ingest plugin offers the plugins that depend on it (`ctx.service('ingest')`): the
  * rollup extension point, the event store its rollups live in, and server-side writes.
  */
@@ -117,6 +132,12 @@ export interface IngestService {
    * an empty one); `events` narrows by name. Resolves once the last page was handed over.
    */
   timeline(q: TimelineQuery, each: (page: TimelinePage) => void): Promise<void>
+  /**
+   * The same walk with each page left as the store's joined text where it can (PostgreSQL):
+   * the reader parses it in place instead of building a string per user and name (splitting a
+   * page cost more than the funnel on it). Pages of a SQLite store come as `TimelinePage`.
+   */
+  timelineText(q: TimelineQuery, each: (page: TimelineText | TimelinePage) => void): Promise<void>
   /** Waits for every commit queued so far (tests, shutdown of dependants). */
   idle(): Promise<void>
 }

@@ -40,7 +40,7 @@ import { migrations as analyticsMigrations } from '../../plugins/analytics/migra
 import { AnalyticsRollup } from '../../plugins/analytics/rollup'
 import { DAY, floorTo } from '../../plugins/analytics/time'
 import { ingestMigrations } from '../../plugins/ingest/migrations'
-import { scanEvents, walkTimeline } from '../../plugins/ingest/store'
+import { scanEvents, walkTimeline, walkTimelineText } from '../../plugins/ingest/store'
 import { GroupWriter } from '../../plugins/ingest/writer'
 import { analyticsBatch } from './analytics-events'
 import { PG_URL, arg, median } from './lib'
@@ -119,6 +119,7 @@ if (already < total) {
 const behavior = behaviorAnalytics(db, {
   scan: (q) => scanEvents(db, q),
   timeline: (q, each) => walkTimeline(db, q, each),
+  timelineText: (q, each) => walkTimelineText(db, q, each),
 })
 const levels = levelAnalytics(db)
 const scope = { gameId: GAME, env: 'prod' }
