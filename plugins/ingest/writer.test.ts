@@ -75,4 +75,35 @@ forEachEngine((engine) => {
     )
     expect(Number(stored?.n)).toBe(38)
   })
+
+  test("a commit PostgreSQL picked as a deadlock's victim runs again and its requests succeed; other errors fail them", async () => {
+    let calls = 0
+    let fail: string | undefined
+    // Stands in for the persist thread: the store rolled the first attempt back whole.
+    const writer = new GroupWriter(store.db, log, async (rows) => {
+      calls++
+      if (fail) {
+        const message = fail
+        fail = undefined
+        throw new Error(message)
+      }
+      await persist(store.db, rows)
+    })
+    const count = async (prefix: string) =>
+      Number(
+        (
+          await store.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM ingest_events WHERE user_id LIKE ?', [
+            `${prefix}%`,
+          ])
+        )?.n,
+      )
+    fail = 'deadlock detected'
+    await writer.write(events('dl-', 5))
+    expect(calls).toBe(2)
+    expect(await count('dl-')).toBe(5)
+    fail = 'disk I/O error'
+    await expect(writer.write(events('io-', 3))).rejects.toThrow('disk I/O error')
+    expect(await count('io-')).toBe(0)
+    await writer.idle()
+  })
 })

@@ -22,6 +22,9 @@ function propsJson(raw: Record<string, unknown>): string {
  * thread stores the previous one; without one (`:memory:`), one at a time.
  */
 export const COMMITS_IN_FLIGHT = { sqlite: 2, postgres: 3 } as const
+/** PostgreSQL's message for SQLSTATE 40P01 (errors cross from the persist thread as text). */
+const DEADLOCK = /\bdeadlock detected\b/
+
 /** Largest transaction; a bigger backlog is committed in several. */
 const MAX_ROWS_PER_TX = 20_000
 
@@ -146,7 +149,8 @@ export class GroupWriter {
    * Commits the events, each (game, environment, event_id) once: repeats within the commit are
    * dropped here; one the store holds already (an earlier commit, another instance's) makes the
    * transaction roll back, and the commit runs again without it. Events without an id are stored
-   * as sent.
+   * as sent. A transaction PostgreSQL chose as a deadlock's victim was rolled back whole, and runs
+   * again as it was (as PostgreSQL's manual advises), instead of failing its requests.
    */
   private async commit(events: NormEvent[], nonces: Param[] = []): Promise<void> {
     let list = firstOfEachId(events)
@@ -155,9 +159,12 @@ export class GroupWriter {
       try {
         return await this.commitOnce(list, nonces)
       } catch (e) {
-        // Each attempt takes out what the store held; a few rounds only if retries keep racing us.
-        if (!String((e as Error)?.message).includes(DUPLICATE_EVENTS) || attempt >= 5) throw e
-        list = await this.withoutStored(list)
+        // A few rounds only, should retries keep racing other commits.
+        const message = String((e as Error)?.message)
+        if (attempt >= 5) throw e
+        // Each attempt takes out what the store held.
+        if (message.includes(DUPLICATE_EVENTS)) list = await this.withoutStored(list)
+        else if (!DEADLOCK.test(message)) throw e
       }
     }
   }
