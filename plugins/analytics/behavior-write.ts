@@ -65,7 +65,7 @@ const upsert = (tx: Db, which: keyof typeof UPSERT, params: Param[]) => {
  * Writes a commit's behavior rows. Payments are matched with the rows ingest stored as new (an
  * order and status sent twice counts once): each becomes a transaction row and adds to its
  * product's day counter, merged with the commit's other counters so one upsert takes every
- * counter row in key order (concurrent commits on PostgreSQL lock in one order, never deadlock).
+ * counter row in key order (concurrent commits on PostgreSQL lock this table in one order).
  */
 export const writeBehavior = defineRollupWriter<BehaviorRows>(async (tx, rows, stored) => {
   let counters = rows.counters

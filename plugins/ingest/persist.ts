@@ -156,7 +156,11 @@ function writerOf(name: string) {
  * Writes one group commit in one transaction: the raw rows, then every rollup's rows. On
  * PostgreSQL the statements are sent at once, pipelined on the transaction's connection; a
  * rollup that counts payments waits for their insert's answer (`Stored.payments`). Rollups
- * keep their rows in key order, so concurrent commits lock rows in one order and never deadlock.
+ * keep their rows in key order, so two commits lock a table's rows in one order; but different
+ * rollups' statements may reach the server in another order from one commit to the next (one
+ * waiting for the payments' answer, another for its own first statement's), so two commits can
+ * still deadlock on rows they share (seen: `analytics_behavior_day` against `analytics_minute`).
+ * PostgreSQL then rolls one back whole, and the writer runs it again (`GroupWriter.commit`).
  */
 export async function persist(db: Db, rows: CommitRows): Promise<void> {
   const writers = rows.rollups.map(([name, r]) => [writerOf(name), r] as const)
