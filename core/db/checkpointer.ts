@@ -46,10 +46,6 @@ export class Checkpointer {
     this.worker = w
   }
 
-  get running(): boolean {
-    return this.worker !== undefined
-  }
-
   /** A last checkpoint of everything committed, then the thread ends. */
   async close(): Promise<void> {
     const w = this.worker

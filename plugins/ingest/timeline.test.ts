@@ -129,25 +129,10 @@ forEachEngine((engine) => {
     for (let i = 0; i < 50; i++) params.push(500 + i, T, 'ord', 'prod', 'a', T + i, `u${i}`, '{}')
     params.push(560, T, 'ord', 'prod', 'b', T + 50, 'last', '{}')
     await store.db.tx((tx) => insertMany(tx, 'ingest_events', COLS, params))
-    const pages = await walk(store.db, {
-      ...q,
-      gameId: 'ord',
-      from: T,
-      to: T + 100,
-      afterId: 499,
-      toId: 620,
-      limit: 1,
-    })
+    const one = { ...q, gameId: 'ord', from: T, to: T + 100, afterId: 499, toId: 620, limit: 1 }
+    const pages = await walk(store.db, one)
     expect(joined(pages).ts).toEqual(Array.from({ length: 51 }, (_, i) => T + i))
-    const text = await walkText(store.db, {
-      ...q,
-      gameId: 'ord',
-      from: T,
-      to: T + 100,
-      afterId: 499,
-      toId: 620,
-      limit: 1,
-    })
+    const text = await walkText(store.db, one)
     expect(joined(text).ts).toEqual(Array.from({ length: 51 }, (_, i) => T + i))
   })
 
