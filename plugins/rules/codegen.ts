@@ -314,7 +314,7 @@ export interface Chunk {
   /** The params slots its rules read. */
   slots: readonly number[]
   /** True while `fn` is the stand-in the program was given, until `finish` generates the code. */
-  pending?: boolean
+  pending: boolean
 }
 
 export interface Program {
@@ -333,7 +333,7 @@ const MAX_CHUNK = 64
  * about 16 (fewer calls, shared atoms computed fewer times); about 64 took 3-4.5 us but 1.6 ms
  * to generate after each save (about 32: 0.8 ms).
  */
-function cutAfter(id: string): boolean {
+export function cutAfter(id: string): boolean {
   let h = 0x811c9dc5
   for (let i = 0; i < id.length; i++) h = Math.imul(h ^ id.charCodeAt(i), 0x01000193)
   return (h & 31) === 31
@@ -443,6 +443,66 @@ export interface ProgramRule {
   id: string
   code: RuleCode
   index?: { field: IndexField; values: readonly string[] }
+  /** `cutAfter(id)`, when the caller keeps it (a compiled rule does: a save then hashes no id). */
+  cut?: boolean
+}
+
+/** Where each chunk ends (exclusive), in order: the stable cut points, and MAX_CHUNK. */
+function ends(rules: readonly ProgramRule[]): number[] {
+  const out: number[] = []
+  let start = 0
+  for (let k = 0; k < rules.length; k++) {
+    const r = rules[k]
+    if (k + 1 === rules.length || k + 1 - start === MAX_CHUNK || (r.cut ?? cutAfter(r.id))) {
+      out.push(k + 1)
+      start = k + 1
+    }
+  }
+  return out
+}
+
+/**
+ * Every chunk is made here, with the same fields in the same order: chunks taken over and chunks
+ * made anew are then one shape to the JIT, and the evaluation loop reading them stays optimized.
+ */
+function chunkOf(c: Omit<Chunk, 'general'>, general?: ChunkFn): Chunk {
+  return {
+    fn: c.fn,
+    leveled: c.leveled,
+    general,
+    guard: c.guard,
+    guardKey: c.guardKey,
+    base: c.base,
+    size: c.size,
+    codes: c.codes,
+    consts: c.consts,
+    slots: c.slots,
+    pending: c.pending,
+  }
+}
+
+/** A chunk for the rules at `start` .. `end` - 1, its code generated now or (with `standIn`) pending. */
+function newChunk<R extends ProgramRule>(
+  rules: readonly R[],
+  start: number,
+  end: number,
+  standIn?: (rules: readonly R[]) => ChunkFn,
+): Chunk {
+  const rs = rules.slice(start, end)
+  const codes = rs.map((r) => r.code)
+  const guard = chunkGuard(rs)
+  return chunkOf({
+    fn: standIn ? standIn(rs) : chunkFn(codes, true),
+    leveled: codes.some((c) => Object.keys(c.levels).length > 0),
+    guard,
+    guardKey: guard && guardKey(guard),
+    base: start,
+    size: codes.length,
+    codes,
+    consts: codes.map((c) => c.consts),
+    slots: [...new Set(codes.flatMap((c) => c.slots))],
+    pending: standIn !== undefined,
+  })
 }
 
 /**
@@ -462,29 +522,13 @@ export function program<R extends ProgramRule>(
   const chunks: Chunk[] = []
   const slots = new Set<number>()
   let start = 0
-  for (let k = 0; k < rules.length; k++) {
-    if (k + 1 < rules.length && k + 1 - start < MAX_CHUNK && !cutAfter(rules[k].id)) continue
+  for (const end of ends(rules)) {
     // A save changes a chunk or two: the others are taken over without copying their rules.
     const old = previous?.byFirst.get(rules[start].code)
     let chunk: Chunk
-    if (old && holds(old, rules, start, k + 1)) chunk = old.base === start ? old : { ...old, base: start }
-    else {
-      const rs = rules.slice(start, k + 1)
-      const codes = rs.map((r) => r.code)
-      const guard = chunkGuard(rs)
-      chunk = {
-        fn: standIn ? standIn(rs) : chunkFn(codes, true),
-        leveled: codes.some((c) => Object.keys(c.levels).length > 0),
-        guard,
-        guardKey: guard && guardKey(guard),
-        base: start,
-        size: codes.length,
-        codes,
-        consts: codes.map((c) => c.consts),
-        slots: [...new Set(codes.flatMap((c) => c.slots))],
-        ...(standIn ? { pending: true } : {}),
-      }
-    }
+    if (old && holds(old, rules, start, end))
+      chunk = old.base === start ? old : chunkOf({ ...old, base: start }, old.general)
+    else chunk = newChunk(rules, start, end, standIn)
     if (chunk.guardKey !== undefined) {
       // A taken-over chunk may get an equal guard of this program: the same test either way.
       const same = guards.get(chunk.guardKey)
@@ -494,7 +538,7 @@ export function program<R extends ProgramRule>(
     for (const s of chunk.slots) slots.add(s)
     chunks.push(chunk)
     byFirst.set(rules[start].code, chunk)
-    start = k + 1
+    start = end
   }
   return { chunks, slots: Int32Array.from(slots), byFirst }
 }

@@ -5,6 +5,7 @@ import {
   type Program,
   type RuleCode,
   codeFor,
+  cutAfter,
   finish,
   guardHolds,
   program,
@@ -24,8 +25,9 @@ const DAY = 24 * HOUR
 /** A rule ready to evaluate: every expression compiled, every duration read. */
 export interface CompiledRule {
   rule: SavedRule
-  /** The rule's id (the program's cut points read it). */
+  /** The rule's id, and whether a chunk of the program ends after it (`cutAfter(id)`, kept). */
   id: string
+  cut: boolean
   seq: number
   /** The match as closures: for one-off checks (an open incident's rule still holding). */
   match: Matcher
@@ -77,6 +79,7 @@ export function compileRule(rule: SavedRule, seq = 0): CompiledRule {
   return {
     rule,
     id: rule.id,
+    cut: cutAfter(rule.id),
     seq,
     match,
     code: compileField(rule.match, 'body.match', () => ruleCode(tree, index)),
@@ -212,13 +215,23 @@ const byEvaluationOrder = (a: CompiledRule, b: CompiledRule) =>
   (b.rule.priority ?? 0) - (a.rule.priority ?? 0) || a.seq - b.seq
 
 /**
+ * Evaluations a changed chunk serves through its stand-in before its code is generated. A save
+ * does not generate code: a burst of saves (an import, a script editing many rules) would
+ * otherwise generate and compile a chunk per save, each replaced by the next, and that garbage is
+ * what made the saves' slowest outliers (collection pauses, docs/performance.md). A chunk
+ * notifications actually reach is generated after this many of them, once.
+ */
+const HOT = 64
+
+/**
  * What a changed chunk runs from the save until its code is generated: the rules' closures (the
  * reference the generated code is tested against), each behind its index guard as in the code,
- * so it decides exactly as the code will, error for error.
+ * so it decides exactly as the code will, error for error. `hot` is called once, at its HOT-th call.
  */
-const standIn =
-  (rules: readonly CompiledRule[]): ChunkFn =>
-  (_t, _l, _r, _i, _b, _p, from, _C, n) => {
+const standIn = (rules: readonly CompiledRule[], hot: () => void): ChunkFn => {
+  let calls = 0
+  return (_t, _l, _r, _i, _b, _p, from, _C, n) => {
+    if (++calls === HOT) hot()
     for (let k = from; k < rules.length; k++) {
       const c = rules[k]
       if (!offered(c, n)) continue
@@ -230,6 +243,7 @@ const standIn =
     }
     return -1
   }
+}
 
 /**
  * The rule set of this instance: compiled rules in evaluation order (priority, then write order)
@@ -253,7 +267,7 @@ export class RuleEngine {
   private folds = new Map<string, Fold>()
   private sources = new Map<string, Map<string, number>>()
   private timer: Timer | undefined
-  /** Generates the code of the chunks a save changed, once the save has answered. */
+  /** Generates the code of pending chunks after the turn that made one hot (or a load's). */
   private generating: ReturnType<typeof setImmediate> | undefined
   /** Compiled rules by id with the body they were compiled from: a reload recompiles only what changed. */
   private compiled = new Map<string, { body: string; c: CompiledRule }>()
@@ -292,8 +306,8 @@ export class RuleEngine {
   /**
    * Adds or replaces one rule (compiled when it was saved), effective for the next evaluation: the
    * rule moves into its place in the ordered list (no sort of the others), and only the chunk or
-   * two it left and joined change; those run the rules' closures until their code is generated,
-   * right after the caller's turn (a save answers first).
+   * two it left and joined change; those run the rules' closures until notifications make them
+   * hot (HOT), and their code is generated after that evaluation's turn.
    */
   upsert(c: CompiledRule) {
     this.compiled.set(c.id, { body: JSON.stringify(c.rule), c })
@@ -329,19 +343,21 @@ export class RuleEngine {
         active.push(c)
       }
     }
-    this.program = program(active, this.program, deferred ? standIn : undefined)
+    this.program = program(active, this.program, deferred ? this.standIn : undefined)
     if (this.view.length < slotCount()) this.view = new Array(slotCount())
     this.rules = list
     this.active = active
     this.inhibitors = active.filter((c) => c.inhibit)
     this.holders = active.filter((c) => c.forMs !== undefined)
-    // A load takes over chunks a save left pending too: they are generated all the same.
-    this.generateSoon()
     if (!deferred) {
+      // A load generates the chunks it takes over from saves, pending or not.
+      this.generateSoon()
       const ids = new Set(list.map((c) => c.id))
       for (const id of this.stats.keys()) if (!ids.has(id)) this.stats.delete(id)
     }
   }
+
+  private standIn = (rules: readonly CompiledRule[]) => standIn(rules, () => this.generateSoon())
 
   private generateSoon() {
     if (this.generating || !this.program.chunks.some((ch) => ch.pending)) return
@@ -351,7 +367,7 @@ export class RuleEngine {
     })
   }
 
-  /** Generates the code of every chunk still running its stand-in (a save's, after it answered). */
+  /** Generates the code of every chunk still running its stand-in. */
   generate() {
     for (const ch of this.program.chunks) finish(ch)
   }

@@ -204,6 +204,45 @@ describe('the generated program', () => {
     }
   })
 
+  test('saves generate no code; a changed chunk is generated after notifications reach it 64 times', async () => {
+    const e = engine()
+    const records = Array.from({ length: 200 }, (_, i) =>
+      record(
+        { id: `h${i}`, match: `params.lag == ${i}`, mode: 'active', route: [{ channels: ['x'] }] },
+        i + 1,
+      ),
+    )
+    e.load(records)
+    const chunks = () =>
+      (e as unknown as { program: { chunks: { pending?: boolean; base: number; size: number }[] } }).program
+        .chunks
+    const turn = () => new Promise((r) => setImmediate(r))
+    await turn()
+    expect(chunks().some((c) => c.pending)).toBe(false)
+    // A burst of saves: each leaves its chunk on the stand-in, and turns of the event loop generate nothing.
+    for (let i = 0; i < 200; i += 40)
+      e.upsert(
+        compileFor(record({ ...records[i].rule, match: `params.lag == ${i} || params.lag == -${i}` }, i + 1)),
+      )
+    await turn()
+    await turn()
+    const pending = chunks().filter((c) => c.pending)
+    expect(pending.length).toBeGreaterThan(1)
+    // Notifications for the first saved rule (h0): each evaluation runs its chunk's stand-in.
+    const hit = { type: 't', level: 'info', title: '', body: '', params: { lag: -0 } } as MatchInput
+    for (let k = 0; k < 63; k++) expect(e.evaluate(hit, true).outcome?.rule.rule.id).toBe('h0')
+    await turn()
+    expect(chunks().filter((c) => c.pending).length).toBe(pending.length)
+    expect(e.evaluate(hit, true).outcome?.rule.rule.id).toBe('h0')
+    // The 64th made it hot: after that turn every pending chunk has its code, deciding the same.
+    expect(chunks().filter((c) => c.pending).length).toBe(pending.length)
+    await turn()
+    expect(chunks().some((c) => c.pending)).toBe(false)
+    expect(e.evaluate(hit, true).outcome?.rule.rule.id).toBe('h0')
+    expect(e.evaluate({ ...hit, params: { lag: -80 } }, true).outcome?.rule.rule.id).toBe('h80')
+    e.stop()
+  })
+
   test('a changed rule recompiles only its own chunk; an added rule moves no other boundary', () => {
     const rules = Array.from({ length: 300 }, (_, i) => ({
       id: `svc-${i}`,
