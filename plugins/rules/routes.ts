@@ -63,7 +63,7 @@ export function rulesRoutes(d: RulesRouteDeps) {
     updated_at: new Date(r.updated_at).toISOString(),
   })
   const one = async (id: string) => {
-    const r = (await store.listRules()).find((x) => x.rule.id === id)
+    const r = await store.getRule(id)
     if (!r) throw new NotFound(`rule '${id}' not found`)
     return r
   }

@@ -74,6 +74,13 @@ export function rulesStore(db: Db) {
         await db.all<RuleRow>('SELECT id, seq, body, created_at, updated_at FROM rules_rules ORDER BY seq')
       ).map(toRule)
     },
+    async getRule(id: string): Promise<RuleRecord | undefined> {
+      const row = await db.get<RuleRow>(
+        'SELECT id, seq, body, created_at, updated_at FROM rules_rules WHERE id = ?',
+        [id],
+      )
+      return row && toRule(row)
+    },
     async createRule(rule: SavedRule): Promise<Written> {
       const now = Date.now()
       if (pg) {
