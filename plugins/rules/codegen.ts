@@ -562,14 +562,15 @@ export function codeFor(chunk: Chunk, rank: number): ChunkFn {
   return chunk.general
 }
 
-function chunkGuard(rules: readonly { index?: { field: IndexField; values: readonly string[] } }[]) {
+function chunkGuard(rules: readonly ProgramRule[]): ChunkGuard | undefined {
   const guard: ChunkGuard = []
   for (const r of rules) {
     if (!r.index) return undefined
     const field = r.index.field
-    let g = guard.find((x) => x.field === field)
+    let g = guard[0]
+    for (let i = 1; g && g.field !== field; i++) g = guard[i]
     if (!g) {
-      g = { field, ...(field.startsWith('params.') ? { param: field.slice(7) } : {}), values: new Set() }
+      g = { field, param: field.startsWith('params.') ? field.slice(7) : undefined, values: new Set() }
       guard.push(g)
     }
     for (const v of r.index.values) g.values.add(v)

@@ -311,7 +311,12 @@ export class RuleEngine {
    */
   upsert(c: CompiledRule) {
     this.compiled.set(c.id, { body: JSON.stringify(c.rule), c })
-    const list = this.rules.filter((r) => r.id !== c.id)
+    const list = this.rules.slice()
+    for (let i = 0; i < list.length; i++)
+      if (list[i].id === c.id) {
+        list.splice(i, 1)
+        break
+      }
     let lo = 0
     let hi = list.length
     while (lo < hi) {
@@ -336,19 +341,24 @@ export class RuleEngine {
   private install(list: CompiledRule[], deferred = false, sorted = deferred) {
     if (!sorted) list.sort(byEvaluationOrder)
     const active: CompiledRule[] = []
+    const inhibitors: CompiledRule[] = []
+    const holders: CompiledRule[] = []
     for (const c of list) {
-      if (c.rule.mode === 'off') c.pos = -1
-      else {
-        c.pos = active.length
-        active.push(c)
+      if (c.rule.mode === 'off') {
+        c.pos = -1
+        continue
       }
+      c.pos = active.length
+      active.push(c)
+      if (c.inhibit) inhibitors.push(c)
+      if (c.forMs !== undefined) holders.push(c)
     }
     this.program = program(active, this.program, deferred ? this.standIn : undefined)
     if (this.view.length < slotCount()) this.view = new Array(slotCount())
     this.rules = list
     this.active = active
-    this.inhibitors = active.filter((c) => c.inhibit)
-    this.holders = active.filter((c) => c.forMs !== undefined)
+    this.inhibitors = inhibitors
+    this.holders = holders
     if (!deferred) {
       // A load generates the chunks it takes over from saves, pending or not.
       this.generateSoon()
