@@ -116,12 +116,14 @@ export function authGuard(d: GuardDeps) {
     }
     return {
       detail: { security },
-      // Returning nothing lets the default body parser run afterwards.
-      async parse(ctx: Parameters<typeof decide>[0]) {
+      // Returning nothing lets the default body parser run afterwards. Arrow functions: Elysia
+      // reads each hook's source to infer what it uses, and could not parse the compiled
+      // binary's minified methods (a warning asking to report it, at the first request).
+      parse: async (ctx: Parameters<typeof decide>[0]) => {
         await decide(ctx)
       },
       transform: decide,
-      async resolve(ctx: Parameters<typeof decide>[0]) {
+      resolve: async (ctx: Parameters<typeof decide>[0]) => {
         await decide(ctx)
         return { principal: (decided.get(ctx.request) ?? undefined) as P }
       },
