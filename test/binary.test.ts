@@ -84,8 +84,14 @@ describe('single binary', () => {
       })
       expect((await dau.json()).points.at(-1).dau).toBe(1)
 
-      // Elysia reads each hook's source; the minified auth hooks once made it print a warning
-      // asking the operator to report it, at the first authenticated request.
+      // Elysia reads each hook's source; the minified auth hooks (core's, and the agents' token)
+      // once made it print a warning asking the operator to report it, at their first request.
+      const agent = await fetch(`${s.base}/api/v1/agents`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: '{}',
+      })
+      expect(agent.status).toBeGreaterThanOrEqual(400)
       expect(s.output()).not.toContain('[Sucrose]')
 
       const docs = await fetch(`${s.base}/v3/api-docs`)

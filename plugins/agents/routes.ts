@@ -48,7 +48,8 @@ function agentAuth(token: () => string) {
   }
   return new Elysia({ name: 'agents.auth' }).macro({
     agentToken: (_: true) => ({
-      async parse(ctx: { headers: Record<string, string | undefined> }) {
+      // An arrow function, as in core/auth/guard.ts: Elysia could not read the minified method.
+      parse: async (ctx: { headers: Record<string, string | undefined> }) => {
         check(ctx)
       },
       transform: check,
