@@ -13,9 +13,10 @@
  *     JIT tiers (the seeding only created rules). Why 1000: the slow saves are the few a garbage
  *     collection lands in (one cycle every few hundred saves, slowing one to three in a row), under
  *     1% of them; the p99 of 300 was their third slowest, so it swung with whether a window held two
- *     such saves or three. The event loop turns between saves, so the work a save defers past its
- *     answer runs (and counts in the CPU per save) before the next one. Its ceiling, alternated with it save by save so both
- *     meet the same disk and the same neighbours: the same durable write without the app (one
+ *     such saves or three. The event loop turns between saves, as separate requests have (a
+ *     save defers no work past its answer: the chunk it changed is generated once notifications
+ *     reach it). Its ceiling, alternated with it save by save so
+ *     both meet the same disk and the same neighbours: the same durable write without the app (one
  *     rule row's body replaced and the revision bumped, in one transaction, on copies of the two
  *     tables in the same store) through a bare connection (bun:sqlite with the store's settings,
  *     or postgres.js): on PostgreSQL every save waits for the server's WAL flush, whose p99 on
@@ -302,8 +303,8 @@ for (const engine of engines) {
     if (r.status !== 200) throw new Error(`save answered ${r.status}`)
     const b = await bare?.save(i % RULES, (i % 7) + 1)
     if (i >= SAVE_WARM_UP && b !== undefined) bareSaves.push(b)
-    // A turn of the event loop between saves, as separate requests have: what a save defers past
-    // its answer (generating the changed chunks' code) runs here, in the CPU per save, not timed.
+    // A turn of the event loop between saves, as separate requests have (timers and I/O of the
+    // app's other loops run here, in the CPU per save, not timed).
     await new Promise((r) => setImmediate(r))
   }
   if (saves.length)
