@@ -1,5 +1,6 @@
 import type { Db, Param } from '../../core/db'
 import type { IngestService, ScannedEvent, TimelinePage, TimelineQuery, TimelineText } from '../ingest/types'
+import { inOrder } from '../ingest/walk-threads'
 import { type Dimension, sep } from './behavior-rollup'
 import { HyperLogLog } from './hll'
 import { DAY, HOUR, MINUTE, floorTo } from './time'
@@ -509,20 +510,28 @@ export function behaviorAnalytics(db: Db, ingest: Pick<IngestService, 'scan' | '
     each: (page: P) => void,
     walk: (q: TimelineQuery, each: (page: P) => void) => Promise<void>,
   ) {
-    for (const [lo, hi] of await idRanges(q))
-      await walk(
-        {
-          gameId: q.gameId,
-          env: q.env,
-          from: q.from,
-          to: q.to,
-          afterId: lo - 1,
-          toId: hi,
-          events,
-          limit: PAGE,
-        },
-        each,
-      )
+    const ranges = (await idRanges(q)).map(
+      ([lo, hi]) =>
+        (emit: (page: P) => void) =>
+          walk(
+            {
+              gameId: q.gameId,
+              env: q.env,
+              from: q.from,
+              to: q.to,
+              afterId: lo - 1,
+              toId: hi,
+              events,
+              limit: PAGE,
+            },
+            emit,
+          ),
+    )
+    // SQLite's walks queue on its reading threads (see `WalkThreads`): asked for at once, so a
+    // thread goes on to the next range while the event loop works through the pages held from
+    // the one before. PostgreSQL's take four connections each: one range after another.
+    if (db.dialect === 'sqlite') await inOrder(ranges, each)
+    else for (const range of ranges) await range(each)
   }
 
   /**
