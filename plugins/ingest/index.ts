@@ -85,7 +85,10 @@ export default definePlugin({
       // plugins sharing the file) then never run a checkpoint there, not even that one.
       if (t && db.dialect === 'sqlite') await db.exec('PRAGMA wal_autocheckpoint = 0')
       // SQLite: funnels' and paths' walks read on threads of their own (walk-threads.ts).
-      if (db.dialect === 'sqlite' && db.location) walkThreads = new WalkThreads(db.location.url)
+      if (db.dialect === 'sqlite' && db.location)
+        walkThreads = new WalkThreads(db.location.url, () =>
+          ctx.log.warn('walk threads lost: funnels and paths read on the event loop'),
+        )
       writer.attach(db, t ? (rows) => t.persist(rows) : undefined)
       await ingestor.keepNoncesIn(db, db.dialect === 'sqlite' && !ctx.core.redis.url)
     }

@@ -48,10 +48,20 @@ export class WalkThreads {
   private next = 0
   private readonly waiting = new Map<number, Waiting>()
 
-  constructor(file: string) {
-    for (let i = 0; i < THREADS; i++) {
-      // It never keeps the process alive.
-      const w = new Worker(workerEntry(), { ref: false })
+  /** `lost` runs once should the threads be lost (not when closed). */
+  constructor(
+    file: string,
+    private readonly onLost?: () => void,
+  ) {
+    for (let i = 0; i < THREADS && this.workers; i++) {
+      let w: Worker
+      try {
+        // It never keeps the process alive.
+        w = new Worker(workerEntry(), { ref: false })
+      } catch {
+        this.lost()
+        break
+      }
       w.onmessage = (m: MessageEvent<WalkReply>) => {
         const r = m.data
         if (r.kind === 'closed') return
@@ -73,6 +83,7 @@ export class WalkThreads {
   private lost(): void {
     const workers = this.workers
     this.workers = undefined
+    if (workers) this.onLost?.()
     for (const w of workers ?? []) w.terminate()
     const waiting = [...this.waiting.values()]
     this.waiting.clear()
