@@ -120,6 +120,15 @@ test('names, times and ids narrow as on the event loop', async () => {
   }
 })
 
+test('walks narrowed to more lists of names than a thread keeps statements for', async () => {
+  for (let i = 0; i < 70; i++) {
+    const { local, threaded, here } = await both({ ...q, events: ['e u1', `e ${i}`], limit: 5 })
+    expect(here).toBe(0)
+    expect(rowsOf(threaded)).toEqual(rowsOf(local))
+    expect(rowsOf(threaded).ts.length).toBe(18)
+  }
+})
+
 test('a range in one page, and an empty range: the same as on the event loop', async () => {
   const one = await both({ ...q, afterId: 1010, toId: 1020, limit: 100 })
   expect(one.local.length).toBe(1)

@@ -19,6 +19,11 @@ function all(sql: string, params: Param[]) {
   if (!conn) throw new Error('the walk thread is not started')
   let s = statements.get(sql)
   if (!s) {
+    // A statement per list of names a walk narrows to: kept for the few in use, not for every one.
+    if (statements.size >= 64) {
+      for (const old of statements.values()) old.finalize()
+      statements.clear()
+    }
     s = conn.prepare(sql)
     statements.set(sql, s)
   }
@@ -31,10 +36,11 @@ const own = (b: Uint8Array) => (b.byteOffset === 0 && b.byteLength === b.buffer.
 self.onmessage = async (m: MessageEvent<WalkRequest>) => {
   const msg = m.data
   if (msg.kind === 'start') {
-    conn = new Database(msg.file)
+    // The store's file, never a new one (a wrong path fails the thread: walks run on the event loop).
+    conn = new Database(msg.file, { readwrite: true, create: false })
     // The file mapped into memory (as far as SQLite maps, 2 GB by default): two threads reading
     // through SQLite's page cache took as long for half a day's rows each as one thread for all
-    // of them; mapped, half the time (see WalkThreads).
+    // of them; mapped, half the time (docs/performance.md, "Funnels and paths on SQLite").
     conn.exec(`PRAGMA busy_timeout = 5000; PRAGMA query_only = ON; PRAGMA mmap_size = ${MMAP_BYTES}`)
     return
   }
