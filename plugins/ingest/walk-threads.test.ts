@@ -129,6 +129,21 @@ test('walks narrowed to more lists of names than a thread keeps statements for',
   }
 })
 
+test('walks at once on the same threads: each gets its own rows, in id order', async () => {
+  const { local } = await both({ ...q, limit: 4 })
+  const narrow = await both({ ...q, events: ['e ,'], limit: 2 })
+  const a: TimelinePage[] = []
+  const b: TimelinePage[] = []
+  const fail = () => Promise.reject(new Error('read on the event loop'))
+  await Promise.all([
+    threads.walk({ ...q, limit: 4 }, (p) => a.push(columns(p)), fail),
+    threads.walk({ ...q, events: ['e ,'], limit: 2 }, (p) => b.push(columns(p)), fail),
+  ])
+  expect(rowsOf(a)).toEqual(rowsOf(local))
+  expect(rowsOf(b)).toEqual(rowsOf(narrow.local))
+  expect(new Set(rowsOf(b).event)).toEqual(new Set(['e ,']))
+})
+
 test('a range in one page, and an empty range: the same as on the event loop', async () => {
   const one = await both({ ...q, afterId: 1010, toId: 1020, limit: 100 })
   expect(one.local.length).toBe(1)
