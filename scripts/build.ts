@@ -18,6 +18,7 @@ const workers = [
   'plugins/ml/log-thread.worker.ts',
   'plugins/backups/vacuum.worker.ts',
   'core/db/checkpoint.worker.ts',
+  'plugins/ingest/walk.worker.ts',
 ]
 const args = [
   'build',

@@ -83,6 +83,14 @@ describe('single binary', () => {
         headers: { authorization: `Bearer ${token}` },
       })
       expect((await dau.json()).points.at(-1).dau).toBe(1)
+      // Paths walk the event store on the walk threads, a third entrypoint of the binary.
+      const today = new Date().toISOString().slice(0, 10)
+      const paths = await fetch(
+        `${s.base}/api/v1/analytics/behavior/paths?gameId=${id}&env=prod&startDate=${today}&endDate=${today}`,
+        { headers: { authorization: `Bearer ${token}` } },
+      )
+      expect((await paths.json()).paths).toEqual([{ path: ['login'], count: 1, share: 1 }])
+      expect(s.output()).not.toContain('walk threads lost')
 
       // Elysia reads each hook's source; the minified auth hooks (core's, and the agents' token)
       // once made it print a warning asking the operator to report it, at their first request.

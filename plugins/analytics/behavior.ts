@@ -1,5 +1,6 @@
 import type { Db, Param } from '../../core/db'
 import type { IngestService, ScannedEvent, TimelinePage, TimelineQuery, TimelineText } from '../ingest/types'
+import { inOrder } from '../ingest/walk-threads'
 import { type Dimension, sep } from './behavior-rollup'
 import { HyperLogLog } from './hll'
 import { DAY, HOUR, MINUTE, floorTo } from './time'
@@ -172,13 +173,12 @@ function grow<A extends Int32Array | Float64Array>(a: A): A {
 }
 
 /**
- * As `TimelineBuilder`, for pages as the store's joined text (`TimelineText`, PostgreSQL, UTF-8
- * bytes): each page is parsed in place, one pass over its bytes, without a string per user or
+ * As `TimelineBuilder`, for pages as the store's joined text (`TimelineText`, UTF-8 bytes): each page is parsed in place, one pass over its bytes, without a string per user or
  * name. A row keeps its user as a span of its page's bytes (page, first and end), the span's
  * FNV-1a hash and, for its name, the code `code` gave that name (asked once per name; names are
  * recognised by hash and then byte by byte). Grouping sorts rows by the hash as `TimelineBuilder`
  * does and compares the spans of each run of equal hashes byte by byte, so users are exact.
- * Pages as columns (a page holding U+0001, SQLite) are taken too.
+ * Pages as columns (a page holding U+0001) are taken too.
  */
 export class TextTimelineBuilder {
   /** The bytes users are spans of: one per joined page, one per user of a page as columns. */
@@ -510,20 +510,28 @@ export function behaviorAnalytics(db: Db, ingest: Pick<IngestService, 'scan' | '
     each: (page: P) => void,
     walk: (q: TimelineQuery, each: (page: P) => void) => Promise<void>,
   ) {
-    for (const [lo, hi] of await idRanges(q))
-      await walk(
-        {
-          gameId: q.gameId,
-          env: q.env,
-          from: q.from,
-          to: q.to,
-          afterId: lo - 1,
-          toId: hi,
-          events,
-          limit: PAGE,
-        },
-        each,
-      )
+    const ranges = (await idRanges(q)).map(
+      ([lo, hi]) =>
+        (emit: (page: P) => void) =>
+          walk(
+            {
+              gameId: q.gameId,
+              env: q.env,
+              from: q.from,
+              to: q.to,
+              afterId: lo - 1,
+              toId: hi,
+              events,
+              limit: PAGE,
+            },
+            emit,
+          ),
+    )
+    // SQLite's walks queue on its reading threads (see `WalkThreads`): asked for at once, so a
+    // thread goes on to the next range while the event loop works through the pages held from
+    // the one before. PostgreSQL's take four connections each: one range after another.
+    if (db.dialect === 'sqlite') await inOrder(ranges, each)
+    else for (const range of ranges) await range(each)
   }
 
   /**
@@ -537,31 +545,10 @@ export function behaviorAnalytics(db: Db, ingest: Pick<IngestService, 'scan' | '
     events: string[] | undefined,
     code: (event: string) => number | undefined,
   ): Promise<Timelines> {
-    if (db.dialect === 'postgres') {
-      // PostgreSQL's pages come as joined text: parsed in place (see `TextTimelineBuilder`).
-      const t = new TextTimelineBuilder(code)
-      await walkLight(q, events, (page: TimelineText | TimelinePage) => t.add(page), ingest.timelineText)
-      return t.done()
-    }
-    const codes = new Map<string, number>()
-    const b = new TimelineBuilder()
-    await walkLight(
-      q,
-      events,
-      (page: TimelinePage) => {
-        const { userId, event, ts } = page
-        for (let i = 0; i < ts.length; i++) {
-          let c = codes.get(event[i])
-          if (c === undefined) {
-            c = code(event[i]) ?? -1
-            codes.set(event[i], c)
-          }
-          if (c >= 0) b.add(userId[i], ts[i], c)
-        }
-      },
-      ingest.timeline,
-    )
-    return b.done()
+    // The pages come as joined text: parsed in place (see `TextTimelineBuilder`).
+    const t = new TextTimelineBuilder(code)
+    await walkLight(q, events, (page: TimelineText | TimelinePage) => t.add(page), ingest.timelineText)
+    return t.done()
   }
 
   /** As `timelines`, for codes that depend on an event's properties (a funnel step's filter): full rows. */

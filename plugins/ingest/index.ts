@@ -12,6 +12,7 @@ import { DAY } from './sql'
 import { invocations, purge, purgeEventIds, scanEvents, walkTimeline, walkTimelineText } from './store'
 import type { IngestService } from './types'
 import { validateEvents } from './validate'
+import { WalkThreads } from './walk-threads'
 import { COMMITS_IN_FLIGHT, GroupWriter } from './writer'
 
 /**
@@ -56,6 +57,7 @@ export default definePlugin({
     let dsn = 'embedded'
     let started = false
     let thread: PersistThread | undefined
+    let walkThreads: WalkThreads | undefined
     let counted = 0
     ctx.metrics.collect(() => {
       const now = thread?.restarts ?? 0
@@ -82,6 +84,11 @@ export default definePlugin({
       // latter restarts it past 32 MB). This process's own writes on the event loop (other
       // plugins sharing the file) then never run a checkpoint there, not even that one.
       if (t && db.dialect === 'sqlite') await db.exec('PRAGMA wal_autocheckpoint = 0')
+      // SQLite: funnels' and paths' walks read on threads of their own (walk-threads.ts).
+      if (db.dialect === 'sqlite' && db.location)
+        walkThreads = new WalkThreads(db.location.url, () =>
+          ctx.log.warn('walk threads lost: funnels and paths read on the event loop'),
+        )
       writer.attach(db, t ? (rows) => t.persist(rows) : undefined)
       await ingestor.keepNoncesIn(db, db.dialect === 'sqlite' && !ctx.core.redis.url)
     }
@@ -104,7 +111,7 @@ export default definePlugin({
       invocations: (q) => invocations(db, q),
       scan: (q) => scanEvents(db, q),
       timeline: (q, each) => walkTimeline(db, q, each),
-      timelineText: (q, each) => walkTimelineText(db, q, each),
+      timelineText: (q, each) => walkTimelineText(db, q, each, walkThreads),
       idle: () => writer.idle(),
       setFilter: (gameId, env, f) => ingestor.setFilter(gameId, env, f),
       async ingest(list) {
@@ -143,6 +150,7 @@ export default definePlugin({
       if (timer) clearInterval(timer)
       await writer.idle()
       await thread?.close()
+      await walkThreads?.close()
       if (db !== ctx.db) await db.close()
     })
     return ingestRoutes(ingestor, ctx.auth, ctx.guard, ctx.fastRoute)

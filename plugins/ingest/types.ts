@@ -133,9 +133,10 @@ export interface IngestService {
    */
   timeline(q: TimelineQuery, each: (page: TimelinePage) => void): Promise<void>
   /**
-   * The same walk with each page left as the store's joined text where it can (PostgreSQL):
-   * the reader parses it in place instead of building a string per user and name (splitting a
-   * page cost more than the funnel on it). Pages of a SQLite store come as `TimelinePage`.
+   * The same walk with each page left as the store's joined text (both engines; a page whose
+   * users or names hold U+0001 comes as `TimelinePage`): the reader parses it in place instead
+   * of building a string per user and name (splitting a page cost more than the funnel on it).
+   * A SQLite store with a file reads it on threads of its own (`WalkThreads`).
    */
   timelineText(q: TimelineQuery, each: (page: TimelineText | TimelinePage) => void): Promise<void>
   /** Waits for every commit queued so far (tests, shutdown of dependants). */

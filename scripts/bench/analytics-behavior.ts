@@ -41,6 +41,7 @@ import { AnalyticsRollup } from '../../plugins/analytics/rollup'
 import { DAY, floorTo } from '../../plugins/analytics/time'
 import { ingestMigrations } from '../../plugins/ingest/migrations'
 import { scanEvents, walkTimeline, walkTimelineText } from '../../plugins/ingest/store'
+import { WalkThreads } from '../../plugins/ingest/walk-threads'
 import { GroupWriter } from '../../plugins/ingest/writer'
 import { analyticsBatch } from './analytics-events'
 import { PG_URL, arg, median } from './lib'
@@ -116,10 +117,12 @@ if (already < total) {
   console.error(`loaded ${total - already} events in ${Math.round(loadSeconds)} s into ${url}`)
 }
 
+// SQLite's walks read on threads, as the ingest plugin starts them.
+const threads = engine === 'sqlite' ? new WalkThreads(url) : undefined
 const behavior = behaviorAnalytics(db, {
   scan: (q) => scanEvents(db, q),
   timeline: (q, each) => walkTimeline(db, q, each),
-  timelineText: (q, each) => walkTimelineText(db, q, each),
+  timelineText: (q, each) => walkTimelineText(db, q, each, threads),
 })
 const levels = levelAnalytics(db)
 const scope = { gameId: GAME, env: 'prod' }
@@ -265,4 +268,5 @@ console.log(
     1,
   ),
 )
+await threads?.close()
 await db.close()
