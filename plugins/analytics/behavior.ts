@@ -1,6 +1,6 @@
 import type { Db, Param } from '../../core/db'
+import { inPartOrder } from '../../core/ordered'
 import type { IngestService, ScannedEvent, TimelinePage, TimelineQuery, TimelineText } from '../ingest/types'
-import { inOrder } from '../ingest/walk-threads'
 import { type Dimension, sep } from './behavior-rollup'
 import { HyperLogLog } from './hll'
 import { DAY, HOUR, MINUTE, floorTo } from './time'
@@ -530,7 +530,7 @@ export function behaviorAnalytics(db: Db, ingest: Pick<IngestService, 'scan' | '
     // SQLite's walks queue on its reading threads (see `WalkThreads`): asked for at once, so a
     // thread goes on to the next range while the event loop works through the pages held from
     // the one before. PostgreSQL's take four connections each: one range after another.
-    if (db.dialect === 'sqlite') await inOrder(ranges, each)
+    if (db.dialect === 'sqlite') await inPartOrder(ranges, each)
     else for (const range of ranges) await range(each)
   }
 

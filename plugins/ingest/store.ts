@@ -1,8 +1,9 @@
 import type { Db, Param, Row } from '../../core/db'
+import { inPartOrder } from '../../core/ordered'
 import type { Rollup } from './rollup'
 import { DAY } from './sql'
 import type { ScannedEvent, TimelinePage, TimelineQuery, TimelineText } from './types'
-import { type WalkThreads, inOrder } from './walk-threads'
+import type { WalkThreads } from './walk-threads'
 
 const n = (v: unknown) => Number(v ?? 0)
 
@@ -352,7 +353,7 @@ async function pgTimeline(
     (_, i) => (emit: (page: TimelineText | TimelinePage) => void) =>
       pgPart(db, pages, cut(i), cut(i + 1), emit),
   )
-  await inOrder(parts, each)
+  await inPartOrder(parts, each)
 }
 
 /**

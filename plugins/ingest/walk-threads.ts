@@ -1,3 +1,4 @@
+import { inPartOrder } from '../../core/ordered'
 import type { TimelinePage, TimelineQuery, TimelineText } from './types'
 
 /** Messages to a walk thread, and its answers. */
@@ -120,7 +121,7 @@ export class WalkThreads {
         worker.postMessage({ kind: 'walk', id, q: part } satisfies WalkRequest)
       })
     })
-    await inOrder(parts, each)
+    await inPartOrder(parts, each)
   }
 
   /** Ends the threads, each closing its connection first; parts waiting go on on the event loop. */
@@ -142,26 +143,5 @@ export class WalkThreads {
       ),
     )
     for (const w of workers ?? []) w.terminate()
-  }
-}
-
-/**
- * Runs `parts` at once, handing their pages to `each` in part order: a part's pages are held
- * until every part before it is done.
- */
-export async function inOrder<P>(
-  parts: Array<(emit: (page: P) => void) => Promise<void>>,
-  each: (page: P) => void,
-): Promise<void> {
-  const held: P[][] = parts.map(() => [])
-  let current = 0
-  const running = parts.map((part, i) => part((page) => (i === current ? each(page) : held[i].push(page))))
-  // Each is waited for below; a failure of an earlier part must not leave the others unobserved.
-  for (const r of running) r.catch(() => undefined)
-  for (let i = 0; i < parts.length; i++) {
-    current = i
-    for (const page of held[i]) each(page)
-    held[i] = []
-    await running[i]
   }
 }
