@@ -360,7 +360,7 @@ export class RuleEngine {
     this.inhibitors = inhibitors
     this.holders = holders
     if (!deferred) {
-      // A load generates the chunks it takes over from saves, pending or not.
+      // A load also generates, after its turn, the chunks it takes over from saves still pending.
       this.generateSoon()
       const ids = new Set(list.map((c) => c.id))
       for (const id of this.stats.keys()) if (!ids.has(id)) this.stats.delete(id)
