@@ -187,12 +187,11 @@ test('a thread lost in the middle of a walk: its part goes on on the event loop,
   await lost.close()
 })
 
-test('closed: walks run on the event loop', async () => {
-  const closed = new WalkThreads(db.location?.url ?? '')
-  await closed.close()
+/** `q` walked through `threads`, counting the parts walked on the event loop instead. */
+async function walkCountingHere(threads: WalkThreads) {
   let here = 0
   const got: TimelinePage[] = []
-  await closed.walk(
+  await threads.walk(
     q,
     (p) => got.push(columns(p)),
     (part, each) => {
@@ -200,24 +199,20 @@ test('closed: walks run on the event loop', async () => {
       return walkTimelineText(db, part, each)
     },
   )
-  expect(here).toBe(1)
-  expect(rowsOf(got).ts.length).toBe(200)
+  return { here, rows: rowsOf(got).ts.length }
+}
+
+test('closed: walks run on the event loop', async () => {
+  const closed = new WalkThreads(db.location?.url ?? '')
+  await closed.close()
+  expect(await walkCountingHere(closed)).toEqual({ here: 1, rows: 200 })
 })
 
 test('a thread that cannot open its file: walks run on the event loop', async () => {
   const bad = new WalkThreads('/dev/null/not-a-file')
-  let here = 0
-  const got: TimelinePage[] = []
-  await bad.walk(
-    q,
-    (p) => got.push(columns(p)),
-    (part, each) => {
-      here++
-      return walkTimelineText(db, part, each)
-    },
-  )
+  const { here, rows } = await walkCountingHere(bad)
   expect(here).toBeGreaterThan(0)
-  expect(rowsOf(got).ts.length).toBe(200)
+  expect(rows).toBe(200)
   await bad.close()
 })
 
