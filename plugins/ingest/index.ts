@@ -58,6 +58,17 @@ export default definePlugin({
     let started = false
     let thread: PersistThread | undefined
     let walkThreads: WalkThreads | undefined
+    /** The SQLite file funnels' and paths' walks read on threads of their own (walk-threads.ts). */
+    let walkFile: string | undefined
+    let stopping = false
+    // Started by the first walk: a server whose funnels and paths are never read runs no such thread.
+    const threadsForWalks = () => {
+      if (!walkThreads && walkFile && !stopping)
+        walkThreads = new WalkThreads(walkFile, () =>
+          ctx.log.warn('walk threads lost: funnels and paths read on the event loop'),
+        )
+      return walkThreads
+    }
     let counted = 0
     ctx.metrics.collect(() => {
       const now = thread?.restarts ?? 0
@@ -84,11 +95,7 @@ export default definePlugin({
       // latter restarts it past 32 MB). This process's own writes on the event loop (other
       // plugins sharing the file) then never run a checkpoint there, not even that one.
       if (t && db.dialect === 'sqlite') await db.exec('PRAGMA wal_autocheckpoint = 0')
-      // SQLite: funnels' and paths' walks read on threads of their own (walk-threads.ts).
-      if (db.dialect === 'sqlite' && db.location)
-        walkThreads = new WalkThreads(db.location.url, () =>
-          ctx.log.warn('walk threads lost: funnels and paths read on the event loop'),
-        )
+      if (db.dialect === 'sqlite' && db.location) walkFile = db.location.url
       writer.attach(db, t ? (rows) => t.persist(rows) : undefined)
       await ingestor.keepNoncesIn(db, db.dialect === 'sqlite' && !ctx.core.redis.url)
     }
@@ -111,7 +118,7 @@ export default definePlugin({
       invocations: (q) => invocations(db, q),
       scan: (q) => scanEvents(db, q),
       timeline: (q, each) => walkTimeline(db, q, each),
-      timelineText: (q, each) => walkTimelineText(db, q, each, walkThreads),
+      timelineText: (q, each) => walkTimelineText(db, q, each, threadsForWalks()),
       idle: () => writer.idle(),
       setFilter: (gameId, env, f) => ingestor.setFilter(gameId, env, f),
       async ingest(list) {
@@ -147,6 +154,7 @@ export default definePlugin({
       }
     })
     ctx.onStop(async () => {
+      stopping = true
       if (timer) clearInterval(timer)
       await writer.idle()
       await thread?.close()
