@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { type TestApp, forEachEngine, makeApp } from '../../test/helpers'
-import { SECRET, game, signed } from '../ingest/testing'
+import { type TestApp, forEachEngine } from '../../test/helpers'
+import { game, ingestApp, signed } from '../ingest/testing'
 
 /**
  * Funnels and paths over users and names holding unusual characters (multi-byte text, commas,
@@ -48,13 +48,7 @@ forEachEngine((engine) => {
   const users = (r: { body: { steps: Array<{ users: number }> } }) => r.body.steps.map((s) => s.users)
 
   beforeAll(async () => {
-    a = await makeApp(engine, {
-      plugins: { games: {}, ingest: { signing_secret: SECRET, purge_interval_minutes: 0 }, analytics: {} },
-    })
-    admin = await a.token('admin')
-    const g = await a.req('POST', '/api/games', { token: admin, body: game })
-    expect(g.status).toBe(201)
-    gameId = g.body.id
+    ;({ a, admin, gameId } = await ingestApp(engine))
     const events = [
       // Feb 2.
       ev('✓ ü 😀', START, at(2, 10)),

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { type TestApp, forEachEngine, makeApp } from '../../test/helpers'
-import { SECRET, game, signed } from '../ingest/testing'
+import { type TestApp, forEachEngine } from '../../test/helpers'
+import { ingestApp, signed } from '../ingest/testing'
 
 // Rollups kept at ingest and the server-side writes (moved from ingest's tests, issue 16).
 forEachEngine((engine) => {
@@ -16,13 +16,7 @@ forEachEngine((engine) => {
   })
 
   beforeAll(async () => {
-    a = await makeApp(engine, {
-      plugins: { games: {}, ingest: { signing_secret: SECRET, purge_interval_minutes: 0 }, analytics: {} },
-    })
-    admin = await a.token('admin')
-    const g = await a.req('POST', '/api/games', { token: admin, body: game })
-    expect(g.status).toBe(201)
-    gameId = g.body.id
+    ;({ a, admin, gameId } = await ingestApp(engine))
   })
   afterAll(() => a.stop())
 

@@ -3,7 +3,7 @@ import { join } from 'node:path'
 import postgres from 'postgres'
 import { PG_URL, type TestApp, forEachEngine, makeApp } from '../../test/helpers'
 import { ingestMigrations } from '../ingest/migrations'
-import { DAY, SECRET, game, signed } from '../ingest/testing'
+import { DAY, SECRET, game, ingestApp, signed } from '../ingest/testing'
 import { HOUR, MINUTE, floorTo } from './time'
 
 // Warehouse reads, invocations and the warehouse store configuration (moved from ingest, issue 16).
@@ -22,13 +22,7 @@ forEachEngine((engine) => {
     Number((await a.db.get<{ n: number }>(sql, params))?.n ?? 0)
 
   beforeAll(async () => {
-    a = await makeApp(engine, {
-      plugins: { games: {}, ingest: { signing_secret: SECRET, purge_interval_minutes: 0 }, analytics: {} },
-    })
-    admin = await a.token('admin')
-    const g = await a.req('POST', '/api/games', { token: admin, body: game })
-    expect(g.status).toBe(201)
-    gameId = g.body.id
+    ;({ a, admin, gameId } = await ingestApp(engine))
     // A login in every environment, a payment and some plain events.
     const logins = ['dev', 'prod', 'staging'].map((env) => ev('login', { env, uid: `w-${env}` }))
     const taps = Array.from({ length: 10 }, (_, i) => ev('tap', { uid: `t${i}` }))

@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { createLogger } from '../../core/log'
-import { type TestApp, forEachEngine, makeApp } from '../../test/helpers'
+import { type TestApp, forEachEngine } from '../../test/helpers'
 import { AnalyticsRollup } from '../analytics/rollup'
 import { analyticsTables } from '../analytics/testing'
 import { checked } from './collect'
 import { purgeEventIds } from './store'
-import { DAY, SECRET, game, migratedStore, signed } from './testing'
+import { DAY, game, ingestApp, migratedStore, signed } from './testing'
 import { GroupWriter } from './writer'
 
 /**
@@ -58,13 +58,7 @@ forEachEngine((engine) => {
   }
 
   beforeAll(async () => {
-    a = await makeApp(engine, {
-      plugins: { games: {}, ingest: { signing_secret: SECRET, purge_interval_minutes: 0 }, analytics: {} },
-    })
-    admin = await a.token('admin')
-    const g = await a.req('POST', '/api/games', { token: admin, body: game })
-    expect(g.status).toBe(201)
-    gameId = g.body.id
+    ;({ a, admin, gameId } = await ingestApp(engine))
     const k = await a.req('POST', '/api/api-keys', {
       token: admin,
       body: { name: 'sdk', gameId, environment: 'prod' },

@@ -2,8 +2,8 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { gzipSync } from 'node:zlib'
 import { LiveopsClient } from '../../sdk/client'
 import { signRequest } from '../../sdk/sign'
-import { type TestApp, forEachEngine, makeApp } from '../../test/helpers'
-import { SECRET, game, signed } from './testing'
+import { type TestApp, forEachEngine } from '../../test/helpers'
+import { SECRET, game, ingestApp, signed } from './testing'
 
 forEachEngine((engine) => {
   let a: TestApp
@@ -20,13 +20,7 @@ forEachEngine((engine) => {
     Number((await a.db.get<{ n: number }>(sql, params))?.n ?? 0)
 
   beforeAll(async () => {
-    a = await makeApp(engine, {
-      plugins: { games: {}, ingest: { signing_secret: SECRET, purge_interval_minutes: 0 }, analytics: {} },
-    })
-    admin = await a.token('admin')
-    const g = await a.req('POST', '/api/games', { token: admin, body: game })
-    expect(g.status).toBe(201)
-    gameId = g.body.id
+    ;({ a, admin, gameId } = await ingestApp(engine))
   })
   afterAll(() => a.stop())
 

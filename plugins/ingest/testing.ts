@@ -1,7 +1,7 @@
 import { afterAll, beforeAll } from 'bun:test'
 import { type Db, type MigrationSet, migrate } from '../../core/db'
 import { signRequest } from '../../sdk/sign'
-import { type Engine, type TestApp, rawDb } from '../../test/helpers'
+import { type Engine, type TestApp, makeApp, rawDb } from '../../test/helpers'
 import { ingestMigrations } from './migrations'
 import type { CommitRows } from './persist'
 
@@ -13,6 +13,17 @@ export const game = {
   platforms: ['ANDROID'],
   timezone: 'UTC',
   defaultCurrency: 'USD',
+}
+
+/** An app with games, ingest (signed with `SECRET`, no purge) and analytics, its admin's token, and a new `game`. */
+export async function ingestApp(engine: Engine): Promise<{ a: TestApp; admin: string; gameId: string }> {
+  const a = await makeApp(engine, {
+    plugins: { games: {}, ingest: { signing_secret: SECRET, purge_interval_minutes: 0 }, analytics: {} },
+  })
+  const admin = await a.token('admin')
+  const g = await a.req('POST', '/api/games', { token: admin, body: game })
+  if (g.status !== 201) throw new Error(`creating the test game answered ${g.status}`)
+  return { a, admin, gameId: g.body.id }
 }
 export const DAY = 86_400_000
 
