@@ -1,8 +1,8 @@
 import { writeBehavior } from './analytics/behavior-write'
 import { writeRealtime } from './analytics/realtime-rollup'
-import { writeAnalytics } from './analytics/write'
+import { upkeepAnalytics, writeAnalytics } from './analytics/write'
 import { writeExposures } from './experiments/exposures-write'
-import type { RollupWriter } from './ingest/rollup'
+import type { RollupUpkeep, RollupWriter } from './ingest/rollup'
 
 /**
  * The write half of every rollup a plugin can register into ingest's commit, by the rollup's
@@ -16,4 +16,12 @@ export const rollupWriters: Record<string, RollupWriter<unknown>> = {
   behavior: writeBehavior,
   exposures: writeExposures,
   realtime: writeRealtime,
+}
+
+/**
+ * Work a rollup does between commits, by the rollup's name: the SQLite persist thread runs it
+ * when no commit is queued, for the rollups its commits carried (see `RollupUpkeep`).
+ */
+export const rollupUpkeep: Record<string, RollupUpkeep> = {
+  analytics: upkeepAnalytics,
 }

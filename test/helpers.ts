@@ -218,3 +218,20 @@ export function chunkedBody(text: string, size: number): ReadableStream<Uint8Arr
     },
   })
 }
+
+/**
+ * Polls `fn` until it answers something other than undefined or false (then returns it), or
+ * fails after `ms`: tests wait for an outcome by its condition, never by a fixed sleep.
+ */
+export async function until<T>(
+  fn: () => Promise<T | undefined | false> | T | undefined | false,
+  ms = 5000,
+): Promise<T> {
+  const deadline = Date.now() + ms
+  for (;;) {
+    const v = await fn()
+    if (v !== undefined && v !== false) return v
+    if (Date.now() > deadline) throw new Error(`until: condition not met within ${ms} ms`)
+    await Bun.sleep(10)
+  }
+}

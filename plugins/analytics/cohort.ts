@@ -1,4 +1,5 @@
-import type { Db, Param } from '../../core/db'
+import type { Db, Param, Row } from '../../core/db'
+import { insertMany } from '../ingest/sql'
 import { DAY } from './time'
 
 /**
@@ -22,7 +23,7 @@ const fs = (t: string) =>
   `JOIN analytics_first_seen f ON f.game_id = ${t}.game_id AND f.env = ${t}.env AND f.user_id = ${t}.user_id`
 
 /**
- * SQLite's logged user-days (`where` on `l`) that `analytics_user_day` does not hold yet, as
+ * Reads: SQLite's logged user-days (`where` on `l`) that `analytics_user_day` does not hold yet, as
  * counter rows `game_id, env, cohort, day, n` (a user-day logged twice counts once).
  */
 const loggedDays = (where: string) =>
@@ -41,30 +42,75 @@ const loggedWeeks = (where: string) =>
      WHERE x.game_id = w.game_id AND x.env = w.env AND x.week = w.week AND x.user_id = w.user_id)
    GROUP BY w.game_id, w.env, ${weekOf('f.first_day')}, w.week`
 
+/** A counter row at an existing key adds to it. */
 const bump = (t: string, unit: 'day' | 'week') =>
   `ON CONFLICT (game_id, env, cohort, ${unit}) DO UPDATE SET n = ${t}.n + excluded.n`
 
+const COUNTER_BIGINT = ['cohort', 'n']
+
 /**
- * SQLite, in the merge of the user-day log (`write.ts`), before the logged rows with ids up to
- * `hi` join `analytics_user_day`: counts the new ones into the cohort counters and adds their
- * user-weeks. First sights of the logged users are stored by then (same or earlier commit).
+ * SQLite, in the merge of the user-day log (`write.ts`): adds to the cohort counters the user-days
+ * and user-weeks the merge found new (`days` and `weeks`, the rows its two inserts returned), each
+ * later than its user's first day (week), given the first day of every merged user (`firstDays`,
+ * keyed by game, environment and user, looked up once; the first sights of logged users are
+ * stored by then, in the same or an earlier commit). One pass in JS: counting in SQL looked up
+ * every logged row's first sight, user-day and user-week twice over, and a merge took 25-35 ms.
  */
-export async function countLoggedCohorts(tx: Db, hi: number): Promise<void> {
-  await tx.run(
-    `INSERT INTO analytics_cohort_day (game_id, env, cohort, day, n) SELECT * FROM (${loggedDays('l.id <= ?')}) t
-     WHERE true ORDER BY 1, 2, 3, 4 ${bump('analytics_cohort_day', 'day')}`,
-    [hi],
+export async function countMergedCohorts(
+  tx: Db,
+  days: Row[],
+  weeks: Row[],
+  firstDays: Map<string, number>,
+): Promise<void> {
+  const byDay = new Map<string, [string, string, number, number, number]>()
+  const byWeek = new Map<string, [string, string, number, number, number]>()
+  const add = (to: typeof byDay, g: string, env: string, cohort: number, at: number) => {
+    const k = `${g}\u0001${env}\u0001${cohort}\u0001${at}`
+    const row = to.get(k)
+    if (row) row[4]++
+    else to.set(k, [g, env, cohort, at, 1])
+  }
+  for (const r of days) {
+    const g = String(r.game_id)
+    const env = String(r.env)
+    const first = firstDays.get(`${g}\u0001${env}\u0001${r.user_id}`)
+    const day = Number(r.day)
+    if (first !== undefined && day > first) add(byDay, g, env, first, day)
+  }
+  for (const r of weeks) {
+    const g = String(r.game_id)
+    const env = String(r.env)
+    const first = firstDays.get(`${g}\u0001${env}\u0001${r.user_id}`)
+    const week = Number(r.week)
+    if (first !== undefined && week > mondayOf(first)) add(byWeek, g, env, mondayOf(first), week)
+  }
+  const inKeyOrder = (m: typeof byDay) =>
+    [...m.values()]
+      .sort((a, b) =>
+        a[0] !== b[0]
+          ? a[0] < b[0]
+            ? -1
+            : 1
+          : a[1] !== b[1]
+            ? a[1] < b[1]
+              ? -1
+              : 1
+            : a[2] - b[2] || a[3] - b[3],
+      )
+      .flat()
+  await insertMany(
+    tx,
+    { name: 'analytics_cohort_day', bigint: [...COUNTER_BIGINT, 'day'] },
+    ['game_id', 'env', 'cohort', 'day', 'n'],
+    inKeyOrder(byDay),
+    bump('analytics_cohort_day', 'day'),
   )
-  await tx.run(
-    `INSERT INTO analytics_cohort_week (game_id, env, cohort, week, n) SELECT * FROM (${loggedWeeks('l.id <= ?')}) t
-     WHERE true ORDER BY 1, 2, 3, 4 ${bump('analytics_cohort_week', 'week')}`,
-    [hi],
-  )
-  await tx.run(
-    `INSERT INTO analytics_user_week (game_id, env, week, user_id)
-     SELECT DISTINCT game_id, env, ${weekOf('day')}, user_id FROM analytics_user_day_log WHERE id <= ?
-     ORDER BY 1, 2, 3, 4 ON CONFLICT (game_id, env, week, user_id) DO NOTHING`,
-    [hi],
+  await insertMany(
+    tx,
+    { name: 'analytics_cohort_week', bigint: [...COUNTER_BIGINT, 'week'] },
+    ['game_id', 'env', 'cohort', 'week', 'n'],
+    inKeyOrder(byWeek),
+    bump('analytics_cohort_week', 'week'),
   )
 }
 

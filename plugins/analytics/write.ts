@@ -1,7 +1,7 @@
 import type { Db, Param, Row } from '../../core/db'
 import { type Stored, defineRollupWriter } from '../ingest/rollup'
 import { type Table, insertMany, jsonRows, jsonSelect } from '../ingest/sql'
-import { PG_COHORT_CTES, countLoggedCohorts } from './cohort'
+import { PG_COHORT_CTES, countMergedCohorts, weekOf } from './cohort'
 import type { AnalyticsRows } from './rollup'
 import { DAY, floorTo } from './time'
 
@@ -127,13 +127,22 @@ export const writeAnalytics = defineRollupWriter<AnalyticsRows>(async (tx, rows,
     upsert(tx, 'userDayLog', rows.userDays),
     ...shared(tx, rows),
   ])
-  const active = await mergeUserDays(tx)
+  const active = await mergeUserDays(tx, USER_DAY_MERGE_ROWS, USER_DAY_LOG_KEPT)
   const paid = withDays(rows, await stored.payments)
   await gameDays(tx, rows, paid)
-  // Daily counters from the rows that were really new: dau, new users, revenue, refunds, failed.
-  const daily = new Map<string, [string, string, number, number, number, number, number, number]>()
+  await upsert(tx, 'daily', dayCounters(active, fresh, paid))
+})
+
+type DayCounter = [string, string, number, number, number, number, number, number]
+
+/**
+ * Day counter rows in key order from the rows that were really new: user-days (dau), first
+ * sights (new users), and payments (revenue, refunds, failed).
+ */
+function dayCounters(active: Row[], fresh: Row[] = [], paid: ReturnType<typeof withDays> = []): Param[] {
+  const daily = new Map<string, DayCounter>()
   // Consecutive returned rows mostly share game, environment and day: the last counter row is reused.
-  let last: [string, string, number, number, number, number, number, number] | undefined
+  let last: DayCounter | undefined
   const bump = (g: unknown, env: unknown, day: number, i: 3 | 4 | 5 | 6 | 7, by: number) => {
     let d = last
     if (d === undefined || d[2] !== day || d[0] !== String(g) || d[1] !== String(env)) {
@@ -154,37 +163,82 @@ export const writeAnalytics = defineRollupWriter<AnalyticsRows>(async (tx, rows,
     else if (r.status === 'refunded') bump(r.game_id, r.env, r.day, 6, Number(r.amount_cents))
     else bump(r.game_id, r.env, r.day, 7, 1)
   }
-  const dailyRows = [...daily.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).flatMap(([, v]) => v)
-  await upsert(tx, 'daily', dailyRows)
-})
+  return [...daily.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).flatMap(([, v]) => v)
+}
 
 /**
- * Log rows that make a merge: each merge writes every page of the days it touches once, and DAU
- * reads look each logged row up. Writer alone, bytes written per event: 416 at 1,024, 392 at
+ * Between commits (SQLite, the persist thread with nothing queued): merges the user-day log once
+ * it holds `USER_DAY_IDLE_MERGE_ROWS`, in a transaction of its own with the day counters of what
+ * was new, so that commits seldom carry a merge. Answers whether it merged.
+ */
+export async function upkeepAnalytics(db: Db): Promise<boolean> {
+  if (db.dialect !== 'sqlite') return false
+  return db.tx(async (tx) => {
+    const active = await mergeUserDays(tx, USER_DAY_IDLE_MERGE_ROWS, USER_DAY_IDLE_KEPT)
+    if (active === NOT_MERGED) return false
+    await upsert(tx, 'daily', dayCounters(active))
+    return true
+  })
+}
+
+/**
+ * The user-day log on SQLite (ingest migration 003): each user's first DAU event of a day is
+ * appended to `analytics_user_day_log`, and merged into `analytics_user_day` in key order, in
+ * slices, so that a merge writes the pages of the days it touches once. DAU reads look each
+ * logged row up. Writer alone, bytes written per event: 416 at 1,024 rows per merge, 392 at
  * 2,048, 380 at 4,096 (574 without the log); the read of a full log took 12 ms at 4,096.
+ *
+ * The persist thread merges between commits, when nothing is queued (`upkeepAnalytics`): once
+ * the log holds `USER_DAY_IDLE_MERGE_ROWS`, all but the newest `USER_DAY_IDLE_KEPT`. A commit
+ * merges only once the log holds `USER_DAY_MERGE_ROWS` (a thread never idle, or no thread), all
+ * but the newest `USER_DAY_LOG_KEPT`. A merge inside a commit made it and the two commits behind
+ * it wait: 2,048 rows took 25-35 ms, three times a second under the batch benchmark
+ * (docs/performance.md).
  */
 export const USER_DAY_MERGE_ROWS = 2048
+export const USER_DAY_LOG_KEPT = 1536
+export const USER_DAY_IDLE_MERGE_ROWS = 1024
+export const USER_DAY_IDLE_KEPT = 512
+
+/** `mergeUserDays` found fewer rows than its threshold. */
+const NOT_MERGED: Row[] = []
 
 const USER_DAY_COLS = UPSERT.userDays.cols.join(', ')
 
 /**
- * SQLite: once `analytics_user_day_log` holds `USER_DAY_MERGE_ROWS` rows, moves them into
- * `analytics_user_day` in key order, in the commit's transaction, and returns the user-days that
- * were new (their game, environment and day) for the day counters. Duplicates (a user-day
- * already stored, or logged twice) are dropped by the key.
+ * SQLite: once `analytics_user_day_log` holds `start` rows, moves all but the newest `kept` into
+ * `analytics_user_day` (and their weeks into `analytics_user_week`) in key order, counts what
+ * was new into the cohort counters, and returns the new user-days (their game, environment and
+ * day) for the day counters; `NOT_MERGED` below `start`. Duplicates (a user-day already stored,
+ * or logged twice) are dropped by the keys.
  */
-async function mergeUserDays(tx: Db): Promise<Row[]> {
+async function mergeUserDays(tx: Db, start: number, kept: number): Promise<Row[]> {
   const span = await tx.get<{ lo: number | null; hi: number | null }>(
     'SELECT MIN(id) AS lo, MAX(id) AS hi FROM analytics_user_day_log',
   )
-  if (span?.hi == null || span.lo == null || span.hi - span.lo + 1 < USER_DAY_MERGE_ROWS) return []
-  await countLoggedCohorts(tx, span.hi)
+  if (span?.hi == null || span.lo == null || span.hi - span.lo + 1 < start) return NOT_MERGED
+  const upTo = [span.hi - kept]
+  const firstDays = new Map<string, number>()
+  for (const r of await tx.all(
+    `SELECT DISTINCT l.game_id, l.env, l.user_id, f.first_day FROM analytics_user_day_log l
+     JOIN analytics_first_seen f ON f.game_id = l.game_id AND f.env = l.env AND f.user_id = l.user_id
+     WHERE l.id <= ?`,
+    upTo,
+  ))
+    firstDays.set(`${r.game_id}\u0001${r.env}\u0001${r.user_id}`, Number(r.first_day))
   const added = await tx.all(
     `INSERT INTO analytics_user_day (${USER_DAY_COLS}) SELECT ${USER_DAY_COLS} FROM analytics_user_day_log WHERE id <= ?
-     ORDER BY ${USER_DAY_COLS} ${UPSERT.userDays.tail}`,
-    [span.hi],
+     ORDER BY ${USER_DAY_COLS} ${UPSERT.userDays.tail}, user_id`,
+    upTo,
   )
-  await tx.run('DELETE FROM analytics_user_day_log WHERE id <= ?', [span.hi])
+  const weeks = await tx.all(
+    `INSERT INTO analytics_user_week (game_id, env, week, user_id)
+     SELECT DISTINCT game_id, env, ${weekOf('day')}, user_id FROM analytics_user_day_log WHERE id <= ?
+     ORDER BY 1, 2, 3, 4 ON CONFLICT (game_id, env, week, user_id) DO NOTHING RETURNING game_id, env, week, user_id`,
+    upTo,
+  )
+  await countMergedCohorts(tx, added, weeks, firstDays)
+  await tx.run('DELETE FROM analytics_user_day_log WHERE id <= ?', upTo)
   return added
 }
 

@@ -5,6 +5,7 @@
 import { type Db, isPostgresUrl } from '../../core/db'
 import { openPostgres } from '../../core/db/postgres'
 import { openSqlite } from '../../core/db/sqlite'
+import { rollupUpkeep } from '../rollups'
 import { decodeCommit, persist } from './persist'
 import type { PersistReply, PersistRequest } from './persist-thread'
 
@@ -15,17 +16,48 @@ let db: Db | undefined
 let ordered = true
 let chain: Promise<void> = Promise.resolve()
 const running = new Set<Promise<void>>()
+/** SQLite: commits received and not yet answered. */
+let queued = 0
+/** The rollups the commits carried: their upkeep runs while nothing is queued. */
+const upkeeps = new Set<string>()
+let upkeepTimer: Timer | undefined
 
 const reply = (r: PersistReply) => self.postMessage(r)
 
-async function commit(id: number, rows: string): Promise<void> {
+async function commit(id: number, text: string): Promise<void> {
   try {
     if (!db) throw new Error('persist thread: no store open')
-    await persist(db, decodeCommit(rows))
+    const rows = decodeCommit(text)
+    await persist(db, rows)
     reply({ id })
+    for (const [name] of rows.rollups) if (name in rollupUpkeep) upkeeps.add(name)
   } catch (e) {
     reply({ id, error: String((e as Error)?.message ?? e) })
   }
+}
+
+/**
+ * SQLite: once no commit is queued, the registered rollups' upkeep (`RollupUpkeep`), one slice
+ * each, again while there was work and nothing arrived. Scheduled as a task, so that a commit
+ * already posted to this thread is received first.
+ */
+function idle(): void {
+  if (!ordered || queued || upkeepTimer || !upkeeps.size) return
+  upkeepTimer = setTimeout(() => {
+    upkeepTimer = undefined
+    if (queued || !db) return
+    const store = db
+    chain = chain.then(async () => {
+      let worked = false
+      for (const name of upkeeps)
+        try {
+          if (!queued && (await rollupUpkeep[name](store))) worked = true
+        } catch {
+          // The next idle moment tries again; a failing merge leaves the log to the commits' own.
+        }
+      if (worked) idle()
+    })
+  }, 0)
 }
 
 self.onmessage = (m: MessageEvent<PersistRequest>) => {
@@ -62,8 +94,15 @@ self.onmessage = (m: MessageEvent<PersistRequest>) => {
     return
   }
   if (msg.kind === 'commit') {
-    if (ordered) chain = chain.then(() => commit(msg.id, msg.rows))
-    else {
+    if (ordered) {
+      queued++
+      chain = chain
+        .then(() => commit(msg.id, msg.rows))
+        .finally(() => {
+          queued--
+          idle()
+        })
+    } else {
       const p = commit(msg.id, msg.rows).finally(() => running.delete(p))
       running.add(p)
     }

@@ -62,6 +62,15 @@ export interface Stored {
 export type RollupWriter<R = unknown> = (tx: Db, rows: R, stored: Stored) => Promise<unknown>
 
 /** Types a write half for the static map. */
+/**
+ * Maintenance a rollup does in a transaction of its own, between commits, when the SQLite
+ * persist thread has none queued (the analytics user-day log's merge): work that would otherwise
+ * lengthen a commit and every request waiting on it. Answers whether it did anything (the thread
+ * then asks again while it stays idle). A commit arriving meanwhile waits for it, so one call
+ * does a bounded slice.
+ */
+export type RollupUpkeep = (db: Db) => Promise<boolean>
+
 export function defineRollupWriter<R>(write: RollupWriter<R>): RollupWriter<unknown> {
   return write as RollupWriter<unknown>
 }
