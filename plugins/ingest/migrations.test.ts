@@ -2,6 +2,8 @@ import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { type Db, migrate } from '../../core/db'
 import { forEachEngine, rawDb } from '../../test/helpers'
 import { ingestMigrations } from './migrations'
+import { DUPLICATE_EVENTS, persist } from './persist'
+import { emptyCommit } from './testing'
 
 const [m1, m2] = ingestMigrations
 const REBUILT = [
@@ -95,5 +97,54 @@ forEachEngine((engine) => {
       for (const t of ['ingest_events', 'ingest_invocations', 'ingest_online'])
         expect(await db.all(`SELECT rowid FROM ${t}`)).toEqual([])
     }
+  })
+
+  test("006 moves stored event ids under their stream's number, and they still refuse a retry", async () => {
+    await migrate(db, [{ plugin: 'ingest', migrations: ingestMigrations.slice(0, 5) }])
+    const ids: Array<[string, string, string, number]> = [
+      ['g2', 'prod', 'id-1', 10],
+      ['g1', 'prod', 'id-1', 11],
+      ['g1', 'dev', 'id-2', 12],
+      ['g1', 'prod', 'id-3', 13],
+    ]
+    for (const row of ids)
+      await db.run(
+        'INSERT INTO ingest_event_ids (game_id, env, event_id, received_at) VALUES (?, ?, ?, ?)',
+        row,
+      )
+
+    expect(await migrate(db, [{ plugin: 'ingest', migrations: ingestMigrations }])).toEqual(['ingest/6'])
+    const streams = await db.all<{ id: number; game_id: string; env: string }>(
+      'SELECT id, game_id, env FROM ingest_streams ORDER BY game_id, env',
+    )
+    expect(streams.map((s) => [s.game_id, s.env])).toEqual([
+      ['g1', 'dev'],
+      ['g1', 'prod'],
+      ['g2', 'prod'],
+    ])
+    const moved = await db.all(
+      `SELECT s.game_id, s.env, e.event_id, e.received_at FROM ingest_event_ids e JOIN ingest_streams s ON s.id = e.stream
+       ORDER BY e.received_at`,
+    )
+    expect(moved.map((r) => [r.game_id, r.env, r.event_id, Number(r.received_at)])).toEqual(ids)
+
+    // A commit carrying a stored id of g1/prod is refused whole; the same id in g1/dev is new.
+    const commit = (env: string, eventId: string) => {
+      const c = emptyCommit(20)
+      c.events = {
+        firstId: 900 + Number(eventId.slice(3)),
+        receivedAt: 20,
+        streams: ['g1', env],
+        cols: [0, 'login', 20, 'u1', null, null, null, null, null, null],
+        props: ['{}'],
+      }
+      c.eventIds = [0, eventId]
+      return c
+    }
+    await expect(persist(db, commit('prod', 'id-3'))).rejects.toThrow(DUPLICATE_EVENTS)
+    await persist(db, commit('dev', 'id-3'))
+    await persist(db, commit('staging', 'id-4'))
+    expect(Number((await db.get<{ n: number }>('SELECT COUNT(*) AS n FROM ingest_streams'))?.n)).toBe(4)
+    expect(Number((await db.get<{ n: number }>('SELECT COUNT(*) AS n FROM ingest_event_ids'))?.n)).toBe(6)
   })
 })

@@ -124,17 +124,53 @@ export interface CommitRows {
  */
 export const DUPLICATE_EVENTS = 'ingest: event ids stored already'
 
-const EVENT_ID_COLS = ['game_id', 'env', 'event_id', 'received_at']
+const EVENT_ID_COLS = ['stream', 'event_id', 'received_at']
 
-/** The `ingest_event_ids` rows of a commit: the event's game and environment, its event_id, the commit's receive time. */
-function eventIdParams(rows: CommitRows): Param[] {
+/**
+ * Stream numbers (`ingest_streams`) by store, `game \u0001 env` -> id: a stream's number never
+ * changes once committed, so each is read once per connection's process.
+ */
+const knownStreams = new WeakMap<Db, Map<string, number>>()
+
+/**
+ * The numbers of a commit's streams (`EventRows.streams`), by index, inside its transaction:
+ * a new stream is inserted (a concurrent commit's insert of the same one is waited for, then
+ * read). `fresh` collects those first seen here, to be remembered once the commit stands.
+ */
+async function streamNumbers(
+  tx: Db,
+  streams: string[],
+  known: Map<string, number>,
+  fresh: Map<string, number>,
+) {
+  const out: number[] = new Array(streams.length / 2)
+  for (let i = 0; i < streams.length; i += 2) {
+    const k = `${streams[i]}\u0001${streams[i + 1]}`
+    let id = known.get(k)
+    if (id === undefined) {
+      await tx.run(
+        'INSERT INTO ingest_streams (game_id, env) VALUES (?, ?) ON CONFLICT (game_id, env) DO NOTHING',
+        [streams[i], streams[i + 1]],
+      )
+      const row = await tx.get<{ id: number }>(
+        'SELECT id FROM ingest_streams WHERE game_id = ? AND env = ?',
+        [streams[i], streams[i + 1]],
+      )
+      id = Number(row?.id)
+      fresh.set(k, id)
+    }
+    out[i / 2] = id
+  }
+  return out
+}
+
+/** The `ingest_event_ids` rows of a commit: the event's stream number, its event_id, the commit's receive time. */
+function eventIdParams(rows: CommitRows, numbers: number[]): Param[] {
   const ids = rows.eventIds ?? []
-  const { cols, streams, receivedAt } = rows.events
-  const out: Param[] = new Array(ids.length * 2)
+  const { cols, receivedAt } = rows.events
+  const out: Param[] = new Array((ids.length / 2) * 3)
   for (let k = 0, o = 0; k < ids.length; k += 2) {
-    const st = (cols[(ids[k] as number) * EVENT_WIRE_WIDTH] as number) * 2
-    out[o++] = streams[st]
-    out[o++] = streams[st + 1]
+    out[o++] = numbers[cols[(ids[k] as number) * EVENT_WIRE_WIDTH] as number]
     out[o++] = ids[k + 1]
     out[o++] = receivedAt
   }
@@ -164,6 +200,12 @@ function writerOf(name: string) {
  */
 export async function persist(db: Db, rows: CommitRows): Promise<void> {
   const writers = rows.rollups.map(([name, r]) => [writerOf(name), r] as const)
+  let known = knownStreams.get(db)
+  if (!known) {
+    known = new Map()
+    knownStreams.set(db, known)
+  }
+  const fresh = new Map<string, number>()
   await db.tx(async (tx) => {
     // First, so that every commit takes the event-id keys (in key order) before any other lock.
     let claimed = 0
@@ -172,8 +214,8 @@ export async function persist(db: Db, rows: CommitRows): Promise<void> {
           tx,
           'ingest_event_ids',
           EVENT_ID_COLS,
-          eventIdParams(rows),
-          'ON CONFLICT (game_id, env, event_id) DO NOTHING',
+          eventIdParams(rows, await streamNumbers(tx, rows.events.streams, known, fresh)),
+          'ON CONFLICT (stream, event_id) DO NOTHING',
           (n) => {
             claimed = n
           },
@@ -200,4 +242,5 @@ export async function persist(db: Db, rows: CommitRows): Promise<void> {
     ])
     if (ids && claimed * 2 < rows.eventIds!.length) throw new Error(DUPLICATE_EVENTS)
   })
+  for (const [k, id] of fresh) known.set(k, id)
 }

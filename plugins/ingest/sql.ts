@@ -23,7 +23,7 @@ const PG_BIGINT: Record<string, readonly string[]> = {
   ingest_payments: ['amount_cents', 'ts', 'received_at'],
   ingest_invocations: ['id', 'ts', 'received_at', 'duration_ms'],
   ingest_nonces: ['expires_at'],
-  ingest_event_ids: ['received_at'],
+  ingest_event_ids: ['stream', 'received_at'],
 }
 
 const nameOf = (t: TableRef) => (typeof t === 'string' ? t : t.name)

@@ -472,8 +472,8 @@ export async function purgeEventIds(db: Db, cutoff: number): Promise<number> {
   let deleted = 0
   for (;;) {
     const n = await db.run(
-      `DELETE FROM ingest_event_ids WHERE (game_id, env, event_id) IN
-       (SELECT game_id, env, event_id FROM ingest_event_ids WHERE received_at < ? LIMIT 5000)`,
+      `DELETE FROM ingest_event_ids WHERE (stream, event_id) IN
+       (SELECT stream, event_id FROM ingest_event_ids WHERE received_at < ? LIMIT 5000)`,
       [cutoff],
     )
     deleted += n

@@ -187,7 +187,8 @@ export class GroupWriter {
       for (let i = 0; i < ids.length; i += 500) {
         const part = ids.slice(i, i + 500)
         const rows = await this.db.all<{ event_id: string }>(
-          `SELECT event_id FROM ingest_event_ids WHERE game_id = ? AND env = ? AND event_id IN (${part.map(() => '?').join(', ')})`,
+          `SELECT e.event_id FROM ingest_event_ids e JOIN ingest_streams s ON s.id = e.stream
+           WHERE s.game_id = ? AND s.env = ? AND e.event_id IN (${part.map(() => '?').join(', ')})`,
           [gameId, env, ...part],
         )
         for (const r of rows) stored.add(`${gameId}\u0001${env}\u0001${r.event_id}`)
