@@ -153,12 +153,17 @@ export class GroupWriter {
    * again as it was (as PostgreSQL's manual advises), instead of failing its requests.
    */
   private async commit(events: NormEvent[], nonces: Param[] = []): Promise<void> {
-    let list = firstOfEachId(events)
+    let list = events
     for (let attempt = 1; ; attempt++) {
       if (!list.length) return
       try {
         return await this.commitOnce(list, nonces)
       } catch (e) {
+        // Rare (a retry within the same commit): found by the sort of the ids, before any rollup saw the events.
+        if (e === REPEATED_IDS) {
+          list = firstOfEachId(list)
+          continue
+        }
         // A few rounds only, should retries keep racing other commits.
         const message = String((e as Error)?.message)
         if (attempt >= 5) throw e
@@ -326,24 +331,14 @@ export class GroupWriter {
   }
 }
 
+/** Thrown by `gather` when an (game, environment, event_id) repeats within the commit. */
+const REPEATED_IDS = new Error('ingest: an event id repeats within the commit')
+
 /**
- * The events with each (game, environment, event_id) once, the first of each kept; the same
- * array when no id repeats (the common case costs one set of ids).
+ * The events with each (game, environment, event_id) once, the first of each kept: for the rare
+ * commit that holds a retry of one of its own events (`REPEATED_IDS`).
  */
 function firstOfEachId(events: NormEvent[]): NormEvent[] {
-  let ids: Set<string> | undefined
-  let repeated = false
-  for (const e of events) {
-    if (e.eventId === null) continue
-    ids ??= new Set()
-    if (ids.has(e.eventId)) {
-      repeated = true
-      break
-    }
-    ids.add(e.eventId)
-  }
-  if (!repeated) return events
-  // Rare: a retry landed in the same commit (or two games share an id). Keyed by stream too.
   const seen = new Set<string>()
   return events.filter((e) => {
     if (e.eventId === null) return true
@@ -356,7 +351,8 @@ function firstOfEachId(events: NormEvent[]): NormEvent[] {
 
 /**
  * `index, event_id` pairs in key order (game, environment, event_id): concurrent commits on
- * PostgreSQL then claim shared keys in one order and cannot deadlock.
+ * PostgreSQL then claim shared keys in one order and cannot deadlock. A key that repeats is
+ * then next to itself: `REPEATED_IDS` is thrown (checking there costs nothing more than the sort).
  */
 function eventIdsInKeyOrder(events: NormEvent[], withId: number[]): Param[] {
   if (!withId.length) return []
@@ -380,8 +376,13 @@ function eventIdsInKeyOrder(events: NormEvent[], withId: number[]): Param[] {
   })
   const out: Param[] = new Array(withId.length * 2)
   for (let k = 0; k < withId.length; k++) {
+    const e = events[withId[k]]
+    if (k > 0) {
+      const p = events[withId[k - 1]]
+      if (p.eventId === e.eventId && p.gameId === e.gameId && p.env === e.env) throw REPEATED_IDS
+    }
     out[2 * k] = withId[k]
-    out[2 * k + 1] = events[withId[k]].eventId
+    out[2 * k + 1] = e.eventId
   }
   return out
 }
