@@ -46,8 +46,6 @@ const loggedWeeks = (where: string) =>
 const bump = (t: string, unit: 'day' | 'week') =>
   `ON CONFLICT (game_id, env, cohort, ${unit}) DO UPDATE SET n = ${t}.n + excluded.n`
 
-const COUNTER_BIGINT = ['cohort', 'n']
-
 /**
  * SQLite, in the merge of the user-day log (`write.ts`): adds to the cohort counters the user-days
  * and user-weeks the merge found new (`days` and `weeks`, the rows its two inserts returned), each
@@ -98,20 +96,19 @@ export async function countMergedCohorts(
             : a[2] - b[2] || a[3] - b[3],
       )
       .flat()
-  await insertMany(
-    tx,
-    { name: 'analytics_cohort_day', bigint: [...COUNTER_BIGINT, 'day'] },
-    ['game_id', 'env', 'cohort', 'day', 'n'],
-    inKeyOrder(byDay),
-    bump('analytics_cohort_day', 'day'),
-  )
-  await insertMany(
-    tx,
-    { name: 'analytics_cohort_week', bigint: [...COUNTER_BIGINT, 'week'] },
-    ['game_id', 'env', 'cohort', 'week', 'n'],
-    inKeyOrder(byWeek),
-    bump('analytics_cohort_week', 'week'),
-  )
+  for (const [unit, counts] of [
+    ['day', byDay],
+    ['week', byWeek],
+  ] as const) {
+    const t = `analytics_cohort_${unit}`
+    await insertMany(
+      tx,
+      { name: t, bigint: ['cohort', unit, 'n'] },
+      ['game_id', 'env', 'cohort', unit, 'n'],
+      inKeyOrder(counts),
+      bump(t, unit),
+    )
+  }
 }
 
 /**
