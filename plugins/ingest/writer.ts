@@ -18,10 +18,13 @@ function propsJson(raw: Record<string, unknown>): string {
 }
 /**
  * Commits in flight at once. PostgreSQL overlaps round trips and fsyncs on several connections.
- * SQLite has one writer: with a persist thread, the event loop prepares the next commit while the
- * thread stores the previous one; without one (`:memory:`), one at a time.
+ * SQLite has one writer: with a persist thread, the event loop prepares the next commits while the
+ * thread stores one; without one (`:memory:`), one at a time. Three rather than two on SQLite:
+ * once merges left the commits (session 15) the thread still idled between them, and three pairs
+ * of alternated batch runs measured 159,000 / 155,100 / 145,700 events/s against 155,100 /
+ * 149,000 / 143,300 with two (docs/performance.md).
  */
-export const COMMITS_IN_FLIGHT = { sqlite: 2, postgres: 3 } as const
+export const COMMITS_IN_FLIGHT = { sqlite: 3, postgres: 3 } as const
 /** PostgreSQL's message for SQLSTATE 40P01 (errors cross from the persist thread as text). */
 const DEADLOCK = /\bdeadlock detected\b/
 
