@@ -129,18 +129,24 @@ forEachEngine((engine) => {
     await signed.close()
 
     const analyst = await a.token('analyst')
-    const dau = await a.req('GET', `/api/v1/analytics/warehouse/dau?gameId=${gameId}&env=prod&days=1`, {
+    // Two days, and the point of t0's own (UTC) day: a run just after midnight sent its events yesterday.
+    const day = new Date(t0).toISOString().slice(0, 10)
+    const dau = await a.req('GET', `/api/v1/analytics/warehouse/dau?gameId=${gameId}&env=prod&days=2`, {
       token: analyst,
     })
     expect(dau.status).toBe(200)
-    const today = dau.body.points.at(-1)
+    const today = dau.body.points.find((p: { date: string }) => p.date === day)
     expect(today).toMatchObject({ gameId, env: 'prod', dau: 20 })
     const revenue = await a.req(
       'GET',
-      `/api/v1/analytics/warehouse/revenue?gameId=${gameId}&env=prod&days=1`,
+      `/api/v1/analytics/warehouse/revenue?gameId=${gameId}&env=prod&days=2`,
       { token: analyst },
     )
-    expect(revenue.body.points.at(-1)).toMatchObject({ revenueCents: 1498, refundsCents: 0, failed: 0 })
+    expect(revenue.body.points.find((p: { date: string }) => p.date === day)).toMatchObject({
+      revenueCents: 1498,
+      refundsCents: 0,
+      failed: 0,
+    })
 
     const results = await a.req('GET', `/api/experiments/${exp.body.id}/results`, { token: analyst })
     expect(results.status).toBe(200)
