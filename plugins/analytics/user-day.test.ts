@@ -119,3 +119,29 @@ test('the SQLite persist thread merges the log between commits, below the size a
     rmSync(dir, { recursive: true, force: true })
   }
 })
+
+test('a failing merge between commits is reported to the server, and the commits still land', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'liveops-user-day-'))
+  const file = join(dir, 'e.sqlite')
+  const db = openSqlite(file)
+  const warnings: string[] = []
+  const thread = new PersistThread({ url: file }, 1, 'normal', (message, error) =>
+    warnings.push(`${message}: ${error}`),
+  )
+  try {
+    await migrate(db, [{ plugin: 'ingest', migrations: ingestMigrations }, analyticsTables])
+    // The merge's target is gone; the log, which commits write, is not.
+    await db.exec('ALTER TABLE analytics_user_day RENAME TO analytics_user_day_away')
+    await thread.persist(commitOf(many('u', USER_DAY_IDLE_MERGE_ROWS)))
+    await until(() => warnings.length > 0)
+    expect(warnings[0]).toMatch(/^rollup upkeep 'analytics' failed: .*analytics_user_day/)
+    await thread.persist(commitOf(['late']))
+    expect(Number((await db.get<{ n: number }>('SELECT COUNT(*) AS n FROM analytics_user_day_log'))?.n)).toBe(
+      USER_DAY_IDLE_MERGE_ROWS + 1,
+    )
+  } finally {
+    await thread.close()
+    await db.close()
+    rmSync(dir, { recursive: true, force: true })
+  }
+})

@@ -89,7 +89,12 @@ export default definePlugin({
       // answering while a commit runs: SQLite's statements and fsyncs, PostgreSQL's encoding.
       const t =
         db.location &&
-        new PersistThread(db.location, COMMITS_IN_FLIGHT[db.dialect], ctx.config.sqlite_synchronous)
+        new PersistThread(
+          db.location,
+          COMMITS_IN_FLIGHT[db.dialect],
+          ctx.config.sqlite_synchronous,
+          (message, error) => ctx.log.warn(message, { error }),
+        )
       thread = t || undefined
       // SQLite: the store's checkpointer thread and the persist thread keep the WAL short (the
       // latter restarts it past 32 MB). This process's own writes on the event loop (other

@@ -18,8 +18,11 @@ export type PersistRequest =
 /** SQLite: when a commit is synced to disk (`IngestConfig.sqlite_synchronous`). */
 export type Synchronous = 'normal' | 'full'
 
-/** Its answers: one per commit, and one for the close. */
-export type PersistReply = { id: number; error?: string; value?: unknown }
+/**
+ * Its answers: one per commit, and one for the close; and, with id 0, a `warning` of its own
+ * (rollup upkeep that failed between commits), for the server's log.
+ */
+export type PersistReply = { id: number; error?: string; value?: unknown; warning?: string }
 
 /**
  * The worker's module: next to this file when run from source; in the compiled binary, which
@@ -53,7 +56,13 @@ export class PersistThread {
   /** Times the thread died and was started again. */
   restarts = 0
 
-  constructor(location: StoreLocation, connections = 1, synchronous: Synchronous = 'normal') {
+  constructor(
+    location: StoreLocation,
+    connections = 1,
+    synchronous: Synchronous = 'normal',
+    /** The thread's own warnings (`PersistReply.warning`), with the error's text. */
+    private warn: (message: string, error: string) => void = () => undefined,
+  ) {
     this.open = { kind: 'open', location, connections, synchronous }
     this.worker = this.spawn()
   }
@@ -67,6 +76,7 @@ export class PersistThread {
   private spawn(): Worker {
     const w = new Worker(workerEntry())
     w.onmessage = (m: MessageEvent<PersistReply>) => {
+      if (m.data.warning !== undefined) return this.warn(m.data.warning, m.data.error ?? '')
       const waiting = this.waiting.get(m.data.id)
       if (!waiting) return
       this.waiting.delete(m.data.id)

@@ -21,6 +21,8 @@ let queued = 0
 /** The rollups the commits carried: their upkeep runs while nothing is queued. */
 const upkeeps = new Set<string>()
 let upkeepTimer: Timer | undefined
+/** When each rollup's failing upkeep was last reported. */
+const warned = new Map<string, number>()
 
 const reply = (r: PersistReply) => self.postMessage(r)
 
@@ -52,8 +54,19 @@ function idle(): void {
       for (const name of upkeeps)
         try {
           if (!queued && (await rollupUpkeep[name](store))) worked = true
-        } catch {
-          // The next idle moment tries again; a failing merge leaves the log to the commits' own.
+        } catch (e) {
+          // Logged by the server; the next idle moment tries again, and past their own limit the
+          // commits merge as before.
+          // At most once a minute per rollup: it runs at every idle moment.
+          const now = Date.now()
+          if (now - (warned.get(name) ?? 0) >= 60_000) {
+            warned.set(name, now)
+            reply({
+              id: 0,
+              warning: `rollup upkeep '${name}' failed`,
+              error: String((e as Error)?.message ?? e),
+            })
+          }
         }
       if (worked) idle()
     })
