@@ -60,52 +60,36 @@ export async function countMergedCohorts(
   weeks: Row[],
   firstDays: Map<string, number>,
 ): Promise<void> {
-  const byDay = new Map<string, [string, string, number, number, number]>()
-  const byWeek = new Map<string, [string, string, number, number, number]>()
-  const add = (to: typeof byDay, g: string, env: string, cohort: number, at: number) => {
-    const k = `${g}\u0001${env}\u0001${cohort}\u0001${at}`
-    const row = to.get(k)
-    if (row) row[4]++
-    else to.set(k, [g, env, cohort, at, 1])
+  type Counter = [string, string, number, number, number]
+  /** Per cohort and later day (week): the rows later than their user's first day (week). */
+  const count = (rows: Row[], unit: 'day' | 'week', cohortOf: (firstDay: number) => number) => {
+    const counts = new Map<string, Counter>()
+    for (const r of rows) {
+      const g = String(r.game_id)
+      const env = String(r.env)
+      const first = firstDays.get(`${g}\u0001${env}\u0001${r.user_id}`)
+      if (first === undefined) continue
+      const cohort = cohortOf(first)
+      const at = Number(r[unit])
+      if (at <= cohort) continue
+      const k = `${g}\u0001${env}\u0001${cohort}\u0001${at}`
+      const c = counts.get(k)
+      if (c) c[4]++
+      else counts.set(k, [g, env, cohort, at, 1])
+    }
+    // Key order (days are epoch ms of equal length, so their text sorts as their value).
+    return [...counts.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).flatMap(([, c]) => c)
   }
-  for (const r of days) {
-    const g = String(r.game_id)
-    const env = String(r.env)
-    const first = firstDays.get(`${g}\u0001${env}\u0001${r.user_id}`)
-    const day = Number(r.day)
-    if (first !== undefined && day > first) add(byDay, g, env, first, day)
-  }
-  for (const r of weeks) {
-    const g = String(r.game_id)
-    const env = String(r.env)
-    const first = firstDays.get(`${g}\u0001${env}\u0001${r.user_id}`)
-    const week = Number(r.week)
-    if (first !== undefined && week > mondayOf(first)) add(byWeek, g, env, mondayOf(first), week)
-  }
-  const inKeyOrder = (m: typeof byDay) =>
-    [...m.values()]
-      .sort((a, b) =>
-        a[0] !== b[0]
-          ? a[0] < b[0]
-            ? -1
-            : 1
-          : a[1] !== b[1]
-            ? a[1] < b[1]
-              ? -1
-              : 1
-            : a[2] - b[2] || a[3] - b[3],
-      )
-      .flat()
-  for (const [unit, counts] of [
-    ['day', byDay],
-    ['week', byWeek],
+  for (const [unit, rows, cohortOf] of [
+    ['day', days, (first: number) => first],
+    ['week', weeks, mondayOf],
   ] as const) {
     const t = `analytics_cohort_${unit}`
     await insertMany(
       tx,
       { name: t, bigint: ['cohort', unit, 'n'] },
       ['game_id', 'env', 'cohort', unit, 'n'],
-      inKeyOrder(counts),
+      count(rows, unit, cohortOf),
       bump(t, unit),
     )
   }

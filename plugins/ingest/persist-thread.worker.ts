@@ -55,9 +55,8 @@ function idle(): void {
         try {
           if (!queued && (await rollupUpkeep[name](store))) worked = true
         } catch (e) {
-          // Logged by the server; the next idle moment tries again, and past their own limit the
-          // commits merge as before.
-          // At most once a minute per rollup: it runs at every idle moment.
+          // Reported to the server's log, at most once a minute per rollup (it runs at every idle
+          // moment); the next idle moment tries again, and past their own limit commits merge.
           const now = Date.now()
           if (now - (warned.get(name) ?? 0) >= 60_000) {
             warned.set(name, now)
