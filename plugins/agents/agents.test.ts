@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { type TestApp, forEachEngine, makeApp } from '../../test/helpers'
+import { type TestApp, forEachEngine, makeApp, until } from '../../test/helpers'
 import { smooth } from './store'
 
 const TOKEN = 'agent-token-7f3e9c'
@@ -12,15 +12,6 @@ const game = {
 }
 
 /** Polls `fn` until it returns true, failing after `ms`. */
-async function until(fn: () => Promise<boolean>, ms = 5000) {
-  const end = Date.now() + ms
-  while (Date.now() < end) {
-    if (await fn()) return
-    await Bun.sleep(20)
-  }
-  throw new Error('condition not met in time')
-}
-
 test('qps_1m moves toward the reported qps by the share of a minute that passed', () => {
   expect(smooth(0, 60, 60)).toBeCloseTo(60 * (1 - Math.exp(-1)), 2)
   expect(smooth(10, 10, 5)).toBe(10)

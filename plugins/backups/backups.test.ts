@@ -13,17 +13,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
 import type { AuditEntry } from '../../core/events'
-import { PG_URL, type TestApp, forEachEngine, makeApp } from '../../test/helpers'
-
-async function until<T>(fn: () => Promise<T | undefined> | T | undefined, ms = 15_000): Promise<T> {
-  const end = Date.now() + ms
-  for (;;) {
-    const v = await fn()
-    if (v !== undefined) return v
-    if (Date.now() > end) throw new Error('condition not met before the deadline')
-    await Bun.sleep(20)
-  }
-}
+import { PG_URL, type TestApp, forEachEngine, makeApp, until } from '../../test/helpers'
 
 const sha256 = (b: Uint8Array) => new Bun.CryptoHasher('sha256').update(b).digest('hex')
 
@@ -32,7 +22,7 @@ async function finished(a: TestApp, token: string, id: string) {
   return until(async () => {
     const r = await a.req('GET', `/api/v1/backups/${id}`, { token })
     return ['succeeded', 'failed'].includes(r.body.data.status) ? r.body.data : undefined
-  })
+  }, 15_000)
 }
 
 async function backup(
@@ -282,7 +272,7 @@ forEachEngine((engine) => {
           (await b.req('GET', '/api/v1/backups', { token })).body.data.items.map(
             (x: { name: string }) => x.name,
           )
-        await until(async () => ((await names()).length === 2 ? true : undefined))
+        await until(async () => ((await names()).length === 2 ? true : undefined), 15_000)
         expect(await names()).toEqual(['third', 'second'])
         expect(existsSync(join(b.dataDir, 'backups', made[0].location))).toBe(false)
         expect(readdirSync(join(b.dataDir, 'backups')).sort()).toEqual(
@@ -303,7 +293,7 @@ forEachEngine((engine) => {
         const fresh = await backup(b, token, { name: 'today' })
         const ids = async () =>
           (await b.req('GET', '/api/v1/backups', { token })).body.data.items.map((x: { id: string }) => x.id)
-        await until(async () => ((await ids()).length === 1 ? true : undefined))
+        await until(async () => ((await ids()).length === 1 ? true : undefined), 15_000)
         expect(await ids()).toEqual([fresh.id])
         expect(existsSync(join(b.dataDir, 'backups', old.location))).toBe(false)
       } finally {
@@ -318,7 +308,7 @@ forEachEngine((engine) => {
         const got = await until(async () => {
           const items = (await b.req('GET', '/api/v1/backups?status=succeeded', { token })).body.data.items
           return items.find((x: { trigger: string }) => x.trigger === 'schedule')
-        })
+        }, 15_000)
         expect(got).toMatchObject({ name: 'scheduled', status: 'succeeded' })
       } finally {
         await b.stop()
@@ -380,7 +370,7 @@ forEachEngine((engine) => {
         await until(async () => {
           const g = await b.req('GET', `/api/v1/backups/${r.body.data.id}`, { token })
           return g.body.data.status === 'running' && existsSync(join(dir, 'pid')) ? true : undefined
-        })
+        }, 15_000)
         const pid = Number(readFileSync(join(dir, 'pid'), 'utf8'))
         expect(readdirSync(out)).toHaveLength(1)
         const t0 = Date.now()

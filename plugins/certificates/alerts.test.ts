@@ -1,17 +1,9 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import type { CertificateEvent } from '../../core/events'
-import { type TestApp, forEachEngine, makeApp } from '../../test/helpers'
+import { type TestApp, forEachEngine, makeApp, until } from '../../test/helpers'
 import { type TlsServer, issue, tlsServer } from './testing'
 
 /** Polls `fn` until it holds or the deadline passes. */
-async function until(fn: () => Promise<boolean> | boolean, ms = 8000) {
-  const end = Date.now() + ms
-  while (!(await fn())) {
-    if (Date.now() > end) throw new Error('condition not met before the deadline')
-    await Bun.sleep(20)
-  }
-}
-
 forEachEngine((engine) => {
   let a: TestApp
   let admin: string
@@ -190,7 +182,7 @@ forEachEngine((engine) => {
       await until(async () => {
         const r = await b.req('GET', `/api/v1/certificates/${d.id}`, { token })
         return r.body.data.status === 'active'
-      })
+      }, 8000)
       expect((await b.req('GET', `/api/v1/certificates/${d.id}`, { token })).body.data.daysLeft).toBe(149)
     } finally {
       await b.stop()
