@@ -94,7 +94,7 @@ export default definePlugin({
       return x
     }
     return new Elysia({ name: 'analytics' })
-      .use(warehouseRoutes(ctx.guard, ingest, () => warehouse))
+      .use(warehouseRoutes(ctx.guard, games, ingest, () => warehouse))
       .use(gameRoutes(ctx.guard, games, () => started(game)))
       .use(serverRoutes(ctx.guard, games, () => started(server)))
       .use(filters.routes)

@@ -148,15 +148,41 @@ forEachEngine((engine) => {
       expect(r.body.points.map((p: { env: string }) => p.env)).toEqual(['dev', 'prod', 'staging'])
     })
 
-    test('unknown game: empty points; no token 401', async () => {
-      const r = await a.req('GET', '/api/v1/analytics/warehouse/dau?gameId=nope&days=2', { token: admin })
-      expect(r.body.points).toEqual([])
-      const rev = await a.req('GET', '/api/v1/analytics/warehouse/revenue?gameId=nope&days=2', {
-        token: admin,
-      })
-      expect(rev.body.points.map((p: { revenueCents: number }) => p.revenueCents)).toEqual([0, 0])
+    test('unknown game or environment: 404 naming it on every read; no token 401', async () => {
+      const reads = [
+        'warehouse/dau?days=2',
+        'warehouse/online?minutes=5',
+        'warehouse/revenue?days=2',
+        'invocations/summary?env=prod',
+        'invocations/trend?env=prod',
+        'invocations?env=prod',
+      ]
+      for (const read of reads) {
+        const r = await a.req('GET', `/api/v1/analytics/${read}&gameId=nope`, { token: admin })
+        expect([read, r.status, r.body.error, r.body.message]).toEqual([
+          read,
+          404,
+          'not_found',
+          "game 'nope' not found",
+        ])
+      }
+      // A game that exists, with an environment it does not have.
+      for (const read of [
+        'warehouse/dau?days=2',
+        'warehouse/revenue?days=2',
+        'invocations/summary?hours=1',
+      ]) {
+        const r = await a.req('GET', `/api/v1/analytics/${read}&gameId=${gameId}&env=qa`, { token: admin })
+        expect([read, r.status, r.body.message]).toEqual([
+          read,
+          404,
+          `environment 'qa' of game '${gameId}' not found`,
+        ])
+      }
       const anon = await a.req('GET', `/api/v1/analytics/warehouse/online?gameId=${gameId}`)
       expect(anon.status).toBe(401)
+      const anonUnknown = await a.req('GET', '/api/v1/analytics/warehouse/dau?gameId=nope')
+      expect(anonUnknown.status).toBe(401)
     })
   })
 
