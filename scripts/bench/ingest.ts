@@ -6,7 +6,7 @@
  *   bun scripts/bench/ingest.ts --mode=batch  --engine=sqlite|postgres [--seconds=60] [--connections=16]
  *   bun scripts/bench/ingest.ts --mode=single --engine=sqlite [--seconds=30] [--connections=64]
  *   bun scripts/bench/ingest.ts --mode=single-wrk --engine=sqlite [--seconds=20] [--connections=64] [--warmup=10]   (pre-signed, wrk)
- *   bun scripts/bench/ingest.ts --mode=batch-wrk --engine=sqlite [--seconds=60] [--connections=24] [--warmup=10] [--wrk-threads=2]   (pre-signed 100-event batches, wrk)
+ *   bun scripts/bench/ingest.ts --mode=batch-wrk --engine=sqlite [--seconds=60] [--connections=24] [--warmup=10] [--wrk-threads=1]   (pre-signed 100-event batches, wrk)
  *   bun scripts/bench/ingest.ts --mode=badsig --engine=sqlite [--seconds=20]   (wrk)
  *   bun scripts/bench/ingest.ts --mode=kill   --engine=sqlite [--seconds=20]   (kill -9 mid-run, restart, count)
  *
@@ -209,8 +209,14 @@ try {
     // users once, as a live game's store already has. Without it the first ~10 s of a run
     // insert a first-seen row for nearly every event.
     const warmup = Number(arg('warmup', '10'))
-    // wrk's threads, each replaying its share of the requests.
-    const wrkThreads = Number(arg('wrk-threads', '2'))
+    // wrk's threads, each replaying its share of the requests. One by default: wrk runs each
+    // thread's `init` (here, reading the whole request file) in its main thread one after another
+    // and starts each thread as soon as its own `init` is done, so with two the first thread
+    // loaded the server for the ~6 s the second spent reading, wrk's reading took a core from
+    // the server in those seconds, and those requests counted in a rate whose clock starts only
+    // after the last thread (session 16, sampled each second from /proc). One thread drives
+    // ~3,000 requests a second at 2-3% of a core.
+    const wrkThreads = Number(arg('wrk-threads', '1'))
     const size = mode === 'batch-wrk' ? batchSize : 1
     // Enough distinct requests for the rate the window could reach: a replayed nonce is a 429
     // (counted in non2xx, never in the rates). 2,000 batches a second ran out in a fast hour.
