@@ -131,12 +131,16 @@ export function smtpSink(opts: { rejectRcpt?: number } = {}) {
   return { mails, auths, port: server.port, stop: () => server.stop(true) }
 }
 
-/** Polls until `fn` answers truthy or the time is up. */
+/**
+ * Polls until `fn` answers truthy, and answers that; fails the test when the time is up (it
+ * answered the last falsy value before, which a caller that did not assert on it let pass).
+ */
 export async function until<T>(fn: () => Promise<T> | T, ms = 5000): Promise<T> {
   const end = Date.now() + ms
   for (;;) {
     const v = await fn()
-    if (v || Date.now() > end) return v
+    if (v) return v
+    if (Date.now() > end) throw new Error(`until: condition not met within ${ms} ms (last: ${String(v)})`)
     await Bun.sleep(20)
   }
 }
