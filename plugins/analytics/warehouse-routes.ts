@@ -61,8 +61,7 @@ export function warehouseRoutes(
         detail: {
           tags: ['analytics'],
           responses: MISSING,
-          summary:
-            'DAU (login, session_start) and new users (first sight) per UTC day and environment; 503 without a warehouse',
+          summary: 'DAU (login, session_start) and new users (first sight) per UTC day and environment',
         },
       },
     )
