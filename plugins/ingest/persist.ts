@@ -236,7 +236,7 @@ export async function persist(db: Db, rows: CommitRows): Promise<void> {
             'ingest_nonces',
             ['nonce', 'expires_at'],
             rows.nonces,
-            'ON CONFLICT (nonce) DO NOTHING',
+            'ON CONFLICT (expires_at, nonce) DO NOTHING',
           )
         : undefined,
     ])
