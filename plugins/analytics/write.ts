@@ -116,8 +116,8 @@ const shared = (tx: Db, rows: AnalyticsRows) => [
  * Writes a commit's analytics rows. Rows many commits share (hour and histogram counters, the
  * minute's sketch, then the day counters) come last: on PostgreSQL their row locks are then
  * held for the shortest time before COMMIT. Every commit takes them in the same order, table by
- * table and key by key (another rollup's statements may interleave differently: see `persist`
- * in ingest for the deadlock that leaves and its retry); counters only add, and an online
+ * table and key by key (another rollup's statements may interleave differently, so on PostgreSQL
+ * every rollup statement runs under ingest's rollup lock: see `persist`); counters only add, and an online
  * sketch is only replaced by a newer version of itself.
  */
 export const writeAnalytics = defineRollupWriter<AnalyticsRows>(async (tx, rows, stored) => {
