@@ -193,4 +193,15 @@ forEachEngine((engine) => {
     await writer().write(events(['r1']))
     expect(await stored()).toBe(305)
   })
+
+  test("a request whose events were all stored already still commits its nonce (the replay window's record)", async () => {
+    const nonces = async () =>
+      (await store.db.all<{ nonce: string }>('SELECT nonce FROM ingest_nonces')).map((r) => r.nonce).sort()
+    const w = writer()
+    await w.write(events(['n1', 'n2']), ['first-nonce', Date.now() + 60_000])
+    await w.write(events(['n1', 'n2']), ['retry-nonce', Date.now() + 60_000])
+    await writer().write(events(['n2']), ['restarted-nonce', Date.now() + 60_000])
+    expect(await nonces()).toEqual(['first-nonce', 'restarted-nonce', 'retry-nonce'])
+    expect(await stored()).toBe(307)
+  })
 })

@@ -158,7 +158,9 @@ export class GroupWriter {
   private async commit(events: NormEvent[], nonces: Param[] = []): Promise<void> {
     let list = events
     for (let attempt = 1; ; attempt++) {
-      if (!list.length) return
+      // Every event was stored already (a client's retry under a new nonce): the requests' nonces
+      // are still committed, so a replay after a restart is refused like any other.
+      if (!list.length) return nonces.length ? this.persistRows(nonceRows(nonces)) : undefined
       try {
         return await this.commitOnce(list, nonces)
       } catch (e) {
@@ -331,6 +333,17 @@ export class GroupWriter {
       }
     }
     return { ev, payments, invocations, eventIds: eventIdsInKeyOrder(events, withId) }
+  }
+}
+
+/** A commit of nonces alone. */
+function nonceRows(nonces: Param[]): CommitRows {
+  return {
+    events: { firstId: 0, receivedAt: Date.now(), streams: [], cols: [], props: [] },
+    payments: [],
+    invocations: [],
+    rollups: [],
+    nonces,
   }
 }
 
