@@ -249,9 +249,7 @@ export async function persist(db: Db, rows: CommitRows): Promise<void> {
       insertMany(tx, 'ingest_events', EVENT_COLS, eventParams(rows.events)),
       insertMany(tx, 'ingest_invocations', INVOCATION_COLS, rows.invocations),
       // Sent before every rollup statement on the transaction's connection, so they all run under it.
-      tx.dialect === 'postgres' && writers.length
-        ? tx.run(`SELECT pg_advisory_xact_lock(${ROLLUP_LOCK})`)
-        : undefined,
+      pg && writers.length ? tx.run(`SELECT pg_advisory_xact_lock(${ROLLUP_LOCK})`) : undefined,
       payments,
       ...writers.map(([write, r]) => write(tx, r, stored)),
       rows.nonces?.length
