@@ -1,6 +1,6 @@
 import { expect, test } from 'bun:test'
 import { createLogger } from '../../core/log'
-import { forEachEngine } from '../../test/helpers'
+import { forEachEngine, until } from '../../test/helpers'
 import { checked } from './collect'
 import { type CommitRows, EVENT_WIRE_WIDTH, persist } from './persist'
 import { migratedStore } from './testing'
@@ -26,12 +26,6 @@ const events = (prefix: string, n: number) =>
   )
 /** Raw events a commit holds. */
 const size = (c: CommitRows) => c.events.cols.length / EVENT_WIRE_WIDTH
-/** Waits until `ok()` holds (the writer first reads its state from the store), 10 s at most. */
-async function until(ok: () => boolean) {
-  const deadline = Date.now() + 10_000
-  while (!ok() && Date.now() < deadline) await Bun.sleep(1)
-  expect(ok()).toBe(true)
-}
 
 forEachEngine((engine) => {
   const store = migratedStore(engine)
@@ -49,7 +43,7 @@ forEachEngine((engine) => {
     const first = Array.from({ length: 10 }, (_, i) =>
       writer.write(events(`a${i}-`, 3)).then(() => answered++),
     )
-    await until(() => commits.length === 1)
+    await until(() => commits.length === 1, 10_000)
     // Ten requests, one transaction of 30 events, and nobody answered while it is open.
     expect(size(commits[0])).toBe(30)
     expect(answered).toBe(0)
@@ -58,7 +52,7 @@ forEachEngine((engine) => {
     const second = Array.from({ length: 4 }, (_, i) =>
       writer.write(events(`b${i}-`, 2)).then(() => answered++),
     )
-    await until(() => commits.length === 2)
+    await until(() => commits.length === 2, 10_000)
     expect(COMMITS_IN_FLIGHT[engine]).toBeGreaterThanOrEqual(2)
     expect(size(commits[1])).toBe(8)
     expect(answered).toBe(0)
