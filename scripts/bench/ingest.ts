@@ -57,6 +57,8 @@ const dir = tempDir('liveops-ingest-bench-')
 // Every rollup registered: analytics and experiments keep theirs in ingest's commit.
 const config = await benchConfig(dir, 'analytics: {}, experiments: {}')
 const env: Record<string, string> = { ADMIN_PASSWORD: 'bench-password', JWT_SECRET: 'bench' }
+/** liveops' PostgreSQL pool (core/db/postgres.ts), also the bare ceiling's. */
+const pgPool = 10
 if (engine === 'postgres') env.DATABASE_URL = await freshPgDatabase('liveops_bench_ingest')
 // --profile=DIR writes the server's CPU profile (markdown) there on exit.
 const profile = arg('profile', '')
@@ -69,6 +71,9 @@ const start = () =>
 /**
  * A bare Bun server doing the essential work of signed batch ingestion (see the batch-wrk
  * mode), in its own process, driven by wrk with the same scripts and connections as liveops.
+ * On SQLite it inserts into one table of a WAL file, one transaction per request; on PostgreSQL
+ * into one table of its own database, one multi-row INSERT per request (postgres.js' `sql(rows)`
+ * helper, autocommit, a pool as large as liveops'), the way a plain service would.
  */
 async function bareIngest(
   files: string[],
@@ -77,18 +82,28 @@ async function bareIngest(
   warmup: number,
 ): Promise<CpuResult> {
   const file = join(dir, 'bare-ingest.ts')
-  await Bun.write(
-    file,
-    `import { Database } from 'bun:sqlite'
-import { timingSafeEqual } from 'node:crypto'
+  const row =
+    'e.game_id ?? null, e.env ?? null, e.event ?? e.event_type ?? null, e.uid ?? e.user_id ?? null, Number(e.ts) || 0, JSON.stringify(e.props ?? e.properties ?? null)'
+  const storeCode =
+    engine === 'postgres'
+      ? `import postgres from 'postgres'
+const sql = postgres(${JSON.stringify(await freshPgDatabase('liveops_bench_bare'))}, { max: ${pgPool}, onnotice: () => undefined })
+await sql\`CREATE TABLE ev (id BIGSERIAL PRIMARY KEY, game_id TEXT, env TEXT, event TEXT, user_id TEXT, ts BIGINT, props JSONB)\`
+const store = (rows) => sql\`INSERT INTO ev \${sql(rows.map((e) => { const [game_id, env, event, user_id, ts, props] = [${row}]; return { game_id, env, event, user_id, ts, props } }))}\`
+`
+      : `import { Database } from 'bun:sqlite'
 const db = new Database(${JSON.stringify(join(dir, 'bare.sqlite'))})
 db.exec('PRAGMA journal_mode = WAL')
 db.exec('PRAGMA synchronous = NORMAL')
 db.exec('CREATE TABLE ev (id INTEGER PRIMARY KEY, game_id TEXT, env TEXT, event TEXT, user_id TEXT, ts INTEGER, props TEXT)')
 const ins = db.prepare('INSERT INTO ev (game_id, env, event, user_id, ts, props) VALUES (?, ?, ?, ?, ?, ?)')
 const store = db.transaction((rows) => {
-  for (const e of rows) ins.run(e.game_id ?? null, e.env ?? null, e.event ?? e.event_type ?? null, e.uid ?? e.user_id ?? null, Number(e.ts) || 0, JSON.stringify(e.props ?? e.properties ?? null))
+  for (const e of rows) ins.run(${row})
 })
+`
+  await Bun.write(
+    file,
+    `${storeCode}import { timingSafeEqual } from 'node:crypto'
 const verified = (r, body) => {
   const digest = new Bun.CryptoHasher('sha256').update(body).digest('hex')
   const want = new Bun.CryptoHasher('sha256', ${JSON.stringify(SECRET)}).update(r.headers.get('x-timestamp') + '\\n' + r.headers.get('x-nonce') + '\\n' + digest).digest()
@@ -99,7 +114,7 @@ const ingest = async (r) => {
   const body = await r.text()
   if (!verified(r, body)) return new Response('bad signature', { status: 401 })
   const rows = JSON.parse(body)
-  store(rows)
+  await store(rows)
   return Response.json({ accepted: rows.length })
 }
 const s = Bun.serve({ port: 0, hostname: '127.0.0.1', routes: { '/api/ingest/events': { POST: ingest }, '/api/ingest/payments': { POST: ingest } } })
@@ -314,13 +329,12 @@ function request() k = k + 1; if k > #reqs then k = 1 end; return reqs[k] end
     const stored = await storedEvents()
     // The machine's ceiling for this job, measured after liveops in the same run: the same
     // pre-signed requests replayed into a bare Bun server (its own process) that does only the
-    // essential work, verify the HMAC, parse the JSON, insert one row per event into one SQLite
-    // table (WAL, synchronous NORMAL, one transaction per request), with none of liveops'
-    // validation, replay window, deduplication, rollups or group commit.
+    // essential work, verify the HMAC, parse the JSON, insert one row per event into one table
+    // of the same engine (SQLite: WAL, synchronous NORMAL; PostgreSQL: the machine's server
+    // defaults), one transaction per request, with none of liveops' validation, replay window,
+    // deduplication, rollups or group commit.
     const bare =
-      engine === 'sqlite' && arg('ceiling', '1') !== '0'
-        ? await bareIngest(files, scriptFor, wrkThreads, warmup)
-        : undefined
+      arg('ceiling', '1') !== '0' ? await bareIngest(files, scriptFor, wrkThreads, warmup) : undefined
     console.log(
       JSON.stringify({
         mode,
@@ -443,6 +457,7 @@ function request() k = k + 1; if k > #reqs then k = 1 end; return reqs[k] end
     if (engine === 'postgres') {
       const sql = postgres(PG_URL, { max: 1, onnotice: () => undefined })
       await sql.unsafe('DROP DATABASE IF EXISTS liveops_bench_ingest WITH (FORCE)')
+      await sql.unsafe('DROP DATABASE IF EXISTS liveops_bench_bare WITH (FORCE)')
       await sql.end()
     }
   }
