@@ -1,3 +1,4 @@
+import { Writable } from 'node:stream'
 import type postgres from 'postgres'
 import type { Db, Param, Row } from './types'
 
@@ -19,6 +20,75 @@ export function toPg(sql: string): string {
 }
 
 type Sql = postgres.Sql | postgres.TransactionSql
+
+/**
+ * One value in COPY's text format: `\N` for NULL; in text, the backslash and the three characters
+ * that delimit rows and columns escaped, and NUL (which PostgreSQL's text cannot hold) dropped, as
+ * `jsonRows` does; a lone surrogate becomes U+FFFD when the text is encoded. A number that is not
+ * finite is NULL, as JSON makes it.
+ */
+function copyValue(v: Param | undefined): string {
+  if (v === null || v === undefined) return '\\N'
+  switch (typeof v) {
+    case 'string':
+      return /[\\\t\n\r\0]/.test(v) ? v.replace(/[\\\t\n\r\0]/g, copyEscape) : v
+    case 'number':
+      return Number.isFinite(v) ? String(v) : '\\N'
+    case 'bigint':
+      return String(v)
+    case 'boolean':
+      return v ? 't' : 'f'
+    default:
+      return `\\\\x${Buffer.from(v).toString('hex')}`
+  }
+}
+const copyEscape = (c: string) =>
+  c === '\\' ? '\\\\' : c === '\t' ? '\\t' : c === '\n' ? '\\n' : c === '\r' ? '\\r' : ''
+
+/** Rows of `width` values, one after another, as COPY's text format. */
+export function copyText(params: readonly Param[], width: number): string {
+  let out = ''
+  for (let i = 0; i < params.length; i += width) {
+    out += copyValue(params[i])
+    for (let c = 1; c < width; c++) out += `\t${copyValue(params[i + c])}`
+    out += '\n'
+  }
+  return out
+}
+
+/** What `copy` uses of a postgres.js query: it settles once with the stream, then once more. */
+interface CopyQuery {
+  resolve(x: unknown): void
+  reject(e: unknown): void
+  writable(): Promise<Writable>
+}
+
+/**
+ * COPY in. postgres.js resolves a COPY's query with the stream when the server is ready for the
+ * data, and after the data calls the query's own `resolve` (the server's count) or `reject` (its
+ * error) on a promise that has settled already: an error there would be lost and the stream's
+ * `finish` never come. So the outcome is taken from those two calls (postgres.js 3.4).
+ */
+async function copyIn(sql: Sql, table: string, cols: readonly string[], params: readonly Param[]) {
+  const q = sql.unsafe(`COPY ${table} (${cols.join(', ')}) FROM STDIN`) as unknown as CopyQuery
+  const done = new Promise<number>((resolve, reject) => {
+    const [res, rej] = [q.resolve, q.reject]
+    q.resolve = (x) => {
+      res(x)
+      if (!(x instanceof Writable)) resolve(Number((x as { count?: number } | undefined)?.count ?? 0))
+    }
+    q.reject = (e) => {
+      rej(e)
+      reject(e)
+    }
+  })
+  done.catch(() => undefined)
+  const stream = await q.writable()
+  // An error before the end destroys the stream with it (and rejects `done`).
+  stream.on('error', () => undefined)
+  stream.end(Buffer.from(copyText(params, cols.length)))
+  return done
+}
 
 function wrap(sql: Sql, root: () => Db): Db {
   const self: Db = {
@@ -45,6 +115,7 @@ function wrap(sql: Sql, root: () => Db): Db {
       if ('savepoint' in sql) return (await sql.savepoint((s) => fn(wrap(s, root)))) as T
       return (await (sql as postgres.Sql).begin((t) => fn(wrap(t, root)))) as T
     },
+    copy: (table, cols, params) => copyIn(sql, table, cols, params),
     async exec(q: string) {
       await sql.unsafe(q)
     },

@@ -221,32 +221,43 @@ export async function persist(db: Db, rows: CommitRows): Promise<void> {
   await db.tx(async (tx) => {
     // First, so that every commit takes the event-id keys (in key order) before any other lock.
     let claimed = 0
-    let idStored = false
-    const ids = rows.eventIds?.length
-      ? insertMany(
+    const idParams = rows.eventIds?.length
+      ? eventIdParams(rows, await streamNumbers(tx, rows.events.streams, known, fresh))
+      : undefined
+    let ids: Promise<unknown> | undefined
+    let events: Promise<unknown> | undefined
+    if (tx.copy) {
+      // PostgreSQL: the event ids and the raw events by COPY, each alone on the transaction's
+      // connection, before the statements sent together: the server parses no JSON for them
+      // (about half of the raw rows' cost on the server, docs/performance.md, session 18). An id
+      // stored already is the unique violation (a retry's cost, paid by the retry): a plain
+      // insert descends the B-tree once where ON CONFLICT looks first (session 17).
+      if (idParams)
+        claimed = await tx.copy('ingest_event_ids', EVENT_ID_COLS, idParams).catch((e) => {
+          throw isStoredId(e) ? new Error(DUPLICATE_EVENTS) : e
+        })
+      if (rows.events.props.length) await tx.copy('ingest_events', EVENT_COLS, eventParams(rows.events))
+    } else {
+      ids =
+        idParams &&
+        insertMany(
           tx,
           'ingest_event_ids',
           EVENT_ID_COLS,
-          eventIdParams(rows, await streamNumbers(tx, rows.events.streams, known, fresh)),
-          // PostgreSQL checks an ON CONFLICT insert's key with one descent of the B-tree before the
-          // descent that inserts it; a plain insert descends once, and an id stored already is the
-          // unique violation (a retry's cost, paid by the retry). Signed batches measured 71,800 and
-          // 76,200 events/s against 68,600 (docs/performance.md, session 17).
-          pg ? '' : 'ON CONFLICT (stream, event_id) DO NOTHING',
+          idParams,
+          'ON CONFLICT (stream, event_id) DO NOTHING',
           (n) => {
             claimed = n
           },
-        ).catch((e) => {
-          idStored = pg && isStoredId(e)
-          throw e
-        })
-      : undefined
+        )
+      events = insertMany(tx, 'ingest_events', EVENT_COLS, eventParams(rows.events))
+    }
     const hasPayments = rows.payments.length > 0
     const payments = insertMany(tx, 'ingest_payments', PAYMENT_COLS, rows.payments, PAYMENTS_TAIL)
     const stored: Stored = { payments, hasPayments }
     await Promise.all([
       ids,
-      insertMany(tx, 'ingest_events', EVENT_COLS, eventParams(rows.events)),
+      events,
       insertMany(tx, 'ingest_invocations', INVOCATION_COLS, rows.invocations),
       // Sent before every rollup statement on the transaction's connection, so they all run under it.
       pg && writers.length ? tx.run(`SELECT pg_advisory_xact_lock(${ROLLUP_LOCK})`) : undefined,
@@ -261,11 +272,8 @@ export async function persist(db: Db, rows: CommitRows): Promise<void> {
             'ON CONFLICT (expires_at, nonce) DO NOTHING',
           )
         : undefined,
-    ]).catch((e) => {
-      // Every later statement of the transaction failed with it ("current transaction is aborted").
-      throw idStored ? new Error(DUPLICATE_EVENTS) : e
-    })
-    if (ids && claimed * 2 < rows.eventIds!.length) throw new Error(DUPLICATE_EVENTS)
+    ])
+    if (idParams && claimed * 2 < rows.eventIds!.length) throw new Error(DUPLICATE_EVENTS)
   })
   for (const [k, id] of fresh) known.set(k, id)
 }

@@ -133,4 +133,66 @@ forEachEngine((engine) => {
       const j = await db.get<{ note: string }>("SELECT note FROM wp WHERE id = 'j-1'")
       expect(j?.note === 'nulbyte' || j?.note === 'nul\u0000byte').toBe(true)
     }))
+
+  if (engine === 'postgres')
+    test('copy (PostgreSQL COPY) stores every value exactly; its errors reject, and the transaction goes on after it', async () => {
+      const { db, done } = await rawDb(engine)
+      try {
+        await db.exec(
+          'CREATE TABLE cp (id TEXT PRIMARY KEY, n BIGINT, note TEXT, flag BOOLEAN, bytes BYTEA, x DOUBLE PRECISION)',
+        )
+        const cols = ['id', 'n', 'note', 'flag', 'bytes', 'x']
+        const odd = 'tab\there\nline\r\\N back\\slash \\. é 日本 🎮 nul\u0000byte lone\ud800'
+        const rows = [
+          ['a', 2 ** 53 - 1, odd, true, new Uint8Array([0, 92, 255]), 1.5],
+          ['b', null, null, false, null, Number.NaN],
+          ['c', -7, '\\N', null, new Uint8Array([]), -0.25],
+          ['d', 12n, '', true, null, null],
+        ]
+        const n = await db.tx(async (tx) => {
+          const copied = await tx.copy!('cp', cols, rows.flat())
+          // The next statement on the same connection runs after it.
+          await tx.run("UPDATE cp SET note = note || '!' WHERE id = 'd'")
+          return copied
+        })
+        expect(n).toBe(4)
+        const back = await db.all<Record<string, unknown>>(
+          "SELECT id, n, note, flag, encode(bytes, 'hex') AS hex, x FROM cp ORDER BY id",
+        )
+        expect(back).toEqual([
+          // NUL dropped (PostgreSQL's text cannot hold it), a lone surrogate as U+FFFD.
+          {
+            id: 'a',
+            n: 2 ** 53 - 1,
+            note: odd.replace('\u0000', '').replace('\ud800', '\ufffd'),
+            flag: true,
+            hex: '005cff',
+            x: 1.5,
+          },
+          // A number that is not finite is NULL, as in JSON.
+          { id: 'b', n: null, note: null, flag: false, hex: null, x: null },
+          // The text "\N" is not NULL.
+          { id: 'c', n: -7, note: '\\N', flag: null, hex: '', x: -0.25 },
+          { id: 'd', n: 12, note: '!', flag: true, hex: null, x: null },
+        ])
+        // A unique violation rejects with the server's error (not a hang), and rolls back.
+        const dup = await db
+          .tx((tx) => tx.copy!('cp', cols, ['e', 1, null, null, null, null, 'a', 2, null, null, null, null]))
+          .then(
+            () => undefined,
+            (e) => e as { code?: string; table_name?: string },
+          )
+        expect(dup?.code).toBe('23505')
+        expect(dup?.table_name).toBe('cp')
+        // So does a value the column cannot take, and a column that is not there.
+        await expect(db.tx((tx) => tx.copy!('cp', ['id', 'n'], ['f', 1.5]))).rejects.toThrow(/bigint/)
+        await expect(db.tx((tx) => tx.copy!('cp', ['id', 'nope'], ['f', 1]))).rejects.toThrow(/nope/)
+        expect((await db.get<{ n: number }>('SELECT COUNT(*) AS n FROM cp'))?.n).toBe(4)
+        // The pool's connections are all usable afterwards.
+        const pings = await Promise.all(Array.from({ length: 12 }, () => db.get('SELECT 1 AS one')))
+        expect(pings.every((r) => r?.one === 1)).toBe(true)
+      } finally {
+        await done()
+      }
+    })
 })
