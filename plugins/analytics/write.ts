@@ -120,18 +120,23 @@ const shared = (tx: Db, rows: AnalyticsRows) => [
  * every rollup statement runs under ingest's rollup lock: see `persist`); counters only add, and an online
  * sketch is only replaced by a newer version of itself.
  */
-export const writeAnalytics = defineRollupWriter<AnalyticsRows>(async (tx, rows, stored) => {
-  if (tx.dialect === 'postgres') return writePg(tx, rows, stored)
-  const [fresh] = await Promise.all([
-    upsert(tx, 'firstSeen', rows.firstSeen),
-    upsert(tx, 'userDayLog', rows.userDays),
-    ...shared(tx, rows),
-  ])
-  const active = await mergeUserDays(tx, USER_DAY_MERGE_ROWS, USER_DAY_LOG_KEPT)
-  const paid = withDays(rows, await stored.payments)
-  await gameDays(tx, rows, paid)
-  await upsert(tx, 'daily', dayCounters(active, fresh, paid))
-})
+export const writeAnalytics = defineRollupWriter<AnalyticsRows, Row[]>(
+  async (tx, rows, stored, firstSeen) => {
+    if (tx.dialect === 'postgres') return writePg(tx, rows, stored, firstSeen)
+    const [fresh] = await Promise.all([
+      firstSeen,
+      upsert(tx, 'userDayLog', rows.userDays),
+      ...shared(tx, rows),
+    ])
+    const active = await mergeUserDays(tx, USER_DAY_MERGE_ROWS, USER_DAY_LOG_KEPT)
+    const paid = withDays(rows, await stored.payments)
+    await gameDays(tx, rows, paid)
+    await upsert(tx, 'daily', dayCounters(active, fresh, paid))
+  },
+  // First sights (each user's own row, returned when new): before ingest's rollup lock on
+  // PostgreSQL, where they were a third of the time a commit held it (docs/performance.md, session 18).
+  (tx, rows) => upsert(tx, 'firstSeen', rows.firstSeen),
+)
 
 type DayCounter = [string, string, number, number, number, number, number, number]
 
@@ -283,10 +288,15 @@ function counted(): string {
 }
 
 /** `writeAnalytics` on PostgreSQL: every statement sent at once, pipelined on the transaction's connection. */
-async function writePg(tx: Db, rows: AnalyticsRows, stored: Stored): Promise<void> {
+async function writePg(
+  tx: Db,
+  rows: AnalyticsRows,
+  stored: Stored,
+  firstSeen: Promise<Row[]>,
+): Promise<void> {
   const count = async () => {
     const [fresh, paid] = await Promise.all([
-      upsert(tx, 'firstSeen', rows.firstSeen),
+      firstSeen,
       stored.hasPayments ? stored.payments.then((p) => withDays(rows, p)) : [],
     ])
     const game = gameDays(tx, rows, paid)

@@ -255,14 +255,18 @@ export async function persist(db: Db, rows: CommitRows): Promise<void> {
     const hasPayments = rows.payments.length > 0
     const payments = insertMany(tx, 'ingest_payments', PAYMENT_COLS, rows.payments, PAYMENTS_TAIL)
     const stored: Stored = { payments, hasPayments }
+    const invocations = insertMany(tx, 'ingest_invocations', INVOCATION_COLS, rows.invocations)
+    // Rows only one user's events touch (first sights), before the lock: commits write them side by side.
+    const early = writers.map(([write, r]) => (write.early ? write.early(tx, r) : Promise.resolve(undefined)))
     await Promise.all([
       ids,
       events,
-      insertMany(tx, 'ingest_invocations', INVOCATION_COLS, rows.invocations),
-      // Sent before every rollup statement on the transaction's connection, so they all run under it.
+      invocations,
+      ...early,
+      // Sent before every other rollup statement on the transaction's connection, so they all run under it.
       pg && writers.length ? tx.run(`SELECT pg_advisory_xact_lock(${ROLLUP_LOCK})`) : undefined,
       payments,
-      ...writers.map(([write, r]) => write(tx, r, stored)),
+      ...writers.map(([write, r], i) => write(tx, r, stored, early[i])),
       rows.nonces?.length
         ? insertMany(
             tx,

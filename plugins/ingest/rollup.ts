@@ -58,10 +58,27 @@ export interface Stored {
   hasPayments: boolean
 }
 
-/** The write half: runs in the commit's transaction; a throw rolls the whole commit back. */
-export type RollupWriter<R = unknown> = (tx: Db, rows: R, stored: Stored) => Promise<unknown>
+/**
+ * The write half: runs in the commit's transaction; a throw rolls the whole commit back. `early`
+ * is what its `early` part (if any) resolved to.
+ */
+export type RollupWrite<R = unknown, E = unknown> = (
+  tx: Db,
+  rows: R,
+  stored: Stored,
+  early: Promise<E>,
+) => Promise<unknown>
 
-/** Types a write half for the static map. */
+/**
+ * An optional first part of a write half, for rows that only one user's events touch (first
+ * sights): on PostgreSQL ingest sends every rollup's `early` part before its rollup lock (see
+ * `persist`), so that they run beside the other commits' instead of one commit at a time. It may
+ * touch no row that any rollup writes after the lock, or commits could deadlock.
+ */
+export type RollupEarly<R = unknown, E = unknown> = (tx: Db, rows: R) => Promise<E>
+
+export type RollupWriter<R = unknown, E = unknown> = RollupWrite<R, E> & { early?: RollupEarly<R, E> }
+
 /**
  * Maintenance a rollup does in a transaction of its own, between commits, when the SQLite
  * persist thread has none queued (the analytics user-day log's merge): work that would otherwise
@@ -71,6 +88,10 @@ export type RollupWriter<R = unknown> = (tx: Db, rows: R, stored: Stored) => Pro
  */
 export type RollupUpkeep = (db: Db) => Promise<boolean>
 
-export function defineRollupWriter<R>(write: RollupWriter<R>): RollupWriter<unknown> {
-  return write as RollupWriter<unknown>
+/** Types a write half (and its optional early part) for the static map. */
+export function defineRollupWriter<R, E = undefined>(
+  write: RollupWrite<R, E>,
+  early?: RollupEarly<R, E>,
+): RollupWriter<unknown> {
+  return Object.assign(write, { early }) as RollupWriter<unknown>
 }
