@@ -47,8 +47,9 @@ const bump = (t: string, unit: 'day' | 'week') =>
   `ON CONFLICT (game_id, env, cohort, ${unit}) DO UPDATE SET n = ${t}.n + excluded.n`
 
 /**
- * SQLite, in the merge of the user-day log (`write.ts`): adds to the cohort counters the user-days
- * and user-weeks the merge found new (`days` and `weeks`, the rows its two inserts returned), each
+ * Adds to the cohort counters the user-days and user-weeks found new (`days` and `weeks`, the rows
+ * two inserts returned: on SQLite in the merge of the user-day log, on PostgreSQL in a commit's
+ * early part, see `write.ts`), each
  * later than its user's first day (week), given the first day of every merged user (`firstDays`,
  * keyed by game, environment and user, looked up once; the first sights of logged users are
  * stored by then, in the same or an earlier commit). One pass in JS: counting in SQL looked up
@@ -100,29 +101,8 @@ export async function countMergedCohorts(
  * left the planner free to hash the whole table or to walk another index, and with statistics
  * behind a fast-growing table it did both (seconds per commit).
  */
-const firstDay = (t: string) =>
+export const firstDay = (t: string) =>
   `(SELECT f.first_day FROM analytics_first_seen f WHERE f.game_id = ${t}.game_id AND f.env = ${t}.env AND f.user_id = ${t}.user_id)`
-
-/**
- * PostgreSQL: CTE parts for `write.ts`'s counting statement, given a CTE `active` (the user-days
- * its insert returned as new: game_id, env, day, user_id). Run after the commit's first sights
- * were inserted, in a statement of its own: its snapshot then holds the first sight a concurrent
- * commit stored for the same user (the insert waited for it), which a sibling CTE would not see.
- */
-export const PG_COHORT_CTES = `weeks AS (
-    INSERT INTO analytics_user_week (game_id, env, week, user_id)
-    SELECT DISTINCT game_id, env, ${weekOf('day')}, user_id FROM active ORDER BY 1, 2, 3, 4
-    ON CONFLICT (game_id, env, week, user_id) DO NOTHING RETURNING game_id, env, week, user_id),
-  cohort_days AS (
-    INSERT INTO analytics_cohort_day (game_id, env, cohort, day, n)
-    SELECT game_id, env, cohort, day, COUNT(*) FROM (SELECT a.game_id, a.env, ${firstDay('a')} AS cohort, a.day FROM active a) t
-    WHERE day > cohort GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
-    ${bump('analytics_cohort_day', 'day')}),
-  cohort_weeks AS (
-    INSERT INTO analytics_cohort_week (game_id, env, cohort, week, n)
-    SELECT game_id, env, ${weekOf('first_day')}, week, COUNT(*) FROM (SELECT w.game_id, w.env, ${firstDay('w')} AS first_day, w.week FROM weeks w) t
-    WHERE week > ${weekOf('first_day')} GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
-    ${bump('analytics_cohort_week', 'week')})`
 
 export interface CohortScope {
   gameId: string

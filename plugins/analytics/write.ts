@@ -1,7 +1,7 @@
 import type { Db, Param, Row } from '../../core/db'
 import { type Stored, defineRollupWriter } from '../ingest/rollup'
 import { type Table, insertMany, jsonRows, jsonSelect } from '../ingest/sql'
-import { PG_COHORT_CTES, countMergedCohorts, weekOf } from './cohort'
+import { countMergedCohorts, firstDay, weekOf } from './cohort'
 import type { AnalyticsRows } from './rollup'
 import { DAY, floorTo } from './time'
 
@@ -120,11 +120,11 @@ const shared = (tx: Db, rows: AnalyticsRows) => [
  * every rollup statement runs under ingest's rollup lock: see `persist`); counters only add, and an online
  * sketch is only replaced by a newer version of itself.
  */
-export const writeAnalytics = defineRollupWriter<AnalyticsRows, Row[]>(
-  async (tx, rows, stored, firstSeen) => {
-    if (tx.dialect === 'postgres') return writePg(tx, rows, stored, firstSeen)
-    const [fresh] = await Promise.all([
-      firstSeen,
+export const writeAnalytics = defineRollupWriter<AnalyticsRows, Early>(
+  async (tx, rows, stored, early) => {
+    if (tx.dialect === 'postgres') return writePg(tx, rows, stored, early)
+    const [{ fresh }] = await Promise.all([
+      early,
       upsert(tx, 'userDayLog', rows.userDays),
       ...shared(tx, rows),
     ])
@@ -133,10 +133,24 @@ export const writeAnalytics = defineRollupWriter<AnalyticsRows, Row[]>(
     await gameDays(tx, rows, paid)
     await upsert(tx, 'daily', dayCounters(active, fresh, paid))
   },
-  // First sights (each user's own row, returned when new): before ingest's rollup lock on
-  // PostgreSQL, where they were a third of the time a commit held it (docs/performance.md, session 18).
-  (tx, rows) => upsert(tx, 'firstSeen', rows.firstSeen),
+  // Each user's own rows (first sights; on PostgreSQL also user-days and user-weeks), returned when
+  // new: before ingest's rollup lock on PostgreSQL, where they were most of the time a commit
+  // held it (docs/performance.md, session 18).
+  (tx, rows) =>
+    tx.dialect === 'postgres'
+      ? earlyPg(tx, rows)
+      : upsert(tx, 'firstSeen', rows.firstSeen).then((fresh) => ({ fresh })),
 )
+
+/**
+ * What the early part stored that was new: first sights (game, environment, first day); on
+ * PostgreSQL also user-days and user-weeks, each with its user's first day.
+ */
+interface Early {
+  fresh: Row[]
+  days?: Row[]
+  weeks?: Row[]
+}
 
 type DayCounter = [string, string, number, number, number, number, number, number]
 
@@ -247,73 +261,61 @@ async function mergeUserDays(tx: Db, start: number, kept: number): Promise<Row[]
   return added
 }
 
-/** The user-day insert as a CTE body: its RETURNING lists the new user-days the counters add up. */
-const insertedUserDays = () => {
+/**
+ * PostgreSQL: the user-days that were new and the user-weeks they made new, each with its user's
+ * first day, in one statement (data-modifying CTEs hand the inserted rows on). It follows the
+ * commit's first-sight insert on the connection, so its snapshot holds the first sight of every
+ * user of the commit, including one a concurrent commit stored (that insert waited for it).
+ */
+let earlySql: string | undefined
+function userDaysSql(): string {
   const u = UPSERT.userDays
-  return `INSERT INTO ${u.table.name} (${u.cols.join(', ')}) ${jsonSelect(u.table, u.cols)} ${u.tail}, user_id`
+  earlySql ??= `WITH active AS (
+      INSERT INTO ${u.table.name} (${u.cols.join(', ')}) ${jsonSelect(u.table, u.cols)} ${u.tail}, user_id),
+    weeks AS (
+      INSERT INTO analytics_user_week (game_id, env, week, user_id)
+      SELECT DISTINCT game_id, env, ${weekOf('day')}, user_id FROM active ORDER BY 1, 2, 3, 4
+      ON CONFLICT (game_id, env, week, user_id) DO NOTHING RETURNING game_id, env, week, user_id)
+    SELECT game_id, env, day, NULL::bigint AS week, user_id, ${firstDay('active')} AS first_day FROM active
+    UNION ALL SELECT game_id, env, NULL, week, user_id, ${firstDay('weeks')} FROM weeks`
+  return earlySql
 }
-/** The new payments the commit stored, as rows of a JSON array parameter. */
-const PAID = table('paid', ['amount_cents', 'day'])
-const PAID_COLS = ['game_id', 'env', 'status', 'amount_cents', 'day'] as const
-/** The first sights the commit stored, as rows of a JSON array parameter. */
-const FRESH = table('fresh', ['first_day'])
-const FRESH_COLS = ['game_id', 'env', 'first_day'] as const
-let countedSql: string | undefined
+
+/** PostgreSQL's early part: first sights, then user-days and user-weeks (pipelined, in this order). */
+async function earlyPg(tx: Db, rows: AnalyticsRows): Promise<Early> {
+  const [fresh, back] = await Promise.all([
+    upsert(tx, 'firstSeen', rows.firstSeen),
+    rows.userDays.length ? tx.all(userDaysSql(), [jsonRows(rows.userDays)]) : [],
+  ])
+  const days: Row[] = []
+  const weeks: Row[] = []
+  for (const r of back) (r.week == null ? days : weeks).push(r)
+  return { fresh, days, weeks }
+}
 
 /**
- * PostgreSQL: user-day rows, the user-weeks and cohort counters they feed (`cohort.ts`) and the
- * day counters in one statement. Data-modifying CTEs hand the rows that were really new straight
- * to the counters, so a commit needs no round trip to read them back first; the commit's new
- * first sights and payments come in as parameters, each with its local day. The first sights are
- * inserted by a statement before this one (see `PG_COHORT_CTES`).
+ * `writeAnalytics` on PostgreSQL, under ingest's rollup lock: the counters of what the early part
+ * found new (day counters, cohort counters) and of the new payments, then the rows many commits
+ * share. Counted in JS as on SQLite, so the statements under the lock only add to counter rows.
  */
-function counted(): string {
-  const d = UPSERT.daily
-  countedSql ??= `WITH active AS (${insertedUserDays()}),
-    ${PG_COHORT_CTES},
-    fresh AS (${jsonSelect(FRESH, FRESH_COLS)}),
-    paid AS (${jsonSelect(PAID, PAID_COLS)}),
-    counts AS (
-      SELECT game_id, env, day, 1 AS dau, 0 AS new_users, 0 AS revenue_cents, 0 AS refunds_cents, 0 AS failed FROM active
-      UNION ALL SELECT game_id, env, first_day, 0, 1, 0, 0, 0 FROM fresh
-      UNION ALL SELECT game_id, env, day, 0, 0,
-        CASE WHEN status = 'success' THEN amount_cents ELSE 0 END,
-        CASE WHEN status = 'refunded' THEN amount_cents ELSE 0 END,
-        CASE WHEN status = 'success' OR status = 'refunded' THEN 0 ELSE 1 END FROM paid)
-    INSERT INTO ${d.table.name} (${d.cols.join(', ')})
-    SELECT game_id, env, day, SUM(dau), SUM(new_users), SUM(revenue_cents), SUM(refunds_cents), SUM(failed)
-      FROM counts GROUP BY game_id, env, day ORDER BY game_id, env, day
-    ${d.tail}`
-  return countedSql
-}
-
-/** `writeAnalytics` on PostgreSQL: every statement sent at once, pipelined on the transaction's connection. */
-async function writePg(
-  tx: Db,
-  rows: AnalyticsRows,
-  stored: Stored,
-  firstSeen: Promise<Row[]>,
-): Promise<void> {
-  const count = async () => {
-    const [fresh, paid] = await Promise.all([
-      firstSeen,
-      stored.hasPayments ? stored.payments.then((p) => withDays(rows, p)) : [],
-    ])
-    const game = gameDays(tx, rows, paid)
-    if (!fresh.length && !rows.userDays.length && !paid.length) return game
-    const paidParams = paid.flatMap((r) => PAID_COLS.map((c) => r[c] as string | number))
-    const freshParams = fresh.flatMap((r) => FRESH_COLS.map((c) => r[c] as string | number))
-    await Promise.all([
-      game,
-      tx.run(counted(), [jsonRows(rows.userDays), jsonRows(freshParams), jsonRows(paidParams)]),
-    ])
-  }
+async function writePg(tx: Db, rows: AnalyticsRows, stored: Stored, early: Promise<Early>): Promise<void> {
+  const [{ fresh, days = [], weeks = [] }, paid] = await Promise.all([
+    early,
+    stored.hasPayments ? stored.payments.then((p) => withDays(rows, p)) : [],
+  ])
+  const firstDays = new Map<string, number>()
+  for (const r of [...days, ...weeks])
+    if (r.first_day != null)
+      firstDays.set(`${r.game_id}\u0001${r.env}\u0001${r.user_id}`, Number(r.first_day))
   // The rows every concurrent commit shares (hour counters, the minute's and the day's sketch)
-  // are taken last, once the user-day statement has answered: a commit that took them first held
-  // their row locks through that statement, and the other commits queued behind it (signed
-  // batches on PostgreSQL fell to 7,000-9,000 events/s, their backends waiting on transactionid
-  // locks of analytics_invocation_hour and analytics_day_sketch).
-  await count()
+  // are taken last, once the counters have answered: a commit that took them first held their
+  // row locks the longest (signed batches on PostgreSQL once fell to 7,000-9,000 events/s, their
+  // backends waiting on transactionid locks of analytics_invocation_hour and analytics_day_sketch).
+  await Promise.all([
+    gameDays(tx, rows, paid),
+    countMergedCohorts(tx, days, weeks, firstDays),
+    upsert(tx, 'daily', dayCounters(days, fresh, paid)),
+  ])
   await Promise.all(shared(tx, rows))
 }
 
