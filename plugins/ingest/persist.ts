@@ -204,9 +204,10 @@ function writerOf(name: string) {
  * deadlocked on rows they share (seen: `analytics_behavior_day` against `analytics_minute`), and
  * PostgreSQL found each deadlock only after its `deadlock_timeout` (1 s): the p99 of signed
  * batches was that second. So the rollups' statements run under one transaction-scoped advisory
- * lock (`ROLLUP_LOCK`), taken after the raw rows: commits still send and store their raw rows side
- * by side, and take the rows every commit shares (the minute's, the day's, the hour's counters)
- * one commit at a time, as those rows' locks made them anyway. A deadlock that still happens is
+ * lock (`ROLLUP_LOCK`), taken after the raw rows and the rollups' early parts (each user's own
+ * rows: first sights, user-days): commits still store those side by side, and take the rows
+ * every commit shares (the minute's, the day's, the hour's counters) one commit at a time, as
+ * those rows' locks made them anyway. A deadlock that still happens is
  * rolled back by PostgreSQL and run again by the writer (`GroupWriter.commit`).
  */
 export async function persist(db: Db, rows: CommitRows): Promise<void> {
@@ -224,8 +225,8 @@ export async function persist(db: Db, rows: CommitRows): Promise<void> {
     const idParams = rows.eventIds?.length
       ? eventIdParams(rows, await streamNumbers(tx, rows.events.streams, known, fresh))
       : undefined
-    let ids: Promise<unknown> | undefined
-    let events: Promise<unknown> | undefined
+    // The raw rows' statements on SQLite, sent with the rest.
+    const raw: Promise<unknown>[] = []
     if (tx.copy) {
       // PostgreSQL: the event ids and the raw events by COPY, each alone on the transaction's
       // connection, before the statements sent together: the server parses no JSON for them
@@ -238,29 +239,29 @@ export async function persist(db: Db, rows: CommitRows): Promise<void> {
         })
       if (rows.events.props.length) await tx.copy('ingest_events', EVENT_COLS, eventParams(rows.events))
     } else {
-      ids =
-        idParams &&
-        insertMany(
-          tx,
-          'ingest_event_ids',
-          EVENT_ID_COLS,
-          idParams,
-          'ON CONFLICT (stream, event_id) DO NOTHING',
-          (n) => {
-            claimed = n
-          },
+      if (idParams)
+        raw.push(
+          insertMany(
+            tx,
+            'ingest_event_ids',
+            EVENT_ID_COLS,
+            idParams,
+            'ON CONFLICT (stream, event_id) DO NOTHING',
+            (n) => {
+              claimed = n
+            },
+          ),
         )
-      events = insertMany(tx, 'ingest_events', EVENT_COLS, eventParams(rows.events))
+      raw.push(insertMany(tx, 'ingest_events', EVENT_COLS, eventParams(rows.events)))
     }
     const hasPayments = rows.payments.length > 0
     const payments = insertMany(tx, 'ingest_payments', PAYMENT_COLS, rows.payments, PAYMENTS_TAIL)
     const stored: Stored = { payments, hasPayments }
     const invocations = insertMany(tx, 'ingest_invocations', INVOCATION_COLS, rows.invocations)
-    // Rows only one user's events touch (first sights), before the lock: commits write them side by side.
+    // Each user's own rows (first sights, user-days), before the lock: commits write them side by side.
     const early = writers.map(([write, r]) => (write.early ? write.early(tx, r) : Promise.resolve(undefined)))
     await Promise.all([
-      ids,
-      events,
+      ...raw,
       invocations,
       ...early,
       // Sent before every other rollup statement on the transaction's connection, so they all run under it.
