@@ -46,7 +46,7 @@ const copyEscape = (c: string) =>
   c === '\\' ? '\\\\' : c === '\t' ? '\\t' : c === '\n' ? '\\n' : c === '\r' ? '\\r' : ''
 
 /** Rows of `width` values, one after another, as COPY's text format. */
-export function copyText(params: readonly Param[], width: number): string {
+function copyText(params: readonly Param[], width: number): string {
   let out = ''
   for (let i = 0; i < params.length; i += width) {
     out += copyValue(params[i])
