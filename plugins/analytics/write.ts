@@ -117,7 +117,8 @@ const shared = (tx: Db, rows: AnalyticsRows) => [
  * minute's sketch, then the day counters) come last: on PostgreSQL their row locks are then
  * held for the shortest time before COMMIT. Every commit takes them in the same order, table by
  * table and key by key (another rollup's statements may interleave differently, so on PostgreSQL
- * every rollup statement runs under ingest's rollup lock: see `persist`); counters only add, and an online
+ * every rollup statement but the early part's runs under ingest's rollup lock: see `persist`);
+ * counters only add, and an online
  * sketch is only replaced by a newer version of itself.
  */
 export const writeAnalytics = defineRollupWriter<AnalyticsRows, Early>(
