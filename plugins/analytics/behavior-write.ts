@@ -68,6 +68,9 @@ const upsert = (tx: Db, which: keyof typeof UPSERT, params: Param[]) => {
  * counter row in key order (concurrent commits on PostgreSQL lock this table in one order).
  */
 export const writeBehavior = defineRollupWriter<BehaviorRows>(async (tx, rows, stored) => {
+  // Rows many commits share (the day's sketches, the current span) need nothing from the
+  // payments: sent at once, so on PostgreSQL they wait under ingest's rollup lock beside the rest.
+  const sharing = [upsert(tx, 'sketches', rows.sketches), upsert(tx, 'spans', rows.spans)]
   let counters = rows.counters
   let transactions: Param[] = []
   if (stored.hasPayments && rows.payments.length) {
@@ -77,12 +80,11 @@ export const writeBehavior = defineRollupWriter<BehaviorRows>(async (tx, rows, s
     if (found.counters.size) counters = mergeCounters(counters, found.counters)
   }
   await Promise.all([
+    ...sharing,
     upsert(tx, 'counters', counters),
     upsert(tx, 'deaths', rows.deaths),
     upsert(tx, 'transactions', transactions),
   ])
-  // Rows many commits share (the day's sketches, the current span) go last: shortest lock time.
-  await Promise.all([upsert(tx, 'sketches', rows.sketches), upsert(tx, 'spans', rows.spans)])
 })
 
 const W = 9

@@ -81,12 +81,9 @@ export async function countMergedCohorts(
     // Key order (days are epoch ms of equal length, so their text sorts as their value).
     return [...counts.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).flatMap(([, c]) => c)
   }
-  for (const [unit, rows, cohortOf] of [
-    ['day', days, (first: number) => first],
-    ['week', weeks, mondayOf],
-  ] as const) {
+  const counters = (unit: 'day' | 'week', rows: Row[], cohortOf: (firstDay: number) => number) => {
     const t = `analytics_cohort_${unit}`
-    await insertMany(
+    return insertMany(
       tx,
       { name: t, bigint: ['cohort', unit, 'n'] },
       ['game_id', 'env', 'cohort', unit, 'n'],
@@ -94,6 +91,8 @@ export async function countMergedCohorts(
       bump(t, unit),
     )
   }
+  // Sent together (pipelined on PostgreSQL): the two tables share no row.
+  await Promise.all([counters('day', days, (first) => first), counters('week', weeks, mondayOf)])
 }
 
 /**

@@ -64,9 +64,8 @@ function inKeyOrder(rows: Map<string, Param[]>): Param[] {
 
 /**
  * The write half: the commit's event counts and the revenue of its new successful payments, one
- * upsert in key order (concurrent commits lock the minutes they share in one order). It waits
- * for the payments' insert even when it has none to add: every commit then sends its statement
- * at the same point of the pipeline, after the analytics counters.
+ * upsert in key order, once the payments' insert answered (on PostgreSQL under ingest's rollup
+ * lock, see `persist`).
  */
 export const writeRealtime = defineRollupWriter<MinuteRows>(async (tx, rows, stored) => {
   const paid = await stored.payments

@@ -113,13 +113,10 @@ const shared = (tx: Db, rows: AnalyticsRows) => [
 ]
 
 /**
- * Writes a commit's analytics rows. Rows many commits share (hour and histogram counters, the
- * minute's sketch, then the day counters) come last: on PostgreSQL their row locks are then
- * held for the shortest time before COMMIT. Every commit takes them in the same order, table by
- * table and key by key (another rollup's statements may interleave differently, so on PostgreSQL
- * every rollup statement but the early part's runs under ingest's rollup lock: see `persist`);
- * counters only add, and an online
- * sketch is only replaced by a newer version of itself.
+ * Writes a commit's analytics rows. Every commit writes each table's rows in key order; on
+ * PostgreSQL every rollup statement but the early part's runs under ingest's rollup lock (see
+ * `persist`), so commits never wait on each other's rows crosswise. Counters only add, and an
+ * online sketch is only replaced by a newer version of itself.
  */
 export const writeAnalytics = defineRollupWriter<AnalyticsRows, Early>(
   async (tx, rows, stored, early) => {
@@ -295,11 +292,18 @@ async function earlyPg(tx: Db, rows: AnalyticsRows): Promise<Early> {
 }
 
 /**
- * `writeAnalytics` on PostgreSQL, under ingest's rollup lock: the counters of what the early part
- * found new (day counters, cohort counters) and of the new payments, then the rows many commits
- * share. Counted in JS as on SQLite, so the statements under the lock only add to counter rows.
+ * `writeAnalytics` on PostgreSQL, under ingest's rollup lock: the rows every commit shares (hour
+ * counters, the minute's and the day's sketch) at once, then the counters of what the early part
+ * found new (day counters, cohort counters) and of the new payments as soon as those answered.
+ * Counted in JS as on SQLite, so the statements under the lock only add to counter rows.
+ *
+ * Every statement is sent as early as it can be: the early part and the payments answer before
+ * the lock is granted (they precede it on the connection), so under the lock the statements run
+ * back to back with no round trip between them. Their order under the lock does not matter: no
+ * other commit touches these rows without the lock, which is held to COMMIT.
  */
 async function writePg(tx: Db, rows: AnalyticsRows, stored: Stored, early: Promise<Early>): Promise<void> {
+  const sharing = shared(tx, rows)
   const [{ fresh, days = [], weeks = [] }, paid] = await Promise.all([
     early,
     stored.hasPayments ? stored.payments.then((p) => withDays(rows, p)) : [],
@@ -308,16 +312,12 @@ async function writePg(tx: Db, rows: AnalyticsRows, stored: Stored, early: Promi
   for (const r of [...days, ...weeks])
     if (r.first_day != null)
       firstDays.set(`${r.game_id}\u0001${r.env}\u0001${r.user_id}`, Number(r.first_day))
-  // The rows every concurrent commit shares (hour counters, the minute's and the day's sketch)
-  // are taken last, once the counters have answered: a commit that took them first held their
-  // row locks the longest (signed batches on PostgreSQL once fell to 7,000-9,000 events/s, their
-  // backends waiting on transactionid locks of analytics_invocation_hour and analytics_day_sketch).
   await Promise.all([
+    ...sharing,
     gameDays(tx, rows, paid),
     countMergedCohorts(tx, days, weeks, firstDays),
     upsert(tx, 'daily', dayCounters(days, fresh, paid)),
   ])
-  await Promise.all(shared(tx, rows))
 }
 
 /** A new payment with what the commit's events said of it: its local day, kind and platform. */
