@@ -268,4 +268,41 @@ forEachEngine((engine) => {
     )
     expect(Number(n?.n)).toBe(2)
   })
+
+  if (engine === 'postgres')
+    test('two instances storing events at the same moments: every request accepted, every event stored once', async () => {
+      const a = await start('c')
+      const b = await start('d')
+      const g = await a.app.handle(
+        new Request('http://localhost/api/games', {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-admin-token': 'shared-admin' },
+          body: JSON.stringify({ ...game, name: 'Both instances' }),
+        }),
+      )
+      const gameId = ((await g.json()) as { id: string }).id
+      // Both instances number their raw rows by receive time: commits in the same millisecond on
+      // two instances must still get ids of their own.
+      for (let round = 0; round < 5; round++) {
+        const sends = await Promise.all(
+          Array.from({ length: 8 }, async (_, i) => {
+            const body = JSON.stringify(
+              Array.from({ length: 20 }, (_, k) => ({
+                event: 'login',
+                ts: String(Date.now()),
+                game_id: gameId,
+                env: 'prod',
+                uid: `both-${round}-${i}-${k}`,
+              })),
+            )
+            return post(i % 2 ? b : a, body, await signRequest(SECRET, body))
+          }),
+        )
+        expect(sends.map((r) => r.status)).toEqual(Array(8).fill(200))
+      }
+      const n = await a.db.get<{ n: number | string; ids: number | string }>(
+        "SELECT COUNT(*) AS n, COUNT(DISTINCT id) AS ids FROM ingest_events WHERE user_id LIKE 'both-%'",
+      )
+      expect([Number(n?.n), Number(n?.ids)]).toEqual([800, 800])
+    })
 })

@@ -27,6 +27,11 @@ function propsJson(raw: Record<string, unknown>): string {
 export const COMMITS_IN_FLIGHT = { sqlite: 3, postgres: 3 } as const
 /** PostgreSQL's message for SQLSTATE 40P01 (errors cross from the persist thread as text). */
 const DEADLOCK = /\bdeadlock detected\b/
+/**
+ * PostgreSQL's unique violation on a raw row's id: another instance sharing the store numbered
+ * rows received in the same milliseconds (ids are receive time x 1024 plus a counter).
+ */
+const TAKEN_ID = /unique constraint "ingest_(events|invocations)_pkey"/
 
 /** Largest transaction; a bigger backlog is committed in several. */
 const MAX_ROWS_PER_TX = 20_000
@@ -142,10 +147,15 @@ export class GroupWriter {
 
   private async init() {
     this.started = true
+    this.lastId = await this.storedMaxId()
+    for (const r of this.rollups) await r.init?.(this.db)
+  }
+
+  /** The largest raw row id stored (events and invocations), by any instance. */
+  private async storedMaxId(): Promise<number> {
     const max = await this.db.get<{ m: number | null }>('SELECT MAX(id) AS m FROM ingest_events')
     const maxInv = await this.db.get<{ m: number | null }>('SELECT MAX(id) AS m FROM ingest_invocations')
-    this.lastId = Math.max(Number(max?.m ?? 0), Number(maxInv?.m ?? 0))
-    for (const r of this.rollups) await r.init?.(this.db)
+    return Math.max(Number(max?.m ?? 0), Number(maxInv?.m ?? 0))
   }
 
   /**
@@ -153,7 +163,8 @@ export class GroupWriter {
    * dropped here; one the store holds already (an earlier commit, another instance's) makes the
    * transaction roll back, and the commit runs again without it. Events without an id are stored
    * as sent. A transaction PostgreSQL chose as a deadlock's victim was rolled back whole, and runs
-   * again as it was (as PostgreSQL's manual advises), instead of failing its requests.
+   * again as it was (as PostgreSQL's manual advises), instead of failing its requests. One whose
+   * raw row ids another instance took first runs again with ids past the largest stored.
    */
   private async commit(events: NormEvent[], nonces: Param[] = []): Promise<void> {
     let list = events
@@ -174,6 +185,13 @@ export class GroupWriter {
         if (attempt >= 5) throw e
         // Each attempt takes out what the store held.
         if (message.includes(DUPLICATE_EVENTS)) list = await this.withoutStored(list)
+        else if (TAKEN_ID.test(message))
+          // Past the rows stored and past the present (the other instance's commit in flight
+          // numbered from about now), by a random step: the two do not pick the same ids again.
+          this.lastId =
+            Math.max(this.lastId, await this.storedMaxId(), Date.now() * 1024) +
+            1024 +
+            Math.floor(Math.random() * 8192)
         else if (!DEADLOCK.test(message)) throw e
       }
     }
