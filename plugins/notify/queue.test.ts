@@ -38,6 +38,26 @@ forEachEngine((engine) => {
     await b.stop()
   }, 30_000)
 
+  test('a claim a live instance is not sending (its result was not recorded) is not renewed: it is delivered once its lease runs out', async () => {
+    const a = await appOn(store, notify({ local: false }))
+    const id = (
+      (await a.req('POST', '/api/v1/notify', { type: 'x', channel: 'hook', title: 'lost track' })).body.data
+        .task_ids as string[]
+    )[0]
+    // Not due until the live instance has started (its start gives back its old claims).
+    await a.db.run('UPDATE notify_deliveries SET next_at = ? WHERE id = ?', [Date.now() + 3_600_000, id])
+    await a.stop()
+    const b = await appOn(store, notify({ local: true }, { instance_id: 'live-one', lease_ms: 1000 }))
+    // Claimed by this live instance, as if a send's result had failed to be recorded.
+    await b.db.run(
+      "UPDATE notify_deliveries SET claimed_by = 'live-one', lease_until = ?, attempts = 1, next_at = ? WHERE id = ?",
+      [Date.now() + 1000, Date.now(), id],
+    )
+    // Renewing every claim of a live instance kept it pending forever.
+    expect(await until(() => sink.hits.some((h) => h.body.id === id), 10_000)).toBe(true)
+    await b.stop()
+  }, 30_000)
+
   test("an abandoned claim (a crashed instance's lease ran out) is delivered again, with the same id", async () => {
     const a = await appOn(store, notify({ local: false }))
     const id = (

@@ -51,6 +51,8 @@ export function dispatcher(opts: {
   let scheduled = false
   let stopped = false
   const running = new Set<Promise<void>>()
+  /** The deliveries this process is sending now: only their claims are renewed. */
+  const held = new Set<string>()
 
   const sent = opts.metrics.counter(
     'svc_notify_deliveries_total',
@@ -147,6 +149,7 @@ export function dispatcher(opts: {
   }
 
   async function run(row: DeliveryRow, slot: Slot) {
+    held.add(row.id)
     const attempt = Number(row.attempts)
     const startedAt = Date.now()
     const t0 = performance.now()
@@ -202,6 +205,7 @@ export function dispatcher(opts: {
       // The result could not be stored: the lease expires and the delivery is sent again (at least once).
       log.error('recording a delivery result failed', { id: row.id, error: (e as Error).message })
     } finally {
+      held.delete(row.id)
       schedule()
     }
   }
@@ -229,12 +233,14 @@ export function dispatcher(opts: {
       }
       await poll()
       poller = setInterval(poll, config.queue.poll_ms)
-      // Short leases, renewed while this instance lives: a dead instance's claims come back
-      // within one lease, a live one's slow sends are never claimed twice.
+      // Short leases, renewed while this instance sends: a dead instance's claims come back
+      // within one lease, a live one's slow sends are never claimed twice, and a claim whose
+      // result could not be recorded comes back too (it was renewed forever when every claim of
+      // a live instance was: deliveries stuck pending behind a deadlock, session 19).
       renewer = setInterval(
         () =>
           void store
-            .renew(config.queue.lease_ms)
+            .renew(config.queue.lease_ms, [...held])
             .catch((e) => log.error('renewing delivery claims failed', { error: (e as Error).message })),
         Math.max(100, Math.floor(config.queue.lease_ms / 3)),
       )

@@ -175,6 +175,8 @@ export function queueStore(db: Db, instanceId: string, opts: { idempotencyEntrie
   const finish = new GroupCommit<Outcome>(
     async (items) => {
       const now = Date.now()
+      // In id order: concurrent results and the renewal of leases lock rows in one order.
+      items.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
       await db.tx(async (tx) => {
         const jobs = items.map((o) => {
           if (o.kind === 'success')
@@ -259,11 +261,19 @@ export function queueStore(db: Db, instanceId: string, opts: { idempotencyEntrie
       )
     },
 
-    /** Extends every claim this instance holds: it is alive, its sends are still in flight. */
-    async renew(leaseMs: number): Promise<number> {
+    /**
+     * Extends the claims of the sends this instance has in flight (`ids`): it is alive and still
+     * working on them. A claim it lost track of (its result could not be recorded) is not renewed:
+     * its lease runs out and the delivery is sent again. Rows are locked in id order, as `finish`
+     * takes them, so the two never deadlock.
+     */
+    async renew(leaseMs: number, ids: string[]): Promise<number> {
+      if (!ids.length) return 0
+      const sorted = [...ids].sort()
       return db.run(
-        "UPDATE notify_deliveries SET lease_until = ? WHERE claimed_by = ? AND status = 'pending' AND lease_until IS NOT NULL",
-        [Date.now() + leaseMs, instanceId],
+        `UPDATE notify_deliveries SET lease_until = ? WHERE claimed_by = ? AND status = 'pending' AND lease_until IS NOT NULL
+         AND id IN (${sorted.map(() => '?').join(', ')})`,
+        [Date.now() + leaseMs, instanceId, ...sorted],
       )
     },
 
