@@ -236,7 +236,8 @@ export function dispatcher(opts: {
       // Short leases, renewed while this instance sends: a dead instance's claims come back
       // within one lease, a live one's slow sends are never claimed twice, and a claim whose
       // result could not be recorded comes back too (it was renewed forever when every claim of
-      // a live instance was: deliveries stuck pending behind a deadlock, session 19).
+      // a live instance was: on PostgreSQL, deliveries stayed pending for good under a large
+      // backlog, session 19).
       renewer = setInterval(
         () =>
           void store

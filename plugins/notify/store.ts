@@ -268,13 +268,21 @@ export function queueStore(db: Db, instanceId: string, opts: { idempotencyEntrie
      * takes them, so the two never deadlock.
      */
     async renew(leaseMs: number, ids: string[]): Promise<number> {
-      if (!ids.length) return 0
       const sorted = [...ids].sort()
-      return db.run(
-        `UPDATE notify_deliveries SET lease_until = ? WHERE claimed_by = ? AND status = 'pending' AND lease_until IS NOT NULL
-         AND id IN (${sorted.map(() => '?').join(', ')})`,
-        [Date.now() + leaseMs, instanceId, ...sorted],
-      )
+      const until = Date.now() + leaseMs
+      let renewed = 0
+      // Slices of up to 512, each padded to a power of two with its last id: few statement texts.
+      for (let at = 0; at < sorted.length; at += 512) {
+        const part = sorted.slice(at, at + 512)
+        const size = 2 ** Math.ceil(Math.log2(part.length))
+        while (part.length < size) part.push(part[part.length - 1])
+        renewed += await db.run(
+          `UPDATE notify_deliveries SET lease_until = ? WHERE claimed_by = ? AND status = 'pending' AND lease_until IS NOT NULL
+           AND id IN (${part.map(() => '?').join(', ')})`,
+          [until, instanceId, ...part],
+        )
+      }
+      return renewed
     },
 
     /** Gives back claims (a remote worker went away; this instance restarted) for immediate re-delivery. */
