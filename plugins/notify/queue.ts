@@ -235,9 +235,9 @@ export function dispatcher(opts: {
       poller = setInterval(poll, config.queue.poll_ms)
       // Short leases, renewed while this instance sends: a dead instance's claims come back
       // within one lease, a live one's slow sends are never claimed twice, and a claim whose
-      // result could not be recorded comes back too (it was renewed forever when every claim of
-      // a live instance was: on PostgreSQL, deliveries stayed pending for good under a large
-      // backlog, session 19).
+      // result could not be recorded comes back too. When every claim of a live instance was
+      // renewed, in no order, the renewal deadlocked with batches of results on PostgreSQL under a
+      // large backlog; the results lost were renewed forever and never sent (session 19).
       renewer = setInterval(
         () =>
           void store

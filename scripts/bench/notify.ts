@@ -81,7 +81,9 @@ async function startServer(
   )
   const proc = Bun.spawn([process.execPath, 'core/main.ts', '--config', file], {
     cwd: root,
-    stdout: 'ignore',
+    // The server logs (at warn: warnings and errors only) to stdout: shown, so that a failure
+    // during a run (a result not recorded, say) is seen rather than measured around.
+    stdout: 'inherit',
     stderr: 'inherit',
   })
   const url = `http://127.0.0.1:${port}`
