@@ -213,6 +213,17 @@ forEachEngine((engine) => {
     apps.push(app)
     return app
   }
+  /** A game made through `app` by the admin token; its id. */
+  const createGame = async (app: LiveopsApp, name: string) => {
+    const g = await app.app.handle(
+      new Request('http://localhost/api/games', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-admin-token': 'shared-admin' },
+        body: JSON.stringify({ ...game, name }),
+      }),
+    )
+    return ((await g.json()) as { id: string }).id
+  }
   const post = (app: LiveopsApp, body: string, headers: object) =>
     app.app.handle(
       new Request('http://localhost/api/ingest/events', {
@@ -232,14 +243,7 @@ forEachEngine((engine) => {
   test('a signed request accepted once is a replay on another instance (PostgreSQL) and after a restart (both)', async () => {
     const a = await start('a')
     const b = await start('b')
-    const g = await a.app.handle(
-      new Request('http://localhost/api/games', {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', 'x-admin-token': 'shared-admin' },
-        body: JSON.stringify(game),
-      }),
-    )
-    const gameId = ((await g.json()) as { id: string }).id
+    const gameId = await createGame(a, game.name)
     const body = JSON.stringify([
       { event: 'login', ts: String(Date.now()), game_id: gameId, env: 'prod', uid: 'p1' },
     ])
@@ -273,14 +277,7 @@ forEachEngine((engine) => {
     test('two instances storing events at the same moments: every request accepted, every event stored once', async () => {
       const a = await start('c')
       const b = await start('d')
-      const g = await a.app.handle(
-        new Request('http://localhost/api/games', {
-          method: 'POST',
-          headers: { 'content-type': 'application/json', 'x-admin-token': 'shared-admin' },
-          body: JSON.stringify({ ...game, name: 'Both instances' }),
-        }),
-      )
-      const gameId = ((await g.json()) as { id: string }).id
+      const gameId = await createGame(a, 'Both instances')
       // Both instances number their raw rows by receive time: commits in the same millisecond on
       // two instances must still get ids of their own.
       for (let round = 0; round < 5; round++) {

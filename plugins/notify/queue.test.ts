@@ -11,6 +11,12 @@ forEachEngine((engine) => {
     'webhook-provider': {},
     notify: { channels, workers, queue: { poll_ms: 20, ...queue }, idempotency_entries: 2 },
   })
+  /** One notification to the hook channel; its delivery's id. */
+  const enqueue = async (app: Awaited<ReturnType<typeof appOn>>, title: string) =>
+    (
+      (await app.req('POST', '/api/v1/notify', { type: 'x', channel: 'hook', title })).body.data
+        .task_ids as string[]
+    )[0]
   beforeAll(async () => {
     store = await ownStore(engine)
   })
@@ -40,10 +46,7 @@ forEachEngine((engine) => {
 
   test('a claim a live instance is not sending (its result was not recorded) is not renewed: it is delivered once its lease runs out', async () => {
     const a = await appOn(store, notify({ local: false }))
-    const id = (
-      (await a.req('POST', '/api/v1/notify', { type: 'x', channel: 'hook', title: 'lost track' })).body.data
-        .task_ids as string[]
-    )[0]
+    const id = await enqueue(a, 'lost track')
     // Not due until the live instance has started (its start gives back its old claims).
     await a.db.run('UPDATE notify_deliveries SET next_at = ? WHERE id = ?', [Date.now() + 3_600_000, id])
     await a.stop()
@@ -60,10 +63,7 @@ forEachEngine((engine) => {
 
   test("an abandoned claim (a crashed instance's lease ran out) is delivered again, with the same id", async () => {
     const a = await appOn(store, notify({ local: false }))
-    const id = (
-      (await a.req('POST', '/api/v1/notify', { type: 'x', channel: 'hook', title: 'orphan' })).body.data
-        .task_ids as string[]
-    )[0]
+    const id = await enqueue(a, 'orphan')
     await a.db.run(
       "UPDATE notify_deliveries SET claimed_by = 'crashed-instance', lease_until = ?, attempts = 1 WHERE id = ?",
       [Date.now() - 1, id],
