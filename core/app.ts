@@ -27,6 +27,7 @@ import {
   type Services,
 } from './plugin'
 import { LimiterSlot, RateLimiter, SharedRateLimiter } from './ratelimit'
+import { Scheduler } from './schedule'
 import { createSharedState } from './shared'
 import { strictBodies } from './strict'
 
@@ -296,6 +297,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     const services = new Map<string, { owner: string; service: unknown }>()
     const starts: Array<() => Promise<void> | void> = []
     const checks = new HealthChecks()
+    const scheduler = new Scheduler(log.child('schedule'))
 
     const mon = monitoring({ db, metrics, config: core, guard, checks, families })
     stops.push(mon.close)
@@ -428,6 +430,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
         health: (name, check, opts) => checks.add(name, check, opts),
         fastRoute: (method, path, handler) => routes.add(method, path, handler),
         staticRoute: (path, response) => routes.setStatic(path, response),
+        schedule: (name, everyMs, job, opts) => scheduler.add(name, everyMs, job, opts),
         onStart: (fn) => {
           starts.push(fn)
         },
@@ -438,6 +441,9 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
       app.use(await p.setup(ctx as never))
     }
     for (const fn of starts) await fn()
+    scheduler.start()
+    // Stop hooks run in reverse: the jobs stop before any plugin's own stop hook.
+    stops.push(() => scheduler.stop())
     const generatedAdminPassword = await bootstrapAdmin(
       auth,
       core.admin.email,

@@ -11,6 +11,7 @@ import type { ErrorFamily } from './http'
 import type { Logger } from './log'
 import type { Metrics } from './metrics'
 import type { LimiterSlot } from './ratelimit'
+import type { ScheduleOptions, ScheduledJob } from './schedule'
 import type { SharedState } from './shared'
 
 /**
@@ -116,6 +117,12 @@ export interface PluginContext<C> {
    * The change is visible to the next request. Exact paths win over `fastRoute` patterns.
    */
   staticRoute(path: string, response: Response | undefined): void
+  /**
+   * A periodic job, by a name unique in the app: `ctx.schedule('backups.auto', 60_000, job)`.
+   * The job never overlaps itself, starts after the start hooks and is aborted (its signal) and
+   * awaited before the stop hooks. Use this, not `setInterval`, for every periodic job.
+   */
+  schedule(name: string, everyMs: number, job: ScheduledJob, opts?: ScheduleOptions): void
   /** Runs after every plugin is set up, before the server listens. The one start hook. */
   onStart(fn: () => Promise<void> | void): void
   /** Runs on shutdown, in reverse order of registration, after in-flight requests finished. */
