@@ -191,6 +191,36 @@ export function authRoutes(
         },
       },
     )
+    .get(
+      '/api/auth/permissions',
+      ({ headers }) => {
+        const principal =
+          auth.verifyAccess(AuthService.bearer(headers)) ?? auth.verifyAdminToken(headers['x-admin-token'])
+        if (!principal) throw new Unauthorized('missing, invalid or expired token')
+        const table = auth.permissions.table()
+        const held: string[] = []
+        for (const area of Object.keys(table))
+          for (const action of ['read', 'write'] as const)
+            if (auth.permissions.allows(principal.roles, `${area}:${action}`)) held.push(`${area}:${action}`)
+        return { roles: principal.roles, permissions: held, table }
+      },
+      {
+        response: t.Object({
+          roles: t.Array(t.String(), { description: 'the roles of the caller' }),
+          permissions: t.Array(t.String(), { description: '`area:read` and `area:write` the caller holds' }),
+          table: t.Record(t.String(), t.Object({ read: t.Array(t.String()), write: t.Array(t.String()) }), {
+            description: 'every permission area with the roles that read and write it',
+          }),
+        }),
+        detail: {
+          tags: ['auth'],
+          summary: 'What the caller may do: its roles, the permissions they grant, and the whole role table',
+          description:
+            'Clients (the console, scripts) show and enable only what the caller may do. Any signed-in user; 401 without a valid token.',
+          security: [{ bearer: [] }, { adminToken: [] }],
+        },
+      },
+    )
     .post('/api/users', ({ body }) => auth.createUser(body), {
       permission: 'users:write',
       body: t.Object({

@@ -123,6 +123,23 @@ forEachEngine((engine) => {
     })
   })
 
+  describe('GET /api/auth/permissions', () => {
+    test('a user reads its roles, the permissions they grant and the role table; 401 without a token', async () => {
+      const viewer = await a.req('GET', '/api/auth/permissions', { token: await a.token('viewer') })
+      expect(viewer.status).toBe(200)
+      expect(viewer.body.roles).toEqual(['viewer'])
+      expect(viewer.body.permissions).toContain('games:read')
+      expect(viewer.body.permissions).not.toContain('games:write')
+      expect(viewer.body.permissions).not.toContain('users:read')
+      expect(viewer.body.table.users).toEqual({ read: ['admin', 'operator'], write: ['admin', 'operator'] })
+      const operator = await a.req('GET', '/api/auth/permissions', { token: await a.token('operator') })
+      expect(operator.body.permissions).toEqual(expect.arrayContaining(['games:write', 'users:write']))
+      expect(operator.body.permissions).not.toContain('apikeys:write')
+      expect((await a.req('GET', '/api/auth/permissions')).status).toBe(401)
+      expect((await a.req('GET', '/api/auth/permissions', { token: 'not.a.jwt' })).status).toBe(401)
+    })
+  })
+
   describe('users', () => {
     test('admin and operator manage users; passwords never come back', async () => {
       for (const role of ['admin', 'operator']) {
