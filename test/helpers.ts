@@ -53,6 +53,8 @@ export interface TestResponse<T = any> {
 export interface TestApp extends LiveopsApp {
   engine: Engine
   dataDir: string
+  /** The PostgreSQL schema of its store (another app may share it: `makeApp(engine, { store: app })`). */
+  pgSchema?: string
   /** `app.handle` of a request to `http://localhost{path}`; JSON bodies are sent and parsed. */
   // biome-ignore lint/suspicious/noExplicitAny: as above
   req<T = any>(
@@ -74,6 +76,8 @@ export interface MakeAppOptions {
   env?: Record<string, string>
   /** Plugins beside the shipped ones (the example plugin of docs/plugins.md, broken manifests). */
   extraPlugins?: Record<string, PluginManifest>
+  /** A second instance on this app's PostgreSQL schema (left to that app to drop). */
+  store?: TestApp
 }
 
 function merge(a: Record<string, unknown>, b: Record<string, unknown>): Record<string, unknown> {
@@ -110,7 +114,12 @@ export async function freshSchema(): Promise<{ schema: string; drop: () => Promi
  */
 export async function makeApp(engine: Engine, opts: MakeAppOptions = {}): Promise<TestApp> {
   const dataDir = mkdtempSync(join(tmpdir(), 'liveops-test-'))
-  const pg = engine === 'postgres' ? await freshSchema() : undefined
+  const pg =
+    engine !== 'postgres'
+      ? undefined
+      : opts.store?.pgSchema
+        ? { schema: opts.store.pgSchema, drop: async () => undefined }
+        : await freshSchema()
   const base = {
     data_dir: dataDir,
     database: { url: pg ? PG_URL : join(dataDir, 'test.sqlite'), pool: 5 },
@@ -165,6 +174,7 @@ export async function makeApp(engine: Engine, opts: MakeAppOptions = {}): Promis
     ...built,
     engine,
     dataDir,
+    pgSchema: pg?.schema,
     req,
     token,
     listen: () => {
