@@ -45,7 +45,12 @@ export default definePlugin({
     { id: 3, name: 'idempotency', sql: m003 },
   ],
   // Spec 2 is one notification service: rules, groups, rosters and incidents check users against it too.
-  permissions: { notify: { write: ['operator'] } },
+  permissions: {
+    notify: { write: ['operator'] },
+    // A channel's settings hold its credentials (masked, yet a target and a shape): operators
+    // and admins only, reads too, as the site plugin's channel settings.
+    channels: { write: ['operator'], read: ['operator'] },
+  },
   setup(ctx) {
     const config = ctx.config
     ctx.auth.anonymousAppScopes = !config.auth.enabled
