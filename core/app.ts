@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { openapi } from '@elysiajs/openapi'
 import { type AnyElysia, Elysia } from 'elysia'
@@ -14,6 +14,7 @@ import type { LoadedConfig } from './config'
 import { type Db, type MigrationSet, migrate, openDb } from './db'
 import { SCALAR_ASSET, docsAssets, scalarOptions } from './docs'
 import { CorsPolicy, edge } from './edge'
+import { privateDir, tighten, writePrivate } from './files'
 import { ErrorFamilies, HttpError, bodyTooLarge, clientIp, errorHandler, readBounded } from './http'
 import { type Logger, createLogger } from './log'
 import { Metrics } from './metrics'
@@ -86,11 +87,14 @@ export function orderPlugins(enabled: string[], known: Record<string, PluginMani
 
 function jwtSecret(configured: string, dataDir: string): string {
   if (configured) return configured
-  mkdirSync(dataDir, { recursive: true })
+  privateDir(dataDir)
   const file = join(dataDir, 'jwt-secret')
-  if (existsSync(file)) return readFileSync(file, 'utf8').trim()
+  if (existsSync(file)) {
+    tighten(file)
+    return readFileSync(file, 'utf8').trim()
+  }
   const secret = Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString('base64url')
-  writeFileSync(file, secret, { mode: 0o600 })
+  writePrivate(file, secret)
   return secret
 }
 

@@ -1,5 +1,6 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { privateDir, writePrivate } from '../../core/files'
 import { definePlugin } from '../../core/plugin'
 import { channelManager, logProvider } from './channels'
 import { subscribePlatformEvents } from './events'
@@ -22,9 +23,9 @@ function instanceId(configured: string, dataDir: string): string {
   if (configured) return configured
   const file = join(dataDir, 'notify-instance-id')
   if (existsSync(file)) return readFileSync(file, 'utf8').trim()
-  mkdirSync(dataDir, { recursive: true })
+  privateDir(dataDir)
   const id = `notify-${Bun.randomUUIDv7().slice(-12)}`
-  writeFileSync(file, id)
+  writePrivate(file, id)
   return id
 }
 
