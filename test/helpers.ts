@@ -55,7 +55,7 @@ export interface TestApp extends LiveopsApp {
   dataDir: string
   /** The PostgreSQL schema of its store (another app may share it: `makeApp(engine, { store: app })`). */
   pgSchema?: string
-  /** `app.handle` of a request to `http://localhost{path}`; JSON bodies are sent and parsed. */
+  /** `app.handle` of a request to `http://localhost{path}`; JSON bodies are sent and parsed, an event stream's is not read. */
   // biome-ignore lint/suspicious/noExplicitAny: as above
   req<T = any>(
     method: string,
@@ -148,6 +148,11 @@ export async function makeApp(engine: Engine, opts: MakeAppOptions = {}): Promis
       body = JSON.stringify(o.body)
     }
     const res = await built.app.handle(new Request(`http://localhost${path}`, { method, headers, body }))
+    // An event stream never ends by itself: its status and headers are the answer.
+    if ((res.headers.get('content-type') ?? '').includes('event-stream')) {
+      await res.body?.cancel()
+      return { status: res.status, body: '' as never, headers: res.headers }
+    }
     const text = await res.text()
     let parsed: unknown = text
     if ((res.headers.get('content-type') ?? '').includes('json') && text) parsed = JSON.parse(text)
