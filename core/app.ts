@@ -1,8 +1,9 @@
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { openapi } from '@elysiajs/openapi'
 import { type AnyElysia, Elysia } from 'elysia'
 import { authGuard, requestGuard } from './auth/guard'
+import { keyRoutes } from './auth/key-routes'
 import { coreMigrations } from './auth/migrations'
 import { CORE_AREAS } from './auth/roles'
 import { authRoutes } from './auth/routes'
@@ -13,6 +14,7 @@ import type { LoadedConfig } from './config'
 import { type Db, type MigrationSet, migrate, openDb } from './db'
 import { SCALAR_ASSET, docsAssets, scalarOptions } from './docs'
 import { CorsPolicy, edge } from './edge'
+import { privateDir, tighten, writePrivate } from './files'
 import { ErrorFamilies, HttpError, bodyTooLarge, clientIp, errorHandler, readBounded } from './http'
 import { type Logger, createLogger } from './log'
 import { Metrics } from './metrics'
@@ -85,11 +87,14 @@ export function orderPlugins(enabled: string[], known: Record<string, PluginMani
 
 function jwtSecret(configured: string, dataDir: string): string {
   if (configured) return configured
-  mkdirSync(dataDir, { recursive: true })
+  privateDir(dataDir)
   const file = join(dataDir, 'jwt-secret')
-  if (existsSync(file)) return readFileSync(file, 'utf8').trim()
+  if (existsSync(file)) {
+    tighten(file)
+    return readFileSync(file, 'utf8').trim()
+  }
   const secret = Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString('base64url')
-  writeFileSync(file, secret, { mode: 0o600 })
+  writePrivate(file, secret)
   return secret
 }
 
@@ -264,7 +269,10 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
       log.child('auth'),
       shared,
     )
-    await auth.init()
+    const changes = await createChanges(db, log.child('changes'), opts.pgSchema ?? 'public')
+    stops.push(() => changes.close())
+    await auth.init(changes)
+    stops.push(() => auth.stop())
     // The role table is whole before any route exists: a route naming an undeclared area fails here.
     auth.permissions.declare('core', CORE_AREAS)
     const families = new ErrorFamilies()
@@ -274,8 +282,6 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     }
 
     const metrics = new Metrics()
-    const changes = await createChanges(db, log.child('changes'), opts.pgSchema ?? 'public')
-    stops.push(() => changes.close())
     const bus = new Bus((event, e) => log.error('bus listener failed', { event, error: String(e) }))
     const providers = new ProviderRegistry()
     // Shared by the instances of one PostgreSQL (or one Redis). A SQLite file serves one instance:
@@ -330,7 +336,20 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
               components: {
                 securitySchemes: {
                   bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
-                  apiKey: { type: 'apiKey', in: 'header', name: 'x-api-key' },
+                  apiKey: {
+                    type: 'apiKey',
+                    in: 'header',
+                    name: 'x-api-key',
+                    description:
+                      'SDK key (`lok_...`): public, bound to one game and environment; reaches only the SDK surface',
+                  },
+                  serverKey: {
+                    type: 'apiKey',
+                    in: 'header',
+                    name: 'x-api-key',
+                    description:
+                      'Server key (`lsk_...`, spec 2 X-API-Key): secret, scoped (config, trigger, query) like an application token',
+                  },
                   adminToken: { type: 'apiKey', in: 'header', name: 'x-admin-token' },
                 },
               },
@@ -391,7 +410,10 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
       })
     // Before every route: each JSON body is checked as it arrived (core/strict.ts).
     app.use(strictBodies(() => app))
-    app.use(mon.app).use(authRoutes(auth, guard, { trustForwardedFor: core.server.trust_forwarded_for, bus }))
+    app
+      .use(mon.app)
+      .use(authRoutes(auth, guard, { trustForwardedFor: core.server.trust_forwarded_for, bus }))
+      .use(keyRoutes(auth, guard))
     const routes = new NativeRoutes(metrics, logRequest, families, cors)
 
     for (const p of ordered) {

@@ -1,5 +1,6 @@
 import { appendFileSync, existsSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs'
 import { dirname } from 'node:path'
+import { PRIVATE_DIR, PRIVATE_FILE } from './files'
 import { maskValue } from './secrets'
 
 export type Level = 'debug' | 'info' | 'warn' | 'error'
@@ -81,7 +82,7 @@ export function createLogger(
 function defaultWriter(s: LogSettings): (line: string) => void {
   if (!s.file) return (line) => process.stdout.write(`${line}\n`)
   const file = s.file
-  mkdirSync(dirname(file), { recursive: true })
+  mkdirSync(dirname(file), { recursive: true, mode: PRIVATE_DIR })
   let size = existsSync(file) ? statSync(file).size : 0
   const rotate = () => {
     const cutoff = Date.now() - s.max_age * 86_400_000
@@ -98,7 +99,7 @@ function defaultWriter(s: LogSettings): (line: string) => void {
   }
   return (line) => {
     if (size > s.max_size * 1024 * 1024) rotate()
-    appendFileSync(file, `${line}\n`)
+    appendFileSync(file, `${line}\n`, { mode: PRIVATE_FILE })
     size += Buffer.byteLength(line) + 1
   }
 }

@@ -7,6 +7,7 @@ import { createApp, listen } from './app'
 import { ConfigError, type LoadedConfig, checkConfig, loadConfig } from './config'
 import { storageFault } from './db/faults'
 import { embeddedConfig } from './embedded-config' with { type: 'macro' }
+import { privateDir, writePrivate } from './files'
 import { createLogger } from './log'
 
 const USAGE = `liveops — self-hosted back end for live games
@@ -53,9 +54,9 @@ function fatal(line: string): never {
 /** The data directory holds the SQLite store, the generated JWT secret and backups: it must be writable. */
 function checkDataDir(dir: string) {
   try {
-    mkdirSync(dir, { recursive: true })
+    privateDir(dir)
     const probe = join(dir, `.write-test-${process.pid}`)
-    writeFileSync(probe, '')
+    writePrivate(probe, '')
     rmSync(probe)
   } catch (e) {
     const err = e as NodeJS.ErrnoException

@@ -73,9 +73,11 @@ export interface PluginContext<C> {
   auth: AuthService
   /**
    * The route policy macros, defined once in core: `{ permission: 'games:write' }` (Bearer JWT or
-   * x-admin-token), `{ apiKey: true }` (x-api-key), `{ appScope: 'trigger' }` (spec 2 application
-   * tokens, users and keys). Each authenticates before the body or query is read, and counts the
-   * request against the app's one rate limiter: `new Elysia({ name }).use(ctx.guard)`.
+   * x-admin-token), `{ apiKey: true }` (an SDK key), `{ sdkOr: { permission, owner } }` (either, the
+   * SDK key only for its own game and environment), `{ appScope: 'trigger' }` (spec 2: server keys
+   * and application tokens by scope, users by permission). Each authenticates before the body or
+   * query is read, answers a credential of another kind with 403 naming it, and counts the request
+   * against the app's one rate limiter: `new Elysia({ name }).use(ctx.guard)`. docs/security.md.
    */
   guard: ReturnType<typeof authGuard>
   /**

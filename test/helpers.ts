@@ -53,7 +53,9 @@ export interface TestResponse<T = any> {
 export interface TestApp extends LiveopsApp {
   engine: Engine
   dataDir: string
-  /** `app.handle` of a request to `http://localhost{path}`; JSON bodies are sent and parsed. */
+  /** The PostgreSQL schema of its store (another app may share it: `makeApp(engine, { store: app })`). */
+  pgSchema?: string
+  /** `app.handle` of a request to `http://localhost{path}`; JSON bodies are sent and parsed, an event stream's is not read. */
   // biome-ignore lint/suspicious/noExplicitAny: as above
   req<T = any>(
     method: string,
@@ -74,6 +76,8 @@ export interface MakeAppOptions {
   env?: Record<string, string>
   /** Plugins beside the shipped ones (the example plugin of docs/plugins.md, broken manifests). */
   extraPlugins?: Record<string, PluginManifest>
+  /** A second instance on this app's PostgreSQL schema (left to that app to drop). */
+  store?: TestApp
 }
 
 function merge(a: Record<string, unknown>, b: Record<string, unknown>): Record<string, unknown> {
@@ -110,7 +114,12 @@ export async function freshSchema(): Promise<{ schema: string; drop: () => Promi
  */
 export async function makeApp(engine: Engine, opts: MakeAppOptions = {}): Promise<TestApp> {
   const dataDir = mkdtempSync(join(tmpdir(), 'liveops-test-'))
-  const pg = engine === 'postgres' ? await freshSchema() : undefined
+  const pg =
+    engine !== 'postgres'
+      ? undefined
+      : opts.store?.pgSchema
+        ? { schema: opts.store.pgSchema, drop: async () => undefined }
+        : await freshSchema()
   const base = {
     data_dir: dataDir,
     database: { url: pg ? PG_URL : join(dataDir, 'test.sqlite'), pool: 5 },
@@ -139,6 +148,11 @@ export async function makeApp(engine: Engine, opts: MakeAppOptions = {}): Promis
       body = JSON.stringify(o.body)
     }
     const res = await built.app.handle(new Request(`http://localhost${path}`, { method, headers, body }))
+    // An event stream never ends by itself: its status and headers are the answer.
+    if ((res.headers.get('content-type') ?? '').includes('event-stream')) {
+      await res.body?.cancel()
+      return { status: res.status, body: '' as never, headers: res.headers }
+    }
     const text = await res.text()
     let parsed: unknown = text
     if ((res.headers.get('content-type') ?? '').includes('json') && text) parsed = JSON.parse(text)
@@ -165,6 +179,7 @@ export async function makeApp(engine: Engine, opts: MakeAppOptions = {}): Promis
     ...built,
     engine,
     dataDir,
+    pgSchema: pg?.schema,
     req,
     token,
     listen: () => {

@@ -1,13 +1,27 @@
 import { randomBytes } from 'node:crypto'
 import { type Db, fromJson, iso, newId } from '../db'
 import { NotFound } from '../http'
-import type { Principal } from './service'
+import type { Principal } from './principal'
 
 /** Spec 2 section 5: the three scopes of an application token; none implies another. */
 export const SCOPES = ['config', 'trigger', 'query'] as const
 export type Scope = (typeof SCOPES)[number]
 
+/** Application tokens travel as `Authorization: Bearer lat_...` or `X-App-Token`. */
 export const APP_TOKEN_PREFIX = 'lat_'
+/** Server keys (spec 2's `X-API-Key`) travel in `X-API-Key`, beside SDK keys (`lok_`). */
+export const SERVER_KEY_PREFIX = 'lsk_'
+
+/**
+ * The two scoped credentials of the notification service. Both are secret, shown once and
+ * stored as their SHA-256; they differ only in the header they travel in.
+ */
+export const SCOPED_KINDS = {
+  appToken: { stored: 'app', prefix: APP_TOKEN_PREFIX, label: 'app' },
+  serverKey: { stored: 'server', prefix: SERVER_KEY_PREFIX, label: 'serverkey' },
+} as const
+export type ScopedKind = keyof typeof SCOPED_KINDS
+
 const sha256 = (s: string) => new Bun.CryptoHasher('sha256').update(s).digest('hex')
 
 type TokenRow = {
@@ -33,45 +47,68 @@ const toToken = (r: TokenRow) => ({
 export type AppPrincipal = Principal & { scopes: Scope[] }
 
 /**
- * Application tokens for integrators (spec 2 section 5). Only the SHA-256 of a token is stored;
- * the token itself is shown once, at creation.
+ * Application tokens or server keys (spec 2 section 5), one store per kind over one table. Only
+ * the SHA-256 of a token is stored; the token itself is shown once, at creation. Verified
+ * tokens are cached; `forget()` drops the cache (a revocation here or, by change notice, on
+ * another instance).
  */
-export function appTokenStore(db: Db) {
+export function scopedTokenStore(db: Db, kind: ScopedKind) {
+  const { stored, prefix, label } = SCOPED_KINDS[kind]
   const cache = new Map<string, AppPrincipal | null>()
   return {
+    kind,
     async create(name: string, scopes: Scope[], createdBy: string) {
-      const token = `${APP_TOKEN_PREFIX}${randomBytes(24).toString('base64url')}`
+      const token = `${prefix}${randomBytes(24).toString('base64url')}`
       const row = await db.get<TokenRow>(
-        `INSERT INTO auth_app_tokens (id, name, scopes, token_hash, prefix, created_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING ${COLS}`,
-        [newId(), name, JSON.stringify(scopes), sha256(token), token.slice(0, 8), createdBy, Date.now()],
+        `INSERT INTO auth_app_tokens (id, name, scopes, token_hash, prefix, created_by, created_at, kind)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING ${COLS}`,
+        [
+          newId(),
+          name,
+          JSON.stringify(scopes),
+          sha256(token),
+          token.slice(0, 8),
+          createdBy,
+          Date.now(),
+          stored,
+        ],
       )
       return { ...toToken(row!), token }
     },
     async list() {
-      return (await db.all<TokenRow>(`SELECT ${COLS} FROM auth_app_tokens ORDER BY created_at, id`)).map(
-        toToken,
+      const rows = await db.all<TokenRow>(
+        `SELECT ${COLS} FROM auth_app_tokens WHERE kind = ? ORDER BY created_at, id`,
+        [stored],
       )
+      return rows.map(toToken)
     },
     async revoke(id: string) {
       const row = await db.get<TokenRow>(
-        `UPDATE auth_app_tokens SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ? RETURNING ${COLS}`,
-        [Date.now(), id],
+        `UPDATE auth_app_tokens SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ? AND kind = ? RETURNING ${COLS}`,
+        [Date.now(), id, stored],
       )
-      if (!row) throw new NotFound(`application token '${id}' not found`)
+      if (!row)
+        throw new NotFound(`${kind === 'appToken' ? 'application token' : 'server key'} '${id}' not found`)
       cache.clear()
       return toToken(row)
+    },
+    forget() {
+      cache.clear()
     },
     async verify(token: string): Promise<AppPrincipal | undefined> {
       const hash = sha256(token)
       const hit = cache.get(hash)
       if (hit !== undefined) return hit ?? undefined
-      const row = await db.get<TokenRow>(`SELECT ${COLS} FROM auth_app_tokens WHERE token_hash = ?`, [hash])
+      const row = await db.get<TokenRow>(
+        `SELECT ${COLS} FROM auth_app_tokens WHERE token_hash = ? AND kind = ?`,
+        [hash, stored],
+      )
       const p =
         row && row.revoked_at === null
           ? {
-              kind: 'apiKey' as const,
+              kind,
               id: row.id,
-              username: `app:${row.name}`,
+              username: `${label}:${row.name}`,
               roles: [],
               scopes: fromJson<Scope[]>(row.scopes, []),
             }
@@ -82,4 +119,4 @@ export function appTokenStore(db: Db) {
     },
   }
 }
-export type AppTokenStore = ReturnType<typeof appTokenStore>
+export type ScopedTokenStore = ReturnType<typeof scopedTokenStore>

@@ -2,7 +2,7 @@ import { Elysia } from 'elysia'
 import { Unauthorized } from '../http'
 import { type Limiter, rateHeaders } from '../ratelimit'
 import type { Permission } from './roles'
-import { type AppScopeOption, AuthService, type Principal } from './service'
+import { type AppScopeOption, AuthService, type Principal, userPermission } from './service'
 
 type Headers = Record<string, string | undefined>
 
@@ -29,18 +29,40 @@ export function rateLimiting(limiter: Limiter) {
 export const PERMISSION_SECURITY: Array<Record<string, string[]>> = [{ bearer: [] }, { adminToken: [] }]
 
 /**
+ * `sdkOr`: a route of the SDK surface that users may call too (experiment assignment). `owner`
+ * names the game and environment of the resource the request is about (throwing 404 when there
+ * is none); an SDK key bound elsewhere is 403.
+ */
+export interface SdkOrOption {
+  permission: Permission
+  owner: (params: Record<string, string>) => Promise<{ gameId: string; environment: string }>
+}
+
+/**
  * The `permission` policy, given who the credentials name (a Bearer JWT or the `service_token`
- * cookie, else the `x-admin-token`): 401 without one, 403 when its roles do not grant `permission`.
+ * cookie, else the `x-admin-token`): 403 when its roles do not grant `permission`; without one,
+ * 403 for a valid credential of another kind (an SDK key, a server key, an application token),
+ * else 401. Synchronous when it admits the caller: the hot path awaits nothing.
  */
 function permitted(
   d: GuardDeps,
   who: Principal | undefined,
+  headers: Headers,
   request: Request,
   permission: Permission,
-): Principal {
-  if (who) d.identified?.set(request, who)
+): Principal | Promise<never> {
+  if (!who) return d.auth.refuse(headers)
+  d.identified?.set(request, who)
   return d.auth.authorize(who, permission)
 }
+
+/** The headers a refusal looks at, from a raw request. */
+const rawHeaders = (h: globalThis.Headers): Headers => ({
+  authorization: h.get('authorization') ?? undefined,
+  cookie: h.get('cookie') ?? undefined,
+  'x-api-key': h.get('x-api-key') ?? undefined,
+  'x-app-token': h.get('x-app-token') ?? undefined,
+})
 
 /** `AuthService.bearer` over a raw request's headers, reading the cookie only without a Bearer header. */
 function rawBearer(h: globalThis.Headers): string | undefined {
@@ -66,7 +88,8 @@ export function requestGuard(d: GuardDeps) {
         const h = request.headers
         const who =
           d.auth.verifyAccess(rawBearer(h)) ?? d.auth.verifyAdminToken(h.get('x-admin-token') ?? undefined)
-        const principal = permitted(d, who, request, permission)
+        const principal = permitted(d, who, rawHeaders(h), request, permission)
+        if (principal instanceof Promise) return principal
         const counted = count(principal, headers)
         return counted instanceof Promise ? counted.then(() => principal) : principal
       }
@@ -87,9 +110,12 @@ export interface GuardDeps {
 
 /**
  * The per-route policy, defined once for every plugin: `{ permission: 'games:write' }` needs a
- * Bearer JWT (or the `x-admin-token`) whose roles grant it; `{ apiKey: true }` needs an
- * `x-api-key`; `{ appScope: 'trigger' }` follows spec 2's application-token rules. Each puts
- * `principal` in the handler context and counts the request against its rate limit.
+ * Bearer JWT (or the `x-admin-token`) whose roles grant it; `{ apiKey: true }` needs an SDK key;
+ * `{ sdkOr: { permission, owner } }` either, an SDK key only for its own game and environment;
+ * `{ appScope: 'trigger' }` follows spec 2's rules (application tokens and server keys by scope,
+ * users by permission). A valid credential of a kind the route does not take is 403 naming the
+ * kind. Each puts `principal` in the handler context and counts the request against its rate
+ * limit.
  *
  * Who is asking is decided before the request is read: in the `parse` hook (requests with a
  * body, before it is parsed) or the `transform` hook (before query and params are validated),
@@ -103,6 +129,8 @@ export function authGuard(d: GuardDeps) {
   const hooks = <P extends Principal | undefined>(
     who: (headers: Headers, request: Request) => P | Promise<P>,
     security: Array<Record<string, string[]>>,
+    /** A check that needs the route's params, once the caller is known. */
+    then?: (principal: P, params: Record<string, string>) => Promise<void>,
   ) => {
     const decide = async (ctx: {
       request: Request
@@ -122,7 +150,16 @@ export function authGuard(d: GuardDeps) {
       parse: async (ctx: Parameters<typeof decide>[0]) => {
         await decide(ctx)
       },
-      transform: decide,
+      // Path params are known here, the query and body not yet validated: a check that needs
+      // the resource (`then`) still answers before any 400.
+      transform: async (ctx: Parameters<typeof decide>[0]) => {
+        await decide(ctx)
+        if (then)
+          await then(
+            (decided.get(ctx.request) ?? undefined) as P,
+            (ctx as { params?: Record<string, string> }).params ?? {},
+          )
+      },
       resolve: async (ctx: Parameters<typeof decide>[0]) => {
         await decide(ctx)
         return { principal: (decided.get(ctx.request) ?? undefined) as P }
@@ -138,10 +175,30 @@ export function authGuard(d: GuardDeps) {
             d,
             d.auth.verifyAccess(AuthService.bearer(headers)) ??
               d.auth.verifyAdminToken(headers['x-admin-token']),
+            headers,
             request,
             permission,
           ),
         PERMISSION_SECURITY,
+      )
+    },
+    sdkOr: (option: SdkOrOption) => {
+      d.auth.permissions.check(option.permission)
+      return hooks(
+        async (headers, request) => {
+          const user =
+            d.auth.verifyAccess(AuthService.bearer(headers)) ??
+            d.auth.verifyAdminToken(headers['x-admin-token'])
+          if (user || !headers['x-api-key']) return permitted(d, user, headers, request, option.permission)
+          const key = await d.auth.verifyApiKey(headers['x-api-key'])
+          if (!key) throw new Unauthorized('missing or invalid x-api-key', 'invalid_api_key')
+          d.identified?.set(request, key)
+          return key
+        },
+        [...PERMISSION_SECURITY, { apiKey: [] }],
+        async (principal, params) => {
+          if (principal.kind === 'sdkKey') d.auth.sdkReach(principal, await option.owner(params))
+        },
       )
     },
     apiKey: (_: true) =>
@@ -156,7 +213,8 @@ export function authGuard(d: GuardDeps) {
     appScope: (option: AppScopeOption) => {
       if (typeof option !== 'string') d.auth.permissions.check(option.permission)
       const scope = typeof option === 'string' ? option : option.scope
-      const keys = scope === 'query' || scope === 'trigger' ? [{ apiKey: [] }] : []
+      if (scope !== 'admin') d.auth.scopeNeeds(scope, userPermission(option))
+      const keys = scope === 'admin' ? [] : [{ serverKey: [] }]
       return hooks(
         (headers, request) => {
           if (d.identified) {

@@ -3,6 +3,7 @@ import m001 from './migrations/001_auth.sql' with { type: 'text' }
 import m002 from './migrations/002_app_tokens.sql' with { type: 'text' }
 import m003 from './migrations/003_probe.sql' with { type: 'text' }
 import m004 from './migrations/004_shared.sql' with { type: 'text' }
+import m005 from './migrations/005_trust.sql' with { type: 'text' }
 
 /** Core's own migrations, recorded in the ledger under the name `core`. */
 export const coreMigrations: Migration[] = [
@@ -10,4 +11,5 @@ export const coreMigrations: Migration[] = [
   { id: 2, name: 'app_tokens', sql: m002 },
   { id: 3, name: 'probe', sql: m003 },
   { id: 4, name: 'shared', sql: m004 },
+  { id: 5, name: 'trust', sql: m005 },
 ]

@@ -69,6 +69,20 @@ export class Permissions {
     return false
   }
 
+  /** The roles, most powerful first. */
+  roles(): Role[] {
+    return [...ROLES]
+  }
+
+  /** Every permission `role` grants on its own. */
+  grantsOf(role: string): Permission[] {
+    const out: Permission[] = []
+    for (const area of this.areas.keys())
+      for (const action of ['read', 'write'] as const)
+        if (this.allows([role], `${area}:${action}`)) out.push(`${area}:${action}`)
+    return out
+  }
+
   /** Each area with the roles holding read and write: documentation and `GET /api/auth/roles`-style reads. */
   table(): Record<string, { read: Role[]; write: Role[] }> {
     const out: Record<string, { read: Role[]; write: Role[] }> = {}

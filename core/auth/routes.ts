@@ -2,7 +2,6 @@ import { Elysia, t } from 'elysia'
 import type { Bus } from '../bus'
 import { NotFound, Unauthorized } from '../http'
 import { Enum } from '../schema'
-import { SCOPES } from './app-tokens'
 import type { authGuard } from './guard'
 import { ROLES } from './roles'
 import { AuthService } from './service'
@@ -28,24 +27,20 @@ const Tokens = t.Object({
 })
 const V1User = t.Object({ id: t.String(), username: t.String(), role: t.String() })
 
-const AppTokenBody = t.Object(
-  {
-    name: t.String({ minLength: 1, maxLength: 200 }),
-    scopes: t.Array(Enum(SCOPES), { minItems: 1, uniqueItems: true }),
-  },
-  { additionalProperties: false },
-)
 const THROTTLE_DOC =
   'Failed attempts are limited per account and per client address: past `auth.login_throttle` ' +
   'failures the answer is 429 `too_many_attempts` with Retry-After, doubling from 1 s up to a cap ' +
   '(15 min for the address that keeps failing, 1 min for an account attacked from many addresses, ' +
   'never for an address that logged into it before). Unknown accounts take as long as known ones.'
-const ok = <T>(data: T, message = 'ok') => ({ code: 0, message, data })
+const USER_RULES =
+  "Beyond `users:write`: nobody grants a role they do not hold (a role is held when the caller's roles grant every " +
+  'permission it grants; admin holds all); only an admin creates, changes, disables or deletes an admin or sets ' +
+  "another user's password; nobody changes their own roles (403). The last active admin cannot be disabled, " +
+  'demoted or deleted (409).'
 
 /**
- * Login and user management of spec 1 (`/api/auth`, `/api/users`), the notification service's
- * own login family (`/api/v1/auth`, spec 2 section 5) and its application tokens
- * (`/api/v1/app-tokens`), which every `appScope` route of any plugin accepts.
+ * Login and user management of spec 1 (`/api/auth`, `/api/users`) and the notification service's
+ * own login family (`/api/v1/auth`, spec 2 section 5). Keys and tokens: core/auth/key-routes.ts.
  */
 export function authRoutes(
   auth: AuthService,
@@ -129,7 +124,9 @@ export function authRoutes(
       '/api/v1/auth/login',
       async ({ body, request, server }) => {
         const user = await login('username', body.username, body.password, address(request, server))
-        return { token: auth.accessToken(user), user: v1User(user) }
+        // A login family like spec 1's, without a refresh token to hand out: ending the family
+        // (or the user's trust) ends every token renewed from this one.
+        return { token: (await auth.issue(user)).token, user: v1User(user) }
       },
       {
         body: t.Object({ username: t.String({ minLength: 1 }), password: t.String({ minLength: 1 }) }),
@@ -153,11 +150,12 @@ export function authRoutes(
         const principal = auth.verifyAccess(AuthService.bearer(headers, query))
         if (!principal) {
           await auth.throttle.fail(from, 'token refresh')
-          throw new Unauthorized('missing, invalid or expired token')
+          return auth.refuse(headers, { admin: true })
         }
-        const user = await auth.getUser(principal.id).catch(() => undefined)
+        const user = await auth.users.get(principal.id).catch(() => undefined)
         if (!user || user.disabled) throw new Unauthorized('user no longer exists or is disabled')
-        return { code: 0, message: 'ok', data: { token: auth.accessToken(user) } }
+        // The renewed token stays in its login family, so ending the family ends it too.
+        return { code: 0, message: 'ok', data: { token: auth.accessToken(user, principal.family) } }
       },
       {
         detail: {
@@ -175,8 +173,9 @@ export function authRoutes(
     .get(
       '/api/v1/auth/me',
       async ({ headers, query }) => {
-        const principal = auth.verifyAccess(AuthService.bearer(headers, query))
-        if (!principal) throw new Unauthorized('missing, invalid or expired token')
+        const principal =
+          auth.verifyAccess(AuthService.bearer(headers, query)) ??
+          (await auth.refuse(headers, { admin: true }))
         const user = await auth.getUser(principal.id).catch(() => {
           throw new NotFound('user no longer exists')
         })
@@ -193,10 +192,8 @@ export function authRoutes(
     )
     .get(
       '/api/auth/permissions',
-      ({ headers }) => {
-        const principal =
-          auth.verifyAccess(AuthService.bearer(headers)) ?? auth.verifyAdminToken(headers['x-admin-token'])
-        if (!principal) throw new Unauthorized('missing, invalid or expired token')
+      async ({ headers }) => {
+        const principal = await auth.identify(headers)
         const table = auth.permissions.table()
         const held: string[] = []
         for (const area of Object.keys(table))
@@ -221,7 +218,7 @@ export function authRoutes(
         },
       },
     )
-    .post('/api/users', ({ body }) => auth.createUser(body), {
+    .post('/api/users', ({ body, principal }) => auth.createUser(body, undefined, principal), {
       permission: 'users:write',
       body: t.Object({
         email: t.String({ minLength: 3 }),
@@ -231,7 +228,14 @@ export function authRoutes(
         roles: t.Array(Role, { minItems: 1 }),
       }),
       response: { 200: 'auth.User' },
-      detail: { tags: ['users'], summary: 'Create a user (admin, operator)' },
+      detail: {
+        tags: ['users'],
+        summary: 'Create a user (admin, operator)',
+        description: USER_RULES,
+        responses: {
+          403: { description: 'A role the caller does not hold, or an admin made by a non-admin' },
+        },
+      },
     })
     .get(
       '/api/users',
@@ -254,7 +258,7 @@ export function authRoutes(
       response: { 200: 'auth.User' },
       detail: { tags: ['users'], summary: 'Read a user' },
     })
-    .put('/api/users/:id', ({ params, body }) => auth.updateUser(params.id, body), {
+    .put('/api/users/:id', ({ params, body, principal }) => auth.updateUser(params.id, body, principal), {
       permission: 'users:write',
       body: t.Object({
         name: t.Optional(t.String({ maxLength: 200 })),
@@ -265,56 +269,49 @@ export function authRoutes(
       response: { 200: 'auth.User' },
       detail: {
         tags: ['users'],
-        summary: 'Update name, roles, password or the disabled flag; role changes apply at the next token',
+        summary:
+          "Update name, roles, password or the disabled flag; a new password, other roles or disabling end the user's sessions at once",
+        description: USER_RULES,
+        responses: {
+          403: { description: 'Refused by the rules above' },
+          409: { description: 'The last active admin would be disabled or demoted' },
+        },
       },
     })
-    .post('/api/users/:id/disable', ({ params }) => auth.updateUser(params.id, { disabled: true }), {
-      permission: 'users:write',
-      response: { 200: 'auth.User' },
-      detail: { tags: ['users'], summary: 'Disable a user: its tokens stop working at once' },
-    })
-    .delete(
-      '/api/users/:id',
-      async ({ params, set }) => {
-        await auth.deleteUser(params.id)
-        set.status = 204
-      },
-      { permission: 'users:write', detail: { tags: ['users'], summary: 'Delete a user' } },
-    )
     .post(
-      '/api/v1/app-tokens',
-      async ({ body, principal }) =>
-        ok(
-          await auth.appTokens.create(body.name, body.scopes, principal?.username ?? 'admin'),
-          'application token created',
-        ),
+      '/api/users/:id/disable',
+      ({ params, principal }) => auth.updateUser(params.id, { disabled: true }, principal),
       {
-        appScope: 'admin',
-        body: AppTokenBody,
+        permission: 'users:write',
+        response: { 200: 'auth.User' },
         detail: {
-          tags: ['auth'],
-          summary:
-            'Create an application token (admins); the token is shown once. Scopes config, trigger, query do not imply each other',
+          tags: ['users'],
+          summary: 'Disable a user: its tokens stop working at once',
+          description: USER_RULES,
+          responses: {
+            403: { description: 'An admin disabled by a non-admin' },
+            409: { description: 'The last active admin' },
+          },
         },
       },
     )
-    .get(
-      '/api/v1/app-tokens',
-      async () => {
-        const tokens = await auth.appTokens.list()
-        return ok({ tokens, count: tokens.length })
-      },
-      {
-        appScope: 'admin',
-        detail: { tags: ['auth'], summary: 'Application tokens (without their secrets)' },
-      },
-    )
     .delete(
-      '/api/v1/app-tokens/:id',
-      async ({ params }) => ok(await auth.appTokens.revoke(params.id), 'application token revoked'),
+      '/api/users/:id',
+      async ({ params, set, principal }) => {
+        await auth.deleteUser(params.id, principal)
+        set.status = 204
+      },
       {
-        appScope: 'admin',
-        detail: { tags: ['auth'], summary: 'Revoke an application token; it stops working at once' },
+        permission: 'users:write',
+        detail: {
+          tags: ['users'],
+          summary: 'Delete a user; its tokens stop working at once',
+          description: USER_RULES,
+          responses: {
+            403: { description: 'An admin deleted by a non-admin' },
+            409: { description: 'The last active admin' },
+          },
+        },
       },
     )
 }

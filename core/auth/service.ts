@@ -1,11 +1,38 @@
-import { randomBytes, timingSafeEqual } from 'node:crypto'
-import { type Db, fromJson, iso, newId } from '../db'
-import { Conflict, Forbidden, NotFound, Unauthorized, invalidField } from '../http'
+import { timingSafeEqual } from 'node:crypto'
+import type { Changes } from '../changes'
+import type { Db } from '../db'
+import { Forbidden, Unauthorized, invalidField } from '../http'
 import type { Logger } from '../log'
-import { APP_TOKEN_PREFIX, type Scope, appTokenStore } from './app-tokens'
-import { type Claims, signJwt, verifyJwt } from './jwt'
-import { type Permission, Permissions, ROLES, primaryRole } from './roles'
+import { type AccessSubject, AccessTokens } from './access'
+import {
+  APP_TOKEN_PREFIX,
+  type AppPrincipal,
+  SERVER_KEY_PREFIX,
+  type Scope,
+  type ScopedTokenStore,
+  scopedTokenStore,
+} from './app-tokens'
+import type { Principal, PrincipalKind } from './principal'
+import { type Permission, Permissions, primaryRole } from './roles'
+import { type ApiKey, type SdkKeyStore, sdkKeyStore } from './sdk-keys'
+import { Sessions, type Tokens } from './sessions'
 import { LoginThrottle, type ThrottleSettings, type ThrottleStore } from './throttle'
+import { UserRules } from './user-rules'
+import {
+  type NewUser,
+  type StoredUser,
+  type User,
+  type UserPatch,
+  type UserStore,
+  checkRoles,
+  publicUser,
+  userStore,
+} from './users'
+
+export type { Principal, PrincipalKind } from './principal'
+export type { ApiKey } from './sdk-keys'
+export type { Tokens } from './sessions'
+export type { NewUser, User } from './users'
 
 /** What an `appScope` route needs: one application-token scope (or an administrator). */
 export type AppNeed = Scope | 'admin'
@@ -15,94 +42,18 @@ export type AppNeed = Scope | 'admin'
  */
 export type AppScopeOption = AppNeed | { scope: AppNeed; permission: Permission }
 
-export interface User {
-  id: string
-  email: string
-  username: string
-  name: string
-  roles: string[]
-  disabled: boolean
-  createdAt: string
-  updatedAt: string
+/** The answer to a valid credential of a kind a route does not take: 403 naming the kind. */
+export const REACH: Record<Exclude<PrincipalKind, 'user'>, string> = {
+  sdkKey:
+    'an SDK key reaches only the SDK surface (public config, assign, /v1/batch, /v1/logs) of its own game and environment',
+  serverKey:
+    'a server key reaches only the notification service routes of its scopes (config, trigger, query)',
+  appToken:
+    'an application token reaches only the notification service routes of its scopes (config, trigger, query)',
+  admin: "the admin token names no user: this route takes a user's access token",
 }
-
-/** Who made a request: a logged-in user, an SDK API key, or an internal service with the admin token. */
-export interface Principal {
-  kind: 'user' | 'apiKey' | 'admin'
-  id: string
-  username: string
-  roles: string[]
-  /** API keys are bound to one game and environment. */
-  gameId?: string
-  environment?: string
-}
-
-export interface ApiKey {
-  id: string
-  name: string
-  prefix: string
-  gameId: string | null
-  environment: string | null
-  createdBy: string | null
-  createdAt: string
-  lastUsedAt?: string
-  revokedAt?: string
-}
-
-export interface Tokens {
-  token: string
-  refreshToken: string
-  expiresIn: number
-  user: { id: string; email: string; name: string; roles: string[] }
-}
-
-type UserRow = {
-  id: string
-  email: string
-  username: string
-  name: string
-  password_hash: string
-  roles: string
-  disabled: number
-  created_at: number
-  updated_at: number
-}
-type KeyRow = {
-  id: string
-  name: string
-  prefix: string
-  game_id: string | null
-  environment: string | null
-  created_by: string | null
-  created_at: number
-  last_used_at: number | null
-  revoked_at: number | null
-}
-
-const USER_COLS = 'id, email, username, name, password_hash, roles, disabled, created_at, updated_at'
-const KEY_COLS = 'id, name, prefix, game_id, environment, created_by, created_at, last_used_at, revoked_at'
-
-const toUser = (r: UserRow): User => ({
-  id: r.id,
-  email: r.email,
-  username: r.username,
-  name: r.name,
-  roles: fromJson<string[]>(r.roles, []),
-  disabled: !!r.disabled,
-  createdAt: iso(r.created_at)!,
-  updatedAt: iso(r.updated_at)!,
-})
-const toKey = (r: KeyRow): ApiKey => ({
-  id: r.id,
-  name: r.name,
-  prefix: r.prefix,
-  gameId: r.game_id,
-  environment: r.environment,
-  createdBy: r.created_by,
-  createdAt: iso(r.created_at)!,
-  lastUsedAt: iso(r.last_used_at),
-  revokedAt: iso(r.revoked_at),
-})
+const wrongKind = (kind: Exclude<PrincipalKind, 'user'>) =>
+  new Forbidden(REACH[kind], 'wrong_credential_kind')
 
 /**
  * Verified against when no user matches, so an unknown account costs a known one's time. A hash
@@ -112,9 +63,6 @@ const toKey = (r: KeyRow): ApiKey => ({
 export const DUMMY_HASH =
   '$argon2id$v=19$m=65536,t=2,p=1$dXijYDDkl+RaPpw38oSOKNYjdSEpiWx/YGcpNhRANgs$7U/TTRNwQJMsGz65VTrCTCM4HM7UeHtGZvnV7XIyw2Y'
 
-const sha256 = (s: string) => new Bun.CryptoHasher('sha256').update(s).digest('hex')
-const randomToken = (bytes = 32) => randomBytes(bytes).toString('base64url')
-
 export interface AuthSettings {
   jwtSecret: string
   accessTtlS: number
@@ -123,27 +71,13 @@ export interface AuthSettings {
   throttle: ThrottleSettings
 }
 
-export interface NewUser {
-  email: string
-  username?: string
-  name?: string
-  password: string
-  roles: string[]
-}
-
-function checkRoles(roles: readonly string[], field: string) {
-  if (!roles.length) throw invalidField(field, 'at least one role is required')
-  for (const r of roles)
-    if (!(ROLES as readonly string[]).includes(r))
-      throw invalidField(field, `unknown role '${r}', expected one of ${ROLES.join(', ')}`)
-}
+type Headers = Record<string, string | undefined>
 
 /**
- * Users, passwords, JWTs, rotating refresh tokens, API keys and the admin token.
- *
- * Verified access tokens and API keys are cached in memory so the permission check on a hot
- * route costs a map lookup; disabling or deleting a user, or revoking a key, drops the cache
- * entries at once (for this process; other instances notice within the access-token lifetime).
+ * Users, passwords, JWTs, rotating refresh tokens, SDK keys, server keys, application tokens and
+ * the admin token: who a request is, and what each kind of credential may reach
+ * (docs/security.md). Access tokens are verified from memory (`AccessTokens`); a change of trust
+ * reaches every instance through `Sessions`.
  */
 export class AuthService {
   /** The role table: core's areas and every enabled plugin's, declared before any route exists. */
@@ -154,38 +88,71 @@ export class AuthService {
    */
   anonymousAppScopes = false
   /** Spec 2 application tokens (scopes config, trigger, query). */
-  readonly appTokens: ReturnType<typeof appTokenStore>
-  private tokenCache = new Map<string, { principal: Principal; exp: number }>()
-  private keyCache = new Map<string, Principal | null>()
-  private blocked = new Set<string>()
+  readonly appTokens: ScopedTokenStore
+  /** Spec 2 `X-API-Key`: server keys, scoped as application tokens are. */
+  readonly serverKeys: ScopedTokenStore
+  readonly sdkKeys: SdkKeyStore
+  readonly users: UserStore
+  readonly rules: UserRules
   /** Failed logins and refreshes per account and client address. */
   readonly throttle: LoginThrottle
+  private readonly access: AccessTokens
+  private readonly sessions: Sessions
 
   constructor(
-    private db: Db,
+    db: Db,
     readonly settings: AuthSettings,
     log: Logger,
     /** Where failed attempts are counted: the state every instance shares (core/shared.ts); memory when absent. */
     throttleStore?: ThrottleStore,
   ) {
-    this.appTokens = appTokenStore(db)
+    this.appTokens = scopedTokenStore(db, 'appToken')
+    this.serverKeys = scopedTokenStore(db, 'serverKey')
+    this.sdkKeys = sdkKeyStore(db)
+    this.users = userStore(db)
+    this.rules = new UserRules(this.permissions)
     this.throttle = new LoginThrottle(settings.throttle, log, throttleStore)
+    this.access = new AccessTokens(settings.jwtSecret, settings.accessTtlS)
+    this.sessions = new Sessions(
+      db,
+      this.users,
+      this.access,
+      settings.refreshTtlS,
+      this.throttle,
+      log,
+      () => {
+        this.sdkKeys.forget()
+        this.serverKeys.forget()
+        this.appTokens.forget()
+      },
+    )
   }
 
-  async init(): Promise<void> {
-    const rows = await this.db.all<{ id: string }>('SELECT id FROM users WHERE disabled = 1')
-    for (const r of rows) this.blocked.add(r.id)
+  /** Loads the trust the store withdrew; with `changes`, follows the other instances too. */
+  async init(changes?: Changes): Promise<void> {
+    await this.sessions.start(changes)
+  }
+
+  stop(): void {
+    this.sessions.stop()
+  }
+
+  /** Reads what the store changed lately (the safety net for a lost change notice); runs on a timer. */
+  sync(): Promise<void> {
+    return this.sessions.sync()
   }
 
   // -- users ----------------------------------------------------------------------------------
 
-  async countUsers(): Promise<number> {
-    const r = await this.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM users')
-    return Number(r?.n ?? 0)
+  countUsers(): Promise<number> {
+    return this.users.count()
   }
 
-  /** `passwordHash`: the hash of `input.password`, when the caller started it earlier (bootstrap). */
-  async createUser(input: NewUser, passwordHash?: Promise<string>): Promise<User> {
+  /**
+   * `passwordHash`: the hash of `input.password`, when the caller started it earlier (bootstrap).
+   * `actor`: who asks (the rules of `UserRules`); absent for the server itself.
+   */
+  async createUser(input: NewUser, passwordHash?: Promise<string>, actor?: Principal): Promise<User> {
     const email = input.email.trim().toLowerCase()
     if (!/^[^@\s]+@[^@\s]+$/.test(email)) throw invalidField('body.email', 'must be an email address')
     if (input.password.length < 8) throw invalidField('body.password', 'must be at least 8 characters')
@@ -193,80 +160,40 @@ export class AuthService {
     const username = (input.username ?? email.split('@')[0]).trim()
     if (!/^[A-Za-z0-9._-]{1,64}$/.test(username))
       throw invalidField('body.username', 'letters, digits, dot, dash and underscore, 1-64')
-    const now = Date.now()
+    this.rules.create(actor, input.roles)
     const hash = await (passwordHash ?? Bun.password.hash(input.password))
-    const row = await this.db.get<UserRow>(
-      `INSERT INTO users (id, email, username, name, password_hash, roles, disabled, created_at, updated_at)
-       VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?) ON CONFLICT DO NOTHING RETURNING ${USER_COLS}`,
-      [newId(), email, username, input.name?.trim() || username, hash, JSON.stringify(input.roles), now, now],
-    )
-    if (!row) throw new Conflict(`a user with email '${email}' or username '${username}' exists`)
-    return toUser(row)
+    return publicUser(await this.users.create(input, hash, username, email))
   }
 
-  async listUsers(page: number, size: number): Promise<{ items: User[]; total: number }> {
-    const [rows, total] = await Promise.all([
-      this.db.all<UserRow>(`SELECT ${USER_COLS} FROM users ORDER BY created_at, id LIMIT ? OFFSET ?`, [
-        size,
-        page * size,
-      ]),
-      this.countUsers(),
-    ])
-    return { items: rows.map(toUser), total }
+  listUsers(page: number, size: number): Promise<{ items: User[]; total: number }> {
+    return this.users.list(page, size)
   }
 
   async getUser(id: string): Promise<User> {
-    const row = await this.db.get<UserRow>(`SELECT ${USER_COLS} FROM users WHERE id = ?`, [id])
-    if (!row) throw new NotFound(`user '${id}' not found`)
-    return toUser(row)
+    return publicUser(await this.users.get(id))
   }
 
-  async updateUser(
-    id: string,
-    patch: { name?: string; roles?: string[]; password?: string; disabled?: boolean },
-  ): Promise<User> {
+  /**
+   * Changes a user. A new password, other roles or disabling end the user's sessions on every
+   * instance before this resolves: its access tokens are refused, its refresh tokens revoked.
+   */
+  async updateUser(id: string, patch: UserPatch, actor?: Principal): Promise<User> {
     if (patch.roles) checkRoles(patch.roles, 'body.roles')
     if (patch.password !== undefined && patch.password.length < 8)
       throw invalidField('body.password', 'must be at least 8 characters')
+    const check = (before: User) => this.rules.update(actor, before, patch)
+    // Refused before the costly hash; checked again on the row the transaction reads.
+    check(await this.users.get(id))
     const hash = patch.password !== undefined ? await Bun.password.hash(patch.password) : null
-    const row = await this.db.get<UserRow>(
-      `UPDATE users SET name = COALESCE(?, name), roles = COALESCE(?, roles), password_hash = COALESCE(?, password_hash),
-       disabled = COALESCE(?, disabled), updated_at = ? WHERE id = ? RETURNING ${USER_COLS}`,
-      [
-        patch.name ?? null,
-        patch.roles ? JSON.stringify(patch.roles) : null,
-        hash,
-        patch.disabled === undefined ? null : patch.disabled ? 1 : 0,
-        Date.now(),
-        id,
-      ],
-    )
-    if (!row) throw new NotFound(`user '${id}' not found`)
-    if (row.disabled) this.block(id)
-    else this.blocked.delete(id)
-    if (patch.roles || hash) this.dropTokens(id)
-    return toUser(row)
+    const { user, trustChanged } = await this.users.update(id, patch, hash, check)
+    if (trustChanged || patch.disabled !== undefined)
+      await this.sessions.withdrawUser(id, user.tokenGen, !user.disabled)
+    return publicUser(user)
   }
 
-  async deleteUser(id: string): Promise<void> {
-    const n = await this.db.tx(async (tx) => {
-      await tx.run('UPDATE refresh_tokens SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL', [
-        Date.now(),
-        id,
-      ])
-      return tx.run('DELETE FROM users WHERE id = ?', [id])
-    })
-    if (!n) throw new NotFound(`user '${id}' not found`)
-    this.block(id)
-  }
-
-  private block(id: string) {
-    this.blocked.add(id)
-    this.dropTokens(id)
-  }
-
-  private dropTokens(userId: string) {
-    for (const [t, v] of this.tokenCache) if (v.principal.id === userId) this.tokenCache.delete(t)
+  async deleteUser(id: string, actor?: Principal): Promise<void> {
+    await this.users.remove(id, (before) => this.rules.remove(actor, before))
+    await this.sessions.withdrawUser(id, 0, false)
   }
 
   // -- login and tokens -----------------------------------------------------------------------
@@ -276,133 +203,43 @@ export class AuthService {
    * `LoginThrottle`). An unknown user costs the same hash verification as a known one, so the
    * answer's timing does not tell which accounts exist; both answer the same 401.
    */
-  async checkPassword(
-    by: 'email' | 'username',
-    value: string,
-    password: string,
-    address = 'unknown',
-  ): Promise<User> {
+  async checkPassword(by: 'email' | 'username', value: string, password: string, address = 'unknown') {
     const id = by === 'email' ? value.trim().toLowerCase() : value.trim()
-    const row = await this.db.get<UserRow>(`SELECT ${USER_COLS} FROM users WHERE ${by} = ?`, [id])
+    const user = await this.users.find(by, id)
     // A known user is throttled by its id, so email and username logins share one budget.
-    const account = row ? row.id : `${by}:${id}`
+    const account = user ? user.id : `${by}:${id}`
     await this.throttle.check(address, account)
-    const valid = await Bun.password.verify(password, row ? row.password_hash : DUMMY_HASH)
-    if (!row || !valid) {
+    const valid = await Bun.password.verify(password, user ? user.passwordHash : DUMMY_HASH)
+    if (!user || !valid) {
       await this.throttle.fail(address, 'login', account)
       throw new Unauthorized('invalid credentials', 'invalid_credentials')
     }
-    if (row.disabled) throw new Unauthorized('user is disabled', 'user_disabled')
+    if (user.disabled) throw new Unauthorized('user is disabled', 'user_disabled')
     await this.throttle.succeed(address, account)
-    return toUser(row)
+    return user
   }
 
-  accessToken(user: Pick<User, 'id' | 'username' | 'email' | 'roles'>): string {
-    const now = Math.floor(Date.now() / 1000)
-    return signJwt(
-      {
-        sub: user.id,
-        username: user.username,
-        email: user.email,
-        roles: user.roles,
-        iat: now,
-        exp: now + this.settings.accessTtlS,
-        jti: randomToken(8),
-      },
-      this.settings.jwtSecret,
-    )
+  /** An access token of the user's current generation; `family` ties it to a login. */
+  accessToken(user: AccessSubject & { tokenGen?: number }, family?: string): string {
+    return this.access.sign(user, user.tokenGen, family)
   }
 
-  /** Spec 1 login answer: an access token and the first refresh token of a new family. */
-  async issue(user: User, familyId = newId()): Promise<Tokens> {
-    const refreshToken = randomToken()
-    const now = Date.now()
-    await this.db.run(
-      'INSERT INTO refresh_tokens (id, family_id, user_id, token_hash, expires_at, created_at) VALUES (?, ?, ?, ?, ?, ?)',
-      [newId(), familyId, user.id, sha256(refreshToken), now + this.settings.refreshTtlS * 1000, now],
-    )
-    return {
-      token: this.accessToken(user),
-      refreshToken,
-      expiresIn: this.settings.accessTtlS,
-      user: { id: user.id, email: user.email, name: user.name, roles: user.roles },
-    }
+  /** Spec 1 login answer: an access token and the first refresh token of a new login family. */
+  issue(user: StoredUser): Promise<Tokens> {
+    return this.sessions.issue(user)
   }
 
-  /**
-   * Rotates a refresh token: each is good once. Presenting a used one means it leaked, so the
-   * whole family (every token descended from that login) is revoked.
-   */
-  async refresh(refreshToken: string, address = 'unknown'): Promise<Tokens> {
-    await this.throttle.check(address)
-    const hash = sha256(refreshToken)
-    const now = Date.now()
-    const outcome = await this.db.tx(async (tx) => {
-      const row = await tx.get<{
-        id: string
-        family_id: string
-        user_id: string
-        expires_at: number
-        used_at: number | null
-        revoked_at: number | null
-      }>(
-        'SELECT id, family_id, user_id, expires_at, used_at, revoked_at FROM refresh_tokens WHERE token_hash = ?',
-        [hash],
-      )
-      if (!row) return { error: 'invalid refresh token' } as const
-      if (row.used_at !== null || row.revoked_at !== null) {
-        await tx.run('UPDATE refresh_tokens SET revoked_at = ? WHERE family_id = ? AND revoked_at IS NULL', [
-          now,
-          row.family_id,
-        ])
-        return { error: 'refresh token reused; its session was revoked', revoke: true } as const
-      }
-      if (row.expires_at <= now) return { error: 'refresh token expired' } as const
-      const claimed = await tx.run('UPDATE refresh_tokens SET used_at = ? WHERE id = ? AND used_at IS NULL', [
-        now,
-        row.id,
-      ])
-      if (!claimed) return { error: 'invalid refresh token' } as const
-      return { userId: row.user_id, familyId: row.family_id } as const
-    })
-    if ('error' in outcome) {
-      await this.throttle.fail(address, 'token refresh')
-      throw new Unauthorized(outcome.error, 'invalid_refresh_token')
-    }
-    const row = await this.db.get<UserRow>(`SELECT ${USER_COLS} FROM users WHERE id = ?`, [outcome.userId])
-    if (!row || row.disabled)
-      throw new Unauthorized('user no longer exists or is disabled', 'invalid_refresh_token')
-    return this.issue(toUser(row), outcome.familyId)
+  refresh(refreshToken: string, address = 'unknown'): Promise<Tokens> {
+    return this.sessions.refresh(refreshToken, address)
   }
 
-  /** The principal behind an access token, or undefined when missing, invalid, expired or blocked. */
+  /** The principal behind an access token, or undefined when missing, invalid, expired or withdrawn. */
   verifyAccess(token: string | undefined): Principal | undefined {
-    if (!token) return undefined
-    const now = Date.now()
-    const cached = this.tokenCache.get(token)
-    if (cached) {
-      if (cached.exp > now) return cached.principal
-      this.tokenCache.delete(token)
-      return undefined
-    }
-    const claims: Claims | undefined = verifyJwt(token, this.settings.jwtSecret, now)
-    if (!claims || this.blocked.has(claims.sub)) return undefined
-    const principal: Principal = {
-      kind: 'user',
-      id: claims.sub,
-      username: String(claims.username ?? ''),
-      roles: Array.isArray(claims.roles) ? (claims.roles as string[]) : [],
-    }
-    if (this.tokenCache.size > 50_000) this.tokenCache.clear()
-    this.tokenCache.set(token, { principal, exp: claims.exp * 1000 })
-    return principal
+    return this.access.verify(token)
   }
 
   /** Bearer header, then the spec 2 cookie `service_token`, then the query parameter `token`. */
-  static bearer(
-    headers: Record<string, string | undefined>,
-    query?: Record<string, unknown>,
-  ): string | undefined {
+  static bearer(headers: Headers, query?: Record<string, unknown>): string | undefined {
     const h = headers.authorization
     if (h?.startsWith('Bearer ')) return h.slice(7).trim()
     const cookie = headers.cookie?.match(/(?:^|;\s*)service_token=([^;]+)/)?.[1]
@@ -419,6 +256,32 @@ export class AuthService {
     return principal
   }
 
+  /**
+   * The refusal of a request no credential the route takes authenticated: 403 naming the kind
+   * when it carries a valid credential of another kind (an SDK key, a server key, an application
+   * token; `admin` also the admin token), else 401.
+   */
+  async refuse(headers: Headers, also: { admin?: boolean } = {}): Promise<never> {
+    if (also.admin && this.verifyAdminToken(headers['x-admin-token'])) throw wrongKind('admin')
+    const bearer = AuthService.bearer(headers)
+    const app = headers['x-app-token'] ?? (bearer?.startsWith(APP_TOKEN_PREFIX) ? bearer : undefined)
+    if (app && (await this.appTokens.verify(app))) throw wrongKind('appToken')
+    const key = headers['x-api-key']
+    if (key?.startsWith(SERVER_KEY_PREFIX) && (await this.serverKeys.verify(key)))
+      throw wrongKind('serverKey')
+    if (key && (await this.sdkKeys.verify(key))) throw wrongKind('sdkKey')
+    throw new Unauthorized('missing, invalid or expired token')
+  }
+
+  /** The caller of a route that takes users (and the admin token): the principal, or `refuse`. */
+  identify(headers: Headers, query?: Record<string, unknown>): Principal | Promise<never> {
+    return (
+      this.verifyAccess(AuthService.bearer(headers, query)) ??
+      this.verifyAdminToken(headers['x-admin-token']) ??
+      this.refuse(headers)
+    )
+  }
+
   primaryRole = primaryRole
 
   // -- admin token ----------------------------------------------------------------------------
@@ -430,18 +293,18 @@ export class AuthService {
     return { kind: 'admin', id: 'admin-token', username: 'admin-token', roles: ['admin'] }
   }
 
-  // -- API keys -------------------------------------------------------------------------------
+  // -- scoped credentials ---------------------------------------------------------------------
 
   /**
-   * Spec 2 section 5: an application token (`Authorization: Bearer lat_...` or `X-App-Token`)
-   * needs exactly the route's scope; with `anonymousAppScopes` anyone may call (token management
-   * stays admin-only); a user token (or the admin token) needs the route's permission; an
-   * `X-API-Key` may query and trigger but not configure. `strict` ignores `anonymousAppScopes`
-   * (remote workers receive secrets).
+   * Spec 2 section 5: an application token (`Authorization: Bearer lat_...` or `X-App-Token`) or
+   * a server key (`X-API-Key: lsk_...`) needs exactly the route's scope; with
+   * `anonymousAppScopes` anyone may call (token management stays admin-only); a user token (or
+   * the admin token) needs the route's permission; an SDK key is 403 (it reaches only the SDK
+   * surface). `strict` ignores `anonymousAppScopes` (remote workers receive secrets).
    */
   async authenticateApp(
     option: AppScopeOption,
-    headers: Record<string, string | undefined>,
+    headers: Headers,
     strict = false,
   ): Promise<Principal | undefined> {
     const need = typeof option === 'string' ? option : option.scope
@@ -450,9 +313,13 @@ export class AuthService {
     if (app) {
       const p = await this.appTokens.verify(app)
       if (!p) throw new Unauthorized('invalid or revoked application token')
-      if (need === 'admin' || !p.scopes.includes(need))
-        throw new Forbidden(`application token lacks scope '${need}'`)
-      return p
+      return scoped(p, need, 'application token')
+    }
+    const key = headers['x-api-key']
+    if (key?.startsWith(SERVER_KEY_PREFIX)) {
+      const p = await this.serverKeys.verify(key)
+      if (!p) throw new Unauthorized('invalid or revoked server key', 'invalid_api_key')
+      return scoped(p, need, 'server key')
     }
     if (this.anonymousAppScopes && !strict && need !== 'admin') return undefined
     const user = this.verifyAccess(bearer) ?? this.verifyAdminToken(headers['x-admin-token'])
@@ -461,92 +328,89 @@ export class AuthService {
         if (!user.roles.includes('admin')) throw new Forbidden('administrator role required')
         return user
       }
-      const permission =
-        typeof option === 'string' ? (need === 'query' ? 'notify:read' : 'notify:write') : option.permission
-      return this.authorize(user, permission)
+      return this.authorize(user, userPermission(option))
     }
-    const key = await this.verifyApiKey(headers['x-api-key'])
-    if (key) {
-      if (need === 'config' || need === 'admin')
-        throw new Forbidden('an API key may query and trigger, not configure')
-      return key
-    }
+    if (key && (await this.sdkKeys.verify(key))) throw wrongKind('sdkKey')
     throw new Unauthorized(
-      'missing, invalid or expired token (Authorization: Bearer, X-API-Key or X-App-Token)',
+      'missing, invalid or expired token (Authorization: Bearer, X-App-Token, or X-API-Key with a server key)',
     )
   }
 
-  async createApiKey(input: {
-    name: string
-    gameId?: string
-    environment?: string
-    createdBy?: string
-  }): Promise<ApiKey & { key: string }> {
-    const key = `lok_${randomToken(24)}`
-    const row = await this.db.get<KeyRow>(
-      `INSERT INTO api_keys (id, name, key_hash, prefix, game_id, environment, created_by, created_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING ${KEY_COLS}`,
-      [
-        newId(),
-        input.name,
-        sha256(key),
-        key.slice(0, 8),
-        input.gameId ?? null,
-        input.environment ?? null,
-        input.createdBy ?? null,
-        Date.now(),
-      ],
-    )
-    return { ...toKey(row!), key }
+  private reach = new Map<Scope, Set<Permission>>()
+
+  /** Records that a route of `scope` asks users for `permission` (the guard, as routes are defined). */
+  scopeNeeds(scope: Scope, permission: Permission): void {
+    const set = this.reach.get(scope) ?? new Set()
+    this.reach.set(scope, set)
+    set.add(permission)
   }
 
-  async listApiKeys(filter: { gameId?: string; environment?: string } = {}): Promise<ApiKey[]> {
-    const rows = await this.db.all<KeyRow>(
-      `SELECT ${KEY_COLS} FROM api_keys WHERE (CAST(? AS TEXT) IS NULL OR game_id = ?) AND (CAST(? AS TEXT) IS NULL OR environment = ?) ORDER BY created_at, id`,
-      [filter.gameId ?? null, filter.gameId ?? null, filter.environment ?? null, filter.environment ?? null],
-    )
-    return rows.map(toKey)
+  /** The permissions a key of `scope` stands in for: what the routes of that scope ask of users. */
+  scopeReach(scope: Scope): Permission[] {
+    return [...(this.reach.get(scope) ?? [])].sort()
+  }
+
+  /** Revokes a server key or application token; it stops working on every instance at once. */
+  async revokeScoped(store: ScopedTokenStore, id: string) {
+    const revoked = await store.revoke(id)
+    await this.sessions.keysRevoked()
+    return revoked
+  }
+
+  // -- SDK keys -------------------------------------------------------------------------------
+
+  createApiKey(input: { name: string; gameId?: string; environment?: string; createdBy?: string }) {
+    return this.sdkKeys.create(input)
+  }
+
+  listApiKeys(filter: { gameId?: string; environment?: string } = {}): Promise<ApiKey[]> {
+    return this.sdkKeys.list(filter)
   }
 
   async revokeApiKey(id: string): Promise<ApiKey> {
-    const row = await this.db.get<KeyRow>(
-      `UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ? RETURNING ${KEY_COLS}`,
-      [Date.now(), id],
-    )
-    if (!row) throw new NotFound(`API key '${id}' not found`)
-    this.keyCache.clear()
-    return toKey(row)
+    const key = await this.sdkKeys.revoke(id)
+    await this.sessions.keysRevoked()
+    return key
   }
 
   /** Revokes every key bound to a game (or one of its environments), for example when it is deleted. */
   async revokeApiKeysOf(gameId: string, environment?: string): Promise<void> {
-    await this.db.run(
-      'UPDATE api_keys SET revoked_at = ? WHERE game_id = ? AND (CAST(? AS TEXT) IS NULL OR environment = ?) AND revoked_at IS NULL',
-      [Date.now(), gameId, environment ?? null, environment ?? null],
-    )
-    this.keyCache.clear()
+    if (await this.sdkKeys.revokeOf(gameId, environment)) await this.sessions.keysRevoked()
   }
 
-  /** The principal of an `x-api-key`, or undefined. Unknown keys are cached too, so guessing costs no query. */
+  /**
+   * The SDK key of an `x-api-key`, or undefined. A valid server key is 403: the same header, a
+   * kind that does not reach the SDK surface.
+   */
   async verifyApiKey(key: string | undefined): Promise<Principal | undefined> {
     if (!key) return undefined
-    const hash = sha256(key)
-    const cached = this.keyCache.get(hash)
-    if (cached !== undefined) return cached ?? undefined
-    const row = await this.db.get<KeyRow>(`SELECT ${KEY_COLS} FROM api_keys WHERE key_hash = ?`, [hash])
-    const principal: Principal | null =
-      row && row.revoked_at === null
-        ? {
-            kind: 'apiKey',
-            id: row.id,
-            username: `apikey:${row.name}`,
-            roles: ['developer'],
-            gameId: row.game_id ?? undefined,
-            environment: row.environment ?? undefined,
-          }
-        : null
-    if (this.keyCache.size > 10_000) this.keyCache.clear()
-    this.keyCache.set(hash, principal)
-    return principal ?? undefined
+    if (key.startsWith(SERVER_KEY_PREFIX)) {
+      if (await this.serverKeys.verify(key)) throw wrongKind('serverKey')
+      return undefined
+    }
+    return this.sdkKeys.verify(key)
   }
+
+  /** 403 when `principal` is an SDK key bound to another game or environment than the resource's. */
+  sdkReach(principal: Principal, owner: { gameId: string; environment: string }): void {
+    if (principal.kind !== 'sdkKey') return
+    if (principal.gameId !== owner.gameId || principal.environment !== owner.environment)
+      throw new Forbidden(
+        "this SDK key is bound to another game or environment: an SDK key reaches only its own game's and environment's SDK surface",
+        'wrong_game',
+      )
+  }
+}
+
+/** What users need on an `appScope` route: the option's permission, else the notification service's area. */
+export function userPermission(option: AppScopeOption): Permission {
+  if (typeof option !== 'string') return option.permission
+  return option === 'query' ? 'notify:read' : 'notify:write'
+}
+
+function scoped(p: AppPrincipal, need: AppNeed, label: string): AppPrincipal {
+  if (need === 'admin')
+    throw new Forbidden(`a ${label} cannot manage credentials: administrator role required`)
+  if (!p.scopes.includes(need)) throw new Forbidden(`${label} lacks scope '${need}'`)
+  return p
 }

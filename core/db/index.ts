@@ -1,5 +1,5 @@
-import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
+import { privateDir, privateFile, tighten } from '../files'
 import { type PgOptions, openPostgres } from './postgres'
 import { openSqlite } from './sqlite'
 import type { Db } from './types'
@@ -20,8 +20,13 @@ export function openDb(url: string | undefined, dataDir: string, pg: PgOptions =
   if (url && isPostgresUrl(url)) return openPostgres(url, pg)
   let path = url?.replace(/^sqlite:(\/\/)?/, '') || ''
   if (!path) {
-    mkdirSync(dataDir, { recursive: true })
+    privateDir(dataDir)
     path = join(dataDir, 'liveops.sqlite')
+  }
+  if (path !== ':memory:') {
+    // SQLite gives the -wal and -shm files the mode of the database file: 0600 all three.
+    privateFile(path)
+    for (const side of ['-wal', '-shm']) tighten(path + side)
   }
   return openSqlite(path)
 }

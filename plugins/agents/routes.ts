@@ -111,8 +111,13 @@ export function agentRoutes(ctx: PluginContext<unknown>, d: AgentRouteDeps) {
         body: Register,
         detail: tag(
           'Register an agent (X-Agent-Token)',
-          '201 for a new agent, 200 when the agent_id was registered before (labels and functions are replaced, job counters kept). The answer names the heartbeat interval; an agent missing heartbeats for `offline_after_s` counts as offline.',
-          { '200': { description: 'Registered again' }, '201': { description: 'Registered' }, ...AGENT_AUTH },
+          '201 for a new agent, 200 when the agent_id was registered before (labels and functions are replaced, job counters kept); 409 when it was registered under another game_id (an agent keeps its game). The answer names the heartbeat interval; an agent missing heartbeats for `offline_after_s` counts as offline.',
+          {
+            '200': { description: 'Registered again' },
+            '201': { description: 'Registered' },
+            '409': { description: 'The agent_id is registered under another game' },
+            ...AGENT_AUTH,
+          },
         ),
       },
     )

@@ -1,5 +1,5 @@
 import { type Db, fromJson, iso } from '../../core/db'
-import { NotFound } from '../../core/http'
+import { Conflict, NotFound } from '../../core/http'
 import type { Agent, AgentQuery, Heartbeat, Register } from './schema'
 
 interface Row {
@@ -64,12 +64,23 @@ export function agentsStore(db: Db, offlineAfterS: () => number, now: () => numb
   return {
     get,
 
-    /** Registers or re-registers (same agent_id): labels and functions are replaced; counters stay. */
+    /**
+     * Registers or re-registers (same agent_id): labels and functions are replaced, counters stay;
+     * the game cannot change (409).
+     */
     async register(b: Register): Promise<{ agent: Agent; created: boolean }> {
       const t = now()
       const qps = b.qps ?? 0
       const created = await db.tx(async (tx) => {
-        const had = await tx.get<{ id: string }>('SELECT id FROM agents WHERE id = ?', [b.agent_id])
+        const had = await tx.get<{ id: string; game_id: string | null }>(
+          'SELECT id, game_id FROM agents WHERE id = ?',
+          [b.agent_id],
+        )
+        // The shared agent token is held by every agent: a name must not let one take over another game's agent.
+        if (had?.game_id && had.game_id !== b.game_id)
+          throw new Conflict(
+            `agent_id '${b.agent_id}' is registered under another game; an agent keeps the game it registered with (unregister it, or use another agent_id)`,
+          )
         await tx.run(
           `INSERT INTO agents (id, name, game_id, env, region, zone, version, functions, qps, qps_1m, registered_at, last_heartbeat_at)
            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)

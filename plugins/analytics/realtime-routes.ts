@@ -1,5 +1,5 @@
 import { Elysia, t } from 'elysia'
-import { AuthService } from '../../core/auth/service'
+import { PERMISSION_SECURITY } from '../../core/auth/guard'
 import { NotFound } from '../../core/http'
 import type { PluginContext } from '../../core/plugin'
 import type { GamesService } from '../games/types'
@@ -43,12 +43,8 @@ export function realtimeRoutes(ctx: Ctx, games: GamesService, hub: RealtimeHub, 
       {
         // Before the query is validated: an anonymous caller gets 401, never a 400. EventSource
         // cannot send headers, so the access token may also come as ?token= or the cookie.
-        transform: ({ headers, query }) => {
-          ctx.auth.authorize(
-            ctx.auth.verifyAccess(AuthService.bearer(headers, query)) ??
-              ctx.auth.verifyAdminToken(headers['x-admin-token']),
-            'analytics:read',
-          )
+        transform: async ({ headers, query }) => {
+          ctx.auth.authorize(await ctx.auth.identify(headers, query), 'analytics:read')
         },
         query: t.Object({
           gameId,
@@ -62,6 +58,7 @@ export function realtimeRoutes(ctx: Ctx, games: GamesService, hub: RealtimeHub, 
         }),
         detail: {
           tags: ['analytics'],
+          security: PERMISSION_SECURITY,
           summary: 'Realtime dashboard as server-sent events (text/event-stream)',
           description: [
             'Authenticated by the Bearer header, the service_token cookie or ?token= (the access token: EventSource cannot send headers); needs analytics:read.',

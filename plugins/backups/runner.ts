@@ -1,6 +1,7 @@
-import { closeSync, fsyncSync, mkdirSync, openSync, readdirSync, renameSync, rmSync } from 'node:fs'
+import { closeSync, fsyncSync, openSync, readdirSync, renameSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Db } from '../../core/db'
+import { privateDir, privateFile, tighten } from '../../core/files'
 import type { Logger } from '../../core/log'
 import type { BackupRow, BackupStore, Driver } from './store'
 import type { VacuumReply, VacuumRequest } from './vacuum.worker'
@@ -118,8 +119,11 @@ export function backupRunner(db: Db, store: BackupStore, log: Logger, s: RunnerS
     const partial = join(s.dir, partialOf(row.id))
     try {
       await store.running(row.id)
-      mkdirSync(s.dir, { recursive: true })
+      privateDir(s.dir)
+      // Created private before the copy writes into it (VACUUM INTO and pg_dump keep the mode).
+      privateFile(partial)
       const f = row.driver === 'sqlite' ? await sqliteCopy(partial) : await pgDump(partial)
+      tighten(partial)
       renameSync(partial, join(s.dir, fileOf(row)))
       fsyncPath(s.dir)
       await store.succeeded(row.id, { location: fileOf(row), size: f.size, checksum: f.sha256 })

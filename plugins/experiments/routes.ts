@@ -139,14 +139,22 @@ export function experimentsRoutes(
         }
       },
       {
-        permission: 'experiments:read',
+        // Part of the SDK surface: the SDK key of the experiment's own game and environment too.
+        sdkOr: {
+          permission: 'experiments:read',
+          owner: async ({ id }: Record<string, string>) => {
+            const e = await store.get(id)
+            return { gameId: e.gameId, environment: e.environment }
+          },
+        },
         params: IdParams,
         query: AssignQuery,
         response: { 200: Assignment },
         detail: tag(
           'The variant a user gets, computed by the SDK function itself',
           'bucket = murmur3_x86_32(UTF-8 of id:salt:userId, seed 0) mod 100, then the accumulated-weight walk. Optional platform and ' +
-            'country check the targeting. For support and debugging; works in every status.',
+            'country check the targeting. For support and debugging; works in every status. Users with experiments:read, ' +
+            "or the SDK key (x-api-key) of the experiment's game and environment (another game's key: 403).",
         ),
       },
     )

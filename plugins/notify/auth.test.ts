@@ -62,13 +62,29 @@ forEachEngine((engine) => {
       ).toBe(403)
     })
 
-    test('an X-API-Key may query and trigger, not configure', async () => {
-      const { key } = await t.auth.createApiKey({ name: 'svc' })
-      const headers = { 'x-api-key': key }
-      expect((await t.req('GET', '/api/v1/queue', { headers })).status).toBe(200)
-      expect((await t.req('POST', '/api/v1/notify', { headers, body: note })).body.code).toBe(0)
-      expect((await t.req('POST', '/api/v1/providers/audit/disable', { headers })).status).toBe(403)
+    test('an X-API-Key server key acts by its scopes; an SDK key there is 403 naming its kind', async () => {
+      const admin = await t.token('admin')
+      const mk = async (scopes: string[]) =>
+        (
+          await t.req('POST', '/api/v1/server-keys', {
+            token: admin,
+            body: { name: scopes.join('+'), scopes },
+          })
+        ).body.data.key as string
+      const query = { 'x-api-key': await mk(['query']) }
+      const trigger = { 'x-api-key': await mk(['trigger']) }
+      expect((await t.req('GET', '/api/v1/queue', { headers: query })).status).toBe(200)
+      expect((await t.req('POST', '/api/v1/notify', { headers: query, body: note })).status).toBe(403)
+      expect((await t.req('POST', '/api/v1/notify', { headers: trigger, body: note })).body.code).toBe(0)
+      expect((await t.req('POST', '/api/v1/providers/audit/disable', { headers: trigger })).status).toBe(403)
+      const { key } = await t.auth.createApiKey({ name: 'sdk' })
+      const sdk = await t.req('GET', '/api/v1/queue', { headers: { 'x-api-key': key } })
+      expect(sdk.status).toBe(403)
+      expect(sdk.body.message).toContain('an SDK key reaches only the SDK surface')
       expect((await t.req('GET', '/api/v1/queue', { headers: { 'x-api-key': 'lok_wrong' } })).status).toBe(
+        401,
+      )
+      expect((await t.req('GET', '/api/v1/queue', { headers: { 'x-api-key': 'lsk_wrong' } })).status).toBe(
         401,
       )
     })

@@ -1,5 +1,6 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { privateDir, writePrivate } from '../../core/files'
 import { definePlugin } from '../../core/plugin'
 import { channelManager, logProvider } from './channels'
 import { subscribePlatformEvents } from './events'
@@ -22,9 +23,9 @@ function instanceId(configured: string, dataDir: string): string {
   if (configured) return configured
   const file = join(dataDir, 'notify-instance-id')
   if (existsSync(file)) return readFileSync(file, 'utf8').trim()
-  mkdirSync(dataDir, { recursive: true })
+  privateDir(dataDir)
   const id = `notify-${Bun.randomUUIDv7().slice(-12)}`
-  writeFileSync(file, id)
+  writePrivate(file, id)
   return id
 }
 
@@ -45,7 +46,12 @@ export default definePlugin({
     { id: 3, name: 'idempotency', sql: m003 },
   ],
   // Spec 2 is one notification service: rules, groups, rosters and incidents check users against it too.
-  permissions: { notify: { write: ['operator'] } },
+  permissions: {
+    notify: { write: ['operator'] },
+    // A channel's settings hold its credentials (masked, yet a target and a shape): operators
+    // and admins only, reads too, as the site plugin's channel settings.
+    channels: { write: ['operator'], read: ['operator'] },
+  },
   setup(ctx) {
     const config = ctx.config
     ctx.auth.anonymousAppScopes = !config.auth.enabled

@@ -165,7 +165,7 @@ export function notifyRoutes(d: RouteDeps) {
       },
     )
     .get('/api/v1/config/:name', ({ params }) => ok(channels.view(params.name)), {
-      appScope: 'query',
+      appScope: { scope: 'query', permission: 'channels:read' },
       detail: {
         responses: envelope(Docs.channel),
         ...tags('providers'),
@@ -184,7 +184,7 @@ export function notifyRoutes(d: RouteDeps) {
           'provider configuration updated',
         ),
       {
-        appScope: 'config',
+        appScope: { scope: 'config', permission: 'channels:write' },
         body: ConfigPut,
         detail: {
           responses: envelope(Docs.channel),

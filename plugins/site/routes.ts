@@ -2,7 +2,7 @@ import { Type as T } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 import { Elysia, t } from 'elysia'
 import { auditor } from '../../core/audit'
-import { AuthService } from '../../core/auth/service'
+import { PERMISSION_SECURITY } from '../../core/auth/guard'
 import { NotFound, invalidField, ok } from '../../core/http'
 import type { PluginContext } from '../../core/plugin'
 import { maskSecrets, unmaskSecrets } from '../../core/secrets'
@@ -142,12 +142,8 @@ export function siteRoutes(
     )
     .get(
       '/api/v1/site/messages/stream',
-      ({ headers, query, request }) => {
-        ctx.auth.authorize(
-          ctx.auth.verifyAccess(AuthService.bearer(headers, query)) ??
-            ctx.auth.verifyAdminToken(headers['x-admin-token']),
-          'messages:read',
-        )
+      async ({ headers, query, request }) => {
+        ctx.auth.authorize(await ctx.auth.identify(headers, query), 'messages:read')
         let off: () => void = () => undefined
         let beat: Timer | undefined
         const stream = new ReadableStream<string>({
@@ -184,15 +180,18 @@ export function siteRoutes(
         })
       },
       {
-        detail: tag(
-          'Server-sent events: each new in-app message as `event: message`',
-          'Authenticated by Bearer, the service_token cookie or ?token= (EventSource cannot send headers); needs messages:read.',
-          {
-            '200': { description: 'text/event-stream of `event: message` entries' },
-            '401': { description: 'Missing, invalid or expired token' },
-            '403': { description: 'The token does not grant messages:read' },
-          },
-        ),
+        detail: {
+          security: PERMISSION_SECURITY,
+          ...tag(
+            'Server-sent events: each new in-app message as `event: message`',
+            'Authenticated by Bearer, the service_token cookie or ?token= (EventSource cannot send headers); needs messages:read.',
+            {
+              '200': { description: 'text/event-stream of `event: message` entries' },
+              '401': { description: 'Missing, invalid or expired token' },
+              '403': { description: 'The token does not grant messages:read' },
+            },
+          ),
+        },
       },
     )
     .post('/api/v1/site/messages/read-all', async () => ok({ marked: await store.markAllRead() }), {

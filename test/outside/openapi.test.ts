@@ -94,7 +94,10 @@ forEachEngine((engine) => {
 
   test('public routes carry no security requirement; x-api-key and the application token are declared', () => {
     const schemes = (doc.components.securitySchemes ?? {}) as Record<string, Json>
-    expect(schemes.apiKey).toEqual({ type: 'apiKey', in: 'header', name: 'x-api-key' })
+    expect(schemes.apiKey).toMatchObject({ type: 'apiKey', in: 'header', name: 'x-api-key' })
+    expect(schemes.apiKey.description).toContain('SDK key')
+    expect(schemes.serverKey).toMatchObject({ type: 'apiKey', in: 'header', name: 'x-api-key' })
+    expect(schemes.serverKey.description).toContain('Server key')
     expect(schemes.appToken?.name).toBe('x-app-token')
     expect(doc.paths['/api/config/{gameId}/{environment}'].get.security).toEqual([])
     expect(doc.paths['/healthz'].get.security).toEqual([])

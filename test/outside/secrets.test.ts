@@ -151,7 +151,11 @@ forEachEngine((engine) => {
       })
       expect(put.status).toBe(200)
       expect(leaks(put.body, secrets)).toEqual([])
-      for (const role of ['viewer', 'operator', 'admin']) {
+      // Channel settings are read by operators and admins only (docs/security.md).
+      expect((await a.req('GET', '/api/v1/config/shaped', { token: await a.token('viewer') })).status).toBe(
+        403,
+      )
+      for (const role of ['operator', 'admin']) {
         const r = await a.req('GET', '/api/v1/config/shaped', { token: await a.token(role) })
         expect(r.status).toBe(200)
         expect(leaks(r.body, secrets)).toEqual([])

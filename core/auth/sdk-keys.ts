@@ -1,0 +1,137 @@
+import { randomBytes } from 'node:crypto'
+import { type Db, iso, newId } from '../db'
+import { NotFound } from '../http'
+import type { Principal } from './principal'
+
+/** SDK keys travel in `x-api-key`; server keys share the header with their own prefix. */
+export const SDK_KEY_PREFIX = 'lok_'
+
+export interface ApiKey {
+  id: string
+  name: string
+  prefix: string
+  gameId: string | null
+  environment: string | null
+  createdBy: string | null
+  createdAt: string
+  lastUsedAt?: string
+  revokedAt?: string
+}
+
+type KeyRow = {
+  id: string
+  name: string
+  prefix: string
+  game_id: string | null
+  environment: string | null
+  created_by: string | null
+  created_at: number
+  last_used_at: number | null
+  revoked_at: number | null
+}
+const COLS = 'id, name, prefix, game_id, environment, created_by, created_at, last_used_at, revoked_at'
+const toKey = (r: KeyRow): ApiKey => ({
+  id: r.id,
+  name: r.name,
+  prefix: r.prefix,
+  gameId: r.game_id,
+  environment: r.environment,
+  createdBy: r.created_by,
+  createdAt: iso(r.created_at)!,
+  lastUsedAt: iso(r.last_used_at),
+  revokedAt: iso(r.revoked_at),
+})
+
+const sha256 = (s: string) => new Bun.CryptoHasher('sha256').update(s).digest('hex')
+
+/**
+ * SDK keys (spec 1 `x-api-key`): public, since they ship inside game clients, and bound to one
+ * game and environment. Stored as their SHA-256 and shown once. Verified keys are cached, unknown
+ * ones too (guessing costs no query); `forget()` drops the cache.
+ */
+export function sdkKeyStore(db: Db) {
+  const cache = new Map<string, Principal | null>()
+  return {
+    async create(input: {
+      name: string
+      gameId?: string
+      environment?: string
+      createdBy?: string
+    }): Promise<ApiKey & { key: string }> {
+      const key = `${SDK_KEY_PREFIX}${randomBytes(24).toString('base64url')}`
+      const row = await db.get<KeyRow>(
+        `INSERT INTO api_keys (id, name, key_hash, prefix, game_id, environment, created_by, created_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING ${COLS}`,
+        [
+          newId(),
+          input.name,
+          sha256(key),
+          key.slice(0, 8),
+          input.gameId ?? null,
+          input.environment ?? null,
+          input.createdBy ?? null,
+          Date.now(),
+        ],
+      )
+      return { ...toKey(row!), key }
+    },
+
+    async list(filter: { gameId?: string; environment?: string } = {}): Promise<ApiKey[]> {
+      const rows = await db.all<KeyRow>(
+        `SELECT ${COLS} FROM api_keys WHERE (CAST(? AS TEXT) IS NULL OR game_id = ?) AND (CAST(? AS TEXT) IS NULL OR environment = ?) ORDER BY created_at, id`,
+        [
+          filter.gameId ?? null,
+          filter.gameId ?? null,
+          filter.environment ?? null,
+          filter.environment ?? null,
+        ],
+      )
+      return rows.map(toKey)
+    },
+
+    async revoke(id: string): Promise<ApiKey> {
+      const row = await db.get<KeyRow>(
+        `UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ? RETURNING ${COLS}`,
+        [Date.now(), id],
+      )
+      if (!row) throw new NotFound(`API key '${id}' not found`)
+      cache.clear()
+      return toKey(row)
+    },
+
+    async revokeOf(gameId: string, environment?: string): Promise<number> {
+      const n = await db.run(
+        'UPDATE api_keys SET revoked_at = ? WHERE game_id = ? AND (CAST(? AS TEXT) IS NULL OR environment = ?) AND revoked_at IS NULL',
+        [Date.now(), gameId, environment ?? null, environment ?? null],
+      )
+      cache.clear()
+      return n
+    },
+
+    forget() {
+      cache.clear()
+    },
+
+    async verify(key: string): Promise<Principal | undefined> {
+      const hash = sha256(key)
+      const cached = cache.get(hash)
+      if (cached !== undefined) return cached ?? undefined
+      const row = await db.get<KeyRow>(`SELECT ${COLS} FROM api_keys WHERE key_hash = ?`, [hash])
+      const principal: Principal | null =
+        row && row.revoked_at === null
+          ? {
+              kind: 'sdkKey',
+              id: row.id,
+              username: `sdkkey:${row.name}`,
+              roles: [],
+              gameId: row.game_id ?? undefined,
+              environment: row.environment ?? undefined,
+            }
+          : null
+      if (cache.size > 10_000) cache.clear()
+      cache.set(hash, principal)
+      return principal ?? undefined
+    },
+  }
+}
+export type SdkKeyStore = ReturnType<typeof sdkKeyStore>

@@ -1,0 +1,193 @@
+import { randomBytes } from 'node:crypto'
+import type { ChangeDetail, Changes } from '../changes'
+import { type Db, newId } from '../db'
+import { Unauthorized } from '../http'
+import type { Logger } from '../log'
+import type { AccessTokens } from './access'
+import type { LoginThrottle } from './throttle'
+import type { StoredUser, UserStore } from './users'
+
+export interface Tokens {
+  token: string
+  refreshToken: string
+  expiresIn: number
+  user: { id: string; email: string; name: string; roles: string[] }
+}
+
+/** The change-notice topic of withdrawn trust: `{user}`, `{family}` or `{keys}`. */
+const TOPIC = 'auth'
+/**
+ * How often each instance reads what changed in the store, in case a notice was lost (a
+ * connection down while it was sent): the longest a lost notice leaves a withdrawn token working.
+ */
+export const SYNC_MS = 5000
+/** Each read looks this far back: covers clocks apart between instances and slow commits. */
+const OVERLAP_MS = 60_000
+
+const sha256 = (s: string) => new Bun.CryptoHasher('sha256').update(s).digest('hex')
+
+/**
+ * Logins (each one a family of rotating refresh tokens) and the propagation of withdrawn trust.
+ *
+ * A change of trust is applied to this instance's `AccessTokens` before the request that made it
+ * is answered, then announced on the change-notice bus (`ctx.changes`), whose listeners on the
+ * other instances read the user back from the store. A periodic read of what changed since is
+ * the safety net for a notice lost on the way.
+ */
+export class Sessions {
+  private changes?: Changes
+  private timer?: Timer
+  private lastSync = Date.now()
+  private keysRevokedAt = 0
+
+  constructor(
+    private db: Db,
+    private users: UserStore,
+    readonly access: AccessTokens,
+    private refreshTtlS: number,
+    private throttle: LoginThrottle,
+    private log: Logger,
+    /** Drops the caches of verified keys (SDK keys, server keys, application tokens). */
+    private forgetKeys: () => void,
+  ) {}
+
+  /** Loads what the store withdrew, then follows notices and the periodic read. */
+  async start(changes?: Changes): Promise<void> {
+    this.lastSync = Date.now()
+    for (const u of await this.users.withdrawn()) this.access.setUser(u.id, Number(u.token_gen), !u.disabled)
+    await this.readFamilies(this.lastSync - this.access.ttlS * 1000 - OVERLAP_MS)
+    this.keysRevokedAt = await this.lastKeyRevocation()
+    if (!changes) return
+    this.changes = changes
+    changes.on(TOPIC, (d, origin) => (origin === 'remote' ? this.heard(d) : undefined))
+    this.timer = setInterval(() => {
+      this.sync().catch((e) => this.log.warn('auth sync failed', { error: String(e) }))
+    }, SYNC_MS)
+    this.timer.unref?.()
+  }
+
+  stop(): void {
+    clearInterval(this.timer)
+    this.timer = undefined
+  }
+
+  /** Spec 1 login answer: an access token and the first refresh token of a new family. */
+  async issue(user: StoredUser, familyId = newId()): Promise<Tokens> {
+    const refreshToken = randomBytes(32).toString('base64url')
+    const now = Date.now()
+    await this.db.run(
+      'INSERT INTO refresh_tokens (id, family_id, user_id, token_hash, expires_at, created_at) VALUES (?, ?, ?, ?, ?, ?)',
+      [newId(), familyId, user.id, sha256(refreshToken), now + this.refreshTtlS * 1000, now],
+    )
+    return {
+      token: this.access.sign(user, user.tokenGen, familyId),
+      refreshToken,
+      expiresIn: this.access.ttlS,
+      user: { id: user.id, email: user.email, name: user.name, roles: user.roles },
+    }
+  }
+
+  /**
+   * Rotates a refresh token: each is good once. Presenting a used one means it leaked, so the
+   * whole family (every token descended from that login, access tokens included) is revoked.
+   */
+  async refresh(refreshToken: string, address = 'unknown'): Promise<Tokens> {
+    await this.throttle.check(address)
+    const now = Date.now()
+    const outcome = await this.db.tx(async (tx) => {
+      const row = await tx.get<{
+        id: string
+        family_id: string
+        user_id: string
+        expires_at: number
+        used_at: number | null
+        revoked_at: number | null
+      }>(
+        'SELECT id, family_id, user_id, expires_at, used_at, revoked_at FROM refresh_tokens WHERE token_hash = ?',
+        [sha256(refreshToken)],
+      )
+      if (!row) return { error: 'invalid refresh token' } as const
+      if (row.used_at !== null || row.revoked_at !== null) {
+        await tx.run('UPDATE refresh_tokens SET revoked_at = ? WHERE family_id = ? AND revoked_at IS NULL', [
+          now,
+          row.family_id,
+        ])
+        return { error: 'refresh token reused; its session was revoked', family: row.family_id } as const
+      }
+      if (row.expires_at <= now) return { error: 'refresh token expired' } as const
+      const claimed = await tx.run('UPDATE refresh_tokens SET used_at = ? WHERE id = ? AND used_at IS NULL', [
+        now,
+        row.id,
+      ])
+      if (!claimed) return { error: 'invalid refresh token' } as const
+      return { userId: row.user_id, familyId: row.family_id } as const
+    })
+    if ('error' in outcome) {
+      if (outcome.family) await this.withdrawFamily(outcome.family, now)
+      await this.throttle.fail(address, 'token refresh')
+      throw new Unauthorized(outcome.error, 'invalid_refresh_token')
+    }
+    const user = await this.users.get(outcome.userId).catch(() => undefined)
+    if (!user || user.disabled)
+      throw new Unauthorized('user no longer exists or is disabled', 'invalid_refresh_token')
+    return this.issue(user, outcome.familyId)
+  }
+
+  /** A user's trust changed in the store (password, roles, disabled, deleted): applies and tells everyone. */
+  async withdrawUser(id: string, gen: number, active: boolean): Promise<void> {
+    this.access.setUser(id, gen, active)
+    await this.changes?.publish(TOPIC, { user: id })
+  }
+
+  async withdrawFamily(family: string, at = Date.now()): Promise<void> {
+    this.access.revokeFamily(family, at)
+    await this.changes?.publish(TOPIC, { family })
+  }
+
+  /** A key or token was revoked: every instance forgets what it had verified. */
+  async keysRevoked(): Promise<void> {
+    this.forgetKeys()
+    await this.changes?.publish(TOPIC, { keys: 1 })
+  }
+
+  /** Another instance's notice: read the user back from the store, or apply the family. */
+  private async heard(d: ChangeDetail): Promise<void> {
+    if (typeof d.user === 'string') {
+      const u = await this.users.get(d.user).catch(() => undefined)
+      this.access.setUser(d.user, u?.tokenGen ?? 0, !!u && !u.disabled)
+    }
+    if (typeof d.family === 'string') this.access.revokeFamily(d.family)
+    if (d.keys) this.forgetKeys()
+  }
+
+  /** The safety net: applies what the store changed lately, whether or not a notice told of it. */
+  async sync(): Promise<void> {
+    const started = Date.now()
+    const since = this.lastSync - OVERLAP_MS
+    for (const u of await this.users.withdrawn(since))
+      this.access.setUser(u.id, Number(u.token_gen), !u.disabled)
+    await this.readFamilies(since)
+    const keys = await this.lastKeyRevocation()
+    if (keys > this.keysRevokedAt) {
+      this.keysRevokedAt = keys
+      this.forgetKeys()
+    }
+    this.access.prune(started)
+    this.lastSync = started
+  }
+
+  private async readFamilies(since: number): Promise<void> {
+    const rows = await this.db.all<{ family_id: string; at: number | string }>(
+      'SELECT family_id, MAX(revoked_at) AS at FROM refresh_tokens WHERE revoked_at > ? GROUP BY family_id',
+      [since],
+    )
+    for (const r of rows) this.access.revokeFamily(r.family_id, Number(r.at))
+  }
+
+  private async lastKeyRevocation(): Promise<number> {
+    const r = await this.db.get<{ sdk: number | string | null; scoped: number | string | null }>(
+      'SELECT (SELECT MAX(revoked_at) FROM api_keys) AS sdk, (SELECT MAX(revoked_at) FROM auth_app_tokens) AS scoped',
+    )
+    return Math.max(Number(r?.sdk ?? 0), Number(r?.scoped ?? 0))
+  }
+}
