@@ -19,6 +19,7 @@ import { Metrics } from './metrics'
 import { HealthChecks, monitoring } from './monitoring'
 import { NativeRoutes } from './native'
 import { apiDocs } from './openapi'
+import { Outbound, OutboundPolicy } from './outbound'
 import {
   type FastServer,
   type PluginContext,
@@ -278,6 +279,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     stops.push(() => changes.close())
     const bus = new Bus((event, e) => log.error('bus listener failed', { event, error: String(e) }))
     const providers = new ProviderRegistry()
+    const outbound = new Outbound(new OutboundPolicy(core.outbound))
     // Shared by the instances of one PostgreSQL (or one Redis). A SQLite file serves one instance:
     // its budget stays in memory, where a request costs no write through SQLite's single writer
     // (counted there, the default limit halved authenticated throughput to outlive a restart).
@@ -411,6 +413,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
         requestGuard: rawGuard,
         rateLimiter: limiter,
         providers,
+        outbound,
         provide: (name, service) => {
           if (services.has(name)) throw new Error(`service '${String(name)}' provided twice`)
           services.set(name, { owner: p.name, service })

@@ -10,6 +10,7 @@ import type { Db, Migration } from './db'
 import type { ErrorFamily } from './http'
 import type { Logger } from './log'
 import type { Metrics } from './metrics'
+import type { Outbound } from './outbound'
 import type { LimiterSlot } from './ratelimit'
 import type { ScheduleOptions, ScheduledJob } from './schedule'
 import type { SharedState } from './shared'
@@ -93,6 +94,13 @@ export interface PluginContext<C> {
    */
   rateLimiter: LimiterSlot
   providers: ProviderRegistry
+  /**
+   * The outbound policy (`outbound` of the YAML): every request to a host given through the API
+   * goes through it (`ctx.outbound.fetch(url, init)`, or `await ctx.outbound.address(host)` for
+   * raw TCP and TLS, connecting to the address it answers). Hosts the YAML names use
+   * `ctx.outbound.trusted`. Report a failure with `outboundFailure(e)`: one short line.
+   */
+  outbound: Outbound
   provide<K extends keyof Services>(name: K, service: Services[K]): void
   /** A service of a plugin named in `dependsOn` (anything else is a startup error). */
   service<K extends keyof Services>(name: K): Services[K]
@@ -217,7 +225,16 @@ export interface ProviderDefinition<S extends TSchema = TSchema> {
    * the variables `plugins.notify.api_env` lists for settings that arrive through the API.
    */
   expandEnv?: boolean
-  create(settings: Static<S>, env: { log: Logger }): Provider | Promise<Provider>
+  /**
+   * `outbound` is the client every connection of the provider goes through: the policy for
+   * channels configured through the API, `Outbound.trusted` for channels the YAML configures.
+   */
+  create(settings: Static<S>, env: ProviderEnv): Provider | Promise<Provider>
+}
+
+export interface ProviderEnv {
+  log: Logger
+  outbound: Outbound
 }
 
 export function defineProvider<S extends TSchema>(def: ProviderDefinition<S>): ProviderDefinition<S> {

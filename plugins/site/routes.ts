@@ -7,11 +7,11 @@ import { NotFound, invalidField, ok } from '../../core/http'
 import type { PluginContext } from '../../core/plugin'
 import { maskSecrets, unmaskSecrets } from '../../core/secrets'
 import { rejectUnknown } from '../../core/strict'
-import { type Note, sendChatbot, sendEmail, sendWebhook } from './channels'
+import { type Note, sendEmail } from './channels'
 import type { Dispatcher, MessageHub, Target } from './dispatch'
 import { KEYS, KEY_NAMES, type KeyName, PREFIX } from './keys'
 import { BUILTIN, Routing, checkRouting } from './routing'
-import type { SiteStore } from './store'
+import { type SiteStore, valuesOf } from './store'
 
 const tag = (summary: string, description?: string, responses?: Record<string, { description: string }>) => ({
   tags: ['site'],
@@ -64,7 +64,7 @@ export function siteRoutes(
     .post(
       '/api/v1/site/notification/test',
       async ({ body, principal, request, server }) => {
-        const s = await store.settings()
+        const e = await store.effective()
         const r = await store.routing()
         const n = {
           id: Bun.randomUUIDv7(),
@@ -83,16 +83,10 @@ export function siteRoutes(
           )
         const target: Target | undefined =
           body.channel === 'email' && body.to?.length
-            ? { id: 'email', send: (m: Note) => sendEmail(s, m, ctx.providers, ctx.log, body.to) }
+            ? { id: 'email', send: (m: Note) => sendEmail(valuesOf(e), m, dispatch.mail(e), body.to) }
             : custom
-              ? {
-                  id: custom.id,
-                  send: (m: Note) =>
-                    custom.type === 'chatbot'
-                      ? sendChatbot(custom.url, custom.secret ?? '', m, 10_000)
-                      : sendWebhook(custom.url, custom.secret ?? '', m, 10_000),
-                }
-              : dispatch.builtin(body.channel, s)
+              ? dispatch.routed(custom, 10_000)
+              : dispatch.builtin(body.channel, e)
         if (!target)
           return ok({
             channel: body.channel,
