@@ -1,11 +1,11 @@
 import { fromJson, newId } from '../../core/db'
 import { Conflict, HttpError, Invalid, NotFound, invalidField } from '../../core/http'
 import { type Outbound, outboundFailure } from '../../core/outbound'
-import { maskUrl } from '../../core/secrets'
+import { maskUrl, unmaskSecrets } from '../../core/secrets'
 import { murmur3 } from '../../sdk/murmur3'
 import { type Artifact, type Prediction, predict } from './algorithms'
 import type { PredictionLog, Served } from './log'
-import type { DeployBody, Model, PredictResponse } from './schema'
+import { type DeployBody, type Model, type PredictResponse, ServingEndpoint } from './schema'
 import { type AbTestState, type ModelRow, type ModelsStore, servingEndpoint, toModel } from './store'
 
 export interface ServingConfig {
@@ -275,7 +275,17 @@ export class Serving {
    */
   async deploy(id: string, body: DeployBody): Promise<Model> {
     const before = await this.models.row(id)
-    const endpoint = servingEndpoint(body.servingEndpoint ?? before.serving_endpoint ?? undefined)
+    // The endpoint as read (masked) keeps the stored one; a changed URL must carry its secrets.
+    const given =
+      body.servingEndpoint === undefined
+        ? undefined
+        : (unmaskSecrets(
+            ServingEndpoint,
+            body.servingEndpoint,
+            before.serving_endpoint ?? undefined,
+            'body.servingEndpoint',
+          ) as string)
+    const endpoint = servingEndpoint(given ?? before.serving_endpoint ?? undefined)
     if (endpoint !== 'builtin') await this.config.outbound.refuseEarly(new URL(endpoint).hostname)
     const reason: Record<string, string> = {
       DRAFT: 'it has never been trained; train it first',

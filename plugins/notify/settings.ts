@@ -73,7 +73,7 @@ export function channelMasking(registry: ProviderRegistry, sensitiveNames: reado
      * only while its destination is unchanged (else 400 "enter the secret again").
      */
     unmask(type: string, next: Record<string, unknown>, prev: Record<string, unknown> | undefined) {
-      const kept = unmaskSecrets(schemaOf(type), next, prev) as Record<string, unknown>
+      const kept = unmaskSecrets(schemaOf(type), next, prev, 'body.config') as Record<string, unknown>
       const p = prev ?? {}
       // Names the log masks: the same round trip, for schemas that mark nothing.
       for (const [k, v] of Object.entries(kept))

@@ -9,7 +9,7 @@ import { maskSecrets, unmaskSecrets } from '../../core/secrets'
 import { rejectUnknown } from '../../core/strict'
 import { type Note, sendEmail } from './channels'
 import type { Dispatcher, MessageHub, Target } from './dispatch'
-import { KEYS, KEY_NAMES, type KeyName, PREFIX } from './keys'
+import { KEYS, KEY_NAMES, type KeyName, PREFIX, secretMoved } from './keys'
 import { BUILTIN, Routing, checkRouting } from './routing'
 import { type SiteStore, valuesOf } from './store'
 
@@ -211,7 +211,13 @@ export function siteRoutes(
         const next: Routing = {
           ...body,
           channels: body.channels.map(
-            (c) => unmaskSecrets(Routing.properties.channels.items, c, prev[c.id]) as typeof c,
+            (c, i) =>
+              unmaskSecrets(
+                Routing.properties.channels.items,
+                c,
+                prev[c.id],
+                `body.channels[${i}]`,
+              ) as typeof c,
           ),
         }
         checkRouting(next)
@@ -250,10 +256,13 @@ export function siteRoutes(
         if (!body || typeof body !== 'object' || Array.isArray(body) || !('value' in body))
           throw invalidField('body.value', 'required')
         const schema = KEYS[name].schema
-        const before = (await store.effective())[name].value
-        const value = unmaskSecrets(schema, body.value, before)
+        const all = await store.effective()
+        const before = all[name].value
+        const value = unmaskSecrets(schema, body.value, before, 'body.value')
         const err = Value.Errors(schema, value).First()
         if (err) throw invalidField('body.value', err.message)
+        const moved = secretMoved(name, all, await store.effective({ key: name, value }))
+        if (moved) throw invalidField('body.value', moved)
         await store.setOverride(name, value, principal.username)
         audit({ principal, request, server }, 'site.set', PREFIX + name, {
           before: masked(name, before) as never,
@@ -267,7 +276,7 @@ export function siteRoutes(
         body: T.Object({ value: T.Unknown() }, { additionalProperties: false }),
         detail: tag(
           'Set an override; takes effect at once',
-          "Body {value}: a JSON value of the key's type (booleans for *Enabled and smtpInsecureSkipVerify, smtpEncryption none|ssl|starttls, smtpAuthType plain|login, smtpPort a number or digits, URLs http(s) or empty). A secret sent back exactly as read (masked) keeps the stored secret.",
+          'Body {value}: a JSON value of the key\'s type (booleans for *Enabled and smtpInsecureSkipVerify, smtpEncryption none|ssl|starttls, smtpAuthType plain|login, smtpPort a number or digits, URLs http(s) or empty). A secret sent back exactly as read (masked) keeps the stored secret, for the same destination only: a URL changed around masked credentials, or a host or port changed while notification.smtpPassword is set, is 400 "enter the secret again" (set the password to "" first, change the host, then set it again).',
         ),
       },
     )
@@ -275,6 +284,8 @@ export function siteRoutes(
       '/api/v1/site/:key',
       async ({ params, principal, request, server }) => {
         const name = keyOf(params.key, 'params.key', (m) => new NotFound(m))
+        const moved = secretMoved(name, await store.effective(), await store.effective({ key: name }))
+        if (moved) throw invalidField('params.key', moved)
         const had = await store.clearOverride(name)
         if (had) audit({ principal, request, server }, 'site.clear', PREFIX + name, {})
         return ok(await entry(name))

@@ -48,10 +48,15 @@ export const valuesOf = (e: Effective): Settings =>
   Object.fromEntries(KEY_NAMES.map((k) => [k, e[k].value])) as Settings
 
 export function siteStore(db: Db, file: () => Partial<Settings>) {
-  /** Every key with its effective value and where it comes from: override, else file, else default. */
-  const effective = async (): Promise<Effective> => {
+  /**
+   * Every key with its effective value and where it comes from: override, else file, else
+   * default. With `change`: as it would be after setting (`value`) or clearing that override.
+   */
+  const effective = async (change?: { key: KeyName; value?: unknown }): Promise<Effective> => {
     const rows = await db.all<{ key: string; value: string }>('SELECT key, value FROM site_settings')
     const overrides = new Map(rows.map((r) => [r.key, fromJson<unknown>(r.value, undefined)]))
+    if (change && 'value' in change) overrides.set(change.key, change.value)
+    else if (change) overrides.delete(change.key)
     const f = file()
     return Object.fromEntries(
       KEY_NAMES.map((k) => {

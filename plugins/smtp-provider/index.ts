@@ -5,12 +5,13 @@ import type { Transporter } from 'nodemailer'
 import type SMTPTransport from 'nodemailer/lib/smtp-transport'
 import { NO_ANSWER, OutboundRefused } from '../../core/outbound'
 import { type SendResult, definePlugin, defineProvider } from '../../core/plugin'
-import { Secret } from '../../core/secrets'
+import { Destination, Secret } from '../../core/secrets'
 
 export const SmtpSettings = T.Object(
   {
-    host: T.String({ minLength: 1 }),
-    port: T.Integer({ minimum: 1, maximum: 65535, default: 587 }),
+    /** Where the password goes: a masked password sent back is kept only for the same host and port. */
+    host: Destination(T.String({ minLength: 1 })),
+    port: Destination(T.Integer({ minimum: 1, maximum: 65535, default: 587 })),
     /** ssl (implicit TLS), starttls (upgrade required), none; default from the port: 465 ssl, 587 starttls, else none. */
     security: T.Optional(T.Union([T.Literal('ssl'), T.Literal('starttls'), T.Literal('none')])),
     username: T.Optional(T.String()),
