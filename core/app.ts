@@ -32,6 +32,26 @@ import { Scheduler } from './schedule'
 import { createSharedState } from './shared'
 import { strictBodies } from './strict'
 
+/**
+ * The body limit of the routes that take no credential before the body: login and refresh.
+ * Enough for any real request; a stranger cannot make the server hold megabytes.
+ */
+export const ANONYMOUS_BODY_LIMIT = 64 * 1024
+const CORE_BODY_LIMITS: Record<string, number> = {
+  '/api/auth/login': ANONYMOUS_BODY_LIMIT,
+  '/api/v1/auth/login': ANONYMOUS_BODY_LIMIT,
+  '/api/auth/refresh': ANONYMOUS_BODY_LIMIT,
+  '/api/v1/auth/refresh': ANONYMOUS_BODY_LIMIT,
+}
+
+/** The path of a request URL, without building a URL object (asked for every request with a body). */
+export function pathOf(url: string): string {
+  const start = url.indexOf('/', url.indexOf('//') + 2)
+  if (start < 0) return '/'
+  const q = url.indexOf('?', start)
+  return q < 0 ? url.slice(start) : url.slice(start, q)
+}
+
 /** Methods that change nothing: no `http.write` event. */
 const READS = new Set(['GET', 'HEAD', 'OPTIONS'])
 
@@ -57,6 +77,8 @@ export interface LiveopsApp {
   routes: NativeRoutes
   /** The largest request body accepted, in bytes (`server.body_limit_mb`). */
   bodyLimit: number
+  /** The body limit of a path: a smaller one declared for it (`bodyLimits`), else `bodyLimit`. */
+  bodyLimitFor(path: string): number
   /** Runs plugin stop hooks in reverse order and closes the stores. Idempotent. */
   stop(): Promise<void>
   /** The bootstrap admin's generated password, when one was generated. */
@@ -157,7 +179,8 @@ export function listen(built: LiveopsApp, opts: { port: number; hostname: string
   const peers = new WeakMap<Request, Request>()
   const handle = async (req: Request): Promise<Response> => {
     if (!req.body || req.headers.has('content-length')) return built.app.handle(req)
-    const body = await readBounded(req, built.bodyLimit)
+    const limit = built.bodyLimitFor(pathOf(req.url))
+    const body = await readBounded(req, limit)
     const headers = new Headers(req.headers)
     headers.delete('transfer-encoding')
     // Over the limit: the same request without its body, declaring what was read so far, meets
@@ -166,7 +189,7 @@ export function listen(built: LiveopsApp, opts: { port: number; hostname: string
     const wrapped = new Request(req.url, {
       method: req.method,
       headers,
-      body: body.byteLength > built.bodyLimit ? null : (body as Uint8Array<ArrayBuffer>),
+      body: body.byteLength > limit ? null : (body as Uint8Array<ArrayBuffer>),
     })
     peers.set(wrapped, req)
     return built.app.handle(wrapped)
@@ -344,6 +367,12 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
         ),
       )
     const bodyLimit = Math.round(core.server.body_limit_mb * 1024 * 1024)
+    const smallLimits = new Map<string, number>(Object.entries(CORE_BODY_LIMITS))
+    for (const p of ordered)
+      for (const [path, bytes] of Object.entries(p.bodyLimits ?? {}))
+        smallLimits.set(path, Math.min(bytes, smallLimits.get(path) ?? bytes))
+    const smallest = Math.min(bodyLimit, ...smallLimits.values())
+    const bodyLimitFor = (path: string) => Math.min(bodyLimit, smallLimits.get(path) ?? bodyLimit)
     // Route templates, not raw paths, label the request histogram (bounded cardinality).
     const started = new WeakMap<Request, number>()
     const httpLog = log.child('http')
@@ -357,7 +386,10 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
         // Refused with the family's error body before a byte is read; `listen` bounds bodies
         // sent without a length and hands them here with the length read.
         const length = Number(request.headers.get('content-length') ?? 0)
-        if (length > bodyLimit) throw bodyTooLarge(bodyLimit)
+        if (length > smallest) {
+          const limit = bodyLimitFor(pathOf(request.url))
+          if (length > limit) throw bodyTooLarge(limit)
+        }
       })
       .onAfterResponse({ as: 'global' }, (c) => {
         const { request, route, set, responseValue } = c
@@ -455,7 +487,19 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
       log,
     )
 
-    return { app, db, auth, metrics, bus, log, routes, bodyLimit, stop: stopAll, generatedAdminPassword }
+    return {
+      app,
+      db,
+      auth,
+      metrics,
+      bus,
+      log,
+      routes,
+      bodyLimit,
+      bodyLimitFor,
+      stop: stopAll,
+      generatedAdminPassword,
+    }
   } catch (e) {
     await stopAll()
     throw e

@@ -171,6 +171,12 @@ export interface PluginManifest<S extends TSchema = TSchema> {
    * other route answers only the origins of `server.cors_origins`.
    */
   anyOrigin?: readonly string[]
+  /**
+   * Smaller body limits than `server.body_limit_mb` for exact paths, in bytes: routes anyone may
+   * call without a credential (a chat platform's callback) take only what they need, refused
+   * with 413 before a byte is read (by Content-Length) or as soon as a chunked body passes it.
+   */
+  bodyLimits?: Readonly<Record<string, number>>
   /** Builds the plugin's routes (one `new Elysia({ name })`) and registers its services and hooks. */
   setup(ctx: PluginContext<Static<S>>): AnyElysia | Promise<AnyElysia>
 }
