@@ -21,6 +21,21 @@ type Schemaish = TSchema & {
   items?: TSchema
 }
 
+/** How deep a JSON body may nest: deeper is 400, never a stack overflow in a check (a 500). */
+export const MAX_JSON_DEPTH = 64
+
+/** Throws 400 when `value` nests objects and arrays deeper than MAX_JSON_DEPTH; walks without recursion. */
+export function checkDepth(value: unknown, field = 'body'): void {
+  if (value === null || typeof value !== 'object') return
+  const stack: Array<[unknown, number]> = [[value, 1]]
+  while (stack.length) {
+    const [v, depth] = stack.pop()!
+    if (depth > MAX_JSON_DEPTH) throw invalidField(field, `nested deeper than ${MAX_JSON_DEPTH} levels`)
+    for (const child of Array.isArray(v) ? v : Object.values(v as object))
+      if (child !== null && typeof child === 'object') stack.push([child, depth + 1])
+  }
+}
+
 /** Throws 400 naming the first property that `schema` does not declare (closed objects only). */
 export function rejectUnknown(schema: TSchema, value: unknown, path: string): void {
   const s = schema as Schemaish
@@ -103,7 +118,10 @@ export function jsonBodyReader<S extends TSchema>(
       throw new Invalid('body: malformed JSON')
     }
     // The valid body passes without checkBody's copy; a refused one gets its error.
-    if (!admit?.(body) && !check.Check(body)) checkBody(check, json, body)
+    if (!admit?.(body) && !check.Check(body)) {
+      checkDepth(body)
+      checkBody(check, json, body)
+    }
     return body as S['static']
   }
 }
@@ -142,6 +160,7 @@ export function strictBodies(app: () => AnyElysia) {
     { as: 'global' },
     ({ request, route, body }) => {
       if (request.method === 'GET' || request.method === 'HEAD') return
+      checkDepth(body)
       table ??= build()
       const entry = table.get(`${request.method} ${route}`)
       if (!entry) return
