@@ -2,7 +2,8 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { openapi } from '@elysiajs/openapi'
 import { type AnyElysia, Elysia } from 'elysia'
-import { authGuard, requestGuard } from './auth/guard'
+import { routeGuard, writeAuditor } from './audit'
+import { requestGuard } from './auth/guard'
 import { coreMigrations } from './auth/migrations'
 import { CORE_AREAS } from './auth/roles'
 import { authRoutes } from './auth/routes'
@@ -13,7 +14,8 @@ import type { LoadedConfig } from './config'
 import { type Db, type MigrationSet, migrate, openDb } from './db'
 import { SCALAR_ASSET, docsAssets, scalarOptions } from './docs'
 import { CorsPolicy, edge } from './edge'
-import { ErrorFamilies, HttpError, bodyTooLarge, clientIp, errorHandler, readBounded } from './http'
+import { ErrorFamilies, HttpError, bodyTooLarge, clientIp, errorHandler } from './http'
+import { bodyLimits, pathOf } from './listen'
 import { type Logger, createLogger } from './log'
 import { Metrics } from './metrics'
 import { HealthChecks, monitoring } from './monitoring'
@@ -31,26 +33,6 @@ import { LimiterSlot, RateLimiter, SharedRateLimiter } from './ratelimit'
 import { Scheduler } from './schedule'
 import { createSharedState } from './shared'
 import { strictBodies } from './strict'
-
-/**
- * The body limit of the routes that take no credential before the body: login and refresh.
- * Enough for any real request; a stranger cannot make the server hold megabytes.
- */
-export const ANONYMOUS_BODY_LIMIT = 64 * 1024
-const CORE_BODY_LIMITS: Record<string, number> = {
-  '/api/auth/login': ANONYMOUS_BODY_LIMIT,
-  '/api/v1/auth/login': ANONYMOUS_BODY_LIMIT,
-  '/api/auth/refresh': ANONYMOUS_BODY_LIMIT,
-  '/api/v1/auth/refresh': ANONYMOUS_BODY_LIMIT,
-}
-
-/** The path of a request URL, without building a URL object (asked for every request with a body). */
-export function pathOf(url: string): string {
-  const start = url.indexOf('/', url.indexOf('//') + 2)
-  if (start < 0) return '/'
-  const q = url.indexOf('?', start)
-  return q < 0 ? url.slice(start) : url.slice(start, q)
-}
 
 /** Methods that change nothing: no `http.write` event. */
 const READS = new Set(['GET', 'HEAD', 'OPTIONS'])
@@ -166,69 +148,6 @@ async function bootstrapAdmin(
 }
 
 /**
- * Serves a built app: the fast routes from Bun's native router, everything else through Elysia.
- * `core/main.ts` and the socket-level tests use this one function.
- *
- * The body limit is the app's (`server.body_limit_mb`), answered with the family's error body:
- * a declared length over it is refused before a byte is read (`onRequest` in createApp); a body
- * sent without a length (chunked) is read here up to the limit and refused as soon as it passes
- * it. Bun's own cap, which would answer an empty 413, is therefore set out of the way.
- */
-export function listen(built: LiveopsApp, opts: { port: number; hostname: string }) {
-  // A chunked body is re-wrapped once read; its peer address stays the socket's.
-  const peers = new WeakMap<Request, Request>()
-  const handle = async (req: Request): Promise<Response> => {
-    if (!req.body || req.headers.has('content-length')) return built.app.handle(req)
-    const limit = built.bodyLimitFor(pathOf(req.url))
-    const body = await readBounded(req, limit)
-    const headers = new Headers(req.headers)
-    headers.delete('transfer-encoding')
-    // Over the limit: the same request without its body, declaring what was read so far, meets
-    // the one refusal in createApp (family body, metrics, request log).
-    headers.set('content-length', String(body.byteLength))
-    const wrapped = new Request(req.url, {
-      method: req.method,
-      headers,
-      body: body.byteLength > limit ? null : (body as Uint8Array<ArrayBuffer>),
-    })
-    peers.set(wrapped, req)
-    return built.app.handle(wrapped)
-  }
-  const handlers = () => ({
-    routes: built.routes.table(),
-    fetch: handle,
-    error: () => new Response('internal server error', { status: 500 }),
-  })
-  const server = Bun.serve({
-    port: opts.port,
-    hostname: opts.hostname,
-    maxRequestBodySize: Number.MAX_SAFE_INTEGER,
-    ...handlers(),
-  })
-  // Elysia's context `server` is the one it listens on itself, null when another server calls
-  // `app.handle`: without this, every client's address read as unknown (login throttling,
-  // audit entries).
-  const requestIP = (r: Request) => server.requestIP(peers.get(r) ?? r)
-  built.app.server = new Proxy(server, {
-    get: (target, key) => {
-      if (key === 'requestIP') return requestIP
-      const v = Reflect.get(target, key)
-      return typeof v === 'function' ? v.bind(target) : v
-    },
-  })
-  const off = built.routes.onChange(() => server.reload(handlers()))
-  return {
-    port: server.port,
-    hostname: server.hostname,
-    /** Stops listening (`force`: also drops in-flight requests) and stops following route changes. */
-    stop: (force = false) => {
-      off()
-      return server.stop(force)
-    },
-  }
-}
-
-/**
  * Builds the whole application from a validated configuration: opens the store, applies every
  * migration, bootstraps the admin and sets up each enabled plugin in dependency order. Never
  * listens; `core/main.ts` and the tests decide how requests arrive.
@@ -317,7 +236,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
           ),
     )
     const identified = new WeakMap<Request, Principal>()
-    const guard = authGuard({ auth, limiter, identified })
+    const guard = routeGuard({ auth, limiter, identified })
     const rawGuard = requestGuard({ auth, limiter, identified })
     const services = new Map<string, { owner: string; service: unknown }>()
     const starts: Array<() => Promise<void> | void> = []
@@ -366,13 +285,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
           families,
         ),
       )
-    const bodyLimit = Math.round(core.server.body_limit_mb * 1024 * 1024)
-    const smallLimits = new Map<string, number>(Object.entries(CORE_BODY_LIMITS))
-    for (const p of ordered)
-      for (const [path, bytes] of Object.entries(p.bodyLimits ?? {}))
-        smallLimits.set(path, Math.min(bytes, smallLimits.get(path) ?? bytes))
-    const smallest = Math.min(bodyLimit, ...smallLimits.values())
-    const bodyLimitFor = (path: string) => Math.min(bodyLimit, smallLimits.get(path) ?? bodyLimit)
+    const { bodyLimit, bodyLimitFor, smallest } = bodyLimits(core.server.body_limit_mb, ordered)
     // Route templates, not raw paths, label the request histogram (bounded cardinality).
     const started = new WeakMap<Request, number>()
     const httpLog = log.child('http')
@@ -409,6 +322,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
         logRequest(request.method, route, status, seconds)
         if (!READS.has(request.method)) {
           const principal = (c as { principal?: Principal }).principal ?? identified.get(request)
+          const { params, body } = c as { params?: Record<string, string | undefined>; body?: unknown }
           void bus.emit('http.write', {
             method: request.method,
             path: new URL(request.url).pathname,
@@ -420,9 +334,11 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
               core.server.trust_forwarded_for,
             ),
             principal: principal && { kind: principal.kind, id: principal.id, username: principal.username },
+            audit: route ? auditOf(request, route, params ?? {}, body, responseValue) : undefined,
           })
         }
       })
+    const auditOf = writeAuditor(() => app, log)
     // Before every route: each JSON body is checked as it arrived (core/strict.ts).
     app.use(strictBodies(() => app))
     app.use(mon.app).use(authRoutes(auth, guard, { trustForwardedFor: core.server.trust_forwarded_for, bus }))

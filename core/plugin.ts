@@ -1,6 +1,7 @@
 import type { Static, TSchema } from '@sinclair/typebox'
 import type { AnyElysia } from 'elysia'
-import type { RequestGuard, authGuard } from './auth/guard'
+import type { RouteGuard } from './audit'
+import type { RequestGuard } from './auth/guard'
 import type { Areas } from './auth/roles'
 import type { AuthService } from './auth/service'
 import type { Bus } from './bus'
@@ -78,7 +79,7 @@ export interface PluginContext<C> {
    * tokens, users and keys). Each authenticates before the body or query is read, and counts the
    * request against the app's one rate limiter: `new Elysia({ name }).use(ctx.guard)`.
    */
-  guard: ReturnType<typeof authGuard>
+  guard: RouteGuard
   /**
    * The guard's policies for a raw request, for fast routes (`fastRoute`), where no macro runs:
    * `const check = ctx.requestGuard.permission('ml-serving:write')` once, then per request

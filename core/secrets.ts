@@ -212,5 +212,51 @@ function unmask(schemas: TSchema[], next: unknown, prev: unknown, field: string)
   return { value, kept }
 }
 
+/** What an audit entry shows in place of a part of a body no schema property declares. */
+export const NOT_RECORDED = '(not recorded)'
+
+/** The schemas a property `key` of an object is declared by (its `properties`, in every branch). */
+function declaredChildren(schema: TSchema, key: string): TSchema[] {
+  const s = schema as Record<string, unknown>
+  const out: TSchema[] = []
+  for (const branch of (s.anyOf ?? s.oneOf ?? s.allOf ?? []) as TSchema[])
+    out.push(...declaredChildren(branch, key))
+  const props = s.properties as Record<string, TSchema> | undefined
+  if (props?.[key]) out.push(props[key])
+  return out
+}
+
+const declared = (s: TSchema) => {
+  const x = s as Record<string, unknown>
+  return typeof x.type === 'string' || 'anyOf' in x || 'oneOf' in x || 'const' in x || 'enum' in x
+}
+
+/**
+ * What an audit entry keeps of a request body: every part its schema declares, with what the
+ * schema marks secret masked. A part no property declares (a map's values, an unknown value)
+ * is not recorded, since nothing says whether it holds a secret.
+ */
+export function auditView(schema: TSchema | TSchema[], value: unknown): unknown {
+  const schemas = Array.isArray(schema) ? schema : [schema]
+  const kind = kindOf(schemas)
+  if (kind) return maskAs(kind, value)
+  if (!schemas.some(declared)) return NOT_RECORDED
+  if (Array.isArray(value))
+    return value.map((v, i) =>
+      auditView(
+        schemas.flatMap((s) => childSchemas(s, i)),
+        v,
+      ),
+    )
+  if (value && typeof value === 'object')
+    return Object.fromEntries(
+      Object.entries(value).map(([k, v]) => {
+        const children = schemas.flatMap((s) => declaredChildren(s, k))
+        return [k, children.length ? auditView(children, v) : NOT_RECORDED]
+      }),
+    )
+  return value
+}
+
 /** For docs and tests: a schema marked secret, built from a plain string schema. */
 export const SecretString = (description?: string) => Secret(Type.String({ description }))

@@ -133,29 +133,36 @@ const isJson = (type: string) => {
 }
 
 /**
+ * The JSON body schema of every route of `app` that declares one and leaves parsing to Elysia
+ * (routes with `parse: 'none'` or `'text'` read their own bytes), by `METHOD /template`, as JSON
+ * sees it (`jsonView`; secret marks kept).
+ */
+export function routeBodies(a: AnyElysia): Map<string, TSchema> {
+  const out = new Map<string, TSchema>()
+  const models = ((a as unknown as { definitions?: { type?: Record<string, TSchema> } }).definitions?.type ??
+    {}) as Record<string, TSchema>
+  for (const r of a.routes as unknown as Route[]) {
+    const body = r.hooks.body as TSchema | string | undefined
+    if (!body) continue
+    const parse = (r.hooks.parse ?? []) as Array<{ fn: unknown }>
+    if (parse.some((p) => typeof p.fn === 'string')) continue
+    const schema = typeof body === 'string' ? models[body] : body
+    if (schema) out.set(`${r.method} ${r.path}`, jsonView(schema))
+  }
+  return out
+}
+
+/**
  * The strict JSON body check for every route of `app` that declares a body schema and leaves
  * parsing to Elysia (routes with `parse: 'none'` read their own bytes: ingestion). A body in any
  * other content type answers 415.
  */
 export function strictBodies(app: () => AnyElysia) {
   let table: Map<string, { schema: TSchema; check: TypeCheck<TSchema> }> | undefined
-  const build = () => {
-    const out = new Map<string, { schema: TSchema; check: TypeCheck<TSchema> }>()
-    const a = app()
-    const models = ((a as unknown as { definitions?: { type?: Record<string, TSchema> } }).definitions
-      ?.type ?? {}) as Record<string, TSchema>
-    for (const r of a.routes as unknown as Route[]) {
-      const body = r.hooks.body as TSchema | string | undefined
-      if (!body) continue
-      const parse = (r.hooks.parse ?? []) as Array<{ fn: unknown }>
-      if (parse.some((p) => typeof p.fn === 'string')) continue
-      const schema = typeof body === 'string' ? models[body] : body
-      if (!schema) continue
-      const json = jsonView(schema)
-      out.set(`${r.method} ${r.path}`, { schema: json, check: TypeCompiler.Compile(json) })
-    }
-    return out
-  }
+  const build = () =>
+    new Map(
+      [...routeBodies(app())].map(([key, schema]) => [key, { schema, check: TypeCompiler.Compile(schema) }]),
+    )
   return new Elysia({ name: 'liveops.strict-bodies' }).onTransform(
     { as: 'global' },
     ({ request, route, body }) => {

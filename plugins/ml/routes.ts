@@ -329,6 +329,8 @@ export function mlRoutes(
       {
         // The handler authenticates (ml-serving:write) and reads its own body, as the fast route does.
         parse: 'none',
+        // Serving traffic, not a change: predictions are not audited.
+        audit: false,
         params: IdParams,
         detail: {
           security: PERMISSION_SECURITY,
@@ -379,6 +381,7 @@ export function mlRoutes(
       ({ params, body }) => monitor.feedback(params.id, body.predictionId, body.actual),
       {
         permission: 'ml-serving:write',
+        audit: false,
         params: IdParams,
         transform: ({ body }) => rejectUnknown(FeedbackBody, body, 'body'),
         body: FeedbackBody,

@@ -1,5 +1,6 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { auditor } from '../../core/audit'
 import { definePlugin } from '../../core/plugin'
 import { channelManager } from './channels'
 import { subscribePlatformEvents } from './events'
@@ -131,6 +132,7 @@ export default definePlugin({
       logs: logStore(ctx.db),
       templates,
       hub,
+      audit: auditor(ctx),
     })
   },
 })
