@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { newModel } from '../../plugins/ml/testing'
+import { recurringCalendar } from '../../plugins/rosters/testing'
 import { type TestApp, forEachEngine } from '../helpers'
 import { surfaceApp } from './surface-app'
 
@@ -9,25 +10,6 @@ import { surfaceApp } from './surface-app'
  */
 
 const DAY = 86_400_000
-const stamp = (ms: number) => new Date(ms).toISOString().replace(/[-:]/g, '').replace(/\.\d+/, '')
-
-/** A calendar with one recurring event starting at `start`. */
-const calendar = (start: number, rrule: string) =>
-  [
-    'BEGIN:VCALENDAR',
-    'VERSION:2.0',
-    'PRODID:-//attack//EN',
-    'BEGIN:VEVENT',
-    'UID:storm@attack',
-    `DTSTAMP:${stamp(start)}`,
-    `DTSTART:${stamp(start)}`,
-    `DTEND:${stamp(start + 500)}`,
-    `RRULE:${rrule}`,
-    'END:VEVENT',
-    'END:VCALENDAR',
-    '',
-  ].join('\r\n')
-
 /** Sends `heavy`, then `/healthz` once `started` says the heavy one is under way; the order they finished in. */
 async function order(
   heavy: () => Promise<Response>,
@@ -67,7 +49,7 @@ forEachEngine((engine) => {
   describe('iCalendar import', () => {
     test('FREQ=SECONDLY from 60 days back, or from New Year, ends at once with 400 naming the bound', async () => {
       for (const start of [Date.now() - 60 * DAY, Date.UTC(new Date().getUTCFullYear(), 0, 1)]) {
-        const r = await importCal('storm', calendar(start, 'FREQ=SECONDLY'))
+        const r = await importCal('storm', recurringCalendar(start, 'FREQ=SECONDLY'))
         expect(r.status).toBe(400)
         expect(r.body.message).toContain('recur more than 4096 times')
       }
@@ -75,7 +57,7 @@ forEachEngine((engine) => {
     })
 
     test('the caller and the roster id are checked before the calendar is read', async () => {
-      const storm = calendar(Date.now() - 60 * DAY, 'FREQ=SECONDLY')
+      const storm = recurringCalendar(Date.now() - 60 * DAY, 'FREQ=SECONDLY')
       expect((await importCal('storm', storm, null)).status).toBe(401)
       expect((await importCal('storm', storm, await a.token('viewer'))).status).toBe(403)
       const bad = await importCal('-no-', storm)
@@ -85,7 +67,7 @@ forEachEngine((engine) => {
 
     test('a rule that never occurs runs on its own thread until its time is up; /healthz answers meanwhile', async () => {
       // Feb 30 never comes: ical.js steps second by second inside one call, forever.
-      const never = calendar(Date.now() - DAY, 'FREQ=SECONDLY;BYMONTH=2;BYMONTHDAY=30')
+      const never = recurringCalendar(Date.now() - DAY, 'FREQ=SECONDLY;BYMONTH=2;BYMONTHDAY=30')
       const heavy = () =>
         fetch(`${base}/api/v1/rosters/never/import`, {
           method: 'POST',
