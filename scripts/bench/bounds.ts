@@ -27,7 +27,7 @@ await Bun.write(
   [
     `data_dir: ${dir}`,
     'rate_limit: { requests_per_minute: 0, burst: 0 }',
-    'log: { level: warn }',
+    'log: { level: info }',
     'plugins: { games: {}, ingest: {}, ml: { drift_check_minutes: 0 }, notify: {}, rules: {}, rosters: {} }',
     '',
   ].join('\n'),
