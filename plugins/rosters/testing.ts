@@ -2,7 +2,7 @@
 const stamp = (ms: number) => new Date(ms).toISOString().replace(/[-:]/g, '').replace(/\.\d+/, '')
 
 /**
- * A calendar with one half-second event recurring by `rrule` from `start` (tests and benches of
+ * A calendar with one one-second event recurring by `rrule` from `start` (tests and benches of
  * the import's bounds: `FREQ=SECONDLY` storms, rules that never occur).
  */
 export const recurringCalendar = (start: number, rrule: string) =>
@@ -14,7 +14,7 @@ export const recurringCalendar = (start: number, rrule: string) =>
     'UID:recurring@liveops-tests',
     `DTSTAMP:${stamp(start)}`,
     `DTSTART:${stamp(start)}`,
-    `DTEND:${stamp(start + 500)}`,
+    `DTEND:${stamp(start + 1000)}`,
     `RRULE:${rrule}`,
     'END:VEVENT',
     'END:VCALENDAR',
