@@ -320,7 +320,9 @@ export function mlRoutes(
         "servingEndpoint 'builtin' serves in process (absent: the current one, builtin at first); an http(s) URL receives each prediction request as " +
           '{modelId, version, features, entityId} and answers {prediction, probability, confidence}. version absent: the newest trained one; ' +
           'an older one rolls back. canaryDeployment true next to a serving version: the new version takes canaryPercent of the entities ' +
-          '(stable hash), the rest stay on the old one; deploy it again without canary to promote it. 409 from DRAFT, TRAINING, ARCHIVED.',
+          '(stable hash), the rest stay on the old one; deploy it again without canary to promote it. 409 from DRAFT, TRAINING, ARCHIVED. ' +
+          "The URL's credentials and query values read masked; sent back as read it keeps the stored one, changed around masked parts it is 400. " +
+          'A host the outbound policy refuses is 400 outbound_refused.',
       ),
     })
     .post(

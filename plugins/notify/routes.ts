@@ -207,7 +207,8 @@ export function notifyRoutes(d: RouteDeps) {
           summary:
             'Swap (or create) a channel at runtime: built and verified first; on failure the old one stays and the answer is 400',
           description:
-            'Body {type?, enabled?, config}. A masked secret sent back unchanged keeps the stored secret. `module` is refused: provider files load only from the YAML.',
+            'Body {type?, enabled?, config}. A masked secret sent back unchanged keeps the stored secret, for the same destination only: with a changed URL, host or port it is 400 "enter the secret again". ' +
+            'A target the outbound policy refuses (loopback, private networks, link-local, cloud metadata unless outbound.allow lists them) is 400 outbound_refused; channels the YAML names are trusted. `module` is refused: provider files load only from the YAML.',
         },
       },
     )
