@@ -2,7 +2,8 @@ import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { openapi } from '@elysiajs/openapi'
 import { type AnyElysia, Elysia } from 'elysia'
-import { authGuard, requestGuard } from './auth/guard'
+import { routeGuard, writeAuditor } from './audit'
+import { requestGuard } from './auth/guard'
 import { keyRoutes } from './auth/key-routes'
 import { coreMigrations } from './auth/migrations'
 import { CORE_AREAS } from './auth/roles'
@@ -15,12 +16,14 @@ import { type Db, type MigrationSet, migrate, openDb } from './db'
 import { SCALAR_ASSET, docsAssets, scalarOptions } from './docs'
 import { CorsPolicy, edge } from './edge'
 import { privateDir, tighten, writePrivate } from './files'
-import { ErrorFamilies, HttpError, bodyTooLarge, clientIp, errorHandler, readBounded } from './http'
+import { ErrorFamilies, HttpError, bodyTooLarge, clientIp, errorHandler } from './http'
+import { bodyLimits, pathOf } from './listen'
 import { type Logger, createLogger } from './log'
 import { Metrics } from './metrics'
 import { HealthChecks, monitoring } from './monitoring'
 import { NativeRoutes } from './native'
 import { apiDocs } from './openapi'
+import { Outbound, OutboundPolicy } from './outbound'
 import {
   type FastServer,
   type PluginContext,
@@ -58,6 +61,8 @@ export interface LiveopsApp {
   routes: NativeRoutes
   /** The largest request body accepted, in bytes (`server.body_limit_mb`). */
   bodyLimit: number
+  /** The body limit of a path: a smaller one declared for it (`bodyLimits`), else `bodyLimit`. */
+  bodyLimitFor(path: string): number
   /** Runs plugin stop hooks in reverse order and closes the stores. Idempotent. */
   stop(): Promise<void>
   /** The bootstrap admin's generated password, when one was generated. */
@@ -148,68 +153,6 @@ async function bootstrapAdmin(
 }
 
 /**
- * Serves a built app: the fast routes from Bun's native router, everything else through Elysia.
- * `core/main.ts` and the socket-level tests use this one function.
- *
- * The body limit is the app's (`server.body_limit_mb`), answered with the family's error body:
- * a declared length over it is refused before a byte is read (`onRequest` in createApp); a body
- * sent without a length (chunked) is read here up to the limit and refused as soon as it passes
- * it. Bun's own cap, which would answer an empty 413, is therefore set out of the way.
- */
-export function listen(built: LiveopsApp, opts: { port: number; hostname: string }) {
-  // A chunked body is re-wrapped once read; its peer address stays the socket's.
-  const peers = new WeakMap<Request, Request>()
-  const handle = async (req: Request): Promise<Response> => {
-    if (!req.body || req.headers.has('content-length')) return built.app.handle(req)
-    const body = await readBounded(req, built.bodyLimit)
-    const headers = new Headers(req.headers)
-    headers.delete('transfer-encoding')
-    // Over the limit: the same request without its body, declaring what was read so far, meets
-    // the one refusal in createApp (family body, metrics, request log).
-    headers.set('content-length', String(body.byteLength))
-    const wrapped = new Request(req.url, {
-      method: req.method,
-      headers,
-      body: body.byteLength > built.bodyLimit ? null : (body as Uint8Array<ArrayBuffer>),
-    })
-    peers.set(wrapped, req)
-    return built.app.handle(wrapped)
-  }
-  const handlers = () => ({
-    routes: built.routes.table(),
-    fetch: handle,
-    error: () => new Response('internal server error', { status: 500 }),
-  })
-  const server = Bun.serve({
-    port: opts.port,
-    hostname: opts.hostname,
-    maxRequestBodySize: Number.MAX_SAFE_INTEGER,
-    ...handlers(),
-  })
-  // Elysia's context `server` is the one it listens on itself, null when another server calls
-  // `app.handle`: without this, every client's address read as unknown (login throttling,
-  // audit entries).
-  const requestIP = (r: Request) => server.requestIP(peers.get(r) ?? r)
-  built.app.server = new Proxy(server, {
-    get: (target, key) => {
-      if (key === 'requestIP') return requestIP
-      const v = Reflect.get(target, key)
-      return typeof v === 'function' ? v.bind(target) : v
-    },
-  })
-  const off = built.routes.onChange(() => server.reload(handlers()))
-  return {
-    port: server.port,
-    hostname: server.hostname,
-    /** Stops listening (`force`: also drops in-flight requests) and stops following route changes. */
-    stop: (force = false) => {
-      off()
-      return server.stop(force)
-    },
-  }
-}
-
-/**
  * Builds the whole application from a validated configuration: opens the store, applies every
  * migration, bootstraps the admin and sets up each enabled plugin in dependency order. Never
  * listens; `core/main.ts` and the tests decide how requests arrive.
@@ -284,6 +227,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     const metrics = new Metrics()
     const bus = new Bus((event, e) => log.error('bus listener failed', { event, error: String(e) }))
     const providers = new ProviderRegistry()
+    const outbound = new Outbound(new OutboundPolicy(core.outbound))
     // Shared by the instances of one PostgreSQL (or one Redis). A SQLite file serves one instance:
     // its budget stays in memory, where a request costs no write through SQLite's single writer
     // (counted there, the default limit halved authenticated throughput to outlive a restart).
@@ -298,7 +242,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
           ),
     )
     const identified = new WeakMap<Request, Principal>()
-    const guard = authGuard({ auth, limiter, identified })
+    const guard = routeGuard({ auth, limiter, identified })
     const rawGuard = requestGuard({ auth, limiter, identified })
     const services = new Map<string, { owner: string; service: unknown }>()
     const starts: Array<() => Promise<void> | void> = []
@@ -360,7 +304,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
           families,
         ),
       )
-    const bodyLimit = Math.round(core.server.body_limit_mb * 1024 * 1024)
+    const { bodyLimit, bodyLimitFor, smallest } = bodyLimits(core.server.body_limit_mb, ordered)
     // Route templates, not raw paths, label the request histogram (bounded cardinality).
     const started = new WeakMap<Request, number>()
     const httpLog = log.child('http')
@@ -374,7 +318,10 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
         // Refused with the family's error body before a byte is read; `listen` bounds bodies
         // sent without a length and hands them here with the length read.
         const length = Number(request.headers.get('content-length') ?? 0)
-        if (length > bodyLimit) throw bodyTooLarge(bodyLimit)
+        if (length > smallest) {
+          const limit = bodyLimitFor(pathOf(request.url))
+          if (length > limit) throw bodyTooLarge(limit)
+        }
       })
       .onAfterResponse({ as: 'global' }, (c) => {
         const { request, route, set, responseValue } = c
@@ -394,6 +341,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
         logRequest(request.method, route, status, seconds)
         if (!READS.has(request.method)) {
           const principal = (c as { principal?: Principal }).principal ?? identified.get(request)
+          const { params, body } = c as { params?: Record<string, string | undefined>; body?: unknown }
           void bus.emit('http.write', {
             method: request.method,
             path: new URL(request.url).pathname,
@@ -405,9 +353,11 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
               core.server.trust_forwarded_for,
             ),
             principal: principal && { kind: principal.kind, id: principal.id, username: principal.username },
+            audit: route ? auditOf(request, route, params ?? {}, body, responseValue) : undefined,
           })
         }
       })
+    const auditOf = writeAuditor(() => app, log)
     // Before every route: each JSON body is checked as it arrived (core/strict.ts).
     app.use(strictBodies(() => app))
     app
@@ -433,6 +383,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
         requestGuard: rawGuard,
         rateLimiter: limiter,
         providers,
+        outbound,
         provide: (name, service) => {
           if (services.has(name)) throw new Error(`service '${String(name)}' provided twice`)
           services.set(name, { owner: p.name, service })
@@ -474,7 +425,19 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
       log,
     )
 
-    return { app, db, auth, metrics, bus, log, routes, bodyLimit, stop: stopAll, generatedAdminPassword }
+    return {
+      app,
+      db,
+      auth,
+      metrics,
+      bus,
+      log,
+      routes,
+      bodyLimit,
+      bodyLimitFor,
+      stop: stopAll,
+      generatedAdminPassword,
+    }
   } catch (e) {
     await stopAll()
     throw e

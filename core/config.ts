@@ -1,5 +1,6 @@
 import { type Static, Type as T, type TSchema } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
+import { cidrErrors, splitList } from './outbound'
 
 const Strict = { additionalProperties: false } as const
 
@@ -121,6 +122,22 @@ export const CoreConfigSchema = T.Object(
       },
       { ...Strict, default: {} },
     ),
+    /**
+     * Where requests to hosts given through the API may go (webhook and chat channels, SMTP
+     * hosts, certificate probes, ML serving endpoints, ops webhooks); hosts the YAML names are
+     * trusted. Checked on every address a name resolves to; the most specific entry wins, and
+     * at equal width this list beats the built-in defaults and deny beats allow. Denied unless
+     * listed in `allow`: loopback, private and shared networks, link-local, cloud metadata.
+     */
+    outbound: T.Object(
+      {
+        /** Networks to open (CIDR or single addresses), e.g. `10.0.0.0/8` (env LIVEOPS_OUTBOUND_ALLOW, comma-separated). */
+        allow: T.Array(T.String(), { default: [] }),
+        /** Networks to close, public ones included. */
+        deny: T.Array(T.String(), { default: [] }),
+      },
+      { ...Strict, default: {} },
+    ),
     redis: T.Object(
       {
         /** When set, `/readyz` checks it. */
@@ -208,6 +225,8 @@ function applyEnv(raw: Record<string, unknown>, env: Record<string, string | und
   if (env.ADMIN_PASSWORD) set(['admin', 'password'], env.ADMIN_PASSWORD)
   if (env.ADMIN_TOKEN) set(['auth', 'admin_token'], env.ADMIN_TOKEN)
   if (env.REDIS_URL) set(['redis', 'url'], env.REDIS_URL)
+  if (env.LIVEOPS_OUTBOUND_ALLOW !== undefined)
+    set(['outbound', 'allow'], splitList(env.LIVEOPS_OUTBOUND_ALLOW))
   if (env.TELEMETRY_PROMETHEUS_ENABLED)
     set(['telemetry', 'prometheus', 'enabled'], env.TELEMETRY_PROMETHEUS_ENABLED)
 }
@@ -256,6 +275,10 @@ export function checkConfig(
   const raw = expand(parsed, env, '', errors) as Record<string, unknown>
   applyEnv(raw, env)
   const core = check(CoreConfigSchema, raw, '', errors)
+  for (const key of ['allow', 'deny'] as const) {
+    const list = core.outbound?.[key]
+    if (Array.isArray(list)) errors.push(...cidrErrors(list.map(String), `outbound.${key}`))
+  }
   const plugins: Record<string, unknown> = {}
   const names = Object.keys(known)
   for (const [name, settings] of Object.entries(core.plugins ?? {})) {

@@ -1,3 +1,5 @@
+import type { WriteAudit } from './audit'
+
 /**
  * The platform events, in one place. Producers emit them on the app's bus (`ctx.bus.emit`);
  * consumers subscribe (`ctx.bus.on`). A producer never imports its consumers: the notification
@@ -90,8 +92,10 @@ export interface BusEvents {
   audit: AuditEntry
   /**
    * Core: a write request (any method but GET, HEAD, OPTIONS) through the Elysia routes was
-   * answered; the fast routes (signed ingestion) are not reported. The audit plugin records the
-   * ones under its watched prefixes. Never carries the body.
+   * answered; the fast routes (signed ingestion) are not reported. `audit` says what the audit
+   * log records of it (core/audit.ts `writeAuditor`): absent for writes that record nothing
+   * (SDK and data-plane routes, `audit: false`) or whose handler recorded its own entry. It
+   * carries the body only as its schema declares it, secrets masked.
    */
   'http.write': {
     method: string
@@ -101,6 +105,7 @@ export interface BusEvents {
     status: number
     ip?: string
     principal?: { kind: string; id: string; username: string }
+    audit?: WriteAudit
   }
   /**
    * Core (`serve`): a signal arrived and the server stops taking connections. Responses that

@@ -3,11 +3,12 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node
 import { join } from 'node:path'
 import { plugins } from '../plugins'
 import { commands } from '../plugins/commands'
-import { createApp, listen } from './app'
+import { createApp } from './app'
 import { ConfigError, type LoadedConfig, checkConfig, loadConfig } from './config'
 import { storageFault } from './db/faults'
 import { embeddedConfig } from './embedded-config' with { type: 'macro' }
 import { privateDir, writePrivate } from './files'
+import { listen } from './listen'
 import { createLogger } from './log'
 
 const USAGE = `liveops — self-hosted back end for live games

@@ -1,6 +1,6 @@
 import { RedisClient } from 'bun'
 import { Elysia, t } from 'elysia'
-import type { authGuard } from './auth/guard'
+import type { RouteGuard } from './audit'
 import type { CoreConfig } from './config'
 import type { Db } from './db'
 import { storageFault } from './db/faults'
@@ -68,7 +68,7 @@ export function monitoring(deps: {
   metrics: Metrics
   config: CoreConfig
   /** The app's one policy-macro instance (shared rate limiter). */
-  guard: ReturnType<typeof authGuard>
+  guard: RouteGuard
   checks: HealthChecks
   /** Where requests report the store faults they met. */
   families: ErrorFamilies

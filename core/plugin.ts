@@ -1,6 +1,7 @@
 import type { Static, TSchema } from '@sinclair/typebox'
 import type { AnyElysia } from 'elysia'
-import type { RequestGuard, authGuard } from './auth/guard'
+import type { RouteGuard } from './audit'
+import type { RequestGuard } from './auth/guard'
 import type { Areas } from './auth/roles'
 import type { AuthService } from './auth/service'
 import type { Bus } from './bus'
@@ -10,6 +11,7 @@ import type { Db, Migration } from './db'
 import type { ErrorFamily } from './http'
 import type { Logger } from './log'
 import type { Metrics } from './metrics'
+import type { Outbound } from './outbound'
 import type { LimiterSlot } from './ratelimit'
 import type { ScheduleOptions, ScheduledJob } from './schedule'
 import type { SharedState } from './shared'
@@ -79,7 +81,7 @@ export interface PluginContext<C> {
    * query is read, answers a credential of another kind with 403 naming it, and counts the request
    * against the app's one rate limiter: `new Elysia({ name }).use(ctx.guard)`. docs/security.md.
    */
-  guard: ReturnType<typeof authGuard>
+  guard: RouteGuard
   /**
    * The guard's policies for a raw request, for fast routes (`fastRoute`), where no macro runs:
    * `const check = ctx.requestGuard.permission('ml-serving:write')` once, then per request
@@ -95,6 +97,13 @@ export interface PluginContext<C> {
    */
   rateLimiter: LimiterSlot
   providers: ProviderRegistry
+  /**
+   * The outbound policy (`outbound` of the YAML): every request to a host given through the API
+   * goes through it (`ctx.outbound.fetch(url, init)`, or `await ctx.outbound.address(host)` for
+   * raw TCP and TLS, connecting to the address it answers). Hosts the YAML names use
+   * `ctx.outbound.trusted`. Report a failure with `outboundFailure(e)`: one short line.
+   */
+  outbound: Outbound
   provide<K extends keyof Services>(name: K, service: Services[K]): void
   /** A service of a plugin named in `dependsOn` (anything else is a startup error). */
   service<K extends keyof Services>(name: K): Services[K]
@@ -165,6 +174,12 @@ export interface PluginManifest<S extends TSchema = TSchema> {
    * other route answers only the origins of `server.cors_origins`.
    */
   anyOrigin?: readonly string[]
+  /**
+   * Smaller body limits than `server.body_limit_mb` for exact paths, in bytes: routes anyone may
+   * call without a credential (a chat platform's callback) take only what they need, refused
+   * with 413 before a byte is read (by Content-Length) or as soon as a chunked body passes it.
+   */
+  bodyLimits?: Readonly<Record<string, number>>
   /** Builds the plugin's routes (one `new Elysia({ name })`) and registers its services and hooks. */
   setup(ctx: PluginContext<Static<S>>): AnyElysia | Promise<AnyElysia>
 }
@@ -219,7 +234,16 @@ export interface ProviderDefinition<S extends TSchema = TSchema> {
    * the variables `plugins.notify.api_env` lists for settings that arrive through the API.
    */
   expandEnv?: boolean
-  create(settings: Static<S>, env: { log: Logger }): Provider | Promise<Provider>
+  /**
+   * `outbound` is the client every connection of the provider goes through: the policy for
+   * channels configured through the API, `Outbound.trusted` for channels the YAML configures.
+   */
+  create(settings: Static<S>, env: ProviderEnv): Provider | Promise<Provider>
+}
+
+export interface ProviderEnv {
+  log: Logger
+  outbound: Outbound
 }
 
 export function defineProvider<S extends TSchema>(def: ProviderDefinition<S>): ProviderDefinition<S> {

@@ -1,4 +1,5 @@
 import { type TSchema, Type } from '@sinclair/typebox'
+import { invalidField } from './http'
 
 /**
  * Secret settings are marked in their schema, and every read, log line and audit entry masks
@@ -20,6 +21,16 @@ export const Secret = <S extends TSchema>(schema: S): S => mark(schema, 'value')
 export const SecretUrl = <S extends TSchema>(schema: S): S => mark(schema, 'url')
 export const SecretValues = <S extends TSchema>(schema: S): S => mark(schema, 'values')
 
+/**
+ * Where the secrets beside it are sent (an SMTP host and port). A masked secret sent back keeps
+ * the stored one only while every destination of its object (and every `SecretUrl`, which is
+ * one too) is unchanged: otherwise the write is refused with "enter the secret again", so a
+ * writer cannot point a channel at its own sink and receive the stored secret.
+ */
+export const Destination = <S extends TSchema>(schema: S): S => ({ ...schema, destination: true })
+const isDestination = (schemas: TSchema[]) =>
+  schemas.some((s) => (s as Record<string, unknown>).destination === true || secretKind(s) === 'url')
+
 export function secretKind(schema: TSchema | undefined): SecretKind | undefined {
   return schema ? ((schema as Record<string, unknown>)[KEY] as SecretKind | undefined) : undefined
 }
@@ -34,8 +45,6 @@ export function maskValue(v: unknown): string {
 /** A URL with its password and query values masked; text that is no URL is masked whole. */
 export function maskUrl(v: unknown): unknown {
   if (typeof v !== 'string' || v === '') return v
-  // A `$VAR` reference is shown as written: it names a variable, it holds no secret.
-  if (v.startsWith('$')) return v
   let u: URL
   try {
     u = new URL(v)
@@ -47,8 +56,11 @@ export function maskUrl(v: unknown): unknown {
   return u.toString()
 }
 
+/**
+ * Masks by the schema's mark alone: a value that looks like a reference (`$NAME`), a hash
+ * (`$2b$12$...`) or anything else is masked all the same (issue 34 point 6).
+ */
 function maskAs(kind: SecretKind, v: unknown): unknown {
-  if (typeof v === 'string' && v.startsWith('$')) return v
   switch (kind) {
     case 'url':
       return maskUrl(v)
@@ -116,35 +128,134 @@ export function maskSecrets(schema: TSchema | TSchema[], value: unknown): unknow
   return value
 }
 
+/** Whether `next` carries one of the masked parts of the stored URL `prev` (its password, a query value). */
+function carriesMaskedPart(next: unknown, prev: unknown): boolean {
+  if (typeof next !== 'string' || typeof prev !== 'string') return false
+  let n: URL
+  let p: URL
+  try {
+    n = new URL(next)
+    p = new URL(prev)
+  } catch {
+    return next === maskValue(prev)
+  }
+  if (p.password && decodeURIComponent(n.password) === maskValue(decodeURIComponent(p.password))) return true
+  return [...p.searchParams].some(([k, v]) => n.searchParams.getAll(k).includes(maskValue(v)))
+}
+
+const againMessage =
+  'enter the secret again: its destination changed, and a masked secret is kept only for the same one'
+
 /**
- * `next` with every secret that was sent back exactly as read (masked) replaced by the stored
- * value in `prev`, so GET-modify-PUT keeps secrets it did not mean to change.
+ * `next` with every secret sent back as read (masked) replaced by the stored value in `prev`, so
+ * GET-modify-PUT keeps secrets it did not mean to change. A masked secret is kept only while
+ * its destinations are unchanged (`Destination`, `SecretUrl`): a changed URL or host with a
+ * masked secret throws 400 naming the secret's field (`field` is the path of `next`).
  */
-export function unmaskSecrets(schema: TSchema | TSchema[], next: unknown, prev: unknown): unknown {
-  const schemas = Array.isArray(schema) ? schema : [schema]
+export function unmaskSecrets(
+  schema: TSchema | TSchema[],
+  next: unknown,
+  prev: unknown,
+  field = 'body',
+): unknown {
+  return unmask(Array.isArray(schema) ? schema : [schema], next, prev, field).value
+}
+
+interface Unmasked {
+  value: unknown
+  /** The fields whose stored secret was kept because the masked read was sent back. */
+  kept: string[]
+}
+
+function unmask(schemas: TSchema[], next: unknown, prev: unknown, field: string): Unmasked {
   const kind = kindOf(schemas)
   if (kind === 'values' && next && typeof next === 'object' && prev && typeof prev === 'object') {
     const p = prev as Record<string, unknown>
-    return Object.fromEntries(
-      Object.entries(next).map(([k, v]) => [k, p[k] !== undefined && v === maskValue(p[k]) ? p[k] : v]),
+    const kept: string[] = []
+    const value = Object.fromEntries(
+      Object.entries(next).map(([k, v]) => {
+        if (p[k] === undefined || v !== maskValue(p[k])) return [k, v]
+        kept.push(`${field}.${k}`)
+        return [k, p[k]]
+      }),
     )
+    return { value, kept }
   }
-  if (kind)
-    return prev !== undefined && JSON.stringify(maskAs(kind, prev)) === JSON.stringify(next) ? prev : next
-  if (next && typeof next === 'object' && !Array.isArray(next)) {
-    const p = (prev && typeof prev === 'object' ? prev : {}) as Record<string, unknown>
-    return Object.fromEntries(
-      Object.entries(next).map(([k, v]) => [
-        k,
-        unmaskSecrets(
-          schemas.flatMap((s) => childSchemas(s, k)),
-          v,
-          p[k],
-        ),
-      ]),
+  if (kind === 'url' && prev !== undefined) {
+    const masked = maskAs(kind, prev)
+    if (masked === next) return { value: prev, kept: masked === prev ? [] : [field] }
+    if (carriesMaskedPart(next, prev)) throw invalidField(field, againMessage)
+    return { value: next, kept: [] }
+  }
+  if (kind) {
+    if (prev === undefined) return { value: next, kept: [] }
+    const masked = maskAs(kind, prev)
+    return JSON.stringify(masked) === JSON.stringify(next)
+      ? { value: prev, kept: JSON.stringify(masked) === JSON.stringify(prev) ? [] : [field] }
+      : { value: next, kept: [] }
+  }
+  if (!next || typeof next !== 'object' || Array.isArray(next)) return { value: next, kept: [] }
+  const p = (prev && typeof prev === 'object' ? prev : {}) as Record<string, unknown>
+  const kept: string[] = []
+  const moved: string[] = []
+  const value = Object.fromEntries(
+    Object.entries(next).map(([k, v]) => {
+      const child = schemas.flatMap((s) => childSchemas(s, k))
+      const r = unmask(child, v, p[k], `${field}.${k}`)
+      kept.push(...r.kept)
+      if (isDestination(child) && prev !== undefined && JSON.stringify(r.value) !== JSON.stringify(p[k]))
+        moved.push(k)
+      return [k, r.value]
+    }),
+  )
+  if (kept.length && moved.length) throw invalidField(kept[0], againMessage)
+  return { value, kept }
+}
+
+/** What an audit entry shows in place of a part of a body no schema property declares. */
+export const NOT_RECORDED = '(not recorded)'
+
+/** The schemas a property `key` of an object is declared by (its `properties`, in every branch). */
+function declaredChildren(schema: TSchema, key: string): TSchema[] {
+  const s = schema as Record<string, unknown>
+  const out: TSchema[] = []
+  for (const branch of (s.anyOf ?? s.oneOf ?? s.allOf ?? []) as TSchema[])
+    out.push(...declaredChildren(branch, key))
+  const props = s.properties as Record<string, TSchema> | undefined
+  if (props?.[key]) out.push(props[key])
+  return out
+}
+
+const declared = (s: TSchema) => {
+  const x = s as Record<string, unknown>
+  return typeof x.type === 'string' || 'anyOf' in x || 'oneOf' in x || 'const' in x || 'enum' in x
+}
+
+/**
+ * What an audit entry keeps of a request body: every part its schema declares, with what the
+ * schema marks secret masked. A part no property declares (a map's values, an unknown value)
+ * is not recorded, since nothing says whether it holds a secret.
+ */
+export function auditView(schema: TSchema | TSchema[], value: unknown): unknown {
+  const schemas = Array.isArray(schema) ? schema : [schema]
+  const kind = kindOf(schemas)
+  if (kind) return maskAs(kind, value)
+  if (!schemas.some(declared)) return NOT_RECORDED
+  if (Array.isArray(value))
+    return value.map((v, i) =>
+      auditView(
+        schemas.flatMap((s) => childSchemas(s, i)),
+        v,
+      ),
     )
-  }
-  return next
+  if (value && typeof value === 'object')
+    return Object.fromEntries(
+      Object.entries(value).map(([k, v]) => {
+        const children = schemas.flatMap((s) => declaredChildren(s, k))
+        return [k, children.length ? auditView(children, v) : NOT_RECORDED]
+      }),
+    )
+  return value
 }
 
 /** For docs and tests: a schema marked secret, built from a plain string schema. */

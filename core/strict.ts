@@ -21,6 +21,21 @@ type Schemaish = TSchema & {
   items?: TSchema
 }
 
+/** How deep a JSON body may nest: deeper is 400, never a stack overflow in a check (a 500). */
+export const MAX_JSON_DEPTH = 64
+
+/** Throws 400 when `value` nests objects and arrays deeper than MAX_JSON_DEPTH; walks without recursion. */
+export function checkDepth(value: unknown, field = 'body'): void {
+  if (value === null || typeof value !== 'object') return
+  const stack: Array<[unknown, number]> = [[value, 1]]
+  while (stack.length) {
+    const [v, depth] = stack.pop()!
+    if (depth > MAX_JSON_DEPTH) throw invalidField(field, `nested deeper than ${MAX_JSON_DEPTH} levels`)
+    for (const child of Array.isArray(v) ? v : Object.values(v as object))
+      if (child !== null && typeof child === 'object') stack.push([child, depth + 1])
+  }
+}
+
 /** Throws 400 naming the first property that `schema` does not declare (closed objects only). */
 export function rejectUnknown(schema: TSchema, value: unknown, path: string): void {
   const s = schema as Schemaish
@@ -103,7 +118,10 @@ export function jsonBodyReader<S extends TSchema>(
       throw new Invalid('body: malformed JSON')
     }
     // The valid body passes without checkBody's copy; a refused one gets its error.
-    if (!admit?.(body) && !check.Check(body)) checkBody(check, json, body)
+    if (!admit?.(body) && !check.Check(body)) {
+      checkDepth(body)
+      checkBody(check, json, body)
+    }
     return body as S['static']
   }
 }
@@ -115,33 +133,41 @@ const isJson = (type: string) => {
 }
 
 /**
+ * The JSON body schema of every route of `app` that declares one and leaves parsing to Elysia
+ * (routes with `parse: 'none'` or `'text'` read their own bytes), by `METHOD /template`, as JSON
+ * sees it (`jsonView`; secret marks kept).
+ */
+export function routeBodies(a: AnyElysia): Map<string, TSchema> {
+  const out = new Map<string, TSchema>()
+  const models = ((a as unknown as { definitions?: { type?: Record<string, TSchema> } }).definitions?.type ??
+    {}) as Record<string, TSchema>
+  for (const r of a.routes as unknown as Route[]) {
+    const body = r.hooks.body as TSchema | string | undefined
+    if (!body) continue
+    const parse = (r.hooks.parse ?? []) as Array<{ fn: unknown }>
+    if (parse.some((p) => typeof p.fn === 'string')) continue
+    const schema = typeof body === 'string' ? models[body] : body
+    if (schema) out.set(`${r.method} ${r.path}`, jsonView(schema))
+  }
+  return out
+}
+
+/**
  * The strict JSON body check for every route of `app` that declares a body schema and leaves
  * parsing to Elysia (routes with `parse: 'none'` read their own bytes: ingestion). A body in any
  * other content type answers 415.
  */
 export function strictBodies(app: () => AnyElysia) {
   let table: Map<string, { schema: TSchema; check: TypeCheck<TSchema> }> | undefined
-  const build = () => {
-    const out = new Map<string, { schema: TSchema; check: TypeCheck<TSchema> }>()
-    const a = app()
-    const models = ((a as unknown as { definitions?: { type?: Record<string, TSchema> } }).definitions
-      ?.type ?? {}) as Record<string, TSchema>
-    for (const r of a.routes as unknown as Route[]) {
-      const body = r.hooks.body as TSchema | string | undefined
-      if (!body) continue
-      const parse = (r.hooks.parse ?? []) as Array<{ fn: unknown }>
-      if (parse.some((p) => typeof p.fn === 'string')) continue
-      const schema = typeof body === 'string' ? models[body] : body
-      if (!schema) continue
-      const json = jsonView(schema)
-      out.set(`${r.method} ${r.path}`, { schema: json, check: TypeCompiler.Compile(json) })
-    }
-    return out
-  }
+  const build = () =>
+    new Map(
+      [...routeBodies(app())].map(([key, schema]) => [key, { schema, check: TypeCompiler.Compile(schema) }]),
+    )
   return new Elysia({ name: 'liveops.strict-bodies' }).onTransform(
     { as: 'global' },
     ({ request, route, body }) => {
       if (request.method === 'GET' || request.method === 'HEAD') return
+      checkDepth(body)
       table ??= build()
       const entry = table.get(`${request.method} ${route}`)
       if (!entry) return

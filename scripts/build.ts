@@ -19,6 +19,8 @@ const workers = [
   'plugins/backups/vacuum.worker.ts',
   'core/db/checkpoint.worker.ts',
   'plugins/ingest/walk.worker.ts',
+  'plugins/rosters/ical.worker.ts',
+  'plugins/ml/csv.worker.ts',
 ]
 const args = [
   'build',

@@ -4,10 +4,12 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
 import { stringify } from 'yaml'
-import { type LiveopsApp, createApp, listen } from '../core/app'
+import { type LiveopsApp, createApp } from '../core/app'
 import { loadConfig } from '../core/config'
 import { type Db, openDb } from '../core/db'
+import { listen } from '../core/listen'
 import { createLogger } from '../core/log'
+import { Outbound, OutboundPolicy } from '../core/outbound'
 import type { PluginManifest } from '../core/plugin'
 import { plugins as allPlugins } from '../plugins'
 
@@ -42,6 +44,14 @@ export function forEachEngine(fn: (engine: Engine) => void): void {
 }
 
 export const ADMIN_PASSWORD = 'admin-password'
+
+/**
+ * The outbound policy of test apps: loopback allowed, since every sink a test starts listens
+ * there (a deployed server denies loopback unless its `outbound.allow` lists it).
+ */
+export const TEST_OUTBOUND = { allow: ['127.0.0.0/8', '::1'], deny: [] }
+/** An outbound client under that policy, for tests that create providers directly. */
+export const loopbackOutbound = new Outbound(new OutboundPolicy(TEST_OUTBOUND))
 
 // biome-ignore lint/suspicious/noExplicitAny: response bodies are JSON of every shape; the assertions check them
 export interface TestResponse<T = any> {
@@ -126,6 +136,7 @@ export async function makeApp(engine: Engine, opts: MakeAppOptions = {}): Promis
     auth: { jwt_secret: 'test-secret', admin_token: 'test-admin-token' },
     admin: { email: 'admin@localhost', password: ADMIN_PASSWORD },
     rate_limit: { requests_per_minute: 0, burst: 0 },
+    outbound: TEST_OUTBOUND,
     log: { level: 'error' },
     plugins: opts.plugins ?? Object.fromEntries(Object.keys(allPlugins).map((n) => [n, {}])),
   }

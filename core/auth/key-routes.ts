@@ -1,8 +1,8 @@
 import { Elysia, t } from 'elysia'
+import type { RouteGuard } from '../audit'
 import { Forbidden } from '../http'
 import { Enum } from '../schema'
 import { SCOPES, type Scope } from './app-tokens'
-import type { authGuard } from './guard'
 import type { AuthService, Principal } from './service'
 
 const ScopedBody = t.Object(
@@ -26,7 +26,7 @@ const tag = (summary: string, description?: string, responses?: Record<string, {
  * (`/api/v1/app-tokens`, admins) and server keys (`/api/v1/server-keys`, the `apikeys` area),
  * which every `appScope` route of any plugin accepts by scope. Each is shown once, at creation.
  */
-export function keyRoutes(auth: AuthService, guard: ReturnType<typeof authGuard>) {
+export function keyRoutes(auth: AuthService, guard: RouteGuard) {
   /**
    * Nobody makes a key that reaches further than they do: each scope needs every permission the
    * `appScope` routes of that scope ask of users.

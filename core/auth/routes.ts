@@ -1,8 +1,9 @@
 import { Elysia, t } from 'elysia'
+import type { RouteGuard } from '../audit'
 import type { Bus } from '../bus'
 import { NotFound, Unauthorized } from '../http'
 import { Enum } from '../schema'
-import type { authGuard } from './guard'
+import { SCOPES } from './app-tokens'
 import { ROLES } from './roles'
 import { AuthService } from './service'
 import { clientAddress } from './throttle'
@@ -44,7 +45,7 @@ const USER_RULES =
  */
 export function authRoutes(
   auth: AuthService,
-  guard: ReturnType<typeof authGuard>,
+  guard: RouteGuard,
   opts: { trustForwardedFor: boolean; bus?: Bus } = { trustForwardedFor: false },
 ) {
   const address = (request: Request, server: Parameters<typeof clientAddress>[1]) =>
@@ -158,6 +159,8 @@ export function authRoutes(
         return { code: 0, message: 'ok', data: { token: auth.accessToken(user, principal.family) } }
       },
       {
+        // A token used, not a change: refused ones are throttled and logged by the throttle.
+        audit: false,
         detail: {
           tags: ['auth'],
           summary: 'New token from a valid one (Bearer, cookie service_token or query token)',

@@ -198,6 +198,8 @@ export function agentRoutes(ctx: PluginContext<unknown>, d: AgentRouteDeps) {
       },
       {
         permission: 'agents:write',
+        // The handler records agents.delete itself.
+        audit: false,
         params: Params,
         detail: tag('Unregister an agent', 'A running agent registers again on its next start.'),
       },

@@ -288,6 +288,8 @@ export function behaviorRoutes(
         return behavior().funnel({ ...r, steps: body.steps, window, order: body.order ?? 'ordered' })
       },
       {
+        // A query sent as POST: nothing changes.
+        audit: false,
         body: FunnelIn,
         ...doc(
           'Funnel: users reaching each of 2-10 ordered steps within a conversion window, conversion and drop-off per step, median times',

@@ -40,12 +40,15 @@ export function warehouseRoutes(
     .use(guard)
     .post('/api/v1/analytics/ingest', ({ body }) => ingest.write(body, { payments: false }), {
       permission: 'analytics:write',
+      // Events, not configuration: the data plane is not audited.
+      audit: false,
       body: t.Array(t.Unknown()),
       response: { 200: S.ServerIngestOut },
       detail: { tags: ['analytics'], summary: 'Server-side event write (not sampled)' },
     })
     .post('/api/v1/analytics/payments/ingest', ({ body }) => ingest.write(body, { payments: true }), {
       permission: 'analytics:write',
+      audit: false,
       body: t.Array(t.Unknown()),
       response: { 200: S.ServerIngestOut },
       detail: { tags: ['analytics'], summary: 'Server-side payment write' },

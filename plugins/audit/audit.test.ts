@@ -98,40 +98,54 @@ forEachEngine((engine) => {
   })
 })
 
-test('writes of plugins without audit entries of their own are recorded from the request: who, what, status, where', async () => {
+test('a write without an entry of its own is recorded from its route: who, a readable action and target, status, where', async () => {
   const a = await makeApp('sqlite', { config: { server: { trust_forwarded_for: true } } })
   try {
     const admin = await a.token('admin')
-    const put = await a.req('PUT', '/api/v1/config/audit', {
+    const put = await a.req('PUT', '/api/v1/rules/lag', {
       token: admin,
-      body: { config: {} },
+      body: { match: 'type == "db.lag"', mode: 'active' },
       headers: { 'x-forwarded-for': '192.0.2.44' },
     })
-    expect(put.status).toBeLessThan(500)
-    const denied = await a.req('PUT', '/api/v1/config/audit', {
-      token: await a.token('viewer'),
-      body: { config: {} },
+    expect(put.status).toBe(404)
+    const made = await a.req('POST', '/api/v1/rules', {
+      token: admin,
+      body: { id: 'lag', match: 'type == "db.lag"', mode: 'active' },
+      headers: { 'x-forwarded-for': '192.0.2.44' },
     })
+    expect(made.status).toBe(200)
+    const denied = await a.req('DELETE', '/api/v1/rules/lag', { token: await a.token('viewer') })
     expect(denied.status).toBe(403)
-    await a.req('GET', '/api/v1/config/audit', { token: admin })
-    const list = async () => (await a.req('GET', '/api/v1/audit?action=http.put', { token: admin })).body.data
-    await until(async () => (await list()).total >= 2)
-    const [refused, done] = (await list()).items
-    expect(done).toMatchObject({
-      action: 'http.put',
-      target: '/api/v1/config/audit',
+    await a.req('GET', '/api/v1/rules/lag', { token: admin })
+    const list = async () => (await a.req('GET', '/api/v1/audit?action=rule', { token: admin })).body.data
+    await until(async () => (await list()).total >= 3)
+    const [refused, created, missing] = (await list()).items
+    expect(created).toMatchObject({
+      action: 'rule.create',
+      target: 'rule:lag',
       ip: '192.0.2.44',
-      ok: put.status < 400,
+      ok: true,
       actor: { kind: 'user', name: 'admin-user' },
-      details: { status: put.status, route: '/api/v1/config/:name' },
+      details: { status: 200, body: { id: 'lag', match: 'type == "db.lag"', mode: 'active' } },
+    })
+    expect(missing).toMatchObject({
+      action: 'rule.update',
+      target: 'rule:lag',
+      ok: false,
+      details: { status: 404 },
     })
     expect(refused).toMatchObject({
+      action: 'rule.delete',
       ok: false,
       details: { status: 403 },
       actor: { kind: 'user', name: 'viewer-user' },
     })
     // Reads are not recorded.
-    expect((await a.req('GET', '/api/v1/audit?action=http.get', { token: admin })).body.data.total).toBe(0)
+    expect(
+      (await a.req('GET', '/api/v1/audit?size=500', { token: admin })).body.data.items.some(
+        (e: { action: string }) => e.action.endsWith('.get'),
+      ),
+    ).toBe(false)
   } finally {
     await a.stop()
   }

@@ -31,10 +31,12 @@ const time = (v: string | undefined, field: string) => {
 }
 
 /**
- * The audit log (issue #19 point 7): every write of the operations center, configuration and
- * channel changes and logins, heard as `audit` events on the bus so producers never import this
- * plugin. Producers mask secrets by schema; the `sensitive_fields` setting (spec 3) masks by
- * name once more before anything is stored.
+ * The audit log (spec 3; issue 34 point 9): every write of every plugin and the logins. Core
+ * derives an entry for each write from its route (`http.write` with `audit`: who, a readable
+ * action and target, when, from where, the body as its schema declares it with secrets
+ * masked); a plugin that knows more (before and after) raises its own `audit` event instead.
+ * Producers never import this plugin. The `sensitive_fields` setting masks by name once more
+ * before anything is stored.
  */
 export default definePlugin({
   name: 'audit',
@@ -43,23 +45,6 @@ export default definePlugin({
       /** Field names masked in audit details ('set' plus the last 4), matched as parts of keys in any case. */
       sensitive_fields: t.Array(t.String({ minLength: 1 }), {
         default: ['password', 'token', 'secret', 'authorization', 'api_key'],
-      }),
-      /**
-       * Writes (POST, PUT, PATCH, DELETE) under these path prefixes are recorded from the request
-       * itself (who, method and path, status, address; never the body), for plugins that do not
-       * send audit entries of their own: notification channel config, certificates, backups,
-       * users and tokens.
-       */
-      http_writes: t.Array(t.String({ pattern: '^/' }), {
-        default: [
-          '/api/v1/config',
-          '/api/v1/providers',
-          '/api/v1/certificates',
-          '/api/v1/backups',
-          '/api/users',
-          '/api/v1/app-tokens',
-          '/api/api-keys',
-        ],
       }),
       /** Entries older than this many days are deleted (daily); 0 keeps them forever. */
       keep_days: t.Integer({ minimum: 0, default: 365 }),
@@ -94,21 +79,20 @@ export default definePlugin({
     })
     ctx.onStop(() => clearInterval(timer))
 
-    const watched = (path: string) =>
-      ctx.config.http_writes.some((p) => path === p || path.startsWith(`${p}/`))
-
+    // Every write core derived an entry for (core/audit.ts): refused ones of a known caller too,
+    // never the refusals of strangers (a flood of 401s would bury the log).
     ctx.bus.on('http.write', async (w) => {
-      if (!watched(w.path)) return
+      if (!w.audit || (!w.principal && w.status >= 400)) return
       try {
         await store.record({
           actor_kind: w.principal?.kind ?? 'anonymous',
           actor_id: w.principal?.id,
           actor_name: w.principal?.username,
-          action: `http.${w.method.toLowerCase()}`,
-          target: w.path,
+          action: w.audit.action,
+          target: w.audit.target,
           ip: w.ip,
           ok: w.status < 400,
-          details: { status: w.status, route: w.route },
+          details: { status: w.status, ...w.audit.details },
         })
       } catch (e) {
         ctx.log.error('audit entry not stored', { path: w.path, error: String(e) })
@@ -138,7 +122,7 @@ export default definePlugin({
           tags: ['audit'],
           summary: 'The audit log, newest first, paged and filtered',
           description:
-            'Each entry: {id, at, actor: {kind, id, name}, action, target, ip, ok, details}. Secrets in details are masked ("set" plus the last 4). Actions: auth.login (refused ones with ok=false), site.set, site.clear, ops.notifications.put, rate_limits.put, rate_limits.delete, ops_alerts.*, agents.register, agents.delete, ...',
+            'Each entry: {id, at, actor: {kind, id, name}, action, target, ip, ok, details}. Every write is recorded: its action names the resource and what was done (rule.update, roster.import, notification.send, alert.ack, channel.update, game.publish, environment.create, experiment.publish, ml_model.deploy, ...), its target the resource (`channel:ops-mail`, `game:g1/environment:prod`); details carry the status and the body as its schema declares it (secrets masked as "set" plus the last 4; map values not recorded), or before and after. Also auth.login (refused ones with ok=false), site.set, site.clear, ops.notifications.put, rate_limits.*, ops_alerts.*, certificates.*, backups.*, agents.*. Refused writes of a known caller are recorded with ok=false.',
         },
       },
     )

@@ -39,6 +39,7 @@ export default definePlugin({
     const svc = certService(store, ctx.bus, ctx.log, {
       timeoutMs: cfg.probe_timeout_ms,
       concurrency: cfg.check_concurrency,
+      outbound: ctx.outbound,
     })
     ctx.provide('certificates', svc)
     // Reports, never fails readiness: an expiring certificate is an alert, not an outage.

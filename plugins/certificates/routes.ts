@@ -4,6 +4,7 @@ import { type AuditCaller as Caller, auditor } from '../../core/audit'
 import type { Principal } from '../../core/auth/service'
 import { iso } from '../../core/db'
 import { HttpError, clientIp, invalidField, ok } from '../../core/http'
+import type { Outbound } from '../../core/outbound'
 import type { FastServer, PluginContext } from '../../core/plugin'
 import { rejectUnknown } from '../../core/strict'
 import {
@@ -53,9 +54,15 @@ const chainView = (c: CertInfo) => ({
   validTo: iso(c.validTo)!,
 })
 
-async function liveInfo(domain: string, port: number, timeoutMs: number, address?: string) {
+async function liveInfo(
+  outbound: Outbound,
+  domain: string,
+  port: number,
+  timeoutMs: number,
+  address?: string,
+) {
   try {
-    const p = await probe(domain, port, timeoutMs, address)
+    const p = await probe(outbound, domain, port, timeoutMs, address)
     const i = p.info
     return {
       domain,
@@ -81,7 +88,8 @@ async function liveInfo(domain: string, port: number, timeoutMs: number, address
   } catch (e) {
     if (e instanceof ProbeError)
       // The caller named a target that does not answer TLS: their input, not this server, failed.
-      throw new HttpError(422, e.timeout ? 'probe_timeout' : 'probe_failed', e.message)
+      // One code whether it timed out or was refused: the answers make no port scanner.
+      throw new HttpError(422, 'probe_failed', e.message)
     throw e
   }
 }
@@ -113,6 +121,8 @@ export function certRoutes(
           hasPrivateKey = true
         }
         const source = body.certificate === undefined ? 'probe' : 'manual'
+        // A target the outbound policy refuses is refused now, not stored to fail every check.
+        if (source === 'probe') await ctx.outbound.refuseEarly(body.address ?? body.domain)
         const outcome = await svc.inspect({
           source,
           pem: body.certificate ?? null,
@@ -169,7 +179,15 @@ export function certRoutes(
     .get(
       '/api/v1/certificates/domain-info',
       async ({ query }) =>
-        ok(await liveInfo(query.domain, query.port ?? 443, settings.probe_timeout_ms, query.address)),
+        ok(
+          await liveInfo(
+            ctx.outbound,
+            query.domain,
+            query.port ?? 443,
+            settings.probe_timeout_ms,
+            query.address,
+          ),
+        ),
       {
         permission: 'certificates:write',
         query: DomainInfoQuery,
@@ -181,7 +199,13 @@ export function certRoutes(
               'The domain is the SNI name and the name checked; `address` connects elsewhere when given. Untrusted, expired and wrong-host certificates are shown, ' +
               'with `authorized`, `authorizationError` and `hostnameMatches` saying what is wrong. 422 when no handshake completes (the message says why: name not found, refused, timed out).',
           ),
-          { 422: { description: 'No TLS handshake with the target (probe_failed, probe_timeout)' } },
+          {
+            400: { description: 'outbound_refused: the outbound policy does not allow the target' },
+            422: {
+              description:
+                'probe_failed: no TLS handshake with the target (one answer whether it refused, reset or timed out)',
+            },
+          },
         ),
       },
     )

@@ -1,14 +1,17 @@
 import type { Bus } from '../../core/bus'
 import type { CertificateEvent } from '../../core/events'
 import type { Logger } from '../../core/log'
+import { type Outbound, outboundFailure } from '../../core/outbound'
 import { type AlertRecord, type CertRecord, type CertStore, type CheckOutcome, certView } from './store'
-import { daysLeft, parsePem, probe, statusOf } from './x509'
+import { ProbeError, daysLeft, parsePem, probe, statusOf } from './x509'
 
 const DAY_MS = 86_400_000
 
 export interface CheckSettings {
   timeoutMs: number
   concurrency: number
+  /** Every probe goes through the outbound policy: probe targets are given through the API. */
+  outbound: Outbound
 }
 
 /** Runs `fn` over `items` with at most `limit` in flight. */
@@ -32,7 +35,13 @@ export function certService(store: CertStore, bus: Bus, log: Logger, settings: C
     const threshold = Number(row.threshold_days)
     if (row.source === 'probe') {
       try {
-        const p = await probe(row.domain, Number(row.port), settings.timeoutMs, row.address ?? undefined)
+        const p = await probe(
+          settings.outbound,
+          row.domain,
+          Number(row.port),
+          settings.timeoutMs,
+          row.address ?? undefined,
+        )
         return {
           pem: p.pem,
           info: p.info,
@@ -41,7 +50,10 @@ export function certService(store: CertStore, bus: Bus, log: Logger, settings: C
         }
       } catch (e) {
         // The certificate read before still says when it expires; the error says why it was not read again.
-        return { ...fromPem(row.pem ?? undefined, threshold), error: (e as Error).message }
+        return {
+          ...fromPem(row.pem ?? undefined, threshold),
+          error: e instanceof ProbeError ? e.message : outboundFailure(e),
+        }
       }
     }
     return fromPem(row.pem ?? undefined, threshold)

@@ -1,6 +1,7 @@
 import { X509Certificate, createPrivateKey } from 'node:crypto'
 import { isIP } from 'node:net'
 import tls from 'node:tls'
+import { NO_ANSWER, type Outbound, OutboundRefused } from '../../core/outbound'
 
 /*
  * X.509 is read with the runtime's own parser (node:crypto X509Certificate, OpenSSL/BoringSSL
@@ -114,14 +115,7 @@ export interface ProbeResult {
   hostnameMatches: boolean
 }
 
-export class ProbeError extends Error {
-  constructor(
-    message: string,
-    readonly timeout = false,
-  ) {
-    super(message)
-  }
-}
+export class ProbeError extends Error {}
 
 const toPem = (der: Buffer) =>
   `-----BEGIN CERTIFICATE-----\n${der
@@ -130,16 +124,28 @@ const toPem = (der: Buffer) =>
     .join('\n')}\n-----END CERTIFICATE-----`
 
 /**
- * A live TLS handshake with `domain` (SNI and name check) at `address` (default the domain).
+ * A live TLS handshake with `domain` (SNI and name check) at `address` (default the domain),
+ * through the outbound policy: the target is resolved and checked first (a refused one throws
+ * OutboundRefused at once) and the connection goes to the checked address. Every failure to get
+ * a handshake reads the same (NO_ANSWER), whether the port was closed, silent or reset.
  * The handshake accepts any certificate: an expired or self-signed one is exactly what the
  * ledger needs to see, so trust is reported, not enforced.
  */
-export function probe(
+export async function probe(
+  outbound: Outbound,
   domain: string,
   port: number,
   timeoutMs: number,
   address = domain,
 ): Promise<ProbeResult> {
+  const target = `${address}:${port}`
+  let checked: string
+  try {
+    checked = await outbound.address(address)
+  } catch (e) {
+    if (e instanceof OutboundRefused) throw e
+    throw new ProbeError(`${target}: ${NO_ANSWER}`)
+  }
   return new Promise((resolve, reject) => {
     let done = false
     const finish = (fn: () => void) => {
@@ -153,28 +159,19 @@ export function probe(
       }
     }
     const socket = tls.connect({
-      host: address,
+      host: checked,
       port,
       // SNI takes a name, never an address.
       servername: isIP(domain) ? undefined : domain,
       rejectUnauthorized: false,
     })
-    const timer = setTimeout(
-      () =>
-        finish(() =>
-          reject(
-            new ProbeError(`TLS handshake with ${address}:${port} timed out after ${timeoutMs} ms`, true),
-          ),
-        ),
-      timeoutMs,
-    )
-    socket.once('error', (e) =>
-      finish(() => reject(new ProbeError(`TLS handshake with ${address}:${port} failed: ${e.message}`))),
-    )
+    const noAnswer = () => finish(() => reject(new ProbeError(`${target}: ${NO_ANSWER}`)))
+    const timer = setTimeout(noAnswer, timeoutMs)
+    socket.once('error', noAnswer)
     socket.once('secureConnect', () =>
       finish(() => {
         const peer = socket.getPeerCertificate(true)
-        if (!peer?.raw) return reject(new ProbeError(`${address}:${port} sent no certificate`))
+        if (!peer?.raw) return reject(new ProbeError(`${target} sent no certificate`))
         const ders: Buffer[] = []
         const seen = new Set<string>()
         for (let c: tls.DetailedPeerCertificate | undefined = peer; c?.raw; c = c.issuerCertificate) {

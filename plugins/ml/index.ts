@@ -75,7 +75,12 @@ export default definePlugin({
     const serving = new Serving(
       models,
       log,
-      { cacheTtlMs: c.cache_ttl_ms, canaryPercent: c.canary_percent, forwardTimeoutMs: c.forward_timeout_ms },
+      {
+        cacheTtlMs: c.cache_ttl_ms,
+        canaryPercent: c.canary_percent,
+        forwardTimeoutMs: c.forward_timeout_ms,
+        outbound: ctx.outbound,
+      },
       (id) => void ctx.changes.publish('ml.models', { id }),
     )
     ctx.changes.on('ml.models', (d, origin) => {

@@ -1,10 +1,10 @@
-import { parse } from 'csv-parse/sync'
 import { Elysia, t } from 'elysia'
 import { PERMISSION_SECURITY } from '../../core/auth/guard'
 import { fromJson, iso, newId } from '../../core/db'
 import { Conflict, HttpError, invalidField } from '../../core/http'
 import type { FastHandler, PluginContext } from '../../core/plugin'
 import { jsonBodyReader, rejectUnknown } from '../../core/strict'
+import { scanCsv } from './csv-thread'
 import type { Trainer } from './jobs'
 import type { Monitoring } from './monitoring'
 import {
@@ -232,14 +232,11 @@ export function mlRoutes(
         const content = await request.text()
         if (content.length > limit)
           throw new HttpError(413, 'body_too_large', `the CSV is larger than ${ctx.config.max_csv_mb} MB`)
-        let records: string[][]
-        try {
-          records = parse(content, { skip_empty_lines: true, trim: true }) as string[][]
-        } catch (e) {
-          throw invalidField('body', `not CSV: ${(e as Error).message}`)
-        }
-        const columns = records[0] ?? []
-        if (!columns.length || records.length < 2)
+        // Parsed on a thread of its own: a large upload never holds the event loop.
+        const scan = await scanCsv(content)
+        if (!scan.ok) throw invalidField('body', `not CSV: ${scan.error}`)
+        const columns = scan.columns
+        if (!columns.length || scan.rows < 1)
           throw invalidField('body', 'needs a header line and at least one row')
         if (new Set(columns).size !== columns.length)
           throw invalidField('body', 'column names must be unique')
@@ -248,7 +245,7 @@ export function mlRoutes(
           modelId: params.id,
           name: query.name ?? 'upload.csv',
           columns,
-          rows: records.length - 1,
+          rows: scan.rows,
           sizeBytes: Buffer.byteLength(content),
           createdAt: Date.now(),
         }
@@ -323,7 +320,9 @@ export function mlRoutes(
         "servingEndpoint 'builtin' serves in process (absent: the current one, builtin at first); an http(s) URL receives each prediction request as " +
           '{modelId, version, features, entityId} and answers {prediction, probability, confidence}. version absent: the newest trained one; ' +
           'an older one rolls back. canaryDeployment true next to a serving version: the new version takes canaryPercent of the entities ' +
-          '(stable hash), the rest stay on the old one; deploy it again without canary to promote it. 409 from DRAFT, TRAINING, ARCHIVED.',
+          '(stable hash), the rest stay on the old one; deploy it again without canary to promote it. 409 from DRAFT, TRAINING, ARCHIVED. ' +
+          "The URL's credentials and query values read masked; sent back as read it keeps the stored one, changed around masked parts it is 400. " +
+          'A host the outbound policy refuses is 400 outbound_refused.',
       ),
     })
     .post(
@@ -332,6 +331,8 @@ export function mlRoutes(
       {
         // The handler authenticates (ml-serving:write) and reads its own body, as the fast route does.
         parse: 'none',
+        // Serving traffic, not a change: predictions are not audited.
+        audit: false,
         params: IdParams,
         detail: {
           security: PERMISSION_SECURITY,
@@ -382,6 +383,7 @@ export function mlRoutes(
       ({ params, body }) => monitor.feedback(params.id, body.predictionId, body.actual),
       {
         permission: 'ml-serving:write',
+        audit: false,
         params: IdParams,
         transform: ({ body }) => rejectUnknown(FeedbackBody, body, 'body'),
         body: FeedbackBody,

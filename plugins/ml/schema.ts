@@ -1,5 +1,18 @@
 import type { TSchema } from '@sinclair/typebox'
 import { t } from 'elysia'
+import { SecretUrl } from '../../core/secrets'
+
+/**
+ * 'builtin', or the URL predictions are forwarded to: its credentials and query values are
+ * secret (masked on every read; sent back masked, they keep the stored ones only for the same URL).
+ */
+export const ServingEndpoint = SecretUrl(
+  t.String({
+    maxLength: 2000,
+    description:
+      "'builtin': served in process. An http(s) URL: predictions are forwarded there; its user:password and query values read masked ('set' plus the last 4). Absent on deploy: the endpoint of the current deployment ('builtin' on a first deploy)",
+  }),
+)
 
 export const MODEL_STATUSES = ['DRAFT', 'TRAINING', 'EVALUATING', 'DEPLOYED', 'ARCHIVED', 'FAILED'] as const
 export type ModelStatus = (typeof MODEL_STATUSES)[number]
@@ -59,7 +72,7 @@ export const Model = t.Object({
     t.Integer({ description: 'during a canary deploy: the version taking canaryPercent' }),
   ),
   canaryPercent: t.Optional(t.Integer()),
-  servingEndpoint: t.Optional(t.String()),
+  servingEndpoint: t.Optional(ServingEndpoint),
   canaryDeployment: t.Optional(t.Boolean()),
   deployedAt: t.Optional(t.String()),
   abTest: t.Optional(AbTest),
@@ -188,13 +201,7 @@ export type TrainingJob = typeof TrainingJob.static
 
 export const DeployBody = t.Object(
   {
-    servingEndpoint: t.Optional(
-      t.String({
-        maxLength: 2000,
-        description:
-          "'builtin': served in process. An http(s) URL: predictions are forwarded there. Absent: the endpoint of the current deployment ('builtin' on a first deploy)",
-      }),
-    ),
+    servingEndpoint: t.Optional(ServingEndpoint),
     canaryDeployment: t.Optional(
       t.Boolean({ description: 'true: the new version takes canaryPercent of the traffic' }),
     ),

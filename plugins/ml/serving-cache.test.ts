@@ -1,5 +1,6 @@
 import { describe, expect, test } from 'bun:test'
 import { NotFound } from '../../core/http'
+import { loopbackOutbound } from '../../test/helpers'
 import { PredictionLog } from './log'
 import { Serving } from './serving'
 import type { ModelRow, ModelsStore } from './store'
@@ -57,6 +58,7 @@ function fixture() {
     cacheTtlMs: 1000,
     canaryPercent: 10,
     forwardTimeoutMs: 100,
+    outbound: loopbackOutbound,
     now: () => clock,
   })
   const predict = () => serving.predict('m1', { x: 2 })

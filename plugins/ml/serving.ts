@@ -1,9 +1,11 @@
 import { fromJson, newId } from '../../core/db'
 import { Conflict, HttpError, Invalid, NotFound, invalidField } from '../../core/http'
+import { type Outbound, outboundFailure } from '../../core/outbound'
+import { maskUrl, unmaskSecrets } from '../../core/secrets'
 import { murmur3 } from '../../sdk/murmur3'
 import { type Artifact, type Prediction, predict } from './algorithms'
 import type { PredictionLog, Served } from './log'
-import type { DeployBody, Model, PredictResponse } from './schema'
+import { type DeployBody, type Model, type PredictResponse, ServingEndpoint } from './schema'
 import { type AbTestState, type ModelRow, type ModelsStore, servingEndpoint, toModel } from './store'
 
 export interface ServingConfig {
@@ -11,6 +13,8 @@ export interface ServingConfig {
   cacheTtlMs: number
   canaryPercent: number
   forwardTimeoutMs: number
+  /** Serving endpoints are given through the API: every forward goes through the policy. */
+  outbound: Outbound
   /** The clock of the deployment cache (tests). */
   now?: () => number
 }
@@ -191,26 +195,24 @@ export class Serving {
     entityId?: string,
   ): Promise<Prediction> {
     let res: Response
+    // Named with its credentials and query values masked: the URL may carry a token.
+    const shown = maskUrl(url)
     try {
-      res = await fetch(url, {
+      res = await this.config.outbound.fetch(url, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
         body: JSON.stringify({ modelId: row.id, version, features, entityId }),
         signal: AbortSignal.timeout(this.config.forwardTimeoutMs),
       })
     } catch (e) {
-      throw new HttpError(
-        502,
-        'bad_gateway',
-        `serving endpoint ${url} did not answer: ${(e as Error).message}`,
-      )
+      throw new HttpError(502, 'bad_gateway', `serving endpoint ${shown}: ${outboundFailure(e)}`)
     }
     const body = (await res.json().catch(() => undefined)) as Partial<Prediction> | undefined
     if (!res.ok || !body || body.prediction === undefined)
       throw new HttpError(
         502,
         'bad_gateway',
-        `serving endpoint ${url} answered ${res.status} without a prediction`,
+        `serving endpoint ${shown} answered ${res.status} without a prediction`,
       )
     const probability = Number(body.probability ?? 0)
     return {
@@ -273,7 +275,18 @@ export class Serving {
    */
   async deploy(id: string, body: DeployBody): Promise<Model> {
     const before = await this.models.row(id)
-    const endpoint = servingEndpoint(body.servingEndpoint ?? before.serving_endpoint ?? undefined)
+    // The endpoint as read (masked) keeps the stored one; a changed URL must carry its secrets.
+    const given =
+      body.servingEndpoint === undefined
+        ? undefined
+        : (unmaskSecrets(
+            ServingEndpoint,
+            body.servingEndpoint,
+            before.serving_endpoint ?? undefined,
+            'body.servingEndpoint',
+          ) as string)
+    const endpoint = servingEndpoint(given ?? before.serving_endpoint ?? undefined)
+    if (endpoint !== 'builtin') await this.config.outbound.refuseEarly(new URL(endpoint).hostname)
     const reason: Record<string, string> = {
       DRAFT: 'it has never been trained; train it first',
       TRAINING: 'a training job is running; wait for it or cancel it',

@@ -1,8 +1,17 @@
 import { type Db, type Param, fromJson, iso, newId, selectPage } from '../../core/db'
 import { Conflict, NotFound, invalidField, parseSort } from '../../core/http'
+import { maskSecrets } from '../../core/secrets'
 import type { GamesService } from '../games/types'
 import { ALGORITHMS, type Artifact, type Metrics, type ModelType, canonicalAlgorithm } from './algorithms'
-import type { DatasetConfig, ListQuery, Model, ModelCreate, ModelStatus, ModelUpdate } from './schema'
+import {
+  type DatasetConfig,
+  type ListQuery,
+  type Model,
+  type ModelCreate,
+  type ModelStatus,
+  type ModelUpdate,
+  ServingEndpoint,
+} from './schema'
 
 export type ModelRow = {
   id: string
@@ -60,7 +69,8 @@ export function toModel(r: ModelRow, metrics?: Metrics): Model {
   if (r.trained_version !== null) m.trainedVersion = Number(r.trained_version)
   if (r.deployed_version !== null) {
     m.deployedVersion = Number(r.deployed_version)
-    m.servingEndpoint = r.serving_endpoint ?? 'builtin'
+    const ep = r.serving_endpoint ?? 'builtin'
+    m.servingEndpoint = ep === 'builtin' ? ep : (maskSecrets(ServingEndpoint, ep) as string)
     m.canaryDeployment = !!Number(r.canary_deployment)
     m.deployedAt = iso(r.deployed_at)
   }

@@ -1,6 +1,6 @@
 import { expect } from 'bun:test'
 import { signRequest } from '../../sdk/sign'
-import { type Engine, type TestApp, makeApp } from '../../test/helpers'
+import { type Engine, TEST_OUTBOUND, type TestApp, makeApp } from '../../test/helpers'
 import { rng } from './algorithms/data'
 
 /** Shared by the ml test files. */
@@ -165,6 +165,7 @@ export async function sameStoreInstance(
     database: { url: loc.url, pool: 3 },
     auth: { jwt_secret: 'test-secret', admin_token: 'test-admin-token' },
     rate_limit: { requests_per_minute: 0, burst: 0 },
+    outbound: TEST_OUTBOUND,
     log: { level: 'error' },
     plugins: {
       games: {},

@@ -4,6 +4,7 @@ import type { Db } from '../../core/db'
 import { fromJson } from '../../core/db'
 import { Invalid, NotFound, invalidField } from '../../core/http'
 import type { Logger } from '../../core/log'
+import type { Outbound } from '../../core/outbound'
 import {
   type Provider,
   type ProviderDefinition,
@@ -11,33 +12,8 @@ import {
   defineProvider,
   loadProviderModule,
 } from '../../core/plugin'
-import { maskSecrets, maskValue, unmaskSecrets } from '../../core/secrets'
 import type { ChannelConfig } from './schema'
-
-/** The built-in `log` provider: writes each delivery to the service log (demos, smoke tests, benches). */
-export const logProvider = defineProvider({
-  type: 'log',
-  config: T.Object(
-    { level: T.Optional(T.Union([T.Literal('debug'), T.Literal('info'), T.Literal('warn')])) },
-    { additionalProperties: false },
-  ),
-  create(settings, { log }) {
-    const level = settings.level ?? 'info'
-    return {
-      async send(d) {
-        log[level]('notification', {
-          id: d.id,
-          channel: d.provider,
-          level: d.level,
-          title: d.title,
-          targets: d.targets,
-          recipients: d.recipients,
-        })
-        return { ok: true }
-      },
-    }
-  },
-})
+import { channelMasking, expandEnv } from './settings'
 
 /** One configured channel: its settings and the live provider built from them, swapped as a whole. */
 export interface Slot {
@@ -54,37 +30,6 @@ export interface Slot {
   since: number
   source: 'yaml' | 'runtime'
   updatedAt: number
-}
-
-/** A whole top-level value `$NAME` (not `${NAME}`) names an environment variable. */
-const ENV_REF = /^\$([A-Za-z_][A-Za-z0-9_]*)$/
-
-/**
- * Spec 2's `$VAR` expansion of a provider's top-level settings. `allowed` says which variables
- * may be named: every one for the YAML, only the operator's `api_env` list for API input; any
- * other name is refused naming the field, and no message carries a variable's value.
- */
-export function expandEnv(
-  settings: Record<string, unknown>,
-  env: Record<string, string | undefined>,
-  allowed: ((name: string, key: string) => boolean) | 'all',
-  field: string,
-): Record<string, unknown> {
-  const out: Record<string, unknown> = {}
-  for (const [k, v] of Object.entries(settings)) {
-    const ref = typeof v === 'string' ? ENV_REF.exec(v) : null
-    if (!ref) {
-      out[k] = v
-      continue
-    }
-    if (allowed !== 'all' && !allowed(ref[1], k))
-      throw invalidField(
-        `${field}.config.${k}`,
-        `'$${ref[1]}' is not a variable the API may name (the operator lists those in plugins.notify.api_env)`,
-      )
-    out[k] = env[ref[1]] ?? ''
-  }
-  return out
 }
 
 /** The target did not answer the pre-swap check: a runtime condition, not a configuration mistake. */
@@ -121,6 +66,8 @@ export function channelManager(opts: {
   db: Db
   registry: ProviderRegistry
   log: Logger
+  /** Channels from the API connect under the outbound policy; the YAML's through `outbound.trusted`. */
+  outbound: Outbound
   /** Field names the log masks (`log.sensitive_fields`): masked here too, for schemas that mark nothing. */
   sensitive: readonly string[]
   yaml: Record<string, ChannelConfig>
@@ -133,7 +80,7 @@ export function channelManager(opts: {
   const { db, registry, log } = opts
   const slots = new Map<string, Slot>()
   const listeners: Array<(name: string) => void> = []
-  const sensitive = new Set(opts.sensitive.map((s) => s.toLowerCase()))
+  const { mask, unmask } = channelMasking(registry, opts.sensitive)
   const apiEnv = new Set(opts.apiEnv ?? [])
   const env = opts.env ?? process.env
   /** Newest stored change seen, for picking up changes other instances made. */
@@ -200,7 +147,10 @@ export function channelManager(opts: {
     }
     let provider: Provider
     try {
-      provider = await def.create(value as never, { log: log.child(`provider:${name}`) })
+      provider = await def.create(value as never, {
+        log: log.child(`provider:${name}`),
+        outbound: source === 'yaml' ? opts.outbound.trusted : opts.outbound,
+      })
     } catch (e) {
       throw new Invalid(`channel '${name}': ${(e as Error).message}`, {
         field: `${field}.config`,
@@ -221,45 +171,6 @@ export function channelManager(opts: {
 
   function changed(name: string) {
     for (const fn of listeners) fn(name)
-  }
-
-  /** The provider's schema: what it marks secret is masked on every read. */
-  const schemaOf = (type: string) => (registry.get(type)?.config ?? T.Object({})) as TSchema
-
-  /** Settings as a read shows them: marked secrets and the log's sensitive names masked, `$VAR` shown as written. */
-  function mask(type: string, value: Record<string, unknown>): Record<string, unknown> {
-    return byName(value, maskSecrets(schemaOf(type), value)) as Record<string, unknown>
-  }
-
-  /** `masked` with every primitive under a name the log masks masked too (from the raw value). */
-  function byName(raw: unknown, masked: unknown): unknown {
-    if (!raw || typeof raw !== 'object' || !masked || typeof masked !== 'object') return masked
-    const m = masked as Record<string, unknown>
-    const out: Record<string, unknown> | unknown[] = Array.isArray(masked) ? [...masked] : { ...m }
-    for (const [k, v] of Object.entries(raw)) {
-      const primitive = v === null || typeof v !== 'object'
-      ;(out as Record<string, unknown>)[k] =
-        sensitive.has(k.toLowerCase()) && primitive && !String(v).startsWith('$')
-          ? maskValue(v)
-          : byName(v, m[k])
-    }
-    return out
-  }
-
-  /** A secret sent back as its masked read value keeps the stored secret (GET then PUT round-trips). */
-  function unmask(type: string, next: Record<string, unknown>, prev: Record<string, unknown> | undefined) {
-    const kept = unmaskSecrets(schemaOf(type), next, prev) as Record<string, unknown>
-    const p = prev ?? {}
-    // Names the log masks: the same round trip, for schemas that mark nothing.
-    for (const [k, v] of Object.entries(kept))
-      if (
-        sensitive.has(k.toLowerCase()) &&
-        typeof v === 'string' &&
-        p[k] !== undefined &&
-        v === maskValue(p[k])
-      )
-        kept[k] = p[k]
-    return kept
   }
 
   return {

@@ -1,9 +1,11 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { auditor } from '../../core/audit'
 import { privateDir, writePrivate } from '../../core/files'
 import { definePlugin } from '../../core/plugin'
-import { channelManager, logProvider } from './channels'
+import { channelManager } from './channels'
 import { subscribePlatformEvents } from './events'
+import { logProvider } from './log-provider'
 import { logStore } from './logs'
 import m001 from './migrations/001_notify.sql' with { type: 'text' }
 import m002 from './migrations/002_app_tokens_to_core.sql' with { type: 'text' }
@@ -61,6 +63,7 @@ export default definePlugin({
       db: ctx.db,
       registry: ctx.providers,
       log: ctx.log,
+      outbound: ctx.outbound,
       sensitive: ctx.core.log.sensitive_fields,
       yaml: config.channels,
       apiEnv: config.api_env,
@@ -83,6 +86,7 @@ export default definePlugin({
           heartbeatS: remote.heartbeat_s,
           missedHeartbeats: remote.missed_heartbeats,
           resultTimeoutMs: remote.result_timeout_ms,
+          outbound: ctx.core.outbound,
           log: ctx.log.child('notify-workers'),
           // Workers receive channel settings (secrets included): always authenticated, whatever auth.enabled says.
           authenticate: (headers) => ctx.auth.authenticateApp('config', headers, true),
@@ -134,6 +138,7 @@ export default definePlugin({
       logs: logStore(ctx.db),
       templates,
       hub,
+      audit: auditor(ctx),
     })
   },
 })

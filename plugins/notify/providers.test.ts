@@ -117,10 +117,20 @@ forEachEngine((engine) => {
       await until(() => sink.hits.find((h) => h.body.id === (r1.body.data.task_ids as string[])[0])),
     ).toBeDefined()
 
-    // The masked secret read back keeps the stored one.
+    // A masked secret read back keeps the stored one only for the same URL (issue 34 point 6):
+    // moved elsewhere, the header has to be entered again.
     const view = await app.req('GET', '/api/v1/config/hook')
-    const put = await app.req('PUT', '/api/v1/config/hook', {
+    const moved = await app.req('PUT', '/api/v1/config/hook', {
       config: { ...(view.body.data.config as object), url: second.url },
+    })
+    expect(moved.status).toBe(400)
+    expect(moved.body.message).toContain('enter the secret again')
+    const put = await app.req('PUT', '/api/v1/config/hook', {
+      config: {
+        ...(view.body.data.config as object),
+        url: second.url,
+        headers: { Authorization: 'Bearer secret-value-1234' },
+      },
     })
     expect(put.status).toBe(200)
     expect(put.body.data.source).toBe('runtime')

@@ -123,7 +123,12 @@ export function dispatcher(opts: {
     // Remote workers take what the local pool cannot (or everything, with workers.local off).
     const remote =
       !viaLocal && hub
-        ? hub.dispatch(delivery, { name: slot.name, type: slot.type, config: slot.effective })
+        ? hub.dispatch(delivery, {
+            name: slot.name,
+            type: slot.type,
+            config: slot.effective,
+            trusted: slot.source === 'yaml',
+          })
         : undefined
     if (remote) return { worker: remote.worker, result: await remote.result }
     inflight.set(slot.name, (inflight.get(slot.name) ?? 0) + 1)

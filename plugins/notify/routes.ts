@@ -1,6 +1,6 @@
 import type { Static } from '@sinclair/typebox'
 import { Elysia, t } from 'elysia'
-import type { authGuard } from '../../core/auth/guard'
+import type { RouteGuard, auditor } from '../../core/audit'
 import { invalidField, ok } from '../../core/http'
 import { withoutEchoed } from '../../core/strict'
 import type { ChannelManager } from './channels'
@@ -22,13 +22,15 @@ import { type TemplateStore, render } from './templates'
 import type { WorkerHub } from './workers'
 
 export interface RouteDeps {
-  guard: ReturnType<typeof authGuard>
+  guard: RouteGuard
   service: NotifyService
   channels: ChannelManager
   queue: QueueStore
   logs: ReturnType<typeof logStore>
   templates: TemplateStore
   hub?: WorkerHub
+  /** Records the channel changes with their before and after (core/audit.ts). */
+  audit: ReturnType<typeof auditor>
 }
 
 const tags = (tag: string) => ({ tags: [`notify ${tag}`] })
@@ -95,6 +97,7 @@ export function notifyRoutes(d: RouteDeps) {
       },
       {
         appScope: 'trigger',
+        audit: 'notification.send',
         body: NotifyBody,
         query: t.Object({ dry_run: t.Optional(t.String()) }),
         detail: {
@@ -145,6 +148,7 @@ export function notifyRoutes(d: RouteDeps) {
       async ({ params }) => ok(await channels.setEnabled(params.name, true), 'provider enabled'),
       {
         appScope: 'config',
+        audit: { action: 'channel.enable', target: 'channel:{name}' },
         detail: {
           responses: envelope(Docs.enabled),
           ...tags('providers'),
@@ -157,6 +161,7 @@ export function notifyRoutes(d: RouteDeps) {
       async ({ params }) => ok(await channels.setEnabled(params.name, false), 'provider disabled'),
       {
         appScope: 'config',
+        audit: { action: 'channel.disable', target: 'channel:{name}' },
         detail: {
           responses: envelope(Docs.enabled),
           ...tags('providers'),
@@ -175,14 +180,24 @@ export function notifyRoutes(d: RouteDeps) {
     })
     .put(
       '/api/v1/config/:name',
-      async ({ params, body }) =>
-        ok(
-          await channels.put(
-            params.name,
-            withoutEchoed({ name: params.name }, body, ['name'], ['status', 'source', 'updated_at']),
-          ),
-          'provider configuration updated',
-        ),
+      async ({ params, body, principal, request, server }) => {
+        const before = channels.slots.has(params.name) ? channels.view(params.name) : undefined
+        const after = await channels.put(
+          params.name,
+          withoutEchoed({ name: params.name }, body, ['name'], ['status', 'source', 'updated_at']),
+        )
+        // Both read as GET shows them: what the provider's schema marks secret is masked.
+        d.audit(
+          { principal, request, server },
+          before ? 'channel.update' : 'channel.create',
+          `channel:${params.name}`,
+          {
+            before,
+            after,
+          },
+        )
+        return ok(after, 'provider configuration updated')
+      },
       {
         appScope: { scope: 'config', permission: 'channels:write' },
         body: ConfigPut,
@@ -192,7 +207,8 @@ export function notifyRoutes(d: RouteDeps) {
           summary:
             'Swap (or create) a channel at runtime: built and verified first; on failure the old one stays and the answer is 400',
           description:
-            'Body {type?, enabled?, config}. A masked secret sent back unchanged keeps the stored secret. `module` is refused: provider files load only from the YAML.',
+            'Body {type?, enabled?, config}. A masked secret sent back unchanged keeps the stored secret, for the same destination only: with a changed URL, host or port it is 400 "enter the secret again". ' +
+            'A target the outbound policy refuses (loopback, private networks, link-local, cloud metadata unless outbound.allow lists them) is 400 outbound_refused; channels the YAML names are trusted. `module` is refused: provider files load only from the YAML.',
         },
       },
     )
@@ -332,6 +348,8 @@ export function notifyRoutes(d: RouteDeps) {
       },
       {
         appScope: 'trigger',
+        // A rendering, not a change.
+        audit: false,
         detail: {
           ...tags('templates'),
           responses: envelope(Docs.rendered),

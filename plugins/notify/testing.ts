@@ -11,7 +11,7 @@ import { stringify } from 'yaml'
 import { type LiveopsApp, createApp } from '../../core/app'
 import { loadConfig } from '../../core/config'
 import { createLogger } from '../../core/log'
-import { type Engine, PG_URL } from '../../test/helpers'
+import { type Engine, PG_URL, TEST_OUTBOUND } from '../../test/helpers'
 import { plugins } from '../index'
 
 export interface Hit {
@@ -181,6 +181,7 @@ export async function appOn(
     auth: { jwt_secret: 'test-secret', admin_token: 'test-admin-token' },
     admin: { email: 'admin@localhost', password: 'admin-password' },
     rate_limit: { requests_per_minute: 0, burst: 0 },
+    outbound: TEST_OUTBOUND,
     log: { level: 'error' },
     ...core,
     // The notification routes open to anonymous callers, as these tests call them without tokens.

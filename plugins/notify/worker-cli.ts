@@ -1,6 +1,7 @@
 import { hostname } from 'node:os'
 import { Value } from '@sinclair/typebox/value'
 import { createLogger } from '../../core/log'
+import { Outbound, OutboundPolicy } from '../../core/outbound'
 import {
   type Provider,
   type ProviderDefinition,
@@ -10,8 +11,8 @@ import {
 } from '../../core/plugin'
 import { smtpProvider } from '../smtp-provider'
 import { webhookProvider } from '../webhook-provider'
-import { logProvider } from './channels'
-import type { ServerMessage, WorkerMessage } from './workers'
+import { logProvider } from './log-provider'
+import type { RemoteChannel, ServerMessage, WorkerMessage } from './workers'
 
 const USAGE = `usage: liveops worker --server URL --token TOKEN [--id ID] [--capabilities webhook,smtp,log]
                       [--module ./ext/sms.ts ...] [--concurrency N]
@@ -51,18 +52,19 @@ export function runWorker(o: WorkerOptions) {
   let beat: Timer | undefined
   let stopped = false
   let retryMs = 500
+  // The server's policy arrives with its welcome; until then nothing is sent anyway.
+  let outbound = new Outbound(new OutboundPolicy({ allow: [], deny: [] }))
 
-  async function provider(ch: {
-    name: string
-    type: string
-    config: Record<string, unknown>
-  }): Promise<Provider> {
-    const key = `${ch.name}\n${ch.type}\n${JSON.stringify(ch.config)}`
+  async function provider(ch: RemoteChannel): Promise<Provider> {
+    const key = `${ch.name}\n${ch.type}\n${ch.trusted}\n${JSON.stringify(ch.config)}`
     let p = providers.get(key)
     if (p) return p
     const def = registry.get(ch.type)
     if (!def) throw new Error(`this worker cannot send provider type '${ch.type}'`)
-    p = await def.create(Value.Default(def.config, Value.Clone(ch.config)) as never, { log })
+    p = await def.create(Value.Default(def.config, Value.Clone(ch.config)) as never, {
+      log,
+      outbound: ch.trusted ? outbound.trusted : outbound,
+    })
     providers.set(key, p)
     return p
   }
@@ -99,6 +101,10 @@ export function runWorker(o: WorkerOptions) {
     sock.onmessage = (ev) => {
       const m = JSON.parse(String(ev.data)) as ServerMessage
       if (m.type === 'welcome') {
+        if (JSON.stringify(m.outbound) !== JSON.stringify(outbound.policy?.settings)) {
+          outbound = new Outbound(new OutboundPolicy(m.outbound ?? { allow: [], deny: [] }))
+          providers.clear()
+        }
         log.info('connected', { server: url, worker_id: o.id, capabilities: o.capabilities })
         clearInterval(beat)
         beat = setInterval(

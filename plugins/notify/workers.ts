@@ -2,6 +2,7 @@ import type { Server, ServerWebSocket } from 'bun'
 import type { Principal } from '../../core/auth/service'
 import { HttpError } from '../../core/http'
 import type { Logger } from '../../core/log'
+import type { OutboundSettings } from '../../core/outbound'
 import type { Delivery, SendResult } from '../../core/plugin'
 
 /**
@@ -9,8 +10,10 @@ import type { Delivery, SendResult } from '../../core/plugin'
  *   worker -> server  {type:'hello', worker_id, capabilities, concurrency}
  *                     {type:'heartbeat'}
  *                     {type:'result', id, ok, retryable?, error?}
- *   server -> worker  {type:'welcome', heartbeat_s}
- *                     {type:'delivery', delivery, channel: {name, type, config}}
+ *   server -> worker  {type:'welcome', heartbeat_s, outbound: {allow, deny}}
+ *                     {type:'delivery', delivery, channel: {name, type, config, trusted}}
+ * A worker sends under the server's outbound policy, except for channels the YAML configures
+ * (`trusted`).
  */
 export type WorkerMessage =
   | { type: 'hello'; worker_id: string; capabilities: string[]; concurrency?: number }
@@ -18,12 +21,16 @@ export type WorkerMessage =
   | { type: 'result'; id: string; ok: boolean; retryable?: boolean; error?: string }
 
 export type ServerMessage =
-  | { type: 'welcome'; heartbeat_s: number }
-  | {
-      type: 'delivery'
-      delivery: Delivery
-      channel: { name: string; type: string; config: Record<string, unknown> }
-    }
+  | { type: 'welcome'; heartbeat_s: number; outbound: OutboundSettings }
+  | { type: 'delivery'; delivery: Delivery; channel: RemoteChannel }
+
+/** What a worker needs of a channel: its settings, and whether the YAML wrote them (trusted). */
+export interface RemoteChannel {
+  name: string
+  type: string
+  config: Record<string, unknown>
+  trusted: boolean
+}
 
 interface Conn {
   principal?: Principal
@@ -47,6 +54,8 @@ export interface HubOptions {
   heartbeatS: number
   missedHeartbeats: number
   resultTimeoutMs: number
+  /** The server's outbound policy, which workers apply to channels from the API. */
+  outbound: OutboundSettings
   log: Logger
   /** Checks the connecting worker's credentials; throws an HttpError to refuse. */
   authenticate(headers: Record<string, string | undefined>): Promise<Principal | undefined>
@@ -119,7 +128,7 @@ export function workerHub(opts: HubOptions) {
       ws.data.worker = worker
       workers.set(worker.id, worker)
       opts.log.info('worker connected', { worker_id: worker.id, capabilities: worker.capabilities })
-      send(ws, { type: 'welcome', heartbeat_s: opts.heartbeatS })
+      send(ws, { type: 'welcome', heartbeat_s: opts.heartbeatS, outbound: opts.outbound })
       opts.onCapacity()
       return
     }
@@ -199,7 +208,7 @@ export function workerHub(opts: HubOptions) {
     /** Hands a delivery to the least busy capable worker; undefined when none has room. */
     dispatch(
       delivery: Delivery,
-      channel: { name: string; type: string; config: Record<string, unknown> },
+      channel: RemoteChannel,
     ): { worker: string; result: Promise<SendResult> } | undefined {
       let best: RemoteWorker | undefined
       for (const w of workers.values())

@@ -146,6 +146,8 @@ export default definePlugin({
         },
         {
           permission: 'rate_limits:write',
+          // A preview changes nothing.
+          audit: false,
           transform: ({ body }) => rejectUnknown(PreviewBody, body, 'body'),
           body: PreviewBody,
           detail: tag(

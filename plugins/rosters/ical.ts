@@ -5,6 +5,13 @@ import { MAX_PERIODS, type StoredPeriod } from './schema'
 
 const iso = (ms: number) => new Date(ms).toISOString()
 
+/**
+ * Occurrences one import may walk, those before the window included: spec 2's 512 periods with
+ * room for touching shifts that merge. Expansion stops as soon as it is passed (an
+ * `RRULE:FREQ=SECONDLY` from months back ends here in milliseconds, not after millions of steps).
+ */
+export const MAX_OCCURRENCES = MAX_PERIODS * 8
+
 /** Offsets of the TZIDs met so far (bounded: a calendar may name any number of made-up zones). */
 const zones = new Map<string, ((ms: number) => number) | undefined>()
 
@@ -77,11 +84,16 @@ function expand(root: ICAL.Component, from: number, until: number): StoredPeriod
   for (const ex of exceptions) masters.get(ex.uid)?.relateException(ex)
 
   const out: [number, number][] = []
+  let walked = 0
   const push = (s: number, e: number) => {
     if (e > from && s < until && e > s) out.push([s, e])
-    // Far more occurrences than a roster may hold means the window is too wide for this calendar.
-    if (out.length > MAX_PERIODS * 8)
-      throw invalidField('body', `the calendar expands to more than ${MAX_PERIODS} periods in the window`)
+    // Far more occurrences than a roster may hold means the window is too wide for this calendar,
+    // or its recurrences start too long before it.
+    if (++walked > MAX_OCCURRENCES)
+      throw invalidField(
+        'body',
+        `the calendar's events recur more than ${MAX_OCCURRENCES} times up to the end of the window (a roster holds ${MAX_PERIODS} periods): import a narrower window, or a calendar whose recurrences start nearer to it`,
+      )
   }
   const windowEnd = ICAL.Time.fromJSDate(new Date(until), true)
   // An occurrence's times are in its event's zones (an override's own, else the master's); the

@@ -2,7 +2,8 @@ import { Elysia, t } from 'elysia'
 import { ServiceUnavailable, invalidField, ok } from '../../core/http'
 import type { PluginContext } from '../../core/plugin'
 import { rejectUnknown } from '../../core/strict'
-import { expandCalendar, toCalendar } from './ical'
+import { toCalendar } from './ical'
+import { expandInThread } from './ical-thread'
 import { ID_PATTERN, RosterBody, type RostersConfig, checkPeriods, instant } from './schema'
 import type { RosterStore } from './store'
 
@@ -93,7 +94,7 @@ export function rosterRoutes(ctx: PluginContext<RostersConfig>, store: RosterSto
             ? from + ctx.config.import_horizon_days * 86_400_000
             : instant(query.until, 'query.until')
         if (until <= from) throw invalidField('query.until', 'must be after from')
-        const periods = checkPeriods(expandCalendar(body, from, until))
+        const periods = checkPeriods(await expandInThread(body, from, until, ctx.config.import_timeout_ms))
         return ok(await store.replace(params.id, undefined, periods, true), 'roster imported')
       },
       {
@@ -106,7 +107,8 @@ export function rosterRoutes(ctx: PluginContext<RostersConfig>, store: RosterSto
           "Replace a roster's periods from an iCalendar text (created when missing)",
           'The body is the .ics text as calendar apps export it: VEVENTs with RRULE, RDATE, EXDATE, RECURRENCE-ID overrides and VTIMEZONE (TZID) definitions. ' +
             'Occurrences touching [from, until) are kept (from defaults to now, until to from + import_horizon_days, 90); overlapping or touching shifts are merged. ' +
-            'The result obeys the roster rules (at most 512 periods).',
+            'The result obeys the roster rules (at most 512 periods). Expansion stops, with 400, past 4096 occurrences up to the end of the window (those before it count) ' +
+            'or after import_timeout_ms (3 s), and runs on a thread of its own.',
         ),
       },
     )

@@ -29,6 +29,8 @@ export const RostersConfig = t.Object(
     sync_ms: t.Integer({ minimum: 10, default: 1000 }),
     /** How far ahead an iCalendar import expands recurring events when no `until` is given. */
     import_horizon_days: t.Integer({ minimum: 1, maximum: 366, default: 90 }),
+    /** How long one iCalendar import may take to parse and expand (on its own thread) before it is refused. */
+    import_timeout_ms: t.Integer({ minimum: 100, maximum: 60_000, default: 3000 }),
   },
   { additionalProperties: false, default: {} },
 )

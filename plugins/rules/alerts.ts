@@ -35,6 +35,16 @@ export function alertStore(db: Db, incidents: IncidentStore | undefined) {
         ? { alert_id: alertId, acknowledged: true, ack: toAck(row) }
         : { alert_id: alertId, acknowledged: false }
     },
+    /** Whether the alert was raised: an incident or an escalation names it, or it was acknowledged. */
+    async exists(alertId: string): Promise<boolean> {
+      const row = await db.get(
+        `SELECT 1 AS one FROM rules_incidents WHERE alert_id = ?
+         UNION ALL SELECT 1 AS one FROM rules_escalations WHERE alert_id = ?
+         UNION ALL SELECT 1 AS one FROM rules_acks WHERE alert_id = ?`,
+        [alertId, alertId, alertId],
+      )
+      return !!row
+    },
     /** Idempotent: the first acknowledgement is kept and returned to every repeat. */
     async ack(alertId: string, ackedBy: string, source: string, now = Date.now()): Promise<AckRecord> {
       return db.tx(async (tx) => {

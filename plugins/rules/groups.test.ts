@@ -106,7 +106,16 @@ forEachEngine((engine) => {
 forEachEngine((engine) => {
   test('switched off, the rule engine, group manager, ack store and incident store answer 503', async () => {
     const a = await makeApp(engine, {
-      plugins: { notify: {}, rules: { engine: false, groups: false, acks: false, incidents: false } },
+      plugins: {
+        notify: {},
+        rules: {
+          engine: false,
+          groups: false,
+          acks: false,
+          incidents: false,
+          chatcard: { verification_token: 'vt-off' },
+        },
+      },
     })
     try {
       const token = await a.token('admin')
@@ -123,7 +132,7 @@ forEachEngine((engine) => {
         expect(r.body.code).toBe(503)
       }
       const cb = await a.req('POST', '/api/v1/callbacks/chatcard', {
-        body: { action: { value: { alert_id: 'a1' } }, open_id: 'ou_1' },
+        body: { token: 'vt-off', action: { value: { alert_id: 'a1' } }, open_id: 'ou_1' },
       })
       expect(cb.status).toBe(503)
     } finally {

@@ -156,12 +156,9 @@ forEachEngine((engine) => {
   describe('chat-card callback', () => {
     const cb = (body: unknown) => a.req('POST', '/api/v1/callbacks/chatcard', { body })
 
-    test('url_verification echoes the challenge, plaintext or encrypted, without a Bearer token', async () => {
-      expect((await cb({ type: 'url_verification', challenge: 'c-123' })).body).toEqual({
-        code: 0,
-        message: 'ok',
-        data: { challenge: 'c-123' },
-      })
+    test('url_verification echoes the challenge when encrypted with the key, without a Bearer token', async () => {
+      // Only a key is configured: plaintext proves nothing (issue 34 point 4).
+      expect((await cb({ type: 'url_verification', challenge: 'c-123' })).status).toBe(401)
       const enc = await cb({ encrypt: encrypt({ type: 'url_verification', challenge: 'c-456' }) })
       expect(enc.body.data).toEqual({ challenge: 'c-456' })
     })
@@ -181,8 +178,10 @@ forEachEngine((engine) => {
         data: { alert_id: 'db-card', acknowledged: true, acked_by: 'ou_ivy' },
       })
       const v2 = await cb({
-        schema: '2.0',
-        event: { operator: { open_id: 'ou_jo' }, action: { value: { alert_id: 'db-card' } } },
+        encrypt: encrypt({
+          schema: '2.0',
+          event: { operator: { open_id: 'ou_jo' }, action: { value: { alert_id: 'db-card' } } },
+        }),
       })
       expect(v2.body.data).toEqual({ alert_id: 'db-card', acknowledged: true, acked_by: 'ou_ivy' })
       expect((await as('GET', '/api/v1/alerts/db-card')).body.data.ack).toMatchObject({
@@ -193,22 +192,25 @@ forEachEngine((engine) => {
       expect(inc.acked_at).toBeDefined()
     })
 
-    test('bad callbacks: a wrong key or garbage 400, no alert id 400, an unknown action 400', async () => {
+    test('bad callbacks: a wrong key, garbage or plaintext 401; no alert id 400, an unknown action 400', async () => {
       expect(
         (await cb({ encrypt: encrypt({ type: 'url_verification', challenge: 'x' }, 'other-key') })).status,
+      ).toBe(401)
+      expect((await cb({ encrypt: 'bm90IGEgY2lwaGVy' })).status).toBe(401)
+      expect((await cb({ encrypt: 42 })).status).toBe(401)
+      expect((await cb({ action: { value: { alert_id: 'z' } } })).status).toBe(401)
+      expect((await cb({ encrypt: encrypt({ action: { value: {} } }) })).body.message).toContain('alert_id')
+      expect(
+        (await cb({ encrypt: encrypt({ action: { value: { alert_id: 'z', action: 'snooze' } } }) })).status,
       ).toBe(400)
-      expect((await cb({ encrypt: 'bm90IGEgY2lwaGVy' })).status).toBe(400)
-      expect((await cb({ encrypt: 42 })).body.message).toContain('body.encrypt')
-      expect((await cb({ action: { value: {} } })).body.message).toContain('alert_id')
-      expect((await cb({ action: { value: { alert_id: 'z', action: 'snooze' } } })).status).toBe(400)
-      expect((await cb([1, 2])).status).toBe(400)
+      expect((await cb([1, 2])).status).toBe(401)
       expect((await as('GET', '/api/v1/alerts/z')).body.data.acknowledged).toBe(false)
     })
   })
 })
 
 forEachEngine((engine) => {
-  test('without a key an encrypted callback answers 501; a verification token guards plaintext', async () => {
+  test('with a token and no key an encrypted callback answers 501; the token guards plaintext', async () => {
     const a = await makeApp(engine, {
       plugins: { notify: {}, rules: { chatcard: { verification_token: 'vt-1' } } },
     })

@@ -31,6 +31,8 @@ export default definePlugin({
   dependsOn: ['notify'],
   config: RulesConfig,
   migrations: [{ id: 1, name: 'rules', sql: m001 }],
+  // Anyone may call the card callback before it proves itself: it takes what a card sends.
+  bodyLimits: { '/api/v1/callbacks/chatcard': 64 * 1024 },
   permissions: {
     rules: { write: ['operator'] },
     alerts: { write: ['operator'] },

@@ -1,4 +1,5 @@
 import { Elysia, t } from 'elysia'
+import { auditor } from '../../core/audit'
 import { newId } from '../../core/db'
 import { NotFound, ServiceUnavailable, invalidField, ok } from '../../core/http'
 import type { PluginContext } from '../../core/plugin'
@@ -40,6 +41,7 @@ function ackedBy(body: unknown): string | undefined {
 
 export function rulesRoutes(d: RulesRouteDeps) {
   const { ctx, store, runtime } = d
+  const audit = auditor(ctx)
   const cfg = ctx.config
   const engine = () => {
     if (!cfg.engine) throw new ServiceUnavailable('rule engine is not configured')
@@ -313,17 +315,45 @@ export function rulesRoutes(d: RulesRouteDeps) {
       params: Id,
       detail: tags('incidents', 'One incident with its timeline [{at, kind, detail}]; 404 when unknown'),
     })
-    .post('/api/v1/callbacks/chatcard', ({ body }) => d.callback(body), {
-      body: t.Unknown(),
-      detail: {
-        ...tags(
-          'alerts',
-          'Chat-card callback (Lark/Feishu): url_verification echoes the challenge; a confirm button acknowledges its alert',
-          'No Bearer token: an encrypted body {encrypt} proves the caller with the configured key (AES-256-CBC, key SHA-256 of it, IV the first 16 bytes); ' +
-            '501 when encrypted and no key is configured. Plaintext is processed (checked against verification_token when one is configured). ' +
-            'Confirm answers {alert_id, acknowledged, acked_by}; 503 without the ack store.',
-        ),
-        security: [],
+    .post(
+      '/api/v1/callbacks/chatcard',
+      async ({ body, request, server }) => {
+        const r = await d.callback(body)
+        if (r.ack)
+          audit(
+            { request, server },
+            'alert.ack',
+            `alert:${r.ack.alert_id}`,
+            { source: 'chatcard' },
+            {
+              kind: 'chatcard',
+              name: r.ack.acked_by,
+            },
+          )
+        return r.answer
       },
-    })
+      {
+        body: t.Unknown(),
+        detail: {
+          ...tags(
+            'alerts',
+            'Chat-card callback (Lark/Feishu): url_verification echoes the challenge; a confirm button acknowledges its alert',
+            'No Bearer token: the chat platform proves itself. 501 (and nothing changes) while neither plugins.rules.chatcard.encrypt_key nor verification_token is configured. ' +
+              'An encrypted body {encrypt} must decrypt with the key (AES-256-CBC, key SHA-256 of it, IV the first 16 bytes); a plaintext one is taken only with a configured verification_token it carries (token, or header.token); ' +
+              'with both configured, the decrypted body carries the token too. Anything else is 401; an encrypted body without a configured key is 501. ' +
+              'Confirm ({action: {value: {alert_id}}}) answers {alert_id, acknowledged, acked_by}; 404 when no incident or escalation names the alert; 503 without the ack store. ' +
+              'Bodies over 64 KB are refused with 413 before they are read.',
+          ),
+          security: [],
+          responses: {
+            401: {
+              description: 'The callback did not prove itself (no token, wrong token, does not decrypt)',
+            },
+            404: { description: 'The alert was never raised' },
+            413: { description: 'The body is over 64 KB' },
+            501: { description: 'No encrypt key or verification token configured' },
+          },
+        },
+      },
+    )
 }

@@ -1,6 +1,7 @@
 import { createHmac } from 'node:crypto'
 import type { BusEvents } from '../../core/events'
 import type { Logger } from '../../core/log'
+import { type Outbound, answerPrefix, outboundFailure } from '../../core/outbound'
 import type { ProviderRegistry } from '../../core/plugin'
 import type { Settings } from './keys'
 
@@ -20,14 +21,24 @@ export type SendOutcome = { ok: true } | { ok: false; error: string }
 
 const fail = (error: string): SendOutcome => ({ ok: false, error })
 
-async function post(url: string, body: string, headers: Record<string, string>, timeoutMs: number) {
-  const res = await fetch(url, {
+/**
+ * One POST through the outbound policy. Only a short prefix of the answer is read, and a failure
+ * reads the same whether the port was closed, silent or reset (issue 34 point 5).
+ */
+async function post(
+  outbound: Outbound,
+  url: string,
+  body: string,
+  headers: Record<string, string>,
+  timeoutMs: number,
+) {
+  const res = await outbound.fetch(url, {
     method: 'POST',
     headers: { 'content-type': 'application/json', ...headers },
     body,
     signal: AbortSignal.timeout(timeoutMs),
   })
-  return { status: res.status, text: (await res.text()).slice(0, 500) }
+  return { status: res.status, text: await answerPrefix(res, 500) }
 }
 
 /**
@@ -41,6 +52,7 @@ export function chatbotUrl(url: string, secret: string, now = Date.now()): strin
 }
 
 export async function sendChatbot(
+  outbound: Outbound,
   url: string,
   secret: string,
   n: Note,
@@ -51,14 +63,15 @@ export async function sendChatbot(
     markdown: { title: n.title, text: `### ${n.title}\n\n${n.body}` },
   })
   try {
-    const r = await post(chatbotUrl(url, secret), body, {}, timeoutMs)
-    if (r.status < 200 || r.status >= 300) return fail(`chat robot answered ${r.status}: ${r.text}`)
-    // The robot answers 200 with {errcode, errmsg}; errcode 0 is success.
-    const errcode = /"errcode"\s*:\s*(-?\d+)/.exec(r.text)?.[1]
-    if (errcode && errcode !== '0') return fail(`chat robot refused: ${r.text}`)
+    const r = await post(outbound, chatbotUrl(url, secret), body, {}, timeoutMs)
+    if (r.status < 200 || r.status >= 300) return fail(`chat robot answered ${r.status}`)
+    // The robot answers 200 with {errcode, errmsg}; errcode 0 is success. The code is what an
+    // operator needs; the robot's own words are not repeated.
+    const errcode = /"errcode"\s*:\s*(-?\d{1,9})/.exec(r.text)?.[1]
+    if (errcode && errcode !== '0') return fail(`chat robot refused: errcode ${errcode}`)
     return { ok: true }
   } catch (e) {
-    return fail(`chat robot: ${(e as Error).message}`)
+    return fail(`chat robot: ${outboundFailure(e)}`)
   }
 }
 
@@ -81,6 +94,7 @@ export function webhookHeaders(
 }
 
 export async function sendWebhook(
+  outbound: Outbound,
   url: string,
   secret: string,
   n: Note,
@@ -88,10 +102,10 @@ export async function sendWebhook(
 ): Promise<SendOutcome> {
   const raw = JSON.stringify(n)
   try {
-    const r = await post(url, raw, webhookHeaders(secret, raw, n), timeoutMs)
-    return r.status >= 200 && r.status < 300 ? { ok: true } : fail(`webhook answered ${r.status}: ${r.text}`)
+    const r = await post(outbound, url, raw, webhookHeaders(secret, raw, n), timeoutMs)
+    return r.status >= 200 && r.status < 300 ? { ok: true } : fail(`webhook answered ${r.status}`)
   } catch (e) {
-    return fail(`webhook: ${(e as Error).message}`)
+    return fail(`webhook: ${outboundFailure(e)}`)
   }
 }
 
@@ -99,10 +113,10 @@ export async function sendWebhook(
 export async function sendEmail(
   s: Settings,
   n: Note,
-  providers: ProviderRegistry,
-  log: Logger,
+  env: { providers: ProviderRegistry; log: Logger; outbound: Outbound },
   to?: string[],
 ): Promise<SendOutcome> {
+  const { providers, log, outbound } = env
   const def = providers.get('smtp')
   if (!def) return fail('email: the smtp-provider plugin is not enabled')
   const recipients = to?.length
@@ -129,7 +143,7 @@ export async function sendEmail(
         insecure_skip_verify: s.smtpInsecureSkipVerify,
         verify: false,
       },
-      { log },
+      { log, outbound },
     )
     try {
       const r = await provider.send({
@@ -148,7 +162,7 @@ export async function sendEmail(
       await provider.close?.()
     }
   } catch (e) {
-    return fail(`email: ${(e as Error).message}`)
+    return fail(`email: ${outboundFailure(e)}`)
   }
 }
 

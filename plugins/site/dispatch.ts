@@ -1,11 +1,12 @@
 import type { BusEvents } from '../../core/events'
 import type { Logger } from '../../core/log'
 import type { Metrics } from '../../core/metrics'
+import type { Outbound } from '../../core/outbound'
 import type { ProviderRegistry } from '../../core/plugin'
 import { type Note, type SendOutcome, describe, sendChatbot, sendEmail, sendWebhook } from './channels'
-import type { Settings } from './keys'
+import type { KeyName } from './keys'
 import type { RoutedEvent, Routing } from './routing'
-import type { Message, SiteStore } from './store'
+import { type Effective, type Message, type SiteStore, valuesOf } from './store'
 
 /** Browsers following `/api/v1/site/messages/stream`: each new in-app message is pushed to all. */
 export class MessageHub {
@@ -45,6 +46,8 @@ export function dispatcher(d: {
   hub: MessageHub
   providers: ProviderRegistry
   log: Logger
+  /** Settings overridden through the API and the routing's channels go out under the policy. */
+  outbound: Outbound
   metrics: Metrics
   timeoutMs: () => number
   /** Tells every instance a message was stored, so each pushes it to its own browsers. */
@@ -55,8 +58,16 @@ export function dispatcher(d: {
     'outcome',
   ])
 
+  /**
+   * The client for a channel whose destination is made of `keys`: trusted when the YAML (or the
+   * default) gives all of them, under the outbound policy when any was set through the API.
+   */
+  const via = (e: Effective, ...keys: KeyName[]) =>
+    keys.some((k) => e[k].origin === 'override') ? d.outbound : d.outbound.trusted
+
   /** A built-in channel when its switch is on and it is configured, else undefined. */
-  const builtin = (id: string, s: Settings): Target | undefined => {
+  const builtin = (id: string, e: Effective): Target | undefined => {
+    const s = valuesOf(e)
     switch (id) {
       case 'inapp':
         return s.inAppEnabled
@@ -77,24 +88,40 @@ export function dispatcher(d: {
           : undefined
       case 'chatbot':
         return s.chatbotUrl
-          ? { id, send: (n) => sendChatbot(s.chatbotUrl, s.chatbotSecret, n, d.timeoutMs()) }
+          ? {
+              id,
+              send: (n) => sendChatbot(via(e, 'chatbotUrl'), s.chatbotUrl, s.chatbotSecret, n, d.timeoutMs()),
+            }
           : undefined
       case 'webhook':
         return s.webhookUrl
-          ? { id, send: (n) => sendWebhook(s.webhookUrl, s.webhookSecret, n, d.timeoutMs()) }
+          ? {
+              id,
+              send: (n) => sendWebhook(via(e, 'webhookUrl'), s.webhookUrl, s.webhookSecret, n, d.timeoutMs()),
+            }
           : undefined
       case 'email':
-        return s.emailEnabled ? { id, send: (n) => sendEmail(s, n, d.providers, d.log) } : undefined
+        return s.emailEnabled ? { id, send: (n) => sendEmail(s, n, mail(e)) } : undefined
     }
     return undefined
   }
 
-  const target = (id: string, s: Settings, r: Routing): Target | undefined => {
+  /** What sendEmail needs, for the SMTP host and port of `e`. */
+  const mail = (e: Effective) => ({
+    providers: d.providers,
+    log: d.log,
+    outbound: via(e, 'smtpHost', 'smtpPort'),
+  })
+
+  /** A channel of the ops routing: always set through the API, so always under the policy. */
+  const routed = (c: Routing['channels'][number], timeoutMs = d.timeoutMs()): Target =>
+    c.type === 'chatbot'
+      ? { id: c.id, send: (n) => sendChatbot(d.outbound, c.url, c.secret ?? '', n, timeoutMs) }
+      : { id: c.id, send: (n) => sendWebhook(d.outbound, c.url, c.secret ?? '', n, timeoutMs) }
+
+  const target = (id: string, e: Effective, r: Routing): Target | undefined => {
     const c = r.channels.find((x) => x.id === id)
-    if (!c) return builtin(id, s)
-    return c.type === 'chatbot'
-      ? { id, send: (n) => sendChatbot(c.url, c.secret ?? '', n, d.timeoutMs()) }
-      : { id, send: (n) => sendWebhook(c.url, c.secret ?? '', n, d.timeoutMs()) }
+    return c ? routed(c) : builtin(id, e)
   }
 
   /**
@@ -103,7 +130,7 @@ export function dispatcher(d: {
    * default unless one of its calls failed: every call of a busy fleet would flood the channels.
    */
   const targets = async <K extends RoutedEvent>(event: K, e: BusEvents[K]): Promise<Target[]> => {
-    const [s, r] = await Promise.all([d.store.settings(), d.store.routing()])
+    const [s, r] = await Promise.all([d.store.effective(), d.store.routing()])
     const rules = r.rules.filter(
       (rule) =>
         rule.event === event &&
@@ -144,6 +171,8 @@ export function dispatcher(d: {
 
   return {
     builtin,
+    routed,
+    mail,
     deliver,
     /** Sends in the background; resolves at once. `done` (tests) resolves when every send finished. */
     route<K extends RoutedEvent>(event: K, e: BusEvents[K], done?: (outcomes: SendOutcome[]) => void): void {

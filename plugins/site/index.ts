@@ -33,6 +33,7 @@ export default definePlugin({
       hub,
       providers: ctx.providers,
       log: ctx.log,
+      outbound: ctx.outbound,
       metrics: ctx.metrics,
       timeoutMs: () => ctx.config.send_timeout_ms,
       announce: (m) => ctx.changes.publish(TOPIC, { id: m.id }),

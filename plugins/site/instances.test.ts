@@ -1,5 +1,5 @@
 import { expect, test } from 'bun:test'
-import { listen } from '../../core/app'
+import { listen } from '../../core/listen'
 import { engines } from '../../test/helpers'
 import { appOn, ownStore } from '../notify/testing'
 

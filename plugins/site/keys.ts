@@ -67,3 +67,35 @@ export const SiteConfig = T.Object(
 export type SiteConfig = Static<typeof SiteConfig>
 
 export const DEFAULTS = Object.fromEntries(KEY_NAMES.map((k) => [k, KEYS[k].default])) as Settings
+
+/**
+ * The site secret that is sent to a destination: the SMTP password goes to the SMTP host and port
+ * (the signing secrets never leave the server: they sign what is sent).
+ */
+const SENT_TO = { smtpPassword: ['smtpHost', 'smtpPort'] } as const satisfies Partial<
+  Record<KeyName, KeyName[]>
+>
+
+type Entries = Record<KeyName, { value: unknown; origin: string }>
+
+/**
+ * Why a change of `key` (from `before` to `after`) would send a stored secret somewhere it was
+ * not entered for, or undefined. A secret is kept only for its destination: a password from the
+ * YAML goes only to the YAML's host and port; one set through the API only to the host and port
+ * it was set with. To move the destination, set the password to "" first, then enter it again.
+ */
+export function secretMoved(key: KeyName, before: Entries, after: Entries): string | undefined {
+  for (const [secret, dests] of Object.entries(SENT_TO) as [KeyName, readonly KeyName[]][]) {
+    if (key !== secret && !dests.includes(key)) continue
+    if (!after[secret].value) continue
+    const enteredNow = key === secret && after[secret].origin === 'override'
+    if (enteredNow) continue
+    const moved =
+      after[secret].origin === 'override'
+        ? dests.filter((d) => JSON.stringify(before[d].value) !== JSON.stringify(after[d].value))
+        : dests.filter((d) => after[d].origin === 'override')
+    if (moved.length)
+      return `enter the secret again: ${PREFIX}${secret} was entered for another ${moved.map((d) => PREFIX + d).join(' and ')}; set it to "" first, change the destination, then set it again`
+  }
+  return undefined
+}

@@ -7,11 +7,11 @@ import { NotFound, invalidField, ok } from '../../core/http'
 import type { PluginContext } from '../../core/plugin'
 import { maskSecrets, unmaskSecrets } from '../../core/secrets'
 import { rejectUnknown } from '../../core/strict'
-import { type Note, sendChatbot, sendEmail, sendWebhook } from './channels'
+import { type Note, sendEmail } from './channels'
 import type { Dispatcher, MessageHub, Target } from './dispatch'
-import { KEYS, KEY_NAMES, type KeyName, PREFIX } from './keys'
+import { KEYS, KEY_NAMES, type KeyName, PREFIX, secretMoved } from './keys'
 import { BUILTIN, Routing, checkRouting } from './routing'
-import type { SiteStore } from './store'
+import { type SiteStore, valuesOf } from './store'
 
 const tag = (summary: string, description?: string, responses?: Record<string, { description: string }>) => ({
   tags: ['site'],
@@ -64,7 +64,7 @@ export function siteRoutes(
     .post(
       '/api/v1/site/notification/test',
       async ({ body, principal, request, server }) => {
-        const s = await store.settings()
+        const e = await store.effective()
         const r = await store.routing()
         const n = {
           id: Bun.randomUUIDv7(),
@@ -83,16 +83,10 @@ export function siteRoutes(
           )
         const target: Target | undefined =
           body.channel === 'email' && body.to?.length
-            ? { id: 'email', send: (m: Note) => sendEmail(s, m, ctx.providers, ctx.log, body.to) }
+            ? { id: 'email', send: (m: Note) => sendEmail(valuesOf(e), m, dispatch.mail(e), body.to) }
             : custom
-              ? {
-                  id: custom.id,
-                  send: (m: Note) =>
-                    custom.type === 'chatbot'
-                      ? sendChatbot(custom.url, custom.secret ?? '', m, 10_000)
-                      : sendWebhook(custom.url, custom.secret ?? '', m, 10_000),
-                }
-              : dispatch.builtin(body.channel, s)
+              ? dispatch.routed(custom, 10_000)
+              : dispatch.builtin(body.channel, e)
         if (!target)
           return ok({
             channel: body.channel,
@@ -216,7 +210,13 @@ export function siteRoutes(
         const next: Routing = {
           ...body,
           channels: body.channels.map(
-            (c) => unmaskSecrets(Routing.properties.channels.items, c, prev[c.id]) as typeof c,
+            (c, i) =>
+              unmaskSecrets(
+                Routing.properties.channels.items,
+                c,
+                prev[c.id],
+                `body.channels[${i}]`,
+              ) as typeof c,
           ),
         }
         checkRouting(next)
@@ -255,10 +255,13 @@ export function siteRoutes(
         if (!body || typeof body !== 'object' || Array.isArray(body) || !('value' in body))
           throw invalidField('body.value', 'required')
         const schema = KEYS[name].schema
-        const before = (await store.effective())[name].value
-        const value = unmaskSecrets(schema, body.value, before)
+        const all = await store.effective()
+        const before = all[name].value
+        const value = unmaskSecrets(schema, body.value, before, 'body.value')
         const err = Value.Errors(schema, value).First()
         if (err) throw invalidField('body.value', err.message)
+        const moved = secretMoved(name, all, await store.effective({ key: name, value }))
+        if (moved) throw invalidField('body.value', moved)
         await store.setOverride(name, value, principal.username)
         audit({ principal, request, server }, 'site.set', PREFIX + name, {
           before: masked(name, before) as never,
@@ -272,7 +275,7 @@ export function siteRoutes(
         body: T.Object({ value: T.Unknown() }, { additionalProperties: false }),
         detail: tag(
           'Set an override; takes effect at once',
-          "Body {value}: a JSON value of the key's type (booleans for *Enabled and smtpInsecureSkipVerify, smtpEncryption none|ssl|starttls, smtpAuthType plain|login, smtpPort a number or digits, URLs http(s) or empty). A secret sent back exactly as read (masked) keeps the stored secret.",
+          'Body {value}: a JSON value of the key\'s type (booleans for *Enabled and smtpInsecureSkipVerify, smtpEncryption none|ssl|starttls, smtpAuthType plain|login, smtpPort a number or digits, URLs http(s) or empty). A secret sent back exactly as read (masked) keeps the stored secret, for the same destination only: a URL changed around masked credentials, or a host or port changed while notification.smtpPassword is set, is 400 "enter the secret again" (set the password to "" first, change the host, then set it again).',
         ),
       },
     )
@@ -280,6 +283,8 @@ export function siteRoutes(
       '/api/v1/site/:key',
       async ({ params, principal, request, server }) => {
         const name = keyOf(params.key, 'params.key', (m) => new NotFound(m))
+        const moved = secretMoved(name, await store.effective(), await store.effective({ key: name }))
+        if (moved) throw invalidField('params.key', moved)
         const had = await store.clearOverride(name)
         if (had) audit({ principal, request, server }, 'site.clear', PREFIX + name, {})
         return ok(await entry(name))

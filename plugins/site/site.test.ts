@@ -85,6 +85,12 @@ forEachEngine((engine) => {
       expect(r.body.data).toEqual({ key: 'notification.smtpPassword', value: 'set:z-91', origin: 'override' })
       // Written back as read, the masked value keeps the stored secret.
       expect((await put('notification.smtpPassword', 'set:z-91')).body.data.value).toBe('set:z-91')
+      // The password goes to the SMTP host: moving the host while it is set is refused (issue 34
+      // point 6); cleared first, the host moves and the password is entered again.
+      const moved = await put('notification.smtpHost', 'relay.example.test')
+      expect(moved.status).toBe(400)
+      expect(moved.body.message).toContain('enter the secret again')
+      expect((await put('notification.smtpPassword', '')).status).toBe(200)
       expect((await put('notification.smtpHost', 'relay.example.test')).body.data.origin).toBe('override')
       expect(
         (await a.req('GET', '/api/v1/site/notification.smtpHost', { token: admin })).body.data.value,

@@ -40,11 +40,23 @@ const toMessage = (r: MessageRow): Message => ({
   readAt: r.read_at === null ? undefined : iso(Number(r.read_at)),
 })
 
+/** Every key with its effective value and where it comes from. */
+export type Effective = { [K in KeyName]: { value: Settings[K]; origin: Origin } }
+
+/** The values alone. */
+export const valuesOf = (e: Effective): Settings =>
+  Object.fromEntries(KEY_NAMES.map((k) => [k, e[k].value])) as Settings
+
 export function siteStore(db: Db, file: () => Partial<Settings>) {
-  /** Every key with its effective value and where it comes from: override, else file, else default. */
-  const effective = async (): Promise<{ [K in KeyName]: { value: Settings[K]; origin: Origin } }> => {
+  /**
+   * Every key with its effective value and where it comes from: override, else file, else
+   * default. With `change`: as it would be after setting (`value`) or clearing that override.
+   */
+  const effective = async (change?: { key: KeyName; value?: unknown }): Promise<Effective> => {
     const rows = await db.all<{ key: string; value: string }>('SELECT key, value FROM site_settings')
     const overrides = new Map(rows.map((r) => [r.key, fromJson<unknown>(r.value, undefined)]))
+    if (change && 'value' in change) overrides.set(change.key, change.value)
+    else if (change) overrides.delete(change.key)
     const f = file()
     return Object.fromEntries(
       KEY_NAMES.map((k) => {
@@ -59,8 +71,7 @@ export function siteStore(db: Db, file: () => Partial<Settings>) {
   return {
     effective,
     async settings(): Promise<Settings> {
-      const e = await effective()
-      return Object.fromEntries(KEY_NAMES.map((k) => [k, e[k].value])) as Settings
+      return valuesOf(await effective())
     },
     async setOverride(key: KeyName, value: unknown, by: string): Promise<void> {
       await db.run(

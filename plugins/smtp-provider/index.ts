@@ -1,14 +1,17 @@
+import { isIP } from 'node:net'
 import { Type as T } from '@sinclair/typebox'
 import { Elysia } from 'elysia'
 import type { Transporter } from 'nodemailer'
 import type SMTPTransport from 'nodemailer/lib/smtp-transport'
+import { NO_ANSWER, OutboundRefused } from '../../core/outbound'
 import { type SendResult, definePlugin, defineProvider } from '../../core/plugin'
-import { Secret } from '../../core/secrets'
+import { Destination, Secret } from '../../core/secrets'
 
 export const SmtpSettings = T.Object(
   {
-    host: T.String({ minLength: 1 }),
-    port: T.Integer({ minimum: 1, maximum: 65535, default: 587 }),
+    /** Where the password goes: a masked password sent back is kept only for the same host and port. */
+    host: Destination(T.String({ minLength: 1 })),
+    port: Destination(T.Integer({ minimum: 1, maximum: 65535, default: 587 })),
     /** ssl (implicit TLS), starttls (upgrade required), none; default from the port: 465 ssl, 587 starttls, else none. */
     security: T.Optional(T.Union([T.Literal('ssl'), T.Literal('starttls'), T.Literal('none')])),
     username: T.Optional(T.String()),
@@ -50,28 +53,56 @@ export function transportOptions(s: Settings): SMTPTransport.Options {
   }
 }
 
+/**
+ * `transportOptions` connecting to `address`, the outbound policy's checked address of the host,
+ * while TLS still checks the certificate against the host's name.
+ */
+function pinnedOptions(s: Settings, address: string): SMTPTransport.Options {
+  const o = transportOptions(s)
+  return isIP(s.host)
+    ? { ...o, host: address }
+    : ({ ...o, host: address, servername: s.host } as SMTPTransport.Options)
+}
+
 const ESC: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }
 export const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => ESC[c])
 
-/** SMTP replies 4xx are temporary (retry), 5xx permanent; connection trouble is temporary. */
-function failure(e: unknown): SendResult {
-  const err = e as { responseCode?: number; code?: string; message?: string }
-  const message = err.message ?? String(e)
+/**
+ * SMTP replies 4xx are temporary (retry), 5xx permanent; connection trouble is temporary. The
+ * text is one short line: the reply code, never the server's words, and one text for every
+ * connection failure (issue 34 point 5); a host the outbound policy refuses fails for good.
+ */
+function failure(e: unknown): SendResult & { ok: false } {
+  if (e instanceof OutboundRefused) return { ok: false, retryable: false, error: `smtp: ${e.message}` }
+  const err = e as { responseCode?: number }
   if (typeof err.responseCode === 'number')
-    return { ok: false, retryable: err.responseCode < 500, error: `smtp: ${message}` }
-  return { ok: false, retryable: true, error: `smtp: ${message}` }
+    return {
+      ok: false,
+      retryable: err.responseCode < 500,
+      error: `smtp: server answered ${err.responseCode}`,
+    }
+  return { ok: false, retryable: true, error: `smtp: ${NO_ANSWER}` }
 }
 
 export const smtpProvider = defineProvider({
   type: 'smtp',
   config: SmtpSettings,
-  create(s) {
+  create(s, { outbound }) {
     // nodemailer and the Node modules it loads (~15 ms of the binary's start) are evaluated when
-    // the first SMTP channel sends or verifies, not at start.
-    let transport: Promise<Transporter> | undefined
-    const open = () => {
-      transport ??= import('nodemailer').then((m) => m.default.createTransport(transportOptions(s)))
-      return transport
+    // the first SMTP channel sends or verifies, not at start. The host is resolved and checked on
+    // every use; the transport is kept while it resolves to the same address.
+    let transport: { address: string; made: Promise<Transporter> } | undefined
+    const open = async () => {
+      const address = await outbound.address(s.host)
+      if (transport?.address !== address) {
+        const old = transport
+        transport = {
+          address,
+          made: import('nodemailer').then((m) => m.default.createTransport(pinnedOptions(s, address))),
+        }
+        if (old) void old.made.then((t) => t.close()).catch(() => undefined)
+      }
+      return transport.made
     }
     return {
       async send(d) {
@@ -97,10 +128,15 @@ export const smtpProvider = defineProvider({
         }
       },
       async verify() {
-        if (s.verify) await (await open()).verify()
+        if (!s.verify) return
+        try {
+          await (await open()).verify()
+        } catch (e) {
+          throw new Error(failure(e).error)
+        }
       },
       async close() {
-        if (transport) (await transport).close()
+        if (transport) (await transport.made).close()
       },
     }
   },

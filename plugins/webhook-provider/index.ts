@@ -1,5 +1,6 @@
 import { Type as T } from '@sinclair/typebox'
 import { Elysia } from 'elysia'
+import { NO_ANSWER, OutboundRefused, answerPrefix } from '../../core/outbound'
 import { type SendResult, definePlugin, defineProvider } from '../../core/plugin'
 import { SecretUrl, SecretValues } from '../../core/secrets'
 
@@ -28,21 +29,22 @@ export const DEFAULT_TIMEOUT_MS = 30_000
 
 const RETRYABLE = (status: number) => status === 408 || status === 429 || status >= 500
 
-/** Turns fetch's failures into the spec's messages; network errors are retried like timeouts. */
-function failure(e: unknown, timedOut: boolean): SendResult {
-  if (timedOut) return { ok: false, retryable: true, error: 'context deadline exceeded' }
-  const err = e as { code?: string; message?: string }
-  const text = `${err.code ?? ''} ${err.message ?? ''}`
-  if (/ECONNREFUSED|ConnectionRefused|Unable to connect/i.test(text))
-    return { ok: false, retryable: true, error: 'connection refused' }
-  return { ok: false, retryable: true, error: err.message ?? String(e) }
+/**
+ * A target the outbound policy refuses fails at once and for good. Every other failure before an
+ * answer (refused, reset, timed out, no such name) reads the same and is retried: spec 2's
+ * separate 'connection refused' and 'context deadline exceeded' told a port scanner which ports
+ * were open (issue 34 point 5).
+ */
+function failure(e: unknown): SendResult {
+  if (e instanceof OutboundRefused) return { ok: false, retryable: false, error: e.message }
+  return { ok: false, retryable: true, error: NO_ANSWER }
 }
 
 export const webhookProvider = defineProvider({
   type: 'webhook',
   config: WebhookSettings,
   expandEnv: true,
-  create(s, { log }) {
+  create(s, { log, outbound }) {
     if (!s.url) throw new Error('webhook: url is required')
     let url: URL
     try {
@@ -60,6 +62,11 @@ export const webhookProvider = defineProvider({
     for (const [k, v] of Object.entries(s.headers ?? {})) headers[k.toLowerCase()] = v
     const timeoutMs = s.timeout_ms ?? DEFAULT_TIMEOUT_MS
     return {
+      // A target the outbound policy refuses is refused when configured, not at the first send;
+      // a name that does not resolve yet is left to the sends (it may be created later).
+      async verify() {
+        await outbound.refuseEarly(url.hostname)
+      },
       async send(d, signal) {
         if (method !== 'POST' && method !== 'PUT')
           return { ok: false, retryable: false, error: `method ${method} not yet implemented` }
@@ -75,23 +82,23 @@ export const webhookProvider = defineProvider({
         }
         const timeout = AbortSignal.timeout(timeoutMs)
         try {
-          const res = await fetch(url, {
+          const res = await outbound.fetch(url, {
             method,
             // The same on every retry of this delivery: receivers drop repeats by it (at-least-once).
             headers: { ...headers, 'x-liveops-delivery': d.id },
             body: JSON.stringify(payload),
             signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
           })
-          const text = await res.text()
-          log.debug('webhook answered', { id: d.id, status: res.status, body: text.slice(0, 1000) })
+          // Spec 2: the answer is only logged. Readers of the delivery log never see it.
+          log.debug('webhook answered', { id: d.id, status: res.status, body: await answerPrefix(res) })
           if (res.ok) return { ok: true }
           return {
             ok: false,
             retryable: RETRYABLE(res.status),
-            error: `unexpected status code: ${res.status}, body: ${text.slice(0, 2000)}`,
+            error: `unexpected status code: ${res.status}`,
           }
         } catch (e) {
-          return failure(e, timeout.aborted)
+          return failure(e)
         }
       },
     }

@@ -1,9 +1,10 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { DEFAULT_TIMEOUT_MS, webhookProvider } from '.'
 import { createLogger } from '../../core/log'
+import { NO_ANSWER } from '../../core/outbound'
 import type { Delivery } from '../../core/plugin'
-import { type TestApp, forEachEngine, makeApp } from '../../test/helpers'
-import { expandEnv } from '../notify/channels'
+import { type TestApp, forEachEngine, loopbackOutbound, makeApp } from '../../test/helpers'
+import { expandEnv } from '../notify/settings'
 import { httpSink, until } from '../notify/testing'
 
 const log = createLogger({
@@ -25,7 +26,8 @@ const delivery: Delivery = {
   body: 'B',
   raw: { type: 'x', params: { a: 1 } },
 }
-const make = (settings: Record<string, unknown>) => webhookProvider.create(settings as never, { log })
+const make = (settings: Record<string, unknown>) =>
+  webhookProvider.create(settings as never, { log, outbound: loopbackOutbound })
 
 let status = 200
 const sink = httpSink(async (hit) => {
@@ -127,7 +129,7 @@ test('$VAR expands top-level strings only; header values and the braced form are
   expect(sink.hits.at(-1)!.headers['x-token']).toBe('$LIVEOPS_TEST_HOOK_URL')
 })
 
-test('non-2xx answers: "unexpected status code: N, body: ..."; 408, 429 and 5xx are retryable, other 4xx not', async () => {
+test('non-2xx answers: "unexpected status code: N", never the body; 408, 429 and 5xx are retryable, other 4xx not', async () => {
   const p = await make({ url: sink.url })
   for (const [code, retryable] of [
     [404, false],
@@ -141,25 +143,21 @@ test('non-2xx answers: "unexpected status code: N, body: ..."; 408, 429 and 5xx 
     expect(await p.send(delivery)).toEqual({
       ok: false,
       retryable,
-      error: `unexpected status code: ${code}, body: answer ${code}`,
+      error: `unexpected status code: ${code}`,
     })
   }
   status = 200
 })
 
-test('a timeout is "context deadline exceeded", unreachable is "connection refused"; both retryable; default timeout 30 s', async () => {
+test('a timeout and a refused port read the same (no port scanner); both retryable; default timeout 30 s', async () => {
   expect(DEFAULT_TIMEOUT_MS).toBe(30_000)
   const slow = await make({ url: sink.url.replace('/hook', '/slow'), timeout_ms: 50 })
-  expect(await slow.send(delivery)).toEqual({
-    ok: false,
-    retryable: true,
-    error: 'context deadline exceeded',
-  })
+  expect(await slow.send(delivery)).toEqual({ ok: false, retryable: true, error: NO_ANSWER })
   const dead = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response() })
   const port = dead.port
   dead.stop(true)
   const refused = await make({ url: `http://127.0.0.1:${port}/x` })
-  expect(await refused.send(delivery)).toEqual({ ok: false, retryable: true, error: 'connection refused' })
+  expect(await refused.send(delivery)).toEqual({ ok: false, retryable: true, error: NO_ANSWER })
 })
 
 forEachEngine((engine) => {

@@ -331,6 +331,8 @@ async function server(dir: string, plugins: string) {
     [
       `data_dir: ${dir}`,
       'rate_limit: { requests_per_minute: 0, burst: 0 }',
+      // The bench's TLS servers listen on loopback, which the outbound policy denies by default.
+      'outbound: { allow: [127.0.0.0/8] }',
       'log: { level: info }',
       `plugins: ${plugins}`,
       '',

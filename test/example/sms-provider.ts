@@ -1,4 +1,5 @@
 import { Type as T } from '@sinclair/typebox'
+import { outboundFailure } from '../../core/outbound'
 import { defineProvider } from '../../core/plugin'
 import { SecretUrl } from '../../core/secrets'
 
@@ -17,11 +18,13 @@ export default defineProvider({
     },
     { additionalProperties: false },
   ),
-  create(settings) {
+  // Every request goes through `outbound`: the outbound policy for a channel configured through
+  // the API, trusted for one the YAML names.
+  create(settings, { outbound }) {
     return {
       async send(d, signal) {
         try {
-          const res = await fetch(settings.url, {
+          const res = await outbound.fetch(settings.url, {
             method: 'POST',
             headers: { 'content-type': 'application/json' },
             body: JSON.stringify({
@@ -39,7 +42,7 @@ export default defineProvider({
             error: `gateway answered ${res.status}`,
           }
         } catch (e) {
-          return { ok: false, retryable: true, error: (e as Error).message }
+          return { ok: false, retryable: true, error: outboundFailure(e) }
         }
       },
     }

@@ -52,6 +52,8 @@ forEachEngine((engine) => {
         ...Object.fromEntries(Object.keys(plugins).map((n) => [n, {}])),
         ingest: { signing_secret: 'fuzz-signing-secret-8812' },
         notify: { channels: { fuzzlog: { type: 'log' } } },
+        // Unconfigured, the card callback answers 501 to everything (issue 34 point 4).
+        rules: { chatcard: { verification_token: 'fuzz-card-token' } },
       },
     })
     doc = (await a.req('GET', '/v3/api-docs')).body

@@ -23,7 +23,8 @@ export const PASSWORD = 'password-123'
 
 /**
  * Every shipped plugin, with the settings that make each credential meaningful: an agent token,
- * an ingestion signing secret. Login throttling is lifted (the suite sends many bad tokens from
+ * an ingestion signing secret, a chat-card verification token (which no credential of the suite
+ * carries, so the callback refuses them all). Login throttling is lifted (the suite sends many bad tokens from
  * one address on purpose).
  */
 export const SECURITY_APP: MakeAppOptions = {
@@ -48,7 +49,7 @@ export function allPluginsWith(): Record<string, unknown> {
     ml: { drift_check_minutes: 0 },
     notify: { channels: { audit: { type: 'log' } } },
     agents: { token: AGENT_TOKEN },
-    rules: {},
+    rules: { chatcard: { verification_token: 'vt-security-suite' } },
     rosters: {},
     audit: {},
     'rate-limits': {},

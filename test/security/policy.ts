@@ -69,7 +69,7 @@ export function readPolicy(text = readFileSync(DOC, 'utf8')): Policy {
   return { roles, routes }
 }
 
-const MACHINE = new Set(['signature', 'sdkKey', 'agentToken'])
+const MACHINE = new Set(['signature', 'sdkKey', 'agentToken', 'chatProof'])
 /** Kinds core's guard does not read as a credential: no credential at all, for rule 1. */
 const NOT_A_CREDENTIAL = new Set([
   'none',
