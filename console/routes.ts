@@ -12,6 +12,20 @@ import { ExperimentDetail } from './pages/experiments/detail'
 import { Experiments } from './pages/experiments/list'
 import { GameDetail } from './pages/game'
 import { Games } from './pages/games'
+import { AlertRules } from './pages/notify/alerts'
+import { Channels } from './pages/notify/channels'
+import { IncidentDetail, Incidents } from './pages/notify/incidents'
+import { DeliveryLog, DeliveryLogs } from './pages/notify/logs'
+import { Rosters } from './pages/notify/rosters'
+import { Rules } from './pages/notify/rules'
+import { Templates } from './pages/notify/templates'
+import { Agents } from './pages/ops/agents'
+import { Audit } from './pages/ops/audit'
+import { Backups } from './pages/ops/backups'
+import { Certificates } from './pages/ops/certificates'
+import { Models } from './pages/ops/ml'
+import { ModelDetail } from './pages/ops/model'
+import { RateLimits } from './pages/ops/ratelimits'
 
 type View = (params: string[], query: URLSearchParams) => VNode
 
@@ -31,4 +45,20 @@ export const ROUTES: Array<[RegExp, View]> = [
   [/^\/analytics\/sessions$/, () => html`<${AnalyticsSessions} />`],
   [/^\/analytics\/levels$/, () => html`<${AnalyticsLevels} />`],
   [/^\/analytics\/realtime$/, () => html`<${AnalyticsRealtime} />`],
+  [/^\/incidents$/, (_, q) => html`<${Incidents} query=${q} />`],
+  [/^\/incidents\/([^/]+)$/, ([id]) => html`<${IncidentDetail} key=${id} id=${id} />`],
+  [/^\/alerts$/, () => html`<${AlertRules} />`],
+  [/^\/notify\/channels$/, (_, q) => html`<${Channels} query=${q} />`],
+  [/^\/notify\/templates$/, () => html`<${Templates} />`],
+  [/^\/notify\/logs$/, (_, q) => html`<${DeliveryLogs} query=${q} />`],
+  [/^\/notify\/logs\/([^/]+)$/, ([id]) => html`<${DeliveryLog} key=${id} id=${id} />`],
+  [/^\/rules$/, () => html`<${Rules} />`],
+  [/^\/rosters$/, (_, q) => html`<${Rosters} query=${q} />`],
+  [/^\/ml$/, () => html`<${Models} />`],
+  [/^\/ml\/([^/]+)$/, ([id]) => html`<${ModelDetail} key=${id} id=${id} />`],
+  [/^\/ops\/certificates$/, (_, q) => html`<${Certificates} query=${q} />`],
+  [/^\/ops\/backups$/, () => html`<${Backups} />`],
+  [/^\/ops\/agents$/, (_, q) => html`<${Agents} query=${q} />`],
+  [/^\/ops\/rate-limits$/, () => html`<${RateLimits} />`],
+  [/^\/ops\/audit$/, (_, q) => html`<${Audit} query=${q} />`],
 ]
