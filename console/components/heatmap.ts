@@ -4,15 +4,34 @@ import type { VNode } from 'preact'
 const LOW = [239, 246, 255]
 const HIGH = [12, 46, 117]
 
-/** The colour of a share 0..1 on a light-to-dark blue scale. */
-export function heat(v: number): string {
+const mix = (v: number) => {
   const t = Math.max(0, Math.min(1, v))
-  const c = LOW.map((lo, i) => Math.round(lo + (HIGH[i] - lo) * t))
-  return `rgb(${c[0]}, ${c[1]}, ${c[2]})`
+  return LOW.map((lo, i) => Math.round(lo + (HIGH[i] - lo) * t))
 }
 
-/** Dark text on the light half of the scale, white on the dark half: both above 4.5:1. */
-export const ink = (v: number): string => (v > 0.45 ? '#ffffff' : '#111827')
+/** The colour of a share 0..1 on a light-to-dark blue scale. */
+export function heat(v: number): string {
+  const [r, g, b] = mix(v)
+  return `rgb(${r}, ${g}, ${b})`
+}
+
+/** WCAG relative luminance of an sRGB colour. */
+const luminance = (rgb: number[]) => {
+  const [r, g, b] = rgb.map((c) => {
+    const x = c / 255
+    return x <= 0.03928 ? x / 12.92 : ((x + 0.055) / 1.055) ** 2.4
+  })
+  return 0.2126 * r + 0.7152 * g + 0.0722 * b
+}
+
+/**
+ * The text colour, black or white, with the higher contrast on the cell's colour: at worst
+ * 4.58:1, where both are equal.
+ */
+export function ink(v: number): string {
+  const l = luminance(mix(v))
+  return (l + 0.05) / 0.05 >= 1.05 / (l + 0.05) ? '#000000' : '#ffffff'
+}
 
 export interface HeatRow {
   label: string

@@ -66,11 +66,11 @@ export function onSession(h: typeof hooks): void {
   Object.assign(hooks, h)
 }
 
-/** Keeps the tokens in memory and rotates them a minute before the access token expires. */
+/** Keeps the tokens in memory and rotates them when three quarters of the access token's life have passed. */
 export function hold(t: Tokens): void {
   if (held?.timer) clearTimeout(held.timer)
   held = { access: t.token, refresh: t.refreshToken }
-  const ms = Math.max(5, t.expiresIn - 60) * 1000
+  const ms = Math.max(5, t.expiresIn * 0.75) * 1000
   held.timer = setTimeout(() => void refresh(), ms)
 }
 

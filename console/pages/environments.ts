@@ -30,7 +30,7 @@ function CreateEnvironment({ gameId, onDone }: { gameId: string; onDone: () => v
       onDone()
     }
   }
-  return html`<${Form} label="New environment" onSubmit=${submit} class="inline">
+  return html`<${Form} label="Add an environment" onSubmit=${submit} class="inline">
     <${Input}
       label="New environment"
       value=${name}

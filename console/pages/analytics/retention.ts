@@ -40,17 +40,16 @@ function Matrix({ f, interval }: { f: Frame; interval: string }): VNode {
       ),
     [f.gameId, f.env, interval, f.days],
   )
-  const unit = weeks ? 'Week' : 'Day'
   return html`<${Async}
     state=${state}
     what="the retention matrix"
     isEmpty=${(d: Retention) => d.cohorts.every((c) => c.users === 0)}
     empty=${html`<p>No new player in this period, so no cohort to follow.</p>`}
     render=${(d: Retention) => html`<${HeatTable}
-      caption=${`Share of each ${weeks ? 'week' : 'day'}'s new players who came back ${weeks ? 'N weeks' : 'N days'} later`}
-      corner=${weeks ? 'Cohort (week of)' : 'Cohort (first day)'}
+      caption=${`Share of each ${d.interval}'s new players who came back N ${d.interval}s later`}
+      corner=${d.interval === 'week' ? 'Cohort (week of)' : 'Cohort (first day)'}
       aside="Players"
-      columns=${Array.from({ length: d.size }, (_, i) => `${unit} ${i + 1}`)}
+      columns=${Array.from({ length: d.size }, (_, i) => `${d.interval === 'week' ? 'Week' : 'Day'} ${i + 1}`)}
       rows=${d.cohorts
         .filter((c) => c.users > 0)
         .map((c) => ({
