@@ -5,6 +5,8 @@ import { launch } from './driver'
 import { analyticsFlows } from './flows/analytics'
 import { experimentFlows } from './flows/experiments'
 import { gameFlows, tokenFlows } from './flows/games'
+import { notifyFlows } from './flows/notify'
+import { opsFlows } from './flows/ops'
 import { FLOW, type World, consoleWorld } from './world'
 
 /**
@@ -37,4 +39,6 @@ for (const engine of engines)
     tokenFlows(w)
     experimentFlows(w)
     analyticsFlows(w)
+    notifyFlows(w)
+    opsFlows(w)
   })

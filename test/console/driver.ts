@@ -62,7 +62,7 @@ export class ConsoleTab {
   }
 
   static async open(browser: Browser, base: string, engine: string): Promise<ConsoleTab> {
-    const ctx = await browser.newContext({ viewport: DESKTOP, acceptDownloads: true })
+    const ctx = await browser.newContext({ viewport: DESKTOP, acceptDownloads: true, timezoneId: 'UTC' })
     const page = await ctx.newPage()
     page.setDefaultTimeout(15_000)
     return new ConsoleTab(page, base, engine)

@@ -12,12 +12,12 @@ export const AGENT_TOKEN = 'console-test-agent-token'
 /** A webhook receiver: the first delivery fails with 500 (so the logs show a retry), the rest succeed. */
 export function webhookSink() {
   let n = 0
-  const received: string[] = []
+  const received: Array<{ body: string; key: string | null }> = []
   const server = Bun.serve({
     port: 0,
     hostname: '127.0.0.1',
     fetch: async (r) => {
-      received.push(await r.text())
+      received.push({ body: await r.text(), key: r.headers.get('x-api-key') })
       n++
       return new Response(n === 1 ? 'busy' : 'ok', { status: n === 1 ? 500 : 200 })
     },

@@ -80,19 +80,37 @@ function Import({ id, onDone }: { id: string; onDone: () => void }): VNode {
   <//>`
 }
 
+/** `datetime-local` text (the reader's time) as an ISO instant. */
+const instant = (local: string) => (local ? new Date(local).toISOString() : '')
+
+/** A roster starts with its first shift (the API keeps no empty roster); a calendar can replace it. */
 function NewRoster({ onDone }: { onDone: (id: string) => void }): VNode {
   const [id, setId] = useState('')
   const [description, setDescription] = useState('')
+  const [start, setStart] = useState('')
+  const [end, setEnd] = useState('')
   const act = useAction()
+  const ready = id.trim() && start && end
   return html`<${Form}
     label="New roster"
-    class="inline"
-    onSubmit=${() => id.trim() && act.run(() => api.v1('POST', '/api/v1/rosters', { body: { id: id.trim(), description, periods: [] } })).then((ok) => ok && onDone(id.trim()))}
+    onSubmit=${() =>
+      ready &&
+      act
+        .run(() =>
+          api.v1('POST', '/api/v1/rosters', {
+            body: { id: id.trim(), description, periods: [{ start: instant(start), end: instant(end) }] },
+          }),
+        )
+        .then((ok) => ok && onDone(id.trim()))}
   >
-    <${Input} label="Roster id" value=${id} onValue=${setId} required />
-    <${Input} label="Description" value=${description} onValue=${setDescription} />
-    <button type="submit" disabled=${act.busy || !id.trim()}>Create roster</button>
+    <div class="grid2">
+      <${Input} label="Roster id" value=${id} onValue=${setId} required />
+      <${Input} label="Description" value=${description} onValue=${setDescription} />
+      <${Input} label="First shift starts" type="datetime-local" value=${start} onValue=${setStart} required />
+      <${Input} label="First shift ends" type="datetime-local" value=${end} onValue=${setEnd} required />
+    </div>
     <${ActionNote} action=${act} />
+    <div><button type="submit" disabled=${act.busy || !ready}>Create roster</button></div>
   <//>`
 }
 

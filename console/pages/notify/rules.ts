@@ -169,7 +169,16 @@ export function Rules(): VNode {
   const names = (rosters.data?.rosters ?? []).map((r) => r.id)
   return html`<${Page}
     title="Routing rules"
-    actions=${html`<${Can} perm="rules:write"><button type="button" onClick=${() => setAdding(true)} disabled=${adding}>New rule</button><//>`}
+    actions=${html`<${Can} perm="rules:write"><button
+        type="button"
+        onClick=${() => {
+          setOpen(undefined)
+          setAdding(true)
+        }}
+        disabled=${adding}
+      >
+        New rule
+      </button><//>`}
   >
     ${
       adding &&
@@ -209,7 +218,7 @@ export function Rules(): VNode {
             label: 'Actions',
             value: (r: Rule) => html`<div class="buttons">
               <button type="button" class="secondary small" onClick=${() => setOpen(open === r.id ? undefined : r.id)} aria-expanded=${open === r.id ? 'true' : 'false'}>
-                Open<span class="sr-only"> ${r.id}</span>
+                ${open === r.id ? 'Close' : 'Open'}<span class="sr-only"> ${r.id}</span>
               </button>
               <${Can} perm="rules:write">
                 <button type="button" class="danger small" disabled=${del.busy} onClick=${() => del.run(() => api.v1('DELETE', `/api/v1/rules/${encodeURIComponent(r.id)}`), 'Deleted.').then(rules.reload)}>

@@ -153,7 +153,7 @@ export function Templates(): VNode {
             label: 'Actions',
             value: (t: Template) => html`<div class="buttons">
               <button type="button" class="secondary small" onClick=${() => setOpen(open === t.id ? undefined : t.id)} aria-expanded=${open === t.id ? 'true' : 'false'}>
-                Open<span class="sr-only"> ${t.id}</span>
+                ${open === t.id ? 'Close' : 'Open'}<span class="sr-only"> ${t.id}</span>
               </button>
               <${Can} perm="notify:write">
                 <button type="button" class="danger small" disabled=${del.busy} onClick=${() => del.run(() => api.v1('DELETE', `/api/v1/templates/${encodeURIComponent(t.id)}`), 'Deleted.').then(list.reload)}>

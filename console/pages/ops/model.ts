@@ -118,10 +118,10 @@ function Train({ model, onStarted }: { model: Model; onStarted: () => void }): V
   <//>`
 }
 
-function Jobs({ id, onFinished }: { id: string; onFinished: () => void }): VNode {
+function Jobs({ id, round, onFinished }: { id: string; round: number; onFinished: () => void }): VNode {
   const jobs = useApi(
     (signal) => api.get<Paged<Job>>(`/api/ml-models/${enc(id)}/training-jobs`, { size: 10 }, signal),
-    [id],
+    [id, round],
   )
   const live = jobs.data?.items.some((j) => j.status === 'pending' || j.status === 'running') ?? false
   const was = useRef(false)
@@ -222,6 +222,8 @@ export function ModelDetail({ id }: { id: string }): VNode {
     (signal) => api.get<Version[]>(`/api/ml-models/${enc(id)}/versions`, undefined, signal),
     [id],
   )
+  // A started job is read at once (then polled while it runs).
+  const [round, setRound] = useState(0)
   const refresh = () => {
     state.reload()
     versions.reload()
@@ -245,8 +247,14 @@ export function ModelDetail({ id }: { id: string }): VNode {
             ]}
           />
         <//>
-        <${Can} perm="ml:write"><${Section} title="Train"><${Train} model=${m} onStarted=${refresh} /><//><//>
-        <${Section} title="Training jobs"><${Jobs} id=${m.id} onFinished=${refresh} /><//>
+        <${Can} perm="ml:write"><${Section} title="Train"><${Train}
+            model=${m}
+            onStarted=${() => {
+              setRound((n) => n + 1)
+              refresh()
+            }}
+          /><//><//>
+        <${Section} title="Training jobs"><${Jobs} id=${m.id} round=${round} onFinished=${refresh} /><//>
         <${Section} title="Versions">
           <${Async}
             state=${versions}

@@ -102,7 +102,7 @@ export function gameFlows(w: () => World): void {
       await tab.go('#/games')
       await tab.go('#/games?status=LIVE', 'Games')
       await page.getByRole('link', { name: 'Star Miners' }).waitFor()
-      expect(await page.getByRole('link', { name: 'Puzzle Bay' }).count()).toBe(0)
+      await page.getByRole('link', { name: 'Puzzle Bay' }).waitFor({ state: 'detached' })
       await tab.go('#/games', 'Games')
       await page.getByRole('link', { name: 'Puzzle Bay' }).waitFor()
       await tab.done('games')
