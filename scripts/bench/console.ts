@@ -240,7 +240,13 @@ async function streams(base: string, path: string, token: string, n: number) {
   const deadline = Date.now() + 120_000
   while (report.withSnapshot < n && Date.now() < deadline) await Bun.sleep(250)
   if (report.withSnapshot < n) throw new Error(`streams did not all connect: ${JSON.stringify(report)}`)
-  return { report: () => report, close: () => (proc.kill(), proc.exited) }
+  return {
+    report: () => report,
+    close: () => {
+      proc.kill()
+      return proc.exited
+    },
+  }
 }
 
 async function realtime(browser: Browser) {
