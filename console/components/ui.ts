@@ -80,7 +80,9 @@ export function Page(props: {
   const h = useRef<HTMLHeadingElement>(null)
   useEffect(() => {
     document.title = `${props.title} · liveops`
-    h.current?.focus({ preventScroll: false })
+    // A new page starts at its top, whatever the last one was scrolled to.
+    window.scrollTo(0, 0)
+    h.current?.focus({ preventScroll: true })
   }, [props.title])
   return html`<div class="page">
     <div class="page-head">

@@ -54,6 +54,16 @@ async function server(dir: string, analytics = '{}'): Promise<Running> {
   )
 }
 
+/** Runs `fn` with a fresh data directory, removed afterwards whatever happens. */
+async function inDir<T>(fn: (dir: string) => Promise<T>): Promise<T> {
+  const dir = tempDir('liveops-console-bench-')
+  try {
+    return await fn(dir)
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+}
+
 async function stop(s: Running): Promise<void> {
   s.proc.kill('SIGTERM')
   await s.proc.exited
@@ -149,8 +159,7 @@ async function fill(file: string, dir: string, gameId: string, total: number, us
 
 async function overview(browser: Browser) {
   const total = Number(arg('events', '10000000'))
-  const dir = tempDir('liveops-console-bench-')
-  try {
+  return inDir(async (dir) => {
     let s = await server(dir)
     const { gameId } = await bootstrap(s.base)
     await stop(s)
@@ -205,9 +214,7 @@ async function overview(browser: Browser) {
     } finally {
       await stop(s)
     }
-  } finally {
-    rmSync(dir, { recursive: true, force: true })
-  }
+  })
 }
 
 /** The streams, in a child process (the realtime benchmark's client role): as the console's page opens them. */
@@ -252,77 +259,77 @@ async function streams(base: string, path: string, token: string, n: number) {
 async function realtime(browser: Browser) {
   const clients = Number(arg('clients', '1000'))
   const seconds = Number(arg('seconds', '20'))
-  const dir = tempDir('liveops-console-bench-')
-  const s = await server(dir, `{ realtime: { max_clients: ${clients + 100} } }`)
-  try {
-    const { token, gameId } = await bootstrap(s.base)
-    const pool = shapes(gameId)
-    const window = async () => summary(await load(s.base, gameId, 100, seconds, 16, undefined, true, pool))
-    await load(s.base, gameId, 100, Number(arg('warmup', '10')), 16, undefined, true, pool)
-    const without: Array<ReturnType<typeof summary>> = []
-    const during: Array<
-      ReturnType<typeof summary> & { pageUpdates: number; streamsOpen: number; lost: number }
-    > = []
-    for (let r = 0; r < Number(arg('rounds', '2')); r++) {
+  return inDir(async (dir) => {
+    const s = await server(dir, `{ realtime: { max_clients: ${clients + 100} } }`)
+    try {
+      const { token, gameId } = await bootstrap(s.base)
+      const pool = shapes(gameId)
+      const window = async () => summary(await load(s.base, gameId, 100, seconds, 16, undefined, true, pool))
+      await load(s.base, gameId, 100, Number(arg('warmup', '10')), 16, undefined, true, pool)
+      const without: Array<ReturnType<typeof summary>> = []
+      const during: Array<
+        ReturnType<typeof summary> & { pageUpdates: number; streamsOpen: number; lost: number }
+      > = []
+      for (let r = 0; r < Number(arg('rounds', '2')); r++) {
+        without.push(await window())
+        const child = await streams(
+          s.base,
+          `/api/v1/analytics/realtime?gameId=${gameId}&env=prod`,
+          token,
+          clients - 1,
+        )
+        const { ctx, page } = await signedIn(browser, s.base)
+        await page.evaluate(() => {
+          location.hash = '#/analytics/realtime'
+        })
+        await page.getByText(/^Live, updated/).waitFor({ timeout: 30_000 })
+        const seen = new Set<string>()
+        const watch = setInterval(
+          async () =>
+            seen.add(
+              (await page
+                .locator('.live')
+                .textContent()
+                .catch(() => '')) ?? '',
+            ),
+          1000,
+        )
+        const w = await window()
+        clearInterval(watch)
+        const rep = child.report()
+        during.push({ ...w, pageUpdates: seen.size, streamsOpen: rep.ok + 1, lost: rep.lost })
+        await ctx.close()
+        await child.close()
+      }
       without.push(await window())
-      const child = await streams(
-        s.base,
-        `/api/v1/analytics/realtime?gameId=${gameId}&env=prod`,
-        token,
-        clients - 1,
-      )
-      const { ctx, page } = await signedIn(browser, s.base)
-      await page.evaluate(() => {
-        location.hash = '#/analytics/realtime'
-      })
-      await page.getByText(/^Live, updated/).waitFor({ timeout: 30_000 })
-      const seen = new Set<string>()
-      const watch = setInterval(
-        async () =>
-          seen.add(
-            (await page
-              .locator('.live')
-              .textContent()
-              .catch(() => '')) ?? '',
-          ),
-        1000,
-      )
-      const w = await window()
-      clearInterval(watch)
-      const rep = child.report()
-      during.push({ ...w, pageUpdates: seen.size, streamsOpen: rep.ok + 1, lost: rep.lost })
-      await ctx.close()
-      await child.close()
+      const base = median(without.map((x) => x.eventsPerSec))
+      const withStreams = median(during.map((x) => x.eventsPerSec))
+      return {
+        part: `signed ingestion with ${clients} realtime streams (the console page among them) against without`,
+        medianEventsPerSec: { without: base, with: withStreams },
+        ratio: +(withStreams / base).toFixed(3),
+        target: 0.9,
+        met: withStreams / base >= 0.9,
+        windows: { without, with: during },
+        load: uptime(),
+      }
+    } finally {
+      await stop(s)
     }
-    without.push(await window())
-    const base = median(without.map((x) => x.eventsPerSec))
-    const withStreams = median(during.map((x) => x.eventsPerSec))
-    return {
-      part: `signed ingestion with ${clients} realtime streams (the console page among them) against without`,
-      medianEventsPerSec: { without: base, with: withStreams },
-      ratio: +(withStreams / base).toFixed(3),
-      target: 0.9,
-      met: withStreams / base >= 0.9,
-      windows: { without, with: during },
-      load: uptime(),
-    }
-  } finally {
-    await stop(s)
-    rmSync(dir, { recursive: true, force: true })
-  }
+  })
 }
 
 const browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS })
 try {
   if (parts.includes('load')) {
-    const dir = tempDir('liveops-console-bench-')
-    const s = await server(dir)
-    try {
-      console.log(JSON.stringify(await firstLoad(browser, s.base)))
-    } finally {
-      await stop(s)
-      rmSync(dir, { recursive: true, force: true })
-    }
+    await inDir(async (dir) => {
+      const s = await server(dir)
+      try {
+        console.log(JSON.stringify(await firstLoad(browser, s.base)))
+      } finally {
+        await stop(s)
+      }
+    })
   }
   if (parts.includes('realtime')) console.log(JSON.stringify(await realtime(browser)))
   if (parts.includes('overview')) console.log(JSON.stringify(await overview(browser)))

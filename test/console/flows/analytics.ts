@@ -45,7 +45,7 @@ export function analyticsFlows(w: () => World): void {
           .filter({ hasText: /^\d+%$/ })
           .count(),
       ).toBeGreaterThan(20)
-      await tab.done('analytics-retention')
+      await tab.done('analytics-retention', false)
       await page.getByLabel('Cohorts by').selectOption('week')
       await page.getByRole('columnheader', { name: 'Week 1', exact: true }).waitFor()
       expect(await page.getByRole('columnheader', { name: 'Week 9', exact: true }).count()).toBe(0)
