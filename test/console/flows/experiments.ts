@@ -63,7 +63,9 @@ export function experimentFlows(w: () => World): void {
       ).body
       const shown = await page.getByRole('table', { name: /^Exposures/ }).textContent()
       expect(shown).toContain(String(results.exposures[0].exposures))
-      await page.getByRole('heading', { name: 'Results' }).evaluate((h) => window.scrollTo(0, h.getBoundingClientRect().top + window.scrollY - 70))
+      await page
+        .getByRole('heading', { name: 'Results' })
+        .evaluate((h) => window.scrollTo(0, h.getBoundingClientRect().top + window.scrollY - 70))
       await tab.done('experiment-results', false)
       await page.getByRole('button', { name: 'Pause' }).click()
       await page.getByText('Paused.').waitFor()
