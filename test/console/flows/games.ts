@@ -1,4 +1,5 @@
 import { expect, test } from 'bun:test'
+import { DESKTOP, PHONE } from '../driver'
 import { FLOW, type World } from '../world'
 
 /** Sign-in, games and environments, API keys; what a viewer is refused. */
@@ -24,6 +25,50 @@ export function gameFlows(w: () => World): void {
       await tab.signOut()
       await page.getByText('You signed out.').waitFor()
       await tab.signIn('admin@localhost', 'admin-password')
+      tab.checkErrors()
+    },
+    FLOW,
+  )
+
+  test(
+    'keyboard only: sign in, skip to the content, open a page from the menu, the phone menu',
+    async () => {
+      const { tab } = w()
+      const page = tab.page
+      await tab.signOut()
+      await page.goto(`${tab.base}/`)
+      await page.getByRole('heading', { name: 'Sign in to liveops' }).waitFor()
+      await page.keyboard.press('Tab')
+      expect(await page.evaluate(() => document.activeElement?.getAttribute('type'))).toBe('email')
+      await page.keyboard.type('admin@localhost')
+      await page.keyboard.press('Tab')
+      await page.keyboard.type('admin-password')
+      await page.keyboard.press('Enter')
+      await page.getByRole('button', { name: 'Sign out' }).waitFor()
+      // A page opened moves the focus to its heading; the skip link, first in the page, shows when focused.
+      await page.getByRole('heading', { level: 1, name: 'Games' }).waitFor()
+      expect(await page.evaluate(() => document.activeElement?.tagName)).toBe('H1')
+      const skip = page.getByRole('link', { name: 'Skip to content' })
+      await skip.focus()
+      expect((await skip.boundingBox())?.x).toBeGreaterThanOrEqual(0)
+      await page.keyboard.press('Enter')
+      expect(await page.evaluate(() => document.activeElement?.id)).toBe('main')
+      await page.getByRole('navigation', { name: 'Pages' }).getByRole('link', { name: 'Audit log' }).focus()
+      await page.keyboard.press('Enter')
+      await page.getByRole('heading', { level: 1, name: 'Audit log' }).waitFor()
+      await page.setViewportSize(PHONE)
+      const menu = page.getByRole('button', { name: 'Menu' })
+      await menu.focus()
+      await page.keyboard.press('Enter')
+      expect(await menu.getAttribute('aria-expanded')).toBe('true')
+      await page
+        .getByRole('navigation', { name: 'Pages' })
+        .getByRole('link', { name: 'Games', exact: true })
+        .focus()
+      await page.keyboard.press('Enter')
+      await page.getByRole('heading', { level: 1, name: 'Games' }).waitFor()
+      expect(await menu.getAttribute('aria-expanded')).toBe('false')
+      await page.setViewportSize(DESKTOP)
       tab.checkErrors()
     },
     FLOW,
