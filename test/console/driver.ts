@@ -1,5 +1,5 @@
 import { expect } from 'bun:test'
-import { existsSync, mkdirSync, readFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { type Browser, type Page, chromium } from 'playwright-core'
@@ -20,11 +20,21 @@ export function launch(): Promise<Browser> {
   return chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS })
 }
 
+let shots: string | undefined
+
 /**
- * Where the page screenshots go: CONSOLE_SHOTS_DIR (scripts/console-shots.ts points it at
- * docs/console to refresh the committed ones), else a folder under the system's temp dir.
+ * Where the page screenshots go: CONSOLE_SHOTS_DIR, kept (scripts/console-shots.ts sets it and
+ * copies the README's few into docs/console), else a folder of this run under the system's
+ * temp dir, made at the first screenshot and removed at the end (`dropShots`).
  */
-export const SHOTS_DIR = process.env.CONSOLE_SHOTS_DIR ?? join(tmpdir(), 'liveops-console-shots')
+export function shotsDir(): string {
+  shots ??= process.env.CONSOLE_SHOTS_DIR ?? mkdtempSync(join(tmpdir(), 'liveops-console-shots-'))
+  return shots
+}
+
+export function dropShots(): void {
+  if (shots && !process.env.CONSOLE_SHOTS_DIR) rmSync(shots, { recursive: true, force: true })
+}
 
 const AXE = readFileSync(join(import.meta.dir, '../../node_modules/axe-core/axe.min.js'), 'utf8')
 
@@ -120,9 +130,9 @@ export class ConsoleTab {
     expect(serious).toEqual([])
   }
 
-  /** The page as a PNG in SHOTS_DIR/<engine>/<name>.png (the whole page, or the viewport only). */
+  /** The page as a PNG in shotsDir()/<engine>/<name>.png (the whole page, or the viewport only). */
   async shot(name: string, fullPage = true): Promise<void> {
-    const dir = join(SHOTS_DIR, this.engine)
+    const dir = join(shotsDir(), this.engine)
     mkdirSync(dir, { recursive: true })
     await this.page.screenshot({ path: join(dir, `${name}.png`), fullPage })
   }
