@@ -41,6 +41,18 @@ export function parseObject(text: string, what: string): Record<string, unknown>
   return v as Record<string, unknown>
 }
 
+/** `parseObject`, with its reason handed to `show` (and cleared when the text is fine). */
+export function checkedObject(text: string, what: string, show: (why: string | undefined) => void) {
+  try {
+    const v = parseObject(text, what)
+    show(undefined)
+    return v
+  } catch (e) {
+    show((e as Error).message)
+    return undefined
+  }
+}
+
 /**
  * One channel: its settings as the API shows them (secrets masked: "set" and the last four
  * characters; sent back unchanged they keep their value), a test send, enable and disable.
@@ -60,13 +72,8 @@ function Channel({ name, onChanged }: { name: string; onChanged: () => void }): 
     if (state.data) setText(JSON.stringify(state.data.config, null, 2))
   }, [state.data])
   const submit = () => {
-    let config: Record<string, unknown>
-    try {
-      config = parseObject(text, 'The settings')
-      setBad(undefined)
-    } catch (e) {
-      return setBad((e as Error).message)
-    }
+    const config = checkedObject(text, 'The settings', setBad)
+    if (!config) return
     void save.run(async () => {
       await api.v1('PUT', `/api/v1/config/${enc(name)}`, { body: { type: state.data?.type, config } })
       state.reload()
@@ -149,13 +156,8 @@ function NewChannel({ onDone }: { onDone: (name: string) => void }): VNode {
   const [bad, setBad] = useState<string>()
   const act = useAction()
   const submit = () => {
-    let config: Record<string, unknown>
-    try {
-      config = parseObject(text, 'The settings')
-      setBad(undefined)
-    } catch (e) {
-      return setBad((e as Error).message)
-    }
+    const config = checkedObject(text, 'The settings', setBad)
+    if (!config) return
     if (!name.trim()) return setBad('A channel needs a name.')
     void act.run(async () => {
       await api.v1('PUT', `/api/v1/config/${enc(name.trim())}`, { body: { type, config } })

@@ -8,7 +8,7 @@ import { api } from '../../lib/api'
 import { when } from '../../lib/format'
 import { useAction, useApi } from '../../lib/hooks'
 import { useCan } from '../../lib/session'
-import { parseObject } from './channels'
+import { checkedObject } from './channels'
 
 interface Template {
   id: string
@@ -43,16 +43,7 @@ function Editor({ t, onSaved }: { t?: Template; onSaved: (id: string) => void })
   const act = useAction()
   const pv = useAction()
   const can = useCan()
-  const params = () => {
-    try {
-      const p = parseObject(d.sample, 'The sample values')
-      setBad(undefined)
-      return p
-    } catch (e) {
-      setBad((e as Error).message)
-      return undefined
-    }
-  }
+  const params = () => checkedObject(d.sample, 'The sample values', setBad)
   const save = () => {
     const sample_params = params()
     if (!sample_params) return
