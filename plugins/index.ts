@@ -4,6 +4,7 @@ import analytics from './analytics'
 import audit from './audit'
 import backups from './backups'
 import certificates from './certificates'
+import consolePlugin from './console'
 import experiments from './experiments'
 import games from './games'
 import ingest from './ingest'
@@ -39,4 +40,5 @@ export const plugins: Record<string, PluginManifest> = {
   'smtp-provider': smtpProvider,
   certificates,
   backups,
+  console: consolePlugin,
 } as Record<string, PluginManifest>

@@ -113,6 +113,21 @@ describe('single binary', () => {
       expect(asset.status).toBe(200)
       expect((await asset.arrayBuffer()).byteLength).toBe(Bun.file(SCALAR_FILE).size)
 
+      // The console (issue 37): Bun bundled console/index.html into the binary at build time.
+      const consolePage = await fetch(`${s.base}/`)
+      expect(consolePage.status).toBe(200)
+      expect(consolePage.headers.get('cache-control')).toBe('no-cache')
+      const html = await consolePage.text()
+      const assets = [...html.matchAll(/(?:src|href)="(\/assets\/[^"]+)"/g)].map((m) => m[1])
+      expect(assets.map((a) => a.split('.').pop()).sort()).toEqual(['css', 'js'])
+      for (const path of assets) {
+        const res = await fetch(`${s.base}${path}`)
+        expect(res.status).toBe(200)
+        expect(res.headers.get('cache-control')).toBe('public, max-age=31536000, immutable')
+        expect(res.headers.get('content-encoding')).toBe('gzip')
+        expect((await res.text()).length).toBeGreaterThan(1000)
+      }
+
       // A request whose body is still arriving when SIGTERM lands must still be answered.
       let release!: () => void
       const gate = new Promise<void>((r) => {
