@@ -40,6 +40,17 @@ export interface AppOptions {
   /** PostgreSQL schema to use (tests isolate themselves this way). */
   pgSchema?: string
   log?: Logger
+  /**
+   * Hashes the bootstrap admin's password (default `Bun.password.hash`, Argon2id, ~100 ms of a
+   * core). Test suites pass one that remembers each password's hash: they build hundreds of apps
+   * with the same password.
+   */
+  hashPassword?: (password: string) => Promise<string>
+  /**
+   * The time the platform rate limit's fixed windows are read from (default `Date.now`): tests
+   * place a budget in the middle of a minute instead of waiting for the next one.
+   */
+  clock?: () => number
 }
 
 export interface LiveopsApp {
@@ -106,12 +117,15 @@ interface PendingAdmin {
   hash: Promise<string>
 }
 
-function hashAdminPassword(configured: string): PendingAdmin {
+function hashAdminPassword(
+  configured: string,
+  hashPassword: (password: string) => Promise<string> = (p) => Bun.password.hash(p),
+): PendingAdmin {
   const generated = configured
     ? undefined
     : Buffer.from(crypto.getRandomValues(new Uint8Array(12))).toString('base64url')
   const password = configured || generated!
-  const hash = Bun.password.hash(password)
+  const hash = hashPassword(password)
   // Awaited, and a failure met, only if the admin is created.
   hash.catch(() => {})
   return { password, generated, hash }
@@ -132,9 +146,10 @@ async function bootstrapAdmin(
   pending: PendingAdmin | undefined,
   configured: string,
   log: Logger,
+  hashPassword?: (password: string) => Promise<string>,
 ): Promise<string | undefined> {
   if ((await auth.countUsers()) > 0) return undefined
-  const { password, generated, hash } = pending ?? hashAdminPassword(configured)
+  const { password, generated, hash } = pending ?? hashAdminPassword(configured, hashPassword)
   await auth.createUser({ email, username: 'admin', name: 'Administrator', password, roles: ['admin'] }, hash)
   if (generated)
     log.warn(`bootstrap admin created: ${email} with generated password ${generated} (shown once)`)
@@ -226,7 +241,9 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
   }
   stops.push(() => db.close())
   try {
-    const pendingAdmin = (await hasNoUser(db)) ? hashAdminPassword(core.admin.password) : undefined
+    const pendingAdmin = (await hasNoUser(db))
+      ? hashAdminPassword(core.admin.password, opts.hashPassword)
+      : undefined
     const sets: MigrationSet[] = [{ plugin: 'core', migrations: coreMigrations }]
     for (const p of ordered) if (p.migrations?.length) sets.push({ plugin: p.name, migrations: p.migrations })
     const applied = await migrate(db, sets)
@@ -283,12 +300,13 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     // (counted there, the default limit halved authenticated throughput to outlive a restart).
     const limiter = new LimiterSlot(
       db.dialect === 'sqlite' && !core.redis.url
-        ? new RateLimiter(core.rate_limit.requests_per_minute, core.rate_limit.burst)
+        ? new RateLimiter(core.rate_limit.requests_per_minute, core.rate_limit.burst, opts.clock)
         : new SharedRateLimiter(
             core.rate_limit.requests_per_minute,
             core.rate_limit.burst,
             shared,
             log.child('ratelimit'),
+            opts.clock,
           ),
     )
     const identified = new WeakMap<Request, Principal>()
@@ -450,6 +468,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
       pendingAdmin,
       core.admin.password,
       log,
+      opts.hashPassword,
     )
 
     return { app, db, auth, metrics, bus, log, routes, bodyLimit, stop: stopAll, generatedAdminPassword }

@@ -127,6 +127,7 @@ export async function makeApp(engine: Engine, opts: MakeAppOptions = {}): Promis
     plugins: known,
     pgSchema: pg?.schema,
     log: createLogger(config.core.log),
+    hashPassword: hashOnce,
   })
   const tokens = new Map<string, string>()
 
@@ -148,12 +149,10 @@ export async function makeApp(engine: Engine, opts: MakeAppOptions = {}): Promis
   const token = async (role = 'admin') => {
     let t = tokens.get(role)
     if (!t) {
-      const user = await built.auth.createUser({
-        email: `${role}@test.local`,
-        username: `${role}-user`,
-        password: 'password-123',
-        roles: [role],
-      })
+      const user = await built.auth.createUser(
+        { email: `${role}@test.local`, username: `${role}-user`, password: USER_PASSWORD, roles: [role] },
+        hashOnce(USER_PASSWORD),
+      )
       t = built.auth.accessToken(user)
       tokens.set(role, t)
     }
@@ -220,18 +219,38 @@ export function chunkedBody(text: string, size: number): ReadableStream<Uint8Arr
 }
 
 /**
- * Polls `fn` until it answers something other than undefined or false (then returns it), or
- * fails after `ms`: tests wait for an outcome by its condition, never by a fixed sleep.
+ * Polls `fn` until it answers something truthy (then returns it), or fails after `ms` naming
+ * `what` and the last answer: tests wait for an outcome by its condition, never by a fixed sleep.
+ * The one such helper of the suite.
  */
 export async function until<T>(
-  fn: () => Promise<T | undefined | false> | T | undefined | false,
-  ms = 5000,
+  fn: () => Promise<T | undefined | false | null> | T | undefined | false | null,
+  opts: number | { ms?: number; what?: string } = 5000,
 ): Promise<T> {
+  const { ms = 5000, what = 'condition' } = typeof opts === 'number' ? { ms: opts } : opts
   const deadline = Date.now() + ms
   for (;;) {
     const v = await fn()
-    if (v !== undefined && v !== false) return v
-    if (Date.now() > deadline) throw new Error(`until: condition not met within ${ms} ms`)
+    if (v) return v
+    if (Date.now() > deadline) throw new Error(`until: ${what} not met within ${ms} ms (last: ${String(v)})`)
     await Bun.sleep(10)
   }
 }
+
+const hashes = new Map<string, Promise<string>>()
+/**
+ * A password's Argon2id hash, made once per test process: every test app has the same bootstrap
+ * admin and users with the same password, and each hash costs ~100 ms of a core (seconds on a
+ * busy machine). The stored hashes are real: logins verify them as in production.
+ */
+export function hashOnce(password: string): Promise<string> {
+  let h = hashes.get(password)
+  if (!h) {
+    h = Bun.password.hash(password)
+    hashes.set(password, h)
+  }
+  return h
+}
+
+/** The password of the users `TestApp.token` creates. */
+const USER_PASSWORD = 'password-123'

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createHmac } from 'node:crypto'
-import { type TestApp, forEachEngine, makeApp } from '../../test/helpers'
-import { smtpSink, until } from '../notify/testing'
+import { type TestApp, forEachEngine, makeApp, until } from '../../test/helpers'
+import { smtpSink } from '../notify/testing'
 
 interface Hit {
   url: URL

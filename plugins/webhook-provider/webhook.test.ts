@@ -2,9 +2,9 @@ import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { DEFAULT_TIMEOUT_MS, webhookProvider } from '.'
 import { createLogger } from '../../core/log'
 import type { Delivery } from '../../core/plugin'
-import { type TestApp, forEachEngine, makeApp } from '../../test/helpers'
+import { type TestApp, forEachEngine, makeApp, until } from '../../test/helpers'
 import { expandEnv } from '../notify/channels'
-import { httpSink, until } from '../notify/testing'
+import { httpSink } from '../notify/testing'
 
 const log = createLogger({
   level: 'error',
