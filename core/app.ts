@@ -1,5 +1,3 @@
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
-import { join } from 'node:path'
 import { openapi } from '@elysiajs/openapi'
 import { type AnyElysia, Elysia } from 'elysia'
 import { authGuard, requestGuard } from './auth/guard'
@@ -7,13 +5,14 @@ import { coreMigrations } from './auth/migrations'
 import { CORE_AREAS } from './auth/roles'
 import { authRoutes } from './auth/routes'
 import { AuthService, type Principal } from './auth/service'
+import { bootstrapAdmin, hasNoUser, hashAdminPassword, instanceId, jwtSecret } from './bootstrap'
 import { Bus } from './bus'
 import { createChanges } from './changes'
 import type { LoadedConfig } from './config'
 import { type Db, type MigrationSet, migrate, openDb } from './db'
 import { SCALAR_ASSET, docsAssets, scalarOptions } from './docs'
 import { CorsPolicy, edge } from './edge'
-import { ErrorFamilies, HttpError, bodyTooLarge, clientIp, errorHandler, readBounded } from './http'
+import { ErrorFamilies, HttpError, bodyTooLarge, clientIp, errorHandler } from './http'
 import { type Logger, createLogger } from './log'
 import { Metrics } from './metrics'
 import { HealthChecks, monitoring } from './monitoring'
@@ -28,8 +27,11 @@ import {
 } from './plugin'
 import { LimiterSlot, RateLimiter, SharedRateLimiter } from './ratelimit'
 import { Scheduler } from './schedule'
+import { databaseScheduleStore, scheduleMigrations } from './schedule-store'
 import { createSharedState } from './shared'
 import { strictBodies } from './strict'
+
+export { listen } from './listen'
 
 /** Methods that change nothing: no `http.write` event. */
 const READS = new Set(['GET', 'HEAD', 'OPTIONS'])
@@ -94,131 +96,6 @@ export function orderPlugins(enabled: string[], known: Record<string, PluginMani
   return out
 }
 
-function jwtSecret(configured: string, dataDir: string): string {
-  if (configured) return configured
-  mkdirSync(dataDir, { recursive: true })
-  const file = join(dataDir, 'jwt-secret')
-  if (existsSync(file)) return readFileSync(file, 'utf8').trim()
-  const secret = Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString('base64url')
-  writeFileSync(file, secret, { mode: 0o600 })
-  return secret
-}
-
-/**
- * The bootstrap admin's password and its Argon2id hash, which takes ~200 ms of a core. Bun hashes
- * on another thread, so the hash starts as soon as the store shows no user (before the
- * migrations) and runs while the plugins set up; the admin row is written before createApp
- * returns, so nothing listens without it.
- */
-interface PendingAdmin {
-  password: string
-  /** Set when no password was configured. */
-  generated?: string
-  hash: Promise<string>
-}
-
-function hashAdminPassword(
-  configured: string,
-  hashPassword: (password: string) => Promise<string> = (p) => Bun.password.hash(p),
-): PendingAdmin {
-  const generated = configured
-    ? undefined
-    : Buffer.from(crypto.getRandomValues(new Uint8Array(12))).toString('base64url')
-  const password = configured || generated!
-  const hash = hashPassword(password)
-  // Awaited, and a failure met, only if the admin is created.
-  hash.catch(() => {})
-  return { password, generated, hash }
-}
-
-/** Whether the store has no user yet, asked before migrating: a fresh store has no `users` table. */
-async function hasNoUser(db: Db): Promise<boolean> {
-  try {
-    return !(await db.get('SELECT 1 AS one FROM users LIMIT 1'))
-  } catch {
-    return true
-  }
-}
-
-async function bootstrapAdmin(
-  auth: AuthService,
-  email: string,
-  pending: PendingAdmin | undefined,
-  configured: string,
-  log: Logger,
-  hashPassword?: (password: string) => Promise<string>,
-): Promise<string | undefined> {
-  if ((await auth.countUsers()) > 0) return undefined
-  const { password, generated, hash } = pending ?? hashAdminPassword(configured, hashPassword)
-  await auth.createUser({ email, username: 'admin', name: 'Administrator', password, roles: ['admin'] }, hash)
-  if (generated)
-    log.warn(`bootstrap admin created: ${email} with generated password ${generated} (shown once)`)
-  else log.info(`bootstrap admin created: ${email}`)
-  return generated
-}
-
-/**
- * Serves a built app: the fast routes from Bun's native router, everything else through Elysia.
- * `core/main.ts` and the socket-level tests use this one function.
- *
- * The body limit is the app's (`server.body_limit_mb`), answered with the family's error body:
- * a declared length over it is refused before a byte is read (`onRequest` in createApp); a body
- * sent without a length (chunked) is read here up to the limit and refused as soon as it passes
- * it. Bun's own cap, which would answer an empty 413, is therefore set out of the way.
- */
-export function listen(built: LiveopsApp, opts: { port: number; hostname: string }) {
-  // A chunked body is re-wrapped once read; its peer address stays the socket's.
-  const peers = new WeakMap<Request, Request>()
-  const handle = async (req: Request): Promise<Response> => {
-    if (!req.body || req.headers.has('content-length')) return built.app.handle(req)
-    const body = await readBounded(req, built.bodyLimit)
-    const headers = new Headers(req.headers)
-    headers.delete('transfer-encoding')
-    // Over the limit: the same request without its body, declaring what was read so far, meets
-    // the one refusal in createApp (family body, metrics, request log).
-    headers.set('content-length', String(body.byteLength))
-    const wrapped = new Request(req.url, {
-      method: req.method,
-      headers,
-      body: body.byteLength > built.bodyLimit ? null : (body as Uint8Array<ArrayBuffer>),
-    })
-    peers.set(wrapped, req)
-    return built.app.handle(wrapped)
-  }
-  const handlers = () => ({
-    routes: built.routes.table(),
-    fetch: handle,
-    error: () => new Response('internal server error', { status: 500 }),
-  })
-  const server = Bun.serve({
-    port: opts.port,
-    hostname: opts.hostname,
-    maxRequestBodySize: Number.MAX_SAFE_INTEGER,
-    ...handlers(),
-  })
-  // Elysia's context `server` is the one it listens on itself, null when another server calls
-  // `app.handle`: without this, every client's address read as unknown (login throttling,
-  // audit entries).
-  const requestIP = (r: Request) => server.requestIP(peers.get(r) ?? r)
-  built.app.server = new Proxy(server, {
-    get: (target, key) => {
-      if (key === 'requestIP') return requestIP
-      const v = Reflect.get(target, key)
-      return typeof v === 'function' ? v.bind(target) : v
-    },
-  })
-  const off = built.routes.onChange(() => server.reload(handlers()))
-  return {
-    port: server.port,
-    hostname: server.hostname,
-    /** Stops listening (`force`: also drops in-flight requests) and stops following route changes. */
-    stop: (force = false) => {
-      off()
-      return server.stop(force)
-    },
-  }
-}
-
 /**
  * Builds the whole application from a validated configuration: opens the store, applies every
  * migration, bootstraps the admin and sets up each enabled plugin in dependency order. Never
@@ -244,7 +121,10 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     const pendingAdmin = (await hasNoUser(db))
       ? hashAdminPassword(core.admin.password, opts.hashPassword)
       : undefined
-    const sets: MigrationSet[] = [{ plugin: 'core', migrations: coreMigrations }]
+    const sets: MigrationSet[] = [
+      { plugin: 'core', migrations: coreMigrations },
+      { plugin: 'core.schedule', migrations: scheduleMigrations },
+    ]
     for (const p of ordered) if (p.migrations?.length) sets.push({ plugin: p.name, migrations: p.migrations })
     const applied = await migrate(db, sets)
     if (applied.length) log.info('migrations applied', { migrations: applied })
@@ -315,7 +195,13 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     const services = new Map<string, { owner: string; service: unknown }>()
     const starts: Array<() => Promise<void> | void> = []
     const checks = new HealthChecks()
-    const scheduler = new Scheduler(log.child('schedule'))
+    const instance = instanceId(core.instance_id, core.data_dir)
+    const scheduler = new Scheduler(log.child('schedule'), {
+      store: databaseScheduleStore(db),
+      instanceId: instance,
+      metrics,
+    })
+    checks.add('schedule', () => scheduler.health(), { critical: false })
 
     const mon = monitoring({ db, metrics, config: core, guard, checks, families })
     stops.push(mon.close)
@@ -416,6 +302,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
       const deps = new Set(p.dependsOn ?? [])
       const ctx: PluginContext<unknown> = {
         name: p.name,
+        instanceId: instance,
         config: config.plugins[p.name],
         core,
         db,
@@ -459,7 +346,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
       app.use(await p.setup(ctx as never))
     }
     for (const fn of starts) await fn()
-    scheduler.start()
+    await scheduler.start()
     // Stop hooks run in reverse: the jobs stop before any plugin's own stop hook.
     stops.push(() => scheduler.stop())
     const generatedAdminPassword = await bootstrapAdmin(
