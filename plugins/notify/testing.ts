@@ -184,11 +184,11 @@ export async function appOn(
     log: createLogger(config.core.log),
     hashPassword: hashOnce,
   })
-  const req = async (method: string, path: string, body?: unknown) => {
+  const req = async (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) => {
     const res = await built.app.handle(
       new Request(`http://localhost${path}`, {
         method,
-        headers: body === undefined ? {} : { 'content-type': 'application/json' },
+        headers: body === undefined ? headers : { ...headers, 'content-type': 'application/json' },
         body: body === undefined ? undefined : JSON.stringify(body),
       }),
     )
