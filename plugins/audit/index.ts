@@ -78,21 +78,16 @@ export default definePlugin({
         ctx.log.error('audit entry not stored', { action: e.action, error: String(err) })
       }
     })
-    let timer: Timer | undefined
-    const purge = async () => {
-      if (!ctx.config.keep_days) return
-      const n = await store.purge(Date.now() - ctx.config.keep_days * DAY)
-      if (n) ctx.log.info('audit retention purge', { deleted: n })
-    }
-    ctx.onStart(() => {
-      timer = setInterval(
-        () => purge().catch((e) => ctx.log.error('audit purge failed', { error: String(e) })),
+    if (ctx.config.keep_days)
+      ctx.schedule(
+        'audit.purge',
         DAY,
+        async () => {
+          const n = await store.purge(Date.now() - ctx.config.keep_days * DAY)
+          if (n) ctx.log.info('audit retention purge', { deleted: n })
+        },
+        { runAtStart: true },
       )
-      timer.unref?.()
-      void purge().catch((e) => ctx.log.error('audit purge failed', { error: String(e) }))
-    })
-    ctx.onStop(() => clearInterval(timer))
 
     const watched = (path: string) =>
       ctx.config.http_writes.some((p) => path === p || path.startsWith(`${p}/`))
