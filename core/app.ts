@@ -105,7 +105,16 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
   const core = config.core
   const log = opts.log ?? createLogger(core.log)
   const ordered = orderPlugins(Object.keys(config.plugins), opts.plugins)
-  const db = openDb(core.database.url, core.data_dir, { schema: opts.pgSchema, max: core.database.pool })
+  // An outage is logged once when the store stops answering and once when it is back.
+  const onOutage = (what: 'down' | 'up', detail: string) =>
+    what === 'down'
+      ? log.warn('database does not answer: requests answer 503 until it does', { cause: detail })
+      : log.info('database answers again', { detail })
+  const db = openDb(core.database.url, core.data_dir, {
+    schema: opts.pgSchema,
+    max: core.database.pool,
+    onOutage,
+  })
   const stops: Array<() => Promise<void> | void> = []
   const stopAll = async () => {
     for (const fn of stops.splice(0).reverse()) {
@@ -137,6 +146,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
             schema: opts.pgSchema,
             max: 2,
             asyncCommit: true,
+            onOutage,
             // Unreachable PostgreSQL: the limiter gives up on its counters first, then counts locally.
             connectTimeoutS: 1,
           })

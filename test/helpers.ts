@@ -74,6 +74,8 @@ export interface MakeAppOptions {
   env?: Record<string, string>
   /** Plugins beside the shipped ones (the example plugin of docs/plugins.md, broken manifests). */
   extraPlugins?: Record<string, PluginManifest>
+  /** On PostgreSQL: the server to use (one the test runs itself) instead of the shared one. */
+  pgUrl?: string
 }
 
 function merge(a: Record<string, unknown>, b: Record<string, unknown>): Record<string, unknown> {
@@ -89,15 +91,15 @@ function merge(a: Record<string, unknown>, b: Record<string, unknown>): Record<s
 }
 
 /** Opens a fresh PostgreSQL schema for one app; dropped again by `stop()`. */
-export async function freshSchema(): Promise<{ schema: string; drop: () => Promise<void> }> {
+export async function freshSchema(url = PG_URL): Promise<{ schema: string; drop: () => Promise<void> }> {
   const schema = `t_${crypto.randomUUID().replace(/-/g, '').slice(0, 16)}`
-  const sql = postgres(PG_URL, { max: 1, onnotice: () => undefined })
+  const sql = postgres(url, { max: 1, onnotice: () => undefined })
   await sql.unsafe(`CREATE SCHEMA ${schema}`)
   await sql.end()
   return {
     schema,
     drop: async () => {
-      const s = postgres(PG_URL, { max: 1, onnotice: () => undefined })
+      const s = postgres(url, { max: 1, onnotice: () => undefined })
       await s.unsafe(`DROP SCHEMA IF EXISTS ${schema} CASCADE`)
       await s.end()
     },
@@ -110,10 +112,10 @@ export async function freshSchema(): Promise<{ schema: string; drop: () => Promi
  */
 export async function makeApp(engine: Engine, opts: MakeAppOptions = {}): Promise<TestApp> {
   const dataDir = mkdtempSync(join(tmpdir(), 'liveops-test-'))
-  const pg = engine === 'postgres' ? await freshSchema() : undefined
+  const pg = engine === 'postgres' ? await freshSchema(opts.pgUrl) : undefined
   const base = {
     data_dir: dataDir,
-    database: { url: pg ? PG_URL : join(dataDir, 'test.sqlite'), pool: 5 },
+    database: { url: pg ? (opts.pgUrl ?? PG_URL) : join(dataDir, 'test.sqlite'), pool: 5 },
     auth: { jwt_secret: 'test-secret', admin_token: 'test-admin-token' },
     admin: { email: 'admin@localhost', password: ADMIN_PASSWORD },
     rate_limit: { requests_per_minute: 0, burst: 0 },

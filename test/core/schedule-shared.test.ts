@@ -135,13 +135,16 @@ forEachEngine((engine) => {
         opts: { runAtStart: true },
       },
     ]
+    // A dead instance holds the tick for another hour, from before this one starts: nobody runs it.
+    const seed = await start('seed', [])
+    await seed.db.run(
+      `INSERT INTO liveops_schedule (name, every_ms, next_at, lease_owner, lease_until) VALUES ('leased.tick', 50, 0, 'ghost', ?)
+       ON CONFLICT (name) DO UPDATE SET next_at = 0, lease_owner = 'ghost', lease_until = excluded.lease_until`,
+      [Date.now() + HOUR],
+    )
+    await seed.stop()
+    apps.splice(0)
     const a = await start('a', jobs)
-    // A dead instance holds the tick for another hour: nobody runs it.
-    await setRow('leased.tick', 'lease_owner = ?, lease_until = ?, next_at = ?', [
-      'ghost',
-      Date.now() + HOUR,
-      0,
-    ])
     const h = await until(async () => {
       const body = await get(a, '/healthz')
       return body.checks.schedule.jobs?.['failing.tick']?.runs === 1 && body
