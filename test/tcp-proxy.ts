@@ -16,6 +16,8 @@ type Side = { peer?: Socket<Side>; queue: Uint8Array[] }
 /** A TCP proxy on a loopback port in front of `target`, cut and restored by `set`. */
 export function tcpProxy(target: { hostname: string; port: number }) {
   let mode: ProxyMode = 'pass'
+  /** Replies wait this long before they go on (a slow server that still answers everything). */
+  let delayMs = 0
   const open = new Set<Socket<Side>>()
   const forwarding = () => mode === 'pass'
   let server: TCPSocketListener<Side> | undefined
@@ -32,7 +34,12 @@ export function tcpProxy(target: { hostname: string; port: number }) {
             ...target,
             socket: {
               data(_s, chunk) {
-                if (forwarding()) client.write(chunk)
+                if (!delayMs) {
+                  if (forwarding()) client.write(chunk)
+                  return
+                }
+                const copy = new Uint8Array(chunk)
+                setTimeout(() => forwarding() && client.write(copy), delayMs)
               },
               close() {
                 client.end()
@@ -62,6 +69,10 @@ export function tcpProxy(target: { hostname: string; port: number }) {
   const port = server.port
   return {
     port,
+    /** Holds every reply back `ms` (0: none). */
+    delay(ms: number) {
+      delayMs = ms
+    },
     set(next: ProxyMode) {
       mode = next
       if (next === 'refuse') {

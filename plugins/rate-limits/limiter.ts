@@ -16,8 +16,15 @@ export { LocalBuckets, type BucketSettings }
 export interface SharedOptions {
   url: string
   prefix: string
-  /** A Redis answer slower than this counts as an outage for this request. */
+  /**
+   * A window of this length in which Redis answered nothing while requests waited is one timeout;
+   * `downAfter` of them in a row are an outage. A slow answer is waited for: under a burst, Redis
+   * (or this event loop) answering late is not an outage, and counting locally then would admit
+   * every instance's whole local bucket on top of the shared one.
+   */
   timeoutMs: number
+  /** Consecutive timeouts that make an outage (default 3). A refused or closed connection is one at once. */
+  downAfter?: number
   /** After a failure, how long requests use the local bucket before Redis is tried again. */
   retryMs: number
 }
@@ -39,6 +46,12 @@ export class GatewayLimiter implements Limiter {
   private redis?: RedisClient
   private sha?: string
   private downUntil = 0
+  private loading?: Promise<string>
+  /** When Redis last answered this instance anything (performance.now()). */
+  private heardAt = performance.now()
+  /** Consecutive windows of `timeoutMs` in which Redis answered nothing while requests waited. */
+  private silent = 0
+  private silentAt = 0
   /** The last failure of the shared store, while degraded. */
   lastError?: string
 
@@ -77,8 +90,9 @@ export class GatewayLimiter implements Limiter {
     if ((!this.redis && !this.database) || now < this.downUntil) return undefined
     try {
       const take = this.redis
-        ? await this.remote(key)
+        ? await this.patiently(this.remote(key))
         : await this.database!.take(`${this.database!.prefix}${key}`, this.s)
+      if (!take) return undefined
       if (this.lastError) {
         this.log.warn('rate limiter: the shared store answers again; the bucket is shared again')
         this.lastError = undefined
@@ -88,6 +102,53 @@ export class GatewayLimiter implements Limiter {
       this.degrade(e, now)
       return undefined
     }
+  }
+
+  /**
+   * Redis's answer, however late, unless Redis went silent: every `timeoutMs` without any answer
+   * to this instance while this request waits is one timeout; `downAfter` in a row degrade to the
+   * local bucket (this request included). Undefined when degraded meanwhile.
+   */
+  private async patiently(answer: Promise<Take>): Promise<Take | undefined> {
+    const ms = this.shared!.timeoutMs
+    const heard = this.heard(answer)
+    for (;;) {
+      let timer: ReturnType<typeof setTimeout> | undefined
+      const tick = new Promise<undefined>((r) => {
+        timer = setTimeout(() => r(undefined), ms)
+      })
+      const out = await Promise.race([heard, tick]).finally(() => clearTimeout(timer))
+      if (out) return out
+      const now = performance.now()
+      if (Date.now() < this.downUntil) return undefined
+      // One timeout per silent window, however many requests wait through it.
+      if (now - this.heardAt >= ms && now - this.silentAt >= ms) {
+        this.silent++
+        this.silentAt = now
+      }
+      if (this.silent >= (this.shared!.downAfter ?? 3)) {
+        heard.catch(() => undefined)
+        throw new Error(`Redis answered nothing for ${Math.round(now - this.heardAt)} ms`)
+      }
+    }
+  }
+
+  /** Notes that Redis answered (a reply, or an error it sent) when `p` settles. */
+  private heard<T>(p: Promise<T>): Promise<T> {
+    const noted = () => {
+      this.heardAt = performance.now()
+      this.silent = 0
+    }
+    return p.then(
+      (v) => {
+        noted()
+        return v
+      },
+      (e) => {
+        if (/NOSCRIPT|ERR/.test(String((e as Error)?.message))) noted()
+        throw e
+      },
+    )
   }
 
   /** Pings Redis for the health check (and recovers from an outage early when it answers). */
@@ -126,24 +187,35 @@ export class GatewayLimiter implements Limiter {
   }
 
   private async remote(key: string): Promise<Take> {
-    const r = await this.withTimeout(this.connected())
+    // Each step's reply counts as Redis answering: a take is three round trips on a new connection.
+    const r = await this.heard(this.connected())
     const perMs = String(this.s.requestsPerMinute / 60_000)
     const args = ['1', `${this.shared!.prefix}${key}`, perMs, String(this.s.burstSize)]
-    this.sha ??= String(await this.withTimeout(r.send('SCRIPT', ['LOAD', BUCKET_SCRIPT])))
+    // One SCRIPT LOAD for requests arriving together: 150 of them at a cold start went out one
+    // after another (a second through a 5 ms link), each request waiting for its own.
+    if (!this.sha) {
+      this.loading ??= this.heard(r.send('SCRIPT', ['LOAD', BUCKET_SCRIPT]))
+        .then(String)
+        .finally(() => {
+          this.loading = undefined
+        })
+      this.sha = await this.loading
+    }
     let out: unknown
     try {
-      out = await this.withTimeout(r.send('EVALSHA', [this.sha, ...args]))
+      out = await this.heard(r.send('EVALSHA', [this.sha, ...args]))
     } catch (e) {
       // A restarted Redis has forgotten the script.
       if (!String((e as Error).message).includes('NOSCRIPT')) throw e
-      out = await this.withTimeout(r.send('EVAL', [BUCKET_SCRIPT, ...args]))
+      out = await r.send('EVAL', [BUCKET_SCRIPT, ...args])
     }
     const [allowed, tokens] = out as [number, string]
     return { allowed: Number(allowed) === 1, tokens: Number(tokens) }
   }
 
+  /** The health check's bound: as long as an outage takes to be declared. */
   private withTimeout<T>(p: Promise<T>): Promise<T> {
-    const ms = this.shared?.timeoutMs ?? 50
+    const ms = (this.shared?.timeoutMs ?? 100) * (this.shared?.downAfter ?? 3)
     let timer: Timer | undefined
     return Promise.race([
       p,
