@@ -72,7 +72,7 @@ test('a Redis that answers nothing is an outage after the timeouts in a row: eve
     // Requests are answered (from the local bucket) once Redis was silent for three windows.
     expect(await admitted(ls[0]!, 5)).toBe(5)
     expect(ls[0]!.mode).toBe('local')
-    expect(lines.join('\n')).toContain('Redis answered nothing for')
+    expect(lines.join('\n')).toContain('Redis: no answer for')
   } finally {
     for (const l of ls) l.close()
     proxy.set('pass')

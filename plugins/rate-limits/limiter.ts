@@ -10,6 +10,7 @@ import {
   type Take,
   bucketDecision,
 } from '../../core/ratelimit'
+import { SilenceWatch } from '../../core/silence'
 
 export { LocalBuckets, type BucketSettings }
 
@@ -47,11 +48,8 @@ export class GatewayLimiter implements Limiter {
   private sha?: string
   private downUntil = 0
   private loading?: Promise<string>
-  /** When Redis last answered this instance anything (performance.now()). */
-  private heardAt = performance.now()
-  /** Consecutive windows of `timeoutMs` in which Redis answered nothing while requests waited. */
-  private silent = 0
-  private silentAt = 0
+  /** Whether Redis went silent, as opposed to answering late (core/silence.ts). */
+  private watch?: SilenceWatch
   /** The last failure of the shared store, while degraded. */
   lastError?: string
 
@@ -62,6 +60,7 @@ export class GatewayLimiter implements Limiter {
     private database?: BucketStore & { prefix: string },
   ) {
     this.local = new LocalBuckets(s)
+    if (shared) this.watch = new SilenceWatch(shared.timeoutMs, shared.downAfter ?? 3)
     if (shared)
       this.redis = new RedisClient(shared.url, {
         connectionTimeout: Math.max(200, shared.timeoutMs * 4),
@@ -90,7 +89,7 @@ export class GatewayLimiter implements Limiter {
     if ((!this.redis && !this.database) || now < this.downUntil) return undefined
     try {
       const take = this.redis
-        ? await this.patiently(this.remote(key))
+        ? await this.redisTake(key)
         : await this.database!.take(`${this.database!.prefix}${key}`, this.s)
       if (!take) return undefined
       if (this.lastError) {
@@ -104,51 +103,13 @@ export class GatewayLimiter implements Limiter {
     }
   }
 
-  /**
-   * Redis's answer, however late, unless Redis went silent: every `timeoutMs` without any answer
-   * to this instance while this request waits is one timeout; `downAfter` in a row degrade to the
-   * local bucket (this request included). Undefined when degraded meanwhile.
-   */
-  private async patiently(answer: Promise<Take>): Promise<Take | undefined> {
-    const ms = this.shared!.timeoutMs
-    const heard = this.heard(answer)
-    for (;;) {
-      let timer: ReturnType<typeof setTimeout> | undefined
-      const tick = new Promise<undefined>((r) => {
-        timer = setTimeout(() => r(undefined), ms)
-      })
-      const out = await Promise.race([heard, tick]).finally(() => clearTimeout(timer))
-      if (out) return out
-      const now = performance.now()
-      if (Date.now() < this.downUntil) return undefined
-      // One timeout per silent window, however many requests wait through it.
-      if (now - this.heardAt >= ms && now - this.silentAt >= ms) {
-        this.silent++
-        this.silentAt = now
-      }
-      if (this.silent >= (this.shared!.downAfter ?? 3)) {
-        heard.catch(() => undefined)
-        throw new Error(`Redis answered nothing for ${Math.round(now - this.heardAt)} ms`)
-      }
+  /** Redis's answer, however late, unless Redis went silent (an outage) or another request found it so. */
+  private async redisTake(key: string): Promise<Take | undefined> {
+    try {
+      return await this.watch!.wait(this.remote(key), () => Date.now() < this.downUntil)
+    } catch (e) {
+      throw new Error(`Redis: ${(e as Error).message}`)
     }
-  }
-
-  /** Notes that Redis answered (a reply, or an error it sent) when `p` settles. */
-  private heard<T>(p: Promise<T>): Promise<T> {
-    const noted = () => {
-      this.heardAt = performance.now()
-      this.silent = 0
-    }
-    return p.then(
-      (v) => {
-        noted()
-        return v
-      },
-      (e) => {
-        if (/NOSCRIPT|ERR/.test(String((e as Error)?.message))) noted()
-        throw e
-      },
-    )
   }
 
   /** Pings Redis for the health check (and recovers from an outage early when it answers). */
@@ -188,13 +149,13 @@ export class GatewayLimiter implements Limiter {
 
   private async remote(key: string): Promise<Take> {
     // Each step's reply counts as Redis answering: a take is three round trips on a new connection.
-    const r = await this.heard(this.connected())
+    const r = await this.watch!.heard(this.connected())
     const perMs = String(this.s.requestsPerMinute / 60_000)
     const args = ['1', `${this.shared!.prefix}${key}`, perMs, String(this.s.burstSize)]
     // One SCRIPT LOAD for requests arriving together: 150 of them at a cold start went out one
     // after another (a second through a 5 ms link), each request waiting for its own.
     if (!this.sha) {
-      this.loading ??= this.heard(r.send('SCRIPT', ['LOAD', BUCKET_SCRIPT]))
+      this.loading ??= this.watch!.heard(r.send('SCRIPT', ['LOAD', BUCKET_SCRIPT]))
         .then(String)
         .finally(() => {
           this.loading = undefined
@@ -203,7 +164,7 @@ export class GatewayLimiter implements Limiter {
     }
     let out: unknown
     try {
-      out = await this.heard(r.send('EVALSHA', [this.sha, ...args]))
+      out = await this.watch!.heard(r.send('EVALSHA', [this.sha, ...args]))
     } catch (e) {
       // A restarted Redis has forgotten the script.
       if (!String((e as Error).message).includes('NOSCRIPT')) throw e
