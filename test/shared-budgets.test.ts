@@ -6,6 +6,7 @@ import { createLogger } from '../core/log'
 import { plugins } from '../plugins'
 import { httpSink, ownStore } from '../plugins/notify/testing'
 import { type Engine, engines, hashOnce, until } from './helpers'
+import { ownRedis } from './own-redis'
 
 /**
  * Issue 21 point 2: the platform rate limit, login throttling, notify's idempotency keys and the
@@ -236,43 +237,6 @@ for (const shared of ['database', 'redis'] as const)
       }
     })
   })
-
-/** A Redis server of this test's own, on a loopback port, that the test stops and starts again. */
-function ownRedis() {
-  const port = 20_000 + Math.floor(Math.random() * 20_000)
-  let proc: ReturnType<typeof Bun.spawn> | undefined
-  const url = `redis://127.0.0.1:${port}`
-  return {
-    url,
-    async start() {
-      proc = Bun.spawn(
-        ['redis-server', '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
-        {
-          stdout: 'ignore',
-          stderr: 'ignore',
-        },
-      )
-      const { RedisClient } = await import('bun')
-      expect(
-        await until(async () => {
-          const c = new RedisClient(url, { autoReconnect: false, connectionTimeout: 200 })
-          try {
-            await c.connect()
-            return (await c.send('PING', [])) === 'PONG'
-          } catch {
-            return false
-          } finally {
-            c.close()
-          }
-        }, 10_000),
-      ).toBe(true)
-    },
-    async stop() {
-      proc?.kill(9)
-      await proc?.exited
-    },
-  }
-}
 
 describe.if(engines.includes('postgres'))('[postgres] Redis stopped and started again', () => {
   let store: Store
