@@ -11,16 +11,25 @@
  */
 import { type OwnPostgres, ownPostgres } from '../../test/own-postgres'
 import { ownRedis } from '../../test/own-redis'
-import { SIGNING_SECRET, createGame, ingestRequest, startFleet } from './fleet'
+import { type Fleet, SIGNING_SECRET, createGame, ingestRequest, startFleet } from './fleet'
 
 const NAMES = ['a', 'b', 'c']
 
-async function withServers<T>(fn: (pg: OwnPostgres, redisUrl: string) => Promise<T>): Promise<T> {
+/** Three instances with `plugins` on a PostgreSQL and a redis-server of their own, for `fn`. */
+async function withFleet<T>(
+  plugins: Record<string, unknown>,
+  fn: (fleet: Fleet, pg: OwnPostgres) => Promise<T>,
+): Promise<T> {
   const pg = ownPostgres()
   const redis = ownRedis()
   await redis.start()
   try {
-    return await fn(pg, redis.url)
+    const fleet = await startFleet({ names: NAMES, databaseUrl: pg.url, redisUrl: redis.url, plugins })
+    try {
+      return await fn(fleet, pg)
+    } finally {
+      await fleet.stop()
+    }
   } finally {
     await redis.stop()
     pg.destroy()
@@ -57,19 +66,14 @@ function slowSink(holdMs: number) {
 }
 
 export async function outage(): Promise<string> {
-  return withServers(async (pg, redisUrl) => {
-    const sink = slowSink(0)
-    const fleet = await startFleet({
-      names: NAMES,
-      databaseUrl: pg.url,
-      redisUrl,
-      plugins: {
-        games: {},
-        ingest: { signing_secret: SIGNING_SECRET, purge_interval_minutes: 0 },
-        'webhook-provider': {},
-        notify: { auth: { enabled: false }, channels: { hook: { type: 'webhook', url: sink.url } } },
-      },
-    })
+  const sink = slowSink(0)
+  const plugins = {
+    games: {},
+    ingest: { signing_secret: SIGNING_SECRET, purge_interval_minutes: 0 },
+    'webhook-provider': {},
+    notify: { auth: { enabled: false }, channels: { hook: { type: 'webhook', url: sink.url } } },
+  }
+  return withFleet(plugins, async (fleet, pg) => {
     try {
       const gameId = await createGame(fleet.servers[0]!.base, fleet.token)
       type Answer = { kind: string; status: number; ms: number; retryAfter: boolean; at: number }
@@ -128,83 +132,67 @@ export async function outage(): Promise<string> {
         `  from 3 s after the restart: ${after.filter((a) => a.status < 300).length} of ${after.length} 2xx`,
       ].join('\n')
     } finally {
-      await fleet.stop()
       sink.stop()
     }
   })
 }
 
 export async function burst(): Promise<string> {
-  return withServers(async (pg, redisUrl) => {
-    const budget = 100
-    const fleet = await startFleet({
-      names: NAMES,
-      databaseUrl: pg.url,
-      redisUrl,
-      plugins: {
-        games: {},
-        ingest: { purge_interval_minutes: 0 },
-        agents: {},
-        'rate-limits': { rateLimit: { requestsPerMinute: 60, burstSize: budget } },
-      },
-    })
-    try {
-      const lines: string[] = []
-      for (let run = 1; run <= 3; run++) {
-        // A fresh user each run: a fresh bucket (the gateway counts per user).
-        const email = `burst-${run}-${crypto.randomUUID().slice(0, 6)}@bench.local`
-        const made = await fetch(`${fleet.servers[0]!.base}/api/users`, {
-          method: 'POST',
-          headers: { authorization: `Bearer ${fleet.token}`, 'content-type': 'application/json' },
-          body: JSON.stringify({ email, password: 'burst-password', roles: ['viewer'] }),
-        })
-        if (made.status >= 300)
-          throw new Error(`creating a user answered ${made.status}: ${await made.text()}`)
-        const login = await fetch(`${fleet.servers[1]!.base}/api/auth/login`, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json' },
-          body: JSON.stringify({ email, password: 'burst-password' }),
-        })
-        const { token } = (await login.json()) as { token: string }
-        const statuses = await Promise.all(
-          Array.from({ length: 450 }, (_, i) =>
-            fetch(`${fleet.servers[i % 3]!.base}/api/games`, {
-              headers: { authorization: `Bearer ${token}` },
-            }).then(async (r) => {
-              await r.arrayBuffer()
-              return r.status
-            }),
-          ),
-        )
-        const through = statuses.filter((s) => s === 200).length
-        const other = statuses.filter((s) => s !== 200 && s !== 429).length
-        lines.push(
-          `  run ${run}: ${through} of 450 through (budget ${budget}, target <= ${budget + 3}); ${other} neither 200 nor 429`,
-        )
-      }
-      return `burst (gateway bucket of ${budget} in Redis, 150 concurrent per instance):\n${lines.join('\n')}`
-    } finally {
-      await fleet.stop()
+  const budget = 100
+  const plugins = {
+    games: {},
+    ingest: { purge_interval_minutes: 0 },
+    agents: {},
+    'rate-limits': { rateLimit: { requestsPerMinute: 60, burstSize: budget } },
+  }
+  return withFleet(plugins, async (fleet) => {
+    const lines: string[] = []
+    for (let run = 1; run <= 3; run++) {
+      // A fresh user each run: a fresh bucket (the gateway counts per user).
+      const email = `burst-${run}-${crypto.randomUUID().slice(0, 6)}@bench.local`
+      const made = await fetch(`${fleet.servers[0]!.base}/api/users`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${fleet.token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ email, password: 'burst-password', roles: ['viewer'] }),
+      })
+      if (made.status >= 300) throw new Error(`creating a user answered ${made.status}: ${await made.text()}`)
+      const login = await fetch(`${fleet.servers[1]!.base}/api/auth/login`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ email, password: 'burst-password' }),
+      })
+      const { token } = (await login.json()) as { token: string }
+      const statuses = await Promise.all(
+        Array.from({ length: 450 }, (_, i) =>
+          fetch(`${fleet.servers[i % 3]!.base}/api/games`, {
+            headers: { authorization: `Bearer ${token}` },
+          }).then(async (r) => {
+            await r.arrayBuffer()
+            return r.status
+          }),
+        ),
+      )
+      const through = statuses.filter((s) => s === 200).length
+      const other = statuses.filter((s) => s !== 200 && s !== 429).length
+      lines.push(
+        `  run ${run}: ${through} of 450 through (budget ${budget}, target <= ${budget + 3}); ${other} neither 200 nor 429`,
+      )
     }
+    return `burst (gateway bucket of ${budget} in Redis, 150 concurrent per instance):\n${lines.join('\n')}`
   })
 }
 
 export async function takeover(): Promise<string> {
-  return withServers(async (pg, redisUrl) => {
-    const sink = slowSink(1500)
-    const fleet = await startFleet({
-      names: NAMES,
-      databaseUrl: pg.url,
-      redisUrl,
-      plugins: {
-        'webhook-provider': {},
-        notify: {
-          auth: { enabled: false },
-          channels: { hook: { type: 'webhook', url: sink.url, timeout_ms: 10_000 } },
-          workers: { local: true, concurrency: 8 },
-        },
-      },
-    })
+  const sink = slowSink(1500)
+  const plugins = {
+    'webhook-provider': {},
+    notify: {
+      auth: { enabled: false },
+      channels: { hook: { type: 'webhook', url: sink.url, timeout_ms: 10_000 } },
+      workers: { local: true, concurrency: 8 },
+    },
+  }
+  return withFleet(plugins, async (fleet) => {
     try {
       const [a] = fleet.servers
       for (let i = 0; i < 120; i++)
@@ -234,7 +222,6 @@ export async function takeover(): Promise<string> {
         `  ${repeats} deliveries arrived more than once; arrivals whose X-Liveops-Delivery was not the delivery id: ${sink.mislabelled()}`,
       ].join('\n')
     } finally {
-      await fleet.stop('SIGTERM')
       sink.stop()
     }
   })
