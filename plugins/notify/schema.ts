@@ -239,7 +239,8 @@ export const Docs = {
     type: t.String(),
     enabled: t.Boolean(),
     status: t.String(),
-    source: oneOf(['yaml', 'runtime']),
+    /** yaml, runtime (PUT /config), or plugin: provided by another plugin and configured there. */
+    source: oneOf(['yaml', 'runtime', 'plugin']),
     updated_at: t.String(),
     config: t.Record(t.String(), t.Unknown(), {
       description: "settings; secrets read as 'set' plus the last 4",
