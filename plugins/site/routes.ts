@@ -7,8 +7,8 @@ import { NotFound, invalidField, ok } from '../../core/http'
 import type { PluginContext } from '../../core/plugin'
 import { maskSecrets, unmaskSecrets } from '../../core/secrets'
 import { rejectUnknown } from '../../core/strict'
-import { type Note, sendChatbot, sendEmail, sendWebhook } from './channels'
-import type { Dispatcher, MessageHub, Target } from './dispatch'
+import { type Note, sendEmail } from './channels'
+import type { MessageHub, Target, Targets } from './dispatch'
 import { KEYS, KEY_NAMES, type KeyName, PREFIX } from './keys'
 import { BUILTIN, Routing, checkRouting } from './routing'
 import type { SiteStore } from './store'
@@ -31,9 +31,9 @@ function keyOf(key: string, field: string, unknown: (m: string) => Error): KeyNa
 
 export function siteRoutes(
   ctx: PluginContext<unknown>,
-  d: { store: SiteStore; hub: MessageHub; dispatch: Dispatcher },
+  d: { store: SiteStore; hub: MessageHub; targets: Targets },
 ) {
-  const { store, hub, dispatch } = d
+  const { store, hub, targets } = d
   const audit = auditor(ctx)
   const masked = (name: KeyName, value: unknown) => maskSecrets(KEYS[name].schema, value)
   const entry = async (name: KeyName) => {
@@ -84,25 +84,16 @@ export function siteRoutes(
         const target: Target | undefined =
           body.channel === 'email' && body.to?.length
             ? { id: 'email', send: (m: Note) => sendEmail(s, m, ctx.providers, ctx.log, body.to) }
-            : custom
-              ? {
-                  id: custom.id,
-                  send: (m: Note) =>
-                    custom.type === 'chatbot'
-                      ? sendChatbot(custom.url, custom.secret ?? '', m, 10_000)
-                      : sendWebhook(custom.url, custom.secret ?? '', m, 10_000),
-                }
-              : dispatch.builtin(body.channel, s)
+            : targets.target(body.channel, s, r)
         if (!target)
           return ok({
             channel: body.channel,
             ok: false,
             error: `channel '${body.channel}' is switched off or not configured`,
           })
-        const out = await dispatch.deliver(target, n)
-        audit({ principal, request, server }, 'site.test', body.channel, {
-          ...out,
-        })
+        const sent = await targets.deliver(target, n)
+        const out = sent.ok ? { ok: true } : { ok: false, error: sent.error }
+        audit({ principal, request, server }, 'site.test', body.channel, out)
         return ok({ channel: body.channel, ...out })
       },
       {
