@@ -54,4 +54,13 @@ forEachEngine((engine) => {
       logs.find((l: { provider: string }) => l.provider === 'site.webhook').id,
     )
   })
+
+  test('approval is not an event until something produces it: a routing rule naming it is refused', async () => {
+    const r = await a.req('PUT', '/api/v1/ops/notifications', {
+      token: admin,
+      body: { channels: [], rules: [{ event: 'approval', channels: ['inapp'] }] },
+    })
+    expect(r.status).toBe(400)
+    expect(r.body.message).toContain('body.rules[0].event')
+  })
 })

@@ -225,7 +225,7 @@ export function siteRoutes(
         body: Routing,
         detail: tag(
           'Replace the ops notification routing',
-          '{channels: [{id, type webhook|chatbot, url, secret}], rules: [{event, channels, thresholdDays}]}. Events: approval, alert.fired, certificate_expiring, certificate_expired, function.invoked. Rules name routing channels or the built-in ones (inapp, chatbot, webhook, email). An event no rule names goes to every built-in channel that is on (function.invoked only when a call failed); certificate_expiring rules with thresholdDays apply when days_left is at most that.',
+          '{channels: [{id, type webhook|chatbot, url, secret}], rules: [{event, channels, thresholdDays}]}. Events: alert.fired, certificate_expiring, certificate_expired, function.invoked (approval events are not produced yet: refused). Rules name routing channels or the built-in ones (inapp, chatbot, webhook, email). An event no rule names goes to every built-in channel that is on (function.invoked only when a call failed); certificate_expiring rules with thresholdDays apply when days_left is at most that.',
         ),
       },
     )
