@@ -148,7 +148,8 @@ export function notifyRoutes(d: RouteDeps) {
         detail: {
           responses: envelope(Docs.enabled),
           ...tags('providers'),
-          summary: 'Enable a channel (stored; survives a restart); 404 when unknown',
+          summary:
+            'Enable a channel (stored; survives a restart); 404 when unknown; 409 for a channel another plugin provides (source plugin)',
         },
       },
     )
@@ -160,7 +161,8 @@ export function notifyRoutes(d: RouteDeps) {
         detail: {
           responses: envelope(Docs.enabled),
           ...tags('providers'),
-          summary: 'Disable a channel: notify fails for it, its queued deliveries wait until it is enabled',
+          summary:
+            'Disable a channel: notify fails for it, its queued deliveries wait until it is enabled; 409 for a channel another plugin provides',
         },
       },
     )
@@ -192,7 +194,7 @@ export function notifyRoutes(d: RouteDeps) {
           summary:
             'Swap (or create) a channel at runtime: built and verified first; on failure the old one stays and the answer is 400',
           description:
-            'Body {type?, enabled?, config}. A masked secret sent back unchanged keeps the stored secret. `module` is refused: provider files load only from the YAML.',
+            'Body {type?, enabled?, config}. A masked secret sent back unchanged keeps the stored secret. `module` is refused: provider files load only from the YAML. 409 for a channel another plugin provides (source `plugin`, such as `site.webhook`): it is configured there.',
         },
       },
     )

@@ -53,6 +53,10 @@ forEachEngine((engine) => {
     expect(site.hits[0]!.headers['x-liveops-delivery']).toBe(
       logs.find((l: { provider: string }) => l.provider === 'site.webhook').id,
     )
+    // Configured through the site settings, not notify's /config.
+    const put = (body: unknown) => a.req('PUT', '/api/v1/config/site.webhook', { token: admin, body })
+    expect((await put({ config: { channel: 'chatbot' } })).status).toBe(409)
+    expect((await a.req('POST', '/api/v1/providers/site.webhook/disable', { token: admin })).status).toBe(409)
   })
 
   test('approval is not an event until something produces it: a routing rule naming it is refused', async () => {

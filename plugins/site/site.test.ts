@@ -252,12 +252,6 @@ forEachEngine((engine) => {
           s.labels.channel === 'site.webhook' && s.labels.outcome === 'retry',
       )
       expect(retried?.value).toBeGreaterThanOrEqual(1)
-      // Configured here, not through notify's /config.
-      const refused = await a.req('PUT', '/api/v1/config/site.webhook', {
-        token: admin,
-        body: { config: { channel: 'chatbot' } },
-      })
-      expect(refused.status).toBe(409)
       await put('notification.emailEnabled', false)
       await a.req('DELETE', '/api/v1/site/notification.chatbotUrl', { token: admin })
       await a.req('DELETE', '/api/v1/site/notification.webhookUrl', { token: admin })
