@@ -1,3 +1,4 @@
+import { rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { stringify } from 'yaml'
 import { signRequest } from '../../sdk/sign'
@@ -27,9 +28,14 @@ export async function startFleet(opts: {
   core?: Record<string, unknown>
 }): Promise<Fleet> {
   const servers: Running[] = []
+  const dirs: string[] = []
+  const cleanUp = () => {
+    for (const d of dirs) rmSync(d, { recursive: true, force: true })
+  }
   try {
     for (const name of opts.names) {
       const dir = tempDir(`liveops-fleet-${name}-`)
+      dirs.push(dir)
       const yaml = stringify({
         data_dir: dir,
         instance_id: name,
@@ -64,10 +70,13 @@ export async function startFleet(opts: {
       async stop(signal = 'SIGTERM') {
         for (const s of servers) s.proc.kill(signal)
         await Promise.all(servers.map((s) => s.proc.exited))
+        cleanUp()
       },
     }
   } catch (e) {
     for (const s of servers) s.proc.kill('SIGKILL')
+    await Promise.all(servers.map((s) => s.proc.exited))
+    cleanUp()
     throw e
   }
 }
