@@ -1,6 +1,3 @@
-import { existsSync, readFileSync } from 'node:fs'
-import { join } from 'node:path'
-import { openapi } from '@elysiajs/openapi'
 import { type AnyElysia, Elysia } from 'elysia'
 import { routeGuard, writeAuditor } from './audit'
 import { requestGuard } from './auth/guard'
@@ -9,13 +6,13 @@ import { coreMigrations } from './auth/migrations'
 import { CORE_AREAS } from './auth/roles'
 import { authRoutes } from './auth/routes'
 import { AuthService, type Principal } from './auth/service'
+import { bootstrapAdmin, hasNoUser, hashAdminPassword, instanceId, jwtSecret } from './bootstrap'
 import { Bus } from './bus'
 import { createChanges } from './changes'
 import type { LoadedConfig } from './config'
 import { type Db, type MigrationSet, migrate, openDb } from './db'
-import { SCALAR_ASSET, docsAssets, scalarOptions } from './docs'
+import { apiReference, docsAssets } from './docs'
 import { CorsPolicy, edge } from './edge'
-import { privateDir, tighten, writePrivate } from './files'
 import { ErrorFamilies, HttpError, bodyTooLarge, clientIp, errorHandler } from './http'
 import { bodyLimits, pathOf } from './listen'
 import { type Logger, createLogger } from './log'
@@ -33,6 +30,7 @@ import {
 } from './plugin'
 import { LimiterSlot, RateLimiter, SharedRateLimiter } from './ratelimit'
 import { Scheduler } from './schedule'
+import { databaseScheduleStore, scheduleMigrations } from './schedule-store'
 import { createSharedState } from './shared'
 import { strictBodies } from './strict'
 
@@ -45,6 +43,17 @@ export interface AppOptions {
   /** PostgreSQL schema to use (tests isolate themselves this way). */
   pgSchema?: string
   log?: Logger
+  /**
+   * Hashes the bootstrap admin's password (default `Bun.password.hash`, Argon2id, ~100 ms of a
+   * core). Test suites pass one that remembers each password's hash: they build hundreds of apps
+   * with the same password.
+   */
+  hashPassword?: (password: string) => Promise<string>
+  /**
+   * The time the platform rate limit's fixed windows are read from (default `Date.now`): tests
+   * place a budget in the middle of a minute instead of waiting for the next one.
+   */
+  clock?: () => number
 }
 
 export interface LiveopsApp {
@@ -90,68 +99,6 @@ export function orderPlugins(enabled: string[], known: Record<string, PluginMani
   return out
 }
 
-function jwtSecret(configured: string, dataDir: string): string {
-  if (configured) return configured
-  privateDir(dataDir)
-  const file = join(dataDir, 'jwt-secret')
-  if (existsSync(file)) {
-    tighten(file)
-    return readFileSync(file, 'utf8').trim()
-  }
-  const secret = Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString('base64url')
-  writePrivate(file, secret)
-  return secret
-}
-
-/**
- * The bootstrap admin's password and its Argon2id hash, which takes ~200 ms of a core. Bun hashes
- * on another thread, so the hash starts as soon as the store shows no user (before the
- * migrations) and runs while the plugins set up; the admin row is written before createApp
- * returns, so nothing listens without it.
- */
-interface PendingAdmin {
-  password: string
-  /** Set when no password was configured. */
-  generated?: string
-  hash: Promise<string>
-}
-
-function hashAdminPassword(configured: string): PendingAdmin {
-  const generated = configured
-    ? undefined
-    : Buffer.from(crypto.getRandomValues(new Uint8Array(12))).toString('base64url')
-  const password = configured || generated!
-  const hash = Bun.password.hash(password)
-  // Awaited, and a failure met, only if the admin is created.
-  hash.catch(() => {})
-  return { password, generated, hash }
-}
-
-/** Whether the store has no user yet, asked before migrating: a fresh store has no `users` table. */
-async function hasNoUser(db: Db): Promise<boolean> {
-  try {
-    return !(await db.get('SELECT 1 AS one FROM users LIMIT 1'))
-  } catch {
-    return true
-  }
-}
-
-async function bootstrapAdmin(
-  auth: AuthService,
-  email: string,
-  pending: PendingAdmin | undefined,
-  configured: string,
-  log: Logger,
-): Promise<string | undefined> {
-  if ((await auth.countUsers()) > 0) return undefined
-  const { password, generated, hash } = pending ?? hashAdminPassword(configured)
-  await auth.createUser({ email, username: 'admin', name: 'Administrator', password, roles: ['admin'] }, hash)
-  if (generated)
-    log.warn(`bootstrap admin created: ${email} with generated password ${generated} (shown once)`)
-  else log.info(`bootstrap admin created: ${email}`)
-  return generated
-}
-
 /**
  * Builds the whole application from a validated configuration: opens the store, applies every
  * migration, bootstraps the admin and sets up each enabled plugin in dependency order. Never
@@ -161,7 +108,16 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
   const core = config.core
   const log = opts.log ?? createLogger(core.log)
   const ordered = orderPlugins(Object.keys(config.plugins), opts.plugins)
-  const db = openDb(core.database.url, core.data_dir, { schema: opts.pgSchema, max: core.database.pool })
+  // An outage is logged once when the store stops answering and once when it is back.
+  const onOutage = (what: 'down' | 'up', detail: string) =>
+    what === 'down'
+      ? log.warn('database does not answer: requests answer 503 until it does', { cause: detail })
+      : log.info('database answers again', { detail })
+  const db = openDb(core.database.url, core.data_dir, {
+    schema: opts.pgSchema,
+    max: core.database.pool,
+    onOutage,
+  })
   const stops: Array<() => Promise<void> | void> = []
   const stopAll = async () => {
     for (const fn of stops.splice(0).reverse()) {
@@ -174,8 +130,13 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
   }
   stops.push(() => db.close())
   try {
-    const pendingAdmin = (await hasNoUser(db)) ? hashAdminPassword(core.admin.password) : undefined
-    const sets: MigrationSet[] = [{ plugin: 'core', migrations: coreMigrations }]
+    const pendingAdmin = (await hasNoUser(db))
+      ? hashAdminPassword(core.admin.password, opts.hashPassword)
+      : undefined
+    const sets: MigrationSet[] = [
+      { plugin: 'core', migrations: coreMigrations },
+      { plugin: 'core.schedule', migrations: scheduleMigrations },
+    ]
     for (const p of ordered) if (p.migrations?.length) sets.push({ plugin: p.name, migrations: p.migrations })
     const applied = await migrate(db, sets)
     if (applied.length) log.info('migrations applied', { migrations: applied })
@@ -188,6 +149,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
             schema: opts.pgSchema,
             max: 2,
             asyncCommit: true,
+            onOutage,
             // Unreachable PostgreSQL: the limiter gives up on its counters first, then counts locally.
             connectTimeoutS: 1,
           })
@@ -233,12 +195,13 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     // (counted there, the default limit halved authenticated throughput to outlive a restart).
     const limiter = new LimiterSlot(
       db.dialect === 'sqlite' && !core.redis.url
-        ? new RateLimiter(core.rate_limit.requests_per_minute, core.rate_limit.burst)
+        ? new RateLimiter(core.rate_limit.requests_per_minute, core.rate_limit.burst, opts.clock)
         : new SharedRateLimiter(
             core.rate_limit.requests_per_minute,
             core.rate_limit.burst,
             shared,
             log.child('ratelimit'),
+            opts.clock,
           ),
     )
     const identified = new WeakMap<Request, Principal>()
@@ -247,7 +210,13 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     const services = new Map<string, { owner: string; service: unknown }>()
     const starts: Array<() => Promise<void> | void> = []
     const checks = new HealthChecks()
-    const scheduler = new Scheduler(log.child('schedule'))
+    const instance = instanceId(core.instance_id, core.data_dir)
+    const scheduler = new Scheduler(log.child('schedule'), {
+      store: databaseScheduleStore(db),
+      instanceId: instance,
+      metrics,
+    })
+    checks.add('schedule', () => scheduler.health(), { critical: false })
 
     const mon = monitoring({ db, metrics, config: core, guard, checks, families })
     stops.push(mon.close)
@@ -260,50 +229,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
       .use(errorHandler(families, (): AnyElysia['routes'] => app.routes))
       .use(edge(cors))
       .use(docsAssets())
-      .use(
-        apiDocs(
-          openapi({
-            path: '/docs',
-            specPath: '/v3/api-docs',
-            exclude: { paths: ['/docs', '/v3/api-docs', SCALAR_ASSET] },
-            scalar: scalarOptions,
-            documentation: {
-              info: {
-                title: 'liveops',
-                version: '1',
-                description:
-                  'Self-hosted back end for live games. Error bodies: `/api/*` answers `{error, message, timestamp, path}`; ' +
-                  'the server analytics family (`/api/v1/analytics/*`) answers `{error, message, details}`; the other `/api/v1/*` routes answer the envelope ' +
-                  '`{code, message, data}` (code 0 on success, the HTTP status on error). Authenticated API responses carry ' +
-                  'X-RateLimit-Limit/Remaining/Reset; past the limit they answer 429 with Retry-After.',
-              },
-              components: {
-                securitySchemes: {
-                  bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
-                  apiKey: {
-                    type: 'apiKey',
-                    in: 'header',
-                    name: 'x-api-key',
-                    description:
-                      'SDK key (`lok_...`): public, bound to one game and environment; reaches only the SDK surface',
-                  },
-                  serverKey: {
-                    type: 'apiKey',
-                    in: 'header',
-                    name: 'x-api-key',
-                    description:
-                      'Server key (`lsk_...`, spec 2 X-API-Key): secret, scoped (config, trigger, query) like an application token',
-                  },
-                  adminToken: { type: 'apiKey', in: 'header', name: 'x-admin-token' },
-                },
-              },
-              security: [{ bearer: [] }],
-            },
-          }),
-          (): AnyElysia => app,
-          families,
-        ),
-      )
+      .use(apiDocs(apiReference(), (): AnyElysia => app, families))
     const { bodyLimit, bodyLimitFor, smallest } = bodyLimits(core.server.body_limit_mb, ordered)
     // Route templates, not raw paths, label the request histogram (bounded cardinality).
     const started = new WeakMap<Request, number>()
@@ -370,6 +296,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
       const deps = new Set(p.dependsOn ?? [])
       const ctx: PluginContext<unknown> = {
         name: p.name,
+        instanceId: instance,
         config: config.plugins[p.name],
         core,
         db,
@@ -414,7 +341,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
       app.use(await p.setup(ctx as never))
     }
     for (const fn of starts) await fn()
-    scheduler.start()
+    await scheduler.start()
     // Stop hooks run in reverse: the jobs stop before any plugin's own stop hook.
     stops.push(() => scheduler.stop())
     const generatedAdminPassword = await bootstrapAdmin(
@@ -423,6 +350,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
       pendingAdmin,
       core.admin.password,
       log,
+      opts.hashPassword,
     )
 
     return {

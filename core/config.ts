@@ -32,6 +32,12 @@ export const CoreConfigSchema = T.Object(
     ),
     /** Where the embedded store, the generated JWT secret and backups live (env DATA_DIR). */
     data_dir: T.String({ default: './data' }),
+    /**
+     * This instance's name among those sharing a store (env INSTANCE_ID): in scheduled jobs'
+     * leases, `/healthz`, and on the backups it made. Empty: generated once and kept in data_dir,
+     * so it survives restarts; set it when the data directory does not.
+     */
+    instance_id: T.String({ default: '', pattern: '^[A-Za-z0-9._-]{0,64}$' }),
     database: T.Object(
       {
         /** Empty: SQLite in data_dir; `postgres://...`: PostgreSQL; else a SQLite path (env DATABASE_URL). */
@@ -219,6 +225,7 @@ function applyEnv(raw: Record<string, unknown>, env: Record<string, string | und
   if (env.PORT) set(['server', 'port'], env.PORT)
   if (env.HOST) set(['server', 'host'], env.HOST)
   if (env.DATA_DIR) set(['data_dir'], env.DATA_DIR)
+  if (env.INSTANCE_ID) set(['instance_id'], env.INSTANCE_ID)
   if (env.DATABASE_URL) set(['database', 'url'], env.DATABASE_URL)
   if (env.JWT_SECRET) set(['auth', 'jwt_secret'], env.JWT_SECRET)
   if (env.ADMIN_EMAIL) set(['admin', 'email'], env.ADMIN_EMAIL)

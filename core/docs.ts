@@ -1,4 +1,4 @@
-import type { openapi } from '@elysiajs/openapi'
+import { openapi } from '@elysiajs/openapi'
 import { Elysia } from 'elysia'
 // The browser bundle is not in the package's exports map, hence the path into node_modules.
 // `type: 'file'` makes `bun build --compile` embed it; here it is the file's path.
@@ -50,4 +50,49 @@ export function docsAssets() {
     },
     { detail: { hide: true } },
   )
+}
+
+/**
+ * The OpenAPI description (`/v3/api-docs`) and its reference UI (`/docs`): the document's
+ * title, the error bodies of each API family and the credentials a route may name.
+ */
+export function apiReference() {
+  return openapi({
+    path: '/docs',
+    specPath: '/v3/api-docs',
+    exclude: { paths: ['/docs', '/v3/api-docs', SCALAR_ASSET] },
+    scalar: scalarOptions,
+    documentation: {
+      info: {
+        title: 'liveops',
+        version: '1',
+        description:
+          'Self-hosted back end for live games. Error bodies: `/api/*` answers `{error, message, timestamp, path}`; ' +
+          'the server analytics family (`/api/v1/analytics/*`) answers `{error, message, details}`; the other `/api/v1/*` routes answer the envelope ' +
+          '`{code, message, data}` (code 0 on success, the HTTP status on error). Authenticated API responses carry ' +
+          'X-RateLimit-Limit/Remaining/Reset; past the limit they answer 429 with Retry-After.',
+      },
+      components: {
+        securitySchemes: {
+          bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
+          apiKey: {
+            type: 'apiKey',
+            in: 'header',
+            name: 'x-api-key',
+            description:
+              'SDK key (`lok_...`): public, bound to one game and environment; reaches only the SDK surface',
+          },
+          serverKey: {
+            type: 'apiKey',
+            in: 'header',
+            name: 'x-api-key',
+            description:
+              'Server key (`lsk_...`, spec 2 X-API-Key): secret, scoped (config, trigger, query) like an application token',
+          },
+          adminToken: { type: 'apiKey', in: 'header', name: 'x-admin-token' },
+        },
+      },
+      security: [{ bearer: [] }],
+    },
+  })
 }

@@ -126,13 +126,4 @@ export interface BusEvents {
       trace_id?: string
     }>
   }
-  /** The approval center: an approval was requested, approved or rejected. */
-  approval: {
-    id: string
-    status: 'pending' | 'approved' | 'rejected'
-    title: string
-    requested_by?: string
-    decided_by?: string
-    comment?: string
-  }
 }

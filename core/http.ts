@@ -55,10 +55,14 @@ export class TooManyRequests extends HttpError {
   }
 }
 export class ServiceUnavailable extends HttpError {
-  constructor(message: string, code = 'service_unavailable') {
-    super(503, code, message)
+  /** `retryAfterSeconds`: when asking again may help; a part switched off by configuration says so in its message. */
+  constructor(message: string, code = 'service_unavailable', retryAfterSeconds = 30) {
+    super(503, code, message, undefined, { 'retry-after': String(retryAfterSeconds) })
   }
 }
+
+/** Seconds a client waits before retrying a request the store could not take (a probe runs every half second). */
+export const STORE_RETRY_AFTER_S = 2
 
 /** Shorthand used by stores: `invalidField('body.name', 'must not be blank')`. */
 export function invalidField(field: string, reason: string): Invalid {
@@ -150,9 +154,14 @@ function errorResponse(
   const family = families.of(path)
   const body = errorBody(family, path, code, message, details)
   if (family === 'envelope') (body as { code: number }).code = status
+  // Every 503 says when to ask again (RFC 9110 15.6.4); the ones that know pass their own.
+  const extra =
+    status === 503 && !headers?.['retry-after']
+      ? { ...headers, 'retry-after': String(STORE_RETRY_AFTER_S) }
+      : headers
   return new Response(JSON.stringify(body), {
     status,
-    headers: headers ? { 'content-type': 'application/json', ...headers } : JSON_HEADERS,
+    headers: extra ? { 'content-type': 'application/json', ...extra } : JSON_HEADERS,
   })
 }
 

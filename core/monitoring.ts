@@ -4,7 +4,7 @@ import type { RouteGuard } from './audit'
 import type { CoreConfig } from './config'
 import type { Db } from './db'
 import { storageFault } from './db/faults'
-import { type ErrorFamilies, ok } from './http'
+import { type ErrorFamilies, STORE_RETRY_AFTER_S, ok } from './http'
 import type { Metrics } from './metrics'
 import type { HealthOptions, HealthResult } from './plugin'
 import { Enum } from './schema'
@@ -159,9 +159,12 @@ export function monitoring(deps: {
   })
   const detail = (summary: string) => ({ tags: ['monitoring'], summary })
 
-  const answer = async ({ set }: { set: { status?: number | string } }) => {
+  const answer = async ({
+    set,
+  }: { set: { status?: number | string; headers: Record<string, string | number> } }) => {
     const h = await health()
     set.status = h.up ? 200 : 503
+    if (!h.up) set.headers['retry-after'] = String(STORE_RETRY_AFTER_S)
     return h.body
   }
   const healthRoute = (summary: string) => ({

@@ -53,6 +53,11 @@ export type FastHandler = (
 export interface PluginContext<C> {
   /** The plugin's own name. */
   name: string
+  /**
+   * This instance's name among those sharing the store (`instance_id`, else generated once into
+   * data_dir): what it made that only it can finish or serve (a backup file) is marked with it.
+   */
+  instanceId: string
   /** `plugins.<name>` of the YAML, validated and with defaults applied. */
   config: C
   /** The platform settings (server, database, auth, log, telemetry, redis), read-only. */
@@ -130,8 +135,11 @@ export interface PluginContext<C> {
   staticRoute(path: string, response: Response | undefined): void
   /**
    * A periodic job, by a name unique in the app: `ctx.schedule('backups.auto', 60_000, job)`.
-   * The job never overlaps itself, starts after the start hooks and is aborted (its signal) and
-   * awaited before the stop hooks. Use this, not `setInterval`, for every periodic job.
+   * One run per tick across every instance sharing the store (`perInstance` for work on this
+   * process's own state); never overlapping itself; a tick missed while all instances were down
+   * runs once at start; its last run, duration and error in `/healthz` (`checks.schedule`) and the
+   * `svc_schedule_*` metrics. Starts after the start hooks and is aborted (its signal) and awaited
+   * before the stop hooks. Use this, not `setInterval`, for every periodic job (core/schedule.ts).
    */
   schedule(name: string, everyMs: number, job: ScheduledJob, opts?: ScheduleOptions): void
   /** Runs after every plugin is set up, before the server listens. The one start hook. */

@@ -50,6 +50,7 @@ export class RateLimiter implements Limiter {
   constructor(
     readonly perMinute: number,
     readonly burst: number,
+    private clock: () => number = Date.now,
   ) {}
 
   get enabled(): boolean {
@@ -57,7 +58,7 @@ export class RateLimiter implements Limiter {
   }
 
   /** Counts one request for `key`; throws 429 with Retry-After when over either limit. */
-  hit(key: string, now = Date.now()): RateDecision {
+  hit(key: string, now = this.clock()): RateDecision {
     const minuteWindow = Math.floor(now / 60_000)
     const secondWindow = Math.floor(now / 1000)
     if (minuteWindow !== this.lastSweep) this.sweep(minuteWindow)
@@ -134,8 +135,9 @@ export class SharedRateLimiter implements Limiter {
     readonly burst: number,
     private counters: Counters,
     private log: { warn(msg: string, fields?: Record<string, unknown>): void },
+    private clock: () => number = Date.now,
   ) {
-    this.local = new RateLimiter(perMinute, burst)
+    this.local = new RateLimiter(perMinute, burst, clock)
   }
 
   get enabled(): boolean {
@@ -143,7 +145,7 @@ export class SharedRateLimiter implements Limiter {
   }
 
   async hit(key: string): Promise<RateDecision> {
-    const now = Date.now()
+    const now = this.clock()
     const minute = Math.floor(now / 60_000)
     const second = Math.floor(now / 1000)
     const reset = (minute + 1) * 60
@@ -162,7 +164,7 @@ export class SharedRateLimiter implements Limiter {
           error: String(e),
         })
       this.failing = true
-      this.retryAt = Date.now() + 1000
+      this.retryAt = this.clock() + 1000
       return this.local.hit(key, now)
     }
     const [m, s = 0] = totals

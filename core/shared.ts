@@ -1,8 +1,8 @@
-import { RedisClient } from 'bun'
 import type { Db } from './db'
 import { GroupCommit } from './db/group-commit'
 import type { Logger } from './log'
-import { BUCKET_SCRIPT, type BucketSettings, LocalBuckets, type Take } from './ratelimit'
+import { type BucketSettings, LocalBuckets, type Take } from './ratelimit'
+import { redisState } from './shared-redis'
 
 /** One counter of an `addAll`: `by` (1 when absent) added to `key`, whose window is `windowMs`. */
 export interface Count {
@@ -49,7 +49,7 @@ export interface SharedState {
 }
 
 /** The operations a backend provides; `createSharedState` adds the fallback and the backend name. */
-type Ops = Omit<SharedState, 'backend' | 'close' | 'add'>
+export type Ops = Omit<SharedState, 'backend' | 'close' | 'add'>
 
 /** One process's state: the fallback while Redis is down, and what tests compare with. */
 export class MemoryState {
@@ -276,85 +276,6 @@ function databaseState(db: Db, counters: Db = db): Ops {
       const v = Number(row?.value ?? 0)
       return { allowed: v % 2 === 1, tokens: Math.floor(v / 2) / MILLI }
     },
-  }
-}
-
-/** After a failed connection, this long passes before the next attempt (answers come from memory meanwhile). */
-const RETRY_MS = 1000
-
-function redisState(url: string): Ops & { close(): void } {
-  // autoReconnect would make a call wait for Redis to come back; this client fails at once and
-  // is replaced on the next attempt instead.
-  const make = () =>
-    new RedisClient(url, { connectionTimeout: 2000, autoReconnect: false, enableOfflineQueue: false })
-  let client = make()
-  let failedAt = 0
-  // Fixed windows: INCRBY, and the expiry set by the increment that created the key (or by each
-  // increment when the last argument asks the windows to slide).
-  const ADD = `local out = {}
-local slide = ARGV[#ARGV] == '1'
-for i, k in ipairs(KEYS) do
-  local v = redis.call('INCRBY', k, ARGV[2 * i - 1])
-  if slide or redis.call('PTTL', k) < 0 then redis.call('PEXPIRE', k, ARGV[2 * i]) end
-  out[i] = v
-end
-return out`
-  const call = async (cmd: string, args: string[]) => {
-    if (!client.connected) {
-      if (Date.now() - failedAt < RETRY_MS)
-        throw new Error('redis: waiting before the next connection attempt')
-      try {
-        if (failedAt) {
-          client.close()
-          client = make()
-        }
-        await client.connect()
-        failedAt = 0
-      } catch (e) {
-        failedAt = Date.now()
-        throw e
-      }
-    }
-    return client.send(cmd, args)
-  }
-  const k = (key: string) => `liveops:${key}`
-  return {
-    async claimOnce(key, ttlMs) {
-      return (await call('SET', [k(key), '1', 'NX', 'PX', String(ttlMs)])) === 'OK'
-    },
-    async addAll(counts, opts = {}) {
-      const args = counts.flatMap((c) => [String(c.by ?? 1), String(c.windowMs)])
-      const out = await call('EVAL', [
-        ADD,
-        String(counts.length),
-        ...counts.map((c) => k(c.key)),
-        ...args,
-        opts.slide ? '1' : '0',
-      ])
-      return (out as unknown[]).map(Number)
-    },
-    async get(keys) {
-      const out = (await call('MGET', keys.map(k))) as Array<string | null>
-      return out.map((v) => (v === null ? undefined : Number(v)))
-    },
-    async put(key, value, ttlMs) {
-      await call('SET', [k(key), String(Math.round(value)), 'PX', String(ttlMs)])
-    },
-    async remove(keys) {
-      if (keys.length) await call('DEL', keys.map(k))
-    },
-    async take(key, s) {
-      const perMs = String(s.requestsPerMinute / 60_000)
-      const [allowed, tokens] = (await call('EVAL', [
-        BUCKET_SCRIPT,
-        '1',
-        k(key),
-        perMs,
-        String(s.burstSize),
-      ])) as [number, string]
-      return { allowed: Number(allowed) === 1, tokens: Number(tokens) }
-    },
-    close: () => client.close(),
   }
 }
 

@@ -24,7 +24,7 @@ test('SIGTERM ends the realtime and in-app message streams and the process exits
     config,
     `data_dir: ${dir}
 server: { shutdown_grace_s: 600 }
-plugins: { games: {}, ingest: { signing_secret: drain-secret }, analytics: {}, site: {} }
+plugins: { games: {}, ingest: { signing_secret: drain-secret }, analytics: {}, notify: {}, site: {} }
 `,
   )
   s = await startServer(

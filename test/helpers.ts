@@ -86,8 +86,10 @@ export interface MakeAppOptions {
   env?: Record<string, string>
   /** Plugins beside the shipped ones (the example plugin of docs/plugins.md, broken manifests). */
   extraPlugins?: Record<string, PluginManifest>
-  /** A second instance on this app's PostgreSQL schema (left to that app to drop). */
+  /** A second instance on this app's PostgreSQL schema (left to that app to drop; pass its `pgUrl` too). */
   store?: TestApp
+  /** On PostgreSQL: the server to use (one the test runs itself) instead of the shared one. */
+  pgUrl?: string
 }
 
 function merge(a: Record<string, unknown>, b: Record<string, unknown>): Record<string, unknown> {
@@ -103,15 +105,15 @@ function merge(a: Record<string, unknown>, b: Record<string, unknown>): Record<s
 }
 
 /** Opens a fresh PostgreSQL schema for one app; dropped again by `stop()`. */
-export async function freshSchema(): Promise<{ schema: string; drop: () => Promise<void> }> {
+export async function freshSchema(url = PG_URL): Promise<{ schema: string; drop: () => Promise<void> }> {
   const schema = `t_${crypto.randomUUID().replace(/-/g, '').slice(0, 16)}`
-  const sql = postgres(PG_URL, { max: 1, onnotice: () => undefined })
+  const sql = postgres(url, { max: 1, onnotice: () => undefined })
   await sql.unsafe(`CREATE SCHEMA ${schema}`)
   await sql.end()
   return {
     schema,
     drop: async () => {
-      const s = postgres(PG_URL, { max: 1, onnotice: () => undefined })
+      const s = postgres(url, { max: 1, onnotice: () => undefined })
       await s.unsafe(`DROP SCHEMA IF EXISTS ${schema} CASCADE`)
       await s.end()
     },
@@ -129,10 +131,10 @@ export async function makeApp(engine: Engine, opts: MakeAppOptions = {}): Promis
       ? undefined
       : opts.store?.pgSchema
         ? { schema: opts.store.pgSchema, drop: async () => undefined }
-        : await freshSchema()
+        : await freshSchema(opts.pgUrl)
   const base = {
     data_dir: dataDir,
-    database: { url: pg ? PG_URL : join(dataDir, 'test.sqlite'), pool: 5 },
+    database: { url: pg ? (opts.pgUrl ?? PG_URL) : join(dataDir, 'test.sqlite'), pool: 5 },
     auth: { jwt_secret: 'test-secret', admin_token: 'test-admin-token' },
     admin: { email: 'admin@localhost', password: ADMIN_PASSWORD },
     rate_limit: { requests_per_minute: 0, burst: 0 },
@@ -147,6 +149,7 @@ export async function makeApp(engine: Engine, opts: MakeAppOptions = {}): Promis
     plugins: known,
     pgSchema: pg?.schema,
     log: createLogger(config.core.log),
+    hashPassword: hashOnce,
   })
   const tokens = new Map<string, string>()
 
@@ -173,12 +176,10 @@ export async function makeApp(engine: Engine, opts: MakeAppOptions = {}): Promis
   const token = async (role = 'admin') => {
     let t = tokens.get(role)
     if (!t) {
-      const user = await built.auth.createUser({
-        email: `${role}@test.local`,
-        username: `${role}-user`,
-        password: 'password-123',
-        roles: [role],
-      })
+      const user = await built.auth.createUser(
+        { email: `${role}@test.local`, username: `${role}-user`, password: USER_PASSWORD, roles: [role] },
+        hashOnce(USER_PASSWORD),
+      )
       t = built.auth.accessToken(user)
       tokens.set(role, t)
     }
@@ -246,18 +247,38 @@ export function chunkedBody(text: string, size: number): ReadableStream<Uint8Arr
 }
 
 /**
- * Polls `fn` until it answers something other than undefined or false (then returns it), or
- * fails after `ms`: tests wait for an outcome by its condition, never by a fixed sleep.
+ * Polls `fn` until it answers something truthy (then returns it), or fails after `ms` naming
+ * `what` and the last answer: tests wait for an outcome by its condition, never by a fixed sleep.
+ * The one such helper of the suite.
  */
 export async function until<T>(
-  fn: () => Promise<T | undefined | false> | T | undefined | false,
-  ms = 5000,
+  fn: () => Promise<T | undefined | false | null> | T | undefined | false | null,
+  opts: number | { ms?: number; what?: string } = 5000,
 ): Promise<T> {
+  const { ms = 5000, what = 'condition' } = typeof opts === 'number' ? { ms: opts } : opts
   const deadline = Date.now() + ms
   for (;;) {
     const v = await fn()
-    if (v !== undefined && v !== false) return v
-    if (Date.now() > deadline) throw new Error(`until: condition not met within ${ms} ms`)
+    if (v) return v
+    if (Date.now() > deadline) throw new Error(`until: ${what} not met within ${ms} ms (last: ${String(v)})`)
     await Bun.sleep(10)
   }
 }
+
+const hashes = new Map<string, Promise<string>>()
+/**
+ * A password's Argon2id hash, made once per test process: every test app has the same bootstrap
+ * admin and users with the same password, and each hash costs ~100 ms of a core (seconds on a
+ * busy machine). The stored hashes are real: logins verify them as in production.
+ */
+export function hashOnce(password: string): Promise<string> {
+  let h = hashes.get(password)
+  if (!h) {
+    h = Bun.password.hash(password)
+    hashes.set(password, h)
+  }
+  return h
+}
+
+/** The password of the users `TestApp.token` creates. */
+const USER_PASSWORD = 'password-123'

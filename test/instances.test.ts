@@ -5,7 +5,7 @@ import { loadConfig } from '../core/config'
 import { createLogger } from '../core/log'
 import { plugins } from '../plugins'
 import { ownStore } from '../plugins/notify/testing'
-import { engines } from './helpers'
+import { engines, hashOnce } from './helpers'
 
 /**
  * Several instances on one PostgreSQL: a change made through one is seen by the others at once,
@@ -34,6 +34,7 @@ async function instance(store: Awaited<ReturnType<typeof ownStore>>, name: strin
     plugins,
     pgSchema: store.schema,
     log: createLogger(config.core.log),
+    hashPassword: hashOnce,
   })
   const req = async (method: string, path: string, body?: unknown) => {
     const res = await app.app.handle(

@@ -4,8 +4,9 @@ import { type LiveopsApp, createApp } from '../core/app'
 import { loadConfig } from '../core/config'
 import { createLogger } from '../core/log'
 import { plugins } from '../plugins'
-import { httpSink, ownStore, until } from '../plugins/notify/testing'
-import { type Engine, engines } from './helpers'
+import { httpSink, ownStore } from '../plugins/notify/testing'
+import { type Engine, engines, hashOnce, until } from './helpers'
+import { ownRedis } from './own-redis'
 
 /**
  * Issue 21 point 2: the platform rate limit, login throttling, notify's idempotency keys and the
@@ -54,6 +55,8 @@ async function instance(store: Store, o: Options) {
     plugins,
     pgSchema: store.schema,
     log: createLogger(config.core.log, (l) => lines.push(l)),
+    hashPassword: hashOnce,
+    clock,
   })
   const req = async (
     method: string,
@@ -91,19 +94,21 @@ const randomIp = () =>
 /** A fresh operator (a fresh budget); any instance signs tokens every instance accepts. */
 async function operator(on: Instance) {
   const name = `op-${unique()}`
-  const user = await on.app.auth.createUser({
-    email: `${name}@example.org`,
-    username: name,
-    password: PASSWORD,
-    roles: ['operator'],
-  })
+  const user = await on.app.auth.createUser(
+    { email: `${name}@example.org`, username: name, password: PASSWORD, roles: ['operator'] },
+    hashOnce(PASSWORD),
+  )
   return { user, token: on.app.auth.accessToken(user) }
 }
 
-/** The minute windows are fixed: a budget test does not start in the last seconds of a minute. */
-async function awayFromMinuteEdge() {
-  const s = (Date.now() % 60_000) / 1000
-  if (s > 50) await Bun.sleep((60 - s) * 1000 + 50)
+/**
+ * The minute windows are fixed: a budget test starts at second 5 of a minute by the apps' clock
+ * (never near the edge, where its counts would split over two windows), without waiting for it.
+ */
+let offset = 0
+const clock = () => Date.now() + offset
+function midMinute() {
+  offset = 5_000 - (Date.now() % 60_000)
 }
 
 /** An authenticated request through the guard: its status and what remains of the budget. */
@@ -116,7 +121,7 @@ const spend = async (on: Instance, token: string) => {
 function sharedBehaviour(pair: () => { a: Instance; b: Instance }) {
   test('the platform budget spent on A counts on B', async () => {
     const { a, b } = pair()
-    await awayFromMinuteEdge()
+    midMinute()
     const { token } = await operator(a)
     expect([
       await spend(a, token),
@@ -233,43 +238,6 @@ for (const shared of ['database', 'redis'] as const)
     })
   })
 
-/** A Redis server of this test's own, on a loopback port, that the test stops and starts again. */
-function ownRedis() {
-  const port = 20_000 + Math.floor(Math.random() * 20_000)
-  let proc: ReturnType<typeof Bun.spawn> | undefined
-  const url = `redis://127.0.0.1:${port}`
-  return {
-    url,
-    async start() {
-      proc = Bun.spawn(
-        ['redis-server', '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
-        {
-          stdout: 'ignore',
-          stderr: 'ignore',
-        },
-      )
-      const { RedisClient } = await import('bun')
-      expect(
-        await until(async () => {
-          const c = new RedisClient(url, { autoReconnect: false, connectionTimeout: 200 })
-          try {
-            await c.connect()
-            return (await c.send('PING', [])) === 'PONG'
-          } catch {
-            return false
-          } finally {
-            c.close()
-          }
-        }, 10_000),
-      ).toBe(true)
-    },
-    async stop() {
-      proc?.kill(9)
-      await proc?.exited
-    },
-  }
-}
-
 describe.if(engines.includes('postgres'))('[postgres] Redis stopped and started again', () => {
   let store: Store
   let a: Instance
@@ -289,7 +257,7 @@ describe.if(engines.includes('postgres'))('[postgres] Redis stopped and started 
   })
 
   test('down: each instance counts alone, warns, fails the redis check (not readiness), refuses nothing for it; back: shared again', async () => {
-    await awayFromMinuteEdge()
+    midMinute()
     const shared = await operator(a)
     expect([await spend(a, shared.token), await spend(b, shared.token)]).toEqual([3, 2])
 
@@ -354,7 +322,7 @@ describe.if(engines.includes('sqlite'))('[sqlite] one instance restarted', () =>
   })
 
   test('a lockout and an idempotency key outlive a restart; the budget and the gateway bucket start afresh', async () => {
-    await awayFromMinuteEdge()
+    midMinute()
     let a = await instance(store, { name: 'a' })
     const { user, token } = await operator(a)
     expect([await spend(a, token), await spend(a, token)]).toEqual([3, 2])

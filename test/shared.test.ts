@@ -8,7 +8,7 @@ import { plugins } from '../plugins'
 import { SECRET, game } from '../plugins/ingest/testing'
 import { ownStore } from '../plugins/notify/testing'
 import { signRequest } from '../sdk/sign'
-import { forEachEngine, rawDb } from './helpers'
+import { forEachEngine, hashOnce, rawDb } from './helpers'
 
 const quiet = createLogger(
   { level: 'error', format: 'json', max_size: 1, max_backups: 0, max_age: 0, sensitive_fields: [] },
@@ -209,7 +209,12 @@ forEachEngine((engine) => {
       plugins: { games: {}, ingest: { signing_secret: SECRET } },
     })
     const config = loadConfig(yaml, plugins, {})
-    const app = await createApp(config, { plugins, pgSchema: store.schema, log: quiet })
+    const app = await createApp(config, {
+      plugins,
+      pgSchema: store.schema,
+      log: quiet,
+      hashPassword: hashOnce,
+    })
     apps.push(app)
     return app
   }

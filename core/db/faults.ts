@@ -23,6 +23,7 @@ const NODE_CODES: Record<string, string> = {
   CONNECTION_CLOSED: 'the database connection closed',
   CONNECTION_ENDED: 'the database connection ended',
   CONNECTION_DESTROYED: 'the database connection was destroyed',
+  DATABASE_DOWN: 'the database does not answer',
   // PostgreSQL: admin_shutdown, crash_shutdown, cannot_connect_now, disk_full, out of memory
   '57P01': 'the database is shutting down',
   '57P02': 'the database crashed',
@@ -51,7 +52,31 @@ export function storageFault(e: unknown): StorageFault | undefined {
   const known =
     /database or disk is full|disk I\/O error|attempt to write a readonly database|unable to open database file/i.exec(
       message,
-    )
+    ) ?? CONNECTION_MESSAGE.exec(message)
   if (known) return { cause: `the store failed: ${known[0]}`, detail: message }
   return undefined
+}
+
+/** Connection failures as postgres.js and PostgreSQL word them (`write CONNECTION_CLOSED host:port`). */
+const CONNECTION_MESSAGE =
+  /\b(ECONNRESET|ECONNREFUSED|ETIMEDOUT|EPIPE|CONNECT_TIMEOUT|CONNECTION_CLOSED|CONNECTION_ENDED|CONNECTION_DESTROYED|DATABASE_DOWN)\b|terminating connection due to administrator command|the database system is (shutting down|starting up|in recovery mode)/
+
+/** True for a failure of the connection to the store rather than of a statement. */
+export function isConnectionFault(e: unknown): boolean {
+  const err = e as { code?: unknown; message?: unknown } | null
+  if (!err || typeof err !== 'object') return false
+  const code = typeof err.code === 'string' ? err.code : ''
+  if (code.startsWith('57P') || code.startsWith('08')) return true
+  return CONNECTION_MESSAGE.test(typeof err.message === 'string' ? err.message : '')
+}
+
+/**
+ * Thrown at once for every query while PostgreSQL is known not to answer (core/db/pg-pool.ts):
+ * a 503 with Retry-After now, instead of a request waiting for a connection that will not come.
+ */
+export class StoreDown extends Error {
+  readonly code = 'DATABASE_DOWN'
+  constructor(cause: string, since: number) {
+    super(`DATABASE_DOWN since ${new Date(since).toISOString()}: ${cause}`)
+  }
 }

@@ -1,5 +1,7 @@
 import { Writable } from 'node:stream'
 import type postgres from 'postgres'
+import { isConnectionFault } from './faults'
+import { WatchedPool } from './pg-pool'
 import type { Db, Param, Row } from './types'
 
 const converted = new Map<string, string>()
@@ -90,34 +92,83 @@ async function copyIn(sql: Sql, table: string, cols: readonly string[], params: 
   return done
 }
 
-function wrap(sql: Sql, root: () => Db): Db {
+/** Runs a statement on a connection: the watched pool's for the store, the transaction's inside one. */
+type On = <T>(fn: (sql: Sql) => Promise<T>) => Promise<T>
+
+/**
+ * A transaction whose connection was lost. postgres.js 3.4 sends a statement given to such a
+ * transaction, and the ROLLBACK it sends itself when the transaction's function fails, to the
+ * dead connection, where a write scheduled on its closed socket throws outside any promise and
+ * ends the process (seen under a PostgreSQL crash with transactions in flight). So once a
+ * statement of it failed on its connection, its next statements are refused here, and its
+ * function never settles: postgres.js then sends no ROLLBACK (PostgreSQL rolls back the
+ * transaction of a closed connection itself), and the transaction's caller has its answer already,
+ * the connection's failure.
+ */
+function onTx(s: Sql, lost: { yes: boolean }): On {
+  return async (f) => {
+    if (lost.yes)
+      throw Object.assign(new Error('CONNECTION_CLOSED: the transaction lost its connection'), {
+        code: 'CONNECTION_CLOSED',
+      })
+    try {
+      return await f(s)
+    } catch (e) {
+      if (isConnectionFault(e)) lost.yes = true
+      throw e
+    }
+  }
+}
+
+function afterLoss<T>(lost: { yes: boolean }, result: Promise<T>): Promise<T> {
+  return result.catch((e) => {
+    if (lost.yes || isConnectionFault(e)) {
+      lost.yes = true
+      return new Promise<T>(() => undefined)
+    }
+    throw e
+  })
+}
+
+function wrap(on: On, root: () => Db): Db {
   const self: Db = {
     dialect: 'postgres',
     async all<T = Row>(q: string, params: readonly Param[] = []) {
-      return (await sql.unsafe(toPg(q), params as postgres.ParameterOrJSON<never>[], {
-        prepare: true,
-      })) as unknown as T[]
+      return (await on((sql) =>
+        sql.unsafe(toPg(q), params as postgres.ParameterOrJSON<never>[], { prepare: true }),
+      )) as unknown as T[]
     },
     async get<T = Row>(q: string, params: readonly Param[] = []) {
       const rows = await self.all<T>(q, params)
       return rows[0]
     },
     async raw(q: string, params: readonly Param[] = []) {
-      return (await sql
-        .unsafe(toPg(q), params as postgres.ParameterOrJSON<never>[], { prepare: true })
-        .raw()) as unknown as Array<Array<Uint8Array | null>>
+      return (await on(async (sql) =>
+        sql.unsafe(toPg(q), params as postgres.ParameterOrJSON<never>[], { prepare: true }).raw(),
+      )) as unknown as Array<Array<Uint8Array | null>>
     },
     async run(q: string, params: readonly Param[] = []) {
-      const res = await sql.unsafe(toPg(q), params as postgres.ParameterOrJSON<never>[], { prepare: true })
+      const res = await on((sql) =>
+        sql.unsafe(toPg(q), params as postgres.ParameterOrJSON<never>[], { prepare: true }),
+      )
       return res.count
     },
     async tx<T>(fn: (tx: Db) => Promise<T>) {
-      if ('savepoint' in sql) return (await sql.savepoint((s) => fn(wrap(s, root)))) as T
-      return (await (sql as postgres.Sql).begin((t) => fn(wrap(t, root)))) as T
+      return on(async (sql) => {
+        const lost = { yes: false }
+        const inner = (s: Sql) => afterLoss(lost, fn(wrap(onTx(s, lost), root)))
+        const done = 'savepoint' in sql ? sql.savepoint(inner) : (sql as postgres.Sql).begin(inner)
+        // postgres.js rejects a transaction whose connection closed at once; later statements
+        // of it are refused here (see afterLoss).
+        done.catch((e) => {
+          if (isConnectionFault(e)) lost.yes = true
+        })
+        return (await done) as T
+      })
     },
-    copy: (table, cols, params) => copyIn(sql, table, cols, params),
+    copy: (table, cols, params) => on((sql) => copyIn(sql, table, cols, params)),
     async exec(q: string) {
-      await sql.unsafe(q)
+      await on((sql) => sql.unsafe(q))
     },
     ping: () => root().ping(),
     close: () => root().close(),
@@ -136,6 +187,8 @@ export interface PgOptions {
    * fraction of a second may be lost in a PostgreSQL crash (rate counters, login throttling).
    */
   asyncCommit?: boolean
+  /** Told when the store stops answering and when it answers again (for the log). */
+  onOutage?: (what: 'down' | 'up', detail: string) => void
 }
 
 /** BIGINT (epoch ms, counts) and NUMERIC (sums) come back as JS numbers, as on SQLite. */
@@ -154,40 +207,43 @@ export function openPostgres(url: string, opts: PgOptions = {}): Db {
   // opened: a server on SQLite never does (~13 ms of the binary's start). The bundler keeps a
   // required module as a function it runs on the first call.
   const connect: typeof postgres = require('postgres').default
-  const sql = connect(url, {
-    max: opts.max ?? 10,
-    // While PostgreSQL is unreachable a request fails within ~2 s (503) instead of hanging;
-    // the pool reconnects by itself on the next query once it is back.
-    connect_timeout: opts.connectTimeoutS ?? 2,
+  const settings = {
     onnotice: () => undefined,
     types: numberTypes,
     connection: {
       ...(opts.schema ? { search_path: opts.schema } : {}),
       ...(opts.asyncCommit ? { synchronous_commit: 'off' } : {}),
     },
-  })
+  }
+  // A connection attempt to a silent host gives up after connect_timeout; a silent established
+  // connection is found by the pool's watch (pg-pool.ts). Either way a request fails fast (503).
+  const pool = new WatchedPool(
+    () => connect(url, { ...settings, max: opts.max ?? 10, connect_timeout: opts.connectTimeoutS ?? 2 }),
+    () => connect(url, { ...settings, max: 1, connect_timeout: 1 }),
+    {
+      down: (cause) => opts.onOutage?.('down', cause),
+      up: (ms) => opts.onOutage?.('up', `after ${Math.round(ms)} ms`),
+    },
+  )
+  const on: On = (fn) => pool.run(fn)
   const root: Db & {
     listen(channel: string, fn: (payload: string) => void): Promise<() => Promise<void>>
     notify(channel: string, payload: string): Promise<void>
   } = {
-    ...wrap(sql, () => root),
+    ...wrap(on, () => root),
     location: { url, schema: opts.schema },
-    // LISTEN holds one connection of its own; postgres.js re-listens after a reconnect.
-    async listen(channel, fn) {
-      const l = await sql.listen(channel, fn)
-      return () => l.unlisten()
-    },
+    // LISTEN holds one connection of its own; postgres.js re-listens after a reconnect, and the
+    // pool moves it to the new pool that replaces one after an outage.
+    listen: (channel, fn) => pool.listen(channel, fn),
     async notify(channel, payload) {
-      await sql`SELECT pg_notify(${channel}, ${payload})`
+      await on((sql) => sql`SELECT pg_notify(${channel}, ${payload})`)
     },
     async ping() {
       const t = performance.now()
-      await sql`SELECT 1`
+      await on((sql) => sql`SELECT 1`)
       return performance.now() - t
     },
-    async close() {
-      await sql.end({ timeout: 5 })
-    },
+    close: () => pool.close(),
   }
   return root
 }

@@ -121,12 +121,3 @@ export function rawStream(base: string, path: string, headers: Record<string, st
     close: () => sock.destroy(),
   }
 }
-
-/** Polls `ok` until it holds or the deadline passes (no sleep stands in for an outcome). */
-export async function until(ok: () => boolean | Promise<boolean>, what: string, ms = 20_000): Promise<void> {
-  const deadline = Date.now() + ms
-  while (!(await ok())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await Bun.sleep(20)
-  }
-}

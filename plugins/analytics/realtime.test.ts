@@ -3,10 +3,10 @@ import { existsSync } from 'node:fs'
 import { Elysia } from 'elysia'
 import { chromium } from 'playwright-core'
 import { definePlugin } from '../../core/plugin'
-import { type TestApp, forEachEngine, makeApp } from '../../test/helpers'
+import { type TestApp, forEachEngine, makeApp, until } from '../../test/helpers'
 import { SECRET, signed } from '../ingest/testing'
 import type { RealtimeHub } from './realtime'
-import { SseReader, rawStream, until } from './realtime-testing'
+import { SseReader, rawStream } from './realtime-testing'
 
 // `.ci/run` installs Debian's chromium; a browser test that skipped would prove nothing.
 const CHROMIUM = '/usr/bin/chromium'
@@ -229,12 +229,15 @@ forEachEngine((engine) => {
       const socks = Array.from({ length: 30 }, () =>
         rawStream(url, path(), { authorization: `Bearer ${admin}` }),
       )
-      await until(() => socks.every((s) => s.state.snapshots > 0), 'a snapshot on every socket')
+      await until(() => socks.every((s) => s.state.snapshots > 0), {
+        what: 'a snapshot on every socket',
+        ms: 20_000,
+      })
       expect(hub.clients()).toBe(30)
       const metrics = await a.metrics.text()
       expect(metrics).toContain('svc_analytics_realtime_clients 30')
       for (const s of socks) s.close()
-      await until(() => hub.clients() === 0, 'the subscriber count back to zero')
+      await until(() => hub.clients() === 0, { what: 'the subscriber count back to zero', ms: 20_000 })
       expect(await a.metrics.text()).toContain('svc_analytics_realtime_clients 0')
     })
 
@@ -440,7 +443,7 @@ forEachEngine((engine) => {
         expect(await page.evaluate(() => (window as unknown as W).es.readyState)).toBe(1)
         expect(hub.clients()).toBe(1)
         await page.evaluate(() => (window as unknown as W).es.close())
-        await until(() => hub.clients() === 0, 'the closed EventSource to leave')
+        await until(() => hub.clients() === 0, { what: 'the closed EventSource to leave', ms: 20_000 })
       } finally {
         await browser.close()
       }
@@ -465,10 +468,16 @@ forEachEngine((engine) => {
         }),
       )
       try {
-        await until(() => socks.every((s) => s.state.status === 200), 'every stream answered 200', 60_000)
-        await until(() => hub.clients() === 1000, '1,000 subscribers', 60_000)
+        await until(() => socks.every((s) => s.state.status === 200), {
+          what: 'every stream answered 200',
+          ms: 60_000,
+        })
+        await until(() => hub.clients() === 1000, { what: '1,000 subscribers', ms: 60_000 })
         await hub.tick()
-        await until(() => socks.every((s) => s.state.snapshots >= 1), 'a snapshot on every stream', 60_000)
+        await until(() => socks.every((s) => s.state.snapshots >= 1), {
+          what: 'a snapshot on every stream',
+          ms: 60_000,
+        })
         expect(socks.filter((s) => s.state.error || s.state.closed)).toHaveLength(0)
         const health = await fetch(`${base}/healthz`)
         expect(health.status).toBe(200)
@@ -479,7 +488,7 @@ forEachEngine((engine) => {
       } finally {
         for (const s of socks) s.close()
       }
-      await until(() => hub.clients() === 0, 'every subscriber gone', 60_000)
+      await until(() => hub.clients() === 0, { what: 'every subscriber gone', ms: 60_000 })
     })
   })
 

@@ -1,14 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { ADMIN_PASSWORD, type TestApp, forEachEngine, makeApp } from '../../test/helpers'
-
-async function until(fn: () => Promise<boolean>, ms = 5000) {
-  const end = Date.now() + ms
-  while (Date.now() < end) {
-    if (await fn()) return
-    await Bun.sleep(20)
-  }
-  throw new Error('condition not met in time')
-}
+import { ADMIN_PASSWORD, type TestApp, forEachEngine, makeApp, until } from '../../test/helpers'
 
 forEachEngine((engine) => {
   let a: TestApp

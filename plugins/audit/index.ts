@@ -63,21 +63,16 @@ export default definePlugin({
         ctx.log.error('audit entry not stored', { action: e.action, error: String(err) })
       }
     })
-    let timer: Timer | undefined
-    const purge = async () => {
-      if (!ctx.config.keep_days) return
-      const n = await store.purge(Date.now() - ctx.config.keep_days * DAY)
-      if (n) ctx.log.info('audit retention purge', { deleted: n })
-    }
-    ctx.onStart(() => {
-      timer = setInterval(
-        () => purge().catch((e) => ctx.log.error('audit purge failed', { error: String(e) })),
+    if (ctx.config.keep_days)
+      ctx.schedule(
+        'audit.purge',
         DAY,
+        async () => {
+          const n = await store.purge(Date.now() - ctx.config.keep_days * DAY)
+          if (n) ctx.log.info('audit retention purge', { deleted: n })
+        },
+        { runAtStart: true },
       )
-      timer.unref?.()
-      void purge().catch((e) => ctx.log.error('audit purge failed', { error: String(e) }))
-    })
-    ctx.onStop(() => clearInterval(timer))
 
     // Every write core derived an entry for (core/audit.ts): refused ones of a known caller too,
     // never the refusals of strangers (a flood of 401s would bury the log).

@@ -3,6 +3,7 @@ import { Type as T } from '@sinclair/typebox'
 import { iso } from '../../core/db'
 import { definePlugin } from '../../core/plugin'
 import m001 from './migrations/001_backups.sql' with { type: 'text' }
+import m002 from './migrations/002_instance.sql' with { type: 'text' }
 import { backupRoutes } from './routes'
 import { backupRunner } from './runner'
 import { backupStore } from './store'
@@ -30,12 +31,15 @@ export default definePlugin({
     },
     { additionalProperties: false, default: {} },
   ),
-  migrations: [{ id: 1, name: 'backups', sql: m001 }],
+  migrations: [
+    { id: 1, name: 'backups', sql: m001 },
+    { id: 2, name: 'instance', sql: m002 },
+  ],
   // A backup file holds every password hash and secret of the store: reading it is as sensitive as making it.
   permissions: { backups: { write: ['operator'], read: ['operator'] } },
   setup(ctx) {
     const cfg = ctx.config
-    const store = backupStore(ctx.db)
+    const store = backupStore(ctx.db, ctx.instanceId)
     const runner = backupRunner(ctx.db, store, ctx.log, {
       dir: cfg.dir ?? join(ctx.core.data_dir, 'backups'),
       pgDump: cfg.pg_dump,
@@ -51,29 +55,21 @@ export default definePlugin({
       { critical: false },
     )
 
-    let timer: ReturnType<typeof setInterval> | undefined
-    ctx.onStart(async () => {
-      await runner.recover()
-      if (cfg.schedule_interval_s === 0) return
-      const scheduled = async () => {
-        // A slow backup is never overlapped by the next scheduled one.
-        if ((await store.list('pending')).length || (await store.list('running')).length) return
+    ctx.onStart(() => runner.recover())
+    // One instance makes each scheduled backup (core's schedule); a slow backup is never
+    // overlapped by the next. The job ends once the backup is queued: the backup itself runs on.
+    if (cfg.schedule_interval_s > 0)
+      ctx.schedule('backups.scheduled', cfg.schedule_interval_s * 1000, async () => {
+        if (await store.busy(cfg.schedule_interval_s * 1000)) return
         const row = await store.insert({
           name: 'scheduled',
           type: 'full',
           driver: runner.driver,
           trigger: 'schedule',
         })
-        await runner.enqueue(row)
-      }
-      timer = setInterval(() => {
-        scheduled().catch((e) => ctx.log.error('scheduled backup failed to start', { error: String(e) }))
-      }, cfg.schedule_interval_s * 1000)
-    })
-    ctx.onStop(async () => {
-      clearInterval(timer)
-      await runner.stop()
-    })
+        void runner.enqueue(row)
+      })
+    ctx.onStop(() => runner.stop())
     return backupRoutes(ctx, store, runner)
   },
 })

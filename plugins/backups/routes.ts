@@ -27,6 +27,14 @@ const stamp = (ms: number) =>
     .replace(/[-:]/g, '')
     .replace(/\.\d+Z$/, 'Z')
 
+/** 409 for a backup whose file is in another instance's (unshared) backup directory. */
+function elsewhere(row: { id: string; instance_id: string | null }): Conflict {
+  return new Conflict(
+    `the file of backup ${row.id} is on instance '${row.instance_id}', whose backup directory this instance does not share: ask that instance`,
+    { instance: row.instance_id },
+  )
+}
+
 export function backupRoutes(ctx: PluginContext<unknown>, store: BackupStore, runner: BackupRunner) {
   const audit = auditor(ctx)
   return new Elysia({ name: 'backups' })
@@ -94,6 +102,7 @@ export function backupRoutes(ctx: PluginContext<unknown>, store: BackupStore, ru
         const row = await store.get(params.id)
         if (row.status !== 'succeeded' || !row.location)
           throw new Conflict(`backup ${row.id} is ${row.status}: only a succeeded backup has a file`)
+        if (!runner.reachable(row)) throw elsewhere(row)
         const path = join(runner.dir, row.location)
         if (!existsSync(path)) throw new HttpError(410, 'gone', `the file of backup ${row.id} is missing`)
         const f = await hashFile(path)
@@ -121,11 +130,15 @@ export function backupRoutes(ctx: PluginContext<unknown>, store: BackupStore, ru
         params: Id,
         detail: tag(
           'Download a succeeded backup file, verified against its recorded sha256 and size first',
-          '409 while pending or running and for a failed backup; 410 when the file is gone; 500 `checksum_mismatch` when the file changed since it was written. ' +
+          '409 while pending or running and for a failed backup, and on an instance that lacks the file (the backup directory is not shared): the message and `data.instance` name the instance that has it; ' +
+            '410 when the file is gone; 500 `checksum_mismatch` when the file changed since it was written. ' +
             'The answer carries X-Checksum-Sha256 and Repr-Digest.',
           {
             200: { description: 'The backup file (application/vnd.sqlite3 or application/sql)' },
-            409: { description: 'The backup is pending, running or failed: it has no file' },
+            409: {
+              description:
+                'The backup is pending, running or failed (it has no file), or its file is on another instance (`data.instance`)',
+            },
             410: { description: 'The file of the backup is missing' },
             500: { description: 'checksum_mismatch: the file changed since it was written' },
           },
@@ -138,6 +151,8 @@ export function backupRoutes(ctx: PluginContext<unknown>, store: BackupStore, ru
         const row = await store.get(params.id)
         if (row.status === 'pending' || row.status === 'running')
           throw new Conflict(`backup ${row.id} is ${row.status}; delete it once it finished`)
+        // Removing only the record would leave the file on the other instance for ever.
+        if (row.location && !runner.reachable(row)) throw elsewhere(row)
         await runner.remove(row)
         audit({ principal, request, server }, 'backups.delete', row.id, { name: row.name })
         return ok(null)
@@ -145,7 +160,9 @@ export function backupRoutes(ctx: PluginContext<unknown>, store: BackupStore, ru
       {
         permission: 'backups:write',
         params: Id,
-        detail: tag('Delete a backup record and its file (409 while pending or running)'),
+        detail: tag(
+          'Delete a backup record and its file (409 while pending or running, and on an instance that lacks the file: `data.instance` names the one that has it)',
+        ),
       },
     )
 }

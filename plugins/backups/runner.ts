@@ -1,4 +1,13 @@
-import { closeSync, fsyncSync, openSync, readdirSync, renameSync, rmSync } from 'node:fs'
+import {
+  appendFileSync,
+  closeSync,
+  existsSync,
+  fsyncSync,
+  openSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+} from 'node:fs'
 import { join } from 'node:path'
 import type { Db } from '../../core/db'
 import { privateDir, privateFile, tighten } from '../../core/files'
@@ -7,6 +16,13 @@ import type { BackupRow, BackupStore, Driver } from './store'
 import type { VacuumReply, VacuumRequest } from './vacuum.worker'
 
 const DAY_MS = 86_400_000
+
+/**
+ * What a backup's copy says of the backup that made it: in a store restored from the copy that
+ * backup is forever running, and no instance there made it, so none would settle it.
+ */
+const COPIED_WHILE_RUNNING =
+  'interrupted: this record was copied into its own backup while it ran; a store restored from that backup never finishes it'
 
 export interface RunnerSettings {
   dir: string
@@ -57,7 +73,7 @@ export function backupRunner(db: Db, store: BackupStore, log: Logger, s: RunnerS
   /** Ends the copy in flight: the worker thread or the pg_dump process. */
   let abort: (() => void) | undefined
 
-  function sqliteCopy(target: string): Promise<{ sha256: string; size: number }> {
+  function sqliteCopy(target: string, id: string): Promise<{ sha256: string; size: number }> {
     const file = db.location?.url
     if (!file) return Promise.reject(new Error('an in-memory SQLite store cannot be backed up'))
     return new Promise((resolve, reject) => {
@@ -74,11 +90,16 @@ export function backupRunner(db: Db, store: BackupStore, log: Logger, s: RunnerS
         w.terminate()
         reject(new Error(`sqlite copy failed: ${e.message}`))
       }
-      w.postMessage({ file: file.replace(/^sqlite:(\/\/)?/, ''), target } satisfies VacuumRequest)
+      w.postMessage({
+        file: file.replace(/^sqlite:(\/\/)?/, ''),
+        target,
+        id,
+        closing: COPIED_WHILE_RUNNING,
+      } satisfies VacuumRequest)
     })
   }
 
-  async function pgDump(target: string): Promise<{ sha256: string; size: number }> {
+  async function pgDump(target: string, id: string): Promise<{ sha256: string; size: number }> {
     const loc = db.location
     if (!loc) throw new Error('no PostgreSQL location to dump')
     const url = new URL(loc.url)
@@ -110,6 +131,12 @@ export function backupRunner(db: Db, store: BackupStore, log: Logger, s: RunnerS
     ])
     if (stopping) throw new Error('interrupted: the server is stopping')
     if (exit !== 0) throw new Error(`pg_dump exited with ${exit}: ${stderr.trim().slice(0, 2000)}`)
+    // The dump empties search_path: the table is named with its schema.
+    const table = `"${(loc.schema ?? 'public').replace(/"/g, '""')}".backups`
+    appendFileSync(
+      target,
+      `\nUPDATE ${table} SET status = 'failed', error = '${COPIED_WHILE_RUNNING.replace(/'/g, "''")}', completed_at = started_at WHERE id = '${id.replace(/'/g, "''")}';\n`,
+    )
     fsyncPath(target)
     return hashFile(target)
   }
@@ -122,7 +149,7 @@ export function backupRunner(db: Db, store: BackupStore, log: Logger, s: RunnerS
       privateDir(s.dir)
       // Created private before the copy writes into it (VACUUM INTO and pg_dump keep the mode).
       privateFile(partial)
-      const f = row.driver === 'sqlite' ? await sqliteCopy(partial) : await pgDump(partial)
+      const f = row.driver === 'sqlite' ? await sqliteCopy(partial, row.id) : await pgDump(partial, row.id)
       tighten(partial)
       renameSync(partial, join(s.dir, fileOf(row)))
       fsyncPath(s.dir)
@@ -160,10 +187,19 @@ export function backupRunner(db: Db, store: BackupStore, log: Logger, s: RunnerS
     const doomed = [
       ...ok.slice(1).filter((r, i) => (s.keepLast > 0 && i + 1 >= s.keepLast) || old(r)),
       ...all.filter((r) => r.status === 'failed' && old(r)),
-    ]
+      // Another instance's file in a directory this one cannot see is left to that instance.
+    ].filter((r) => !r.location || reachable(r))
     for (const r of doomed) await remove(r)
     if (doomed.length) log.info('backups pruned', { removed: doomed.length })
     return doomed.length
+  }
+
+  /** Whether this instance can read the backup's file: it made it, or the directory is shared. */
+  function reachable(r: BackupRow): boolean {
+    return (
+      (r.instance_id ?? store.instance) === store.instance ||
+      (!!r.location && existsSync(join(s.dir, r.location)))
+    )
   }
 
   async function remove(r: BackupRow): Promise<void> {
@@ -177,6 +213,7 @@ export function backupRunner(db: Db, store: BackupStore, log: Logger, s: RunnerS
     fileOf,
     prune,
     remove,
+    reachable,
 
     /** Queues a backup; the promise settles when it finished (or failed). */
     enqueue(row: BackupRow): Promise<void> {
@@ -185,18 +222,26 @@ export function backupRunner(db: Db, store: BackupStore, log: Logger, s: RunnerS
       return job
     },
 
-    /** After a stop or crash: partial files are removed and unfinished records marked failed. */
+    /**
+     * After a stop or crash: this instance's unfinished records are marked failed and partial
+     * files removed, except those of another instance's backup in flight (a shared directory).
+     */
     async recover(): Promise<void> {
+      const n = await store.failUnfinished('interrupted: the server stopped before the backup finished')
+      if (n) log.warn('unfinished backups marked failed', { count: n })
+      let partials: string[] = []
       // An unreachable directory fails each backup with its reason; it never stops the server.
       try {
-        for (const f of readdirSync(s.dir))
-          if (f.endsWith('.partial')) rmSync(join(s.dir, f), { force: true })
+        partials = readdirSync(s.dir).filter((f) => f.endsWith('.partial'))
       } catch (e) {
         if ((e as { code?: string }).code !== 'ENOENT')
           log.warn('backup directory unreadable', { dir: s.dir, error: String(e) })
       }
-      const n = await store.failUnfinished('interrupted: the server stopped before the backup finished')
-      if (n) log.warn('unfinished backups marked failed', { count: n })
+      for (const f of partials) {
+        const row = await store.find(f.slice(1, -'.partial'.length))
+        if (row && (row.status === 'pending' || row.status === 'running')) continue
+        rmSync(join(s.dir, f), { force: true })
+      }
     },
 
     async stop(): Promise<void> {

@@ -42,6 +42,12 @@ export const Backup = t.Object({
   createdAt: t.String({ format: 'date-time' }),
   startedAt: t.Optional(t.String({ format: 'date-time' })),
   completedAt: t.Optional(t.String({ format: 'date-time' })),
+  instance: t.Optional(
+    t.String({
+      description:
+        'The instance that made the backup: it settles it and keeps its file (every instance reads it when the backup directory is shared)',
+    }),
+  ),
 })
 
 export const ListQuery = t.Object({ status: t.Optional(Status) })

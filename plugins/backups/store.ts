@@ -20,6 +20,7 @@ export type BackupRow = {
   created_at: number
   started_at: number | null
   completed_at: number | null
+  instance_id: string | null
 }
 
 const opt = <T>(v: T | null) => (v === null ? undefined : v)
@@ -39,11 +40,14 @@ export function backupView(r: BackupRow): Static<typeof Backup> {
     createdAt: iso(r.created_at)!,
     startedAt: iso(r.started_at),
     completedAt: iso(r.completed_at),
+    instance: opt(r.instance_id),
   }
 }
 
-export function backupStore(db: Db) {
+/** Backups of the store; `instance` is this instance, which makes the ones it inserts and settles only those. */
+export function backupStore(db: Db, instance: string) {
   return {
+    instance,
     async insert(b: {
       name: string
       type: string
@@ -51,17 +55,21 @@ export function backupStore(db: Db) {
       trigger: 'api' | 'schedule'
     }): Promise<BackupRow> {
       const row = await db.get<BackupRow>(
-        `INSERT INTO backups (id, name, type, driver, trigger, status, created_at)
-         VALUES (?, ?, ?, ?, ?, 'pending', ?) RETURNING *`,
-        [newId(), b.name, b.type, b.driver, b.trigger, Date.now()],
+        `INSERT INTO backups (id, name, type, driver, trigger, status, created_at, instance_id)
+         VALUES (?, ?, ?, ?, ?, 'pending', ?, ?) RETURNING *`,
+        [newId(), b.name, b.type, b.driver, b.trigger, Date.now(), instance],
       )
       return row!
     },
 
     async get(id: string): Promise<BackupRow> {
-      const row = await db.get<BackupRow>('SELECT * FROM backups WHERE id = ?', [id])
+      const row = await this.find(id)
       if (!row) throw new NotFound(`backup ${id} not found`)
       return row
+    },
+
+    find(id: string): Promise<BackupRow | undefined> {
+      return db.get<BackupRow>('SELECT * FROM backups WHERE id = ?', [id])
     },
 
     list(status?: BackupStatus): Promise<BackupRow[]> {
@@ -90,12 +98,31 @@ export function backupStore(db: Db) {
       ])
     },
 
-    /** Jobs a stopped process left behind: they can never finish now. */
+    /**
+     * This instance's unfinished jobs, which it can never finish now (it stopped or restarted);
+     * another instance's are its own to settle. Rows from before instances were recorded count
+     * as anyone's.
+     */
     async failUnfinished(error: string): Promise<number> {
       return db.run(
-        "UPDATE backups SET status = 'failed', error = ?, completed_at = ? WHERE status IN ('pending', 'running')",
-        [error, Date.now()],
+        `UPDATE backups SET status = 'failed', error = ?, completed_at = ?
+         WHERE status IN ('pending', 'running') AND (instance_id = ? OR instance_id IS NULL)`,
+        [error, Date.now(), instance],
       )
+    },
+
+    /**
+     * Whether a scheduled backup should wait: one of this instance is unfinished, or any started
+     * within the last `windowMs` (an instance that died mid-backup holds the schedule back for one
+     * period at most, until it restarts and settles its row).
+     */
+    async busy(windowMs: number): Promise<boolean> {
+      const row = await db.get(
+        `SELECT 1 AS one FROM backups WHERE status IN ('pending', 'running')
+           AND (instance_id = ? OR created_at > ?) LIMIT 1`,
+        [instance, Date.now() - windowMs],
+      )
+      return row !== undefined
     },
 
     async remove(id: string): Promise<void> {

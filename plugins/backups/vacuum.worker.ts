@@ -29,7 +29,8 @@ function lowerPriority(): void {
 }
 lowerPriority()
 
-export type VacuumRequest = { file: string; target: string }
+/** `id` is the backup being made: its own row in the copy is closed with `closing` as its error. */
+export type VacuumRequest = { file: string; target: string; id: string; closing: string }
 export type VacuumReply = { ok: true; size: number; sha256: string } | { ok: false; error: string }
 
 self.onmessage = (m: MessageEvent<VacuumRequest>) => {
@@ -42,6 +43,14 @@ self.onmessage = (m: MessageEvent<VacuumRequest>) => {
       db.prepare('VACUUM INTO ?').run(m.data.target)
     } finally {
       db.close()
+    }
+    const copy = new Database(m.data.target)
+    try {
+      copy
+        .prepare("UPDATE backups SET status = 'failed', error = ?, completed_at = started_at WHERE id = ?")
+        .run(m.data.closing, m.data.id)
+    } finally {
+      copy.close()
     }
     const hash = new Bun.CryptoHasher('sha256')
     const fd = openSync(m.data.target, 'r+')

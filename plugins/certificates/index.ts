@@ -65,27 +65,13 @@ export default definePlugin({
         expiry.set({ domain: r.domain }, Math.round((Number(r.valid_to) - now) / 1000))
     })
 
-    let timer: ReturnType<typeof setInterval> | undefined
-    let running: Promise<unknown> | undefined
-    ctx.onStart(() => {
-      if (cfg.check_interval_s === 0) return
-      timer = setInterval(() => {
-        if (running) return // a slow run is never overlapped by the next
-        running = svc
-          .checkAll()
-          .then((r) =>
-            ctx.log.info('scheduled certificate check', { checked: r.checked, duration_ms: r.durationMs }),
-          )
-          .catch((e) => ctx.log.error('scheduled certificate check failed', { error: String(e) }))
-          .finally(() => {
-            running = undefined
-          })
-      }, cfg.check_interval_s * 1000)
-    })
-    ctx.onStop(async () => {
-      clearInterval(timer)
-      await running
-    })
+    // One instance checks every certificate per tick (core's schedule), so an expiry alert is
+    // raised once, not once per instance.
+    if (cfg.check_interval_s > 0)
+      ctx.schedule('certificates.check-all', cfg.check_interval_s * 1000, async () => {
+        const r = await svc.checkAll()
+        ctx.log.info('scheduled certificate check', { checked: r.checked, duration_ms: r.durationMs })
+      })
     return certRoutes(ctx, cfg, store, svc)
   },
 })

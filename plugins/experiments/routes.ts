@@ -171,7 +171,16 @@ export function experimentsRoutes(
           experimentId: e.id,
           metrics: [...new Set(metrics)],
         })
-        return analyze(e, counts)
+        const results = analyze(e, counts)
+        // The SRM check runs here; a running experiment that fails it raises the platform event
+        // (notify turns it into one notification per experiment and day).
+        if (e.status === 'running' && results.srm.mismatch && results.srm.pValue !== null)
+          void ctx.bus.emit('experiment_srm', {
+            experiment_id: e.id,
+            game_id: e.gameId,
+            p_value: results.srm.pValue,
+          })
+        return results
       },
       {
         permission: 'experiments:read',

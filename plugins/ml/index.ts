@@ -117,39 +117,33 @@ export default definePlugin({
       { critical: false },
     )
 
-    const timers: Array<ReturnType<typeof setInterval>> = []
-    const every = (ms: number, fn: () => Promise<unknown>, what: string) => {
-      const timer = setInterval(() => fn().catch((e) => ctx.log.warn(what, { error: String(e) })), ms)
-      timer.unref?.()
-      timers.push(timer)
-    }
     ctx.onStart(async () => {
       await trainer.sweep()
-      every(
-        Math.max(1000, (c.stale_job_s * 1000) / 3),
-        () => trainer.heartbeat(),
-        'training heartbeat failed',
-      )
-      every(c.stale_job_s * 1000, () => trainer.sweep(), 'training job sweep failed')
-      every(
-        3_600_000,
-        () => purgePredictions(ctx.db, Date.now() - c.prediction_retention_days * 86_400_000),
-        'prediction purge failed',
-      )
-      if (c.drift_check_minutes > 0)
-        every(
-          c.drift_check_minutes * 60_000,
-          async () => {
-            const deployed = await ctx.db.all<{ id: string }>(
-              "SELECT id FROM ml_models WHERE status = 'DEPLOYED'",
-            )
-            for (const m of deployed) await monitor.checkDrift(m.id)
-          },
-          'drift check failed',
-        )
     })
+    // This instance's jobs say they are alive on every instance; the rest runs once per tick
+    // across the instances (core's schedule), so a drift alert is raised once.
+    ctx.schedule(
+      'ml.training-heartbeat',
+      Math.max(1000, (c.stale_job_s * 1000) / 3),
+      () => trainer.heartbeat(),
+      {
+        perInstance: true,
+      },
+    )
+    ctx.schedule('ml.training-sweep', c.stale_job_s * 1000, async () => {
+      await trainer.sweep()
+    })
+    ctx.schedule('ml.prediction-purge', 3_600_000, async () => {
+      await purgePredictions(ctx.db, Date.now() - c.prediction_retention_days * 86_400_000)
+    })
+    if (c.drift_check_minutes > 0)
+      ctx.schedule('ml.drift-check', c.drift_check_minutes * 60_000, async () => {
+        const deployed = await ctx.db.all<{ id: string }>(
+          "SELECT id FROM ml_models WHERE status = 'DEPLOYED'",
+        )
+        for (const m of deployed) await monitor.checkDrift(m.id)
+      })
     ctx.onStop(async () => {
-      for (const t of timers) clearInterval(t)
       await trainer.close()
       await log.close()
       await thread?.close()

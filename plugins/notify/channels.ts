@@ -2,7 +2,7 @@ import { Kind, Type as T, type TSchema } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 import type { Db } from '../../core/db'
 import { fromJson } from '../../core/db'
-import { Invalid, NotFound, invalidField } from '../../core/http'
+import { Conflict, Invalid, NotFound, invalidField } from '../../core/http'
 import type { Logger } from '../../core/log'
 import type { Outbound } from '../../core/outbound'
 import {
@@ -28,7 +28,8 @@ export interface Slot {
   /** 'available', or the reason the provider could not be built. */
   status: string
   since: number
-  source: 'yaml' | 'runtime'
+  /** Where its settings live: the YAML, a runtime change (PUT /config), or another plugin (`provide`). */
+  source: 'yaml' | 'runtime' | 'plugin'
   updatedAt: number
 }
 
@@ -299,6 +300,33 @@ export function channelManager(opts: {
       for (const s of slots.values()) await s.provider?.close?.().catch(() => undefined)
     },
 
+    /**
+     * A channel another plugin provides (the site plugin's operations channels): built now, never
+     * stored here, configured only through that plugin, so PUT /config and enable/disable refuse it.
+     * Providing it again rebuilds it.
+     */
+    async provide(name: string, type: string, settings: Record<string, unknown>) {
+      const prev = slots.get(name)
+      if (prev && prev.source !== 'plugin')
+        throw new Error(`channel '${name}' is configured in plugins.notify already`)
+      const built = await build(name, type, undefined, settings, `channel ${name}`, 'plugin')
+      const now = Date.now()
+      slots.set(name, {
+        name,
+        type,
+        settings,
+        effective: built.effective,
+        enabled: true,
+        provider: built.provider,
+        status: 'available',
+        since: now,
+        source: 'plugin',
+        updatedAt: now,
+      })
+      await prev?.provider?.close?.().catch(() => undefined)
+      changed(name)
+    },
+
     get(name: string): Slot {
       const s = slots.get(name)
       if (!s) throw new NotFound(`provider not found: ${name}`)
@@ -331,6 +359,7 @@ export function channelManager(opts: {
       if ('type' in body.config || 'enabled' in body.config)
         throw invalidField('body.config', "'type' and 'enabled' go beside config, not inside it")
       const prev = slots.get(name)
+      if (prev?.source === 'plugin') throw providedElsewhere(name)
       const type = body.type ?? prev?.type
       if (!type) throw invalidField('body.type', `required: channel '${name}' does not exist yet`)
       const sameType = prev?.type === type
@@ -366,6 +395,7 @@ export function channelManager(opts: {
 
     async setEnabled(name: string, enabled: boolean) {
       const s = this.get(name)
+      if (s.source === 'plugin') throw providedElsewhere(name)
       const now = Date.now()
       await db.run(
         `INSERT INTO notify_channels (name, type, config, enabled, updated_at) VALUES (?, NULL, NULL, ?, ?)
@@ -386,3 +416,6 @@ export function channelManager(opts: {
   }
 }
 export type ChannelManager = ReturnType<typeof channelManager>
+
+const providedElsewhere = (name: string) =>
+  new Conflict(`channel '${name}' is provided by another plugin and configured there, not through /config`)

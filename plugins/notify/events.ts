@@ -67,8 +67,33 @@ export function subscribePlatformEvents(bus: Bus, service: NotifyService, log: L
         title: `Experiment ${e.experiment_id}: sample ratio mismatch`,
         body: `The observed split differs from the configured weights (p = ${e.p_value}).`,
         params: { ...e, alert_id: `experiment:${e.experiment_id}` },
+        // The check runs whenever results are read: one notification per experiment and day.
+        idempotency_key: `experiment_srm:${e.experiment_id}:${new Date().toISOString().slice(0, 10)}`,
       }),
     ),
+    bus.on('function.invoked', (e) => {
+      const failed = e.invocations.filter((i) => i.outcome !== 'success')
+      const fns = [...new Set(e.invocations.map((i) => i.function_id))].join(', ')
+      return send({
+        type: 'function.invoked',
+        level: failed.length ? 'error' : 'info',
+        title: `${e.invocations.length} invocations of ${fns} on ${e.agent_id}${failed.length ? `, ${failed.length} failed` : ''}`,
+        body: `Game ${e.game_id}, environment ${e.env}: ${e.invocations
+          .slice(0, 10)
+          .map(
+            (i) =>
+              `${i.function_id} ${i.outcome}${i.duration_ms !== undefined ? ` in ${i.duration_ms} ms` : ''}`,
+          )
+          .join('; ')}`,
+        params: {
+          agent_id: e.agent_id,
+          game_id: e.game_id,
+          env: e.env,
+          failed: failed.length,
+          invocations: e.invocations.slice(0, 100),
+        },
+      })
+    }),
   ]
   return () => {
     for (const off of offs) off()

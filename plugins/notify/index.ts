@@ -77,7 +77,6 @@ export default definePlugin({
     const queue = queueStore(ctx.db, id, { idempotencyEntries: config.idempotency_entries })
     const templates = templateStore(ctx.db)
     let disp: Dispatcher | undefined
-    let syncer: Timer | undefined
     const remote = config.workers.remote
     const hub = remote.enabled
       ? workerHub({
@@ -117,14 +116,11 @@ export default definePlugin({
         ctx.log.info(`remote workers connect to ws://${remote.host}:${port}/api/v1/workers/connect`)
       }
       await disp.start()
-      syncer = setInterval(
-        () => void channels.sync().catch((e) => ctx.log.error('channel sync failed', { error: String(e) })),
-        config.queue.sync_ms,
-      )
     })
+    // This instance's channel slots follow changes made through the others (the change notice's safety net).
+    ctx.schedule('notify.channel-sync', config.queue.sync_ms, () => channels.sync(), { perInstance: true })
     ctx.onStop(async () => {
       unsubscribe()
-      clearInterval(syncer)
       await disp?.stop()
       await hub?.stop()
       await channels.stop()

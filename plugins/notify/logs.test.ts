@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { NO_ANSWER } from '../../core/outbound'
-import { type TestApp, forEachEngine, makeApp } from '../../test/helpers'
+import { type TestApp, forEachEngine, makeApp, until } from '../../test/helpers'
 import { backoff } from './queue'
-import { httpSink, until } from './testing'
+import { httpSink } from './testing'
 
 test('backoff doubles per attempt, is capped, and keeps half of each step as jitter', () => {
   expect(backoff(1, 1000, 60_000, 0)).toBe(500)

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { type TestApp, forEachEngine, makeApp } from '../../test/helpers'
-import { httpSink, until } from './testing'
+import { type TestApp, forEachEngine, makeApp, until } from '../../test/helpers'
+import { httpSink } from './testing'
 
 forEachEngine((engine) => {
   let t: TestApp

@@ -81,6 +81,19 @@ export interface NotifyService {
   dryRun(body: NotifyBody): Promise<DryRun>
   setGroupResolver(fn: (id: string) => Promise<GroupMember[] | undefined>): void
   setRouter(fn: Router): void
+  /**
+   * More static routes, decided by another plugin (the site plugin's ops notification routing):
+   * the channels `fn` names for a notification that named none join those of `routes:` whenever
+   * no rule decided (the rules plugin's router wins when it answers). One routing decision, so a
+   * platform event is routed once.
+   */
+  addRoutes(fn: (n: RoutingInput) => Promise<string[]> | string[]): void
+  /**
+   * A channel another plugin provides and configures (never stored by notify, refused by PUT
+   * /config): a slot of provider `type` built from `settings`, with notify's queue, retries,
+   * delivery ids and logs. Call it from `onStart` or later; calling again rebuilds it.
+   */
+  provideChannel(name: string, type: string, settings: Record<string, unknown>): Promise<void>
 }
 
 declare module '../../core/plugin' {
@@ -107,6 +120,7 @@ export function notifyService(opts: {
   const running = new Map<string, Promise<NotifyResult>>()
   let groups: ((id: string) => Promise<GroupMember[] | undefined>) | undefined
   let router: Router | undefined
+  const extraRoutes: Array<(n: RoutingInput) => Promise<string[]> | string[]> = []
 
   async function content(b: NotifyBody) {
     if (b.template) {
@@ -150,17 +164,14 @@ export function notifyService(opts: {
     for (const ref of refs) await resolve(ref)
     let routed: RouteDecision | undefined
     if (!refs.length) {
-      routed = router
-        ? await router(
-            { type: b.type, level: c.level, title: c.title, body: c.body, params: b.params ?? {} },
-            { dryRun },
-          )
-        : undefined
+      const input = { type: b.type, level: c.level, title: c.title, body: c.body, params: b.params ?? {} }
+      routed = router ? await router(input, { dryRun }) : undefined
       if (!routed?.held) {
         const names = routed?.channels ?? [
-          ...new Set(
-            config.routes.filter((r) => routeMatches(r, b.type, c.level)).flatMap((r) => r.channels),
-          ),
+          ...new Set([
+            ...config.routes.filter((r) => routeMatches(r, b.type, c.level)).flatMap((r) => r.channels),
+            ...(await Promise.all(extraRoutes.map((fn) => fn(input)))).flat(),
+          ]),
         ]
         for (const ref of names) await resolve(ref)
         if (!names.length)
@@ -331,6 +342,10 @@ export function notifyService(opts: {
     setGroupResolver(fn) {
       groups = fn
     },
+    addRoutes(fn) {
+      extraRoutes.push(fn)
+    },
+    provideChannel: (name, type, settings) => channels.provide(name, type, settings),
     setRouter(fn) {
       router = fn
     },

@@ -2,8 +2,8 @@ import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { forEachEngine } from '../../test/helpers'
-import { appOn, httpSink, ownStore, until } from './testing'
+import { forEachEngine, until } from '../../test/helpers'
+import { appOn, httpSink, ownStore } from './testing'
 
 /** A third-party provider in a file outside the repo: plain JavaScript, no imports. */
 const moduleDir = mkdtempSync(join(tmpdir(), 'liveops-ext-'))

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { forEachEngine } from '../../test/helpers'
+import { forEachEngine, until } from '../../test/helpers'
 import { queueStore } from './store'
-import { appOn, httpSink, ownStore, until } from './testing'
+import { appOn, httpSink, ownStore } from './testing'
 
 forEachEngine((engine) => {
   let store: Awaited<ReturnType<typeof ownStore>>

@@ -152,7 +152,8 @@ export function notifyRoutes(d: RouteDeps) {
         detail: {
           responses: envelope(Docs.enabled),
           ...tags('providers'),
-          summary: 'Enable a channel (stored; survives a restart); 404 when unknown',
+          summary:
+            'Enable a channel (stored; survives a restart); 404 when unknown; 409 for a channel another plugin provides (source plugin)',
         },
       },
     )
@@ -165,7 +166,8 @@ export function notifyRoutes(d: RouteDeps) {
         detail: {
           responses: envelope(Docs.enabled),
           ...tags('providers'),
-          summary: 'Disable a channel: notify fails for it, its queued deliveries wait until it is enabled',
+          summary:
+            'Disable a channel: notify fails for it, its queued deliveries wait until it is enabled; 409 for a channel another plugin provides',
         },
       },
     )
@@ -208,7 +210,8 @@ export function notifyRoutes(d: RouteDeps) {
             'Swap (or create) a channel at runtime: built and verified first; on failure the old one stays and the answer is 400',
           description:
             'Body {type?, enabled?, config}. A masked secret sent back unchanged keeps the stored secret, for the same destination only: with a changed URL, host or port it is 400 "enter the secret again". ' +
-            'A target the outbound policy refuses (loopback, private networks, link-local, cloud metadata unless outbound.allow lists them) is 400 outbound_refused; channels the YAML names are trusted. `module` is refused: provider files load only from the YAML.',
+            'A target the outbound policy refuses (loopback, private networks, link-local, cloud metadata unless outbound.allow lists them) is 400 outbound_refused; channels the YAML names are trusted. `module` is refused: provider files load only from the YAML. ' +
+            '409 for a channel another plugin provides (source `plugin`, such as `site.webhook`): it is configured there.',
         },
       },
     )

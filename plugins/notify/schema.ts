@@ -70,10 +70,12 @@ export const NotifyConfig = t.Object(
         /** How often the dispatcher looks for due retries and other instances' released work. */
         poll_ms: t.Integer({ minimum: 10, default: 500 }),
         /**
-         * A claim not renewed for this long is abandoned (its instance died) and delivered again.
-         * A live instance renews its claims every third of it, so a slow send is never taken twice.
+         * A claim not renewed for this long is abandoned (its instance died) and delivered again:
+         * a killed instance's deliveries go out again within this plus `poll_ms`. A live instance
+         * renews its claims every third of it, so a slow send is taken twice only when its
+         * instance could not reach the store for a whole lease.
          */
-        lease_ms: t.Integer({ minimum: 1000, default: 20_000 }),
+        lease_ms: t.Integer({ minimum: 1000, default: 3000 }),
         /** How often channel changes made by other instances sharing the store are picked up. */
         sync_ms: t.Integer({ minimum: 100, default: 5000 }),
         /** Largest number of deliveries claimed at once per channel. */
@@ -237,7 +239,8 @@ export const Docs = {
     type: t.String(),
     enabled: t.Boolean(),
     status: t.String(),
-    source: oneOf(['yaml', 'runtime']),
+    /** yaml, runtime (PUT /config), or plugin: provided by another plugin and configured there. */
+    source: oneOf(['yaml', 'runtime', 'plugin']),
     updated_at: t.String(),
     config: t.Record(t.String(), t.Unknown(), {
       description: "settings; secrets read as 'set' plus the last 4",

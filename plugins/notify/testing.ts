@@ -11,7 +11,7 @@ import { stringify } from 'yaml'
 import { type LiveopsApp, createApp } from '../../core/app'
 import { loadConfig } from '../../core/config'
 import { createLogger } from '../../core/log'
-import { type Engine, PG_URL, TEST_OUTBOUND } from '../../test/helpers'
+import { type Engine, PG_URL, TEST_OUTBOUND, hashOnce } from '../../test/helpers'
 import { plugins } from '../index'
 
 export interface Hit {
@@ -131,20 +131,6 @@ export function smtpSink(opts: { rejectRcpt?: number } = {}) {
   return { mails, auths, port: server.port, stop: () => server.stop(true) }
 }
 
-/**
- * Polls until `fn` answers truthy, and answers that; fails the test when the time is up (it
- * answered the last falsy value before, which a caller that did not assert on it let pass).
- */
-export async function until<T>(fn: () => Promise<T> | T, ms = 5000): Promise<T> {
-  const end = Date.now() + ms
-  for (;;) {
-    const v = await fn()
-    if (v) return v
-    if (Date.now() > end) throw new Error(`until: condition not met within ${ms} ms (last: ${String(v)})`)
-    await Bun.sleep(20)
-  }
-}
-
 /** A store the test owns (a SQLite file or a PostgreSQL schema), so an app can stop and start again on it. */
 export async function ownStore(engine: Engine) {
   const dataDir = mkdtempSync(join(tmpdir(), 'liveops-notify-'))
@@ -197,12 +183,13 @@ export async function appOn(
     plugins,
     pgSchema: store.schema,
     log: createLogger(config.core.log),
+    hashPassword: hashOnce,
   })
-  const req = async (method: string, path: string, body?: unknown) => {
+  const req = async (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) => {
     const res = await built.app.handle(
       new Request(`http://localhost${path}`, {
         method,
-        headers: body === undefined ? {} : { 'content-type': 'application/json' },
+        headers: body === undefined ? headers : { ...headers, 'content-type': 'application/json' },
         body: body === undefined ? undefined : JSON.stringify(body),
       }),
     )

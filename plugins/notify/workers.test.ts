@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { join } from 'node:path'
-import { type TestApp, forEachEngine, makeApp } from '../../test/helpers'
-import { httpSink, until } from './testing'
+import { type TestApp, forEachEngine, makeApp, until } from '../../test/helpers'
+import { httpSink } from './testing'
 
 const root = join(import.meta.dir, '..', '..')
 

@@ -31,26 +31,17 @@ export default definePlugin({
   setup(ctx) {
     const store = alertStore(ctx.db)
     const evaluator = new Evaluator(store, ctx.metrics, ctx.bus)
-    let timer: Timer | undefined
-    let running = false
-    const tick = async () => {
-      if (running) return
-      running = true
-      try {
-        await evaluator.run()
-      } catch (e) {
-        ctx.log.error('alert evaluation failed', { error: String(e) })
-      } finally {
-        running = false
-      }
-    }
-    ctx.onStart(() => {
-      if (ctx.config.eval_interval_s > 0) {
-        timer = setInterval(tick, ctx.config.eval_interval_s * 1000)
-        timer.unref?.()
-      }
-    })
-    ctx.onStop(() => clearInterval(timer))
+    // Every instance evaluates its own metrics (its request rates, its queue): the consecutive
+    // counts are its own, and the shared cooldown claim lets one instance fire a series at a time.
+    if (ctx.config.eval_interval_s > 0)
+      ctx.schedule(
+        'ops-alerts.evaluate',
+        ctx.config.eval_interval_s * 1000,
+        async () => {
+          await evaluator.run()
+        },
+        { perInstance: true },
+      )
 
     const audit = auditor(ctx)
 

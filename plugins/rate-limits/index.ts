@@ -43,8 +43,13 @@ export default definePlugin({
           /** Shares the bucket among instances; absent: core's redis.url (REDIS_URL), else the database; '' keeps it per instance. */
           url: t.Optional(t.String()),
           prefix: t.String({ default: 'liveops:rl:' }),
-          /** A slower Redis answer counts as an outage for that request. */
-          timeout_ms: t.Integer({ minimum: 1, default: 50 }),
+          /**
+           * A window this long in which Redis answered nothing while requests waited is a timeout;
+           * `down_after_timeouts` in a row are an outage (the local bucket until Redis answers). A
+           * slow answer is waited for: a slow Redis under a burst is not an outage.
+           */
+          timeout_ms: t.Integer({ minimum: 1, default: 100 }),
+          down_after_timeouts: t.Integer({ minimum: 1, default: 3 }),
           /** After a Redis failure, requests use the local bucket this long before Redis is tried again. */
           retry_ms: t.Integer({ minimum: 0, default: 1000 }),
         },
@@ -70,6 +75,7 @@ export default definePlugin({
             url,
             prefix: ctx.config.redis.prefix,
             timeoutMs: ctx.config.redis.timeout_ms,
+            downAfter: ctx.config.redis.down_after_timeouts,
             retryMs: ctx.config.redis.retry_ms,
           }
         : undefined,

@@ -10,14 +10,22 @@ import {
   type Take,
   bucketDecision,
 } from '../../core/ratelimit'
+import { SilenceWatch } from '../../core/silence'
 
 export { LocalBuckets, type BucketSettings }
 
 export interface SharedOptions {
   url: string
   prefix: string
-  /** A Redis answer slower than this counts as an outage for this request. */
+  /**
+   * A window of this length in which Redis answered nothing while requests waited is one timeout;
+   * `downAfter` of them in a row are an outage. A slow answer is waited for: under a burst, Redis
+   * (or this event loop) answering late is not an outage, and counting locally then would admit
+   * every instance's whole local bucket on top of the shared one.
+   */
   timeoutMs: number
+  /** Consecutive timeouts that make an outage (default 3). A refused or closed connection is one at once. */
+  downAfter?: number
   /** After a failure, how long requests use the local bucket before Redis is tried again. */
   retryMs: number
 }
@@ -39,6 +47,9 @@ export class GatewayLimiter implements Limiter {
   private redis?: RedisClient
   private sha?: string
   private downUntil = 0
+  private loading?: Promise<string>
+  /** Whether Redis went silent, as opposed to answering late (core/silence.ts). */
+  private watch?: SilenceWatch
   /** The last failure of the shared store, while degraded. */
   lastError?: string
 
@@ -49,6 +60,7 @@ export class GatewayLimiter implements Limiter {
     private database?: BucketStore & { prefix: string },
   ) {
     this.local = new LocalBuckets(s)
+    if (shared) this.watch = new SilenceWatch(shared.timeoutMs, shared.downAfter ?? 3)
     if (shared)
       this.redis = new RedisClient(shared.url, {
         connectionTimeout: Math.max(200, shared.timeoutMs * 4),
@@ -77,8 +89,9 @@ export class GatewayLimiter implements Limiter {
     if ((!this.redis && !this.database) || now < this.downUntil) return undefined
     try {
       const take = this.redis
-        ? await this.remote(key)
+        ? await this.redisTake(key)
         : await this.database!.take(`${this.database!.prefix}${key}`, this.s)
+      if (!take) return undefined
       if (this.lastError) {
         this.log.warn('rate limiter: the shared store answers again; the bucket is shared again')
         this.lastError = undefined
@@ -87,6 +100,15 @@ export class GatewayLimiter implements Limiter {
     } catch (e) {
       this.degrade(e, now)
       return undefined
+    }
+  }
+
+  /** Redis's answer, however late, unless Redis went silent (an outage) or another request found it so. */
+  private async redisTake(key: string): Promise<Take | undefined> {
+    try {
+      return await this.watch!.wait(this.remote(key), () => Date.now() < this.downUntil)
+    } catch (e) {
+      throw new Error(`Redis: ${(e as Error).message}`)
     }
   }
 
@@ -126,24 +148,35 @@ export class GatewayLimiter implements Limiter {
   }
 
   private async remote(key: string): Promise<Take> {
-    const r = await this.withTimeout(this.connected())
+    // Each step's reply counts as Redis answering: a take is three round trips on a new connection.
+    const r = await this.watch!.heard(this.connected())
     const perMs = String(this.s.requestsPerMinute / 60_000)
     const args = ['1', `${this.shared!.prefix}${key}`, perMs, String(this.s.burstSize)]
-    this.sha ??= String(await this.withTimeout(r.send('SCRIPT', ['LOAD', BUCKET_SCRIPT])))
+    // One SCRIPT LOAD for requests arriving together: 150 of them at a cold start went out one
+    // after another (a second through a 5 ms link), each request waiting for its own.
+    if (!this.sha) {
+      this.loading ??= this.watch!.heard(r.send('SCRIPT', ['LOAD', BUCKET_SCRIPT]))
+        .then(String)
+        .finally(() => {
+          this.loading = undefined
+        })
+      this.sha = await this.loading
+    }
     let out: unknown
     try {
-      out = await this.withTimeout(r.send('EVALSHA', [this.sha, ...args]))
+      out = await this.watch!.heard(r.send('EVALSHA', [this.sha, ...args]))
     } catch (e) {
       // A restarted Redis has forgotten the script.
       if (!String((e as Error).message).includes('NOSCRIPT')) throw e
-      out = await this.withTimeout(r.send('EVAL', [BUCKET_SCRIPT, ...args]))
+      out = await r.send('EVAL', [BUCKET_SCRIPT, ...args])
     }
     const [allowed, tokens] = out as [number, string]
     return { allowed: Number(allowed) === 1, tokens: Number(tokens) }
   }
 
+  /** The health check's bound: as long as an outage takes to be declared. */
   private withTimeout<T>(p: Promise<T>): Promise<T> {
-    const ms = this.shared?.timeoutMs ?? 50
+    const ms = (this.shared?.timeoutMs ?? 100) * (this.shared?.downAfter ?? 3)
     let timer: Timer | undefined
     return Promise.race([
       p,

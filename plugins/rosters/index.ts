@@ -22,23 +22,9 @@ export default definePlugin({
         return store.sync().catch((e) => ctx.log.error('roster sync failed', { error: String(e) }))
     })
     if (ctx.config.manager) ctx.service('rules').setRosters({ covers: store.covers })
-    let loop: Timer | undefined
-    let running: Promise<void> | undefined
-    ctx.onStart(async () => {
-      await store.sync()
-      loop = setInterval(() => {
-        running ??= store
-          .sync()
-          .catch((e) => ctx.log.error('roster sync failed', { error: String(e) }))
-          .finally(() => {
-            running = undefined
-          })
-      }, ctx.config.sync_ms)
-    })
-    ctx.onStop(async () => {
-      clearInterval(loop)
-      await running
-    })
+    ctx.onStart(() => store.sync())
+    // The periods this instance holds in memory: every instance refreshes its own.
+    ctx.schedule('rosters.sync', ctx.config.sync_ms, () => store.sync(), { perInstance: true })
     return rosterRoutes(ctx, store)
   },
 })

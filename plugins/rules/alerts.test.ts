@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { type TestApp, forEachEngine, makeApp } from '../../test/helpers'
-import { appOn, httpSink, ownStore, until } from '../notify/testing'
+import { type TestApp, forEachEngine, makeApp, until } from '../../test/helpers'
+import { appOn, httpSink, ownStore } from '../notify/testing'
 
 const escalating = (id: string, timeout: string, type = 'svc.down') => ({
   id,

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { type TestApp, forEachEngine, makeApp } from '../../test/helpers'
-import { httpSink, until } from '../notify/testing'
+import { type TestApp, forEachEngine, makeApp, until } from '../../test/helpers'
+import { httpSink } from '../notify/testing'
 import { type Folded, RuleEngine, normalize } from './engine'
 import type { MatchInput } from './match'
 import type { RuleBody } from './schema'

@@ -50,7 +50,6 @@ export default definePlugin({
       alerts,
       incidents,
       log: ctx.log,
-      syncMs: cfg.sync_ms,
       publish: () => void ctx.changes.publish('rules', {}),
     })
     // Another instance's rule or group change applies as soon as it says so; the poll is the safety net.
@@ -63,6 +62,9 @@ export default definePlugin({
     ctx.health('rules', () => ({ status: 'up', rules: runtime.engine.list().length }), { critical: false })
     ctx.onStart(() => runtime.start())
     ctx.onStop(() => runtime.stop())
+    // The poll is this instance's cache; an escalation is fired by one instance per tick.
+    ctx.schedule('rules.sync', cfg.sync_ms, () => runtime.refresh(), { perInstance: true })
+    if (alerts) ctx.schedule('rules.escalations', cfg.sync_ms, () => runtime.fireDue())
     return rulesRoutes({
       ctx,
       store,

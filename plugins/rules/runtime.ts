@@ -19,8 +19,9 @@ const alertIdOf = (p: Record<string, unknown>): string | undefined => {
 
 /**
  * The live side of the rules plugin: the engine and the groups of this instance, the router
- * notify calls, the folding summaries, and the loop that picks up other instances' changes and
- * fires due escalations.
+ * notify calls, the folding summaries, the sync that picks up other instances' changes and the
+ * firing of due escalations (both run on core's schedule: the sync on every instance, the
+ * escalations once per tick across them).
  */
 export function rulesRuntime(opts: {
   store: RulesStore
@@ -28,7 +29,6 @@ export function rulesRuntime(opts: {
   alerts?: AlertStore
   incidents?: IncidentStore
   log: Logger
-  syncMs: number
   /** Tells the other instances that rules or groups changed (core's change notices). */
   publish?: () => void
 }) {
@@ -36,7 +36,6 @@ export function rulesRuntime(opts: {
   let rosters: RosterSource | undefined
   let groups = new Map<string, GroupRecord>()
   let revs: Record<string, number> = {}
-  let loop: Timer | undefined
   let running: Promise<void> | undefined
   let again = false
   /** Runs a sync now, or right after the one under way (which may have read before the change). */
@@ -149,6 +148,7 @@ export function rulesRuntime(opts: {
     if (armed) await incidents?.note(alertId, 'escalation_armed', { to: c.escalation.to })
   }
 
+  /** Fires the escalations that came due; each is claimed by exactly one instance. */
   async function fireDue() {
     if (!alerts) return
     for (const e of await alerts.claimDue()) {
@@ -167,7 +167,7 @@ export function rulesRuntime(opts: {
     }
   }
 
-  /** Picks up changes other instances made (their writes bump a revision) and fires due escalations. */
+  /** Picks up changes other instances made (their writes bump a revision). */
   async function sync() {
     const now = await store.revisions()
     if (now.rules !== revs.rules) {
@@ -175,7 +175,6 @@ export function rulesRuntime(opts: {
     }
     if (now.groups !== revs.groups) groups = new Map((await store.listGroups()).map((g) => [g.id, g]))
     revs = now
-    await fireDue()
   }
 
   return {
@@ -211,15 +210,15 @@ export function rulesRuntime(opts: {
       opts.publish?.()
     },
     sync,
-    async start() {
-      await sync()
-      loop = setInterval(() => {
-        if (!running) kick()
-      }, opts.syncMs)
+    fireDue,
+    /** A sync now (or after the one under way), settled when it is done: the scheduled sync. */
+    async refresh() {
+      kick()
+      while (running) await running
     },
+    start: sync,
     kick,
     async stop() {
-      clearInterval(loop)
       engine.stop()
       again = false
       await running

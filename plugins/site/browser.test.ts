@@ -12,7 +12,7 @@ if (!existsSync(CHROMIUM))
 let browser: Browser
 let a: TestApp
 beforeAll(async () => {
-  a = await makeApp('sqlite', { plugins: { site: {} } })
+  a = await makeApp('sqlite', { plugins: { notify: {}, site: {} } })
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] })
 })
 afterAll(async () => {
@@ -39,21 +39,20 @@ test('an EventSource in a page receives new in-app messages as they are stored',
     await page.waitForFunction(() => (window as unknown as { opened?: boolean }).opened === true, null, {
       timeout: 10_000,
     })
-    await a.bus.emit('approval', {
-      id: 'ap-77',
-      status: 'approved',
-      title: 'Refund order 5531',
-      decided_by: 'mia',
+    await a.bus.emit('alert.fired', {
+      alert_id: 'refunds-1',
+      source: 'ops-alerts',
+      level: 'warning',
+      title: 'Refunds above normal',
+      body: 'svc_refunds is 31 (> 20)',
+      params: {},
+      at: new Date().toISOString(),
     })
     await page.waitForFunction(() => (window as unknown as { got: unknown[] }).got.length > 0, null, {
       timeout: 10_000,
     })
     const got = await page.evaluate(() => (window as unknown as { got: unknown[] }).got)
-    expect(got[0]).toMatchObject({
-      event: 'approval',
-      title: 'Approval approved: Refund order 5531',
-      read: false,
-    })
+    expect(got[0]).toMatchObject({ event: 'alert.fired', title: 'Refunds above normal', read: false })
   } finally {
     await page.close()
   }

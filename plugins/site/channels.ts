@@ -1,7 +1,6 @@
 import { createHmac } from 'node:crypto'
-import type { BusEvents } from '../../core/events'
 import type { Logger } from '../../core/log'
-import { type Outbound, answerPrefix, outboundFailure } from '../../core/outbound'
+import { type Outbound, OutboundRefused, answerPrefix, outboundFailure } from '../../core/outbound'
 import type { ProviderRegistry } from '../../core/plugin'
 import type { Settings } from './keys'
 
@@ -17,9 +16,15 @@ export interface Note {
   payload: Record<string, unknown>
 }
 
-export type SendOutcome = { ok: true } | { ok: false; error: string }
+/** `retryable`: whether sending again may help (a receiver that failed, not one that refused). */
+export type SendOutcome = { ok: true } | { ok: false; retryable: boolean; error: string }
 
-const fail = (error: string): SendOutcome => ({ ok: false, error })
+const fail = (error: string, retryable = true): SendOutcome => ({ ok: false, retryable, error })
+/** 5xx, 408 and 429 may pass on a retry; another 4xx will not. */
+const retryableStatus = (status: number) => status >= 500 || status === 408 || status === 429
+/** A send that threw: one short line; the policy's refusal is final, no answer may pass later. */
+const thrown = (what: string, e: unknown): SendOutcome =>
+  fail(`${what}: ${outboundFailure(e)}`, !(e instanceof OutboundRefused))
 
 /**
  * One POST through the outbound policy. Only a short prefix of the answer is read, and a failure
@@ -64,14 +69,15 @@ export async function sendChatbot(
   })
   try {
     const r = await post(outbound, chatbotUrl(url, secret), body, {}, timeoutMs)
-    if (r.status < 200 || r.status >= 300) return fail(`chat robot answered ${r.status}`)
+    if (r.status < 200 || r.status >= 300)
+      return fail(`chat robot answered ${r.status}`, retryableStatus(r.status))
     // The robot answers 200 with {errcode, errmsg}; errcode 0 is success. The code is what an
     // operator needs; the robot's own words are not repeated.
     const errcode = /"errcode"\s*:\s*(-?\d{1,9})/.exec(r.text)?.[1]
-    if (errcode && errcode !== '0') return fail(`chat robot refused: errcode ${errcode}`)
+    if (errcode && errcode !== '0') return fail(`chat robot refused: errcode ${errcode}`, false)
     return { ok: true }
   } catch (e) {
-    return fail(`chat robot: ${outboundFailure(e)}`)
+    return thrown('chat robot', e)
   }
 }
 
@@ -103,9 +109,11 @@ export async function sendWebhook(
   const raw = JSON.stringify(n)
   try {
     const r = await post(outbound, url, raw, webhookHeaders(secret, raw, n), timeoutMs)
-    return r.status >= 200 && r.status < 300 ? { ok: true } : fail(`webhook answered ${r.status}`)
+    return r.status >= 200 && r.status < 300
+      ? { ok: true }
+      : fail(`webhook answered ${r.status}`, retryableStatus(r.status))
   } catch (e) {
-    return fail(`webhook: ${outboundFailure(e)}`)
+    return thrown('webhook', e)
   }
 }
 
@@ -118,16 +126,16 @@ export async function sendEmail(
 ): Promise<SendOutcome> {
   const { providers, log, outbound } = env
   const def = providers.get('smtp')
-  if (!def) return fail('email: the smtp-provider plugin is not enabled')
+  if (!def) return fail('email: the smtp-provider plugin is not enabled', false)
   const recipients = to?.length
     ? to
     : s.emailTo
         .split(',')
         .map((x) => x.trim())
         .filter(Boolean)
-  if (!s.smtpHost) return fail('email: notification.smtpHost is not set')
-  if (!s.smtpFrom) return fail('email: notification.smtpFrom is not set')
-  if (!recipients.length) return fail('email: no recipients (notification.emailTo is empty)')
+  if (!s.smtpHost) return fail('email: notification.smtpHost is not set', false)
+  if (!s.smtpFrom) return fail('email: notification.smtpFrom is not set', false)
+  if (!recipients.length) return fail('email: no recipients (notification.emailTo is empty)', false)
   try {
     const provider = await def.create(
       {
@@ -157,78 +165,11 @@ export async function sendEmail(
         body: n.body,
         raw: n.payload,
       })
-      return r.ok ? { ok: true } : fail(r.error)
+      return r.ok ? { ok: true } : fail(r.error, r.retryable)
     } finally {
       await provider.close?.()
     }
   } catch (e) {
-    return fail(`email: ${outboundFailure(e)}`)
-  }
-}
-
-const LEVEL: Record<string, string> = { pending: 'info', approved: 'info', rejected: 'warning' }
-
-/** The words of each routed event. */
-export function describe<K extends keyof BusEvents>(event: K, e: BusEvents[K]): Omit<Note, 'id' | 'at'> {
-  const payload = e as unknown as Record<string, unknown>
-  switch (event) {
-    case 'alert.fired': {
-      const a = e as BusEvents['alert.fired']
-      return { event, level: a.level, title: `[${a.level.toUpperCase()}] ${a.title}`, body: a.body, payload }
-    }
-    case 'certificate_expiring': {
-      const c = e as BusEvents['certificate_expiring']
-      return {
-        event,
-        level: 'warning',
-        title: `Certificate ${c.domain}:${c.port} expires in ${c.days_left} days`,
-        body: `The certificate of ${c.domain}:${c.port} is valid until ${c.valid_to}.`,
-        payload,
-      }
-    }
-    case 'certificate_expired': {
-      const c = e as BusEvents['certificate_expired']
-      return {
-        event,
-        level: 'critical',
-        title: `Certificate ${c.domain}:${c.port} has expired`,
-        body: `The certificate of ${c.domain}:${c.port} expired at ${c.valid_to}.`,
-        payload,
-      }
-    }
-    case 'function.invoked': {
-      const f = e as BusEvents['function.invoked']
-      const failed = f.invocations.filter((i) => i.outcome !== 'success')
-      const fns = [...new Set(f.invocations.map((i) => i.function_id))].join(', ')
-      return {
-        event,
-        level: failed.length ? 'error' : 'info',
-        title: `${f.invocations.length} invocations of ${fns} on ${f.agent_id}${failed.length ? `, ${failed.length} failed` : ''}`,
-        body: `Game ${f.game_id}, environment ${f.env}: ${f.invocations
-          .slice(0, 10)
-          .map(
-            (i) =>
-              `${i.function_id} ${i.outcome}${i.duration_ms !== undefined ? ` in ${i.duration_ms} ms` : ''}`,
-          )
-          .join('; ')}`,
-        payload,
-      }
-    }
-    default: {
-      const a = e as BusEvents['approval']
-      return {
-        event,
-        level: LEVEL[a.status] ?? 'info',
-        title: `Approval ${a.status}: ${a.title}`,
-        body: [
-          a.requested_by && `Requested by ${a.requested_by}.`,
-          a.decided_by && `Decided by ${a.decided_by}.`,
-          a.comment,
-        ]
-          .filter(Boolean)
-          .join(' '),
-        payload,
-      }
-    }
+    return thrown('email', e)
   }
 }

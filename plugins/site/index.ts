@@ -1,9 +1,9 @@
 import { definePlugin } from '../../core/plugin'
-import { MessageHub, dispatcher } from './dispatch'
+import { MessageHub, channelTargets } from './dispatch'
 import { type Settings, SiteConfig } from './keys'
 import m001 from './migrations/001_site.sql' with { type: 'text' }
+import { siteProvider, siteRouting } from './notify'
 import { siteRoutes } from './routes'
-import { EVENTS } from './routing'
 import { siteStore } from './store'
 
 const TOPIC = 'site.message'
@@ -13,10 +13,14 @@ const TOPIC = 'site.message'
  * values, overridable at runtime through `/api/v1/site/{key}`, effective at once), the ops
  * notification routing, and the channels themselves: in-app messages (stored, listed, marked
  * read, pushed by server-sent events), the chat robot, a custom webhook and SMTP mail through the
- * smtp provider. Platform events heard on the bus are routed best effort.
+ * smtp provider. They are notify channels (`site.inapp`, `site.chatbot`, `site.webhook`,
+ * `site.email`, `site.<routing channel id>`) and the routing is one of notify's route sources:
+ * platform events reach them as notifications, with notify's queue, retries, delivery ids, logs
+ * and rules, routed once.
  */
 export default definePlugin({
   name: 'site',
+  dependsOn: ['notify'],
   config: SiteConfig,
   migrations: [{ id: 1, name: 'site', sql: m001 }],
   permissions: {
@@ -28,28 +32,31 @@ export default definePlugin({
   setup(ctx) {
     const store = siteStore(ctx.db, () => ctx.config.notification as Partial<Settings>)
     const hub = new MessageHub()
-    const dispatch = dispatcher({
+    const targets = channelTargets({
       store,
-      hub,
       providers: ctx.providers,
       log: ctx.log,
       outbound: ctx.outbound,
-      metrics: ctx.metrics,
       timeoutMs: () => ctx.config.send_timeout_ms,
       announce: (m) => ctx.changes.publish(TOPIC, { id: m.id }),
     })
+    ctx.providers.register(siteProvider(store, targets))
+    const notify = ctx.service('notify')
+    const routing = siteRouting(store, targets, notify)
+    notify.addRoutes((n) => routing.route(n))
+    // After notify's start: its channel slots exist by then.
+    ctx.onStart(() => routing.start())
     // Browsers follow one instance; a message stored by any instance reaches them all.
     ctx.changes.on(TOPIC, async ({ id }) => {
       const m = typeof id === 'string' ? await store.message(id) : undefined
       if (m) hub.publish(m)
     })
-    for (const event of EVENTS) ctx.bus.on(event, (e) => dispatch.route(event, e as never))
     const listeners = ctx.metrics.gauge(
       'svc_site_message_streams',
       'Browsers following the in-app message stream',
     )
     ctx.metrics.collect(() => listeners.set(hub.size))
     ctx.bus.on('server.draining', () => hub.closeAll())
-    return siteRoutes(ctx as never, { store, hub, dispatch })
+    return siteRoutes(ctx as never, { store, hub, targets })
   },
 })

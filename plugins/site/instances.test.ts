@@ -8,8 +8,8 @@ test.if(engines.includes('postgres'))(
   'a message stored by one instance is pushed to browsers following another; an override on one applies on the other at once',
   async () => {
     const store = await ownStore('postgres')
-    const a = await appOn(store, { site: {} })
-    const b = await appOn(store, { site: {} })
+    const a = await appOn(store, { notify: {}, site: {} })
+    const b = await appOn(store, { notify: {}, site: {} })
     const server = listen(b, { port: 0, hostname: '127.0.0.1' })
     try {
       const res = await fetch(`http://127.0.0.1:${server.port}/api/v1/site/messages/stream`, {
@@ -30,7 +30,7 @@ test.if(engines.includes('postgres'))(
       let text = ''
       const deadline = Date.now() + 5000
       while (!text.includes('event: message') && Date.now() < deadline) text += (await reader.read()).value
-      expect(JSON.parse(/data: (.*)\n/.exec(text)![1])).toMatchObject({ title: '[ERROR] Stored on A' })
+      expect(JSON.parse(/data: (.*)\n/.exec(text)![1])).toMatchObject({ title: 'Stored on A' })
       await reader.cancel()
 
       const admin = { 'x-admin-token': 'test-admin-token', 'content-type': 'application/json' }

@@ -8,7 +8,7 @@ import type { PluginContext } from '../../core/plugin'
 import { maskSecrets, unmaskSecrets } from '../../core/secrets'
 import { rejectUnknown } from '../../core/strict'
 import { type Note, sendEmail } from './channels'
-import type { Dispatcher, MessageHub, Target } from './dispatch'
+import type { MessageHub, Target, Targets } from './dispatch'
 import { KEYS, KEY_NAMES, type KeyName, PREFIX, secretMoved } from './keys'
 import { BUILTIN, Routing, checkRouting } from './routing'
 import { type SiteStore, valuesOf } from './store'
@@ -31,9 +31,9 @@ function keyOf(key: string, field: string, unknown: (m: string) => Error): KeyNa
 
 export function siteRoutes(
   ctx: PluginContext<unknown>,
-  d: { store: SiteStore; hub: MessageHub; dispatch: Dispatcher },
+  d: { store: SiteStore; hub: MessageHub; targets: Targets },
 ) {
-  const { store, hub, dispatch } = d
+  const { store, hub, targets } = d
   const audit = auditor(ctx)
   const masked = (name: KeyName, value: unknown) => maskSecrets(KEYS[name].schema, value)
   const entry = async (name: KeyName) => {
@@ -83,20 +83,17 @@ export function siteRoutes(
           )
         const target: Target | undefined =
           body.channel === 'email' && body.to?.length
-            ? { id: 'email', send: (m: Note) => sendEmail(valuesOf(e), m, dispatch.mail(e), body.to) }
-            : custom
-              ? dispatch.routed(custom, 10_000)
-              : dispatch.builtin(body.channel, e)
+            ? { id: 'email', send: (m: Note) => sendEmail(valuesOf(e), m, targets.mail(e), body.to) }
+            : targets.target(body.channel, e, r)
         if (!target)
           return ok({
             channel: body.channel,
             ok: false,
             error: `channel '${body.channel}' is switched off or not configured`,
           })
-        const out = await dispatch.deliver(target, n)
-        audit({ principal, request, server }, 'site.test', body.channel, {
-          ...out,
-        })
+        const sent = await targets.deliver(target, n)
+        const out = sent.ok ? { ok: true } : { ok: false, error: sent.error }
+        audit({ principal, request, server }, 'site.test', body.channel, out)
         return ok({ channel: body.channel, ...out })
       },
       {
@@ -233,7 +230,7 @@ export function siteRoutes(
         body: Routing,
         detail: tag(
           'Replace the ops notification routing',
-          '{channels: [{id, type webhook|chatbot, url, secret}], rules: [{event, channels, thresholdDays}]}. Events: approval, alert.fired, certificate_expiring, certificate_expired, function.invoked. Rules name routing channels or the built-in ones (inapp, chatbot, webhook, email). An event no rule names goes to every built-in channel that is on (function.invoked only when a call failed); certificate_expiring rules with thresholdDays apply when days_left is at most that.',
+          '{channels: [{id, type webhook|chatbot, url, secret}], rules: [{event, channels, thresholdDays}]}. Events: alert.fired, certificate_expiring, certificate_expired, function.invoked (approval events are not produced yet: refused). Rules name routing channels or the built-in ones (inapp, chatbot, webhook, email). An event no rule names goes to every built-in channel that is on (function.invoked only when a call failed); certificate_expiring rules with thresholdDays apply when days_left is at most that.',
         ),
       },
     )

@@ -2,8 +2,8 @@ import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { escapeHtml, securityOf, smtpProvider, transportOptions } from '.'
 import { createLogger } from '../../core/log'
 import type { Delivery } from '../../core/plugin'
-import { type TestApp, forEachEngine, loopbackOutbound, makeApp } from '../../test/helpers'
-import { smtpSink, until } from '../notify/testing'
+import { type TestApp, forEachEngine, loopbackOutbound, makeApp, until } from '../../test/helpers'
+import { smtpSink } from '../notify/testing'
 
 const log = createLogger({
   level: 'error',

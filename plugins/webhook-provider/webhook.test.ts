@@ -3,9 +3,9 @@ import { DEFAULT_TIMEOUT_MS, webhookProvider } from '.'
 import { createLogger } from '../../core/log'
 import { NO_ANSWER } from '../../core/outbound'
 import type { Delivery } from '../../core/plugin'
-import { type TestApp, forEachEngine, loopbackOutbound, makeApp } from '../../test/helpers'
+import { type TestApp, forEachEngine, loopbackOutbound, makeApp, until } from '../../test/helpers'
 import { expandEnv } from '../notify/settings'
-import { httpSink, until } from '../notify/testing'
+import { httpSink } from '../notify/testing'
 
 const log = createLogger({
   level: 'error',

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { reasonOf } from '../../core/http'
 import { createLogger } from '../../core/log'
-import { type TestApp, forEachEngine, makeApp } from '../helpers'
+import { type TestApp, forEachEngine, makeApp, until } from '../helpers'
 
 describe('logging', () => {
   test('JSON records carry the spec 3 fields; sensitive fields are masked at any depth; levels filter', () => {
@@ -177,12 +177,15 @@ forEachEngine((engine) => {
       expect(m.body.data.svc_db_latency_ms).toBeGreaterThanOrEqual(0)
       await a.req('GET', '/api/games/some-id-1', { token: await a.token('operator') })
       await a.req('GET', '/api/games/some-id-2', { token: await a.token('operator') })
-      const text = (await a.req('GET', '/metrics/prometheus')).body as string
+      // Requests are counted after their answer is sent (onAfterResponse): wait for the count.
+      const counted =
+        /svc_http_request_duration_seconds_count\{method="GET",route="\/api\/games\/:gameId",status="404"\} [1-9]/
+      const text = await until(async () => {
+        const t = (await a.req('GET', '/metrics/prometheus')).body as string
+        return counted.test(t) && t
+      })
       expect(text).toContain('svc_db_up 1')
       expect(text).toMatch(/svc_db_latency_ms \d/)
-      expect(text).toMatch(
-        /svc_http_request_duration_seconds_count\{method="GET",route="\/api\/games\/:gameId",status="404"\} [1-9]/,
-      )
       expect(text).not.toContain('some-id-1')
     })
   })

@@ -64,6 +64,7 @@ describe('plugin composition', () => {
       { plugin: 'alpha' },
       { plugin: 'beta' },
       { plugin: 'core' },
+      { plugin: 'core.schedule' },
       { plugin: 'gamma' },
     ])
     await built.stop()

@@ -1,14 +1,9 @@
 import { expect, test } from 'bun:test'
 import { insertMany } from '../../core/db/bulk'
 import { GroupCommit } from '../../core/db/group-commit'
-import { forEachEngine, rawDb } from '../helpers'
+import { forEachEngine, rawDb, until } from '../helpers'
 
 /** The one write path of core/db: group commit and bulk insert, on both engines. */
-async function until(ok: () => boolean) {
-  const deadline = Date.now() + 5000
-  while (!ok() && Date.now() < deadline) await Bun.sleep(1)
-  expect(ok()).toBe(true)
-}
 
 forEachEngine((engine) => {
   const withTable = async (fn: (db: Awaited<ReturnType<typeof rawDb>>['db']) => Promise<void>) => {

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { httpSink, until } from '../../plugins/notify/testing'
-import { type TestApp, forEachEngine, makeApp } from '../helpers'
+import { httpSink } from '../../plugins/notify/testing'
+import { type TestApp, forEachEngine, makeApp, until } from '../helpers'
 
 /*
  * Issue 15 point 1, the attacks as they were reported: the server's own secrets read back through
