@@ -2,35 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createHmac } from 'node:crypto'
 import { type TestApp, forEachEngine, makeApp, until } from '../../test/helpers'
 import { smtpSink } from '../notify/testing'
-
-interface Hit {
-  url: URL
-  headers: Headers
-  raw: string
-}
-/** A loopback HTTP receiver; `status` decides its answers. */
-function sink(status = () => 200) {
-  const hits: Hit[] = []
-  const server = Bun.serve({
-    port: 0,
-    hostname: '127.0.0.1',
-    async fetch(req) {
-      hits.push({ url: new URL(req.url), headers: req.headers, raw: await req.text() })
-      return new Response('{"errcode":0,"errmsg":"ok"}', { status: status() })
-    },
-  })
-  return { hits, url: `http://127.0.0.1:${server.port}`, stop: () => server.stop(true) }
-}
-
-const alert = (title: string) => ({
-  alert_id: `ops-alerts:r1:${title}`,
-  source: 'ops-alerts',
-  level: 'critical' as const,
-  title,
-  body: 'svc_db_latency_ms is 812 (> 500) for 3 checks',
-  params: { metric: 'svc_db_latency_ms' },
-  at: new Date().toISOString(),
-})
+import { alert, sink } from './testing'
 
 forEachEngine((engine) => {
   let a: TestApp
