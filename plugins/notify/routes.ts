@@ -202,6 +202,9 @@ export function notifyRoutes(d: RouteDeps) {
       },
       {
         appScope: { scope: 'config', permission: 'channels:write' },
+        // A refused change (403, 400, 409 for another plugin's channel) reads as the channel's
+        // too; an accepted one is recorded by the handler with its before and after.
+        audit: { action: 'channel.update', target: 'channel:{name}' },
         body: ConfigPut,
         detail: {
           responses: envelope(Docs.channel),

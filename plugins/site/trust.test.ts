@@ -93,6 +93,23 @@ forEachEngine((engine) => {
     expect(JSON.stringify(config.body)).not.toContain('whsec-yaml')
   })
 
+  test("notify refuses to configure the site's channels (409), and the audit log names the channel", async () => {
+    const put = await as('PUT', '/api/v1/config/site.webhook', { config: { channel: 'chatbot' } })
+    expect(put.status).toBe(409)
+    expect((await as('POST', '/api/v1/providers/site.webhook/disable')).status).toBe(409)
+    const refused = await until(async () => {
+      const items: Array<{ action: string; target: string; ok: boolean; details: { status: number } }> = (
+        await as('GET', '/api/v1/audit?size=100')
+      ).body.data.items
+      const mine = items.filter((e) => e.target === 'channel:site.webhook')
+      return mine.length >= 2 && mine
+    })
+    expect(refused.map((e) => [e.action, e.ok, e.details.status]).sort()).toEqual([
+      ['channel.disable', false, 409],
+      ['channel.update', false, 409],
+    ])
+  })
+
   test('a site webhook set through the API is refused by the policy: no connection, one line, no retry', async () => {
     expect((await as('PUT', '/api/v1/site/notification.webhookUrl', { value: apiSink.url })).status).toBe(200)
     await fire('to the api hook')
