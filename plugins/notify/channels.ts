@@ -1,19 +1,13 @@
-import { Kind, Type as T, type TSchema } from '@sinclair/typebox'
+import { Kind } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 import type { Db } from '../../core/db'
 import { fromJson } from '../../core/db'
 import { Conflict, Invalid, NotFound, invalidField } from '../../core/http'
 import type { Logger } from '../../core/log'
 import type { Outbound } from '../../core/outbound'
-import {
-  type Provider,
-  type ProviderDefinition,
-  type ProviderRegistry,
-  defineProvider,
-  loadProviderModule,
-} from '../../core/plugin'
+import type { Provider, ProviderRegistry } from '../../core/plugin'
 import type { ChannelConfig } from './schema'
-import { channelMasking, expandEnv } from './settings'
+import { channelMasking, expandEnv, providerDefinition } from './settings'
 
 /** One configured channel: its settings and the live provider built from them, swapped as a whole. */
 export interface Slot {
@@ -87,29 +81,6 @@ export function channelManager(opts: {
   /** Newest stored change seen, for picking up changes other instances made. */
   let seenUntil = 0
 
-  async function definition(
-    type: string,
-    module: string | undefined,
-    field: string,
-  ): Promise<ProviderDefinition> {
-    let def = registry.get(type)
-    if (!def && module) {
-      const loaded = await loadProviderModule(module).catch((e: Error) => {
-        throw invalidField(`${field}.module`, e.message)
-      })
-      if (loaded.type !== type)
-        throw invalidField(`${field}.module`, `'${module}' provides type '${loaded.type}', not '${type}'`)
-      if (!registry.get(type)) registry.register(loaded)
-      def = loaded
-    }
-    if (!def)
-      throw invalidField(
-        `${field}.type`,
-        `unknown provider type '${type}'; known: ${registry.list().join(', ')}`,
-      )
-    return def
-  }
-
   /**
    * Expands `$VAR` references (all variables for the YAML, the `api_env` ones for the API),
    * validates against the provider's schema, creates the provider and verifies it.
@@ -122,7 +93,7 @@ export function channelManager(opts: {
     field: string,
     source: Slot['source'],
   ): Promise<{ provider: Provider; effective: Record<string, unknown> }> {
-    const def = await definition(type, module, field)
+    const def = await providerDefinition(registry, type, module, field)
     const expanded = def.expandEnv
       ? expandEnv(
           settings,

@@ -1,7 +1,35 @@
 import { Type as T, type TSchema } from '@sinclair/typebox'
 import { invalidField } from '../../core/http'
-import type { ProviderRegistry } from '../../core/plugin'
+import { type ProviderDefinition, type ProviderRegistry, loadProviderModule } from '../../core/plugin'
 import { maskSecrets, maskValue, unmaskSecrets } from '../../core/secrets'
+
+/**
+ * The provider a channel's `type` names: a registered one, else the one its `module` file
+ * provides (registered then). Unknown types and files of another type are refused naming the field.
+ */
+export async function providerDefinition(
+  registry: ProviderRegistry,
+  type: string,
+  module: string | undefined,
+  field: string,
+): Promise<ProviderDefinition> {
+  let def = registry.get(type)
+  if (!def && module) {
+    const loaded = await loadProviderModule(module).catch((e: Error) => {
+      throw invalidField(`${field}.module`, e.message)
+    })
+    if (loaded.type !== type)
+      throw invalidField(`${field}.module`, `'${module}' provides type '${loaded.type}', not '${type}'`)
+    if (!registry.get(type)) registry.register(loaded)
+    def = loaded
+  }
+  if (!def)
+    throw invalidField(
+      `${field}.type`,
+      `unknown provider type '${type}'; known: ${registry.list().join(', ')}`,
+    )
+  return def
+}
 
 /** A whole top-level value `$NAME` (not `${NAME}`) names an environment variable. */
 export const ENV_REF = /^\$([A-Za-z_][A-Za-z0-9_]*)$/
