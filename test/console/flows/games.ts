@@ -169,7 +169,7 @@ export function gameFlows(w: () => World): void {
       await shown.waitFor()
       const key = await shown.inputValue()
       expect(key).toStartWith('lok_')
-      expect(await a.auth.verifyApiKey(key)).toMatchObject({ kind: 'apiKey' })
+      expect(await a.auth.verifyApiKey(key)).toMatchObject({ kind: 'sdkKey' })
       await page.getByRole('button', { name: 'Copy' }).click()
       await page.getByText(/Copied to the clipboard|press Ctrl\+C/).waitFor()
       await tab.done('api-key-created')
