@@ -123,6 +123,19 @@ forEachEngine((engine) => {
     expect((await as('DELETE', '/api/v1/site/notification.webhookUrl')).status).toBe(200)
   })
 
+  test("a notify caller names site.email but not its recipients: the mail goes to the site's list", async () => {
+    expect((await as('PUT', '/api/v1/site/notification.emailEnabled', { value: true })).status).toBe(200)
+    const sent = await as('POST', '/api/v1/notify', {
+      type: 'deploy',
+      title: 'recipients named',
+      channels: ['site.email'],
+      recipients: { 'site.email': ['anyone@victim.example'] },
+    })
+    expect(sent.body.code).toBe(0)
+    expect(await finished('recipients named', 'site.email')).toMatchObject({ status: 'success' })
+    expect(mail.mails.map((m) => m.to)).toEqual([['oncall@liveops.test']])
+  })
+
   test('an ops routing channel and an SMTP host from the API are refused alike; the YAML mail host is not', async () => {
     expect(
       (
@@ -132,7 +145,6 @@ forEachEngine((engine) => {
         })
       ).status,
     ).toBe(200)
-    expect((await as('PUT', '/api/v1/site/notification.emailEnabled', { value: true })).status).toBe(200)
     await fire('to the routing')
     expect(await finished('to the routing', 'site.meta')).toMatchObject({
       status: 'failed',
@@ -140,7 +152,7 @@ forEachEngine((engine) => {
       error: 'webhook: 169.254.169.254: not an allowed destination (outbound policy)',
     })
     expect(await finished('to the routing', 'site.email')).toMatchObject({ status: 'success' })
-    expect(mail.mails).toHaveLength(1)
+    expect(mail.mails).toHaveLength(2)
 
     // The same mail host, given through the API, is under the policy.
     expect((await as('PUT', '/api/v1/site/notification.smtpHost', { value: 'localhost' })).status).toBe(200)
@@ -150,6 +162,6 @@ forEachEngine((engine) => {
       attempt_count: 1,
       error: 'smtp: localhost: not an allowed destination (outbound policy)',
     })
-    expect(mail.mails).toHaveLength(1)
+    expect(mail.mails).toHaveLength(2)
   })
 })
