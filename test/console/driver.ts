@@ -151,10 +151,18 @@ export class ConsoleTab {
     return (await a.textContent()) ?? ''
   }
 
-  /** Whether the page's main region offers a horizontal scroll to a phone (it must not). */
+  /**
+   * Whether the page offers a horizontal scroll to a phone (it must not). Charts redraw at the new
+   * width on their ResizeObserver, a frame or two after the viewport changes, so the page gets two
+   * seconds to settle: an overflow that is still there then is a real one.
+   */
   async overflowsSideways(): Promise<boolean> {
-    return this.page.evaluate(
-      () => document.documentElement.scrollWidth > document.documentElement.clientWidth + 1,
-    )
+    const fits = () => document.documentElement.scrollWidth <= document.documentElement.clientWidth + 1
+    try {
+      await this.page.waitForFunction(fits, undefined, { timeout: 2000 })
+      return false
+    } catch {
+      return true
+    }
   }
 }
