@@ -3,7 +3,7 @@ import type { ComponentChildren, VNode } from 'preact'
 import { useEffect, useState } from 'preact/hooks'
 import { route } from '../lib/router'
 import { choose, environments, useScope } from '../lib/scope'
-import { session, signOut, useCan } from '../lib/session'
+import { logOut, session, useCan } from '../lib/session'
 import { useStore } from '../lib/store'
 
 interface Item {
@@ -134,7 +134,7 @@ export function Shell({ children }: { children: ComponentChildren }): VNode {
       <${ScopePicker} />
       <div class="who">
         <span class="user">${s?.user.name || s?.user.email} <span class="role">(${s?.roles.join(', ')})</span></span>
-        <button type="button" class="secondary" onClick=${() => signOut('You signed out.')}>Sign out</button>
+        <button type="button" class="secondary" onClick=${() => void logOut()}>Sign out</button>
       </div>
     </header>
     <div class=${`body ${open ? 'nav-open' : ''}`}>

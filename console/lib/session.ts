@@ -1,4 +1,4 @@
-import { type Tokens, type User, api, drop, hold, onSession } from './api'
+import { url, type Tokens, type User, accessToken, api, drop, hold, onSession } from './api'
 import { Store, useStore } from './store'
 
 /** What `GET /api/auth/permissions` answers. */
@@ -41,6 +41,20 @@ export async function signIn(email: string, password: string): Promise<void> {
     throw e
   }
   signedOutReason.set(undefined)
+}
+
+/**
+ * The user signs out: the server ends this login (its refresh token too, on every instance), then
+ * the console forgets it. A failed call still signs out here; the tokens then expire on their own.
+ */
+export async function logOut(): Promise<void> {
+  const token = accessToken()
+  if (token)
+    await fetch(url('/api/auth/logout'), {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}` },
+    }).catch(() => undefined)
+  signOut('You signed out.')
 }
 
 export function signOut(reason?: string): void {

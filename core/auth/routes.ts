@@ -122,6 +122,28 @@ export function authRoutes(
       },
     )
     .post(
+      '/api/auth/logout',
+      async ({ headers, set }) => {
+        await auth.signOut(
+          auth.verifyAccess(AuthService.bearer(headers)) ?? (await auth.refuse(headers, { admin: true })),
+        )
+        set.status = 204
+      },
+      {
+        detail: {
+          tags: ['auth'],
+          summary: 'Sign out: ends the login family of the Bearer access token on every instance',
+          description:
+            "Every access and refresh token of this login stops working at once; other logins of the user are untouched. 204 on success; 401 without a signed-in user's access token.",
+          security: [{ bearer: [] }],
+          responses: {
+            204: { description: 'Signed out' },
+            401: { description: 'Missing, invalid or expired token' },
+          },
+        },
+      },
+    )
+    .post(
       '/api/v1/auth/login',
       async ({ body, request, server }) => {
         const user = await login('username', body.username, body.password, address(request, server))

@@ -229,6 +229,12 @@ export class AuthService {
     return this.sessions.issue(user)
   }
 
+  /** Ends the login a user access token belongs to: its refresh and access tokens stop working. */
+  async signOut(principal: Principal): Promise<void> {
+    if (!principal.family) throw new Unauthorized("only a signed-in user's access token can sign out")
+    await this.sessions.endFamily(principal.family)
+  }
+
   refresh(refreshToken: string, address = 'unknown'): Promise<Tokens> {
     return this.sessions.refresh(refreshToken, address)
   }

@@ -139,6 +139,19 @@ export class Sessions {
     await this.changes?.publish(TOPIC, { user: id })
   }
 
+  /**
+   * Signing out: revokes the login family's refresh tokens in the store (where other instances
+   * and restarts read it) and withdraws its access tokens everywhere.
+   */
+  async endFamily(family: string): Promise<void> {
+    const now = Date.now()
+    await this.db.run('UPDATE refresh_tokens SET revoked_at = ? WHERE family_id = ? AND revoked_at IS NULL', [
+      now,
+      family,
+    ])
+    await this.withdrawFamily(family, now)
+  }
+
   async withdrawFamily(family: string, at = Date.now()): Promise<void> {
     this.access.revokeFamily(family, at)
     await this.changes?.publish(TOPIC, { family })

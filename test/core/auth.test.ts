@@ -85,6 +85,25 @@ forEachEngine((engine) => {
       expect(bad.body).toMatchObject({ code: 401 })
     })
 
+    test("logout ends that login at once (access and refresh token), not the user's other logins", async () => {
+      const first = (await login('admin@localhost', ADMIN_PASSWORD)).body
+      const other = (await login('admin@localhost', ADMIN_PASSWORD)).body
+      const renewed = (
+        await a.req('POST', '/api/auth/refresh', { body: { refreshToken: first.refreshToken } })
+      ).body
+      expect(typeof renewed.token).toBe('string')
+      expect((await a.req('POST', '/api/auth/logout')).status).toBe(401)
+      expect((await a.req('POST', '/api/auth/logout', { token: 'x.y.z' })).status).toBe(401)
+      const out = await a.req('POST', '/api/auth/logout', { token: renewed.token })
+      expect(out.status).toBe(204)
+      // Both tokens of the family, the one before the renewal too, stop working; so does renewing.
+      for (const token of [first.token, renewed.token])
+        expect((await a.req('GET', '/api/games', { token })).status).toBe(401)
+      const again = await a.req('POST', '/api/auth/refresh', { body: { refreshToken: renewed.refreshToken } })
+      expect(again.status).toBe(401)
+      expect((await a.req('GET', '/api/games', { token: other.token })).status).toBe(200)
+    })
+
     test('refresh takes the Bearer header, the service_token cookie or the token query; 401 otherwise', async () => {
       const { token } = (
         await a.req('POST', '/api/v1/auth/login', { body: { username: 'admin', password: ADMIN_PASSWORD } })

@@ -22,7 +22,12 @@ export function gameFlows(w: () => World): void {
       expect(await tab.alert()).toMatch(/too many failed attempts; retry in \d+ s/)
       await tab.done('sign-in-throttled', false)
       await tab.signIn('admin@localhost', 'admin-password')
+      // Signing out ends the login on the server: the token the page held is refused afterwards.
+      const logout = page.waitForRequest((r) => r.url().endsWith('/api/auth/logout'))
       await tab.signOut()
+      const held = (await logout).headers().authorization
+      expect(held).toStartWith('Bearer ')
+      expect((await fetch(`${w().base}/api/games`, { headers: { authorization: held } })).status).toBe(401)
       await page.getByText('You signed out.').waitFor()
       await tab.signIn('admin@localhost', 'admin-password')
       tab.checkErrors()
