@@ -190,7 +190,11 @@ forEachEngine((engine) => {
       expect((await a.req('GET', '/api/v1/backups', { token: operator })).status).toBe(200)
       const own = await backup(a, operator, { name: 'operator copy' })
       expect(own.status).toBe('succeeded')
-      expect((await download(a, operator, own.id)).res.status).toBe(200)
+      // Operators run backups but do not take the file away: it holds the secrets the API masks.
+      const refused = await a.req('GET', `/api/v1/backups/${own.id}/download`, { token: operator })
+      expect(refused.status).toBe(403)
+      expect(refused.body.message).toContain('admin role')
+      expect((await download(a, admin, own.id)).res.status).toBe(200)
     }, 20_000)
 
     test('download refuses what it cannot vouch for: failed (409), missing file (410), changed file (500); unknown ids 404', async () => {

@@ -4,7 +4,7 @@ import type { TSchema } from '@sinclair/typebox'
 import { Elysia, t } from 'elysia'
 import { type AuditCaller as Caller, auditor } from '../../core/audit'
 import type { Principal } from '../../core/auth/service'
-import { Conflict, HttpError, clientIp, invalidField, ok } from '../../core/http'
+import { Conflict, Forbidden, HttpError, clientIp, invalidField, ok } from '../../core/http'
 import type { FastServer, PluginContext } from '../../core/plugin'
 import { rejectUnknown } from '../../core/strict'
 import { hashFile } from './runner'
@@ -99,6 +99,10 @@ export function backupRoutes(ctx: PluginContext<unknown>, store: BackupStore, ru
     .get(
       '/api/v1/backups/:id/download',
       async ({ params, principal, request, server }) => {
+        // A backup file holds every secret the store keeps (channel credentials, key and password
+        // hashes) that the API masks: only an admin takes one away.
+        if (!principal?.roles.includes('admin'))
+          throw new Forbidden('downloading a backup needs the admin role: the file holds every stored secret')
         const row = await store.get(params.id)
         if (row.status !== 'succeeded' || !row.location)
           throw new Conflict(`backup ${row.id} is ${row.status}: only a succeeded backup has a file`)
@@ -130,7 +134,8 @@ export function backupRoutes(ctx: PluginContext<unknown>, store: BackupStore, ru
         params: Id,
         detail: tag(
           'Download a succeeded backup file, verified against its recorded sha256 and size first',
-          '409 while pending or running and for a failed backup, and on an instance that lacks the file (the backup directory is not shared): the message and `data.instance` name the instance that has it; ' +
+          'Admins only (403 for other roles): the file holds the secrets the API masks. ' +
+            '409 while pending or running and for a failed backup, and on an instance that lacks the file (the backup directory is not shared): the message and `data.instance` name the instance that has it; ' +
             '410 when the file is gone; 500 `checksum_mismatch` when the file changed since it was written. ' +
             'The answer carries X-Checksum-Sha256 and Repr-Digest.',
           {

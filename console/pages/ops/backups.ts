@@ -6,6 +6,8 @@ import { api } from '../../lib/api'
 import { download } from '../../lib/download'
 import { when } from '../../lib/format'
 import { useAction, useApi, useInterval } from '../../lib/hooks'
+import { session } from '../../lib/session'
+import { useStore } from '../../lib/store'
 
 interface Backup {
   id: string
@@ -26,6 +28,7 @@ const size = (n?: number) =>
 /** `#/ops/backups`: backups of the store: start one (it runs in the background), download, delete. */
 export function Backups(): VNode {
   const list = useApi((signal) => api.v1<{ items: Backup[] }>('GET', '/api/v1/backups', { signal }), [])
+  const admin = useStore(session)?.roles.includes('admin') ?? false
   const act = useAction()
   const busy = list.data?.items.some((b) => b.status === 'pending' || b.status === 'running') ?? false
   useInterval(list.reload, 1500, busy)
@@ -67,6 +70,8 @@ export function Backups(): VNode {
             label: 'Actions',
             value: (b: Backup) => html`<div class="buttons">
               ${
+                // The file holds the secrets the API masks: the server lets only admins take it.
+                admin &&
                 b.status === 'succeeded' &&
                 html`<button type="button" class="secondary small" disabled=${act.busy} onClick=${() => act.run(() => download(`/api/v1/backups/${b.id}/download`, `liveops-${b.id}`), 'Downloaded.')}>
                   Download<span class="sr-only"> the backup of ${when(b.createdAt)}</span>
