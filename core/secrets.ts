@@ -6,8 +6,8 @@ import { invalidField } from './http'
  * what the schema marks: no list of field names decides what is secret.
  *
  * - `Secret(T.String())`: the whole value is secret ('set' plus its last 4 characters).
- * - `SecretUrl(T.String())`: a URL whose credentials (`user:password@`) and query values are
- *   secret; scheme, host and path stay readable.
+ * - `SecretUrl(T.String())`: a URL whose credentials (`user:password@`), path and query values
+ *   are secret (chat webhooks carry their token in the path); scheme, host and port stay readable.
  * - `SecretValues(T.Record(T.String(), T.String()))`: a map whose every value is secret (HTTP
  *   headers: `X-Api-Key`, `Authorization`, signing secrets).
  */
@@ -52,6 +52,7 @@ export function maskUrl(v: unknown): unknown {
     return maskValue(v)
   }
   if (u.password) u.password = maskValue(decodeURIComponent(u.password))
+  if (u.pathname.length > 1) u.pathname = `/${maskValue(u.pathname.slice(1))}`
   for (const [k, val] of [...u.searchParams]) u.searchParams.set(k, maskValue(val))
   return u.toString()
 }
@@ -140,6 +141,7 @@ function carriesMaskedPart(next: unknown, prev: unknown): boolean {
     return next === maskValue(prev)
   }
   if (p.password && decodeURIComponent(n.password) === maskValue(decodeURIComponent(p.password))) return true
+  if (p.pathname.length > 1 && n.pathname === `/${maskValue(p.pathname.slice(1))}`) return true
   return [...p.searchParams].some(([k, v]) => n.searchParams.getAll(k).includes(maskValue(v)))
 }
 

@@ -166,7 +166,8 @@ forEachEngine((engine) => {
         const u = new URL(r.body.data.config.url)
         expect(decodeURIComponent(u.password)).toBe('set:5512')
         expect(u.searchParams.get('token')).toBe('set:4406')
-        expect(u.pathname).toBe('/hook/hooked')
+        // Chat webhooks carry their token in the path: only its last 4 characters show.
+        expect(u.pathname).toBe('/set:oked')
       }
     })
 

@@ -85,16 +85,18 @@ forEachEngine((engine) => {
 
   describe('an ML serving endpoint', () => {
     let model: string
-    const url = () => `http://svc:pw-Hidden-8842@127.0.0.1:${endpoint.port}/score?token=tk-Secret-5531&v=2`
+    const url = () =>
+      `http://svc:pw-Hidden-8842@127.0.0.1:${endpoint.port}/score/hk-Path-7710?token=tk-Secret-5531&v=2`
     beforeAll(async () => {
       model = (await trainedClassifier(a, admin, await newGame(a, admin), 5, undefined, 200)).model.id
     })
 
-    test('reads with its user:password and query values masked, wherever the model is shown', async () => {
+    test('reads with its user:password, path and query values masked, wherever the model is shown', async () => {
       const deploy = await as('POST', `/api/ml-models/${model}/deploy`, { servingEndpoint: url() })
       expect(deploy.status).toBe(200)
       const reads = [deploy, await as('GET', `/api/ml-models/${model}`), await as('GET', '/api/ml-models')]
-      for (const r of reads) expect(leaks(r.body, ['pw-Hidden-8842', 'tk-Secret-5531'])).toEqual([])
+      for (const r of reads)
+        expect(leaks(r.body, ['pw-Hidden-8842', 'tk-Secret-5531', 'hk-Path-7710'])).toEqual([])
       const shown = new URL(reads[1].body.servingEndpoint)
       expect(decodeURIComponent(shown.password)).toBe('set:8842')
       expect(shown.searchParams.get('token')).toBe('set:5531')
@@ -111,6 +113,7 @@ forEachEngine((engine) => {
       expect(p.status).toBe(200)
       const last = served.at(-1)!
       expect(new URL(last.url).searchParams.get('token')).toBe('tk-Secret-5531')
+      expect(new URL(last.url).pathname).toBe('/score/hk-Path-7710')
       expect(last.authorization).toBe(`Basic ${btoa('svc:pw-Hidden-8842')}`)
       const moved = read.replace(`127.0.0.1:${endpoint.port}`, new URL(attacker.url).host)
       const r = await as('POST', `/api/ml-models/${model}/deploy`, { servingEndpoint: moved })
