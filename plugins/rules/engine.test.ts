@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { type TestApp, forEachEngine, makeApp, until } from '../../test/helpers'
 import { httpSink } from '../notify/testing'
-import { type Folded, RuleEngine, normalize } from './engine'
+import { type Folded, RuleEngine } from './engine'
 import type { MatchInput } from './match'
+import { normalize } from './rule'
 import type { RuleBody } from './schema'
 
 const T0 = Date.UTC(2031, 2, 4, 10, 0, 0)

@@ -1,183 +1,18 @@
-import { Invalid, invalidField } from '../../core/http'
+import { rankOf, readSlots, slotCount } from './codegen'
+import type { MatchInput } from './match'
 import {
   type ChunkFn,
   type ChunkGuard,
   type Program,
-  type RuleCode,
   codeFor,
   cutAfter,
   finish,
   guardHolds,
   program,
-  rankOf,
-  readSlots,
-  ruleCode,
-  slotCount,
-} from './codegen'
-import { type Matcher, compile } from './compile'
-import { type IndexField, MatchError, type MatchInput, parse, requiredEquality } from './match'
-import { type RuleBody, duration } from './schema'
-import type { RuleRecord, SavedRule } from './store'
-
-const HOUR = 3_600_000
-const DAY = 24 * HOUR
-
-/** A rule ready to evaluate: every expression compiled, every duration read. */
-export interface CompiledRule {
-  rule: SavedRule
-  /** The rule's id, and whether a chunk of the program ends after it (`cutAfter(id)`, kept). */
-  id: string
-  cut: boolean
-  seq: number
-  /** The match as closures: for one-off checks (an open incident's rule still holding). */
-  match: Matcher
-  /** The match as code for the engine's program, guarded by the index's required equality. */
-  code: RuleCode
-  /** An equality the match requires: the rule is only tried for notifications that have it. */
-  index?: { field: IndexField; values: string[] }
-  /** Position in the program (rules not off, in evaluation order), and the last evaluation that matched or failed it. */
-  pos: number
-  seen: number
-  steps: { match?: Matcher; channels: string[] }[]
-  forMs?: number
-  groupBy?: string[]
-  groupMs: number
-  inhibit?: { source: Matcher; equal: string[]; ttlMs: number }
-  escalation?: { ackTimeoutMs: number; to: string[] }
-}
-
-const paramName = (f: string) => (f.startsWith('params.') ? f.slice(7) : f)
-
-function compileField<T = Matcher>(src: string, field: string, how: (src: string) => T): T {
-  try {
-    return how(src)
-  } catch (e) {
-    if (e instanceof MatchError)
-      throw new Invalid(`${field}: illegal expression: ${e.message}`, {
-        field,
-        reason: e.message,
-        position: e.position,
-      })
-    throw e
-  }
-}
-
-/** Checks and compiles a rule body at save time: the 400s of spec 2 "Rule, group and roster behavior". */
-export function compileRule(rule: SavedRule, seq = 0): CompiledRule {
-  // Parsed once: the closures, the index key and the code all come from the one tree.
-  const tree = compileField(rule.match, 'body.match', parse)
-  const match = compileField(rule.match, 'body.match', () => compile(tree))
-  const index = requiredEquality(tree)
-  if (rule.route && rule.action !== 'route')
-    throw invalidField('body.route', `route steps are only valid with action route, not '${rule.action}'`)
-  const steps = (rule.route ?? []).map((s, i) => ({
-    match: s.match === undefined ? undefined : compileField(s.match, `body.route[${i}].match`, compile),
-    channels: s.channels,
-  }))
-  if (rule.group_interval !== undefined && !rule.group_by)
-    throw invalidField('body.group_interval', 'only valid with group_by')
-  return {
-    rule,
-    id: rule.id,
-    cut: cutAfter(rule.id),
-    seq,
-    match,
-    code: compileField(rule.match, 'body.match', () => ruleCode(tree, index)),
-    index,
-    pos: -1,
-    seen: 0,
-    steps,
-    forMs: rule.for === undefined ? undefined : duration(rule.for, 'body.for', 0, DAY),
-    groupBy: rule.group_by?.map(paramName),
-    groupMs: duration(rule.group_interval, 'body.group_interval', 5 * 60_000, DAY),
-    inhibit: rule.inhibit && {
-      source: compileField(rule.inhibit.source, 'body.inhibit.source', compile),
-      equal: (rule.inhibit.equal ?? []).map(paramName),
-      ttlMs: duration(rule.inhibit.ttl, 'body.inhibit.ttl', 30 * 60_000, 7 * DAY),
-    },
-    escalation: rule.escalation && {
-      ackTimeoutMs: duration(rule.escalation.ack_timeout, 'body.escalation.ack_timeout', 5 * 60_000, 7 * DAY),
-      to: rule.escalation.to,
-    },
-  }
-}
-
-/** Fills what an omitted field means, so the stored rule reads back complete. */
-export function normalize(body: RuleBody, id: string): SavedRule {
-  return { ...body, id, mode: body.mode ?? 'shadow', action: body.action ?? 'route' }
-}
-
-export interface Sample {
-  at: string
-  type: string
-  level: string
-  title: string
-  channels: string[]
-}
-
-const WEEK_HOURS = 168
-const SAMPLES = 20
-
-/**
- * In-process observation of a shadow rule (spec 2: resets on restart, not persisted). A hit
- * allocates nothing: hourly counts live in a ring of a week of hours, the newest samples in a
- * ring of reused slots, formatted only when read.
- */
-class ShadowStats {
-  total = 0
-  /** The hour (since the epoch) each ring slot counts, and its count. */
-  private hours = new Float64Array(WEEK_HOURS).fill(-1)
-  private counts = new Uint32Array(WEEK_HOURS)
-  private samples: { at: number; type: string; level: string; title: string; channels: string[] }[] = []
-  private next = 0
-  /** Matches that would have been held back (suppressed, silenced, inhibited): not hits. */
-  held: Record<string, number> = {}
-  errors = 0
-
-  hit(now: number, n: MatchInput, channels: string[]) {
-    this.total++
-    const h = Math.floor(now / HOUR)
-    const i = h % WEEK_HOURS
-    if (this.hours[i] !== h) {
-      this.hours[i] = h
-      this.counts[i] = 0
-    }
-    this.counts[i]++
-    const s = this.samples[this.next]
-    if (s) {
-      s.at = now
-      s.type = n.type
-      s.level = n.level
-      s.title = n.title
-      s.channels = channels
-    } else this.samples[this.next] = { at: now, type: n.type, level: n.level, title: n.title, channels }
-    this.next = (this.next + 1) % SAMPLES
-  }
-
-  view(now: number) {
-    const h = Math.floor(now / HOUR)
-    let day = 0
-    let week = 0
-    for (let i = 0; i < WEEK_HOURS; i++) {
-      const k = this.hours[i]
-      if (k > h - 24) day += this.counts[i]
-      if (k > h - WEEK_HOURS) week += this.counts[i]
-    }
-    const samples: Sample[] = []
-    for (let j = 1; j <= this.samples.length; j++) {
-      const s = this.samples[(this.next - j + SAMPLES) % SAMPLES]
-      samples.push({ ...s, at: new Date(s.at).toISOString(), channels: [...s.channels] })
-    }
-    return {
-      total: this.total,
-      last_24h: day,
-      last_7d: week,
-      ...(samples.length ? { samples } : {}),
-      held: this.held,
-      evaluation_errors: this.errors,
-    }
-  }
-}
+} from './program'
+import { type CompiledRule, byEvaluationOrder, compileRule, offered, standIn } from './rule'
+import { ShadowStats } from './shadow'
+import type { RuleRecord } from './store'
 
 export interface Outcome {
   rule: CompiledRule
@@ -198,52 +33,6 @@ export interface Folded {
 const NO_CHANNELS: string[] = []
 
 type Fold = { until: number; channels?: string[]; events: MatchInput[]; key: Record<string, unknown> }
-
-/** True when the notification has the equality the rule's index requires (the index offers it the rule). */
-function offered(c: CompiledRule, n: MatchInput): boolean {
-  if (!c.index) return true
-  const f = c.index.field
-  const v = f.startsWith('params.')
-    ? Object.hasOwn(n.params, f.slice(7))
-      ? n.params[f.slice(7)]
-      : undefined
-    : n[f as 'type']
-  return typeof v === 'string' && c.index.values.includes(v)
-}
-
-const byEvaluationOrder = (a: CompiledRule, b: CompiledRule) =>
-  (b.rule.priority ?? 0) - (a.rule.priority ?? 0) || a.seq - b.seq
-
-/**
- * Evaluations a changed chunk serves through its stand-in before its code is generated. A save
- * does not generate code: a burst of saves (an import, a script editing many rules) would
- * otherwise generate and compile a chunk per save, each replaced by the next, and that garbage is
- * what made the saves' slowest outliers (collection pauses, docs/performance.md). A chunk
- * notifications actually reach is generated after this many of them, once.
- */
-const HOT = 64
-
-/**
- * What a changed chunk runs from the save until its code is generated: the rules' closures (the
- * reference the generated code is tested against), each behind its index guard as in the code,
- * so it decides exactly as the code will, error for error. `hot` is called once, at its HOT-th call.
- */
-const standIn = (rules: readonly CompiledRule[], hot: () => void): ChunkFn => {
-  let calls = 0
-  return (_t, _l, _r, _i, _b, _p, from, _C, n) => {
-    if (++calls === HOT) hot()
-    for (let k = from; k < rules.length; k++) {
-      const c = rules[k]
-      if (!offered(c, n)) continue
-      try {
-        if (c.match(n)) return k
-      } catch {
-        return -2 - k
-      }
-    }
-    return -1
-  }
-}
 
 /**
  * The rule set of this instance: compiled rules in evaluation order (priority, then write order)

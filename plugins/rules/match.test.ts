@@ -1,7 +1,7 @@
 import { describe, expect, test } from 'bun:test'
-import { generate } from './codegen'
 import { compile } from './compile'
 import { MAX_LENGTH, MatchError, MatchEvalError, type MatchInput, requiredEquality } from './match'
+import { generate } from './program'
 
 const n = (over: Partial<MatchInput> = {}): MatchInput => ({
   type: 'db.replica_lag',

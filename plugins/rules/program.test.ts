@@ -1,8 +1,10 @@
 import { describe, expect, test } from 'bun:test'
-import { program, ruleCode } from './codegen'
+import { ruleCode } from './codegen'
 import { compile } from './compile'
-import { RuleEngine, normalize } from './engine'
+import { RuleEngine } from './engine'
 import type { MatchInput } from './match'
+import { program } from './program'
+import { normalize } from './rule'
 import type { RuleBody } from './schema'
 import type { RuleRecord } from './store'
 

@@ -1,9 +1,10 @@
 import type { Logger } from '../../core/log'
 import type { NotifyService, RouteDecision, RoutingInput } from '../notify/notify'
 import type { AlertStore } from './alerts'
-import { type CompiledRule, type Folded, RuleEngine, compileRule } from './engine'
+import { type Folded, RuleEngine } from './engine'
 import type { IncidentStore } from './incidents'
 import { LEVEL_RANK } from './match'
+import { type CompiledRule, compileRule } from './rule'
 import type { GroupRecord, RuleRecord, RulesStore } from './store'
 
 /** What a roster plugin registers so rules can be silenced (spec 2 "silence: {roster}"). */

@@ -43,8 +43,9 @@ import { loadConfig } from '../../core/config'
 import { createLogger } from '../../core/log'
 import { plugins } from '../../plugins'
 import { compile } from '../../plugins/rules/compile'
-import { RuleEngine, normalize } from '../../plugins/rules/engine'
+import { RuleEngine } from '../../plugins/rules/engine'
 import type { MatchInput } from '../../plugins/rules/match'
+import { normalize } from '../../plugins/rules/rule'
 import { PG_URL, arg, median, tempDir } from './lib'
 
 const engines = arg('engines', 'sqlite').split(',')
