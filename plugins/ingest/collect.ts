@@ -113,7 +113,8 @@ export async function collect(
   otlp: boolean,
 ) {
   const cfg = ing.config
-  let body = await readBody(request, cfg.batch_max_body_kb * 1024)
+  // A key is checked before the body is read (a stranger's upload costs nothing); a signature
+  // covers the body, so that one is read first.
   let key: { gameId: string; env: string } | undefined
   if (headers['x-api-key']) {
     const p = await auth.verifyApiKey(headers['x-api-key'])
@@ -121,7 +122,9 @@ export async function collect(
     if (!p.gameId || !p.environment)
       throw new Forbidden('this API key is not bound to a game and environment', 'api_key_unbound')
     key = { gameId: p.gameId, env: p.environment }
-  } else await ing.verify(headers, body)
+  }
+  let body = await readBody(request, cfg.batch_max_body_kb * 1024)
+  if (!key) await ing.verify(headers, body)
   if ((headers['content-encoding'] ?? '').toLowerCase() === 'gzip')
     body = await gunzip(body, cfg.batch_max_body_kb * 1024)
 

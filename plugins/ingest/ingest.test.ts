@@ -307,6 +307,13 @@ forEachEngine((engine) => {
       expect([r.status, r.body.error]).toEqual([401, 'invalid_api_key'])
       const r2 = await a.req('POST', '/v1/batch', { raw: '[]' })
       expect([r2.status, r2.body.error]).toEqual([401, 'missing_signature_headers'])
+      // The key is judged before the body is read: an oversized upload under a bad key is a 401,
+      // not a 413 (the server did not take the 2 MB in).
+      const big = await a.req('POST', '/v1/batch', {
+        raw: `[${'"x",'.repeat(500_000)}"x"]`,
+        headers: { 'x-api-key': 'lok_nope' },
+      })
+      expect([big.status, big.body.error]).toEqual([401, 'invalid_api_key'])
     })
 
     test('sampling rate 0 keeps nothing (still accepted); the per-key rate limit answers 429 rate_limit_exceeded', async () => {
