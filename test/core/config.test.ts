@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'bun:test'
-import { readFileSync } from 'node:fs'
+import { readFileSync, rmSync } from 'node:fs'
 import { ConfigError, checkConfig, loadConfig } from '../../core/config'
 import { embeddedConfig as parsedAtBuild } from '../../core/embedded-config' with { type: 'macro' }
 import { plugins } from '../../plugins'
@@ -112,6 +112,7 @@ describe('config', () => {
     const bad = `${process.env.TMPDIR ?? '/tmp'}/liveops-bad-${Date.now()}.yaml`
     await Bun.write(bad, 'server: { port: nope }\nplugins: { nope: {} }\n')
     const r = Bun.spawnSync([process.execPath, 'core/main.ts', 'check-config', bad])
+    rmSync(bad, { force: true })
     expect(r.exitCode).toBe(2)
     const err = r.stderr.toString()
     expect(err).toContain('server.port')
