@@ -1,6 +1,6 @@
 import type { TSchema } from '@sinclair/typebox'
 import { type TypeCheck, TypeCompiler } from '@sinclair/typebox/compiler'
-import { Value, type ValueError } from '@sinclair/typebox/value'
+import { Value } from '@sinclair/typebox/value'
 import { type AnyElysia, Elysia, t } from 'elysia'
 import { HttpError, Invalid, bodyTooLarge, invalidField, pointerToField, readBounded, reasonOf } from './http'
 import { jsonView } from './schema'

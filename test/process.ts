@@ -1,4 +1,3 @@
-import { readFileSync } from 'node:fs'
 import type { Subprocess } from 'bun'
 
 export interface Running {

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { type TestApp, forEachEngine } from '../../test/helpers'
-import { game, ingestApp, signed } from '../ingest/testing'
+import { ingestApp, signed } from '../ingest/testing'
 
 /**
  * Funnels and paths over users and names holding unusual characters (multi-byte text, commas,

@@ -1,5 +1,5 @@
 import { expect, test } from 'bun:test'
-import { type Db, migrate } from '../../core/db'
+import { migrate } from '../../core/db'
 import { createLogger } from '../../core/log'
 import { forEachEngine } from '../../test/helpers'
 import { checked } from '../ingest/collect'

@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { type Db, migrate } from '../../core/db'
 import { type TestApp, forEachEngine, makeApp, rawDb } from '../../test/helpers'
-import { ExposureRollup } from '../experiments/exposures'
 import m002 from '../experiments/migrations/002_take_exposures.sql' with { type: 'text' }
 import { ingestMigrations } from '../ingest/migrations'
 import { SECRET, game, signed } from '../ingest/testing'

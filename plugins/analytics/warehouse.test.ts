@@ -18,8 +18,6 @@ forEachEngine((engine) => {
     env: 'prod',
     ...extra,
   })
-  const count = async (sql: string, params: (string | number)[] = []) =>
-    Number((await a.db.get<{ n: number }>(sql, params))?.n ?? 0)
 
   beforeAll(async () => {
     ;({ a, admin, gameId } = await ingestApp(engine))

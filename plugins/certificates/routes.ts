@@ -1,11 +1,10 @@
 import type { TSchema } from '@sinclair/typebox'
 import { Elysia, t } from 'elysia'
-import { type AuditCaller as Caller, auditor } from '../../core/audit'
-import type { Principal } from '../../core/auth/service'
+import { auditor } from '../../core/audit'
 import { iso } from '../../core/db'
-import { HttpError, clientIp, invalidField, ok } from '../../core/http'
+import { HttpError, invalidField, ok } from '../../core/http'
 import type { Outbound } from '../../core/outbound'
-import type { FastServer, PluginContext } from '../../core/plugin'
+import type { PluginContext } from '../../core/plugin'
 import { rejectUnknown } from '../../core/strict'
 import {
   Alert,

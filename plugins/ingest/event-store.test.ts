@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, setSystemTime, test } from 'bun:test'
+import { beforeAll, describe, expect, setSystemTime, test } from 'bun:test'
 import { type TestApp, forEachEngine, makeApp } from '../../test/helpers'
 import { purge } from './store'
 import { DAY, SECRET, game, signed } from './testing'

@@ -3,7 +3,7 @@ import { gzipSync } from 'node:zlib'
 import { LiveopsClient } from '../../sdk/client'
 import { signRequest } from '../../sdk/sign'
 import { type TestApp, forEachEngine } from '../../test/helpers'
-import { SECRET, game, ingestApp, signed } from './testing'
+import { SECRET, ingestApp, signed } from './testing'
 
 forEachEngine((engine) => {
   let a: TestApp

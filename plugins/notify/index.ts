@@ -1,7 +1,4 @@
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
-import { join } from 'node:path'
 import { auditor } from '../../core/audit'
-import { privateDir, writePrivate } from '../../core/files'
 import { definePlugin } from '../../core/plugin'
 import { channelManager } from './channels'
 import { subscribePlatformEvents } from './events'
@@ -19,17 +16,6 @@ import { templateStore } from './templates'
 import { workerHub } from './workers'
 
 export type { NotifyService } from './notify'
-
-/** The claims of one instance survive its restart under the same id, so it can release them at once. */
-function instanceId(configured: string, dataDir: string): string {
-  if (configured) return configured
-  const file = join(dataDir, 'notify-instance-id')
-  if (existsSync(file)) return readFileSync(file, 'utf8').trim()
-  privateDir(dataDir)
-  const id = `notify-${Bun.randomUUIDv7().slice(-12)}`
-  writePrivate(file, id)
-  return id
-}
 
 /**
  * The notification service (spec 2): notify, the durable queue and its workers, providers and
@@ -58,7 +44,9 @@ export default definePlugin({
     const config = ctx.config
     ctx.auth.anonymousAppScopes = !config.auth.enabled
     ctx.providers.register(logProvider)
-    const id = instanceId(config.queue.instance_id, ctx.core.data_dir)
+    // The instance's claims survive its restart under the same id (core keeps it in DATA_DIR), so
+    // it can release them at once.
+    const id = config.queue.instance_id || ctx.instanceId
     const channels = channelManager({
       db: ctx.db,
       registry: ctx.providers,

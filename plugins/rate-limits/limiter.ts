@@ -1,5 +1,4 @@
 import { RedisClient } from 'bun'
-import { TooManyRequests } from '../../core/http'
 import type { Logger } from '../../core/log'
 import {
   BUCKET_SCRIPT,

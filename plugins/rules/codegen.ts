@@ -15,16 +15,7 @@
  * compiler's own, so the two agree on every value (the fuzz test checks that they do).
  */
 import { contains, equals, isText, numeric, order, truthy } from './compile'
-import {
-  type IndexField,
-  LEVEL_RANK,
-  MatchError,
-  MatchEvalError,
-  type MatchInput,
-  type Node,
-  parse,
-  positionOf,
-} from './match'
+import { type IndexField, LEVEL_RANK, MatchError, type Node, parse, positionOf } from './match'
 
 /** Generated match: type, level, level rank (-1 for an unknown level), title, body, params slots. */
 export type Generated = (t: string, l: string, r: number, i: string, b: string, p: unknown[]) => boolean

@@ -1,15 +1,6 @@
 import { rankOf, readSlots, slotCount } from './codegen'
 import type { MatchInput } from './match'
-import {
-  type ChunkFn,
-  type ChunkGuard,
-  type Program,
-  codeFor,
-  cutAfter,
-  finish,
-  guardHolds,
-  program,
-} from './program'
+import { type ChunkGuard, type Program, codeFor, finish, guardHolds, program } from './program'
 import { type CompiledRule, byEvaluationOrder, compileRule, offered, standIn } from './rule'
 import { ShadowStats } from './shadow'
 import type { RuleRecord } from './store'

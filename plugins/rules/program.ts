@@ -1,4 +1,4 @@
-import { ATOM_REF, HELPERS, RULE, type RuleCode, rankOf, readSlots, ruleCode, slotCount } from './codegen'
+import { ATOM_REF, HELPERS, RULE, type RuleCode, rankOf, readSlots, ruleCode } from './codegen'
 /**
  * A program: the rule set's codes strung, in evaluation order, into generated chunks (see
  * codegen.ts for one rule's code), each with the index guard that lets a notification skip it.

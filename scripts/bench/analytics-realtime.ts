@@ -16,7 +16,6 @@
  * measured without and with the clients: the streams' own cost, which noise moves least.
  */
 import { rmSync } from 'node:fs'
-import { join } from 'node:path'
 import postgres from 'postgres'
 import { rawStream } from '../../plugins/analytics/realtime-testing'
 import { startServer } from '../../test/process'

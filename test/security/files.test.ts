@@ -49,7 +49,7 @@ forEachEngine((engine) => {
 
   test('DATA_DIR is created 0700; the store, its WAL, jwt-secret, the instance id, the log and backups are 0600', async () => {
     expect(mode(dataDir)).toBe('700')
-    const files = ['jwt-secret', 'instance-id', 'notify-instance-id', join('logs', 'liveops.log')]
+    const files = ['jwt-secret', 'instance-id', join('logs', 'liveops.log')]
     if (engine === 'sqlite') {
       // A write, so the WAL and its index exist.
       await app.auth.createUser({ email: 'files@x.io', password: 'password-123', roles: ['viewer'] })
