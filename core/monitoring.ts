@@ -27,7 +27,7 @@ const round3 = (ms: number) => Math.round(ms * 1000) / 1000
 const PROBE_PAYLOAD = 'x'.repeat(1 << 20)
 
 /**
- * Named health checks: core's (database, redis when configured) and every plugin's
+ * Named health checks: core's (database; redis, `disabled` when not configured) and every plugin's
  * (`ctx.health`). Each runs when asked, with a timeout, and shows in `/healthz`, `/readyz` and
  * `svc_health_check_up{check}`.
  */
@@ -134,10 +134,12 @@ export function monitoring(deps: {
       },
       { critical: false },
     )
+  else checks.add('redis', () => ({ status: 'disabled' }), { critical: false })
 
   const health = async () => {
     const h = await checks.run()
-    for (const [name, r] of Object.entries(h.checks)) checkUp.set({ check: name }, r.status === 'up' ? 1 : 0)
+    for (const [name, r] of Object.entries(h.checks))
+      if (r.status !== 'disabled') checkUp.set({ check: name }, r.status === 'up' ? 1 : 0)
     return { up: h.up, body: { status: h.up ? 'ok' : 'unavailable', checks: h.checks } }
   }
   metrics.collect(async () => {
@@ -145,7 +147,7 @@ export function monitoring(deps: {
   })
 
   const Check = t.Object(
-    { status: Enum(['up', 'down']), error: t.Optional(t.String()) },
+    { status: Enum(['up', 'down', 'disabled']), error: t.Optional(t.String()) },
     {
       additionalProperties: true,
       description: 'One check; fields beyond status are its own (latency_ms, total, online, ...)',
@@ -154,7 +156,7 @@ export function monitoring(deps: {
   const HealthBody = t.Object({
     status: t.String({ description: 'ok, or unavailable when a critical check is down' }),
     checks: t.Record(t.String(), Check, {
-      description: "database, redis (when configured), agents and every enabled plugin's checks",
+      description: "database, redis (`disabled` when not configured), agents and every enabled plugin's checks",
     }),
   })
   const detail = (summary: string) => ({ tags: ['monitoring'], summary })
@@ -177,7 +179,7 @@ export function monitoring(deps: {
     .get(
       '/healthz',
       answer,
-      healthRoute('Liveness: every health check (database, redis when configured, agents, plugins)'),
+      healthRoute('Liveness: every health check (database, redis or `disabled`, agents, plugins)'),
     )
     .get('/readyz', answer, healthRoute('Readiness: 503 until every configured dependency answers'))
     .get('/api/v1/monitoring/metrics', async () => ok(await metrics.json()), {
