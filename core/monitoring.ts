@@ -156,7 +156,8 @@ export function monitoring(deps: {
   const HealthBody = t.Object({
     status: t.String({ description: 'ok, or unavailable when a critical check is down' }),
     checks: t.Record(t.String(), Check, {
-      description: "database, redis (`disabled` when not configured), agents and every enabled plugin's checks",
+      description:
+        "database, redis (`disabled` when not configured), agents and every enabled plugin's checks",
     }),
   })
   const detail = (summary: string) => ({ tags: ['monitoring'], summary })
