@@ -14,7 +14,8 @@ import { type Running, startServer } from './process'
  * receiver can drop it.
  */
 const root = join(import.meta.dir, '..')
-const DB = 'liveops_test_instances'
+/** Its own database, uniquely named: other runs on this server may be testing at the same time. */
+const DB = `liveops_test_instances_${crypto.randomUUID().replace(/-/g, '').slice(0, 12)}`
 const dbUrl = PG_URL.replace(/\/[^/?]*(\?.*)?$/, `/${DB}`)
 const running: Running[] = []
 
