@@ -119,6 +119,8 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     onOutage,
   })
   const stops: Array<() => Promise<void> | void> = []
+  /** `http.write` events whose listeners are still at work. */
+  const writesHeard = new Set<Promise<void>>()
   const stopAll = async () => {
     for (const fn of stops.splice(0).reverse()) {
       try {
@@ -268,7 +270,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
         if (!READS.has(request.method)) {
           const principal = (c as { principal?: Principal }).principal ?? identified.get(request)
           const { params, body } = c as { params?: Record<string, string | undefined>; body?: unknown }
-          void bus.emit('http.write', {
+          const emitted = bus.emit('http.write', {
             method: request.method,
             path: new URL(request.url).pathname,
             route: route || 'unmatched',
@@ -281,6 +283,8 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
             principal: principal && { kind: principal.kind, id: principal.id, username: principal.username },
             audit: route ? auditOf(request, route, params ?? {}, body, responseValue) : undefined,
           })
+          writesHeard.add(emitted)
+          void emitted.finally(() => writesHeard.delete(emitted))
         }
       })
     const auditOf = writeAuditor(() => app, log)
@@ -344,6 +348,12 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     await scheduler.start()
     // Stop hooks run in reverse: the jobs stop before any plugin's own stop hook.
     stops.push(() => scheduler.stop())
+    // First of all: the writes answered just before the stop reach their listeners (the audit
+    // log). Their after-response hooks run a turn after the answer, so let those run, then wait.
+    stops.push(async () => {
+      await new Promise((r) => setTimeout(r, 0))
+      await Promise.all(writesHeard)
+    })
     const generatedAdminPassword = await bootstrapAdmin(
       auth,
       core.admin.email,

@@ -141,3 +141,31 @@ test('a write without an entry of its own is recorded from its route: who, a rea
     await a.stop()
   }
 })
+
+forEachEngine((engine) => {
+  test('a write answered just before the app stops still reaches the audit log before the store closes', async () => {
+    const b = await makeApp(engine, { plugins: { audit: {}, games: {} } })
+    const stored: string[] = []
+    const errors: string[] = []
+    // Beside the audit plugin's own listener: a slow one, to see that stopping waits for listeners.
+    b.bus.on('http.write', async (w) => {
+      await Bun.sleep(50)
+      try {
+        const n = await b.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM audit_log WHERE action = ?', [
+          'game.create',
+        ])
+        stored.push(`${w.route} ${Number(n?.n)}`)
+      } catch (e) {
+        errors.push(String(e))
+      }
+    })
+    const r = await b.req('POST', '/api/games', {
+      token: await b.token('admin'),
+      body: { name: 'Last Write', genre: 'PUZZLE', platforms: ['WEB'], timezone: 'UTC', defaultCurrency: 'USD' },
+    })
+    expect(r.status, JSON.stringify(r.body)).toBe(201)
+    await b.stop()
+    expect(errors).toEqual([])
+    expect(stored).toEqual(['/api/games 1'])
+  })
+})

@@ -56,13 +56,22 @@ export default definePlugin({
   permissions: { audit: { write: [], read: ['operator'] } },
   setup(ctx) {
     const store = auditStore(ctx.db, () => ctx.config.sensitive_fields)
-    ctx.bus.on('audit', async (e) => {
-      try {
-        await store.record(e)
-      } catch (err) {
-        ctx.log.error('audit entry not stored', { action: e.action, error: String(err) })
-      }
+    // Entries are written after the answer: stopping waits for those in flight, so a write
+    // answered just before a shutdown still leaves its entry (the store closes after this hook).
+    const writing = new Set<Promise<void>>()
+    const record = (entry: Parameters<typeof store.record>[0], what: Record<string, unknown>) => {
+      const p = store
+        .record(entry)
+        .then(() => undefined)
+        .catch((err) => ctx.log.error('audit entry not stored', { ...what, error: String(err) }))
+        .finally(() => writing.delete(p))
+      writing.add(p)
+      return p
+    }
+    ctx.onStop(async () => {
+      await Promise.all(writing)
     })
+    ctx.bus.on('audit', (e) => record(e, { action: e.action }))
     if (ctx.config.keep_days)
       ctx.schedule(
         'audit.purge',
@@ -78,8 +87,8 @@ export default definePlugin({
     // never the refusals of strangers (a flood of 401s would bury the log).
     ctx.bus.on('http.write', async (w) => {
       if (!w.audit || (!w.principal && w.status >= 400)) return
-      try {
-        await store.record({
+      await record(
+        {
           actor_kind: w.principal?.kind ?? 'anonymous',
           actor_id: w.principal?.id,
           actor_name: w.principal?.username,
@@ -88,10 +97,9 @@ export default definePlugin({
           ip: w.ip,
           ok: w.status < 400,
           details: { status: w.status, ...w.audit.details },
-        })
-      } catch (e) {
-        ctx.log.error('audit entry not stored', { path: w.path, error: String(e) })
-      }
+        },
+        { path: w.path },
+      )
     })
 
     return new Elysia({ name: 'audit' }).use(ctx.guard).get(

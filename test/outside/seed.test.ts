@@ -96,6 +96,8 @@ forEachEngine((engine) => {
     expect(second.out).not.toMatch(/prod API key lok_\S{20,}/)
     expect(second.out).toContain('not shown again')
     expect(second.lingerMs).toBeLessThan(1000)
+    // Every write of both runs left its audit entry before the store closed.
+    expect(`${first.out}${second.out}`).not.toContain('audit entry not stored')
 
     // The first run's key still works and there is one game per name: read through a server.
     const { createApp } = await import('../../core/app')
@@ -122,6 +124,11 @@ forEachEngine((engine) => {
         expect(Number(all[0]?.n)).toBe(1)
       }
       expect(await built.auth.verifyApiKey(keys[0])).toBeTruthy()
+      // The seed's last write (publishing the LIVE game) is in the audit log: nothing was dropped at exit.
+      const published = await built.db.all<{ n: number }>(
+        "SELECT COUNT(*) AS n FROM audit_log WHERE action = 'game.publish'",
+      )
+      expect(Number(published[0]?.n)).toBe(1)
     } finally {
       await built.stop()
     }
