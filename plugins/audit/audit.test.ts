@@ -161,7 +161,13 @@ forEachEngine((engine) => {
     })
     const r = await b.req('POST', '/api/games', {
       token: await b.token('admin'),
-      body: { name: 'Last Write', genre: 'PUZZLE', platforms: ['WEB'], timezone: 'UTC', defaultCurrency: 'USD' },
+      body: {
+        name: 'Last Write',
+        genre: 'PUZZLE',
+        platforms: ['WEB'],
+        timezone: 'UTC',
+        defaultCurrency: 'USD',
+      },
     })
     expect(r.status, JSON.stringify(r.body)).toBe(201)
     await b.stop()
