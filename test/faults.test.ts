@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { SECRET, game, signed } from '../plugins/ingest/testing'
-import { type TestApp, makeApp } from './helpers'
+import { PG_URL, type TestApp, makeApp, pgUrlWith } from './helpers'
 import { tcpProxy } from './tcp-proxy'
 
 /**
@@ -139,9 +139,10 @@ describe.if(isRoot)('an unwritable data directory at start', () => {
 
 describe('PostgreSQL unreachable', () => {
   test('requests answer 503 within about 2 s while it is down or silent, and service resumes by itself', async () => {
-    const proxy = tcpProxy({ hostname: '127.0.0.1', port: 5432 })
+    const pg = new URL(PG_URL)
+    const proxy = tcpProxy({ hostname: pg.hostname, port: Number(pg.port || 5432) })
     const a = await makeApp('postgres', {
-      config: { database: { url: `postgres://postgres@127.0.0.1:${proxy.port}/test`, pool: 3 } },
+      config: { database: { url: pgUrlWith({ host: '127.0.0.1', port: proxy.port }), pool: 3 } },
       plugins: { games: {} },
     })
     try {
