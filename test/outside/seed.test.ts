@@ -88,6 +88,13 @@ forEachEngine((engine) => {
     expect(first.lingerMs).toBeLessThan(1000)
 
     const second = await run({ ...env, ADMIN_PASSWORD: 'seed-admin-Pw-3' }, dir)
+    // Issue 38 point 8: the second run logged `Cannot use a closed database`; nothing may be
+    // said on stderr nor logged above info (a plugin's timer using the store after stop()).
+    expect(second.err).toBe('')
+    for (const out of [first.out, second.out]) {
+      expect(out).not.toContain('closed database')
+      expect(out).not.toMatch(/"level":"(warn|error)"/)
+    }
     expect(second.code).toBe(0)
     expect([...second.out.matchAll(/game (\S+) \(existed\)/g)].map((m) => m[1])).toEqual(ids)
     expect(second.out).not.toMatch(/prod API key lok_\S{20,}/)
