@@ -32,7 +32,7 @@ export interface Services {}
  * One health check's answer. `status` is `up` or `down`; any other fields (counts, latency) are
  * shown under `checks.<name>` of `/healthz` and `/readyz`.
  */
-export type HealthResult = { status: 'up' | 'down'; error?: string } & Record<string, unknown>
+export type HealthResult = { status: 'up' | 'down' | 'disabled'; error?: string } & Record<string, unknown>
 
 export interface HealthOptions {
   /** A failing critical check turns `/healthz` and `/readyz` to 503; others only report. Default true. */
