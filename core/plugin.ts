@@ -29,10 +29,9 @@ import type { SharedState } from './shared'
 export interface Services {}
 
 /**
- * One health check's answer. `status` is `up`, `down` or `disabled`; any other fields (counts, latency) are
+ * One health check's answer. `status` is `up` or `down`; any other fields (counts, latency) are
  * shown under `checks.<name>` of `/healthz` and `/readyz`.
  */
-/** `disabled`: the part is not configured (spec 3 shows `checks.redis` either way); never counts as down. */
 export type HealthResult = { status: 'up' | 'down' | 'disabled'; error?: string } & Record<string, unknown>
 
 export interface HealthOptions {

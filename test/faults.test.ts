@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { SECRET, game, signed } from '../plugins/ingest/testing'
-import { PG_URL, type TestApp, makeApp } from './helpers'
+import { PG_URL, type TestApp, makeApp, pgUrlWith } from './helpers'
 import { tcpProxy } from './tcp-proxy'
 
 /**
@@ -139,14 +139,10 @@ describe.if(isRoot)('an unwritable data directory at start', () => {
 
 describe('PostgreSQL unreachable', () => {
   test('requests answer 503 within about 2 s while it is down or silent, and service resumes by itself', async () => {
-    // Through a proxy in front of the server TEST_DATABASE_URL names (so the test can cut it).
-    const target = new URL(PG_URL)
-    const proxy = tcpProxy({ hostname: target.hostname, port: Number(target.port || 5432) })
-    const viaProxy = new URL(PG_URL)
-    viaProxy.hostname = '127.0.0.1'
-    viaProxy.port = String(proxy.port)
+    const pg = new URL(PG_URL)
+    const proxy = tcpProxy({ hostname: pg.hostname, port: Number(pg.port || 5432) })
     const a = await makeApp('postgres', {
-      config: { database: { url: viaProxy.toString(), pool: 3 } },
+      config: { database: { url: pgUrlWith({ host: '127.0.0.1', port: proxy.port }), pool: 3 } },
       plugins: { games: {} },
     })
     try {

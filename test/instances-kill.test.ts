@@ -2,9 +2,8 @@ import { afterAll, expect, test } from 'bun:test'
 import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import postgres from 'postgres'
 import { httpSink } from '../plugins/notify/testing'
-import { PG_URL, engines } from './helpers'
+import { engines, scratchDatabase } from './helpers'
 import { type Running, startServer } from './process'
 
 /**
@@ -14,33 +13,21 @@ import { type Running, startServer } from './process'
  * receiver can drop it.
  */
 const root = join(import.meta.dir, '..')
-/** Its own database, uniquely named: other runs on this server may be testing at the same time. */
-const DB = `liveops_test_instances_${crypto.randomUUID().replace(/-/g, '').slice(0, 12)}`
-const dbUrl = PG_URL.replace(/\/[^/?]*(\?.*)?$/, `/${DB}`)
 const running: Running[] = []
-
-async function freshDatabase() {
-  const sql = postgres(PG_URL, { max: 1, onnotice: () => undefined })
-  await sql.unsafe(`DROP DATABASE IF EXISTS ${DB} WITH (FORCE)`)
-  await sql.unsafe(`CREATE DATABASE ${DB}`)
-  await sql.end()
-}
+// A database of this run's own: other runs of this test may use the same server right now.
+let db: Awaited<ReturnType<typeof scratchDatabase>> | undefined
 
 afterAll(async () => {
   for (const r of running) r.proc.kill('SIGKILL')
   await Promise.all(running.map((r) => r.proc.exited))
-  const sql = postgres(PG_URL, { max: 1, onnotice: () => undefined })
-  const t0 = performance.now()
-  await sql.unsafe(`DROP DATABASE IF EXISTS ${DB} WITH (FORCE)`).catch(() => undefined)
-  await sql.end()
-  if (performance.now() - t0 > 2000)
-    console.warn(`dropping the test database took ${Math.round(performance.now() - t0)} ms`)
+  await db?.drop()
 }, 30_000)
 
 test.if(engines.includes('postgres'))(
   'kill -9 of one instance with deliveries in flight: none lost, repeats bounded and carrying the delivery id',
   async () => {
-    await freshDatabase()
+    db = await scratchDatabase('liveops_test_instances')
+    const dbUrl = db.url
     // Each answer takes a while, so a good share of the deliveries is in flight at the kill.
     const sink = httpSink(async () => {
       await Bun.sleep(50)

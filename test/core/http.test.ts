@@ -151,7 +151,7 @@ forEachEngine((engine) => {
       expect(docs.headers.get('content-type')).toContain('text/html')
     })
 
-    test('/healthz and /readyz: status and checks for database and agents', async () => {
+    test('/healthz and /readyz: status and checks for database, redis (disabled here) and agents', async () => {
       for (const path of ['/healthz', '/readyz']) {
         const r = await a.req('GET', path)
         expect(r.status).toBe(200)
@@ -159,7 +159,7 @@ forEachEngine((engine) => {
           status: 'ok',
           checks: { database: { status: 'up' }, agents: { total: 0, online: 0 } },
         })
-        // Spec 3 shows checks.redis always: without Redis configured it says so, and is not down.
+        // Spec 3's shape names redis always (issue 38 point 2).
         expect(r.body.checks.redis).toEqual({ status: 'disabled' })
       }
     })

@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSy
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
-import { PG_URL, forEachEngine } from '../helpers'
+import { forEachEngine, scratchDatabase } from '../helpers'
 
 // Issue 15 point 11: `bun run seed` is safe to run twice, exits as soon as it is done, and
 // without ADMIN_PASSWORD says what to do before creating anything. Run as a user runs it.
@@ -42,22 +42,19 @@ async function run(env: Record<string, string>, cwd: string) {
 forEachEngine((engine) => {
   let dir: string
   let env: Record<string, string>
-  let pgDb: string | undefined
-  const admin = postgres(PG_URL, { max: 1, onnotice: () => undefined })
+  let pgDb: Awaited<ReturnType<typeof scratchDatabase>> | undefined
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'liveops-seed-'))
     // Every plugin, as the shipped config has them: their timers are what could keep seed alive.
     writeFileSync(join(dir, 'liveops.yaml'), readShippedConfig())
     env = { DATA_DIR: join(dir, 'data'), INGEST_SIGNING_SECRET: 'seed-test-secret' }
     if (engine === 'postgres') {
-      pgDb = `seed_${crypto.randomUUID().replace(/-/g, '').slice(0, 12)}`
-      await admin.unsafe(`CREATE DATABASE ${pgDb}`)
-      env.DATABASE_URL = PG_URL.replace(/\/[^/]*$/, `/${pgDb}`)
+      pgDb = await scratchDatabase('seed')
+      env.DATABASE_URL = pgDb.url
     }
   })
   afterAll(async () => {
-    if (pgDb) await admin.unsafe(`DROP DATABASE IF EXISTS ${pgDb} WITH (FORCE)`)
-    await admin.end()
+    await pgDb?.drop()
     rmSync(dir, { recursive: true, force: true })
   }, 30_000)
 
@@ -91,6 +88,13 @@ forEachEngine((engine) => {
     expect(first.lingerMs).toBeLessThan(1000)
 
     const second = await run({ ...env, ADMIN_PASSWORD: 'seed-admin-Pw-3' }, dir)
+    // Issue 38 point 8: the second run logged `Cannot use a closed database`; nothing may be
+    // said on stderr nor logged above info (a plugin's timer using the store after stop()).
+    expect(second.err).toBe('')
+    for (const out of [first.out, second.out]) {
+      expect(out).not.toContain('closed database')
+      expect(out).not.toMatch(/"level":"(warn|error)"/)
+    }
     expect(second.code).toBe(0)
     expect([...second.out.matchAll(/game (\S+) \(existed\)/g)].map((m) => m[1])).toEqual(ids)
     expect(second.out).not.toMatch(/prod API key lok_\S{20,}/)
