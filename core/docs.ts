@@ -60,7 +60,8 @@ export function apiReference() {
   return openapi({
     path: '/docs',
     specPath: '/v3/api-docs',
-    exclude: { paths: ['/docs', '/v3/api-docs', SCALAR_ASSET] },
+    // staticFile: false, or a route with a dot in its path (a roster's export.ics) is left out.
+    exclude: { paths: ['/docs', '/v3/api-docs', SCALAR_ASSET], staticFile: false },
     scalar: scalarOptions,
     documentation: {
       info: {
@@ -90,9 +91,19 @@ export function apiReference() {
               'Server key (`lsk_...`, spec 2 X-API-Key): secret, scoped (config, trigger, query) like an application token',
           },
           adminToken: { type: 'apiKey', in: 'header', name: 'x-admin-token' },
+          ingestSignature: {
+            type: 'apiKey',
+            in: 'header',
+            name: 'x-signature',
+            description:
+              'Signed ingestion: X-Signature = hex HMAC-SHA256 of `timestamp.nonce.body` under the ingest signing secret, ' +
+              'with X-Timestamp (ms) and X-Nonce (used once); GET /api/v1/ingest/secret gives the secret to admins and developers',
+          },
         },
       },
       security: [{ bearer: [] }],
+      // Relative: the document is served by the server it describes, wherever that is.
+      servers: [{ url: '/', description: 'this server' }],
     },
   })
 }

@@ -73,6 +73,11 @@ export function documented(schema: unknown, models: ReadonlySet<string>, top = t
   const out: Json = {}
   for (const [k, v] of Object.entries(s)) {
     if (k === '$id') continue
+    // core/secrets.ts's own keywords are not JSON Schema: published as extensions.
+    if ((k === 'secret' && typeof v === 'string') || (k === 'destination' && v === true)) {
+      out[`x-${k}`] = v
+      continue
+    }
     // Map keys that are data, not schema keywords, are copied as they are.
     out[k] =
       k === 'properties' || k === 'patternProperties' || k === '$defs'

@@ -37,7 +37,11 @@ export const EnvironmentSettings = t.Object(
         /** Ingestion requests per minute per client IP (0: unlimited). */
         requestsPerMinutePerIp: t.Integer({ minimum: 0, default: 0 }),
       },
-      { additionalProperties: false, default: {} },
+      {
+        additionalProperties: false,
+        // Written out whole: a default must itself be valid (the three fields are required).
+        default: { requestsPerMinutePerKey: 1000, burstPerSecondPerKey: 100, requestsPerMinutePerIp: 0 },
+      },
     ),
     /** What ingestion does with personal data found in event properties. */
     pii: t.Object(

@@ -271,10 +271,17 @@ export function mlRoutes(
         query: t.Object({ name: t.Optional(t.String({ maxLength: 200 })) }),
         parse: 'none',
         response: { 201: Dataset },
-        detail: tag(
-          'Upload a CSV training set (text/csv, header line first)',
-          'Train with datasetConfig {source: csv, query: <the returned id>}; features and label name columns. Over max_csv_mb: 413.',
-        ),
+        detail: {
+          ...tag(
+            'Upload a CSV training set (text/csv, header line first)',
+            'Train with datasetConfig {source: csv, query: <the returned id>}; features and label name columns. Over max_csv_mb: 413.',
+          ),
+          requestBody: {
+            required: true,
+            description: 'The CSV text: a header line naming the columns (unique), then at least one row',
+            content: { 'text/csv': { schema: { type: 'string', example: 'level,sessions,churned\n3,12,0\n1,2,1\n' } } },
+          },
+        },
       },
     )
     .get(

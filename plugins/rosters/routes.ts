@@ -126,7 +126,15 @@ export function rosterRoutes(ctx: PluginContext<RostersConfig>, store: RosterSto
       {
         appScope: read,
         params: Id,
-        detail: tags('The roster as an iCalendar text (one VEVENT per period, UTC)'),
+        detail: {
+          ...tags('The roster as an iCalendar text (one VEVENT per period, UTC)'),
+          responses: {
+            200: {
+              description: 'An iCalendar file (RFC 5545), sent as an attachment named <id>.ics',
+              content: { 'text/calendar': { schema: { type: 'string' } } },
+            },
+          },
+        },
       },
     )
 }

@@ -1,0 +1,82 @@
+import { afterAll, beforeAll, expect, test } from 'bun:test'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { plugins } from '../../plugins'
+import { type TestApp, makeApp } from '../helpers'
+
+/*
+ * Issue 38 point 4: the OpenAPI description, as a running server serves it with every plugin on,
+ * passes the two strict linters clients use, at 0 errors: `@redocly/cli lint` (its recommended
+ * rules) and `@stoplight/spectral-cli lint` with the `oas` ruleset. Warnings are not errors.
+ *
+ * One known finding belongs to another branch (analytics-shape): the path with a trailing slash
+ * `/api/v1/analytics/behavior/` and its duplicate operationId. Findings on exactly that path are
+ * set aside until that branch removes the path; every other error fails this test.
+ */
+const FOREIGN_PATH = '/api/v1/analytics/behavior/'
+const BIN = join(import.meta.dir, '../../node_modules/.bin')
+
+let a: TestApp
+let dir: string
+let file: string
+beforeAll(async () => {
+  a = await makeApp('sqlite', {
+    plugins: {
+      ...Object.fromEntries(Object.keys(plugins).map((n) => [n, {}])),
+      ingest: { signing_secret: 'lint-secret-1234' },
+    },
+  })
+  const served = await fetch(`${a.listen()}/v3/api-docs`)
+  expect(served.status).toBe(200)
+  dir = mkdtempSync(join(tmpdir(), 'liveops-lint-'))
+  file = join(dir, 'openapi.json')
+  writeFileSync(file, await served.text())
+  writeFileSync(join(dir, '.spectral.yaml'), 'extends: ["spectral:oas"]\n')
+})
+afterAll(async () => {
+  await a.stop()
+  rmSync(dir, { recursive: true, force: true })
+})
+
+function run(cmd: string[]): { stdout: string; stderr: string } {
+  const p = Bun.spawnSync(cmd, { cwd: dir, env: { ...process.env, NO_COLOR: '1', REDOCLY_TELEMETRY: 'off' } })
+  return { stdout: p.stdout.toString(), stderr: p.stderr.toString() }
+}
+
+test('redocly lint: 0 errors', () => {
+  const r = run([join(BIN, 'redocly'), 'lint', file, '--format=json'])
+  const report = JSON.parse(r.stdout) as {
+    problems: { ruleId: string; severity: string; message: string; location: { pointer: string }[] }[]
+  }
+  const foreign = `#/paths/${FOREIGN_PATH.replaceAll('/', '~1')}`
+  const errors = report.problems
+    .filter((p) => p.severity === 'error')
+    .filter((p) => !p.location.every((l) => l.pointer === foreign || l.pointer.startsWith(`${foreign}/`)))
+    .map((p) => `${p.ruleId} at ${p.location[0]?.pointer}: ${p.message}`)
+  expect(errors).toEqual([])
+}, 120_000)
+
+test('spectral lint (oas ruleset): 0 errors', () => {
+  const r = run([
+    join(BIN, 'spectral'),
+    'lint',
+    file,
+    '-r',
+    join(dir, '.spectral.yaml'),
+    '-f',
+    'json',
+    '--quiet',
+  ])
+  const problems = JSON.parse(r.stdout || '[]') as {
+    code: string
+    severity: number
+    message: string
+    path: string[]
+  }[]
+  const errors = problems
+    .filter((p) => p.severity === 0)
+    .filter((p) => !(p.path[0] === 'paths' && p.path[1] === FOREIGN_PATH))
+    .map((p) => `${p.code} at ${p.path.join('.')}: ${p.message}`)
+  expect(errors).toEqual([])
+}, 120_000)
