@@ -279,7 +279,9 @@ export function mlRoutes(
           requestBody: {
             required: true,
             description: 'The CSV text: a header line naming the columns (unique), then at least one row',
-            content: { 'text/csv': { schema: { type: 'string', example: 'level,sessions,churned\n3,12,0\n1,2,1\n' } } },
+            content: {
+              'text/csv': { schema: { type: 'string', example: 'level,sessions,churned\n3,12,0\n1,2,1\n' } },
+            },
           },
         },
       },
