@@ -161,7 +161,12 @@ export type CoreConfig = Static<typeof CoreConfigSchema>
 
 export class ConfigError extends Error {
   constructor(readonly errors: string[]) {
-    super(`invalid configuration:\n${errors.map((e) => `  - ${e}`).join('\n')}`)
+    // One problem is one line (what systemd and a terminal show best); several are listed.
+    super(
+      errors.length === 1
+        ? `invalid configuration: ${errors[0]}`
+        : `invalid configuration:\n${errors.map((e) => `  - ${e}`).join('\n')}`,
+    )
   }
 }
 
@@ -299,6 +304,12 @@ export function checkConfig(
       if (env[variable] !== undefined) setPath(own, path.split('.'), env[variable])
     plugins[name] = def.config ? check(def.config, own, `plugins.${name}`, errors) : own
   }
+  // Checked here, before anything is written: a short one used to fail after the migrations ran.
+  const password = core.admin?.password
+  if (typeof password === 'string' && password.length > 0 && password.length < 8)
+    errors.push(
+      'admin.password (ADMIN_PASSWORD): must be at least 8 characters (leave it empty and one is generated and printed once)',
+    )
   if (errors.length) throw new ConfigError(errors)
   return { core, plugins }
 }

@@ -199,7 +199,28 @@ function logUnexpected(error: unknown, path: string) {
   )
 }
 
-type ValidationIssue = { path?: string; message?: string; summary?: string; schema?: unknown }
+type ValidationIssue = {
+  path?: string
+  message?: string
+  summary?: string
+  schema?: unknown
+  value?: unknown
+}
+
+/**
+ * A value that is not there is `required` (not TypeBox's "Expected string"); a missing body says
+ * what it needs: a JSON object and its required fields.
+ */
+export function missingReason(i: ValidationIssue, isBody: boolean): string | undefined {
+  if (!('value' in i) || i.value !== undefined) return undefined
+  const s = i.schema as { type?: string; required?: string[] } | undefined
+  if (isBody && !i.path && s?.type === 'object')
+    return s.required?.length
+      ? `required: a JSON object with ${s.required.join(', ')}`
+      : 'required: a JSON object (content-type: application/json)'
+  if (isBody && !i.path && s?.type === 'array') return 'required: a JSON array'
+  return 'required'
+}
 
 /** The reason a value failed, in words an API user can act on (enums name their values). */
 export function reasonOf(e: { message?: string; summary?: string; schema?: unknown }): string {
@@ -246,7 +267,7 @@ function validationResponse(families: ErrorFamilies, url: URL, error: unknown) {
     (e.type === 'property' ? 'query' : (e.type ?? 'body'))
   const issues = (e.all ?? (e.valueError ? [e.valueError] : [])).map((i) => {
     const field = [where, pointerToField(i.path)].filter(Boolean).join('.')
-    return { field, reason: reasonOf(i) }
+    return { field, reason: missingReason(i, where === 'body') ?? reasonOf(i) }
   })
   // One issue per field: TypeBox reports a union failure once per branch.
   const unique = [...new Map(issues.map((i) => [i.field, i])).values()]

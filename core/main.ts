@@ -1,6 +1,7 @@
 #!/usr/bin/env bun
 import { existsSync, readFileSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
+import pkg from '../package.json'
 import { plugins } from '../plugins'
 import { commands } from '../plugins/commands'
 import { createApp } from './app'
@@ -19,6 +20,7 @@ usage:
   liveops check-config FILE           validate a configuration file and list every problem
   liveops worker --server URL --token TOKEN [--id ID] [--capabilities webhook,smtp,log] [--concurrency N]
                                       run a remote notification worker (liveops worker --help)
+  liveops --version                   the version (also: liveops version)
   liveops help                        this text
 
 exit status: 0 ok, 2 a configuration or usage problem (the message says which)`
@@ -65,11 +67,26 @@ function checkDataDir(dir: string) {
   }
 }
 
+const portInUse = (host: string, port: number) =>
+  `port ${port} on ${host} is in use by another process: stop it, or set server.port (env PORT)`
+
+/** A port another process holds is said in one line before anything is written (the store, secrets). */
+function checkPort(host: string, port: number) {
+  if (!port) return
+  try {
+    Bun.serve({ hostname: host, port, fetch: () => new Response() }).stop(true)
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'EADDRINUSE') fatal(portInUse(host, port))
+    throw e
+  }
+}
+
 async function serve(file: string | undefined) {
   const { text, source } = readConfig(file)
   const config = load(text)
   const log = createLogger(config.core.log)
   const t0 = performance.now()
+  checkPort(config.core.server.host, config.core.server.port)
   checkDataDir(config.core.data_dir)
   const built = await createApp(config, { plugins, log }).catch((e: unknown) => {
     const fault = storageFault(e)
@@ -77,10 +94,15 @@ async function serve(file: string | undefined) {
     throw e
   })
   built.metrics.collectDefaults()
-  const server = listen(built, {
-    port: config.core.server.port,
-    hostname: config.core.server.host,
-  })
+  let server: ReturnType<typeof listen>
+  try {
+    server = listen(built, { port: config.core.server.port, hostname: config.core.server.host })
+  } catch (e) {
+    // Taken between the check and now.
+    if ((e as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw e
+    await built.stop()
+    fatal(portInUse(config.core.server.host, config.core.server.port))
+  }
   log.info(`liveops listening on http://${server.hostname}:${server.port}`, {
     config: source,
     store: built.db.dialect,
@@ -130,6 +152,11 @@ async function main(argv: string[]) {
       console.log(`ok: ${file} (plugins: ${Object.keys(config.plugins).join(', ') || 'none'})`)
       return
     }
+    case '--version':
+    case '-v':
+    case 'version':
+      console.log(`liveops ${pkg.version}`)
+      return
     case 'help':
     case '--help':
     case '-h':

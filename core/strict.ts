@@ -2,7 +2,16 @@ import type { TSchema } from '@sinclair/typebox'
 import { type TypeCheck, TypeCompiler } from '@sinclair/typebox/compiler'
 import { Value } from '@sinclair/typebox/value'
 import { type AnyElysia, Elysia, t } from 'elysia'
-import { HttpError, Invalid, bodyTooLarge, invalidField, pointerToField, readBounded, reasonOf } from './http'
+import {
+  HttpError,
+  Invalid,
+  bodyTooLarge,
+  invalidField,
+  missingReason,
+  pointerToField,
+  readBounded,
+  reasonOf,
+} from './http'
 import { jsonView } from './schema'
 
 /*
@@ -59,10 +68,14 @@ export function checkBody(check: TypeCheck<TSchema>, schema: TSchema, value: unk
   const v =
     value !== null && typeof value === 'object' ? Value.Default(schema, structuredClone(value)) : value
   if (check.Check(v)) return
-  const errors = [...check.Errors(v)].slice(0, 20).map((e) => ({
-    field: ['body', pointerToField(e.path)].filter(Boolean).join('.'),
-    reason: reasonOf(e),
-  }))
+  // A POST without a body (none, or empty) says what it needs, once.
+  const absent = value === undefined || value === ''
+  const errors = absent
+    ? [{ field: 'body', reason: missingReason({ path: '', schema, value: undefined }, true) ?? 'required' }]
+    : [...check.Errors(v)].slice(0, 20).map((e) => ({
+        field: ['body', pointerToField(e.path)].filter(Boolean).join('.'),
+        reason: missingReason(e, true) ?? reasonOf(e),
+      }))
   // One issue per field: a union reports its failure once per branch.
   const unique = [...new Map(errors.map((e) => [e.field, e])).values()]
   const first = unique[0] ?? { field: 'body', reason: 'invalid' }

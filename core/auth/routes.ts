@@ -174,7 +174,7 @@ export function authRoutes(
           await auth.throttle.fail(from, 'token refresh')
           return auth.refuse(headers, { admin: true })
         }
-        const user = await auth.users.get(principal.id).catch(() => undefined)
+        const user = await auth.users.maybe(principal.id)
         if (!user || user.disabled) throw new Unauthorized('user no longer exists or is disabled')
         // The renewed token stays in its login family, so ending the family ends it too.
         return { code: 0, message: 'ok', data: { token: auth.accessToken(user, principal.family) } }
@@ -200,8 +200,9 @@ export function authRoutes(
         const principal =
           auth.verifyAccess(AuthService.bearer(headers, query)) ??
           (await auth.refuse(headers, { admin: true }))
-        const user = await auth.getUser(principal.id).catch(() => {
-          throw new NotFound('user no longer exists')
+        const user = await auth.getUser(principal.id).catch((e: unknown) => {
+          // A store fault is a store fault (503), not a deleted user.
+          throw e instanceof NotFound ? new NotFound('user no longer exists') : e
         })
         return { code: 0, message: 'ok', data: v1User(user) }
       },

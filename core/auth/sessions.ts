@@ -127,7 +127,7 @@ export class Sessions {
       await this.throttle.fail(address, 'token refresh')
       throw new Unauthorized(outcome.error, 'invalid_refresh_token')
     }
-    const user = await this.users.get(outcome.userId).catch(() => undefined)
+    const user = await this.users.maybe(outcome.userId)
     if (!user || user.disabled)
       throw new Unauthorized('user no longer exists or is disabled', 'invalid_refresh_token')
     return this.issue(user, outcome.familyId)
@@ -166,7 +166,7 @@ export class Sessions {
   /** Another instance's notice: read the user back from the store, or apply the family. */
   private async heard(d: ChangeDetail): Promise<void> {
     if (typeof d.user === 'string') {
-      const u = await this.users.get(d.user).catch(() => undefined)
+      const u = await this.users.maybe(d.user)
       this.access.setUser(d.user, u?.tokenGen ?? 0, !!u && !u.disabled)
     }
     if (typeof d.family === 'string') this.access.revokeFamily(d.family)

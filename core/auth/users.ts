@@ -162,6 +162,12 @@ export function userStore(db: Db) {
       return toUser(r)
     },
 
+    /** The user, or undefined when it does not exist; a store fault throws (answered 503, never 401). */
+    async maybe(id: string): Promise<StoredUser | undefined> {
+      const r = await row(db, id)
+      return r ? toUser(r) : undefined
+    },
+
     async find(by: 'email' | 'username', value: string): Promise<StoredUser | undefined> {
       const r = await db.get<UserRow>(`SELECT ${COLS} FROM users WHERE ${by} = ?`, [value])
       return r && toUser(r)
