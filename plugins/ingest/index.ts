@@ -26,7 +26,7 @@ export default definePlugin({
   name: 'ingest',
   dependsOn: ['games'],
   // Game clients post from their own pages: signed ingestion, and API-key batches and logs.
-  anyOrigin: ['/api/ingest/*', '/v1/batch', '/v1/logs'],
+  anyOrigin: ['/api/ingest/*', '/v1/batch', '/v1/logs', '/v1/traces'],
   config: IngestConfig,
   env: { INGEST_SIGNING_SECRET: 'signing_secret' },
   migrations: ingestMigrations,
