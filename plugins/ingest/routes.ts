@@ -116,7 +116,8 @@ export function ingestRoutes(
         signal === 'logs'
           ? 'OTLP/HTTP logs (protobuf or JSON): each log record becomes an event'
           : 'OTLP/HTTP traces (protobuf or JSON): each function-call span becomes an invocation',
-      description: `${batchDoc} A protobuf request is answered protobuf (refusals as google.rpc.Status); 415 for another content-type. The same services over gRPC: ingest.otlp.grpc.`,
+      description:
+        'x-api-key bound to a game and environment, or signed (the signature covers the body bytes). gzip accepted; body <= 1 MB after decoding, <= 500 records or spans. A protobuf request is answered protobuf, its refusals as google.rpc.Status (code and `error: message`); a JSON one JSON. 415 for another content-type. The same services over OTLP/gRPC: `ingest.otlp.grpc` (docs/otlp.md).',
       security: [{ apiKey: [] }, ...signed],
       requestBody: otlpRequestBody(signal) as never,
       responses: otlpResponses(signal) as never,
