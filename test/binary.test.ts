@@ -2,6 +2,8 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { ProtobufLogsSerializer } from '@opentelemetry/otlp-transformer'
+import { logRecords } from '../plugins/ingest/otlp/exporters'
 import { signRequest } from '../sdk/sign'
 import { startServer } from './process'
 
@@ -79,6 +81,25 @@ describe('single binary', () => {
       })
       if (ingest.status !== 200) console.error(s.output())
       expect(await ingest.json()).toEqual({ ok: true })
+      // OTLP/HTTP protobuf: the .proto texts are embedded (text imports), none is read from disk.
+      const otlp = ProtobufLogsSerializer.serializeRequest(
+        await logRecords({ game_id: id, 'deployment.environment': 'dev' }, [
+          { body: 'otlp_hello', attributes: { 'user.id': 'u2' } },
+        ]),
+      ) as Uint8Array<ArrayBuffer>
+      const logs = await fetch(`${s.base}/v1/logs`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-protobuf', ...(await signRequest('binary-secret', otlp)) },
+        body: otlp,
+      })
+      if (logs.status !== 200) console.error(s.output())
+      expect([logs.status, logs.headers.get('content-type')]).toEqual([200, 'application/x-protobuf'])
+      expect(ProtobufLogsSerializer.deserializeResponse(new Uint8Array(await logs.arrayBuffer()))).toEqual({})
+      const hello = await fetch(
+        `${s.base}/api/v1/analytics/behavior/events?gameId=${id}&env=dev&event=otlp_hello`,
+        { headers: { authorization: `Bearer ${token}` } },
+      )
+      expect((await hello.json()).total).toBe(1)
       const dau = await fetch(`${s.base}/api/v1/analytics/warehouse/dau?gameId=${id}&env=prod&days=1`, {
         headers: { authorization: `Bearer ${token}` },
       })

@@ -3,3 +3,8 @@ declare module '*.sql' {
   const text: string
   export default text
 }
+// OTLP's .proto files likewise (plugins/ingest/otlp/proto), parsed by protobufjs at start.
+declare module '*.proto' {
+  const text: string
+  export default text
+}

@@ -45,7 +45,7 @@ export type AppScopeOption = AppNeed | { scope: AppNeed; permission: Permission 
 /** The answer to a valid credential of a kind a route does not take: 403 naming the kind. */
 export const REACH: Record<Exclude<PrincipalKind, 'user'>, string> = {
   sdkKey:
-    'an SDK key reaches only the SDK surface (public config, assign, /v1/batch, /v1/logs) of its own game and environment',
+    'an SDK key reaches only the SDK surface (public config, assign, /v1/batch, /v1/logs, /v1/traces) of its own game and environment',
   serverKey:
     'a server key reaches only the notification service routes of its scopes (config, trigger, query)',
   appToken:

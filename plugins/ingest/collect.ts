@@ -2,7 +2,8 @@ import type { AuthService } from '../../core/auth/service'
 import { Forbidden, HttpError, Unauthorized } from '../../core/http'
 import type { FastServer } from '../../core/plugin'
 import { rateHeaders } from '../../core/ratelimit'
-import { otlpRecords } from './otlp'
+import { decodeOtlp, encodingOf } from './otlp/decode'
+import type { Signal } from './otlp/proto'
 import { type Denial, protect } from './privacy'
 import { type Ingestor, gunzip, parseJson, readBody } from './service'
 import {
@@ -100,7 +101,7 @@ export async function accept(
 const utf8Bytes = (s: string): number => Buffer.byteLength(s, 'utf8')
 
 /**
- * `/v1/batch` and `/v1/logs`: API key (bound to a game and environment) or a signature. Items
+ * `/v1/batch`, `/v1/logs` and `/v1/traces`: API key (bound to a game and environment) or a signature. Items
  * are judged one by one: bad ones are listed in `rejected`, the rest stored.
  */
 export async function collect(
@@ -110,7 +111,8 @@ export async function collect(
   headers: Headers,
   ip: () => string,
   set: { headers: Record<string, unknown> },
-  otlp: boolean,
+  /** `/v1/logs` and `/v1/traces` (and their gRPC services): the OTLP signal the body carries. */
+  otlp?: Signal,
 ) {
   const cfg = ing.config
   // A key is checked before the body is read (a stranger's upload costs nothing); a signature
@@ -131,13 +133,10 @@ export async function collect(
   let items: unknown[]
   const preRejected: Array<{ event_id: string; reason: string }> = []
   if (otlp) {
-    if ((headers['content-type'] ?? '').includes('protobuf'))
-      throw new HttpError(415, 'unsupported_media_type', 'only the OTLP JSON encoding is accepted')
-    const parsed = parseJson(body)
-    // An ExportLogsServiceRequest is an object; an array or a scalar is not an empty export.
-    if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed))
-      throw new HttpError(400, 'invalid_payload', 'body: must be an OTLP ExportLogsServiceRequest object')
-    items = otlpRecords(parsed)
+    // Protobuf or JSON, both decoded to the JSON shape; a refused entry stands as `null`.
+    const decoded = decodeOtlp(otlp, body, encodingOf(headers['content-type']))
+    items = decoded.items
+    preRejected.push(...decoded.rejected)
   } else {
     const text = new TextDecoder().decode(body)
     if (text.trimStart().startsWith('[')) {

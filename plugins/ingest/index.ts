@@ -3,6 +3,7 @@ import { Invalid } from '../../core/http'
 import { definePlugin } from '../../core/plugin'
 import { serverWrite } from './collect'
 import { ingestMigrations } from './migrations'
+import { startOtlpGrpc } from './otlp/grpc'
 import { PersistThread } from './persist-thread'
 import type { Rollup } from './rollup'
 import { ingestRoutes } from './routes'
@@ -26,7 +27,7 @@ export default definePlugin({
   name: 'ingest',
   dependsOn: ['games'],
   // Game clients post from their own pages: signed ingestion, and API-key batches and logs.
-  anyOrigin: ['/api/ingest/*', '/v1/batch', '/v1/logs'],
+  anyOrigin: ['/api/ingest/*', '/v1/batch', '/v1/logs', '/v1/traces'],
   config: IngestConfig,
   env: { INGEST_SIGNING_SECRET: 'signing_secret' },
   migrations: ingestMigrations,
@@ -136,6 +137,7 @@ export default definePlugin({
     ctx.provide('ingest', service)
 
     let timer: ReturnType<typeof setInterval> | undefined
+    let grpc: Awaited<ReturnType<typeof startOtlpGrpc>> | undefined
     const runPurge = async () => {
       const envs = await games.environments()
       const n = await purge(
@@ -150,6 +152,8 @@ export default definePlugin({
     }
     ctx.onStart(async () => {
       await open()
+      const g = ctx.config.otlp.grpc
+      if (g.enabled) grpc = await startOtlpGrpc(ingestor, ctx.auth, ctx.log, g)
       if (ctx.config.purge_interval_minutes > 0) {
         timer = setInterval(
           () => runPurge().catch((e) => ctx.log.error('retention purge failed', { error: String(e) })),
@@ -161,6 +165,7 @@ export default definePlugin({
     ctx.onStop(async () => {
       stopping = true
       if (timer) clearInterval(timer)
+      await grpc?.stop()
       await writer.idle()
       await thread?.close()
       await walkThreads?.close()

@@ -8,7 +8,7 @@ const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !
 const arr = (v: unknown): unknown[] => (Array.isArray(v) ? v : [])
 
 /** An OTLP AnyValue as a plain value. */
-function anyValue(v: unknown): unknown {
+export function anyValue(v: unknown): unknown {
   if (!isObj(v)) return undefined
   if ('stringValue' in v) return v.stringValue
   if ('intValue' in v) return Number(v.intValue)
@@ -19,7 +19,7 @@ function anyValue(v: unknown): unknown {
   return undefined
 }
 
-function attributes(list: unknown): Obj {
+export function attributes(list: unknown): Obj {
   const out: Obj = {}
   for (const kv of arr(list)) if (isObj(kv) && typeof kv.key === 'string') out[kv.key] = anyValue(kv.value)
   return out
@@ -48,7 +48,11 @@ export function otlpRecords(body: unknown): unknown[] {
         for (const [name, alts] of ALIASES)
           for (const alt of alts) if (a[name] === undefined && a[alt] !== undefined) a[name] = a[alt]
         const bodyValue = anyValue(rec.body)
-        const name = a['event.name'] ?? a.event ?? (typeof bodyValue === 'string' ? bodyValue : undefined)
+        const name =
+          a['event.name'] ??
+          (rec.eventName || undefined) ??
+          a.event ??
+          (typeof bodyValue === 'string' ? bodyValue : undefined)
         const nanos = rec.timeUnixNano ?? rec.observedTimeUnixNano
         const ts = nanos !== undefined && Number(nanos) > 0 ? Math.round(Number(nanos) / 1e6) : undefined
         const event: Obj = { ...a, event_name: name, ts_client: ts }

@@ -3,6 +3,7 @@ import type { AuthService } from '../../core/auth/service'
 import { httpErrorResponse } from '../../core/http'
 import type { FastHandler, PluginContext } from '../../core/plugin'
 import { accept, clientIp, collect, signedEvents } from './collect'
+import { otlpHttpHandler, otlpRequestBody, otlpResponses } from './otlp/http'
 import * as S from './schema'
 import { type Ingestor, readBody } from './service'
 import { PAYMENT_STATUSES } from './validate'
@@ -106,6 +107,22 @@ export function ingestRoutes(
       )
       return Response.json({ ok: true }, { headers: set.headers })
     }
+  // OTLP/HTTP: both encodings, answered in the request's (otlp/http.ts).
+  const otlpRoute = (signal: 'logs' | 'traces') => ({
+    parse: 'none' as const,
+    detail: {
+      tags: ['ingest'],
+      summary:
+        signal === 'logs'
+          ? 'OTLP/HTTP logs (protobuf or JSON): each log record becomes an event'
+          : 'OTLP/HTTP traces (protobuf or JSON): each function-call span becomes an invocation',
+      description:
+        'x-api-key bound to a game and environment, or signed (the signature covers the body bytes). gzip accepted; body <= 1 MB after decoding, <= 500 records or spans. A protobuf request is answered protobuf, its refusals as google.rpc.Status (code and `error: message`); a JSON one JSON. 415 for another content-type. The same services over OTLP/gRPC: `ingest.otlp.grpc` (docs/otlp.md).',
+      security: [{ apiKey: [] }, ...signed],
+      requestBody: otlpRequestBody(signal) as never,
+      responses: otlpResponses(signal) as never,
+    },
+  })
   const signedEventsRoute = signedRoute('/api/ingest/events', false)
   const signedPaymentsRoute = signedRoute('/api/ingest/payments', true)
   fastRoute('POST', '/api/ingest/events', signedEventsRoute)
@@ -149,7 +166,7 @@ export function ingestRoutes(
     .post(
       '/v1/batch',
       ({ request, headers, server, set }) =>
-        collect(ing, auth, request, headers, clientIp(server, request), set, false),
+        collect(ing, auth, request, headers, clientIp(server, request), set),
       {
         parse: 'none',
         response: { 200: S.BatchOut },
@@ -162,35 +179,6 @@ export function ingestRoutes(
         },
       },
     )
-    .post(
-      '/v1/logs',
-      async ({ request, headers, server, set }) => {
-        const { rejected } = await collect(ing, auth, request, headers, clientIp(server, request), set, true)
-        return rejected.length
-          ? {
-              partialSuccess: {
-                rejectedLogRecords: rejected.length,
-                errorMessage: rejected.map((r) => `${r.event_id}: ${r.reason}`).join('; '),
-              },
-            }
-          : {}
-      },
-      {
-        parse: 'none',
-        detail: {
-          tags: ['ingest'],
-          summary: 'OTLP/HTTP logs (JSON encoding): each log record becomes an event',
-          description: batchDoc,
-          security: [{ apiKey: [] }, ...signed],
-          requestBody: {
-            required: true,
-            content: {
-              'application/json': {
-                schema: { type: 'object', description: 'OTLP ExportLogsServiceRequest' },
-              },
-            },
-          },
-        },
-      },
-    )
+    .post('/v1/logs', otlpHttpHandler(ing, auth, 'logs'), otlpRoute('logs'))
+    .post('/v1/traces', otlpHttpHandler(ing, auth, 'traces'), otlpRoute('traces'))
 }

@@ -31,6 +31,22 @@ export const IngestConfig = t.Object(
      * synced before every answer (on this machine ~15% fewer events/s and p99 55 ms instead of 33).
      */
     sqlite_synchronous: t.UnionEnum(['normal', 'full'], { default: 'normal' }),
+    /** OTLP receivers besides `/v1/logs` and `/v1/traces` (plugins/ingest/otlp). */
+    otlp: t.Object(
+      {
+        /** OTLP/gRPC LogsService and TraceService, off unless enabled; `/v1/batch`'s limits and credentials. */
+        grpc: t.Object(
+          {
+            enabled: t.Boolean({ default: false }),
+            /** 4317 is OTLP/gRPC's registered port; 0 picks a free one (logged). */
+            port: t.Integer({ minimum: 0, maximum: 65535, default: 4317 }),
+            host: t.String({ minLength: 1, default: '0.0.0.0' }),
+          },
+          { additionalProperties: false, default: {} },
+        ),
+      },
+      { additionalProperties: false, default: {} },
+    ),
   },
   { additionalProperties: false, default: {} },
 )

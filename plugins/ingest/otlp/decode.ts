@@ -1,0 +1,72 @@
+import { HttpError } from '../../../core/http'
+import { otlpRecords } from '../otlp'
+import { parseJson } from '../service'
+import { SIGNALS, type Signal } from './proto'
+import { type DecodedItems, otlpSpans } from './traces'
+
+/**
+ * An OTLP export body (protobuf or JSON) → `/v1/batch` items, the two encodings meeting in the
+ * JSON shape: protobuf is decoded and turned into what OTLP/JSON would have sent (64-bit
+ * integers as decimal strings, trace and span ids as hex).
+ */
+export type Encoding = 'protobuf' | 'json'
+
+/** The encoding a Content-Type names; 415 naming it when it is neither (none at all is JSON). */
+export function encodingOf(contentType: string | undefined): Encoding {
+  const type = (contentType ?? '').split(';')[0].trim().toLowerCase()
+  if (type === 'application/x-protobuf' || type === 'application/protobuf') return 'protobuf'
+  if (type === '' || type === 'application/json') return 'json'
+  throw new HttpError(
+    415,
+    'unsupported_media_type',
+    `content-type: '${type}' is not an OTLP encoding (application/x-protobuf or application/json)`,
+  )
+}
+
+const ID_FIELDS = new Set(['traceId', 'spanId', 'parentSpanId'])
+
+/** base64 ids (protobufjs' `bytes: String`) → hex, as OTLP/JSON carries them; recursively. */
+function hexIds(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(hexIds)
+  if (typeof v !== 'object' || v === null) return v
+  const out: Record<string, unknown> = {}
+  for (const [k, x] of Object.entries(v))
+    out[k] = ID_FIELDS.has(k) && typeof x === 'string' ? Buffer.from(x, 'base64').toString('hex') : hexIds(x)
+  return out
+}
+
+/** A protobuf Export*ServiceRequest in its OTLP/JSON shape; 400 naming why it does not decode. */
+export function decodeProtobuf(signal: Signal, body: Uint8Array): Record<string, unknown> {
+  const type = SIGNALS[signal].request
+  let message: ReturnType<typeof type.decode>
+  try {
+    message = type.decode(body)
+  } catch (e) {
+    throw new HttpError(
+      400,
+      'invalid_payload',
+      `body: not a protobuf ${type.name}: ${e instanceof Error ? e.message : String(e)}`,
+    )
+  }
+  return hexIds(type.toObject(message, { longs: String, bytes: String, defaults: false })) as Record<
+    string,
+    unknown
+  >
+}
+
+export function decodeOtlp(signal: Signal, body: Uint8Array, encoding: Encoding): DecodedItems {
+  let parsed: unknown
+  if (encoding === 'protobuf') parsed = decodeProtobuf(signal, body)
+  else {
+    parsed = parseJson(body)
+    // An Export*ServiceRequest is an object; an array or a scalar is not an empty export.
+    if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed))
+      throw new HttpError(
+        400,
+        'invalid_payload',
+        `body: must be an OTLP ${SIGNALS[signal].request.name} object`,
+      )
+  }
+  if (signal === 'traces') return otlpSpans(parsed)
+  return { items: otlpRecords(parsed), rejected: [] }
+}
