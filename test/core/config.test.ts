@@ -117,5 +117,5 @@ describe('config', () => {
     const err = r.stderr.toString()
     expect(err).toContain('server.port')
     expect(err).toContain('plugins.nope: unknown plugin')
-  })
+  }, 30_000)
 })
