@@ -18,7 +18,7 @@
 import { rmSync } from 'node:fs'
 import { join } from 'node:path'
 import postgres from 'postgres'
-import { rawStream } from '../../plugins/analytics/realtime-testing'
+import { rawStream } from '../../plugins/analytics/realtime/realtime-testing'
 import { startServer } from '../../test/process'
 import { shapes } from './events'
 import { benchConfig, bootstrap, load, summary } from './ingest-load'
