@@ -95,10 +95,11 @@ export function gameRoutes(guard: PluginContext<unknown>['guard'], games: GamesS
   const scope = async (
     gameId: string,
     q: { startDate?: string; endDate?: string; env?: string },
-  ): Promise<DayRange> => {
+  ): Promise<DayRange & { today: number }> => {
     const tz = await games.timezone(gameId)
     if (tz === undefined) throw new NotFound(`game '${gameId}' not found`)
-    return { gameId, env: q.env, ...dayRange(q, zone(tz).today()) }
+    const today = zone(tz).today()
+    return { gameId, env: q.env, ...dayRange(q, today), today }
   }
   const timeScope = async (gameId: string, q: { startDate?: string; endDate?: string; env?: string }) => {
     if (!(await games.gameExists(gameId))) throw new NotFound(`game '${gameId}' not found`)
@@ -294,11 +295,15 @@ export function gameRoutes(guard: PluginContext<unknown>['guard'], games: GamesS
     )
     .get(
       '/api/analytics/social/:gameId/retention-impact',
-      async ({ params, query }) => game().retentionImpact(await scope(params.gameId, query)),
+      async ({ params, query }) => {
+        const q = await scope(params.gameId, query)
+        return game().retentionImpact(q, q.today)
+      },
       {
         ...dated,
         ...doc(
           'Users first seen in the range: D7 retention of those who did something social against the others; lift = social / non-social - 1',
+          "Only cohorts whose day 7 has come (in the game's time zone) count, as /api/v1/analytics/retention shows the later cells as null.",
         ),
         response: {
           200: t.Object({ socialUsersD7Retention: Num, nonSocialUsersD7Retention: Num, retentionLift: Num }),

@@ -315,9 +315,11 @@ export function gameAnalytics(db: Db) {
 
     /**
      * Users first seen in the range, split by whether they ever did something social: the share
-     * of each active on their seventh day after (D7). Lift: social over non-social, minus 1.
+     * of each active on their seventh day after (D7). Lift: social over non-social, minus 1. Only
+     * cohorts whose day 7 has come (`today`, the game's) count, as `/retention` leaves the cells
+     * not reached yet out (null).
      */
-    async retentionImpact(q: DayRange) {
+    async retentionImpact(q: DayRange, today: number) {
       const f = where(q, 'f')
       const rows = await db.all<{ social: number; cohort: number; retained: number }>(
         `SELECT CASE WHEN s.user_id IS NULL THEN 0 ELSE 1 END AS social, COUNT(*) AS cohort,
@@ -329,7 +331,7 @@ export function gameAnalytics(db: Db) {
          LEFT JOIN analytics_social_user s ON s.game_id = f.game_id AND s.env = f.env AND s.user_id = f.user_id
          WHERE ${f.sql} AND f.first_day >= ? AND f.first_day <= ?
          GROUP BY CASE WHEN s.user_id IS NULL THEN 0 ELSE 1 END`,
-        [...f.params, q.from, q.to],
+        [...f.params, q.from, Math.min(q.to, today - 7 * DAY)],
       )
       const rate = (social: number) => {
         const r = rows.find((x) => n(x.social) === social)
