@@ -25,11 +25,9 @@ forEachEngine((engine) => {
     uid,
   })
   const funnel = (day: string, steps: string[], order: string) =>
-    a.req('POST', '/api/v1/analytics/behavior/funnel', {
+    a.req('POST', `/api/v1/analytics/behavior/funnel?gameId=${gameId}&env=prod`, {
       token: admin,
       body: {
-        gameId,
-        env: 'prod',
         steps: steps.map((event) => ({ event })),
         window: { value: 1, unit: 'hour' },
         startDate: day,

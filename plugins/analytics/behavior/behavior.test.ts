@@ -27,7 +27,7 @@ forEachEngine((engine) => {
     a.req('GET', `/api/v1/analytics/${path}`, { token })
   const q = (extra = '') => `gameId=${gameId}&env=prod${extra}`
   const funnel = (body: Record<string, unknown>, token: string | null = admin) =>
-    a.req('POST', '/api/v1/analytics/behavior/funnel', { token, body: { gameId, env: 'prod', ...body } })
+    a.req('POST', `/api/v1/analytics/behavior/funnel?${q()}`, { token, body })
 
   beforeAll(async () => {
     a = await makeApp(engine, {
@@ -266,15 +266,25 @@ forEachEngine((engine) => {
       const bad = await funnel({ steps: [{ event: 'a' }, { event: 'b' }], startDate: 'yesterday' })
       expect([bad.status, bad.body.message]).toEqual([400, expect.stringContaining('body.startDate')])
       expect((await funnel({ steps: [{ event: 'a' }, { event: 'b' }] }, null)).status).toBe(401)
-      const unknown = await a.req('POST', '/api/v1/analytics/behavior/funnel', {
+      const unknown = await a.req('POST', '/api/v1/analytics/behavior/funnel?gameId=nope&env=prod', {
         token: admin,
-        body: { gameId: 'nope', env: 'prod', steps: [{ event: 'a' }, { event: 'b' }] },
+        body: { steps: [{ event: 'a' }, { event: 'b' }] },
       })
       expect(unknown.status).toBe(404)
       expect(unknown.body).toMatchObject({
         error: expect.any(String),
         message: expect.stringContaining('nope'),
       })
+      // The scope is in the query, as for every analytics route (spec 1), never in the body.
+      const steps = [{ event: 'a' }, { event: 'b' }]
+      const path = '/api/v1/analytics/behavior/funnel'
+      const noScope = await a.req('POST', path, { token: admin, body: { steps } })
+      expect([noScope.status, noScope.body.message]).toEqual([400, expect.stringContaining('query.gameId')])
+      const inBody = await a.req('POST', `${path}?${q()}`, {
+        token: admin,
+        body: { gameId, env: 'prod', steps },
+      })
+      expect([inBody.status, inBody.body.message]).toEqual([400, expect.stringContaining('body.gameId')])
     })
   })
 

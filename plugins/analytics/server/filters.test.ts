@@ -87,4 +87,20 @@ forEachEngine((engine) => {
     expect((await put({ samplingRate: 0.5 }, null)).status).toBe(401)
     expect((await put({ samplingRate: 0.5 }, admin, 'qa')).status).toBe(404)
   })
+
+  test('GET then PUT with exactly what it answered succeeds and changes nothing; another scope in the body is a 400', async () => {
+    expect((await put({ samplingRate: 1, dropEvents: ['tap', 'swipe'] })).status).toBe(200)
+    const got = await a.req('GET', `/api/v1/analytics/filters?gameId=${gameId}&env=staging`, { token: admin })
+    expect(got.body).toMatchObject({ gameId, env: 'staging', samplingRate: 1, dropEvents: ['tap', 'swipe'] })
+    const back = await put(got.body)
+    expect(back.status).toBe(200)
+    expect(back.body).toMatchObject({ gameId, env: 'staging', samplingRate: 1, dropEvents: ['tap', 'swipe'] })
+    // Edited and sent back: the edit is saved.
+    expect((await put({ ...back.body, samplingRate: 0.25 })).body.samplingRate).toBe(0.25)
+    await put({ samplingRate: 1 })
+    const other = await put({ ...got.body, env: 'prod' })
+    expect([other.status, other.body.message]).toEqual([400, expect.stringContaining('body.env')])
+    const game = await put({ ...got.body, gameId: 'someone-else' })
+    expect([game.status, game.body.message]).toEqual([400, expect.stringContaining('body.gameId')])
+  })
 })

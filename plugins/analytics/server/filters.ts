@@ -1,6 +1,6 @@
 import { Elysia, t } from 'elysia'
 import { type Db, fromJson } from '../../../core/db'
-import { NotFound } from '../../../core/http'
+import { NotFound, invalidField } from '../../../core/http'
 import type { PluginContext } from '../../../core/plugin'
 import { rejectUnknown } from '../../../core/strict'
 import type { GamesService } from '../../games/types'
@@ -16,6 +16,12 @@ const FilterOut = t.Object({
 })
 const FilterIn = t.Object(
   {
+    // What the GET answers may be sent back as it is (issue 35 point 6): the scope stays the query's.
+    gameId: t.Optional(t.String({ description: "as GET answers it: must be the query's gameId" })),
+    env: t.Optional(t.String({ description: "as GET answers it: must be the query's env" })),
+    updatedAt: t.Optional(
+      t.Union([t.String(), t.Null()], { description: 'as GET answers it: set by the server, ignored' }),
+    ),
     samplingRate: t.Optional(t.Number({ minimum: 0, maximum: 1, description: 'share of users kept, 0..1' })),
     dropEvents: t.Optional(
       t.Array(t.String({ minLength: 1 }), { maxItems: 200, description: 'event names not stored' }),
@@ -92,6 +98,9 @@ export function filterRoutes(
       .put(
         '/api/v1/analytics/filters',
         async ({ query, body }) => {
+          for (const k of ['gameId', 'env'] as const)
+            if (body[k] !== undefined && body[k] !== query[k])
+              throw invalidField(`body.${k}`, `must be the query's ${k} (${query[k]}) when given`)
           await known(query)
           const before = toFilter(query.gameId, query.env, await read(query))
           const next = {
