@@ -1,6 +1,6 @@
-import { writeBehavior } from './analytics/behavior-write'
-import { writeRealtime } from './analytics/realtime-rollup'
-import { upkeepAnalytics, writeAnalytics } from './analytics/write'
+import { writeBehavior } from './analytics/behavior/behavior-write'
+import { writeRealtime } from './analytics/realtime/realtime-rollup'
+import { upkeepAnalytics, writeAnalytics } from './analytics/store/write'
 import { writeExposures } from './experiments/exposures-write'
 import type { RollupUpkeep, RollupWriter } from './ingest/rollup'
 

@@ -11,14 +11,14 @@ const outfile =
   process.argv.find((a) => a.startsWith('--outfile='))?.slice('--outfile='.length) ?? 'dist/liveops'
 mkdirSync('dist', { recursive: true })
 const t0 = performance.now()
-// Worker threads are separate entrypoints of the binary (plugins/ingest/persist-thread.ts).
+// Worker threads are separate entrypoints of the binary (plugins/ingest/persist/persist-thread.ts).
 const workers = [
-  'plugins/ingest/persist-thread.worker.ts',
+  'plugins/ingest/persist/persist-thread.worker.ts',
   'plugins/ml/training.worker.ts',
   'plugins/ml/log-thread.worker.ts',
   'plugins/backups/vacuum.worker.ts',
   'core/db/checkpoint.worker.ts',
-  'plugins/ingest/walk.worker.ts',
+  'plugins/ingest/store/walk.worker.ts',
   'plugins/rosters/ical.worker.ts',
   'plugins/ml/csv.worker.ts',
 ]

@@ -164,7 +164,7 @@ describe('LiveopsClient', () => {
 })
 
 /**
- * A local ingestion server on 127.0.0.1 with the server's signing rule (plugins/ingest/service.ts
+ * A local ingestion server on 127.0.0.1 with the server's signing rule (plugins/ingest/signed/service.ts
  * `signatureError`): `X-Game-Id` picks that game's secret from `gameSecrets`, else the shared
  * secret; with the header every event must name that game. It checks signatures on its own (not
  * with sdk/sign.ts) and records every request and every stored event.

@@ -1,6 +1,6 @@
 import { t } from 'elysia'
 import { invalidField } from '../../core/http'
-import { RealtimeConfig } from './realtime'
+import { RealtimeConfig } from './realtime/realtime'
 
 /** `plugins.analytics` of the YAML. */
 export const AnalyticsConfig = t.Object(

@@ -1,5 +1,5 @@
 import { defineRollupWriter } from '../ingest/rollup'
-import { insertMany } from '../ingest/sql'
+import { insertMany } from '../ingest/store/sql'
 import type { ExposureRows } from './exposures'
 
 /** The write half of the exposure rollup, in ingest's commit transaction (see `plugins/rollups.ts`). */

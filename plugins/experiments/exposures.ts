@@ -1,7 +1,7 @@
 import type { Db, Param } from '../../core/db'
 import type { Rollup, RollupBatch } from '../ingest/rollup'
 import { byStream, inOrder } from '../ingest/rows'
-import { type NormEvent, pick, str } from '../ingest/validate'
+import { type NormEvent, pick, str } from '../ingest/signed/validate'
 
 /** A commit's exposure rows for `exposures-write.ts`: each table's values one row after another, keys in order. */
 export interface ExposureRows {

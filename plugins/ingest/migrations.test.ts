@@ -2,7 +2,7 @@ import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { type Db, migrate } from '../../core/db'
 import { forEachEngine, rawDb } from '../../test/helpers'
 import { ingestMigrations } from './migrations'
-import { DUPLICATE_EVENTS, persist } from './persist'
+import { DUPLICATE_EVENTS, persist } from './persist/persist'
 import { emptyCommit } from './testing'
 
 const [m1, m2] = ingestMigrations

@@ -1,5 +1,5 @@
 import type { Db, Migration, Row } from '../../core/db'
-import type { NormEvent } from './validate'
+import type { NormEvent } from './signed/validate'
 
 /**
  * The extension point of ingest (issue 16 point 5), made the way notify takes providers: a

@@ -1,4 +1,4 @@
-import { type NormEvent, pick, str } from './validate'
+import { type NormEvent, pick, str } from './signed/validate'
 
 /**
  * Helpers for the code that turns a commit's events into rows: ingest's writer and the rollups

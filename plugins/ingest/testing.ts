@@ -3,7 +3,7 @@ import { type Db, type MigrationSet, migrate } from '../../core/db'
 import { signRequest } from '../../sdk/sign'
 import { type Engine, type TestApp, makeApp, rawDb } from '../../test/helpers'
 import { ingestMigrations } from './migrations'
-import type { CommitRows } from './persist'
+import type { CommitRows } from './persist/persist'
 
 /** Shared by the ingestion test files. */
 export const SECRET = 'test-signing-secret'

@@ -1,6 +1,6 @@
 import type { Db } from '../../core/db'
 import type { Rollup } from './rollup'
-import type { InvocationQuery, InvocationRow } from './store'
+import type { InvocationQuery, InvocationRow } from './store/store'
 
 /** One stored event as `IngestService.scan` returns it. */
 export interface ScannedEvent {

@@ -1,5 +1,5 @@
-import { DAY } from '../../plugins/analytics/time'
-import { type NormEvent, validateEvents } from '../../plugins/ingest/validate'
+import { DAY } from '../../plugins/analytics/lib/time'
+import { type NormEvent, validateEvents } from '../../plugins/ingest/signed/validate'
 import { uuidv7 } from '../../sdk/uuid'
 
 /**

@@ -17,7 +17,7 @@
  */
 import { rmSync } from 'node:fs'
 import postgres from 'postgres'
-import { rawStream } from '../../plugins/analytics/realtime-testing'
+import { rawStream } from '../../plugins/analytics/realtime/realtime-testing'
 import { startServer } from '../../test/process'
 import { shapes } from './events'
 import { benchConfig, bootstrap, load, summary } from './ingest-load'

@@ -6,9 +6,9 @@
  *
  *   bun scripts/bench/ingest-stages.ts [--rounds=7] [--batches=2000]
  */
-import { protect } from '../../plugins/ingest/privacy'
-import { NonceCache, verifySignature } from '../../plugins/ingest/signature'
-import { validateEvents } from '../../plugins/ingest/validate'
+import { protect } from '../../plugins/ingest/privacy/privacy'
+import { NonceCache, verifySignature } from '../../plugins/ingest/signed/signature'
+import { validateEvents } from '../../plugins/ingest/signed/validate'
 import { eventsBody, shapes } from './events'
 import { arg, median } from './lib'
 

@@ -106,15 +106,17 @@ function Builder({ f }: { f: Frame }): VNode {
     const start = new Date(end.getTime() - Number(hours) * 3_600_000)
     await act.run(async () => {
       setResult(
-        await api.post<FunnelResult>('/api/v1/analytics/behavior/funnel', {
-          gameId: f.gameId,
-          env: f.env,
-          steps: used.map((event) => ({ event })),
-          window: { value: Number(win), unit },
-          order,
-          startDate: start.toISOString(),
-          endDate: end.toISOString(),
-        }),
+        await api.post<FunnelResult>(
+          '/api/v1/analytics/behavior/funnel',
+          {
+            steps: used.map((event) => ({ event })),
+            window: { value: Number(win), unit },
+            order,
+            startDate: start.toISOString(),
+            endDate: end.toISOString(),
+          },
+          { gameId: f.gameId, env: f.env },
+        ),
       )
     })
   }

@@ -1,6 +1,6 @@
 import { HttpError } from '../../../core/http'
 import { otlpRecords } from '../otlp'
-import { parseJson } from '../service'
+import { parseJson } from '../signed/service'
 import { SIGNALS, type Signal } from './proto'
 import { type DecodedItems, otlpSpans } from './traces'
 

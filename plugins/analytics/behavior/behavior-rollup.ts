@@ -1,0 +1,361 @@
+import type { Db, Param } from '../../../core/db'
+import { EVENTS } from '../../../sdk/events'
+import type { Rollup, RollupBatch } from '../../ingest/rollup'
+import { type NormEvent, pick, str } from '../../ingest/signed/validate'
+import { HyperLogLog } from '../lib/hll'
+import { HOUR, MINUTE, floorTo } from '../lib/time'
+import { type Zone, zone } from '../lib/zone'
+
+/**
+ * Dimensions a feature's adoption breaks down by: attributes of the `feature_use` event (top
+ * level or in `attrs`), as the game sends them. Platform and country are upper-cased.
+ */
+export const DIMENSIONS = {
+  platform: ['platform'],
+  app_version: ['app_version', 'appVersion'],
+  country: ['country'],
+} as const
+export type Dimension = keyof typeof DIMENSIONS
+const DIMENSION_NAMES = Object.keys(DIMENSIONS) as Dimension[]
+
+/** Raw ids are receive time in ms x 1024; spans group them per client hour and 10-minute receive window. */
+export const SPAN_WINDOW = 10 * MINUTE
+const LEVEL_KINDS: Record<string, string> = {
+  [EVENTS.levelStart]: 'level.start',
+  [EVENTS.levelComplete]: 'level.complete',
+  [EVENTS.levelFail]: 'level.fail',
+}
+const SKETCH_CAP = 20_000
+export const sep = '\u0001'
+
+/** A commit's rows for the write half (`behavior-write.ts`), each table's values one row after another, keys in order. */
+export interface BehaviorRows {
+  /** game, env, local day, kind, name, n, total, first ts, last ts */
+  counters: Param[]
+  /** game, env, local day, kind, name, estimate, sketch, version */
+  sketches: Param[]
+  /** game, env, client hour, receive window, first id, last id, n */
+  spans: Param[]
+  /** game, env, map, ts, id, x, y (thousandths), level, user */
+  deaths: Param[]
+  /** game, env, order, status, local day, product, kind, platform, currency: matched with the payments that turn out new */
+  payments: Param[]
+}
+
+/** A cached sketch: its version, when it was last written (0: never), whether it changed since. */
+type Sketch = { h: HyperLogLog; v: number; written: number; dirty: boolean }
+type Stat = [n: number, total: number, first: number, last: number]
+
+const num = (v: unknown): number | undefined => {
+  const n = typeof v === 'number' ? v : typeof v === 'string' && v.trim() !== '' ? Number(v) : Number.NaN
+  return Number.isFinite(n) ? n : undefined
+}
+const pad = (n: number) => String(n).padStart(16, '0')
+
+/** A dimension's value of an event, or undefined when it names none. */
+export function dimensionOf(e: Record<string, unknown>, d: Dimension): string | undefined {
+  for (const key of DIMENSIONS[d]) {
+    const v = str(pick(e, key))
+    if (v) return d === 'app_version' ? v : v.toUpperCase()
+  }
+  return undefined
+}
+
+/** What one commit gathers, across its streams; keys start with game and environment, so sorted keys are the lock order. */
+class Gathered {
+  readonly counters = new Map<string, Stat>()
+  /** sketch key -> users to add once the sketch is loaded (or added already: the sketch itself) */
+  readonly sketches = new Map<string, { sk: Sketch | undefined; whos: string[]; changed: boolean }>()
+  readonly spans = new Map<string, [number, number, number]>()
+  readonly deaths: Param[] = []
+  readonly payments: Param[] = []
+}
+
+/**
+ * The behavior rollup kept at ingest (issue 17 point 5): per local day, counts and distinct-user
+ * sketches of every event name, of each feature used (and by dimension), of each level's
+ * starts, completes, fails and durations; death points per map; each payment with its product;
+ * and where the raw events of each client hour are stored (`analytics_event_span`), which bounds
+ * the raw reads (funnels, paths, event lists) to the ids of their range.
+ */
+export class BehaviorRollup implements Rollup<BehaviorRows> {
+  readonly name = 'behavior'
+  private db: Db | undefined
+  private zones = new Map<string, Zone>()
+  /** Cached sketches by key, oldest first (persisted on every commit, so eviction loses nothing). */
+  private cache = new Map<string, Sketch>()
+  private loading = new Map<string, Promise<Sketch>>()
+  /** Sketches changed and not written yet, by key. */
+  private dirty = new Map<string, Sketch>()
+
+  constructor(
+    readonly migrations: Rollup['migrations'],
+    private timezone: (gameId: string) => Promise<string | undefined> = async () => undefined,
+    /**
+     * A changed sketch is written at most this often (a new one at once): a commit may touch a
+     * hundred of them, and writing each (4 KB when dense) with every commit would cost ingestion
+     * more than the events themselves. A crash loses at most this long of distinct-user updates;
+     * counters are exact with every commit.
+     */
+    private flushMs = 2000,
+  ) {}
+
+  /** A game's time zone changed or it was deleted: its next events look it up again. */
+  forget(gameId: string): void {
+    this.zones.delete(gameId)
+  }
+
+  async init(db: Db): Promise<void> {
+    this.db = db
+  }
+
+  /** Raw-id spans and death points past retention go; day counters and sketches stay. */
+  async purge(db: Db, s: { gameId: string; env: string }, cutoff: number): Promise<number> {
+    const p = [s.gameId, s.env, cutoff]
+    return (
+      (await db.run('DELETE FROM analytics_event_span WHERE game_id = ? AND env = ? AND hour < ?', [
+        s.gameId,
+        s.env,
+        floorTo(cutoff, HOUR),
+      ])) +
+      (await db.run('DELETE FROM analytics_death WHERE game_id = ? AND env = ? AND ts < ?', p)) +
+      (await db.run('DELETE FROM analytics_transaction WHERE game_id = ? AND env = ? AND ts < ?', p))
+    )
+  }
+
+  gather(
+    events: readonly NormEvent[],
+    commit: { receivedAt: number; firstId: number },
+  ): RollupBatch<BehaviorRows> | Promise<RollupBatch<BehaviorRows>> {
+    const missing = [...new Set(events.map((e) => e.gameId))].filter((g) => !this.zones.has(g))
+    if (missing.length)
+      return Promise.all(
+        missing.map(async (g) => {
+          this.zones.set(g, zone(await this.timezone(g)))
+        }),
+      ).then(() => this.gather(events, commit))
+    const g = this.collect(events, commit.firstId)
+    const loads: Promise<void>[] = []
+    for (const [key, slot] of g.sketches)
+      if (!slot.sk)
+        loads.push(
+          this.sketch(key).then((sk) => {
+            for (const who of slot.whos) if (sk.h.add(who)) slot.changed = true
+            slot.sk = sk
+          }),
+        )
+    const batch = () => {
+      for (const [key, slot] of g.sketches)
+        if (slot.changed && slot.sk) {
+          slot.sk.dirty = true
+          this.dirty.set(key, slot.sk)
+        }
+      // Due: never written, or not for `flushMs`. Marked written once the commit is durable; a
+      // failed commit leaves them due.
+      const due: Array<[string, Sketch, number]> = []
+      for (const [key, sk] of this.dirty)
+        if (sk.written === 0 || commit.receivedAt - sk.written >= this.flushMs) due.push([key, sk, ++sk.v])
+      return {
+        rows: rowsOf(g, due),
+        done: () => {
+          for (const [key, sk, version] of due) {
+            sk.written = commit.receivedAt
+            // Changed again by a commit gathered meanwhile (a newer version): stays due.
+            if (sk.v === version) {
+              sk.dirty = false
+              this.dirty.delete(key)
+            }
+          }
+        },
+      }
+    }
+    return loads.length ? Promise.all(loads).then(batch) : batch()
+  }
+
+  /** One pass over the commit's events. */
+  private collect(events: readonly NormEvent[], firstId: number): Gathered {
+    const g = new Gathered()
+    const count = (key: string, n: number, total: number, ts: number) => {
+      const v = g.counters.get(key)
+      if (!v) g.counters.set(key, [n, total, ts, ts])
+      else {
+        v[0] += n
+        v[1] += total
+        if (ts < v[2]) v[2] = ts
+        if (ts > v[3]) v[3] = ts
+      }
+    }
+    const see = (key: string, user: string | null) => {
+      if (!user) return
+      let slot = g.sketches.get(key)
+      if (!slot) {
+        slot = { sk: this.cache.get(key), whos: [], changed: false }
+        g.sketches.set(key, slot)
+      }
+      if (!slot.sk) slot.whos.push(user)
+      else if (slot.sk.h.add(user)) slot.changed = true
+    }
+    // Consecutive events mostly share their stream, client hour, receive window and local day:
+    // the keys built from them are reused (the per-event work is on ingest's hot path).
+    let game = ''
+    let env = ''
+    let stream = ''
+    let z = zone(undefined)
+    let hour = Number.NaN
+    let window = Number.NaN
+    let span: [number, number, number] = [0, 0, 0]
+    let dayNo = Number.NaN
+    let day = ''
+    for (let i = 0; i < events.length; i++) {
+      const e = events[i]
+      const id = firstId + i
+      if (e.gameId !== game || e.env !== env) {
+        game = e.gameId
+        env = e.env
+        stream = `${game}${sep}${env}`
+        z = this.zones.get(game) ?? zone(undefined)
+        hour = Number.NaN
+        dayNo = Number.NaN
+      }
+      const h = floorTo(e.ts, HOUR)
+      const w = floorTo(Math.floor(id / 1024), SPAN_WINDOW)
+      if (h !== hour || w !== window) {
+        hour = h
+        window = w
+        const key = `${stream}${sep}${pad(h)}${sep}${pad(w)}`
+        const known = g.spans.get(key)
+        if (known) span = known
+        else {
+          span = [id, id, 0]
+          g.spans.set(key, span)
+        }
+      }
+      span[1] = id
+      span[2]++
+      const d = z.day(e.ts)
+      if (d !== dayNo) {
+        dayNo = d
+        day = `${stream}${sep}${pad(d)}`
+      }
+      const at = (kind: string, name: string) => `${day}${sep}${kind}${sep}${name}`
+      const named = at('event', e.event)
+      count(named, 1, 0, e.ts)
+      see(named, e.userId)
+      if (e.payment) {
+        const p = e.props
+        g.payments.push(
+          e.gameId,
+          e.env,
+          e.payment.orderId,
+          e.payment.status,
+          day,
+          str(pick(p, 'product_id')) ?? str(pick(p, 'productId')) ?? '',
+          str(pick(p, 'kind')) === 'subscription' ? 'subscription' : 'iap',
+          dimensionOf(p, 'platform') ?? '',
+          e.currency ?? '',
+        )
+        continue
+      }
+      if (e.event === EVENTS.featureUse) {
+        const feature = str(pick(e.props, 'feature'))
+        if (!feature) continue
+        count(at('feature', feature), 1, 0, e.ts)
+        see(at('feature', feature), e.userId)
+        for (const d of DIMENSION_NAMES) {
+          const v = dimensionOf(e.props, d)
+          if (v === undefined) continue
+          count(at(`feature.${d}`, `${feature}${sep}${v}`), 1, 0, e.ts)
+          see(at(`feature.${d}`, `${feature}${sep}${v}`), e.userId)
+        }
+        continue
+      }
+      const kind = LEVEL_KINDS[e.event]
+      if (kind === undefined) continue
+      const level = e.level ?? str(pick(e.props, 'level'))
+      if (!level) continue
+      const name = `${str(pick(e.props, 'episode')) ?? ''}${sep}${level}`
+      count(at(kind, name), 1, 0, e.ts)
+      see(at('level', name), e.userId)
+      if (e.event === EVENTS.levelComplete && e.durationMs !== null && e.durationMs >= 0)
+        count(at('level.duration', name), 1, e.durationMs, e.ts)
+      if (e.event === EVENTS.levelFail) {
+        const x = num(pick(e.props, 'x'))
+        const y = num(pick(e.props, 'y'))
+        if (x !== undefined && y !== undefined && Math.abs(x) < 1e12 && Math.abs(y) < 1e12)
+          g.deaths.push(
+            e.gameId,
+            e.env,
+            str(pick(e.props, 'map')) ?? '',
+            e.ts,
+            id,
+            Math.round(x * 1000),
+            Math.round(y * 1000),
+            level,
+            e.userId,
+          )
+      }
+    }
+    return g
+  }
+
+  /** The cached sketch of a key; concurrent commits share one load and one object. */
+  private sketch(key: string): Promise<Sketch> {
+    const hit = this.cache.get(key)
+    if (hit) return Promise.resolve(hit)
+    let loading = this.loading.get(key)
+    if (!loading) {
+      const db = this.db
+      if (!db) return Promise.reject(new Error('behavior rollup used before init'))
+      const [game, env, day, kind, name] = splitKey(key)
+      loading = db
+        .get<{ sketch: string; version: number }>(
+          'SELECT sketch, version FROM analytics_behavior_sketch WHERE game_id = ? AND env = ? AND day = ? AND kind = ? AND name = ?',
+          [game, env, day, kind, name],
+        )
+        .then((row) => {
+          const sk: Sketch = {
+            h: row ? HyperLogLog.parse(row.sketch) : new HyperLogLog(),
+            v: Number(row?.version ?? 0),
+            written: 0,
+            dirty: false,
+          }
+          // Oldest first out, but never one with changes not written yet.
+          for (const [old, o] of this.cache) {
+            if (this.cache.size < SKETCH_CAP) break
+            if (!o.dirty) this.cache.delete(old)
+          }
+          this.cache.set(key, sk)
+          return sk
+        })
+        .finally(() => this.loading.delete(key))
+      this.loading.set(key, loading)
+    }
+    return loading
+  }
+}
+
+/** `game \u0001 env \u0001 day \u0001 kind \u0001 name` (the name may hold the separator itself). */
+function splitKey(key: string): [string, string, number, string, string] {
+  const p = key.split(sep)
+  return [p[0], p[1], Number(p[2]), p[3], p.slice(4).join(sep)]
+}
+
+const sorted = <V>(m: Map<string, V>) => [...m.keys()].sort()
+const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0)
+
+function rowsOf(g: Gathered, due: Array<[string, Sketch, number]>): BehaviorRows {
+  const counters: Param[] = []
+  for (const k of sorted(g.counters)) counters.push(...splitKey(k), ...g.counters.get(k)!)
+  const sketches: Param[] = []
+  // Each write carries a new version: a slower commit holding an older snapshot cannot overwrite a newer one.
+  due.sort((a, b) => cmp(a[0], b[0]))
+  for (const [k, sk, version] of due) sketches.push(...splitKey(k), sk.h.count(), sk.h.serialize(), version)
+  const spans: Param[] = []
+  for (const k of sorted(g.spans)) {
+    const [game, env, hour, received] = k.split(sep)
+    spans.push(game, env, Number(hour), Number(received), ...g.spans.get(k)!)
+  }
+  // Payments carry their local day as a key prefix; the write half needs the number.
+  const payments = g.payments.map((v, i) => (i % 9 === 4 ? Number(String(v).split(sep)[2]) : v))
+  return { counters, sketches, spans, deaths: g.deaths, payments }
+}

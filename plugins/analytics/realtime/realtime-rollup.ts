@@ -1,0 +1,93 @@
+import type { Db, Param } from '../../../core/db'
+import { type Rollup, type RollupBatch, defineRollupWriter } from '../../ingest/rollup'
+import type { NormEvent } from '../../ingest/signed/validate'
+import { insertMany } from '../../ingest/store/sql'
+import { MINUTE, floorTo } from '../lib/time'
+
+/** game, env, minute, events: one row per key, keys in order. */
+export type MinuteRows = Param[]
+
+const TABLE = { name: 'analytics_minute', bigint: ['minute', 'events', 'revenue_cents'] }
+const COLS = ['game_id', 'env', 'minute', 'events', 'revenue_cents']
+const TAIL = `ON CONFLICT (game_id, env, minute) DO UPDATE SET events = analytics_minute.events + excluded.events,
+  revenue_cents = analytics_minute.revenue_cents + excluded.revenue_cents`
+
+/**
+ * Events per minute of event time, per game and environment, kept at ingest for the realtime
+ * stream and its series (`analytics_minute`). The event-loop half counts the commit's events;
+ * the write half adds the revenue of the payments that turned out new (a retried payment counts
+ * once), so the row a minute ends with is what the commit stored, on both engines and on the
+ * persist thread alike. Registered beside the analytics rollup, whose migrations create the table
+ * in a separate event store too.
+ */
+export class MinuteRollup implements Rollup<MinuteRows> {
+  readonly name = 'realtime'
+
+  gather(events: readonly NormEvent[]): RollupBatch<MinuteRows> | undefined {
+    if (!events.length) return undefined
+    // Consecutive events mostly share game, environment and minute: the last counter is reused.
+    const counts = new Map<string, [string, string, number, number]>()
+    let last: [string, string, number, number] | undefined
+    for (let i = 0; i < events.length; i++) {
+      const { gameId, env, ts } = events[i]
+      const minute = floorTo(ts, MINUTE)
+      if (last === undefined || last[2] !== minute || last[0] !== gameId || last[1] !== env) {
+        const k = key(gameId, env, minute)
+        last = counts.get(k)
+        if (!last) {
+          last = [gameId, env, minute, 0]
+          counts.set(k, last)
+        }
+      }
+      last[3]++
+    }
+    return { rows: inKeyOrder(counts) }
+  }
+
+  /** Minutes past the environment's retention go, like the online sketches. */
+  purge(db: Db, s: { gameId: string; env: string }, cutoff: number): Promise<number> {
+    return db.run('DELETE FROM analytics_minute WHERE game_id = ? AND env = ? AND minute < ?', [
+      s.gameId,
+      s.env,
+      cutoff,
+    ])
+  }
+}
+
+/** A fixed-width text key that sorts as (game, env, minute). */
+const key = (gameId: string, env: string, minute: number) =>
+  `${gameId}\u0001${env}\u0001${String(minute).padStart(16, '0')}`
+
+function inKeyOrder(rows: Map<string, Param[]>): Param[] {
+  return [...rows.keys()].sort().flatMap((k) => rows.get(k)!)
+}
+
+/**
+ * The write half: the commit's event counts and the revenue of its new successful payments, one
+ * upsert in key order, once the payments' insert answered (on PostgreSQL under ingest's rollup
+ * lock, see `persist`).
+ */
+export const writeRealtime = defineRollupWriter<MinuteRows>(async (tx, rows, stored) => {
+  const paid = await stored.payments
+  const merged = new Map<string, Param[]>()
+  for (let i = 0; i < rows.length; i += 4)
+    merged.set(key(String(rows[i]), String(rows[i + 1]), Number(rows[i + 2])), [
+      rows[i],
+      rows[i + 1],
+      rows[i + 2],
+      rows[i + 3],
+      0,
+    ])
+  for (const p of paid) {
+    if (p.status !== 'success') continue
+    const minute = floorTo(Number(p.ts), MINUTE)
+    const k = key(String(p.game_id), String(p.env), minute)
+    let row = merged.get(k)
+    if (!row) {
+      row = [String(p.game_id), String(p.env), minute, 0, 0]
+      merged.set(k, row)
+    }
+    row[4] = Number(row[4]) + Number(p.amount_cents)
+  }
+  if (merged.size) await insertMany(tx, TABLE, COLS, inKeyOrder(merged), TAIL)
+})

@@ -1,0 +1,417 @@
+import type { Db, Param, Row } from '../../../core/db'
+import { type Stored, defineRollupWriter } from '../../ingest/rollup'
+import { type Table, insertMany, jsonRows, jsonSelect } from '../../ingest/store/sql'
+import { DAY, floorTo } from '../lib/time'
+import { countMergedCohorts, firstDay, weekOf } from '../server/cohort'
+import type { AnalyticsRows } from './rollup'
+
+/**
+ * The write half of the analytics rollup (see `rollup.ts`), run in ingest's commit transaction,
+ * on the persist thread or the event loop. Imported statically by `plugins/rollups.ts`.
+ */
+
+const table = (name: string, bigint: string[]): Table => ({ name, bigint })
+
+/** Counters add; the first and last time seen move outward (CASE: portable where MIN/MAX of two values are not). */
+const counterTail = (t: string, unit: string) =>
+  `ON CONFLICT (game_id, env, ${unit}, metric, dim) DO UPDATE SET n = ${t}.n + excluded.n, total = ${t}.total + excluded.total,
+   first_ts = CASE WHEN excluded.first_ts < ${t}.first_ts THEN excluded.first_ts ELSE ${t}.first_ts END,
+   last_ts = CASE WHEN excluded.last_ts > ${t}.last_ts THEN excluded.last_ts ELSE ${t}.last_ts END`
+
+/** Each rollup table: its columns and what a row at an existing key does. */
+const UPSERT = {
+  firstSeen: {
+    table: table('analytics_first_seen', ['first_ts', 'first_day']),
+    cols: ['game_id', 'env', 'user_id', 'first_ts', 'first_day'],
+    tail: 'ON CONFLICT (game_id, env, user_id) DO NOTHING RETURNING game_id, env, first_day',
+  },
+  gameDays: {
+    table: table('analytics_game_day', ['day', 'n', 'total', 'first_ts', 'last_ts']),
+    cols: ['game_id', 'env', 'day', 'metric', 'dim', 'n', 'total', 'first_ts', 'last_ts'],
+    tail: counterTail('analytics_game_day', 'day'),
+  },
+  gameHours: {
+    table: table('analytics_game_hour', ['hour', 'n', 'total', 'first_ts', 'last_ts']),
+    cols: ['game_id', 'env', 'hour', 'metric', 'dim', 'n', 'total', 'first_ts', 'last_ts'],
+    tail: counterTail('analytics_game_hour', 'hour'),
+  },
+  payerDays: {
+    table: table('analytics_payer_day', ['day']),
+    cols: ['game_id', 'env', 'day', 'user_id'],
+    tail: 'ON CONFLICT (game_id, env, day, user_id) DO NOTHING RETURNING game_id, env, day',
+  },
+  social: {
+    table: table('analytics_social_user', ['first_ts']),
+    cols: ['game_id', 'env', 'user_id', 'first_ts'],
+    tail: `ON CONFLICT (game_id, env, user_id) DO UPDATE SET first_ts = excluded.first_ts
+           WHERE excluded.first_ts < analytics_social_user.first_ts`,
+  },
+  platforms: {
+    table: table('analytics_user_platform', []),
+    cols: ['game_id', 'env', 'user_id', 'platform'],
+    tail: `ON CONFLICT (game_id, env, user_id) DO UPDATE SET platform = excluded.platform
+           WHERE excluded.platform <> analytics_user_platform.platform`,
+  },
+  userDays: {
+    table: table('analytics_user_day', ['day']),
+    cols: ['game_id', 'env', 'day', 'user_id'],
+    tail: 'ON CONFLICT (game_id, env, day, user_id) DO NOTHING RETURNING game_id, env, day',
+  },
+  userDayLog: {
+    table: table('analytics_user_day_log', ['day']),
+    cols: ['game_id', 'env', 'day', 'user_id'],
+    tail: '',
+  },
+  hours: {
+    table: table('analytics_invocation_hour', ['hour', 'total', 'failed', 'duration_sum', 'duration_n']),
+    cols: ['game_id', 'env', 'hour', 'function_id', 'total', 'failed', 'duration_sum', 'duration_n'],
+    tail: `ON CONFLICT (game_id, env, hour, function_id) DO UPDATE SET total = analytics_invocation_hour.total + excluded.total,
+           failed = analytics_invocation_hour.failed + excluded.failed, duration_sum = analytics_invocation_hour.duration_sum + excluded.duration_sum,
+           duration_n = analytics_invocation_hour.duration_n + excluded.duration_n`,
+  },
+  hist: {
+    table: table('analytics_invocation_hist', ['hour', 'bucket', 'n']),
+    cols: ['game_id', 'env', 'hour', 'bucket', 'n'],
+    tail: 'ON CONFLICT (game_id, env, hour, bucket) DO UPDATE SET n = analytics_invocation_hist.n + excluded.n',
+  },
+  online: {
+    table: table('analytics_online', ['minute', 'online', 'version']),
+    cols: ['game_id', 'env', 'minute', 'online', 'sketch', 'version'],
+    tail: `ON CONFLICT (game_id, env, minute) DO UPDATE SET online = excluded.online, sketch = excluded.sketch, version = excluded.version
+           WHERE excluded.version > analytics_online.version`,
+  },
+  activeDays: {
+    table: table('analytics_day_sketch', ['day', 'active', 'version']),
+    cols: ['game_id', 'env', 'day', 'active', 'sketch', 'version'],
+    tail: `ON CONFLICT (game_id, env, day) DO UPDATE SET active = excluded.active, sketch = excluded.sketch, version = excluded.version
+           WHERE excluded.version > analytics_day_sketch.version`,
+  },
+  daily: {
+    table: table('analytics_daily', ['day', 'dau', 'new_users', 'revenue_cents', 'refunds_cents', 'failed']),
+    cols: ['game_id', 'env', 'day', 'dau', 'new_users', 'revenue_cents', 'refunds_cents', 'failed'],
+    tail: `ON CONFLICT (game_id, env, day) DO UPDATE SET dau = analytics_daily.dau + excluded.dau, new_users = analytics_daily.new_users + excluded.new_users,
+         revenue_cents = analytics_daily.revenue_cents + excluded.revenue_cents, refunds_cents = analytics_daily.refunds_cents + excluded.refunds_cents,
+         failed = analytics_daily.failed + excluded.failed`,
+  },
+} as const
+
+type Upserted = keyof typeof UPSERT
+const upsert = (tx: Db, which: Upserted, params: Param[]) => {
+  const u = UPSERT[which]
+  return insertMany(tx, u.table, u.cols, params, u.tail)
+}
+
+/** Rows many commits share (hour and histogram counters, the minute's sketch) go last. */
+const shared = (tx: Db, rows: AnalyticsRows) => [
+  upsert(tx, 'social', rows.social),
+  upsert(tx, 'platforms', rows.platforms),
+  upsert(tx, 'gameHours', rows.gameHours),
+  upsert(tx, 'hours', rows.hours),
+  upsert(tx, 'hist', rows.hist),
+  upsert(tx, 'online', rows.online),
+  upsert(tx, 'activeDays', rows.activeDays),
+]
+
+/**
+ * Writes a commit's analytics rows. Every commit writes each table's rows in key order; on
+ * PostgreSQL every rollup statement but the early part's runs under ingest's rollup lock (see
+ * `persist`), so commits never wait on each other's rows crosswise. Counters only add, and an
+ * online sketch is only replaced by a newer version of itself.
+ */
+export const writeAnalytics = defineRollupWriter<AnalyticsRows, Early>(
+  async (tx, rows, stored, early) => {
+    if (tx.dialect === 'postgres') return writePg(tx, rows, stored, early)
+    const [{ fresh }] = await Promise.all([
+      early,
+      upsert(tx, 'userDayLog', rows.userDays),
+      ...shared(tx, rows),
+    ])
+    const active = await mergeUserDays(tx, USER_DAY_MERGE_ROWS, USER_DAY_LOG_KEPT)
+    const paid = withDays(rows, await stored.payments)
+    await gameDays(tx, rows, paid)
+    await upsert(tx, 'daily', dayCounters(active, fresh, paid))
+  },
+  // Each user's own rows (first sights; on PostgreSQL also user-days and user-weeks), returned when
+  // new: before ingest's rollup lock on PostgreSQL, where they were most of the time a commit
+  // held it (docs/performance.md, session 18).
+  (tx, rows) =>
+    tx.dialect === 'postgres'
+      ? earlyPg(tx, rows)
+      : upsert(tx, 'firstSeen', rows.firstSeen).then((fresh) => ({ fresh })),
+)
+
+/**
+ * What the early part stored that was new: first sights (game, environment, first day); on
+ * PostgreSQL also user-days and user-weeks, each with its user's first day.
+ */
+interface Early {
+  fresh: Row[]
+  days?: Row[]
+  weeks?: Row[]
+}
+
+type DayCounter = [string, string, number, number, number, number, number, number]
+
+/**
+ * Day counter rows in key order from the rows that were really new: user-days (dau), first
+ * sights (new users), and payments (revenue, refunds, failed).
+ */
+function dayCounters(active: Row[], fresh: Row[] = [], paid: ReturnType<typeof withDays> = []): Param[] {
+  const daily = new Map<string, DayCounter>()
+  // Consecutive returned rows mostly share game, environment and day: the last counter row is reused.
+  let last: DayCounter | undefined
+  const bump = (g: unknown, env: unknown, day: number, i: 3 | 4 | 5 | 6 | 7, by: number) => {
+    let d = last
+    if (d === undefined || d[2] !== day || d[0] !== String(g) || d[1] !== String(env)) {
+      const k = `${g}\u0001${env}\u0001${day}`
+      d = daily.get(k)
+      if (!d) {
+        d = [String(g), String(env), day, 0, 0, 0, 0, 0]
+        daily.set(k, d)
+      }
+      last = d
+    }
+    d[i] += by
+  }
+  for (const r of active) bump(r.game_id, r.env, Number(r.day), 3, 1)
+  for (const r of fresh) bump(r.game_id, r.env, Number(r.first_day), 4, 1)
+  for (const r of paid) {
+    if (r.status === 'success') bump(r.game_id, r.env, r.day, 5, Number(r.amount_cents))
+    else if (r.status === 'refunded') bump(r.game_id, r.env, r.day, 6, Number(r.amount_cents))
+    else bump(r.game_id, r.env, r.day, 7, 1)
+  }
+  return [...daily.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).flatMap(([, v]) => v)
+}
+
+/**
+ * Between commits (SQLite, the persist thread with nothing queued): merges the user-day log once
+ * it holds `USER_DAY_IDLE_MERGE_ROWS`, in a transaction of its own with the day counters of what
+ * was new, so that commits seldom carry a merge. Answers whether it merged.
+ */
+export async function upkeepAnalytics(db: Db): Promise<boolean> {
+  if (db.dialect !== 'sqlite') return false
+  return db.tx(async (tx) => {
+    const active = await mergeUserDays(tx, USER_DAY_IDLE_MERGE_ROWS, USER_DAY_IDLE_KEPT)
+    if (active === NOT_MERGED) return false
+    await upsert(tx, 'daily', dayCounters(active))
+    return true
+  })
+}
+
+/**
+ * The user-day log on SQLite (ingest migration 003): each user's first DAU event of a day is
+ * appended to `analytics_user_day_log`, and merged into `analytics_user_day` in key order, in
+ * slices, so that a merge writes the pages of the days it touches once. DAU reads look each
+ * logged row up. Writer alone, bytes written per event: 416 at 1,024 rows per merge, 392 at
+ * 2,048, 380 at 4,096 (574 without the log); the read of a full log took 12 ms at 4,096.
+ *
+ * The persist thread merges between commits, when nothing is queued (`upkeepAnalytics`): once
+ * the log holds `USER_DAY_IDLE_MERGE_ROWS`, all but the newest `USER_DAY_IDLE_KEPT`. A commit
+ * merges only once the log holds `USER_DAY_MERGE_ROWS` (a thread never idle, or no thread), all
+ * but the newest `USER_DAY_LOG_KEPT`. A merge inside a commit made it and the two commits behind
+ * it wait: 2,048 rows took 25-35 ms, three times a second under the batch benchmark
+ * (docs/performance.md).
+ */
+export const USER_DAY_MERGE_ROWS = 2048
+export const USER_DAY_LOG_KEPT = 1536
+export const USER_DAY_IDLE_MERGE_ROWS = 1024
+export const USER_DAY_IDLE_KEPT = 512
+
+/** `mergeUserDays` found fewer rows than its threshold. */
+const NOT_MERGED: Row[] = []
+
+const USER_DAY_COLS = UPSERT.userDays.cols.join(', ')
+
+/**
+ * SQLite: once `analytics_user_day_log` holds `start` rows, moves all but the newest `kept` into
+ * `analytics_user_day` (and their weeks into `analytics_user_week`) in key order, counts what
+ * was new into the cohort counters, and returns the new user-days (their game, environment and
+ * day) for the day counters; `NOT_MERGED` below `start`. Duplicates (a user-day already stored,
+ * or logged twice) are dropped by the keys.
+ */
+async function mergeUserDays(tx: Db, start: number, kept: number): Promise<Row[]> {
+  const span = await tx.get<{ lo: number | null; hi: number | null }>(
+    'SELECT MIN(id) AS lo, MAX(id) AS hi FROM analytics_user_day_log',
+  )
+  if (span?.hi == null || span.lo == null || span.hi - span.lo + 1 < start) return NOT_MERGED
+  const upTo = [span.hi - kept]
+  const firstDays = new Map<string, number>()
+  for (const r of await tx.all(
+    `SELECT DISTINCT l.game_id, l.env, l.user_id, f.first_day FROM analytics_user_day_log l
+     JOIN analytics_first_seen f ON f.game_id = l.game_id AND f.env = l.env AND f.user_id = l.user_id
+     WHERE l.id <= ?`,
+    upTo,
+  ))
+    firstDays.set(`${r.game_id}\u0001${r.env}\u0001${r.user_id}`, Number(r.first_day))
+  const added = await tx.all(
+    `INSERT INTO analytics_user_day (${USER_DAY_COLS}) SELECT ${USER_DAY_COLS} FROM analytics_user_day_log WHERE id <= ?
+     ORDER BY ${USER_DAY_COLS} ${UPSERT.userDays.tail}, user_id`,
+    upTo,
+  )
+  const weeks = await tx.all(
+    `INSERT INTO analytics_user_week (game_id, env, week, user_id)
+     SELECT DISTINCT game_id, env, ${weekOf('day')}, user_id FROM analytics_user_day_log WHERE id <= ?
+     ORDER BY 1, 2, 3, 4 ON CONFLICT (game_id, env, week, user_id) DO NOTHING RETURNING game_id, env, week, user_id`,
+    upTo,
+  )
+  await countMergedCohorts(tx, added, weeks, firstDays)
+  await tx.run('DELETE FROM analytics_user_day_log WHERE id <= ?', upTo)
+  return added
+}
+
+/**
+ * PostgreSQL: the user-days that were new and the user-weeks they made new, each with its user's
+ * first day, in one statement (data-modifying CTEs hand the inserted rows on). It follows the
+ * commit's first-sight insert on the connection, so its snapshot holds the first sight of every
+ * user of the commit, including one a concurrent commit stored (that insert waited for it).
+ */
+let earlySql: string | undefined
+function userDaysSql(): string {
+  const u = UPSERT.userDays
+  earlySql ??= `WITH active AS (
+      INSERT INTO ${u.table.name} (${u.cols.join(', ')}) ${jsonSelect(u.table, u.cols)} ${u.tail}, user_id),
+    weeks AS (
+      INSERT INTO analytics_user_week (game_id, env, week, user_id)
+      SELECT DISTINCT game_id, env, ${weekOf('day')}, user_id FROM active ORDER BY 1, 2, 3, 4
+      ON CONFLICT (game_id, env, week, user_id) DO NOTHING RETURNING game_id, env, week, user_id)
+    SELECT game_id, env, day, NULL::bigint AS week, user_id, ${firstDay('active')} AS first_day FROM active
+    UNION ALL SELECT game_id, env, NULL, week, user_id, ${firstDay('weeks')} FROM weeks`
+  return earlySql
+}
+
+/** PostgreSQL's early part: first sights, then user-days and user-weeks (pipelined, in this order). */
+async function earlyPg(tx: Db, rows: AnalyticsRows): Promise<Early> {
+  const [fresh, back] = await Promise.all([
+    upsert(tx, 'firstSeen', rows.firstSeen),
+    rows.userDays.length ? tx.all(userDaysSql(), [jsonRows(rows.userDays)]) : [],
+  ])
+  const days: Row[] = []
+  const weeks: Row[] = []
+  for (const r of back) (r.week == null ? days : weeks).push(r)
+  return { fresh, days, weeks }
+}
+
+/**
+ * `writeAnalytics` on PostgreSQL, under ingest's rollup lock: the rows every commit shares (hour
+ * counters, the minute's and the day's sketch) at once, then the counters of what the early part
+ * found new (day counters, cohort counters) and of the new payments as soon as those answered.
+ * Counted in JS as on SQLite, so the statements under the lock only add to counter rows.
+ *
+ * Every statement is sent as early as it can be: the early part and the payments answer before
+ * the lock is granted (they precede it on the connection), so under the lock the statements run
+ * back to back with no round trip between them. Their order under the lock does not matter: no
+ * other commit touches these rows without the lock, which is held to COMMIT.
+ */
+async function writePg(tx: Db, rows: AnalyticsRows, stored: Stored, early: Promise<Early>): Promise<void> {
+  const sharing = shared(tx, rows)
+  const [{ fresh, days = [], weeks = [] }, paid] = await Promise.all([
+    early,
+    stored.hasPayments ? stored.payments.then((p) => withDays(rows, p)) : [],
+  ])
+  const firstDays = new Map<string, number>()
+  for (const r of [...days, ...weeks])
+    if (r.first_day != null)
+      firstDays.set(`${r.game_id}\u0001${r.env}\u0001${r.user_id}`, Number(r.first_day))
+  await Promise.all([
+    ...sharing,
+    gameDays(tx, rows, paid),
+    countMergedCohorts(tx, days, weeks, firstDays),
+    upsert(tx, 'daily', dayCounters(days, fresh, paid)),
+  ])
+}
+
+/** A new payment with what the commit's events said of it: its local day, kind and platform. */
+interface Paid {
+  game_id: string
+  env: string
+  status: string
+  amount_cents: number
+  user_id: string | null
+  ts: number
+  day: number
+  kind: string
+  platform: string
+}
+
+/** The new payments, each with its local day, kind and platform (sent by the event-loop half). */
+function withDays(rows: AnalyticsRows, paid: Row[]): Paid[] {
+  if (!paid.length) return []
+  const meta = new Map<string, [number, string, string]>()
+  const p = rows.payments
+  for (let i = 0; i < p.length; i += 7)
+    meta.set(`${p[i]}\u0001${p[i + 1]}\u0001${p[i + 2]}\u0001${p[i + 3]}`, [
+      Number(p[i + 4]),
+      String(p[i + 5]),
+      String(p[i + 6]),
+    ])
+  return paid.map((r) => {
+    const m = meta.get(`${r.game_id}\u0001${r.env}\u0001${r.order_id}\u0001${r.status}`)
+    return {
+      game_id: String(r.game_id),
+      env: String(r.env),
+      status: String(r.status),
+      amount_cents: Number(r.amount_cents),
+      user_id: r.user_id == null ? null : String(r.user_id),
+      ts: Number(r.ts),
+      day: m?.[0] ?? floorTo(Number(r.ts), DAY),
+      kind: m?.[1] ?? 'iap',
+      platform: m?.[2] ?? '',
+    }
+  })
+}
+
+/**
+ * The game-analytics day counters: the event-loop half's, plus revenue by kind and platform and
+ * paying users from the payments that turned out new, merged per key, in key order.
+ */
+async function gameDays(tx: Db, rows: AnalyticsRows, paid: Paid[]): Promise<void> {
+  const success = paid.filter((r) => r.status === 'success')
+  if (!success.length) {
+    await upsert(tx, 'gameDays', rows.gameDays)
+    return
+  }
+  const payers: Param[] = []
+  for (const r of success) if (r.user_id) payers.push(r.game_id, r.env, r.day, r.user_id)
+  const newPayers = await upsert(tx, 'payerDays', sortRows(payers, 4))
+  const merged = new Map<string, Param[]>()
+  const add = (
+    g: string,
+    env: string,
+    day: number,
+    metric: string,
+    dim: string,
+    n: number,
+    total: number,
+    ts: number,
+  ) => {
+    const k = `${g}\u0001${env}\u0001${String(day).padStart(16, '0')}\u0001${metric}\u0001${dim}`
+    const v = merged.get(k)
+    if (!v) merged.set(k, [g, env, day, metric, dim, n, total, ts, ts])
+    else {
+      v[5] = Number(v[5]) + n
+      v[6] = Number(v[6]) + total
+    }
+  }
+  // The event-loop half's rows are one per key already: kept whole, first and last time included.
+  const d = rows.gameDays
+  for (let i = 0; i < d.length; i += 9) {
+    const k = `${d[i]}\u0001${d[i + 1]}\u0001${String(d[i + 2]).padStart(16, '0')}\u0001${d[i + 3]}\u0001${d[i + 4]}`
+    merged.set(k, d.slice(i, i + 9))
+  }
+  for (const r of success)
+    add(r.game_id, r.env, r.day, 'rev', `${r.kind}|${r.platform}`, 1, r.amount_cents, r.ts)
+  for (const r of newPayers)
+    add(String(r.game_id), String(r.env), Number(r.day), 'payers', '', 1, 0, Number(r.day))
+  const out = [...merged.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).flatMap(([, v]) => v)
+  await upsert(tx, 'gameDays', out)
+}
+
+/** Rows of `width` values sorted by their text key (the lock order every commit keeps). */
+function sortRows(params: Param[], width: number): Param[] {
+  const rows: Param[][] = []
+  for (let i = 0; i < params.length; i += width) rows.push(params.slice(i, i + width))
+  const key = (r: Param[]) =>
+    r.map((v) => (typeof v === 'number' ? String(v).padStart(16, '0') : String(v))).join('\u0001')
+  rows.sort((a, b) => (key(a) < key(b) ? -1 : 1))
+  return rows.flat()
+}

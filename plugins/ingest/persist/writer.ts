@@ -1,0 +1,422 @@
+import type { Db, Param } from '../../../core/db'
+import { GroupCommit } from '../../../core/db/group-commit'
+import type { Logger } from '../../../core/log'
+import type { Rollup, RollupBatch } from '../rollup'
+import { inOrder, invocationOf } from '../rows'
+import type { NormEvent } from '../signed/validate'
+import { type CommitRows, DUPLICATE_EVENTS, EVENT_WIRE_WIDTH, type EventRows, persist } from './persist'
+
+/**
+ * Top-level fields whose columns hold them exactly (event, ts, game_id, env) are left out of
+ * `props` (a smaller row is a smaller WAL); everything else, including what was promoted from
+ * `attrs`, stays.
+ */
+function propsJson(raw: Record<string, unknown>): string {
+  const out: Record<string, unknown> = {}
+  for (const k in raw) if (k !== 'event' && k !== 'ts' && k !== 'game_id' && k !== 'env') out[k] = raw[k]
+  return JSON.stringify(out)
+}
+/**
+ * Commits in flight at once. PostgreSQL overlaps round trips and fsyncs on several connections.
+ * SQLite has one writer: with a persist thread, the event loop prepares the next commits while the
+ * thread stores one; without one (`:memory:`), one at a time. Three rather than two on SQLite:
+ * once merges left the commits (session 15) the thread still idled between them, and three pairs
+ * of alternated batch runs measured 159,000 / 155,100 / 145,700 events/s against 155,100 /
+ * 149,000 / 143,300 with two (docs/performance.md).
+ */
+export const COMMITS_IN_FLIGHT = { sqlite: 3, postgres: 3 } as const
+/** PostgreSQL's message for SQLSTATE 40P01 (errors cross from the persist thread as text). */
+const DEADLOCK = /\bdeadlock detected\b/
+/**
+ * PostgreSQL's unique violation on a raw row's id: another instance sharing the store numbered
+ * rows received in the same milliseconds (ids are receive time x 1024 plus a counter).
+ */
+const TAKEN_ID = /unique constraint "ingest_(events|invocations)_pkey"/
+
+/** Largest transaction; a bigger backlog is committed in several. */
+const MAX_ROWS_PER_TX = 20_000
+
+interface Pending {
+  events: NormEvent[]
+  /** The signed request's nonce and when it leaves the replay window, stored with its events. */
+  nonce?: [string, number]
+}
+
+/**
+ * Group commit (performance note 2): requests hand their events over and wait; one writer
+ * drains everything queued into a single transaction that also maintains the rollups, then
+ * acknowledges every request in it. Under load the next transaction collects what arrived while
+ * the previous one ran, so batches grow with the load and the event loop never waits on a lock.
+ */
+export class GroupWriter {
+  /** Core's group commit (core/db/group-commit.ts): requests queued together share a transaction. */
+  private group: GroupCommit<Pending>
+  private ready: Promise<void> | undefined
+  private lastId = 0
+  /** Registered rollups, in registration order; fixed once the first commit starts. */
+  private rollups: Rollup[] = []
+  private started = false
+
+  private persistRows: (rows: CommitRows) => Promise<void>
+
+  /**
+   * `thread` runs each commit's transaction somewhere else (a persist thread with its own
+   * connections); by default `persist` on `db`. It must resolve only once the rows are committed.
+   * `observe` learns of every commit: its events, its time from preparing the rows to the
+   * answer, and whether it committed (the plugin's metrics).
+   */
+  constructor(
+    private db: Db,
+    private log: Logger,
+    thread?: (rows: CommitRows) => Promise<void>,
+    private observe?: (events: number, seconds: number, ok: boolean) => void,
+  ) {
+    this.persistRows = thread ?? ((rows) => persist(db, rows))
+    this.group = new GroupCommit<Pending>((batch) => this.flush(batch), {
+      parallel: this.inFlight(db, !!thread),
+      maxWeight: MAX_ROWS_PER_TX,
+      weight: (p) => p.events.length,
+    })
+  }
+
+  /** Commits in flight at once: a persist thread (or PostgreSQL) overlaps them; SQLite alone cannot. */
+  private inFlight(db: Db, threaded: boolean): number {
+    return threaded || db.dialect === 'postgres' ? COMMITS_IN_FLIGHT[db.dialect] : 1
+  }
+
+  /**
+   * Moves the writer to another store (and its thread) before the first commit: the event store
+   * is chosen at start, once every plugin had its say (the analytics warehouse setting).
+   */
+  attach(db: Db, thread?: (rows: CommitRows) => Promise<void>): void {
+    if (this.started) throw new Error('the event store cannot change once ingestion started')
+    this.db = db
+    this.persistRows = thread ?? ((rows) => persist(db, rows))
+    this.group.setParallel(this.inFlight(db, !!thread))
+  }
+
+  /**
+   * Adds a rollup to every commit from now on (issue 16 point 5). Only before the first commit:
+   * a rollup that joined later would have missed events.
+   */
+  register(rollup: Rollup): void {
+    if (this.started) throw new Error(`rollup '${rollup.name}' registered after ingestion started`)
+    if (this.rollups.some((r) => r.name === rollup.name))
+      throw new Error(`rollup '${rollup.name}' registered twice`)
+    this.rollups.push(rollup)
+  }
+
+  /** Resolves once the events are committed. */
+  write(events: NormEvent[], nonce?: [string, number]): Promise<void> {
+    if (!events.length) return Promise.resolve()
+    return this.group.add({ events, nonce })
+  }
+
+  /** Waits for everything queued so far. */
+  idle(): Promise<void> {
+    return this.group.idle()
+  }
+
+  /** One transaction for everything the group commit took together. */
+  private async flush(batch: Pending[]): Promise<void> {
+    let n = 0
+    for (const p of batch) n += p.events.length
+    try {
+      // A failed start (store unreachable) is retried by the next commit.
+      this.ready ??= this.init().catch((e) => {
+        this.ready = undefined
+        throw e
+      })
+      await this.ready
+      const started = performance.now()
+      let ok = false
+      try {
+        await this.commit(
+          batch.length === 1 ? batch[0].events : batch.flatMap((p) => p.events),
+          batch.flatMap((p) => p.nonce ?? []),
+        )
+        ok = true
+      } finally {
+        this.observe?.(n, (performance.now() - started) / 1000, ok)
+      }
+    } catch (e) {
+      this.log.error('event batch commit failed', { error: String(e), events: n })
+      throw e
+    }
+  }
+
+  private async init() {
+    this.started = true
+    this.lastId = await this.storedMaxId()
+    for (const r of this.rollups) await r.init?.(this.db)
+  }
+
+  /** The largest raw row id stored (events and invocations), by any instance. */
+  private async storedMaxId(): Promise<number> {
+    const max = await this.db.get<{ m: number | null }>('SELECT MAX(id) AS m FROM ingest_events')
+    const maxInv = await this.db.get<{ m: number | null }>('SELECT MAX(id) AS m FROM ingest_invocations')
+    return Math.max(Number(max?.m ?? 0), Number(maxInv?.m ?? 0))
+  }
+
+  /**
+   * Commits the events, each (game, environment, event_id) once: repeats within the commit are
+   * dropped here; one the store holds already (an earlier commit, another instance's) makes the
+   * transaction roll back, and the commit runs again without it. Events without an id are stored
+   * as sent. A transaction PostgreSQL chose as a deadlock's victim was rolled back whole, and runs
+   * again as it was (as PostgreSQL's manual advises), instead of failing its requests. One whose
+   * raw row ids another instance took first runs again with ids past the largest stored.
+   */
+  private async commit(events: NormEvent[], nonces: Param[] = []): Promise<void> {
+    let list = events
+    for (let attempt = 1; ; attempt++) {
+      // Every event was stored already (a client's retry under a new nonce): the requests' nonces
+      // are still committed, so a replay after a restart is refused like any other.
+      if (!list.length) return nonces.length ? this.persistRows(nonceRows(nonces)) : undefined
+      try {
+        return await this.commitOnce(list, nonces)
+      } catch (e) {
+        // Rare (a retry within the same commit): found by the sort of the ids, before any rollup saw the events.
+        if (e === REPEATED_IDS) {
+          list = firstOfEachId(list)
+          continue
+        }
+        // A few rounds only, should retries keep racing other commits.
+        const message = String((e as Error)?.message)
+        if (attempt >= 5) throw e
+        // Each attempt takes out what the store held.
+        if (message.includes(DUPLICATE_EVENTS)) list = await this.withoutStored(list)
+        else if (TAKEN_ID.test(message))
+          // Past the rows stored and past the present (the other instance's commit in flight
+          // numbered from about now), by a random step: the two do not pick the same ids again.
+          this.lastId =
+            Math.max(this.lastId, await this.storedMaxId(), Date.now() * 1024) +
+            1024 +
+            Math.floor(Math.random() * 8192)
+        else if (!DEADLOCK.test(message)) throw e
+      }
+    }
+  }
+
+  /** The events whose event_id the store does not hold. */
+  private async withoutStored(events: NormEvent[]): Promise<NormEvent[]> {
+    const byStream = new Map<string, { gameId: string; env: string; ids: string[] }>()
+    for (const e of events) {
+      if (e.eventId === null) continue
+      const k = `${e.gameId}\u0001${e.env}`
+      let s = byStream.get(k)
+      if (!s) {
+        s = { gameId: e.gameId, env: e.env, ids: [] }
+        byStream.set(k, s)
+      }
+      s.ids.push(e.eventId)
+    }
+    const stored = new Set<string>()
+    for (const { gameId, env, ids } of byStream.values())
+      for (let i = 0; i < ids.length; i += 500) {
+        const part = ids.slice(i, i + 500)
+        const rows = await this.db.all<{ event_id: string }>(
+          `SELECT e.event_id FROM ingest_event_ids e JOIN ingest_streams s ON s.id = e.stream
+           WHERE s.game_id = ? AND s.env = ? AND e.event_id IN (${part.map(() => '?').join(', ')})`,
+          [gameId, env, ...part],
+        )
+        for (const r of rows) stored.add(`${gameId}\u0001${env}\u0001${r.event_id}`)
+      }
+    return events.filter(
+      (e) => e.eventId === null || !stored.has(`${e.gameId}\u0001${e.env}\u0001${e.eventId}`),
+    )
+  }
+
+  private async commitOnce(events: NormEvent[], nonces: Param[]): Promise<void> {
+    const receivedAt = Date.now()
+    // The per-event work runs in plain functions, which the JIT optimizes better than async ones.
+    const { ev, payments, invocations, eventIds } = this.gather(events, receivedAt)
+    // Every rollup's synchronous part runs now, before another commit's: they see commits in order.
+    const gathered = this.rollups.map((r) => r.gather(events, { receivedAt, firstId: ev.firstId }))
+    const batches: Array<[string, RollupBatch<unknown>]> = []
+    for (let i = 0; i < gathered.length; i++) {
+      const b = await gathered[i]
+      if (b) batches.push([this.rollups[i].name, b])
+    }
+    await this.persistRows({
+      events: ev,
+      payments,
+      invocations,
+      rollups: batches.map(([n, b]) => [n, b.rows]),
+      nonces,
+      eventIds,
+    })
+    for (const [, b] of batches) b.done?.()
+  }
+
+  /** One pass over the events: raw event, payment and invocation rows. */
+  private gather(events: NormEvent[], now: number) {
+    // Time-ordered integer ids: receive time in ms x 1024 plus a counter (exact in a double until
+    // the year 2248). Starts past the largest stored id, so a restart with a clock step back
+    // never collides. The loop below never suspends, so it numbers its rows alone. An
+    // invocation row has the id of the event it came from.
+    const firstId = Math.max(this.lastId, now * 1024 - 1) + 1
+    const cols: Param[] = new Array(events.length * EVENT_WIRE_WIDTH)
+    const props: string[] = new Array(events.length)
+    const streams: string[] = []
+    const ev: EventRows = { firstId, receivedAt: now, streams, cols, props }
+    const invocations: Param[] = []
+    /** Indexes of the events that carry an id. */
+    const withId: number[] = []
+    /** stream index -> order -> status -> row: a payment repeated within the commit is sent once. */
+    const paid = new Map<number, Map<string, Map<string, Param[]>>>()
+    const index = new Map<string, number>()
+    let stream = -1
+    let lastGame = ''
+    let lastEnv = ''
+
+    for (let i = 0; i < events.length; i++) {
+      const e = events[i]
+      const { gameId, env, userId, ts } = e
+      // Consecutive events of one game and environment share the stream.
+      if (stream < 0 || gameId !== lastGame || env !== lastEnv) {
+        const k = `${gameId}\u0001${env}`
+        const known = index.get(k)
+        if (known === undefined) {
+          stream = streams.length / 2
+          index.set(k, stream)
+          streams.push(gameId, env)
+        } else stream = known
+        lastGame = gameId
+        lastEnv = env
+      }
+      let k = i * EVENT_WIRE_WIDTH
+      cols[k++] = stream
+      cols[k++] = e.event
+      cols[k++] = ts
+      cols[k++] = userId
+      cols[k++] = e.sessionId
+      cols[k++] = e.amountCents
+      cols[k++] = e.currency
+      cols[k++] = e.durationMs
+      cols[k++] = e.network
+      cols[k] = e.level
+      props[i] = propsJson(e.props)
+      if (e.eventId !== null) withId.push(i)
+      if (e.payment) {
+        const { orderId, status } = e.payment
+        let orders = paid.get(stream)
+        if (!orders) {
+          orders = new Map()
+          paid.set(stream, orders)
+        }
+        let byStatus = orders.get(orderId)
+        if (!byStatus) {
+          byStatus = new Map()
+          orders.set(orderId, byStatus)
+        }
+        if (!byStatus.has(status))
+          byStatus.set(status, [
+            gameId,
+            env,
+            orderId,
+            status,
+            e.payment.amountCents,
+            e.currency,
+            userId,
+            ts,
+            now,
+          ])
+      }
+      if (e.event === 'function.invoke') {
+        const f = invocationOf(e)
+        invocations.push(
+          firstId + i,
+          gameId,
+          env,
+          ts,
+          now,
+          f.functionId,
+          f.actor,
+          f.outcome,
+          e.durationMs,
+          f.traceId,
+        )
+      }
+    }
+    this.lastId = firstId + events.length - 1
+    // Payments in key order: game, environment, order, status.
+    const payments: Param[] = []
+    const order = [...index.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    for (const [, st] of order) {
+      const orders = paid.get(st)
+      if (!orders) continue
+      for (const o of inOrder(orders)) {
+        const byStatus = orders.get(o)!
+        for (const status of inOrder(byStatus)) payments.push(...byStatus.get(status)!)
+      }
+    }
+    return { ev, payments, invocations, eventIds: eventIdsInKeyOrder(events, withId) }
+  }
+}
+
+/** A commit of nonces alone. */
+function nonceRows(nonces: Param[]): CommitRows {
+  return {
+    events: { firstId: 0, receivedAt: Date.now(), streams: [], cols: [], props: [] },
+    payments: [],
+    invocations: [],
+    rollups: [],
+    nonces,
+  }
+}
+
+/** Thrown by `gather` when an (game, environment, event_id) repeats within the commit. */
+const REPEATED_IDS = new Error('ingest: an event id repeats within the commit')
+
+/**
+ * The events with each (game, environment, event_id) once, the first of each kept: for the rare
+ * commit that holds a retry of one of its own events (`REPEATED_IDS`).
+ */
+function firstOfEachId(events: NormEvent[]): NormEvent[] {
+  const seen = new Set<string>()
+  return events.filter((e) => {
+    if (e.eventId === null) return true
+    const k = `${e.gameId}\u0001${e.env}\u0001${e.eventId}`
+    if (seen.has(k)) return false
+    seen.add(k)
+    return true
+  })
+}
+
+/**
+ * `index, event_id` pairs in key order (game, environment, event_id): concurrent commits on
+ * PostgreSQL then claim shared keys in one order and cannot deadlock. A key that repeats is
+ * then next to itself: `REPEATED_IDS` is thrown (checking there costs nothing more than the sort).
+ */
+function eventIdsInKeyOrder(events: NormEvent[], withId: number[]): Param[] {
+  if (!withId.length) return []
+  const key = (i: number) => events[i]
+  withId.sort((a, b) => {
+    const x = key(a)
+    const y = key(b)
+    return x.gameId !== y.gameId
+      ? x.gameId < y.gameId
+        ? -1
+        : 1
+      : x.env !== y.env
+        ? x.env < y.env
+          ? -1
+          : 1
+        : x.eventId! < y.eventId!
+          ? -1
+          : x.eventId! > y.eventId!
+            ? 1
+            : 0
+  })
+  const out: Param[] = new Array(withId.length * 2)
+  for (let k = 0; k < withId.length; k++) {
+    const e = events[withId[k]]
+    if (k > 0) {
+      const p = events[withId[k - 1]]
+      if (p.eventId === e.eventId && p.gameId === e.gameId && p.env === e.env) throw REPEATED_IDS
+    }
+    out[2 * k] = withId[k]
+    out[2 * k + 1] = e.eventId
+  }
+  return out
+}
