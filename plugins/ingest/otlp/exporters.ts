@@ -1,3 +1,4 @@
+import { createServer } from 'node:net'
 import { Metadata } from '@grpc/grpc-js'
 import type { ExportResult } from '@opentelemetry/core'
 import { OTLPLogExporter as GrpcLogExporter } from '@opentelemetry/exporter-logs-otlp-grpc'
@@ -148,3 +149,14 @@ export async function spans(
   await provider.shutdown()
   return out
 }
+
+/** A port nothing listens on now (the gRPC server binds it a moment later). */
+export const freePort = () =>
+  new Promise<number>((resolve, reject) => {
+    const s = createServer()
+    s.once('error', reject)
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number }
+      s.close(() => resolve(port))
+    })
+  })

@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { createServer } from 'node:net'
 import * as grpc from '@grpc/grpc-js'
 import { SpanKind, SpanStatusCode } from '@opentelemetry/api'
 import { ExportResultCode } from '@opentelemetry/core'
@@ -7,19 +6,8 @@ import { ProtobufLogsSerializer, ProtobufTraceSerializer } from '@opentelemetry/
 import { signRequest } from '../../../sdk/sign'
 import { type TestApp, forEachEngine, makeApp } from '../../../test/helpers'
 import { SECRET, game } from '../testing'
-import { type Transport, logExporter, logRecords, send, spans, traceExporter } from './exporters'
+import { type Transport, freePort, logExporter, logRecords, send, spans, traceExporter } from './exporters'
 import { RpcStatus } from './proto'
-
-/** A port nothing listens on now (the gRPC server binds it a moment later). */
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const s = createServer()
-    s.once('error', reject)
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number }
-      s.close(() => resolve(port))
-    })
-  })
 
 const TRANSPORTS: Transport[] = ['http/protobuf', 'http/json', 'grpc']
 /** The body limit of these apps (`batch_max_body_kb`). */
