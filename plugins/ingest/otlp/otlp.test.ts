@@ -56,6 +56,7 @@ forEachEngine((engine) => {
         },
         analytics: {},
       },
+      config: { telemetry: { prometheus: { enabled: true, path: '/metrics/prometheus' } } },
     })
     admin = await a.token('admin')
     const g = await a.req('POST', '/api/games', { token: admin, body: game })
@@ -273,6 +274,12 @@ forEachEngine((engine) => {
       expect(bad.code).toBe(grpc.status.UNAUTHENTICATED)
       const none = await rawCall(grpcPort, TRACES, new Uint8Array(), {})
       expect(none.code).toBe(grpc.status.UNAUTHENTICATED)
+      // Counted by service and status code.
+      const metrics = String((await a.req('GET', '/metrics/prometheus')).body)
+      expect(metrics).toMatch(
+        /^svc_ingest_otlp_grpc_calls_total\{service="traces",code="UNAUTHENTICATED"\} [1-9]/m,
+      )
+      expect(metrics).toMatch(/^svc_ingest_otlp_grpc_calls_total\{service="logs",code="OK"\} [1-9]/m)
     })
 
     test("a record naming another environment than the SDK key's is refused in partial_success", async () => {
