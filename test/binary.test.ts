@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { ProtobufLogsSerializer } from '@opentelemetry/otlp-transformer'
-import { logRecords } from '../plugins/ingest/otlp/exporters'
+import { freePort, logExporter, logRecords, send } from '../plugins/ingest/otlp/exporters'
 import { signRequest } from '../sdk/sign'
 import { startServer } from './process'
 
@@ -29,10 +29,17 @@ describe('single binary', () => {
 
   test('starts on the embedded default, logs in, creates a game, serves /v3/api-docs and /healthz; SIGTERM drains', async () => {
     const dataDir = join(dir, 'data')
+    const grpcPort = await freePort()
     // Run outside the repo so the embedded configuration, not config/liveops.yaml, is used.
     const s = await startServer(
       [binary],
-      { DATA_DIR: dataDir, ADMIN_PASSWORD: 'binary-admin-pw', INGEST_SIGNING_SECRET: 'binary-secret' },
+      {
+        DATA_DIR: dataDir,
+        ADMIN_PASSWORD: 'binary-admin-pw',
+        INGEST_SIGNING_SECRET: 'binary-secret',
+        OTLP_GRPC_ENABLED: 'true',
+        OTLP_GRPC_PORT: String(grpcPort),
+      },
       { cwd: dir },
     )
     try {
@@ -95,11 +102,26 @@ describe('single binary', () => {
       if (logs.status !== 200) console.error(s.output())
       expect([logs.status, logs.headers.get('content-type')]).toEqual([200, 'application/x-protobuf'])
       expect(ProtobufLogsSerializer.deserializeResponse(new Uint8Array(await logs.arrayBuffer()))).toEqual({})
+      // OTLP/gRPC (grpc-js inside the binary), through the real exporter.
+      const key = await fetch(`${s.base}/api/api-keys`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+        body: JSON.stringify({ name: 'otel', gameId: id, environment: 'dev' }),
+      })
+      const viaGrpc = await send(
+        logExporter(
+          'grpc',
+          { http: s.base, grpc: `http://127.0.0.1:${grpcPort}` },
+          { headers: { 'x-api-key': (await key.json()).key } },
+        ),
+        await logRecords({}, [{ body: 'otlp_hello', attributes: { 'user.id': 'u3' } }]),
+      )
+      expect(viaGrpc.error).toBeUndefined()
       const hello = await fetch(
         `${s.base}/api/v1/analytics/behavior/events?gameId=${id}&env=dev&event=otlp_hello`,
         { headers: { authorization: `Bearer ${token}` } },
       )
-      expect((await hello.json()).total).toBe(1)
+      expect((await hello.json()).total).toBe(2)
       const dau = await fetch(`${s.base}/api/v1/analytics/warehouse/dau?gameId=${id}&env=prod&days=1`, {
         headers: { authorization: `Bearer ${token}` },
       })

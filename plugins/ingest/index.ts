@@ -44,6 +44,11 @@ export default definePlugin({
       ['outcome'],
       [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
     )
+    const grpcCalls = ctx.metrics.counter(
+      'svc_ingest_otlp_grpc_calls_total',
+      'OTLP/gRPC Export calls answered by the handler, by service (logs, traces) and status code',
+      ['service', 'code'],
+    )
     const restarts = ctx.metrics.counter(
       'svc_ingest_persist_thread_restarts_total',
       'Times the persist thread died and was replaced',
@@ -153,7 +158,11 @@ export default definePlugin({
     ctx.onStart(async () => {
       await open()
       const g = ctx.config.otlp.grpc
-      if (g.enabled) grpc = await startOtlpGrpc(ingestor, ctx.auth, ctx.log, g)
+      if (g.enabled)
+        grpc = await startOtlpGrpc(ingestor, ctx.auth, ctx.log, {
+          ...g,
+          onCall: (signal, code) => grpcCalls.inc({ service: signal, code }),
+        })
       if (ctx.config.purge_interval_minutes > 0) {
         timer = setInterval(
           () => runPurge().catch((e) => ctx.log.error('retention purge failed', { error: String(e) })),

@@ -1,10 +1,11 @@
+import { createServer } from 'node:net'
 import { Metadata } from '@grpc/grpc-js'
 import type { ExportResult } from '@opentelemetry/core'
 import { OTLPLogExporter as GrpcLogExporter } from '@opentelemetry/exporter-logs-otlp-grpc'
 import { OTLPLogExporter as ProtoLogExporter } from '@opentelemetry/exporter-logs-otlp-proto'
 import { OTLPTraceExporter as GrpcTraceExporter } from '@opentelemetry/exporter-trace-otlp-grpc'
 import { OTLPTraceExporter as ProtoTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto'
-import { OTLPExporterBase } from '@opentelemetry/otlp-exporter-base'
+import { CompressionAlgorithm, OTLPExporterBase } from '@opentelemetry/otlp-exporter-base'
 import {
   convertLegacyHttpOptions,
   createOtlpHttpExportDelegate,
@@ -37,8 +38,15 @@ import {
  */
 export type Transport = 'http/protobuf' | 'http/json' | 'grpc'
 
+/** What the tests vary: the credentials, and gzip (both OTLP transports may compress). */
+interface Options {
+  headers: Record<string, string>
+  gzip?: boolean
+}
+type HttpConfig = { url: string; headers: Record<string, string>; compression: CompressionAlgorithm }
+
 class JsonLogExporter extends OTLPExporterBase<ReadableLogRecord[]> {
-  constructor(config: { url: string; headers: Record<string, string> }) {
+  constructor(config: HttpConfig) {
     super(
       createOtlpHttpExportDelegate(
         convertLegacyHttpOptions(config, 'LOGS', 'v1/logs', { 'Content-Type': 'application/json' }),
@@ -51,7 +59,7 @@ class JsonLogExporter extends OTLPExporterBase<ReadableLogRecord[]> {
   }
 }
 class JsonTraceExporter extends OTLPExporterBase<ReadableSpan[]> {
-  constructor(config: { url: string; headers: Record<string, string> }) {
+  constructor(config: HttpConfig) {
     super(
       createOtlpHttpExportDelegate(
         convertLegacyHttpOptions(config, 'TRACES', 'v1/traces', { 'Content-Type': 'application/json' }),
@@ -78,25 +86,25 @@ const metadataOf = (headers: Record<string, string>) => {
 export function logExporter(
   transport: Transport,
   target: { http: string; grpc: string },
-  headers: Record<string, string>,
+  o: Options,
 ): Exporter<ReadableLogRecord[]> {
-  if (transport === 'grpc') return new GrpcLogExporter({ url: target.grpc, metadata: metadataOf(headers) })
-  const url = `${target.http}/v1/logs`
-  return transport === 'http/json'
-    ? new JsonLogExporter({ url, headers })
-    : new ProtoLogExporter({ url, headers })
+  const compression = o.gzip ? CompressionAlgorithm.GZIP : CompressionAlgorithm.NONE
+  if (transport === 'grpc')
+    return new GrpcLogExporter({ url: target.grpc, metadata: metadataOf(o.headers), compression })
+  const config = { url: `${target.http}/v1/logs`, headers: o.headers, compression }
+  return transport === 'http/json' ? new JsonLogExporter(config) : new ProtoLogExporter(config)
 }
 
 export function traceExporter(
   transport: Transport,
   target: { http: string; grpc: string },
-  headers: Record<string, string>,
+  o: Options,
 ): Exporter<ReadableSpan[]> {
-  if (transport === 'grpc') return new GrpcTraceExporter({ url: target.grpc, metadata: metadataOf(headers) })
-  const url = `${target.http}/v1/traces`
-  return transport === 'http/json'
-    ? new JsonTraceExporter({ url, headers })
-    : new ProtoTraceExporter({ url, headers })
+  const compression = o.gzip ? CompressionAlgorithm.GZIP : CompressionAlgorithm.NONE
+  if (transport === 'grpc')
+    return new GrpcTraceExporter({ url: target.grpc, metadata: metadataOf(o.headers), compression })
+  const config = { url: `${target.http}/v1/traces`, headers: o.headers, compression }
+  return transport === 'http/json' ? new JsonTraceExporter(config) : new ProtoTraceExporter(config)
 }
 
 /** Sends through an exporter; the ExportResult says whether the server took it (and why not). */
@@ -141,3 +149,14 @@ export async function spans(
   await provider.shutdown()
   return out
 }
+
+/** A port nothing listens on now (the gRPC server binds it a moment later). */
+export const freePort = () =>
+  new Promise<number>((resolve, reject) => {
+    const s = createServer()
+    s.once('error', reject)
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number }
+      s.close(() => resolve(port))
+    })
+  })

@@ -20,7 +20,11 @@ import { SIGNALS, type Signal } from './proto'
 export interface OtlpGrpcOptions {
   host: string
   port: number
+  /** Told of every answered call: the service (`logs`, `traces`) and the gRPC status code's name. */
+  onCall?: (signal: Signal, code: string) => void
 }
+
+const CODE_NAMES = new Map(Object.entries(grpc.status).map(([name, n]) => [n as number, name]))
 
 /** The headers `collect` reads, taken from the call's metadata. */
 const CREDENTIALS = ['x-api-key', 'x-game-id', 'x-timestamp', 'x-nonce', 'x-signature'] as const
@@ -74,17 +78,24 @@ export async function startOtlpGrpc(
       })
       const ip = () => peerAddress(call.getPeer())
       const set = { headers: {} as Record<string, unknown> }
+      const refuse = (code: number, details: string) => {
+        o.onCall?.(signal, CODE_NAMES.get(code) ?? String(code))
+        callback({ code, details })
+      }
       collect(ing, auth, request, headers, ip, set, signal).then(
-        ({ rejected }) => callback(null, exportResponseBytes(signal, rejected)),
+        ({ rejected }) => {
+          o.onCall?.(signal, 'OK')
+          callback(null, exportResponseBytes(signal, rejected))
+        },
         async (e: unknown) => {
-          if (e instanceof HttpError) return callback({ code: grpcCode(e.status), details: refusalText(e) })
+          if (e instanceof HttpError) return refuse(grpcCode(e.status), refusalText(e))
           // A store fault (503) or a fault of ours (500), logged as the HTTP routes log them.
           const r = httpErrorResponse(OTLP_PATHS[signal], e)
           const said = (await r.json().catch(() => ({}))) as { error?: string; message?: string }
-          callback({
-            code: r.status === 503 ? GRPC.UNAVAILABLE : GRPC.INTERNAL,
-            details: `${said.error ?? 'internal_error'}: ${said.message ?? 'internal server error'}`,
-          })
+          refuse(
+            r.status === 503 ? GRPC.UNAVAILABLE : GRPC.INTERNAL,
+            `${said.error ?? 'internal_error'}: ${said.message ?? 'internal server error'}`,
+          )
         },
       )
     }

@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { createServer } from 'node:net'
 import * as grpc from '@grpc/grpc-js'
 import { SpanKind, SpanStatusCode } from '@opentelemetry/api'
 import { ExportResultCode } from '@opentelemetry/core'
@@ -7,19 +6,8 @@ import { ProtobufLogsSerializer, ProtobufTraceSerializer } from '@opentelemetry/
 import { signRequest } from '../../../sdk/sign'
 import { type TestApp, forEachEngine, makeApp } from '../../../test/helpers'
 import { SECRET, game } from '../testing'
-import { type Transport, logExporter, logRecords, send, spans, traceExporter } from './exporters'
+import { type Transport, freePort, logExporter, logRecords, send, spans, traceExporter } from './exporters'
 import { RpcStatus } from './proto'
-
-/** A port nothing listens on now (the gRPC server binds it a moment later). */
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const s = createServer()
-    s.once('error', reject)
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number }
-      s.close(() => resolve(port))
-    })
-  })
 
 const TRANSPORTS: Transport[] = ['http/protobuf', 'http/json', 'grpc']
 /** The body limit of these apps (`batch_max_body_kb`). */
@@ -68,6 +56,7 @@ forEachEngine((engine) => {
         },
         analytics: {},
       },
+      config: { telemetry: { prometheus: { enabled: true, path: '/metrics/prometheus' } } },
     })
     admin = await a.token('admin')
     const g = await a.req('POST', '/api/games', { token: admin, body: game })
@@ -99,7 +88,7 @@ forEachEngine((engine) => {
           { body: `match_end_${tag}`, attributes: { 'user.id': `u-${tag}`, score: 42 } },
           { eventName: `lobby_join_${tag}`, body: 'joined the lobby', attributes: { 'session.id': 's1' } },
         ])
-        const r = await send(logExporter(transport, target, { 'x-api-key': key }), records)
+        const r = await send(logExporter(transport, target, { headers: { 'x-api-key': key } }), records)
         expect(r.error).toBeUndefined()
         expect(r.code).toBe(ExportResultCode.SUCCESS)
         const ended = await events(`match_end_${tag}`)
@@ -134,7 +123,7 @@ forEachEngine((engine) => {
           failed.end()
           tracer.startSpan('render frame').end()
         })
-        const r = await send(traceExporter(transport, target, { 'x-api-key': key }), finished)
+        const r = await send(traceExporter(transport, target, { headers: { 'x-api-key': key } }), finished)
         // A partial success is a success to the exporter (it logs the refusal).
         expect(r.code).toBe(ExportResultCode.SUCCESS)
         const list = await invocations(fn)
@@ -153,15 +142,38 @@ forEachEngine((engine) => {
           expect.objectContaining({ functionId: fn, total: 2, failed: 1 }),
         )
         // The same export again stores nothing new (each span's trace and span id is its event id).
-        expect((await send(traceExporter(transport, target, { 'x-api-key': key }), finished)).code).toBe(
-          ExportResultCode.SUCCESS,
-        )
+        expect(
+          (await send(traceExporter(transport, target, { headers: { 'x-api-key': key } }), finished)).code,
+        ).toBe(ExportResultCode.SUCCESS)
         expect((await invocations(fn)).body.total).toBe(2)
+      })
+
+      test('a gzip-compressed export is decoded within the same limit', async () => {
+        const records = await logRecords({}, [
+          { body: `zipped_${tag}`, attributes: { pad: 'p'.repeat(2000) } },
+        ])
+        const r = await send(
+          logExporter(transport, target, { headers: { 'x-api-key': key }, gzip: true }),
+          records,
+        )
+        expect(r.error).toBeUndefined()
+        expect((await events(`zipped_${tag}`)).body.total).toBe(1)
+        // 200 KB of one letter compresses to a few hundred bytes; decoded, it is over 64 KB.
+        const bomb = await logRecords({}, [{ body: `bomb_${tag}`, attributes: { pad: 'b'.repeat(200_000) } }])
+        const over = await send(
+          logExporter(transport, target, { headers: { 'x-api-key': key }, gzip: true }),
+          bomb,
+        )
+        expect(over.code).toBe(ExportResultCode.FAILED)
+        expect((await events(`bomb_${tag}`)).body.total).toBe(0)
       })
 
       test('a wrong key is refused: 401 / UNAUTHENTICATED', async () => {
         const records = await logRecords({}, [{ body: `never_${tag}` }])
-        const r = await send(logExporter(transport, target, { 'x-api-key': 'lok_wrong' }), records)
+        const r = await send(
+          logExporter(transport, target, { headers: { 'x-api-key': 'lok_wrong' } }),
+          records,
+        )
         expect(r.code).toBe(ExportResultCode.FAILED)
         const said = `${r.error?.message} ${JSON.stringify(r.error)}`
         expect(said).toMatch(transport === 'grpc' ? /UNAUTHENTICATED|"code":16/ : /401/)
@@ -174,7 +186,7 @@ forEachEngine((engine) => {
           {},
           Array.from({ length: 12 }, (_, i) => ({ body: `huge_${tag}`, attributes: { i, big } })),
         )
-        const r = await send(logExporter(transport, target, { 'x-api-key': key }), records)
+        const r = await send(logExporter(transport, target, { headers: { 'x-api-key': key } }), records)
         expect(r.code).toBe(ExportResultCode.FAILED)
         const said = `${r.error?.message} ${JSON.stringify(r.error)}`
         expect(said).toMatch(transport === 'grpc' ? /RESOURCE_EXHAUSTED|"code":8/ : /413/)
@@ -262,9 +274,15 @@ forEachEngine((engine) => {
       expect(bad.code).toBe(grpc.status.UNAUTHENTICATED)
       const none = await rawCall(grpcPort, TRACES, new Uint8Array(), {})
       expect(none.code).toBe(grpc.status.UNAUTHENTICATED)
+      // Counted by service and status code.
+      const metrics = String((await a.req('GET', '/metrics/prometheus')).body)
+      expect(metrics).toMatch(
+        /^svc_ingest_otlp_grpc_calls_total\{service="traces",code="UNAUTHENTICATED"\} [1-9]/m,
+      )
+      expect(metrics).toMatch(/^svc_ingest_otlp_grpc_calls_total\{service="logs",code="OK"\} [1-9]/m)
     })
 
-    test('an SDK key of another environment cannot write into this one: PERMISSION_DENIED / refused records', async () => {
+    test("a record naming another environment than the SDK key's is refused in partial_success", async () => {
       const records = await logRecords({ 'deployment.environment': 'prod' }, [{ body: 'cross_env' }])
       const bytes = ProtobufLogsSerializer.serializeRequest(records) as Uint8Array
       const g = await rawCall(grpcPort, LOGS, bytes, { 'x-api-key': key })
