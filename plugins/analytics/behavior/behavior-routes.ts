@@ -1,108 +1,20 @@
 import { Elysia, t } from 'elysia'
-import { NotFound, invalidField } from '../../../core/http'
+import { invalidField } from '../../../core/http'
 import type { PluginContext } from '../../../core/plugin'
 import { Enum } from '../../../core/schema'
 import type { GamesService } from '../../games/types'
-import { dayRange } from '../game/game-routes'
 import { DAY, HOUR, MINUTE } from '../lib/time'
-import { type Zone, zone } from '../lib/zone'
 import { intParam } from '../schema'
 import type { behaviorAnalytics } from './behavior'
 import { DIMENSIONS, type Dimension } from './behavior-rollup'
 import type { levelAnalytics } from './levels'
+import { levelRoutes } from './levels-routes'
+import { Days, Int, MAX_RAW_MS, Paging, Times, doc, list, scope, scoping } from './route-scope'
 
 type Behavior = ReturnType<typeof behaviorAnalytics>
 type Levels = ReturnType<typeof levelAnalytics>
 
-/** Raw reads (funnels, paths, event lists) span at most this much client time. */
-export const MAX_RAW_MS = 7 * DAY
 const UNITS = { second: 1000, minute: MINUTE, hour: HOUR, day: DAY } as const
-
-const DATE = /^(\d{4})-(\d{2})-(\d{2})$/
-const DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})$/
-
-/** A date `YYYY-MM-DD` as its UTC midnight (the game's day), or undefined when it is no date. */
-function parseDay(value: string): number | undefined {
-  const m = DATE.exec(value)
-  if (!m) return undefined
-  const ms = Date.UTC(Number(m[1]), Number(m[2]) - 1, Number(m[3]))
-  return new Date(ms).toISOString().slice(0, 10) === value ? ms : undefined
-}
-
-/** The instant a local day (its UTC midnight) begins in the zone. */
-const dayStart = (z: Zone, day: number) => day - z.offset(day - z.offset(day))
-
-/**
- * Client time `[from, to)` of a raw read. Each bound is a date (the game's day: a start at its
- * first instant, an end inclusive, to the day's end) or an ISO 8601 date-time with its offset.
- * Absent end: now; absent start: `def` ms before the end. Reversed or wider than `max`: 400.
- */
-export function timeRange(
-  q: { startDate?: string; endDate?: string },
-  z: Zone,
-  now: number,
-  def: number,
-  max: number,
-  at = 'query',
-): { from: number; to: number } {
-  const parse = (value: string, field: 'startDate' | 'endDate') => {
-    const day = parseDay(value)
-    if (day !== undefined) return dayStart(z, field === 'endDate' ? day + DAY : day)
-    const ms = DATE_TIME.test(value) ? Date.parse(value) : Number.NaN
-    if (Number.isNaN(ms))
-      throw invalidField(
-        `${at}.${field}`,
-        `must be a date YYYY-MM-DD or an ISO 8601 date-time with its offset, got '${value}'`,
-      )
-    return ms
-  }
-  const to = q.endDate === undefined ? now : parse(q.endDate, 'endDate')
-  const from = q.startDate === undefined ? to - def : parse(q.startDate, 'startDate')
-  if (to <= from) throw invalidField(`${at}.endDate`, 'must be after startDate')
-  if (to - from > max)
-    throw invalidField(`${at}.endDate`, `the range spans more than ${Math.round(max / DAY)} days`)
-  return { from, to }
-}
-
-const Int = (description: string) => t.Optional(t.String({ pattern: '^-?[0-9]+$', description }))
-const Num = (description: string) => t.Optional(t.String({ pattern: '^-?[0-9]+(\\.[0-9]+)?$', description }))
-const scope = { gameId: t.String({ minLength: 1 }), env: t.String({ minLength: 1 }) }
-const Days = (def: number, max: number) => ({
-  ...scope,
-  startDate: t.Optional(
-    t.String({
-      description: `YYYY-MM-DD, a day of the game (its time zone); with endDate; default the last ${def} days`,
-    }),
-  ),
-  endDate: t.Optional(
-    t.String({ description: `YYYY-MM-DD, inclusive; at most ${max} days after startDate` }),
-  ),
-})
-const Times = (def: string, max: string) => ({
-  ...scope,
-  startDate: t.Optional(
-    t.String({
-      description: `a date YYYY-MM-DD (the game's day, from its start) or an ISO 8601 date-time with offset; default ${def} before endDate`,
-    }),
-  ),
-  endDate: t.Optional(
-    t.String({
-      description: `a date (inclusive, to the day's end) or an ISO 8601 date-time (exclusive); default now; at most ${max} after startDate`,
-    }),
-  ),
-})
-const Paging = {
-  page: Int('0-based, default 0'),
-  pageSize: Int('default 20, 1..100'),
-}
-const list = (v: string | undefined) =>
-  v === undefined
-    ? []
-    : v
-        .split(',')
-        .map((s) => s.trim())
-        .filter(Boolean)
-
 const Step = t.Object(
   {
     event: t.String({ minLength: 1, description: 'event name' }),
@@ -146,12 +58,6 @@ const FunnelIn = t.Object(
   },
   { additionalProperties: false },
 )
-
-const NOT_FOUND = { 404: { description: 'unknown game or environment' } }
-const doc = (summary: string, description: string) => ({
-  permission: 'analytics:read' as const,
-  detail: { tags: ['analytics'], summary, description, responses: NOT_FOUND },
-})
 const DIMENSION_VALUES = Object.keys(DIMENSIONS) as [Dimension, ...Dimension[]]
 
 /**
@@ -165,37 +71,7 @@ export function behaviorRoutes(
   behavior: () => Behavior,
   levels: () => Levels,
 ) {
-  /** The game's zone and today in it; 404 for an unknown game or environment. */
-  const scoped = async (q: { gameId: string; env: string }) => {
-    const tz = await games.timezone(q.gameId)
-    if (tz === undefined) throw new NotFound(`game '${q.gameId}' not found`)
-    if (!(await games.environment(q.gameId, q.env)))
-      throw new NotFound(`environment '${q.env}' of game '${q.gameId}' not found`)
-    const z = zone(tz)
-    return { z, today: z.today() }
-  }
-  const days = async (
-    q: { gameId: string; env: string; startDate?: string; endDate?: string },
-    def: number,
-    max: number,
-  ) => {
-    const { today } = await scoped(q)
-    return { gameId: q.gameId, env: q.env, ...dayRange(q, today, def, max) }
-  }
-  const times = async (
-    q: { gameId: string; env: string; startDate?: string; endDate?: string },
-    def: number,
-    max: number,
-    at = 'query',
-  ) => {
-    const { z } = await scoped(q)
-    return { gameId: q.gameId, env: q.env, ...timeRange(q, z, Date.now(), def, max, at) }
-  }
-  const paging = (q: { page?: string; pageSize?: string }) => {
-    const pageSize = intParam(q.pageSize, 'pageSize', 1, 100, 20)
-    const page = intParam(q.page, 'page', 0, 1_000_000, 0)
-    return { page, pageSize }
-  }
+  const { days, times, paging } = scoping(games)
   const aggregates = {
     query: t.Object({
       ...Days(7, 92),
@@ -382,75 +258,6 @@ export function behaviorRoutes(
           ),
         },
       )
-      .get(
-        '/api/v1/analytics/levels',
-        async ({ query }) => levels().levels({ ...(await days(query, 30, 366)), episode: query.episode }),
-        {
-          query: t.Object({
-            ...Days(30, 366),
-            episode: t.Optional(t.String({ description: 'one episode only' })),
-          }),
-          ...doc(
-            'Per level: starts, completes, fails, players, pass rate, average duration; and the level funnel',
-            'passRate = level_complete / level_start events of the range; failRate = level_fail / level_start; players: distinct users with any level event of it; avgDurationMs: mean duration_ms of its level_complete events (null without any). Levels of every episode with one name are merged unless episode is given. funnel: players per level in play order (numbers by value), shareOfFirst = players / players of the first level. Default the last 30 days, at most 366.',
-          ),
-        },
-      )
-      .get(
-        '/api/v1/analytics/levels/episodes',
-        async ({ query }) => levels().episodes(await days(query, 30, 366)),
-        {
-          query: t.Object(Days(30, 366)),
-          ...doc(
-            'Per episode: levels, starts, completes, fails, players, pass rate, average duration',
-            'As /levels, summed over the levels of each episode (events without episode: ""); players are distinct over the episode.',
-          ),
-        },
-      )
-      .get(
-        '/api/v1/analytics/levels/maps',
-        async ({ query }) => {
-          const bound = (v: string | undefined, field: string) => {
-            if (v === undefined) return undefined
-            const x = Number(v)
-            if (!Number.isFinite(x) || Math.abs(x) > 1e12)
-              throw invalidField(`query.${field}`, 'must be a number within ±1e12')
-            return x
-          }
-          const bounds = {
-            minX: bound(query.minX, 'minX'),
-            maxX: bound(query.maxX, 'maxX'),
-            minY: bound(query.minY, 'minY'),
-            maxY: bound(query.maxY, 'maxY'),
-          }
-          if (bounds.minX !== undefined && bounds.maxX !== undefined && bounds.maxX <= bounds.minX)
-            throw invalidField('query.maxX', 'must be greater than minX')
-          if (bounds.minY !== undefined && bounds.maxY !== undefined && bounds.maxY <= bounds.minY)
-            throw invalidField('query.maxY', 'must be greater than minY')
-          return levels().map({
-            ...(await times(query, 7 * DAY, 92 * DAY)),
-            map: query.map,
-            cells: intParam(query.cells, 'cells', 1, 100, 20),
-            limit: intParam(query.limit, 'limit', 1, 1000, 100),
-            bounds,
-          })
-        },
-        {
-          query: t.Object({
-            ...Times('7 days', '92 days'),
-            map: t.String({ description: 'the map attribute of level_fail ("" for none)' }),
-            cells: Int('cells per axis of the heat grid: default 20, 1..100'),
-            limit: Int('newest death points: default 100, 1..1000'),
-            minX: Num('grid bounds (default: the deaths of the range)'),
-            maxX: Num('grid bound'),
-            minY: Num('grid bound'),
-            maxY: Num('grid bound'),
-          }),
-          ...doc(
-            'Death points of a map: a cells x cells heat grid of level_fail x/y and the newest points',
-            'grid[row][column]: row by y from minY, column by x from minX; each cell spans (max - min) / cells, the maximum falls in the last cell; deaths outside given bounds are not in the grid. Only level_fail events with numeric x and y count. Default the last 7 days, at most 92.',
-          ),
-        },
-      )
+      .use(levelRoutes(guard, games, levels))
   )
 }

@@ -1,6 +1,6 @@
 import { expect, test } from 'bun:test'
 import type { TimelineText } from '../../ingest/types'
-import { TextTimelineBuilder, TimelineBuilder, type Timelines } from './behavior'
+import { TextTimelineBuilder, TimelineBuilder, type Timelines } from './timeline'
 
 /** Each user's (time, code) pairs, users in the order the builder gives them. */
 const read = (t: Timelines) =>

@@ -1,0 +1,135 @@
+import { type TimeScope, iso, round } from './behavior'
+import type { RawReads } from './raw'
+
+export interface FunnelStep {
+  event: string
+  properties?: Record<string, string | number | boolean>
+}
+export type FunnelOrder = 'ordered' | 'strict' | 'any'
+
+/** Whether an event's attribute equals a filter value (compared as text: "3" matches 3). */
+function matches(props: Record<string, unknown>, filter: Record<string, string | number | boolean>) {
+  const attrs = props.attrs && typeof props.attrs === 'object' ? (props.attrs as Record<string, unknown>) : {}
+  for (const [k, want] of Object.entries(filter)) {
+    const v = props[k] !== undefined ? props[k] : attrs[k]
+    if (v === undefined || v === null || typeof v === 'object' || String(v) !== String(want)) return false
+  }
+  return true
+}
+
+const median = (xs: number[]): number | null => {
+  if (!xs.length) return null
+  const s = [...xs].sort((a, b) => a - b)
+  const m = s.length >> 1
+  return s.length % 2 ? s[m] : Math.round((s[m - 1] + s[m]) / 2)
+}
+
+/**
+ * A funnel over the range. Per user, each occurrence of the first step (any step for `any`)
+ * starts an attempt; the user counts at the furthest step any attempt reached, and times
+ * come from the earliest attempt that reached it. Every step of an attempt happens within
+ * `window` ms of its first (inclusive). `ordered`: steps in order, other events between
+ * allowed; `strict`: steps in order with no other event of the user between them; `any`:
+ * the steps in any order (step k counts users who did any k distinct steps).
+ */
+export async function funnel(
+  raw: RawReads,
+  q: TimeScope & { steps: FunnelStep[]; window: number; order: FunnelOrder },
+) {
+  const S = q.steps.length
+  const stepEvents = [...new Set(q.steps.map((s) => s.event))]
+  const filtered = q.steps.some((s) => s.properties && Object.keys(s.properties).length)
+  const mask = (event: string, props: Record<string, unknown> | undefined) => {
+    let m = 0
+    for (let k = 0; k < S; k++) {
+      const s = q.steps[k]
+      if (s.event === event && (!props || !s.properties || matches(props, s.properties))) m |= 1 << k
+    }
+    // Strict funnels keep every event: one matching no step breaks a sequence.
+    return m || q.order === 'strict' ? m : undefined
+  }
+  const events = q.order === 'strict' ? undefined : stepEvents
+  const lines = filtered
+    ? await raw.timelinesWithProps(q, events, (e) => mask(e.event, e.props))
+    : await raw.timelines(q, events, (event) => mask(event, undefined))
+  const reached = new Array<number>(S).fill(0)
+  const fromPrev: number[][] = Array.from({ length: S }, () => [])
+  const fromFirst: number[][] = Array.from({ length: S }, () => [])
+  // Only an event of the first step (any step, for any order) starts an attempt.
+  const starts = q.order === 'any' ? ~0 : 1
+  for (let u = 0; u < lines.users; u++) {
+    const hi = lines.start[u + 1]
+    let best: number[] = []
+    for (let i = lines.start[u]; i < hi && best.length < S; i++) {
+      if (!(lines.code[i] & starts)) continue
+      const times = attempt(lines.ts, lines.code, i, hi, S, q.window, q.order)
+      if (times.length > best.length) best = times
+    }
+    for (let k = 0; k < best.length; k++) {
+      reached[k]++
+      if (k > 0) {
+        fromPrev[k].push(best[k] - best[k - 1])
+        fromFirst[k].push(best[k] - best[0])
+      }
+    }
+  }
+  const first = reached[0]
+  return {
+    startDate: iso(q.from),
+    endDate: iso(q.to),
+    order: q.order,
+    windowMs: q.window,
+    users: first,
+    converted: reached[S - 1],
+    conversionRate: first ? round(reached[S - 1] / first) : 0,
+    medianTimeToConvertMs: median(fromFirst[S - 1]),
+    steps: q.steps.map((s, k) => ({
+      step: k + 1,
+      event: s.event,
+      ...(s.properties ? { properties: s.properties } : {}),
+      users: reached[k],
+      conversionFromFirst: first ? round(reached[k] / first) : 0,
+      conversionFromPrevious:
+        k === 0 ? (first ? 1 : 0) : reached[k - 1] ? round(reached[k] / reached[k - 1]) : 0,
+      dropOff: k === 0 ? 0 : reached[k - 1] - reached[k],
+      medianTimeFromPreviousMs: k === 0 ? null : median(fromPrev[k]),
+      medianTimeFromFirstMs: k === 0 ? null : median(fromFirst[k]),
+    })),
+  }
+}
+
+/**
+ * One funnel attempt starting at event `i`: the times of the steps it reached (empty when `i`
+ * cannot start one). Codes are step bit masks (0: an event matching no step, strict funnels only).
+ */
+function attempt(
+  ts: Float64Array,
+  code: Int32Array,
+  i: number,
+  end: number,
+  S: number,
+  window: number,
+  order: FunnelOrder,
+): number[] {
+  const t0 = ts[i]
+  if (order === 'any') {
+    if (!code[i]) return []
+    let done = 0
+    const times: number[] = []
+    for (let j = i; j < end && ts[j] - t0 <= window && times.length < S; j++) {
+      // An event counts for one step: the first it matches that is not done yet.
+      const open = code[j] & ~done
+      if (!open) continue
+      done |= open & -open
+      times.push(ts[j])
+    }
+    return times
+  }
+  if (!(code[i] & 1)) return []
+  const times = [t0]
+  for (let j = i + 1; j < end && times.length < S && ts[j] - t0 <= window; j++) {
+    if (code[j] & (1 << times.length)) times.push(ts[j])
+    else if (order === 'strict') break
+  }
+  return times
+}
