@@ -7,6 +7,7 @@ import { PersistThread } from './persist-thread'
 import type { Rollup } from './rollup'
 import { ingestRoutes } from './routes'
 import { IngestConfig } from './schema'
+import { secretRoutes, signingSecret } from './secret'
 import { Ingestor } from './service'
 import { DAY } from './sql'
 import { invocations, purge, purgeEventIds, scanEvents, walkTimeline, walkTimelineText } from './store'
@@ -105,7 +106,8 @@ export default definePlugin({
       await ingestor.keepNoncesIn(db, db.dialect === 'sqlite' && !ctx.core.redis.url)
     }
     const rollups: Rollup[] = []
-    const ingestor = new Ingestor(ctx.config, ctx.config.signing_secret, games, writer, ctx.log, ctx.shared)
+    const secret = signingSecret(ctx.config, ctx.core.data_dir)
+    const ingestor = new Ingestor(ctx.config, secret.secret, games, writer, ctx.log, ctx.shared)
 
     const service: IngestService = {
       get db() {
@@ -166,6 +168,6 @@ export default definePlugin({
       await walkThreads?.close()
       if (db !== ctx.db) await db.close()
     })
-    return ingestRoutes(ingestor, ctx.auth, ctx.guard, ctx.fastRoute)
+    return ingestRoutes(ingestor, ctx.auth, ctx.guard, ctx.fastRoute).use(secretRoutes(ctx.guard, secret))
   },
 })
