@@ -51,7 +51,14 @@ export function parseEventsQuery(query: string, now = Date.now()): EventsQuery {
     throw invalidField(Q, 'limit must be a positive integer')
   const iv = p.get('interval') ?? 'day'
   if (iv !== 'day' && iv !== 'hour') throw invalidField(Q, "interval must be 'hour' or 'day'")
-  return { events: events.length ? events : undefined, env: p.get('env') ?? undefined, from, to, limit, interval: iv === 'day' ? DAY : HOUR }
+  return {
+    events: events.length ? events : undefined,
+    env: p.get('env') ?? undefined,
+    from,
+    to,
+    limit,
+    interval: iv === 'day' ? DAY : HOUR,
+  }
 }
 
 export function parseLabel(label: string): Label {
