@@ -7,6 +7,7 @@ import { PersistThread } from './persist/persist-thread'
 import { COMMITS_IN_FLIGHT, GroupWriter } from './persist/writer'
 import type { Rollup } from './rollup'
 import { IngestConfig } from './schema'
+import { secretRoutes, signingSecret } from './secret'
 import { serverWrite } from './signed/collect'
 import { ingestRoutes } from './signed/routes'
 import { Ingestor } from './signed/service'
@@ -111,7 +112,8 @@ export default definePlugin({
       await ingestor.keepNoncesIn(db, db.dialect === 'sqlite' && !ctx.core.redis.url)
     }
     const rollups: Rollup[] = []
-    const ingestor = new Ingestor(ctx.config, ctx.config.signing_secret, games, writer, ctx.log, ctx.shared)
+    const secret = signingSecret(ctx.config, ctx.core.data_dir)
+    const ingestor = new Ingestor(ctx.config, secret.secret, games, writer, ctx.log, ctx.shared)
 
     const service: IngestService = {
       get db() {
@@ -180,6 +182,6 @@ export default definePlugin({
       await walkThreads?.close()
       if (db !== ctx.db) await db.close()
     })
-    return ingestRoutes(ingestor, ctx.auth, ctx.guard, ctx.fastRoute)
+    return ingestRoutes(ingestor, ctx.auth, ctx.guard, ctx.fastRoute).use(secretRoutes(ctx.guard, secret))
   },
 })

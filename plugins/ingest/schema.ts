@@ -6,6 +6,12 @@ export const IngestConfig = t.Object(
   {
     /** Shared HMAC secret of the signed ingestion endpoints (env INGEST_SIGNING_SECRET); none at all answers 403. */
     signing_secret: Secret(t.String({ default: '' })),
+    /**
+     * No signing_secret (and no game_secrets): generate one on first start into data_dir
+     * (`ingest-signing-secret`, 0600), readable by admins and developers at GET /api/v1/ingest/secret.
+     * false: ingestion answers 403 ingest_disabled until a secret is configured.
+     */
+    generate_secret: t.Boolean({ default: true }),
     /** Per-game secrets, chosen by the `X-Game-Id` header. */
     game_secrets: SecretValues(t.Record(t.String(), t.String({ minLength: 1 }), { default: {} })),
     /** Allowed distance between X-Timestamp and the server clock. */

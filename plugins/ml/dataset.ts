@@ -15,7 +15,8 @@ export type Label =
   | { kind: 'next'; event: string; days: number }
 
 export interface EventsQuery {
-  events: string[]
+  /** Absent (an empty query, or no event=): every event carrying the features and the label. */
+  events?: string[]
   env?: string
   from: number
   to: number
@@ -42,7 +43,6 @@ export function parseEventsQuery(query: string, now = Date.now()): EventsQuery {
     .split(',')
     .map((s) => s.trim())
     .filter(Boolean)
-  if (!events.length) throw invalidField(Q, 'needs event=<name>: the events whose rows make the training set')
   const to = p.has('to') ? time(p.get('to')!, 'to') : now
   const from = p.has('from') ? time(p.get('from')!, 'from') : to - 30 * DAY
   if (from >= to) throw invalidField(Q, 'from must be before to')
@@ -51,7 +51,14 @@ export function parseEventsQuery(query: string, now = Date.now()): EventsQuery {
     throw invalidField(Q, 'limit must be a positive integer')
   const iv = p.get('interval') ?? 'day'
   if (iv !== 'day' && iv !== 'hour') throw invalidField(Q, "interval must be 'hour' or 'day'")
-  return { events, env: p.get('env') ?? undefined, from, to, limit, interval: iv === 'day' ? DAY : HOUR }
+  return {
+    events: events.length ? events : undefined,
+    env: p.get('env') ?? undefined,
+    from,
+    to,
+    limit,
+    interval: iv === 'day' ? DAY : HOUR,
+  }
 }
 
 export function parseLabel(label: string): Label {
@@ -226,7 +233,8 @@ async function scanAll(
   ctx: ReadContext,
   q: { env?: string; events?: string[]; from: number; to: number },
   max: number,
-  each: (e: ScannedEvent) => boolean | undefined,
+  /** false ends the scan; null passes a row over without counting it. */
+  each: (e: ScannedEvent) => boolean | null | undefined,
 ): Promise<void> {
   let afterId: number | undefined
   let seen = 0
@@ -234,8 +242,9 @@ async function scanAll(
     ctx.check()
     const page = await ctx.events.scan({ gameId: ctx.gameId, ...q, afterId, limit: 5000 })
     for (const e of page) {
-      if (each(e) === false) return
-      if (++seen >= max) return
+      const r = each(e)
+      if (r === false) return
+      if (r !== null && ++seen >= max) return
     }
     if (page.length < 5000) return
     afterId = page[page.length - 1].id
@@ -263,9 +272,14 @@ export async function fromEvents(type: ModelType, cfg: DatasetConfig, ctx: ReadC
   }
   const raw: Array<{ values: unknown[]; label: unknown; user: string | null; ts: number }> = []
   await scanAll(ctx, q, max, (e) => {
+    const values = cfg.features.map((f) => field(e, f))
+    const own = label?.kind === 'field' ? field(e, label.name) : undefined
+    // Without event names every event is read: those lacking a feature or the label are not rows.
+    if (!q.events && (values.some((v) => v === undefined) || (label?.kind === 'field' && own === undefined)))
+      return null
     raw.push({
-      values: cfg.features.map((f) => field(e, f)),
-      label: label?.kind === 'field' ? field(e, label.name) : undefined,
+      values,
+      label: own,
       user: e.userId,
       ts: e.ts,
     })

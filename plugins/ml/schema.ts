@@ -87,7 +87,7 @@ const Algorithm = t.String({
   minLength: 1,
   maxLength: 64,
   description:
-    'a built-in algorithm of the type (any case and separators): CLASSIFICATION logistic_regression; REGRESSION linear_regression, ridge_regression; CLUSTERING kmeans; ANOMALY_DETECTION robust_zscore; TIME_SERIES holt_winters. Absent: the first of its type',
+    'Free text. A built-in algorithm of the type (any case and separators) can be trained in process: CLASSIFICATION logistic_regression; REGRESSION linear_regression, ridge_regression; CLUSTERING kmeans; ANOMALY_DETECTION robust_zscore; TIME_SERIES holt_winters. Any other (gradient_boosting, ...) registers a model trained elsewhere: deploy it with a servingEndpoint; training it answers 409. Absent: the first built-in of its type',
 })
 
 export const ModelCreate = t.Object(
@@ -147,7 +147,7 @@ export const DatasetConfig = t.Object(
       maxLength: 2000,
       description:
         "events: 'event=<name>[,<name>...]&env=<env>&from=<ISO or ms>&to=<ISO or ms>&limit=<rows>&interval=hour|day' " +
-        '(event required; from/to default to the last 30 days). csv: the id of a dataset uploaded to POST /api/ml-models/{id}/datasets',
+        '(without event=, or empty: every event carrying the features and the label; from/to default to the last 30 days). csv: the id of a dataset uploaded to POST /api/ml-models/{id}/datasets',
     }),
     features: t.Array(t.String({ minLength: 1, maxLength: 128 }), {
       maxItems: 200,

@@ -3,7 +3,7 @@ import { Conflict, HttpError, Invalid, NotFound, invalidField } from '../../core
 import { type Outbound, outboundFailure } from '../../core/outbound'
 import { maskUrl, unmaskSecrets } from '../../core/secrets'
 import { murmur3 } from '../../sdk/murmur3'
-import { type Artifact, type Prediction, predict } from './algorithms'
+import { type Artifact, type ModelType, type Prediction, canonicalAlgorithm, predict } from './algorithms'
 import type { PredictionLog, Served } from './log'
 import { type DeployBody, type Model, type PredictResponse, ServingEndpoint } from './schema'
 import { type AbTestState, type ModelRow, type ModelsStore, servingEndpoint, toModel } from './store'
@@ -20,6 +20,10 @@ export interface ServingConfig {
 }
 
 type Compiled = { artifact: Artifact; features: string[]; vector: Float64Array }
+
+const NO_FEATURES = new Float64Array(0)
+/** A model registered with an algorithm liveops does not train: it is served by its endpoint only. */
+export const registryModel = (row: ModelRow) => !canonicalAlgorithm(row.type as ModelType, row.algorithm)
 
 /** One arm of a cached deployment: who answers, with its compiled version once loaded. */
 type Arm = Served & { row: ModelRow; compiled?: Compiled }
@@ -240,15 +244,23 @@ export class Serving {
       )
     let r = this.route(d, entityId)
     if (r instanceof Promise) r = await r
-    r.compiled ??= await this.compiledOf(r.servedBy, r.version)
-    const c = r.compiled
     const endpoint = r.row.serving_endpoint ?? 'builtin'
-    // The compiled vector is shared: a forwarded prediction, which waits, keeps a copy of its own.
-    const v = endpoint === 'builtin' ? this.vector(c, features) : this.vector(c, features).slice()
-    const p =
-      endpoint === 'builtin'
-        ? predict(c.artifact, v)
-        : await this.forward(endpoint, r.row, r.version, features, entityId)
+    let v: Float64Array
+    let p: Prediction
+    if (endpoint !== 'builtin' && registryModel(r.row)) {
+      // Trained elsewhere: no artifact here; its endpoint gets the features as sent.
+      v = NO_FEATURES
+      p = await this.forward(endpoint, r.row, r.version, features, entityId)
+    } else {
+      r.compiled ??= await this.compiledOf(r.servedBy, r.version)
+      const c = r.compiled
+      // The compiled vector is shared: a forwarded prediction, which waits, keeps a copy of its own.
+      v = endpoint === 'builtin' ? this.vector(c, features) : this.vector(c, features).slice()
+      p =
+        endpoint === 'builtin'
+          ? predict(c.artifact, v)
+          : await this.forward(endpoint, r.row, r.version, features, entityId)
+    }
     const latencyMs = performance.now() - started
     const id = newId()
     const createdAt = Date.now()
@@ -287,6 +299,7 @@ export class Serving {
           ) as string)
     const endpoint = servingEndpoint(given ?? before.serving_endpoint ?? undefined)
     if (endpoint !== 'builtin') await this.config.outbound.refuseEarly(new URL(endpoint).hostname)
+    if (registryModel(before)) return this.deployRegistry(before, endpoint, body)
     const reason: Record<string, string> = {
       DRAFT: 'it has never been trained; train it first',
       TRAINING: 'a training job is running; wait for it or cancel it',
@@ -314,6 +327,30 @@ export class Serving {
         "status = 'DEPLOYED', deployed_version = ?, canary_version = NULL, canary_percent = NULL, serving_endpoint = ?, canary_deployment = ?, deployed_at = ?",
         [version, endpoint, canary ? 1 : 0, now],
       )
+    this.invalidate(id)
+    return toModel(r)
+  }
+
+  /**
+   * A model trained elsewhere (its algorithm is not built in): DRAFT, EVALUATING, FAILED or
+   * DEPLOYED -> DEPLOYED at its current version (or `version`), served by `servingEndpoint`, which
+   * it needs. No canary: there is one version here, the one its endpoint serves.
+   */
+  private async deployRegistry(before: ModelRow, endpoint: string, body: DeployBody): Promise<Model> {
+    const id = before.id
+    if (before.status === 'ARCHIVED' || before.status === 'TRAINING')
+      throw new Conflict(`model '${id}' cannot be deployed from ${before.status}`)
+    if (endpoint === 'builtin')
+      throw invalidField(
+        'body.servingEndpoint',
+        `required: the http(s) URL serving model '${id}' (${before.framework} ${before.algorithm} is trained and served elsewhere)`,
+      )
+    const version = body.version ?? Number(before.version)
+    const r = await this.models.write(
+      before,
+      "status = 'DEPLOYED', deployed_version = ?, canary_version = NULL, canary_percent = NULL, serving_endpoint = ?, canary_deployment = 0, deployed_at = ?",
+      [version, endpoint, Date.now()],
+    )
     this.invalidate(id)
     return toModel(r)
   }

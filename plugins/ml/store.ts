@@ -2,7 +2,14 @@ import { type Db, type Param, fromJson, iso, newId, selectPage } from '../../cor
 import { Conflict, NotFound, invalidField, parseSort } from '../../core/http'
 import { maskSecrets } from '../../core/secrets'
 import type { GamesService } from '../games/types'
-import { ALGORITHMS, type Artifact, type Metrics, type ModelType, canonicalAlgorithm } from './algorithms'
+import {
+  ALGORITHMS,
+  type Artifact,
+  type Metrics,
+  type ModelType,
+  builtinAlgorithm,
+  canonicalAlgorithm,
+} from './algorithms'
 import {
   type DatasetConfig,
   type ListQuery,
@@ -149,15 +156,23 @@ export function modelsStore(db: Db, games: GamesService) {
     return r
   }
 
+  /** A built-in algorithm by its canonical name; any other is kept as given (a model trained elsewhere). */
   function algorithmFor(type: ModelType, name: string | undefined, field: string): string {
     if (name === undefined) return ALGORITHMS[type][0]
-    const c = canonicalAlgorithm(type, name)
-    if (!c)
+    const given = name.trim()
+    if (!given) throw invalidField(field, 'must not be blank')
+    const c = canonicalAlgorithm(type, given)
+    if (c) return c
+    // A built-in name of another type is a mistake, not a model trained elsewhere.
+    const other = builtinAlgorithm(given)
+    if (other) {
+      const of = (Object.keys(ALGORITHMS) as ModelType[]).find((t) => ALGORITHMS[t].includes(other))
       throw invalidField(
         field,
-        `'${name}' is not a built-in ${type} algorithm; expected one of ${ALGORITHMS[type].join(', ')}`,
+        `'${given}' is a built-in ${of} algorithm; a ${type} model trains with ${ALGORITHMS[type].join(', ')} (or names one trained elsewhere)`,
       )
-    return c
+    }
+    return given
   }
 
   /** Another model's running A/B test using this one as its baseline, if any. */
@@ -247,7 +262,8 @@ export function modelsStore(db: Db, games: GamesService) {
         })
       let algorithm = before.algorithm
       if (patch.algorithm !== undefined) algorithm = algorithmFor(type, patch.algorithm, 'body.algorithm')
-      else if (type !== before.type) algorithm = ALGORITHMS[type][0]
+      else if (type !== before.type && canonicalAlgorithm(before.type as ModelType, before.algorithm))
+        algorithm = ALGORITHMS[type][0]
       if (algorithm !== before.algorithm && before.status === 'TRAINING')
         throw new Conflict(`model '${id}' is TRAINING; change its algorithm after the job ends`, {
           field: 'body.algorithm',

@@ -112,10 +112,6 @@ forEachEngine((engine) => {
         [{ datasetConfig: { ...good, query: 'no-such-dataset' } }, 'body.datasetConfig.query'],
         [{ datasetConfig: { ...good, source: 'parquet' } }, 'body.datasetConfig.source'],
         [
-          { datasetConfig: { source: 'events', query: 'env=prod', features: ['a'], label: 'b' } },
-          'body.datasetConfig.query',
-        ],
-        [
           { datasetConfig: { source: 'events', query: 'event=x&color=red', features: ['a'], label: 'b' } },
           'body.datasetConfig.query',
         ],

@@ -125,8 +125,8 @@ forEachEngine((engine) => {
   })
 
   describe('configuration', () => {
-    test('no secret: 403 ingest_disabled', async () => {
-      const b = await makeApp(engine, { plugins: { games: {}, ingest: {} } })
+    test('no secret and generate_secret off: 403 ingest_disabled', async () => {
+      const b = await makeApp(engine, { plugins: { games: {}, ingest: { generate_secret: false } } })
       try {
         const r = await signed(b, '/api/ingest/events', [ev('x')])
         expect([r.status, r.body.error]).toEqual([403, 'ingest_disabled'])

@@ -42,6 +42,11 @@ const ALIASES: Record<string, string> = {
 }
 
 /** The canonical name of `name` when it is a built-in algorithm of `type` (any case and separators). */
+/** The built-in algorithm a name stands for, of any type (any case and separators). */
+export function builtinAlgorithm(name: string): string | undefined {
+  return ALIASES[name.toLowerCase().replace(/[^a-z0-9]/g, '')]
+}
+
 export function canonicalAlgorithm(type: ModelType, name: string): string | undefined {
   const c = ALIASES[name.toLowerCase().replace(/[^a-z0-9]/g, '')]
   return c && ALGORITHMS[type].includes(c) ? c : undefined
