@@ -23,7 +23,34 @@ export const MYSQL_URL = process.env.TEST_MYSQL_URL ?? 'mysql://root@127.0.0.1:3
  * Ingest, analytics and experiment exposures come last (they are being reshaped); the rest are
  * named here until their stores speak MySQL.
  */
-export const NOT_ON_MYSQL_YET: readonly string[] = []
+export const NOT_ON_MYSQL_YET: readonly string[] = [
+  // ingest, analytics, experiment exposures: last (being reshaped by the pipeline work)
+  'plugins/ingest/ingest.test.ts',
+  'plugins/ingest/writer.test.ts',
+  'plugins/ingest/dedup.test.ts',
+  'plugins/ingest/migrations.test.ts',
+  'plugins/ingest/timeline.test.ts',
+  'plugins/ingest/sql.test.ts',
+  'plugins/ingest/persist-thread.test.ts',
+  'plugins/ingest/privacy.test.ts',
+  'plugins/ingest/concurrency.test.ts',
+  'plugins/ingest/event-store.test.ts',
+  'plugins/experiments/exposures.test.ts',
+  'plugins/experiments/srm-event.test.ts',
+  'plugins/experiments/results.test.ts',
+  'plugins/analytics/server.test.ts',
+  'plugins/analytics/game.test.ts',
+  'plugins/analytics/split.test.ts',
+  'plugins/analytics/user-day.test.ts',
+  'plugins/analytics/realtime.test.ts',
+  'plugins/analytics/warehouse.test.ts',
+  'plugins/analytics/ingest-rollups.test.ts',
+  'plugins/analytics/behavior-odd.test.ts',
+  'plugins/analytics/behavior-rollup.test.ts',
+  'plugins/analytics/behavior.test.ts',
+  'plugins/analytics/filters.test.ts',
+  'plugins/analytics/cohort.test.ts',
+]
 
 async function mysqlReachable(): Promise<boolean> {
   try {

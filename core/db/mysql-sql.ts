@@ -106,8 +106,8 @@ export function splitUpdateReturning(sql: string): UpdateReturning | undefined {
 export function mysqlDdl(sql: string, keyed: ReadonlySet<string>): string {
   const statements = sql
     .split(/;\s*(?:\n|$)/)
-    .map((s) => s.trim())
-    .filter((s) => s && !/^(--[^\n]*\n?\s*)+$/.test(s))
+    .map((s) => s.replace(/^\s*--[^\n]*$/gm, '').trim())
+    .filter((s) => s)
   return statements.map((s) => ddlStatement(s, keyed)).join(';\n')
 }
 
@@ -122,7 +122,7 @@ function columnType(table: string, def: string, keyed: ReadonlySet<string>): str
       keyed.has(`${table}.${name}`) || /\b(PRIMARY KEY|UNIQUE|REFERENCES)\b/i.test(def)
         ? 'VARCHAR(191)'
         : 'LONGTEXT'
-  else if (type === 'INTEGER') to = /\bPRIMARY KEY\b/i.test(def) ? 'BIGINT' : 'INTEGER'
+  else if (type === 'INTEGER') to = /\bPRIMARY KEY\b/i.test(def) ? 'BIGINT AUTO_INCREMENT' : 'INTEGER'
   else if (type === 'BLOB') to = 'LONGBLOB'
   else if (type === 'REAL') to = 'DOUBLE'
   return def.replace(m[0], `${m[1]} ${to}`)
@@ -181,10 +181,16 @@ function keyedTableOf(index: string, keyed: ReadonlySet<string>): string {
   for (const k of keyed) {
     if (!k.startsWith('#')) continue
     const [name, table] = k.slice(1).split('=')
-    if (name === index && table) return table
+    if (name === index && table) return renamed(table, keyed)
     if (table && index.startsWith(table) && table.length > best.length) best = table
   }
-  return best || index
+  return renamed(best || index, keyed)
+}
+
+/** A table's name after the renames of the migrations (`%old=new`). */
+function renamed(table: string, keyed: ReadonlySet<string>): string {
+  for (const k of keyed) if (k.startsWith(`%${table}=`)) return renamed(k.slice(table.length + 2), keyed)
+  return table
 }
 
 /**
@@ -206,6 +212,7 @@ export function keyedColumns(sqls: readonly string[]): Set<string> {
         if (id) out.add(`${table}.${id}`)
       }
     }
+    for (const r of sql.matchAll(/ALTER TABLE (\w+) RENAME TO (\w+)/gi)) out.add(`%${r[1]}=${r[2]}`)
     for (const t of sql.matchAll(/CREATE TABLE (?:IF NOT EXISTS )?(\w+)\s*\(/gi)) {
       const open = (t.index ?? 0) + t[0].length - 1
       const body = sql.slice(open, closing(sql, open) + 1)
