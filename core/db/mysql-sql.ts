@@ -52,6 +52,47 @@ function derivedSubqueries(sql: string): string {
   }
 }
 
+/**
+ * `SET a = x, b = y WHERE cond [RETURNING ...]` of an upsert: each assignment keeps the column's
+ * value unless `cond` held. MySQL assigns left to right and later expressions see earlier
+ * assignments, so `cond` is evaluated once, before the first, into a session variable.
+ */
+function guardedSets(rest: string, whereAt: number): string {
+  const after = rest.slice(whereAt + 'WHERE'.length)
+  const ret = /\bRETURNING\b/i.exec(after)
+  const cond = (ret ? after.slice(0, ret.index) : after).trim()
+  const tail = ret ? ` ${after.slice(ret.index)}` : ''
+  const sets = splitTop(rest.slice(0, whereAt)).map((a, i) => {
+    const eq = a.indexOf('=')
+    const col = a.slice(0, eq).trim()
+    const expr = a.slice(eq + 1).trim()
+    const test = i === 0 ? `@liveops_upsert := (${cond})` : '@liveops_upsert'
+    return ` ${col} = IF(${test}, ${expr}, ${col})`
+  })
+  return `${sets.join(',')}${tail}`
+}
+
+const numberedCache = new Map<string, { sql: string; order: number[] }>()
+
+/**
+ * SQLite's numbered parameters (`?1`, `?2`, each usable many times): MySQL knows only `?`, so
+ * each occurrence becomes one, and `order` names the parameter it takes.
+ */
+export function numbered(sql: string): { sql: string; order: number[] } | undefined {
+  if (!/\?\d/.test(sql)) return undefined
+  let hit = numberedCache.get(sql)
+  if (!hit) {
+    const order: number[] = []
+    const text = sql.replace(/\?(\d+)/g, (_, n: string) => {
+      order.push(Number(n) - 1)
+      return '?'
+    })
+    hit = { sql: text, order }
+    numberedCache.set(sql, hit)
+  }
+  return hit
+}
+
 export function toMysql(sql: string): string {
   let out = cache.get(sql)
   if (out !== undefined) return out
@@ -63,9 +104,9 @@ export function toMysql(sql: string): string {
   }
   const upsert = /\bON\s+CONFLICT\s*\([^)]*\)\s*DO\s+UPDATE\s+SET\b/i.exec(out)
   if (upsert) {
-    const rest = out.slice(upsert.index + upsert[0].length)
-    if (/\bWHERE\b/i.test(rest.split(/\bRETURNING\b/i)[0] ?? ''))
-      throw new Error(`MySQL: ON CONFLICT ... DO UPDATE ... WHERE has no translation: ${sql}`)
+    let rest = out.slice(upsert.index + upsert[0].length)
+    const where = /\bWHERE\b/i.exec(rest.split(/\bRETURNING\b/i)[0] ?? '')
+    if (where) rest = guardedSets(rest, where.index)
     out = `${out.slice(0, upsert.index)}ON DUPLICATE KEY UPDATE${rest.replace(/\bexcluded\.(\w+)/gi, 'VALUES($1)')}`
   }
   out = out
@@ -146,6 +187,8 @@ function splitTop(body: string): string[] {
 }
 
 function ddlStatement(s: string, keyed: ReadonlySet<string>): string {
+  // Translated already (a migration's text given to `exec`).
+  if (/\bENGINE=InnoDB\b/.test(s)) return s
   const create = /^(?:--[^\n]*\n\s*)*CREATE TABLE (?:IF NOT EXISTS )?(\w+)\s*\(/i.exec(s)
   if (create) {
     const table = create[1] ?? ''
@@ -156,7 +199,11 @@ function ddlStatement(s: string, keyed: ReadonlySet<string>): string {
       .slice(close + 1)
       .replace(/\bWITHOUT ROWID\b/gi, '')
       .trim()
-    return `${s.slice(0, open + 1)}${cols.join(',')}) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin ${tail}`.replace(
+    // MySQL commits each DDL statement: a migration that failed halfway is run again whole.
+    const head = s
+      .slice(0, open + 1)
+      .replace(/CREATE TABLE (IF NOT EXISTS )?/i, 'CREATE TABLE IF NOT EXISTS ')
+    return `${head}${cols.join(',')}) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin ${tail}`.replace(
       RESERVED,
       '"$1"',
     )
@@ -173,7 +220,9 @@ function ddlStatement(s: string, keyed: ReadonlySet<string>): string {
     const table = keyedTableOf(drop[2] ?? '', keyed)
     return `DROP INDEX ${drop[1] ?? ''}${drop[2]} ON ${table}`
   }
-  return s.replace(RESERVED, '"$1"')
+  return s
+    .replace(/^CREATE (UNIQUE )?INDEX (?!IF NOT EXISTS)/i, 'CREATE $1INDEX IF NOT EXISTS ')
+    .replace(RESERVED, '"$1"')
 }
 
 function keyedTableOf(index: string, keyed: ReadonlySet<string>): string {

@@ -1,6 +1,6 @@
 import type { Pool, PoolConnection } from 'mysql2/promise'
 import { isConnectionFault } from './faults'
-import { splitUpdateReturning, toMysql } from './mysql-sql'
+import { keyedColumns, mysqlDdl, numbered, splitUpdateReturning, toMysql } from './mysql-sql'
 import type { Db, Param, Row } from './types'
 
 /**
@@ -19,6 +19,13 @@ export interface MysqlOptions {
   max?: number
   /** Seconds a connection attempt may take (default 2). */
   connectTimeoutS?: number
+}
+
+/** A statement for mysql2: translated, with numbered parameters spelled out (`numbered`). */
+function prepare(sql: string, params: readonly Param[]): [string, readonly Param[]] {
+  const text = toMysql(sql)
+  const n = numbered(text)
+  return n ? [n.sql, n.order.map((i) => params[i] ?? null)] : [text, params]
 }
 
 /** mysql2 escapes values itself; bigint and byte arrays are given in the forms it knows. */
@@ -77,18 +84,19 @@ function wrap(exec: Exec, tx: Db['tx'], root: () => Db): Db {
     dialect: 'mysql',
     async all<T = Row>(sql: string, params: readonly Param[] = []) {
       if (isUpdateReturning(sql)) return self.tx((t) => updateReturning<T>(t, sql, params))
-      return rowsOf<T>(await exec(toMysql(sql), params))
+      return rowsOf<T>(await exec(...prepare(sql, params)))
     },
     async get<T = Row>(sql: string, params: readonly Param[] = []) {
       return (await self.all<T>(sql, params))[0]
     },
     async run(sql: string, params: readonly Param[] = []) {
       if (isUpdateReturning(sql)) return (await self.all(sql, params)).length
-      return countOf(await exec(toMysql(sql), params))
+      return countOf(await exec(...prepare(sql, params)))
     },
     tx,
+    // DDL is written once for every engine: a CREATE or ALTER TABLE is translated (mysqlDdl).
     async exec(sql: string) {
-      await exec(sql, [])
+      await exec(/\b(CREATE|ALTER) TABLE\b/i.test(sql) ? mysqlDdl(sql, keyedColumns([sql])) : sql, [])
     },
     ping: () => root().ping(),
     close: () => root().close(),
