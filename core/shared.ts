@@ -133,7 +133,10 @@ function bucketSql(dialect: Db['dialect']) {
       value = CASE WHEN ${tokens} >= ${MILLI} THEN (${tokens} - ${MILLI}) * 2 + 1 ELSE ${tokens} * 2 END,
       expires_at = excluded.expires_at
     RETURNING value`
-  return dialect === 'postgres' ? sql.replace(/\?(\d)/g, '$$$1') : sql
+  if (dialect === 'postgres') return sql.replace(/\?(\d)/g, '$$$1')
+  // MySQL's `/` divides exactly (a DECIMAL); the others' divides integers.
+  if (dialect === 'mysql') return sql.replaceAll('liveops_shared.value / 2', 'liveops_shared.value DIV 2')
+  return sql
 }
 
 function databaseState(db: Db, counters: Db = db): Ops {
@@ -143,7 +146,7 @@ function databaseState(db: Db, counters: Db = db): Ops {
     rows: number,
   ) => `INSERT INTO liveops_shared (key, value, expires_at) VALUES ${Array(rows).fill('(?, 1, ?)').join(', ')}
     ON CONFLICT (key) DO UPDATE SET value = 1, expires_at = excluded.expires_at WHERE liveops_shared.expires_at <= ?
-    RETURNING key`
+    RETURNING key, expires_at`
   const upsert = (rows: number, slide: boolean) =>
     `INSERT INTO liveops_shared (key, value, expires_at) VALUES ${Array(rows).fill('(?, ?, ?)').join(', ')}
     ON CONFLICT (key) DO UPDATE SET
@@ -172,7 +175,10 @@ function databaseState(db: Db, counters: Db = db): Ops {
         at += size
         const params: Array<string | number> = chunk.flatMap((k) => [k, now + first.get(k)!.ttlMs])
         params.push(now)
-        for (const r of await db.all<{ key: string }>(claimRows(size), params)) won.add(r.key)
+        // A won claim's row holds this claim's expiry. (SQLite and PostgreSQL return only the rows
+        // written; MySQL returns the rows its WHERE kept as they were too.)
+        for (const r of await db.all<{ key: string; expires_at: number }>(claimRows(size), params))
+          if (Number(r.expires_at) === now + first.get(r.key)!.ttlMs) won.add(r.key)
       }
       for (const [key, c] of first) c.ok = won.has(key)
     },

@@ -2,6 +2,7 @@ import { describe } from 'bun:test'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import mysql from 'mysql2/promise'
 import postgres from 'postgres'
 import { stringify } from 'yaml'
 import { type LiveopsApp, createApp } from '../core/app'
@@ -13,8 +14,60 @@ import { Outbound, OutboundPolicy } from '../core/outbound'
 import type { PluginManifest } from '../core/plugin'
 import { plugins as allPlugins } from '../plugins'
 
-export type Engine = 'sqlite' | 'postgres'
+export type Engine = 'sqlite' | 'postgres' | 'mysql'
 export const PG_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
+export const MYSQL_URL = process.env.TEST_MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test'
+
+/**
+ * Test files that do not run on MySQL yet (issue 39): forEachEngine leaves MySQL out for them.
+ * Ingest, analytics and experiment exposures come last (they are being reshaped); the rest are
+ * named here until their stores speak MySQL.
+ */
+export const NOT_ON_MYSQL_YET: readonly string[] = [
+  // ingest, analytics, experiment exposures: last (being reshaped by the pipeline work); a
+  // name ending in / is a whole folder
+  'plugins/ingest/',
+  'plugins/analytics/',
+  'plugins/experiments/exposures.test.ts',
+  'plugins/experiments/srm-event.test.ts',
+  'plugins/experiments/results.test.ts',
+  // fail on MySQL at the last run, not investigated yet; most send SDK events through ingest
+  'plugins/ml/training.test.ts',
+  'plugins/ml/types.test.ts',
+  'plugins/agents/agents.test.ts',
+  'test/security/keys.test.ts',
+  'test/security/matrix.test.ts',
+  'test/security/roles.test.ts',
+  'test/security/bounds.test.ts',
+  'test/outside/cors.test.ts',
+  'test/outside/browser.test.ts',
+  'test/outside/seed.test.ts',
+  'test/outside/promtool.test.ts',
+  'test/flows.test.ts',
+]
+
+/**
+ * What CI runs on MySQL too (`TEST_MYSQL=core`): the store, migrations, shared state across
+ * instances, the queue's claims, change notices and backups through mariadb-dump.
+ */
+export const MYSQL_CORE: readonly string[] = [
+  'test/core/db.test.ts',
+  'test/shared.test.ts',
+  'plugins/notify/queue.test.ts',
+  'plugins/backups/backups.test.ts',
+  'plugins/ml/serving.test.ts',
+  'plugins/certificates/certificates.test.ts',
+]
+
+async function mysqlReachable(): Promise<boolean> {
+  try {
+    const c = await mysql.createConnection({ uri: MYSQL_URL, connectTimeout: 2000 })
+    await c.end()
+    return true
+  } catch {
+    return false
+  }
+}
 
 /** PG_URL with another database name (or host, or port), user and query string kept. */
 export function pgUrlWith(
@@ -72,16 +125,60 @@ async function pgReachable(): Promise<boolean> {
 /** SQLite always; PostgreSQL when it answers. With CI=true or REQUIRE_PG=1 an unreachable PostgreSQL fails the run. */
 export const engines: Engine[] = await (async () => {
   if (process.env.TEST_ENGINES) return process.env.TEST_ENGINES.split(',') as Engine[]
-  if (await pgReachable()) return ['sqlite', 'postgres']
-  if (process.env.CI === 'true' || process.env.REQUIRE_PG === '1')
+  const ci = process.env.CI === 'true'
+  const out: Engine[] = ['sqlite']
+  if (await pgReachable()) out.push('postgres')
+  else if (ci || process.env.REQUIRE_PG === '1')
     throw new Error(`PostgreSQL is required (CI) but ${PG_URL} does not answer`)
-  console.warn(`PostgreSQL at ${PG_URL} does not answer: running on SQLite only`)
-  return ['sqlite']
+  else console.warn(`PostgreSQL at ${PG_URL} does not answer: not running on PostgreSQL`)
+  // MySQL is asked for (TEST_MYSQL=1): its migrations cost about 8 s per app, which the whole
+  // suite on three engines cannot afford within its 8 minutes yet (issue 39, docs/storage.md).
+  if (['1', 'core'].includes(process.env.TEST_MYSQL ?? '') || process.env.REQUIRE_MYSQL === '1') {
+    if (await mysqlReachable()) out.push('mysql')
+    else throw new Error(`MySQL is asked for (TEST_MYSQL) but ${MYSQL_URL} does not answer`)
+  }
+  return out
 })()
 
-/** Runs a describe block once per engine, named `[sqlite]` / `[postgres]`. */
+/** The test file calling (from the stack): to consult NOT_ON_MYSQL_YET. */
+function callerFile(): string {
+  const stack = new Error().stack ?? ''
+  const hit = /((?:test|plugins)\/[\w./-]+\.test\.ts)/.exec(stack)
+  return hit?.[1] ?? ''
+}
+
+/** The engines a test file runs on: MySQL unless the file is in NOT_ON_MYSQL_YET. */
+export function enginesFor(file: string): Engine[] {
+  const left =
+    NOT_ON_MYSQL_YET.some((f) => (f.endsWith('/') ? file.startsWith(f) : file.endsWith(f))) ||
+    (process.env.TEST_MYSQL === 'core' && !MYSQL_CORE.some((f) => file.endsWith(f)))
+  return left ? engines.filter((e) => e !== 'mysql') : engines
+}
+
+/** Runs a describe block once per engine, named `[sqlite]` / `[postgres]` / `[mysql]`. */
 export function forEachEngine(fn: (engine: Engine) => void): void {
-  for (const engine of engines) describe(`[${engine}]`, () => fn(engine))
+  for (const engine of enginesFor(callerFile())) describe(`[${engine}]`, () => fn(engine))
+}
+
+/** A fresh MySQL database for one app; dropped again by `drop()`. */
+export async function freshMysqlDb(
+  url = MYSQL_URL,
+): Promise<{ url: string; name: string; drop: () => Promise<void> }> {
+  const name = `t_${crypto.randomUUID().replace(/-/g, '').slice(0, 16)}`
+  const admin = await mysql.createConnection({ uri: url })
+  await admin.query(`CREATE DATABASE ${name} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin`)
+  await admin.end()
+  const u = new URL(url)
+  u.pathname = `/${name}`
+  return {
+    url: u.toString(),
+    name,
+    drop: async () => {
+      const c = await mysql.createConnection({ uri: url })
+      await c.query(`DROP DATABASE IF EXISTS ${name}`)
+      await c.end()
+    },
+  }
 }
 
 export const ADMIN_PASSWORD = 'admin-password'
@@ -106,6 +203,8 @@ export interface TestApp extends LiveopsApp {
   dataDir: string
   /** The PostgreSQL schema of its store (another app may share it: `makeApp(engine, { store: app })`). */
   pgSchema?: string
+  /** The MySQL URL of its store (its own database; shared the same way). */
+  mysqlUrl?: string
   /** `app.handle` of a request to `http://localhost{path}`; JSON bodies are sent and parsed, an event stream's is not read. */
   // biome-ignore lint/suspicious/noExplicitAny: as above
   req<T = any>(
@@ -173,9 +272,15 @@ export async function makeApp(engine: Engine, opts: MakeAppOptions = {}): Promis
       : opts.store?.pgSchema
         ? { schema: opts.store.pgSchema, drop: async () => undefined }
         : await freshSchema(opts.pgUrl)
+  const my =
+    engine !== 'mysql'
+      ? undefined
+      : opts.store?.mysqlUrl
+        ? { url: opts.store.mysqlUrl, drop: async () => undefined }
+        : await freshMysqlDb()
   const base = {
     data_dir: dataDir,
-    database: { url: pg ? (opts.pgUrl ?? PG_URL) : join(dataDir, 'test.sqlite'), pool: 5 },
+    database: { url: my ? my.url : pg ? (opts.pgUrl ?? PG_URL) : join(dataDir, 'test.sqlite'), pool: 5 },
     auth: { jwt_secret: 'test-secret', admin_token: 'test-admin-token' },
     admin: { email: 'admin@localhost', password: ADMIN_PASSWORD },
     rate_limit: { requests_per_minute: 0, burst: 0 },
@@ -233,6 +338,7 @@ export async function makeApp(engine: Engine, opts: MakeAppOptions = {}): Promis
     engine,
     dataDir,
     pgSchema: pg?.schema,
+    mysqlUrl: my?.url,
     req,
     token,
     listen: () => {
@@ -243,6 +349,7 @@ export async function makeApp(engine: Engine, opts: MakeAppOptions = {}): Promis
       await server?.stop(true)
       await built.stop()
       await pg?.drop()
+      await my?.drop()
       rmSync(dataDir, { recursive: true, force: true })
     },
   }
@@ -257,6 +364,18 @@ export async function rawDb(engine: Engine): Promise<{ db: Db; done: () => Promi
       db,
       done: async () => {
         await db.close()
+        rmSync(dir, { recursive: true, force: true })
+      },
+    }
+  }
+  if (engine === 'mysql') {
+    const fresh = await freshMysqlDb()
+    const db = openDb(fresh.url, dir, { max: 10 })
+    return {
+      db,
+      done: async () => {
+        await db.close()
+        await fresh.drop()
         rmSync(dir, { recursive: true, force: true })
       },
     }

@@ -24,6 +24,11 @@ const NODE_CODES: Record<string, string> = {
   CONNECTION_ENDED: 'the database connection ended',
   CONNECTION_DESTROYED: 'the database connection was destroyed',
   DATABASE_DOWN: 'the database does not answer',
+  // mysql2 / MySQL
+  PROTOCOL_CONNECTION_LOST: 'the database connection was lost',
+  ER_CON_COUNT_ERROR: 'the database has too many connections',
+  ER_SERVER_SHUTDOWN: 'the database is shutting down',
+  ER_RECORD_FILE_FULL: 'the database disk is full',
   // PostgreSQL: admin_shutdown, crash_shutdown, cannot_connect_now, disk_full, out of memory
   '57P01': 'the database is shutting down',
   '57P02': 'the database crashed',
@@ -59,14 +64,14 @@ export function storageFault(e: unknown): StorageFault | undefined {
 
 /** Connection failures as postgres.js and PostgreSQL word them (`write CONNECTION_CLOSED host:port`). */
 const CONNECTION_MESSAGE =
-  /\b(ECONNRESET|ECONNREFUSED|ETIMEDOUT|EPIPE|CONNECT_TIMEOUT|CONNECTION_CLOSED|CONNECTION_ENDED|CONNECTION_DESTROYED|DATABASE_DOWN)\b|terminating connection due to administrator command|the database system is (shutting down|starting up|in recovery mode)/
+  /\b(ECONNRESET|ECONNREFUSED|ETIMEDOUT|EPIPE|CONNECT_TIMEOUT|CONNECTION_CLOSED|CONNECTION_ENDED|CONNECTION_DESTROYED|DATABASE_DOWN|PROTOCOL_CONNECTION_LOST)\b|terminating connection due to administrator command|the database system is (shutting down|starting up|in recovery mode)/
 
 /** True for a failure of the connection to the store rather than of a statement. */
 export function isConnectionFault(e: unknown): boolean {
   const err = e as { code?: unknown; message?: unknown } | null
   if (!err || typeof err !== 'object') return false
   const code = typeof err.code === 'string' ? err.code : ''
-  if (code.startsWith('57P') || code.startsWith('08')) return true
+  if (code.startsWith('57P') || code.startsWith('08') || code === 'PROTOCOL_CONNECTION_LOST') return true
   return CONNECTION_MESSAGE.test(typeof err.message === 'string' ? err.message : '')
 }
 

@@ -1,5 +1,6 @@
 import { join } from 'node:path'
 import { privateDir, privateFile, tighten } from '../files'
+import { openMysql } from './mysql'
 import { type PgOptions, openPostgres } from './postgres'
 import { openSqlite } from './sqlite'
 import type { Db } from './types'
@@ -12,12 +13,18 @@ export function isPostgresUrl(url: string | undefined): boolean {
   return !!url && /^postgres(ql)?:\/\//.test(url)
 }
 
+/** True for `mysql://` and `mariadb://` URLs. */
+export function isMysqlUrl(url: string | undefined): boolean {
+  return !!url && /^(mysql|mariadb):\/\//.test(url)
+}
+
 /**
- * Opens the store a URL names: a PostgreSQL URL, a SQLite path (`sqlite:` prefix optional), or,
+ * Opens the store a URL names: a PostgreSQL URL, a MySQL or MariaDB URL, a SQLite path (`sqlite:` prefix optional), or,
  * when empty, `liveops.sqlite` in the data directory.
  */
 export function openDb(url: string | undefined, dataDir: string, pg: PgOptions = {}): Db {
   if (url && isPostgresUrl(url)) return openPostgres(url, pg)
+  if (url && isMysqlUrl(url)) return openMysql(url, { max: pg.max, connectTimeoutS: pg.connectTimeoutS })
   let path = url?.replace(/^sqlite:(\/\/)?/, '') || ''
   if (!path) {
     privateDir(dataDir)

@@ -1,3 +1,4 @@
+import { keyedColumns, mysqlDdl } from './mysql-sql'
 import type { Db, Migration } from './types'
 
 export class MigrationError extends Error {}
@@ -18,18 +19,34 @@ const LEDGER = `CREATE TABLE IF NOT EXISTS liveops_migrations (
 
 // Arbitrary constant shared by every liveops instance on one PostgreSQL database.
 const ADVISORY_LOCK = 72_410_001
+/**
+ * One migrator at a time: PostgreSQL's advisory lock ends with the transaction; MySQL's named
+ * lock (GET_LOCK, waiting up to 60 s) is released by the transaction's end too (core/db/mysql.ts).
+ * SQLite's one writer needs none. MySQL commits each DDL statement by itself, so there a failed
+ * migration leaves the statements before the failing one applied (and is not in the ledger).
+ */
+const MIGRATION_LOCK: Partial<Record<Db['dialect'], readonly [string, number | string]>> = {
+  postgres: ['SELECT pg_advisory_xact_lock(?)', ADVISORY_LOCK],
+  mysql: ['SELECT GET_LOCK(?, 60) AS got', 'liveops_migrations'],
+}
 
 /**
  * The SQL a migration runs on this engine. SQLite's `INTEGER PRIMARY KEY` is a 64-bit rowid;
  * on PostgreSQL the same column is `BIGINT PRIMARY KEY`, so one portable file serves both.
  */
-export function migrationSql(db: Db, m: Migration): string {
+export function migrationSql(db: Db, m: Migration, keyed: ReadonlySet<string> = new Set()): string {
+  if (db.dialect === 'mysql') return m.mysql ?? mysqlDdl(m.sql, keyed)
   if (db.dialect !== 'postgres') return m.sql
   return m.pg ?? m.sql.replace(/\bINTEGER PRIMARY KEY\b/gi, 'BIGINT PRIMARY KEY')
 }
 
+/**
+ * The text a migration's checksum covers: what runs, except on MySQL, where it is the portable
+ * text the translation starts from (the translation sees every migration's indexes, so a later
+ * migration may change how an earlier one reads; an applied one is never run again).
+ */
 function checksum(db: Db, m: Migration): string {
-  const text = migrationSql(db, m)
+  const text = db.dialect === 'mysql' ? (m.mysql ?? m.sql) : migrationSql(db, m)
   return new Bun.CryptoHasher('sha256').update(text.replace(/\r\n/g, '\n').trim()).digest('hex')
 }
 
@@ -45,9 +62,11 @@ export async function migrate(db: Db, sets: readonly MigrationSet[]): Promise<st
         throw new MigrationError(`${set.plugin}: migration ids must increase (${m.id} after ${last})`)
       return m.id
     }, 0)
-  await db.exec(LEDGER)
+  await db.exec(migrationSql(db, { id: 0, name: 'ledger', sql: LEDGER }, keyedColumns([LEDGER])))
   return db.tx(async (tx) => {
-    if (tx.dialect === 'postgres') await tx.get('SELECT pg_advisory_xact_lock(?)', [ADVISORY_LOCK])
+    const lock = MIGRATION_LOCK[tx.dialect]
+    if (lock) await tx.get(lock[0], [lock[1]])
+    const keyed = keyedColumns(sets.flatMap((s) => s.migrations.map((m) => m.mysql ?? m.sql)))
     const rows = await tx.all<{ plugin: string; id: number; name: string; checksum: string }>(
       'SELECT plugin, id, name, checksum FROM liveops_migrations',
     )
@@ -65,7 +84,7 @@ export async function migrate(db: Db, sets: readonly MigrationSet[]): Promise<st
             )
           continue
         }
-        await tx.exec(migrationSql(tx, m))
+        await tx.exec(migrationSql(tx, m, keyed))
         await tx.run(
           'INSERT INTO liveops_migrations (plugin, id, name, checksum, applied_at) VALUES (?, ?, ?, ?, ?)',
           [set.plugin, m.id, m.name, sum, Date.now()],

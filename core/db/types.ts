@@ -1,6 +1,6 @@
 export type Param = string | number | bigint | boolean | null | Uint8Array
 export type Row = Record<string, unknown>
-export type Dialect = 'sqlite' | 'postgres'
+export type Dialect = 'sqlite' | 'postgres' | 'mysql'
 
 /** A store's address: a SQLite file path or a PostgreSQL URL, with the schema its connections use. */
 export interface StoreLocation {
@@ -60,4 +60,6 @@ export interface Migration {
   sql: string
   /** A PostgreSQL twin for the rare statement that must differ. */
   pg?: string
+  /** A MySQL twin (else `sql`, translated by core/db/mysql-sql.ts `mysqlDdl`). */
+  mysql?: string
 }

@@ -11,9 +11,10 @@ import {
 } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import mysql from 'mysql2/promise'
 import postgres from 'postgres'
 import type { AuditEntry } from '../../core/events'
-import { PG_URL, type TestApp, forEachEngine, makeApp, until } from '../../test/helpers'
+import { PG_URL, type TestApp, forEachEngine, freshMysqlDb, makeApp, until } from '../../test/helpers'
 
 const sha256 = (b: Uint8Array) => new Bun.CryptoHasher('sha256').update(b).digest('hex')
 
@@ -118,6 +119,45 @@ forEachEngine((engine) => {
           await restored.stop()
           rmSync(dir, { recursive: true, force: true })
         }
+      } else if (engine === 'mysql') {
+        // Restored with the client into a scratch database, then read.
+        const text = new TextDecoder().decode(bytes)
+        expect(text).toContain('CREATE TABLE `users`')
+        const scratch = await freshMysqlDb()
+        try {
+          const dump = join(a.dataDir, 'restore.sql')
+          writeFileSync(dump, bytes)
+          const url = new URL(scratch.url)
+          const client = Bun.which('mariadb') ?? 'mysql'
+          const load = Bun.spawnSync(
+            [
+              client,
+              `--host=${url.hostname}`,
+              `--port=${url.port || '3306'}`,
+              `--user=${url.username}`,
+              scratch.name,
+            ],
+            {
+              stdin: Bun.file(dump),
+              stderr: 'pipe',
+              env: { ...process.env, MYSQL_PWD: decodeURIComponent(url.password) },
+            },
+          )
+          expect(load.stderr.toString()).toBe('')
+          expect(load.exitCode).toBe(0)
+          const c = await mysql.createConnection({ uri: scratch.url })
+          const [rows] = await c.query("SELECT username FROM users WHERE email = 'drill@ironbark.example'")
+          const [own] = await c.query('SELECT status, error FROM backups WHERE id = ?', [b.id])
+          await c.end()
+          expect((rows as Array<{ username: string }>).map((r) => r.username)).toEqual(['restore-drill'])
+          // The copy was taken while its own record said running; the dump closes it.
+          expect((own as Array<{ status: string; error: string }>)[0]).toMatchObject({
+            status: 'failed',
+            error: expect.stringContaining('interrupted'),
+          })
+        } finally {
+          await scratch.drop()
+        }
       } else {
         const text = new TextDecoder().decode(bytes)
         const schema = /CREATE SCHEMA (\w+);/.exec(text)?.[1]
@@ -149,11 +189,13 @@ forEachEngine((engine) => {
       }
     }, 30_000)
 
-    test('bad input answers 400 naming the field and starts nothing; mysql is refused clearly', async () => {
+    test('bad input answers 400 naming the field and starts nothing; another engine is refused clearly', async () => {
       const before = (await a.req('GET', '/api/v1/backups', { token: admin })).body.data.total
+      const other = engine === 'mysql' ? 'postgres' : 'mysql'
       const cases: Array<[unknown, string]> = [
-        [{ driver: 'mysql' }, 'body.driver'],
+        [{ driver: other }, 'body.driver'],
         [{ driver: engine === 'sqlite' ? 'postgres' : 'sqlite' }, 'body.driver'],
+        [{ driver: 'oracle' }, 'body.driver'],
         [{ type: 'incremental' }, 'body.type'],
         [{ name: '' }, 'body.name'],
         [{ name: '../../etc/passwd' }, 'body.name'],
@@ -166,8 +208,8 @@ forEachEngine((engine) => {
         expect(r.body.code).toBe(400)
         expect(r.body.message).toContain(field)
       }
-      const mysql = await a.req('POST', '/api/v1/backups', { token: admin, body: { driver: 'mysql' } })
-      expect(mysql.body.message).toContain('mysql backups are not supported')
+      const wrong = await a.req('POST', '/api/v1/backups', { token: admin, body: { driver: other } })
+      expect(wrong.body.message).toContain(`'${other}' is not this server's store, which is ${engine}`)
       expect((await a.req('GET', '/api/v1/backups?status=done', { token: admin })).status).toBe(400)
       expect((await a.req('GET', '/api/v1/backups', { token: admin })).body.data.total).toBe(before)
     })
@@ -384,7 +426,57 @@ forEachEngine((engine) => {
         expect(readdirSync(out)).toEqual([])
         rmSync(dir, { recursive: true, force: true })
       }, 20_000)
-    } else {
+    }
+    if (engine === 'mysql') {
+      test('the dump gets the password through MYSQL_PWD, never argv, in one transaction; a missing tool fails naming it', async () => {
+        const dir = mkdtempSync(join(tmpdir(), 'liveops-mysqldump-'))
+        const tool = Bun.which('mariadb-dump') ?? Bun.which('mysqldump')
+        const spy = join(dir, 'dump')
+        writeFileSync(
+          spy,
+          `#!/bin/sh\necho "$@" > ${dir}/argv\necho "$MYSQL_PWD" > ${dir}/password\nexec ${tool} "$@"\n`,
+        )
+        chmodSync(spy, 0o755)
+        const scratch = await freshMysqlDb()
+        const user = `u_${scratch.name.slice(2, 14)}`
+        const root = await mysql.createConnection({ uri: scratch.url })
+        await root.query(`CREATE USER '${user}'@'%' IDENTIFIED BY 'Tr0ub4dor-secret'`)
+        await root.query(`GRANT ALL ON ${scratch.name}.* TO '${user}'@'%'`)
+        const url = new URL(scratch.url)
+        url.username = user
+        url.password = 'Tr0ub4dor-secret'
+        const b = await makeApp('mysql', {
+          config: { database: { url: url.href } },
+          plugins: { backups: { schedule_interval_s: 0, mysql_dump: spy } },
+        })
+        try {
+          const token = await b.token('admin')
+          expect((await backup(b, token, { name: 'spied' })).status).toBe('succeeded')
+          expect(readFileSync(join(dir, 'password'), 'utf8').trim()).toBe('Tr0ub4dor-secret')
+          const argv = readFileSync(join(dir, 'argv'), 'utf8')
+          expect(argv).toContain('--single-transaction')
+          expect(argv).toContain(`--user=${user}`)
+          expect(argv).not.toContain('Tr0ub4dor')
+        } finally {
+          await b.stop()
+          await root.query(`DROP USER '${user}'@'%'`)
+          await root.end()
+          await scratch.drop()
+        }
+        const c = await makeApp('mysql', {
+          plugins: { backups: { schedule_interval_s: 0, mysql_dump: join(dir, 'absent', 'mariadb-dump') } },
+        })
+        try {
+          const r = await backup(c, await c.token('admin'), { name: 'no tool' })
+          expect(r.status).toBe('failed')
+          expect(r.error).toContain(`${join(dir, 'absent', 'mariadb-dump')} not found`)
+        } finally {
+          await c.stop()
+          rmSync(dir, { recursive: true, force: true })
+        }
+      }, 30_000)
+    }
+    if (engine === 'sqlite') {
       test('after a crash, partial files are removed and unfinished backups marked failed', async () => {
         const dir = join(a.dataDir, 'backups')
         const row = await a.db.get<{ id: string }>(

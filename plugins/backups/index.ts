@@ -10,9 +10,9 @@ import { backupStore } from './store'
 
 /**
  * Spec 3 backups of the store the server is connected to: a consistent online SQLite copy or a
- * pg_dump, run in the background, written atomically under DATA_DIR/backups with size and
+ * pg_dump or mariadb-dump / mysqldump, run in the background, written atomically under DATA_DIR/backups with size and
  * sha256, on a schedule with retention. Restore is outside the API (spec 3): stop the server
- * and replace the SQLite file, or feed the dump to psql.
+ * and replace the SQLite file, or feed the dump to psql or mariadb / mysql.
  */
 export default definePlugin({
   name: 'backups',
@@ -22,6 +22,8 @@ export default definePlugin({
       dir: T.Optional(T.String({ minLength: 1 })),
       /** The pg_dump executable (a name on PATH or a path). */
       pg_dump: T.String({ minLength: 1, default: 'pg_dump' }),
+      /** The MySQL / MariaDB dump executable; empty: mariadb-dump, else mysqldump, on PATH. */
+      mysql_dump: T.String({ default: '' }),
       /** Seconds between scheduled backups; 0 turns the schedule off. Daily by default (spec 3). */
       schedule_interval_s: T.Integer({ minimum: 0, default: 86_400 }),
       /** Keep at most this many succeeded backups; 0: no limit. */
@@ -43,6 +45,7 @@ export default definePlugin({
     const runner = backupRunner(ctx.db, store, ctx.log, {
       dir: cfg.dir ?? join(ctx.core.data_dir, 'backups'),
       pgDump: cfg.pg_dump,
+      mysqlDump: cfg.mysql_dump,
       keepLast: cfg.keep_last,
       keepDays: cfg.keep_days,
     })

@@ -45,9 +45,7 @@ export function backupRoutes(ctx: PluginContext<unknown>, store: BackupStore, ru
         if (body.driver !== undefined && body.driver !== runner.driver)
           throw invalidField(
             'body.driver',
-            body.driver === 'mysql'
-              ? `mysql backups are not supported: liveops runs on sqlite or postgres, and this server on ${runner.driver}`
-              : `'${body.driver}' is not this server's store, which is ${runner.driver}`,
+            `'${body.driver}' is not this server's store, which is ${runner.driver}`,
           )
         const row = await store.insert({
           name: body.name ?? 'backup',

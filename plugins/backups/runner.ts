@@ -12,6 +12,7 @@ import { join } from 'node:path'
 import type { Db } from '../../core/db'
 import { privateDir, privateFile, tighten } from '../../core/files'
 import type { Logger } from '../../core/log'
+import { mysqlDumpCommand } from './mysql-dump'
 import type { BackupRow, BackupStore, Driver } from './store'
 import type { VacuumReply, VacuumRequest } from './vacuum.worker'
 
@@ -27,6 +28,8 @@ const COPIED_WHILE_RUNNING =
 export interface RunnerSettings {
   dir: string
   pgDump: string
+  /** mariadb-dump or mysqldump; empty: whichever is on PATH. */
+  mysqlDump: string
   keepLast: number
   keepDays: number
 }
@@ -141,6 +144,38 @@ export function backupRunner(db: Db, store: BackupStore, log: Logger, s: RunnerS
     return hashFile(target)
   }
 
+  /** The MySQL / MariaDB dump (mysql-dump.ts), closed like pg_dump's with its own record failed. */
+  async function mysqlDump(target: string, id: string): Promise<{ sha256: string; size: number }> {
+    const loc = db.location
+    if (!loc) throw new Error('no MySQL location to dump')
+    const cmd = mysqlDumpCommand(loc, s.mysqlDump, target)
+    const hint = 'install the MariaDB or MySQL client tools or set plugins.backups.mysql_dump'
+    if ('missing' in cmd) throw new Error(`mysql dump tool not found: ${cmd.missing}: ${hint}`)
+    let proc: ReturnType<typeof Bun.spawn>
+    try {
+      proc = Bun.spawn(cmd.args, { env: cmd.env, stdin: 'ignore', stdout: 'ignore', stderr: 'pipe' })
+    } catch (e) {
+      const code = (e as { code?: string }).code
+      if (code === 'ENOENT' || code === 'EACCES') throw new Error(`${cmd.tool} not found: ${hint}`)
+      throw e
+    }
+    abort = () => proc.kill()
+    const [exit, stderr] = await Promise.all([
+      proc.exited,
+      new Response(proc.stderr as ReadableStream).text(),
+    ])
+    if (stopping) throw new Error('interrupted: the server is stopping')
+    if (exit !== 0) throw new Error(`${cmd.tool} exited with ${exit}: ${stderr.trim().slice(0, 2000)}`)
+    appendFileSync(
+      target,
+      `\nUPDATE backups SET status = 'failed', error = '${COPIED_WHILE_RUNNING.replace(/'/g, "''")}', completed_at = started_at WHERE id = '${id.replace(/'/g, "''")}';\n`,
+    )
+    fsyncPath(target)
+    return hashFile(target)
+  }
+
+  const copy = { sqlite: sqliteCopy, postgres: pgDump, mysql: mysqlDump } as const
+
   async function run(row: BackupRow): Promise<void> {
     if (stopping) return
     const partial = join(s.dir, partialOf(row.id))
@@ -149,7 +184,7 @@ export function backupRunner(db: Db, store: BackupStore, log: Logger, s: RunnerS
       privateDir(s.dir)
       // Created private before the copy writes into it (VACUUM INTO and pg_dump keep the mode).
       privateFile(partial)
-      const f = row.driver === 'sqlite' ? await sqliteCopy(partial, row.id) : await pgDump(partial, row.id)
+      const f = await copy[row.driver](partial, row.id)
       tighten(partial)
       renameSync(partial, join(s.dir, fileOf(row)))
       fsyncPath(s.dir)

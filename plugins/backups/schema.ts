@@ -14,7 +14,7 @@ export const BackupCreate = t.Object(
     driver: t.Optional(
       t.String({
         description:
-          'The store driver the caller expects (sqlite, postgres); refused with 400 when it is not the connected store. mysql is not supported.',
+          'The store driver the caller expects (sqlite, postgres, mysql); refused with 400 when it is not the connected store.',
       }),
     ),
   },
@@ -30,7 +30,7 @@ export const Backup = t.Object({
   id: t.String(),
   name: t.String(),
   type: t.String(),
-  driver: t.Union([t.Literal('sqlite'), t.Literal('postgres')]),
+  driver: t.Union([t.Literal('sqlite'), t.Literal('postgres'), t.Literal('mysql')]),
   trigger: t.Union([t.Literal('api'), t.Literal('schedule')]),
   status: Status,
   location: t.Optional(

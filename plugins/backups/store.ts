@@ -4,7 +4,7 @@ import { NotFound } from '../../core/http'
 import type { Backup } from './schema'
 
 export type BackupStatus = 'pending' | 'running' | 'succeeded' | 'failed'
-export type Driver = 'sqlite' | 'postgres'
+export type Driver = 'sqlite' | 'postgres' | 'mysql'
 
 export type BackupRow = {
   id: string

@@ -95,7 +95,7 @@ export function alertView(r: AlertRow): Static<typeof Alert> {
   }
 }
 
-const isUnique = (e: unknown) => /unique|duplicate key/i.test(String((e as Error)?.message ?? e))
+const isUnique = (e: unknown) => /unique|duplicate (key|entry)/i.test(String((e as Error)?.message ?? e))
 
 /** What a check learned: the certificate (when one was read) and the error (when one happened). */
 export interface CheckOutcome {

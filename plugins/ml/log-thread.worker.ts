@@ -1,5 +1,6 @@
 /** Entry of the prediction log thread (see log-thread.ts): its own connection to the store. */
-import { type Db, isPostgresUrl } from '../../core/db'
+import { type Db, isMysqlUrl, isPostgresUrl } from '../../core/db'
+import { openMysql } from '../../core/db/mysql'
 import { openPostgres } from '../../core/db/postgres'
 import { openSqlite } from '../../core/db/sqlite'
 import { unpackBatch, writeRows } from './log'
@@ -15,7 +16,11 @@ self.onmessage = (m: MessageEvent<LogRequest>) => {
   const msg = m.data
   if (msg.kind === 'open') {
     const { url, schema } = msg.location
-    db = isPostgresUrl(url) ? openPostgres(url, { schema, max: 2 }) : openSqlite(url, { blocking: true })
+    db = isPostgresUrl(url)
+      ? openPostgres(url, { schema, max: 2 })
+      : isMysqlUrl(url)
+        ? openMysql(url, { max: 2 })
+        : openSqlite(url, { blocking: true })
     return
   }
   chain = chain.then(async () => {

@@ -245,13 +245,13 @@ export function queueStore(db: Db, instanceId: string, opts: { idempotencyEntrie
     finish: (o: Outcome) => finish.add(o),
 
     /**
-     * Claims due deliveries of one channel for this instance. On PostgreSQL `FOR UPDATE SKIP
+     * Claims due deliveries of one channel for this instance. On PostgreSQL and MySQL `FOR UPDATE SKIP
      * LOCKED` lets instances sharing the database claim disjoint rows without waiting on each
      * other; on SQLite the single serialized writer makes the statement atomic already.
      */
     async claim(channel: string, limit: number, leaseMs: number): Promise<DeliveryRow[]> {
       const now = Date.now()
-      const lock = db.dialect === 'postgres' ? ' FOR UPDATE SKIP LOCKED' : ''
+      const lock = db.dialect === 'sqlite' ? '' : ' FOR UPDATE SKIP LOCKED'
       return db.all<DeliveryRow>(
         `UPDATE notify_deliveries SET claimed_by = ?, lease_until = ?, attempts = attempts + 1
          WHERE id IN (SELECT id FROM notify_deliveries WHERE status = 'pending' AND channel = ? AND next_at <= ?

@@ -24,7 +24,7 @@ function propsJson(raw: Record<string, unknown>): string {
  * of alternated batch runs measured 159,000 / 155,100 / 145,700 events/s against 155,100 /
  * 149,000 / 143,300 with two (docs/performance.md).
  */
-export const COMMITS_IN_FLIGHT = { sqlite: 3, postgres: 3 } as const
+export const COMMITS_IN_FLIGHT = { sqlite: 3, postgres: 3, mysql: 3 } as const
 /** PostgreSQL's message for SQLSTATE 40P01 (errors cross from the persist thread as text). */
 const DEADLOCK = /\bdeadlock detected\b/
 /**
