@@ -13,6 +13,7 @@ import type { LoadedConfig } from './config'
 import { type Db, type MigrationSet, migrate, openDb } from './db'
 import { apiReference, docsAssets } from './docs'
 import { CorsPolicy, edge } from './edge'
+import { EventLog } from './event-log'
 import { ErrorFamilies, bodyTooLarge, clientIp, errorHandler } from './http'
 import { bodyLimits, pathOf } from './listen'
 import { type Logger, createLogger } from './log'
@@ -63,6 +64,8 @@ export interface LiveopsApp {
   metrics: Metrics
   bus: Bus
   log: Logger
+  /** The event log and its consumers (`ctx.events`); tests wait for them with `events.drain()`. */
+  events: EventLog
   /**
    * Routes Bun's native router serves ahead of `app.handle` (`ctx.fastRoute`, `ctx.staticRoute`);
    * a method a path does not list falls through to Elysia.
@@ -219,6 +222,8 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
       metrics,
     })
     checks.add('schedule', () => scheduler.health(), { critical: false })
+    const events = new EventLog({ db, instanceId: instance, log: log.child('events'), metrics })
+    checks.add('consumers', () => events.health(), { critical: false })
 
     const mon = monitoring({ db, metrics, config: core, guard, checks, families })
     stops.push(mon.close)
@@ -315,6 +320,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
         rateLimiter: limiter,
         providers,
         outbound,
+        events,
         provide: (name, service) => {
           if (services.has(name)) throw new Error(`service '${String(name)}' provided twice`)
           services.set(name, { owner: p.name, service })
@@ -346,8 +352,10 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     }
     for (const fn of starts) await fn()
     await scheduler.start()
-    // Stop hooks run in reverse: the jobs stop before any plugin's own stop hook.
+    await events.start()
+    // Stop hooks run in reverse: the consumers and jobs stop before any plugin's own stop hook.
     stops.push(() => scheduler.stop())
+    stops.push(() => events.stop())
     // First of all: the writes answered just before the stop reach their listeners (the audit
     // log). Their after-response hooks run a turn after the answer, so let those run, then wait.
     stops.push(async () => {
@@ -370,6 +378,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
       metrics,
       bus,
       log,
+      events,
       routes,
       bodyLimit,
       bodyLimitFor,

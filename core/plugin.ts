@@ -8,6 +8,7 @@ import type { Bus } from './bus'
 import type { Changes } from './changes'
 import type { CoreConfig } from './config'
 import type { Db, Migration } from './db'
+import type { EventLogService } from './event-log-types'
 import type { ErrorFamily } from './http'
 import type { Logger } from './log'
 import type { Metrics } from './metrics'
@@ -109,6 +110,12 @@ export interface PluginContext<C> {
    * `ctx.outbound.trusted`. Report a failure with `outboundFailure(e)`: one short line.
    */
   outbound: Outbound
+  /**
+   * The event log (core/event-log.ts): ingestion provides the committed raw events, payments and
+   * invocations (`provide`); any plugin registers a named consumer (`consume`) that derives its
+   * results from them in order, in batches, in the transaction that advances its cursor.
+   */
+  events: EventLogService
   provide<K extends keyof Services>(name: K, service: Services[K]): void
   /** A service of a plugin named in `dependsOn` (anything else is a startup error). */
   service<K extends keyof Services>(name: K): Services[K]

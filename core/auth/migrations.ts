@@ -4,6 +4,7 @@ import m002 from './migrations/002_app_tokens.sql' with { type: 'text' }
 import m003 from './migrations/003_probe.sql' with { type: 'text' }
 import m004 from './migrations/004_shared.sql' with { type: 'text' }
 import m005 from './migrations/005_trust.sql' with { type: 'text' }
+import m006 from './migrations/006_consumers.sql' with { type: 'text' }
 import m007 from './migrations/007_changes.sql' with { type: 'text' }
 
 /** Core's own migrations, recorded in the ledger under the name `core`. */
@@ -13,6 +14,9 @@ export const coreMigrations: Migration[] = [
   { id: 3, name: 'probe', sql: m003 },
   { id: 4, name: 'shared', sql: m004 },
   { id: 5, name: 'trust', sql: m005 },
-  // 006 is the event log's (issue 38)
+  { id: 6, name: 'consumers', sql: m006 },
   { id: 7, name: 'changes', sql: m007 },
 ]
+
+/** The consumers' cursor table alone, for a separate event store (core/event-log.ts). */
+export const consumerMigrations: Migration[] = [{ id: 1, name: 'consumers', sql: m006 }]

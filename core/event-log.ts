@@ -1,0 +1,342 @@
+import { consumerMigrations } from './auth/migrations'
+import { type Db, migrate } from './db'
+import type {
+  ConsumerStatus,
+  EventLogService,
+  LogConsumer,
+  LogEntry,
+  LogPosition,
+  LogSource,
+} from './event-log-types'
+import type { Logger } from './log'
+import type { Metrics } from './metrics'
+import type { HealthResult } from './plugin'
+
+export type * from './event-log-types'
+
+interface CursorRow {
+  name: string
+  seq: number | string
+  pos: number | string
+  delivered: number | string
+  lease_owner: string | null
+  lease_until: number | string | null
+  last_error: string | null
+  rebuild_from: number | string | null
+  until_seq: number | string | null
+  until_pos: number | string | null
+}
+
+export interface EventLogOptions {
+  db: Db
+  instanceId: string
+  log: Logger
+  metrics?: Metrics
+  /** How long a lease lasts without renewal: another instance takes a consumer over after it. */
+  leaseMs?: number
+  /** How often an idle consumer looks for new rows when nothing notifies it. */
+  pollMs?: number
+  clock?: () => number
+}
+
+/** The seq a PostgreSQL row carries: the id of the transaction writing it. */
+export const PG_SEQ_SQL = 'pg_current_xact_id()::text::bigint'
+
+const START: LogPosition = { seq: 0, pos: 0 }
+const before = (a: LogPosition, b: LogPosition) => a.seq < b.seq || (a.seq === b.seq && a.pos < b.pos)
+
+class LostLease extends Error {}
+
+/**
+ * The event log's consumers (`ctx.events`). Each consumer of a name runs on one instance at a time
+ * (a lease row in `liveops_consumers`, renewed every step, taken over once it lapses); each step
+ * reads a batch after the cursor, hands it to the consumer and moves the cursor in one
+ * transaction, conditional on the lease and on the cursor being where it was read: a step that
+ * lost its lease rolls back whole, so every row is counted once. On PostgreSQL only rows of
+ * transactions older than the oldest one in flight are read, so a late commit is never skipped.
+ */
+export class EventLog implements EventLogService {
+  private source: LogSource | undefined
+  private readonly consumers = new Map<string, LogConsumer>()
+  private readonly busy = new Map<string, Promise<number>>()
+  private readonly wakers = new Set<() => void>()
+  private running = false
+  private loops: Promise<void>[] = []
+  private readonly leaseMs: number
+  private readonly pollMs: number
+  private readonly now: () => number
+
+  constructor(private readonly o: EventLogOptions) {
+    this.leaseMs = o.leaseMs ?? 10_000
+    this.pollMs = o.pollMs ?? 250
+    this.now = o.clock ?? Date.now
+    if (o.metrics) {
+      const lagS = o.metrics.gauge(
+        'svc_consumer_lag_seconds',
+        'Age of the oldest row a consumer has not taken in',
+        ['consumer'],
+      )
+      const lagN = o.metrics.gauge('svc_consumer_lag_events', 'Rows of the log a consumer has not taken in', [
+        'consumer',
+      ])
+      o.metrics.collect(async () => {
+        if (!this.source) return
+        for (const s of await this.status()) {
+          lagS.set({ consumer: s.name }, s.lagSeconds)
+          lagN.set({ consumer: s.name }, s.lagEvents)
+        }
+      })
+    }
+  }
+
+  /** Where the log, the cursors and the consumers' results live. */
+  private get db(): Db {
+    return this.source?.db ?? this.o.db
+  }
+
+  provide(source: LogSource): void {
+    if (this.source) throw new Error('the event log is provided twice')
+    this.source = source
+  }
+
+  consume(consumer: LogConsumer): void {
+    if (this.consumers.has(consumer.name)) throw new Error(`consumer '${consumer.name}' registered twice`)
+    this.consumers.set(consumer.name, consumer)
+    if (this.running) this.loops.push(this.loop(consumer))
+  }
+
+  names(): string[] {
+    return [...this.consumers.keys()]
+  }
+
+  notify(): void {
+    for (const w of this.wakers) w()
+  }
+
+  async start(): Promise<void> {
+    const db = this.db
+    // A separate event store gets the cursor table of core's migration 006 under a ledger of its own.
+    if (db !== this.o.db) await migrate(db, [{ plugin: 'core.consumers', migrations: consumerMigrations }])
+    for (const name of this.consumers.keys())
+      await db.run('INSERT INTO liveops_consumers (name) VALUES (?) ON CONFLICT (name) DO NOTHING', [name])
+    this.running = true
+    this.loops = [...this.consumers.values()].map((c) => this.loop(c))
+  }
+
+  async stop(): Promise<void> {
+    this.running = false
+    this.notify()
+    await Promise.all(this.loops)
+    await Promise.all(this.busy.values()).catch(() => undefined)
+    await this.db
+      .run('UPDATE liveops_consumers SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = ?', [
+        this.o.instanceId,
+      ])
+      .catch(() => undefined)
+  }
+
+  private async loop(c: LogConsumer): Promise<void> {
+    while (this.running) {
+      let n = 0
+      try {
+        n = await this.step(c.name)
+      } catch (e) {
+        this.o.log.error('consumer failed', { consumer: c.name, error: String(e) })
+      }
+      if (n > 0 || !this.running) continue
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          clearTimeout(t)
+          this.wakers.delete(done)
+          resolve()
+        }
+        const t = setTimeout(done, this.pollMs)
+        this.wakers.add(done)
+      })
+    }
+  }
+
+  /** One batch of one consumer, serialized within this process; the number of rows taken in. */
+  step(name: string): Promise<number> {
+    const prev = this.busy.get(name) ?? Promise.resolve(0)
+    const next = prev.catch(() => 0).then(() => this.stepNow(name))
+    this.busy.set(name, next)
+    return next
+  }
+
+  private async claim(name: string): Promise<boolean> {
+    const now = this.now()
+    const n = await this.db.run(
+      `UPDATE liveops_consumers SET lease_owner = ?, lease_until = ?
+       WHERE name = ? AND (lease_owner = ? OR lease_until IS NULL OR lease_until < ?)`,
+      [this.o.instanceId, now + this.leaseMs, name, this.o.instanceId, now],
+    )
+    return n === 1
+  }
+
+  private async horizon(db: Db): Promise<number> {
+    if (db.dialect !== 'postgres') return Number.MAX_SAFE_INTEGER
+    const r = await db.get<{ x: string }>('SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS x')
+    return Number(r?.x)
+  }
+
+  private async stepNow(name: string): Promise<number> {
+    const c = this.consumers.get(name)
+    const source = this.source
+    if (!c || !source) return 0
+    if (!(await this.claim(name))) return 0
+    try {
+      return await this.db.tx(async (tx) => {
+        const below = await this.horizon(tx)
+        const cur = await tx.get<CursorRow>('SELECT * FROM liveops_consumers WHERE name = ?', [name])
+        if (!cur) return 0
+        const at = { seq: Number(cur.seq), pos: Number(cur.pos) }
+        const entries = await source.read(at, below, c.batch ?? 1000, tx)
+        if (!entries.length) return 0
+        const last = entries[entries.length - 1].at
+        await c.handle(this.deliverable(c, cur, entries), tx)
+        const rebuilding = cur.until_seq !== null
+        const done = rebuilding && !before(last, { seq: Number(cur.until_seq), pos: Number(cur.until_pos) })
+        const moved = await tx.run(
+          `UPDATE liveops_consumers SET seq = ?, pos = ?, delivered = delivered + ?, updated_at = ?,
+             last_error = NULL${done ? ', rebuild_from = NULL, until_seq = NULL, until_pos = NULL' : ''}
+           WHERE name = ? AND lease_owner = ? AND seq = ? AND pos = ?`,
+          [last.seq, last.pos, entries.length, this.now(), name, this.o.instanceId, at.seq, at.pos],
+        )
+        if (moved !== 1) throw new LostLease(`consumer '${name}' moved under this instance`)
+        return entries.length
+      })
+    } catch (e) {
+      if (e instanceof LostLease) return 0
+      await this.db
+        .run('UPDATE liveops_consumers SET last_error = ? WHERE name = ?', [String(e).slice(0, 500), name])
+        .catch(() => undefined)
+      throw e
+    }
+  }
+
+  /** The rows of a batch the consumer takes: its kinds, and during a rebuild the re-counted times. */
+  private deliverable(c: LogConsumer, cur: CursorRow, entries: LogEntry[]) {
+    const until =
+      cur.until_seq === null ? undefined : { seq: Number(cur.until_seq), pos: Number(cur.until_pos) }
+    const from = cur.rebuild_from === null ? undefined : Number(cur.rebuild_from)
+    const kinds = c.kinds && new Set(c.kinds)
+    const rows = []
+    for (const e of entries) {
+      if (kinds && !kinds.has(e.row.kind)) continue
+      if (until && from !== undefined && !before(until, e.at) && e.row.ts < from) continue
+      rows.push(e.row)
+    }
+    return rows
+  }
+
+  async drain(name?: string, timeoutMs = 30_000): Promise<void> {
+    const source = this.source
+    if (!source) return
+    const names = name ? [name] : this.names()
+    const head = await source.head(this.db)
+    const deadline = this.now() + timeoutMs
+    for (const n of names) {
+      for (;;) {
+        const cur = await this.cursor(n)
+        if (cur && !before(cur, head)) break
+        const got = await this.step(n)
+        if (got > 0) continue
+        if (this.now() > deadline) throw new Error(`consumer '${n}' did not catch up in ${timeoutMs} ms`)
+        await Bun.sleep(10)
+      }
+    }
+  }
+
+  private async cursor(name: string): Promise<LogPosition | undefined> {
+    const r = await this.db.get<CursorRow>('SELECT seq, pos FROM liveops_consumers WHERE name = ?', [name])
+    return r && { seq: Number(r.seq), pos: Number(r.pos) }
+  }
+
+  async rebuild(name: string, from?: number): Promise<void> {
+    const c = this.consumers.get(name)
+    const source = this.source
+    if (!c || !source) throw new Error(`no consumer '${name}'`)
+    await this.busy.get(name)?.catch(() => 0)
+    const deadline = this.now() + this.leaseMs * 3
+    while (!(await this.claim(name))) {
+      if (this.now() > deadline) throw new Error(`consumer '${name}' is held by another instance`)
+      await Bun.sleep(100)
+    }
+    const run = async () =>
+      this.db.tx(async (tx) => {
+        const cur = await tx.get<CursorRow>('SELECT * FROM liveops_consumers WHERE name = ?', [name])
+        if (cur?.lease_owner !== this.o.instanceId) throw new Error(`consumer '${name}' lost its lease`)
+        await c.reset(from, tx)
+        const at = { seq: Number(cur.seq), pos: Number(cur.pos) }
+        // Rows up to the old cursor come again; from a date, only those at or after it are delivered.
+        await tx.run(
+          `UPDATE liveops_consumers SET seq = 0, pos = 0, updated_at = ?, rebuild_from = ?, until_seq = ?, until_pos = ?
+           WHERE name = ?`,
+          [this.now(), from ?? null, at.seq, at.pos, name],
+        )
+        return 0
+      })
+    const p = (this.busy.get(name) ?? Promise.resolve(0)).catch(() => 0).then(run)
+    this.busy.set(name, p)
+    await p
+    this.notify()
+  }
+
+  async status(): Promise<ConsumerStatus[]> {
+    const source = this.source
+    const rows = await this.db.all<CursorRow>('SELECT * FROM liveops_consumers ORDER BY name')
+    const out: ConsumerStatus[] = []
+    const now = this.now()
+    for (const r of rows) {
+      if (!this.consumers.has(r.name)) continue
+      const cursor = { seq: Number(r.seq), pos: Number(r.pos) }
+      const p = source ? await source.pending(cursor, this.db) : { rows: 0, oldestReceivedAt: null }
+      const asOf = p.oldestReceivedAt === null ? now : p.oldestReceivedAt - 1
+      out.push({
+        name: r.name,
+        cursor,
+        delivered: Number(r.delivered),
+        lagEvents: p.rows,
+        lagSeconds: p.oldestReceivedAt === null ? 0 : Math.max(0, (now - p.oldestReceivedAt) / 1000),
+        asOf,
+        leaseOwner: r.lease_until !== null && Number(r.lease_until) >= now ? r.lease_owner : null,
+        lastError: r.last_error,
+        rebuilding: r.until_seq !== null,
+      })
+    }
+    return out
+  }
+
+  /**
+   * The `consumers` check of /healthz: each consumer's cursor, lag and runner. Down (not critical)
+   * while a consumer's last step failed, naming it.
+   */
+  async health(): Promise<HealthResult> {
+    const consumers: Record<string, unknown> = {}
+    const failing: string[] = []
+    for (const s of await this.status()) {
+      if (s.lastError !== null) failing.push(s.name)
+      consumers[s.name] = {
+        lag_events: s.lagEvents,
+        lag_seconds: s.lagSeconds,
+        as_of: new Date(s.asOf).toISOString(),
+        delivered: s.delivered,
+        running_on: s.leaseOwner,
+        rebuilding: s.rebuilding,
+        last_error: s.lastError,
+      }
+    }
+    return failing.length
+      ? { status: 'down', error: `consumer failing: ${failing.join(', ')}`, consumers }
+      : { status: 'up', consumers }
+  }
+
+  async asOf(name?: string): Promise<number> {
+    const all = await this.status()
+    const mine = name ? all.filter((s) => s.name === name) : all
+    return mine.length ? Math.min(...mine.map((s) => s.asOf)) : this.now()
+  }
+}
+
+export { START as LOG_START }

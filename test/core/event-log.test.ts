@@ -1,0 +1,263 @@
+import { afterEach, beforeEach, expect, test } from 'bun:test'
+import { coreMigrations } from '../../core/auth/migrations'
+import { type Db, migrate } from '../../core/db'
+import {
+  EventLog,
+  type LogConsumer,
+  type LogEntry,
+  type LogRow,
+  type LogSource,
+  PG_SEQ_SQL,
+} from '../../core/event-log'
+import { createLogger } from '../../core/log'
+import { forEachEngine, rawDb, until } from '../helpers'
+
+const quiet = createLogger(
+  { level: 'error', format: 'json', max_size: 1, max_backups: 1, max_age: 1, sensitive_fields: [] },
+  () => undefined,
+)
+
+/** A log of plain events in one table; seq is the xid on PostgreSQL, a commit counter on SQLite. */
+function testSource(): LogSource {
+  const entry = (r: Record<string, unknown>): LogEntry => ({
+    at: { seq: Number(r.seq), pos: Number(r.id) },
+    row: {
+      kind: 'event',
+      id: Number(r.id),
+      receivedAt: Number(r.received_at),
+      gameId: 'g',
+      env: 'live',
+      event: 'e',
+      ts: Number(r.ts),
+      userId: r.user_id as string,
+      sessionId: null,
+      amountCents: null,
+      currency: null,
+      durationMs: null,
+      network: null,
+      level: null,
+      props: '{}',
+    },
+  })
+  const after = '(seq > ? OR (seq = ? AND id > ?))'
+  return {
+    async read(at, below, limit, db) {
+      const rows = await db.all(
+        `SELECT * FROM log_test WHERE ${after} AND seq < ? ORDER BY seq, id LIMIT ?`,
+        [at.seq, at.seq, at.pos, below, limit],
+      )
+      return rows.map(entry)
+    },
+    async pending(at, db) {
+      const r = await db.get<{ n: number; t: number | null }>(
+        `SELECT COUNT(*) AS n, MIN(received_at) AS t FROM log_test WHERE ${after}`,
+        [at.seq, at.seq, at.pos],
+      )
+      return { rows: Number(r?.n ?? 0), oldestReceivedAt: r?.t == null ? null : Number(r.t) }
+    },
+    async head(db) {
+      const r = await db.get<{ seq: number; id: number }>(
+        'SELECT seq, id FROM log_test ORDER BY seq DESC, id DESC LIMIT 1',
+      )
+      return r ? { seq: Number(r.seq), pos: Number(r.id) } : { seq: 0, pos: 0 }
+    },
+  }
+}
+
+/** Appends rows `ids` in one transaction (ts = id), as a provider would. */
+async function append(db: Db, ids: number[]): Promise<void> {
+  await db.tx(async (tx) => {
+    const seq =
+      db.dialect === 'postgres'
+        ? PG_SEQ_SQL
+        : String(
+            Number((await tx.get<{ s: number }>('SELECT COALESCE(MAX(seq), 0) + 1 AS s FROM log_test'))?.s),
+          )
+    for (const id of ids)
+      await tx.run(`INSERT INTO log_test (seq, id, received_at, ts, user_id) VALUES (${seq}, ?, ?, ?, ?)`, [
+        id,
+        Date.now(),
+        id,
+        `u${id}`,
+      ])
+  })
+}
+
+/** A consumer writing each row's id into log_out (primary key: a second delivery fails). */
+function counter(
+  name: string,
+  seen: Array<{ ids: number[]; by: string }>,
+  by = 'a',
+  batch = 10,
+): LogConsumer {
+  return {
+    name,
+    batch,
+    async handle(rows: LogRow[], tx: Db) {
+      seen.push({ ids: rows.map((r) => r.id), by })
+      for (const r of rows)
+        await tx.run('INSERT INTO log_out (consumer, id, ts) VALUES (?, ?, ?)', [name, r.id, r.ts])
+    },
+    async reset(from, tx) {
+      await tx.run('DELETE FROM log_out WHERE consumer = ? AND ts >= ?', [name, from ?? 0])
+    },
+  }
+}
+
+async function outIds(db: Db, name = 'c'): Promise<number[]> {
+  const rows = await db.all<{ id: number }>('SELECT id FROM log_out WHERE consumer = ? ORDER BY id', [name])
+  return rows.map((r) => Number(r.id))
+}
+
+forEachEngine((engine) => {
+  let db: Db
+  let done: () => Promise<void>
+  const logs: EventLog[] = []
+  const make = (instanceId: string, leaseMs = 10_000) => {
+    const l = new EventLog({ db, instanceId, log: quiet, leaseMs, pollMs: 20 })
+    l.provide(testSource())
+    logs.push(l)
+    return l
+  }
+
+  beforeEach(async () => {
+    ;({ db, done } = await rawDb(engine))
+    await migrate(db, [{ plugin: 'core', migrations: coreMigrations }])
+    await db.exec(`CREATE TABLE log_test (seq BIGINT NOT NULL, id BIGINT NOT NULL, received_at BIGINT NOT NULL,
+      ts BIGINT NOT NULL, user_id TEXT, PRIMARY KEY (seq, id));
+      CREATE TABLE log_out (consumer TEXT NOT NULL, id BIGINT NOT NULL, ts BIGINT NOT NULL, PRIMARY KEY (consumer, id))`)
+  })
+  afterEach(async () => {
+    for (const l of logs.splice(0)) await l.stop()
+    await done()
+  })
+
+  test('rows come in commit order, in batches, each once; the lag shows what is left', async () => {
+    const seen: Array<{ ids: number[]; by: string }> = []
+    const log = make('a')
+    log.consume(counter('c', seen))
+    await log.start()
+    await log.stop()
+    await append(db, [5, 3, 4])
+    await append(
+      db,
+      Array.from({ length: 22 }, (_, i) => 100 - i),
+    )
+    const [st] = await log.status()
+    expect(st.lagEvents).toBe(25)
+    expect(st.lagSeconds).toBeGreaterThanOrEqual(0)
+    await log.drain()
+    const flat = seen.flatMap((s) => s.ids)
+    // First transaction's rows first (by pos within it), then the second's.
+    expect(flat.slice(0, 3)).toEqual([3, 4, 5])
+    expect(flat.length).toBe(25)
+    expect(new Set(flat).size).toBe(25)
+    expect(Math.max(...seen.map((s) => s.ids.length))).toBe(10)
+    expect(seen.length).toBe(3)
+    const [after] = await log.status()
+    expect(after.lagEvents).toBe(0)
+    expect(after.delivered).toBe(25)
+  })
+
+  test('a handler that throws rolls its writes back with the cursor: the rows come again, counted once', async () => {
+    const seen: Array<{ ids: number[]; by: string }> = []
+    const base = counter('c', seen)
+    let fail = true
+    const log = make('a')
+    log.consume({
+      ...base,
+      async handle(rows, tx) {
+        await base.handle(rows, tx)
+        if (fail) throw new Error('boom')
+      },
+    })
+    await log.start()
+    await log.stop()
+    await append(db, [1, 2, 3])
+    await expect(log.step('c')).rejects.toThrow('boom')
+    expect(await outIds(db)).toEqual([])
+    expect((await log.status())[0].lastError).toContain('boom')
+    fail = false
+    await log.drain()
+    expect(await outIds(db)).toEqual([1, 2, 3])
+    expect((await log.status())[0].lastError).toBeNull()
+  })
+
+  if (engine === 'postgres')
+    test('a row an older transaction commits late is not skipped', async () => {
+      const seen: Array<{ ids: number[]; by: string }> = []
+      const log = make('a')
+      log.consume(counter('c', seen))
+      await log.start()
+      await log.stop()
+      let release = () => {}
+      const gate = new Promise<void>((r) => {
+        release = r
+      })
+      let inserted = () => {}
+      const started = new Promise<void>((r) => {
+        inserted = r
+      })
+      const older = db.tx(async (tx) => {
+        await tx.run(`INSERT INTO log_test (seq, id, received_at, ts) VALUES (${PG_SEQ_SQL}, 1, 0, 1)`)
+        inserted()
+        await gate
+      })
+      await started
+      await append(db, [2])
+      // The newer row is committed, but the older transaction is still in flight: nothing is read.
+      expect(await log.step('c')).toBe(0)
+      release()
+      await older
+      await log.drain()
+      expect(seen.flatMap((s) => s.ids)).toEqual([1, 2])
+      expect(await outIds(db)).toEqual([1, 2])
+    })
+
+  test('two instances: one runs a consumer; the other takes over within seconds when it dies', async () => {
+    const seen: Array<{ ids: number[]; by: string }> = []
+    const a = make('a', 400)
+    const b = make('b', 400)
+    a.consume(counter('c', seen, 'a', 3))
+    b.consume(counter('c', seen, 'b', 3))
+    await a.start()
+    await b.start()
+    for (let i = 0; i < 5; i++) {
+      await append(db, [i * 10 + 1, i * 10 + 2])
+      await Bun.sleep(30)
+    }
+    await until(async () => (await outIds(db)).length === 10)
+    expect(new Set(seen.map((s) => s.by)).size).toBe(1)
+    const first = seen[0].by
+    const dead = first === 'a' ? a : b
+    // Dies without giving its lease back: the survivor takes over once the lease lapses.
+    ;(dead as unknown as { running: boolean }).running = false
+    dead.notify()
+    await Bun.sleep(50)
+    await append(db, [100, 101])
+    await until(async () => (await outIds(db)).length === 12, { ms: 5000, what: 'the survivor to take over' })
+    expect(seen.at(-1)?.by).toBe(first === 'a' ? 'b' : 'a')
+    expect(await outIds(db)).toContain(101)
+  })
+
+  test('a rebuild from a date recomputes the later results from the log while appends go on', async () => {
+    const seen: Array<{ ids: number[]; by: string }> = []
+    const log = make('a')
+    log.consume(counter('c', seen))
+    await log.start()
+    await append(db, [1, 2, 3, 4, 5, 6, 7, 8])
+    await log.drain()
+    const before = seen.length
+    await log.rebuild('c', 5)
+    await append(db, [9, 10])
+    await log.drain()
+    expect(await outIds(db)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
+    // Only the rows at or after the date came again.
+    const again = seen.slice(before).flatMap((s) => s.ids)
+    expect(again.sort((x, y) => x - y)).toEqual([5, 6, 7, 8, 9, 10])
+    expect((await log.status())[0].rebuilding).toBe(false)
+    await log.rebuild('c')
+    await log.drain()
+    expect(await outIds(db)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
+  })
+})
