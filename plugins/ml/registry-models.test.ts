@@ -64,7 +64,12 @@ forEachEngine((engine) => {
           body: { servingEndpoint: sink.url },
         })
         expect(d.status).toBe(200)
-        expect(d.body).toMatchObject({ status: 'DEPLOYED', servingEndpoint: sink.url, deployedVersion: 1 })
+        // Read back masked like every secret URL: host and port show, the path does not.
+        expect(d.body).toMatchObject({
+          status: 'DEPLOYED',
+          servingEndpoint: `${new URL(sink.url).origin}/set`,
+          deployedVersion: 1,
+        })
         const features = { sessions: 3, days_since_purchase: 40 }
         const p = await a.req('POST', `/api/ml-models/${m.id}/predict`, {
           token: admin,
