@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe } from 'bun:test'
 import type { Browser } from 'playwright-core'
-import { engines } from '../helpers'
+import { enginesFor } from '../helpers'
 import { dropShots, launch } from './driver'
 import { analyticsFlows } from './flows/analytics'
 import { experimentFlows } from './flows/experiments'
@@ -25,7 +25,7 @@ afterAll(async () => {
   dropShots()
 })
 
-for (const engine of engines)
+for (const engine of enginesFor('test/console/console.test.ts'))
   describe(`[${engine}] console`, () => {
     let world: World | undefined
     const w = () => world as World
