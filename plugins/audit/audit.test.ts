@@ -147,14 +147,21 @@ forEachEngine((engine) => {
     const b = await makeApp(engine, { plugins: { audit: {}, games: {} } })
     const stored: string[] = []
     const errors: string[] = []
-    // Beside the audit plugin's own listener: a slow one, to see that stopping waits for listeners.
+    // Beside the audit plugin's own listener: one that reads the store after it, to see that
+    // stopping waits for both.
     b.bus.on('http.write', async (w) => {
-      await Bun.sleep(50)
       try {
-        const n = await b.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM audit_log WHERE action = ?', [
-          'game.create',
-        ])
-        stored.push(`${w.route} ${Number(n?.n)}`)
+        // Waits (up to 3 s) for the audit plugin's own listener to store the entry: the store
+        // must stay open for both while the app stops.
+        let n = 0
+        for (let i = 0; i < 60 && n === 0; i++) {
+          if (i) await Bun.sleep(50)
+          const row = await b.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM audit_log WHERE action = ?', [
+            'game.create',
+          ])
+          n = Number(row?.n)
+        }
+        stored.push(`${w.route} ${n}`)
       } catch (e) {
         errors.push(String(e))
       }
