@@ -60,6 +60,8 @@ export class EventLog implements EventLogService {
   private readonly consumers = new Map<string, LogConsumer>()
   private readonly busy = new Map<string, Promise<number>>()
   private readonly wakers = new Set<() => void>()
+  /** Until when this instance holds each consumer's lease, as it last renewed it. */
+  private readonly heldUntil = new Map<string, number>()
   private running = false
   private loops: Promise<void>[] = []
   private readonly leaseMs: number
@@ -117,8 +119,15 @@ export class EventLog implements EventLogService {
     const db = this.db
     // A separate event store gets the cursor table of core's migration 006 under a ledger of its own.
     if (db !== this.o.db) await migrate(db, [{ plugin: 'core.consumers', migrations: consumerMigrations }])
-    for (const name of this.consumers.keys())
-      await db.run('INSERT INTO liveops_consumers (name) VALUES (?) ON CONFLICT (name) DO NOTHING', [name])
+    for (const [name, c] of this.consumers) {
+      // A new consumer starts past the rows stored before the log existed (seq 0), which the
+      // rollups of their own commits counted; a rebuild reads them too.
+      await db.run(
+        'INSERT INTO liveops_consumers (name, seq, pos) VALUES (?, 0, ?) ON CONFLICT (name) DO NOTHING',
+        [name, Number.MAX_SAFE_INTEGER],
+      )
+      await c.init?.(db)
+    }
     this.running = true
     this.loops = [...this.consumers.values()].map((c) => this.loop(c))
   }
@@ -171,7 +180,15 @@ export class EventLog implements EventLogService {
        WHERE name = ? AND (lease_owner = ? OR lease_until IS NULL OR lease_until < ?)`,
       [this.o.instanceId, now + this.leaseMs, name, this.o.instanceId, now],
     )
-    return n === 1
+    if (n !== 1) {
+      this.heldUntil.delete(name)
+      return false
+    }
+    // Not held without a break since the last renewal: another instance may have written results
+    // this one's memory does not know of.
+    if ((this.heldUntil.get(name) ?? 0) <= now) this.consumers.get(name)?.forget?.()
+    this.heldUntil.set(name, now + this.leaseMs)
+    return true
   }
 
   private async horizon(db: Db): Promise<number> {
@@ -185,8 +202,9 @@ export class EventLog implements EventLogService {
     const source = this.source
     if (!c || !source) return 0
     if (!(await this.claim(name))) return 0
+    const hook: { after?: () => void } = {}
     try {
-      return await this.db.tx(async (tx) => {
+      const n = await this.db.tx(async (tx) => {
         const below = await this.horizon(tx)
         const cur = await tx.get<CursorRow>('SELECT * FROM liveops_consumers WHERE name = ?', [name])
         if (!cur) return 0
@@ -194,7 +212,8 @@ export class EventLog implements EventLogService {
         const entries = await source.read(at, below, c.batch ?? 1000, tx)
         if (!entries.length) return 0
         const last = entries[entries.length - 1].at
-        await c.handle(this.deliverable(c, cur, entries), tx)
+        const after = await c.handle(this.deliverable(cur, entries), tx)
+        if (typeof after === 'function') hook.after = after as () => void
         const rebuilding = cur.until_seq !== null
         const done = rebuilding && !before(last, { seq: Number(cur.until_seq), pos: Number(cur.until_pos) })
         const moved = await tx.run(
@@ -206,7 +225,12 @@ export class EventLog implements EventLogService {
         if (moved !== 1) throw new LostLease(`consumer '${name}' moved under this instance`)
         return entries.length
       })
+      hook.after?.()
+      return n
     } catch (e) {
+      // What the consumer remembered of the rolled-back batch is not stored.
+      c.forget?.()
+      this.heldUntil.delete(name)
       if (e instanceof LostLease) return 0
       await this.db
         .run('UPDATE liveops_consumers SET last_error = ? WHERE name = ?', [String(e).slice(0, 500), name])
@@ -215,15 +239,13 @@ export class EventLog implements EventLogService {
     }
   }
 
-  /** The rows of a batch the consumer takes: its kinds, and during a rebuild the re-counted times. */
-  private deliverable(c: LogConsumer, cur: CursorRow, entries: LogEntry[]) {
+  /** The rows of a batch the consumer takes: during a rebuild from a date, the re-counted times. */
+  private deliverable(cur: CursorRow, entries: LogEntry[]) {
     const until =
       cur.until_seq === null ? undefined : { seq: Number(cur.until_seq), pos: Number(cur.until_pos) }
     const from = cur.rebuild_from === null ? undefined : Number(cur.rebuild_from)
-    const kinds = c.kinds && new Set(c.kinds)
     const rows = []
     for (const e of entries) {
-      if (kinds && !kinds.has(e.row.kind)) continue
       if (until && from !== undefined && !before(until, e.at) && e.row.ts < from) continue
       rows.push(e.row)
     }
@@ -246,6 +268,11 @@ export class EventLog implements EventLogService {
         await Bun.sleep(10)
       }
     }
+  }
+
+  async settle(timeoutMs: number): Promise<number> {
+    if (this.consumers.size && this.source) await this.drain(undefined, timeoutMs).catch(() => undefined)
+    return this.asOf()
   }
 
   private async cursor(name: string): Promise<LogPosition | undefined> {
@@ -280,6 +307,7 @@ export class EventLog implements EventLogService {
     const p = (this.busy.get(name) ?? Promise.resolve(0)).catch(() => 0).then(run)
     this.busy.set(name, p)
     await p
+    c.forget?.()
     this.notify()
   }
 

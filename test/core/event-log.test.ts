@@ -22,7 +22,6 @@ function testSource(): LogSource {
   const entry = (r: Record<string, unknown>): LogEntry => ({
     at: { seq: Number(r.seq), pos: Number(r.id) },
     row: {
-      kind: 'event',
       id: Number(r.id),
       receivedAt: Number(r.received_at),
       gameId: 'g',
@@ -36,7 +35,8 @@ function testSource(): LogSource {
       durationMs: null,
       network: null,
       level: null,
-      props: '{}',
+      eventId: null,
+      props: {},
     },
   })
   const after = '(seq > ? OR (seq = ? AND id > ?))'
