@@ -24,6 +24,8 @@ export interface Derivation<R = unknown, E = unknown> {
   write: DerivationWrite<R, E>
   /** Optional first part of `write`, sent before it (each user's own rows). */
   early?: (tx: Db, rows: R) => Promise<E>
+  /** Whether `reset` can keep the results before a date (else only whole rebuilds). */
+  rebuildsFrom?: boolean
   /** Deletes the results for event times at or after `from` (all when undefined), before a rebuild. */
   reset(from: number | undefined, tx: Db): Promise<void>
   /** Drops every cache of what is stored (a batch rolled back, or another instance wrote). */
@@ -73,6 +75,7 @@ export function derivedConsumer<R, E>(d: Derivation<R, E>): LogConsumer & { init
   return {
     name: d.name,
     batch: d.batch ?? 2000,
+    rebuildsFrom: d.rebuildsFrom,
     async init(db: Db) {
       store = db
       ready = d.init?.(db)

@@ -104,6 +104,8 @@ export interface LogConsumer {
    * `tx`, before a rebuild delivers those rows again.
    */
   reset(from: number | undefined, tx: Db): Promise<void>
+  /** Whether it can rebuild from a date (else only from the start of the log). */
+  rebuildsFrom?: boolean
 }
 
 /** One consumer's cursor and lag, as /healthz, the metrics and the admin route show it. */
@@ -135,7 +137,10 @@ export interface EventLogService {
    * time every consumer's results are complete to).
    */
   settle(timeoutMs: number): Promise<number>
-  /** Recomputes a consumer's results from the log, from `from` (epoch ms of event time) on. */
+  /**
+   * Asks for a consumer's results to be recomputed from the log, from `from` (epoch ms of event
+   * time) on; the instance holding its lease does it while ingestion goes on.
+   */
   rebuild(name: string, from?: number): Promise<void>
   status(): Promise<ConsumerStatus[]>
   /** The time every consumer's results are complete to: the smallest `asOf`. */

@@ -25,7 +25,11 @@ interface CursorRow {
   rebuild_from: number | string | null
   until_seq: number | string | null
   until_pos: number | string | null
+  rebuild_request: number | string | null
 }
+
+/** `rebuild_request` of a whole rebuild. */
+const WHOLE = -1
 
 export interface EventLogOptions {
   db: Db
@@ -208,6 +212,7 @@ export class EventLog implements EventLogService {
         const below = await this.horizon(tx)
         const cur = await tx.get<CursorRow>('SELECT * FROM liveops_consumers WHERE name = ?', [name])
         if (!cur) return 0
+        if (cur.rebuild_request !== null) return this.startRebuild(c, cur, tx, hook)
         const at = { seq: Number(cur.seq), pos: Number(cur.pos) }
         const entries = await source.read(at, below, c.batch ?? 1000, tx)
         if (!entries.length) return 0
@@ -261,7 +266,8 @@ export class EventLog implements EventLogService {
     for (const n of names) {
       for (;;) {
         const cur = await this.cursor(n)
-        if (cur && !before(cur, head)) break
+        // Caught up, with no rebuild asked and not yet started.
+        if (cur && !before(cur.at, head) && !cur.asked) break
         const got = await this.step(n)
         if (got > 0) continue
         if (this.now() > deadline) throw new Error(`consumer '${n}' did not catch up in ${timeoutMs} ms`)
@@ -275,40 +281,56 @@ export class EventLog implements EventLogService {
     return this.asOf()
   }
 
-  private async cursor(name: string): Promise<LogPosition | undefined> {
-    const r = await this.db.get<CursorRow>('SELECT seq, pos FROM liveops_consumers WHERE name = ?', [name])
-    return r && { seq: Number(r.seq), pos: Number(r.pos) }
+  private async cursor(name: string): Promise<{ at: LogPosition; asked: boolean } | undefined> {
+    const r = await this.db.get<CursorRow>(
+      'SELECT seq, pos, rebuild_request FROM liveops_consumers WHERE name = ?',
+      [name],
+    )
+    return r && { at: { seq: Number(r.seq), pos: Number(r.pos) }, asked: r.rebuild_request !== null }
   }
 
+  /**
+   * Asks for a rebuild: the instance holding the consumer's lease (this one or another sharing
+   * the store) performs it at its next step (`startRebuild`). Resolves once asked; `status()`
+   * shows it `rebuilding` until the cursor is back where it was.
+   */
   async rebuild(name: string, from?: number): Promise<void> {
     const c = this.consumers.get(name)
-    const source = this.source
-    if (!c || !source) throw new Error(`no consumer '${name}'`)
-    await this.busy.get(name)?.catch(() => 0)
-    const deadline = this.now() + this.leaseMs * 3
-    while (!(await this.claim(name))) {
-      if (this.now() > deadline) throw new Error(`consumer '${name}' is held by another instance`)
-      await Bun.sleep(100)
-    }
-    const run = async () =>
-      this.db.tx(async (tx) => {
-        const cur = await tx.get<CursorRow>('SELECT * FROM liveops_consumers WHERE name = ?', [name])
-        if (cur?.lease_owner !== this.o.instanceId) throw new Error(`consumer '${name}' lost its lease`)
-        await c.reset(from, tx)
-        const at = { seq: Number(cur.seq), pos: Number(cur.pos) }
-        // Rows up to the old cursor come again; from a date, only those at or after it are delivered.
-        await tx.run(
-          `UPDATE liveops_consumers SET seq = 0, pos = 0, updated_at = ?, rebuild_from = ?, until_seq = ?, until_pos = ?
-           WHERE name = ?`,
-          [this.now(), from ?? null, at.seq, at.pos, name],
-        )
-        return 0
-      })
-    const p = (this.busy.get(name) ?? Promise.resolve(0)).catch(() => 0).then(run)
-    this.busy.set(name, p)
-    await p
-    c.forget?.()
+    if (!c || !this.source) throw new Error(`no consumer '${name}'`)
+    if (from !== undefined && !c.rebuildsFrom)
+      throw new Error(`consumer '${name}' rebuilds the whole log only (its results mix events of every time)`)
+    await this.db.run('UPDATE liveops_consumers SET rebuild_request = ? WHERE name = ?', [
+      from ?? WHOLE,
+      name,
+    ])
     this.notify()
+  }
+
+  /**
+   * Performs an asked rebuild in the step's transaction: the consumer deletes its results (from
+   * the date on), and the cursor goes back to the start of the log. Until it passes where it
+   * was (or where an earlier unfinished rebuild was going), rows older than the date are not
+   * delivered again: their results were kept.
+   */
+  private async startRebuild(c: LogConsumer, cur: CursorRow, tx: Db, hook: { after?: () => void }) {
+    const request = Number(cur.rebuild_request)
+    const from = request === WHOLE ? undefined : request
+    await c.reset(from, tx)
+    let until = { seq: Number(cur.seq), pos: Number(cur.pos) }
+    if (cur.until_seq !== null) {
+      const earlier = { seq: Number(cur.until_seq), pos: Number(cur.until_pos) }
+      if (before(until, earlier)) until = earlier
+    }
+    const moved = await tx.run(
+      `UPDATE liveops_consumers SET seq = 0, pos = 0, updated_at = ?, rebuild_from = ?, until_seq = ?, until_pos = ?,
+         rebuild_request = NULL, last_error = NULL
+       WHERE name = ? AND lease_owner = ?`,
+      [this.now(), from ?? null, until.seq, until.pos, c.name, this.o.instanceId],
+    )
+    if (moved !== 1) throw new LostLease(`consumer '${c.name}' moved under this instance`)
+    hook.after = () => c.forget?.()
+    this.o.log.info('consumer rebuild started', { consumer: c.name, from: from ?? null })
+    return 1
   }
 
   async status(): Promise<ConsumerStatus[]> {
@@ -330,7 +352,7 @@ export class EventLog implements EventLogService {
         asOf,
         leaseOwner: r.lease_until !== null && Number(r.lease_until) >= now ? r.lease_owner : null,
         lastError: r.last_error,
-        rebuilding: r.until_seq !== null,
+        rebuilding: r.until_seq !== null || r.rebuild_request !== null,
       })
     }
     return out

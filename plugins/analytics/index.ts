@@ -14,6 +14,7 @@ import { RealtimeHub, realtimeStore } from './realtime/realtime'
 import { MinuteRollup } from './realtime/realtime-rollup'
 import { realtimeRoutes } from './realtime/realtime-routes'
 import { AnalyticsConfig } from './schema'
+import { consumerRoutes } from './server/consumer-routes'
 import { filterRoutes } from './server/filters'
 import { serverAnalytics } from './server/server'
 import { serverRoutes } from './server/server-routes'
@@ -117,6 +118,7 @@ export default definePlugin({
       .use(gameRoutes(ctx.guard, games, () => started(game)))
       .use(serverRoutes(ctx.guard, games, () => started(server)))
       .use(filters.routes)
+      .use(consumerRoutes(ctx.guard, ctx.events))
       .use(realtimeRoutes(ctx, games, hub, () => started(realtime)))
       .use(
         behaviorRoutes(

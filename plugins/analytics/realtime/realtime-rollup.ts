@@ -21,6 +21,8 @@ const TAIL = `ON CONFLICT (game_id, env, minute) DO UPDATE SET events = analytic
 export class MinuteRollup implements Derivation<MinuteRows> {
   readonly name = 'realtime'
   readonly write = writeRealtime
+  /** Minutes of event time: the ones from a date on are recomputed exactly. */
+  readonly rebuildsFrom = true
 
   /** It keeps nothing in memory. */
   forget(): void {}
