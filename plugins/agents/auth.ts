@@ -49,10 +49,13 @@ const AGENT_SECURITY = [{ agentToken: [] }]
  */
 export function agentAuth(token: () => string, guard: RequestGuard) {
   const check = (ctx: Ctx) => {
+    const sent = ctx.headers['x-agent-token']
+    // No agent credential at all is 401 whatever the setting: the route knows no other credential.
+    if (!sent) throw new Unauthorized('missing X-Agent-Token', 'invalid_agent_token')
     const expected = token()
     if (!expected)
       throw new Forbidden('agent registration is disabled: set plugins.agents.token', 'agents_disabled')
-    const who = readAgentToken(expected, ctx.headers['x-agent-token'])
+    const who = readAgentToken(expected, sent)
     if (!who) throw new Unauthorized('missing or invalid X-Agent-Token', 'invalid_agent_token')
     if (who.agent === '*') return
     const target = ctx.params?.id
