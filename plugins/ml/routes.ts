@@ -185,8 +185,8 @@ export function mlRoutes(
         response: { 202: 'ml.TrainingJob' },
         detail: tag(
           'Train: DRAFT, EVALUATING, DEPLOYED or FAILED -> TRAINING; answers 202 with the pending job',
-          'The job reads the data set, fits the algorithm in a worker thread and scores a holdout. Completed: a new version (the first ' +
-            'training fills version 1) and the model moves to EVALUATING; a deployed version keeps serving until the new one is deployed. ' +
+          'The job reads the data set, fits the algorithm in a worker thread and scores a holdout. Completed: a new version (version + 1: ' +
+            'a model is created at 1, its first training yields 2) and the model moves to EVALUATING; a deployed version keeps serving until the new one is deployed. ' +
             'Failed: FAILED. 409 while TRAINING or ARCHIVED. Hyperparameters are checked per algorithm (400 naming body.hyperparameters.<name>).',
         ),
       },

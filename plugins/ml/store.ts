@@ -409,8 +409,9 @@ export function modelsStore(db: Db, games: GamesService) {
       if (!before) throw new NotFound(`model '${modelId}' not found`)
       if (before.status !== 'TRAINING')
         throw new Conflict(`model '${modelId}' is ${before.status}, not TRAINING`)
-      // The first training fills version 1 (registered on create); each later one adds a version.
-      const version = before.trained_version === null ? Number(before.version) : Number(before.version) + 1
+      // A model is created at version 1; each completed training adds one (upstream's rule), so the
+      // first training yields version 2.
+      const version = Number(before.version) + 1
       await tx.run(
         'INSERT INTO ml_model_versions (model_id, version, job_id, algorithm, artifact, metrics, hyperparameters, dataset_config, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
         [
