@@ -40,6 +40,11 @@ export interface EventLogOptions {
   leaseMs?: number
   /** How often an idle consumer looks for new rows when nothing notifies it. */
   pollMs?: number
+  /**
+   * After a batch that was not full (the consumer is caught up), how long it lets rows gather
+   * before its next step: one transaction then takes in many commits instead of one each.
+   */
+  gatherMs?: number
   clock?: () => number
 }
 
@@ -70,11 +75,13 @@ export class EventLog implements EventLogService {
   private loops: Promise<void>[] = []
   private readonly leaseMs: number
   private readonly pollMs: number
+  private readonly gatherMs: number
   private readonly now: () => number
 
   constructor(private readonly o: EventLogOptions) {
     this.leaseMs = o.leaseMs ?? 10_000
     this.pollMs = o.pollMs ?? 250
+    this.gatherMs = o.gatherMs ?? 200
     this.now = o.clock ?? Date.now
     if (o.metrics) {
       const lagS = o.metrics.gauge(
@@ -156,7 +163,11 @@ export class EventLog implements EventLogService {
       } catch (e) {
         this.o.log.error('consumer failed', { consumer: c.name, error: String(e) })
       }
-      if (n > 0 || !this.running) continue
+      if (!this.running || n >= (c.batch ?? 1000)) continue
+      if (n > 0) {
+        await Bun.sleep(this.gatherMs)
+        continue
+      }
       await new Promise<void>((resolve) => {
         const done = () => {
           clearTimeout(t)

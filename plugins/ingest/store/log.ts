@@ -27,41 +27,78 @@ interface EventRow {
 
 const n = (v: number | string | null) => (v === null ? null : Number(v))
 
-/** A stored row as consumers see it: its props parsed, a payment's and a call's facts said. */
-export function logEvent(r: EventRow): LogEvent {
-  let props: Record<string, unknown>
-  try {
-    props = JSON.parse(r.props) as Record<string, unknown>
-  } catch {
-    props = {}
+/**
+ * A stored row as consumers see it: its props parsed on first use (most consumers read them of
+ * few events), a payment's and a call's facts said.
+ */
+class StoredEvent implements LogEvent {
+  readonly id: number
+  readonly receivedAt: number
+  readonly gameId: string
+  readonly env: string
+  readonly event: string
+  readonly ts: number
+  readonly userId: string | null
+  readonly sessionId: string | null
+  readonly amountCents: number | null
+  readonly currency: string | null
+  readonly durationMs: number | null
+  readonly network: string | null
+  readonly level: string | null
+  readonly payment?: LogEvent['payment']
+  private parsed: Record<string, unknown> | undefined
+  private invoked: LogEvent['invocation'] | null = null
+
+  constructor(
+    r: EventRow,
+    private readonly raw: string,
+  ) {
+    this.id = Number(r.id)
+    this.receivedAt = Number(r.received_at)
+    this.gameId = r.game_id
+    this.env = r.env
+    this.event = r.event
+    this.ts = Number(r.ts)
+    this.userId = r.user_id
+    this.sessionId = r.session_id
+    this.amountCents = n(r.amount_cents)
+    this.currency = r.currency
+    this.durationMs = n(r.duration_ms)
+    this.network = r.network
+    this.level = r.level
+    const status = r.payment_status
+    if (status !== null && PAYMENT_STATUSES.includes(status as PaymentStatus))
+      this.payment = {
+        orderId: clean(String(this.props.order_id ?? '')),
+        status: status as PaymentStatus,
+        amountCents: Number(r.amount_cents ?? 0),
+      }
   }
-  const e: LogEvent = {
-    id: Number(r.id),
-    receivedAt: Number(r.received_at),
-    gameId: r.game_id,
-    env: r.env,
-    event: r.event,
-    ts: Number(r.ts),
-    userId: r.user_id,
-    sessionId: r.session_id,
-    amountCents: n(r.amount_cents),
-    currency: r.currency,
-    durationMs: n(r.duration_ms),
-    network: r.network,
-    level: r.level,
-    eventId: str(props.event_id),
-    props,
-  }
-  const status = r.payment_status
-  if (status !== null && PAYMENT_STATUSES.includes(status as PaymentStatus))
-    e.payment = {
-      orderId: clean(String(props.order_id ?? '')),
-      status: status as PaymentStatus,
-      amountCents: Number(r.amount_cents ?? 0),
+
+  get props(): Record<string, unknown> {
+    if (this.parsed === undefined) {
+      try {
+        this.parsed = JSON.parse(this.raw) as Record<string, unknown>
+      } catch {
+        this.parsed = {}
+      }
     }
-  if (e.event === 'function.invoke') e.invocation = invocationOf(e)
-  return e
+    return this.parsed
+  }
+
+  get eventId(): string | null {
+    return str(this.props.event_id)
+  }
+
+  get invocation(): LogEvent['invocation'] {
+    if (this.event !== 'function.invoke') return undefined
+    this.invoked ??= invocationOf(this)
+    return this.invoked
+  }
 }
+
+/** A stored row as consumers see it. */
+export const logEvent = (r: EventRow): LogEvent => new StoredEvent(r, r.props)
 
 /**
  * The event log over `ingest_events` (issue 35): rows in (seq, id) order, each once by the
