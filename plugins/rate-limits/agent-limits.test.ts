@@ -143,8 +143,17 @@ forEachEngine((engine) => {
     test('percent: the agents whose stable bucket is below it, on every heartbeat', async () => {
       const ids = Array.from({ length: 30 }, (_, i) => `pool-${String(i).padStart(2, '0')}`)
       for (const id of ids) await register(id, 'canary', 'ap-south', ['grant.item'])
-      await put(set('rl-rollout', { rules: [rule('service', '*', 40, { env: 'canary' }, 30)] }))
       const want = ids.filter((id) => bucket('rl-rollout', id) < 30)
+      // The preview names them before the set is stored.
+      const preview = await a.req('POST', '/api/v1/rate-limits/preview', {
+        token: admin,
+        body: set('rl-rollout', { rules: [rule('service', '*', 40, { env: 'canary' }, 30)] }),
+      })
+      expect(preview.status).toBe(200)
+      expect(preview.body.data.rules).toEqual([
+        expect.objectContaining({ agents: ids, rollout: want, effective_qps: 12 }),
+      ])
+      await put(set('rl-rollout', { rules: [rule('service', '*', 40, { env: 'canary' }, 30)] }))
       expect(want.length).toBeGreaterThan(0)
       expect(want.length).toBeLessThan(ids.length)
       for (let round = 0; round < 2; round++) {

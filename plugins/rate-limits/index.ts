@@ -163,7 +163,7 @@ export default definePlugin({
           body: PreviewBody,
           detail: tag(
             'Preview a rule set against the registered agents',
-            'The body is a rule set as for PUT (rateLimitId optional); nothing is stored. Needs rate_limits:write: previewing is a step of editing. Answers {matched, agents: [{agent_id, game_id, env, region, zone, qps, qps_1m, status}], rules: [{index, scope, key, effective_qps, agents, current_qps}]}: a service rule binds the agents whose labels equal its match and whose agent_id or name is its key (* for all); a function rule binds matching agents serving that function; effective_qps = limitQps x percent / 100.',
+            "The body is a rule set as for PUT (rateLimitId optional); nothing is stored. Needs rate_limits:write: previewing is a step of editing. Answers {matched, agents: [{agent_id, game_id, env, region, zone, qps, qps_1m, status}], rules: [{index, scope, key, effective_qps, agents, current_qps, rollout}]}: a service rule binds the agents whose labels equal its match and whose agent_id or name is its key (* for all); a function rule binds matching agents serving that function; effective_qps = limitQps x percent / 100. With a rateLimitId, rollout lists the bound agents inside the rule's percent (stable bucket of rateLimitId:agent_id below it): those whose heartbeat will carry the rule once the set is stored and on.",
           ),
         },
       )

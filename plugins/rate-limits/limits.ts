@@ -1,7 +1,16 @@
 import { createHash } from 'node:crypto'
 import type { Agent, EffectiveLimit } from '../agents/schema'
-import { binds } from './preview'
 import type { Rule, StoredSet } from './schema'
+
+const matches = (rule: Rule, a: Agent) =>
+  Object.entries(rule.match).every(([label, v]) => a[label as keyof Agent] === v)
+
+/** Whether a rule binds an agent: its labels match, and its key names the agent or the function it serves. */
+export function binds(rule: Rule, a: Agent): boolean {
+  if (!matches(rule, a)) return false
+  if (rule.scope === 'function') return a.functions.includes(rule.key)
+  return rule.key === '*' || rule.key === a.agent_id || rule.key === a.name
+}
 
 /**
  * An agent's rollout bucket for a rule set, 0-99: the first four bytes of
