@@ -51,8 +51,7 @@ export async function readAnswers(run: Run): Promise<{ got: Map<string, number |
   }
 
   const ret = await get(`/api/v1/analytics/retention?${q}&${month}&size=30`)
-  for (const c of ret.cohorts)
-    for (const n of [1, 7, 30]) put(`retention.${c.cohort}.D${n}`, c.counts[n - 1])
+  for (const c of ret.cohorts) for (const n of [1, 7, 30]) put(`retention.${c.cohort}.D${n}`, c.counts[n - 1])
 
   const pay = await get(`/api/v1/analytics/payments?${q}&${month}`)
   for (const k of ['revenue', 'refunds', 'failed', 'transactions', 'payingUsers', 'arppu', 'avgTransaction'])
@@ -60,14 +59,18 @@ export async function readAnswers(run: Run): Promise<{ got: Map<string, number |
 
   const gq = `${month}&env=prod`
   const ro = await get(`/api/analytics/revenue/${g}/overview?${gq}`)
-  for (const k of ['totalRevenue', 'iapRevenue', 'subscriptionRevenue', 'adRevenue']) put(`game.revenue.${k}`, ro[k])
-  for (const p of await get(`/api/analytics/revenue/${g}/arpu?${gq}`)) put(`game.arpu.${p.date}.payingUsers`, p.payingUsers)
+  for (const k of ['totalRevenue', 'iapRevenue', 'subscriptionRevenue', 'adRevenue'])
+    put(`game.revenue.${k}`, ro[k])
+  for (const p of await get(`/api/analytics/revenue/${g}/arpu?${gq}`))
+    put(`game.arpu.${p.date}.payingUsers`, p.payingUsers)
   for (const p of await get(`/api/analytics/revenue/${g}/by-platform?${gq}`))
     for (const k of ['revenue', 'arpu', 'arppu']) put(`game.byPlatform.${p.platform}.${k}`, p[k])
   const ads = await get(`/api/analytics/ads/${g}/overview?${gq}`)
-  for (const k of ['totalRevenue', 'totalImpressions', 'avgEcpm', 'avgFillRate', 'networkCount']) put(`game.ads.${k}`, ads[k])
+  for (const k of ['totalRevenue', 'totalImpressions', 'avgEcpm', 'avgFillRate', 'networkCount'])
+    put(`game.ads.${k}`, ads[k])
   const ses = await get(`/api/analytics/sessions/${g}/overview?${gq}`)
-  for (const k of ['avgSessionDuration', 'avgEventsPerSession', 'avgBounceRate']) put(`game.sessions.${k}`, ses[k])
+  for (const k of ['avgSessionDuration', 'avgEventsPerSession', 'avgBounceRate'])
+    put(`game.sessions.${k}`, ses[k])
 
   const beh = await get(`/api/v1/analytics/behavior?${q}&${month}&top=50`)
   put('behavior.totalEvents', beh.totalEvents)
@@ -77,7 +80,8 @@ export async function readAnswers(run: Run): Promise<{ got: Map<string, number |
     put(`behavior.${e.event}.users`, e.users)
   }
   const lv = await get(`/api/v1/analytics/levels?${q}&${month}`)
-  for (const l of lv.levels) for (const k of ['starts', 'completes', 'fails', 'players']) put(`levels.${l.level}.${k}`, l[k])
+  for (const l of lv.levels)
+    for (const k of ['starts', 'completes', 'fails', 'players']) put(`levels.${l.level}.${k}`, l[k])
 
   const week = { startDate: addDays(today, -6), endDate: today, window: { value: 1, unit: 'hour' } }
   const fo = await post(`/api/v1/analytics/behavior/funnel?${q}`, {
@@ -93,18 +97,18 @@ export async function readAnswers(run: Run): Promise<{ got: Map<string, number |
   })
   for (const s of fs.steps) put(`funnel.strict.step${s.step}.users`, s.users)
 
-  const rt = await get(`/api/v1/analytics/realtime/series?${q}&minutes=60`)
-  // biome-ignore lint/suspicious/noExplicitAny: as above
-  const pts: any[] = rt.points
-  put('realtime.events', pts.reduce((t, p) => t + p.events, 0))
-  put('realtime.revenue', Math.round(pts.reduce((t, p) => t + p.revenue, 0) * 100) / 100)
-  put('realtime.onlineMinutes', pts.reduce((t, p) => t + p.online, 0))
-  const minutes = pts.map((p) => Date.parse(p.minute))
-  const on = await get(`/api/v1/analytics/warehouse/online?${q}&minutes=60`)
-  // biome-ignore lint/suspicious/noExplicitAny: as above
-  const onlineMinutes: number[] = on.points.map((p: any) => Date.parse(p.minute))
-  // biome-ignore lint/suspicious/noExplicitAny: as above
-  put('warehouse.online.onlineMinutes', on.points.reduce((t: number, p: any) => t + p.online, 0))
+  type Point = { minute: string; online: number; events?: number; revenue?: number }
+  const total = (xs: Point[], k: 'online' | 'events' | 'revenue') => xs.reduce((t, p) => t + (p[k] ?? 0), 0)
+  const rt: { points: Point[] } = await get(`/api/v1/analytics/realtime/series?${q}&minutes=60`)
+  put('realtime.events', total(rt.points, 'events'))
+  put('realtime.revenue', Math.round(total(rt.points, 'revenue') * 100) / 100)
+  put('realtime.onlineMinutes', total(rt.points, 'online'))
+  const on: { points: Point[] } = await get(`/api/v1/analytics/warehouse/online?${q}&minutes=60`)
+  put('warehouse.online.onlineMinutes', total(on.points, 'online'))
+  const minutes = {
+    series: rt.points.map((p) => Date.parse(p.minute)),
+    online: on.points.map((p) => Date.parse(p.minute)),
+  }
 
   const inv = await get(`/api/v1/analytics/invocations/summary?${q}&hours=720`)
   for (const k of ['total', 'failed', 'successRate', 'avgDurationMs']) put(`invocations.${k}`, inv[k])
@@ -118,6 +122,7 @@ export async function readAnswers(run: Run): Promise<{ got: Map<string, number |
     put(`adoption.${f.feature}.uses`, f.uses)
   }
   const pt = await get(`/api/v1/analytics/payments/product-trend?${q}&${month}`)
-  for (const p of pt.products) for (const k of ['revenue', 'transactions', 'refunds']) put(`products.${p.productId}.${k}`, p[k])
-  return { got, minutes: { series: minutes, online: onlineMinutes } }
+  for (const p of pt.products)
+    for (const k of ['revenue', 'transactions', 'refunds']) put(`products.${p.productId}.${k}`, p[k])
+  return { got, minutes }
 }

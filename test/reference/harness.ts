@@ -45,7 +45,13 @@ export async function runMonth(engine: Engine): Promise<Run> {
     const admin = await app.token('admin')
     const g = await app.req('POST', '/api/games', {
       token: admin,
-      body: { name: 'Reference Month', genre: 'PUZZLE', platforms: ['ANDROID', 'IOS'], timezone: ZONE, defaultCurrency: 'USD' },
+      body: {
+        name: 'Reference Month',
+        genre: 'PUZZLE',
+        platforms: ['ANDROID', 'IOS'],
+        timezone: ZONE,
+        defaultCurrency: 'USD',
+      },
     })
     if (g.status !== 201) throw new Error(`creating the game answered ${g.status} ${JSON.stringify(g.body)}`)
     const sim = simulate(g.body.id)
@@ -57,7 +63,8 @@ export async function runMonth(engine: Engine): Promise<Run> {
         raw: body,
         headers: { 'content-type': 'application/json', ...sig },
       })
-      if (res.status !== 200) throw new Error(`ingest ${b.route} answered ${res.status}: ${JSON.stringify(res.body)}`)
+      if (res.status !== 200)
+        throw new Error(`ingest ${b.route} answered ${res.status}: ${JSON.stringify(res.body)}`)
     }
     await app.events.drain()
     const sendMs = performance.now() - t0

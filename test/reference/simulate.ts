@@ -131,8 +131,12 @@ export function simulate(gameId: string, seed = 35): Simulation {
   let ids = 0
   let orders = 0
   const eventId = () => `ev-${seed}-${(++ids).toString(36).padStart(6, '0')}`
-  const push = (route: Route, body: Record<string, unknown>, arrive: number, kind: Sent['kind'] = 'original') =>
-    pending.push({ route, body, arrive, seq: seq++, kind })
+  const push = (
+    route: Route,
+    body: Record<string, unknown>,
+    arrive: number,
+    kind: Sent['kind'] = 'original',
+  ) => pending.push({ route, body, arrive, seq: seq++, kind })
   /** Sends an event: mostly on time; some late (1-4 days after ts), some twice (same event_id). */
   const emit = (route: Route, body: Record<string, unknown>, mayBeLate: boolean) => {
     const ts = Number(body.ts)
@@ -196,7 +200,8 @@ export function simulate(gameId: string, seed = 35): Simulation {
         const bounce = r.chance(0.12)
         if (!bounce) {
           if (r.chance(0.5)) add('events', 'login')
-          for (let k = r.int(0, 4); k > 0; k--) add('events', 'tap', { target: r.pick(['play', 'menu', 'map']) })
+          for (let k = r.int(0, 4); k > 0; k--)
+            add('events', 'tap', { target: r.pick(['play', 'menu', 'map']) })
           if (r.chance(0.35)) {
             const feature = r.pick(FEATURES)
             add('events', 'feature_use', { feature, platform, app_version: version, country })
@@ -225,7 +230,12 @@ export function simulate(gameId: string, seed = 35): Simulation {
             const network = r.pick(NETWORKS)
             const filled = r.chance(0.8)
             add('events', 'ad_request', { network, placement: 'reward', filled })
-            if (filled) add('events', 'ad_impression', { network, placement: 'reward', revenue: r.pick([0.01, 0.015, 0.02]) })
+            if (filled)
+              add('events', 'ad_impression', {
+                network,
+                placement: 'reward',
+                revenue: r.pick([0.01, 0.015, 0.02]),
+              })
           }
           if (payer && r.chance(0.3)) {
             add('events', 'shop_open')
@@ -260,7 +270,12 @@ export function simulate(gameId: string, seed = 35): Simulation {
           if (b.event === 'payment') {
             // A payment re-send: same order and status, a new event_id, a little later.
             if (r.chance(0.08))
-              push('payments', { ...b, event_id: eventId() }, Math.min(arrive + r.int(1_000, HOUR), NOW - 1), 'resend')
+              push(
+                'payments',
+                { ...b, event_id: eventId() },
+                Math.min(arrive + r.int(1_000, HOUR), NOW - 1),
+                'resend',
+              )
             // A refund of a success, 1-6 days later (if that is still in the past).
             const when = Number(b.ts) + r.int(1, 6) * DAY
             if (b.status === 'success' && r.chance(0.08) && when < NOW - HOUR)
@@ -285,11 +300,17 @@ export function simulate(gameId: string, seed = 35): Simulation {
       const b = payment(
         t + 10_000,
         uid,
-        { order_id: `o${seed}-${++orders}`, status: 'success', amount_cents: 299, currency: r.chance(0.5) ? 'EUR' : 'USD' },
+        {
+          order_id: `o${seed}-${++orders}`,
+          status: 'success',
+          amount_cents: 299,
+          currency: r.chance(0.5) ? 'EUR' : 'USD',
+        },
         { kind: 'iap', product_id: 'gems_small', platform: 'IOS' },
       )
       const arrive = emit('payments', b, false)
-      if (r.chance(0.4)) push('payments', { ...b, event_id: eventId() }, Math.min(arrive + 2_000, NOW - 1), 'resend')
+      if (r.chance(0.4))
+        push('payments', { ...b, event_id: eventId() }, Math.min(arrive + 2_000, NOW - 1), 'resend')
     }
   }
 

