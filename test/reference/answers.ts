@@ -1,5 +1,5 @@
 import type { Run } from './harness'
-import type { Minutes } from './oracle'
+import { type Minutes, performanceRange } from './oracle'
 import { addDays } from './simulate'
 
 /**
@@ -53,6 +53,28 @@ export async function readAnswers(run: Run): Promise<{ got: Map<string, number |
   const ret = await get(`/api/v1/analytics/retention?${q}&${month}&size=30`)
   for (const c of ret.cohorts) for (const n of [1, 7, 30]) put(`retention.${c.cohort}.D${n}`, c.counts[n - 1])
 
+  const weekly = await get(
+    `/api/v1/analytics/retention?${q}&startDate=${sim.days[0]}&endDate=${today}&interval=week&size=4`,
+  )
+  for (const c of weekly.cohorts) {
+    put(`retention.week.${c.cohort}.users`, c.users)
+    for (let n = 1; n <= 4; n++) put(`retention.week.${c.cohort}.W${n}`, c.counts[n - 1])
+  }
+
+  const { from, to } = performanceRange(sim)
+  const hours = `env=prod&startDate=${new Date(from).toISOString()}&endDate=${new Date(to).toISOString()}`
+  const perf = await get(`/api/analytics/performance/${g}/overview?${hours}`)
+  for (const m of ['FPS', 'LAG', 'MEMORY', 'LOAD_TIME']) {
+    put(`performance.${m}.avgValue`, perf[m].avgValue)
+    put(`performance.${m}.count`, perf[m].count)
+  }
+  put('performance.CRASH.count', perf.CRASH.count)
+  for (const c of await get(`/api/analytics/performance/${g}/crashes?${hours}`)) {
+    put(`crashes.${c.crashHash}.count`, c.count)
+    put(`crashes.${c.crashHash}.firstSeen`, Date.parse(c.firstSeen))
+    put(`crashes.${c.crashHash}.lastSeen`, Date.parse(c.lastSeen))
+  }
+
   const pay = await get(`/api/v1/analytics/payments?${q}&${month}`)
   for (const k of ['revenue', 'refunds', 'failed', 'transactions', 'payingUsers', 'arppu', 'avgTransaction'])
     put(`payments.${k}`, pay[k])
@@ -62,7 +84,7 @@ export async function readAnswers(run: Run): Promise<{ got: Map<string, number |
   for (const k of ['totalRevenue', 'iapRevenue', 'subscriptionRevenue', 'adRevenue'])
     put(`game.revenue.${k}`, ro[k])
   for (const p of await get(`/api/analytics/revenue/${g}/arpu?${gq}`))
-    put(`game.arpu.${p.date}.payingUsers`, p.payingUsers)
+    for (const k of ['arpu', 'arppu', 'payingUsers']) put(`game.arpu.${p.date}.${k}`, p[k])
   for (const p of await get(`/api/analytics/revenue/${g}/by-platform?${gq}`))
     for (const k of ['revenue', 'arpu', 'arppu']) put(`game.byPlatform.${p.platform}.${k}`, p[k])
   const ads = await get(`/api/analytics/ads/${g}/overview?${gq}`)

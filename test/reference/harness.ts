@@ -4,13 +4,17 @@ import { type Engine, type TestApp, makeApp } from '../helpers'
 import { NOW, type Simulation, ZONE, simulate } from './simulate'
 
 /**
- * Runs the simulated month against the real app: the clock held at the simulation's `NOW` and
- * advancing from there in real time (bun:test's `setSystemTime`, re-set every few ms from
- * `performance.now()`; a clock frozen outright would stop the app's own timers that compare
- * `Date.now()`s, such as when a changed sketch is written), the game created, every batch sent
- * through the signed ingestion route in arrival order, one request after the other.
+ * Runs the simulated month against the real app on a clock of its own (bun:test's
+ * `setSystemTime`): the app starts a minute before the simulation's `NOW`; request k of the
+ * month is sent with the clock held at `NOW + k x STEP_MS`, so every time the app compares
+ * (a sketch written again only 2 s after its last write, receive times, dedup windows) comes
+ * out the same on a fast machine and a slow one; then the clock runs on in real time from
+ * there for the drain and the reads. The game is created, and every batch sent through the
+ * signed ingestion route in arrival order, one request after the other.
  */
 export const SECRET = 'reference-signing-secret'
+/** Simulated time between two requests: 1,223 requests take about a minute of the app's time. */
+export const STEP_MS = 50
 
 export interface Run {
   app: TestApp
@@ -21,19 +25,40 @@ export interface Run {
   stop(): Promise<void>
 }
 
-export function holdClock(at: number): () => void {
-  const p0 = performance.now()
-  const tick = () => setSystemTime(new Date(at + Math.round(performance.now() - p0)))
-  tick()
-  const h = setInterval(tick, 2)
-  return () => {
-    clearInterval(h)
+/** The test's clock: held at an instant (`hold`), or running in real time from one (`run`). */
+export class Clock {
+  private base = 0
+  private p0 = 0
+  private held = true
+  private readonly timer: ReturnType<typeof setInterval>
+
+  constructor(at: number) {
+    this.run(at)
+    this.timer = setInterval(() => {
+      if (!this.held) setSystemTime(new Date(this.base + Math.round(performance.now() - this.p0)))
+    }, 2)
+  }
+
+  hold(at: number): void {
+    this.held = true
+    setSystemTime(new Date(at))
+  }
+
+  run(from: number): void {
+    this.base = from
+    this.p0 = performance.now()
+    this.held = false
+    setSystemTime(new Date(from))
+  }
+
+  release(): void {
+    clearInterval(this.timer)
     setSystemTime()
   }
 }
 
 export async function runMonth(engine: Engine): Promise<Run> {
-  const release = holdClock(NOW)
+  const clock = new Clock(NOW - 60_000)
   const app = await makeApp(engine, {
     plugins: {
       games: {},
@@ -56,7 +81,8 @@ export async function runMonth(engine: Engine): Promise<Run> {
     if (g.status !== 201) throw new Error(`creating the game answered ${g.status} ${JSON.stringify(g.body)}`)
     const sim = simulate(g.body.id)
     const t0 = performance.now()
-    for (const b of sim.batches) {
+    for (const [k, b] of sim.batches.entries()) {
+      clock.hold(NOW + k * STEP_MS)
       const body = JSON.stringify(b.items)
       const sig = await signRequest(SECRET, body)
       const res = await app.req('POST', `/api/ingest/${b.route}`, {
@@ -66,6 +92,7 @@ export async function runMonth(engine: Engine): Promise<Run> {
       if (res.status !== 200)
         throw new Error(`ingest ${b.route} answered ${res.status}: ${JSON.stringify(res.body)}`)
     }
+    clock.run(NOW + sim.batches.length * STEP_MS)
     await app.events.drain()
     const sendMs = performance.now() - t0
     return {
@@ -75,12 +102,12 @@ export async function runMonth(engine: Engine): Promise<Run> {
       sendMs,
       stop: async () => {
         await app.stop()
-        release()
+        clock.release()
       },
     }
   } catch (e) {
     await app.stop()
-    release()
+    clock.release()
     throw e
   }
 }

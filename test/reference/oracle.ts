@@ -5,8 +5,8 @@
  * name (`route.detail`), its expected value and how it is compared:
  *
  * - `exact`: counts and sums of money (cents), equal.
- * - `ratio` / `avg`: the API answers ratios to 4 decimals and averages / money to 2, so equal
- *   to that precision (within half its last digit).
+ * - `ratio` / `milli` / `avg`: the API answers ratios to 4 decimals, performance averages to 3
+ *   and other averages and money to 2, so equal to that precision (within half its last digit).
  * - `hll`: distinct users the code counts with a HyperLogLog sketch (docs/analytics.md,
  *   "Distinct users ... within about 1.6%"; plugins' hll.ts: 2^12 registers, standard error
  *   1.04/sqrt(4096) = 1.6%). The month is seeded, so a sketch's estimate is the same every run;
@@ -17,7 +17,7 @@
  */
 import { DAY, type Simulation, addDays, localDate, localMidnight } from './simulate'
 
-export type Compare = 'exact' | 'ratio' | 'avg' | 'hll' | 'hll-ratio'
+export type Compare = 'exact' | 'ratio' | 'milli' | 'avg' | 'hll' | 'hll-ratio'
 export interface Expected {
   name: string
   value: number | null
@@ -88,6 +88,11 @@ const div = (a: number, b: number) => (b ? a / b : 0)
 export interface Minutes {
   series: number[]
   online: number[]
+}
+
+/** The performance range: from the first local midnight to the hour after the one of now. */
+export function performanceRange(sim: Simulation): { from: number; to: number } {
+  return { from: localMidnight(sim.days[0]), to: Math.ceil(sim.now / 3_600_000) * 3_600_000 + 3_600_000 }
 }
 
 /** Every expected number of the month. */
@@ -168,6 +173,45 @@ export function expectedNumbers(sim: Simulation, minutes: Minutes): Expected[] {
       put(`retention.${d}.D${n}`, day > today ? null : users.filter((u) => active(day, u)).length)
     }
 
+  // GET /retention?interval=week&size=4: cohorts by the local week (from Monday) of first sight;
+  // Wn = the cohort's users active in the n-th week after; a week that has not begun is null.
+  const monday = (d: string) => addDays(d, -((new Date(`${d}T00:00:00Z`).getUTCDay() + 6) % 7))
+  const weeks = [...new Set(sim.days.map(monday))]
+  for (const w of weeks) {
+    const users = [...s.firstDay].filter(([, d]) => monday(d) === w).map(([u]) => u)
+    put(`retention.week.${w}.users`, users.length)
+    for (let n = 1; n <= 4; n++) {
+      const from = addDays(w, 7 * n)
+      const days = dayList(from, addDays(from, 6))
+      put(
+        `retention.week.${w}.W${n}`,
+        from > today ? null : users.filter((u) => days.some((d) => active(d, u))).length,
+      )
+    }
+  }
+
+  // Performance over the month (the range in hours, from the first local midnight to the hour after
+  // now): per metric the mean value and count of `perf` events; crashes by hash, first and last seen.
+  const { from: perfFrom, to: perfTo } = performanceRange(sim)
+  const perfEvents = s.events.filter((e) => e.ms >= perfFrom && e.ms < perfTo)
+  for (const metric of ['FPS', 'LAG', 'MEMORY', 'LOAD_TIME']) {
+    const xs = perfEvents.filter((e) => e.event === 'perf' && attr(e, 'metric') === metric)
+    put(
+      `performance.${metric}.avgValue`,
+      div(sum(xs.map((e) => Number(attr(e, 'value')))), xs.length),
+      'milli',
+    )
+    put(`performance.${metric}.count`, xs.length)
+  }
+  const crashes = perfEvents.filter((e) => e.event === 'crash')
+  put('performance.CRASH.count', crashes.length)
+  for (const h of [...new Set(crashes.map((e) => String(attr(e, 'crashHash'))))].sort()) {
+    const xs = crashes.filter((e) => attr(e, 'crashHash') === h).map((e) => e.ms)
+    put(`crashes.${h}.count`, xs.length)
+    put(`crashes.${h}.firstSeen`, Math.min(...xs))
+    put(`crashes.${h}.lastSeen`, Math.max(...xs))
+  }
+
   // GET /payments over the month: revenue, refunds, failed, transactions, paying users, ARPPU, average transaction.
   const pays = success(sim.days[0], today)
   const revenue = sum(pays.map(cents))
@@ -191,7 +235,19 @@ export function expectedNumbers(sim: Simulation, minutes: Minutes): Expected[] {
   put('game.revenue.iapRevenue', money(iap), 'avg')
   put('game.revenue.subscriptionRevenue', money(sub), 'avg')
   put('game.revenue.adRevenue', adMicros / 1e6, 'avg')
-  for (const d of sim.days) put(`game.arpu.${d}.payingUsers`, new Set(success(d, d).map((p) => p.uid)).size)
+  // Per day: ARPU = the day's total revenue (payments and ads) / its DAU, ARPPU = the same / its paying users.
+  for (const d of sim.days) {
+    const dayPayers = new Set(success(d, d).map((p) => p.uid)).size
+    const dayAds = sum(
+      inDays(d, d)
+        .filter((e) => e.event === 'ad_impression')
+        .map((e) => Math.round(Number(attr(e, 'revenue')) * 1e6)),
+    )
+    const dayRevenue = sum(success(d, d).map(cents)) / 100 + dayAds / 1e6
+    put(`game.arpu.${d}.arpu`, div(dayRevenue, activeOn.get(d)?.size ?? 0), 'ratio')
+    put(`game.arpu.${d}.arppu`, div(dayRevenue, dayPayers), 'ratio')
+    put(`game.arpu.${d}.payingUsers`, dayPayers)
+  }
   for (const platform of ['ANDROID', 'IOS', 'WEB']) {
     const rev = sum(pays.filter((p) => attr(p, 'platform') === platform).map(cents))
     const users = new Set(

@@ -108,6 +108,7 @@ const PRODUCTS = [
 ] as const
 const NETWORKS = ['admob', 'unity'] as const
 const FUNCTIONS = ['spawn_boss', 'grant_reward', 'matchmake'] as const
+const CRASHES = ['c-1a2b', 'c-3c4d', 'c-5e6f'] as const
 
 interface Pending {
   route: Route
@@ -226,6 +227,19 @@ export function simulate(gameId: string, seed = 35): Simulation {
               })
             }
           }
+          if (r.chance(0.3)) {
+            const metric = r.pick(['FPS', 'LAG', 'MEMORY', 'LOAD_TIME'] as const)
+            const value =
+              metric === 'FPS'
+                ? r.int(300, 600) / 10
+                : metric === 'MEMORY'
+                  ? r.int(2000, 8000) / 10
+                  : metric === 'LAG'
+                    ? r.int(20, 300)
+                    : r.int(500, 5000)
+            add('events', 'perf', { metric, value })
+          }
+          if (r.chance(0.02)) add('events', 'crash', { crashHash: r.pick(CRASHES), message: 'null pointer' })
           if (r.chance(0.25)) {
             const network = r.pick(NETWORKS)
             const filled = r.chance(0.8)
