@@ -277,7 +277,10 @@ export function simulate(gameId: string, seed = 35): Simulation {
           events,
         })
         for (const item of list) {
-          // A user's first event is never late (see oracle.ts on first sights).
+          // A user's first event is never late. Its cohort is the day of the user's first stored
+          // sight, the earliest ts "within one commit" (docs/analytics.md): had the first event come
+          // late, the cohort would depend on which requests a commit (or, after issue 35, a
+          // consumer's batch) groups, not on the traffic alone. Later events of the user do come late.
           const arrive = emit(item.route, item.body, !firstEvent)
           firstEvent = false
           const b = item.body
