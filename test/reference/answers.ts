@@ -94,6 +94,12 @@ export async function readAnswers(run: Run): Promise<{ got: Map<string, number |
   for (const k of ['avgSessionDuration', 'avgEventsPerSession', 'avgBounceRate'])
     put(`game.sessions.${k}`, ses[k])
 
+  const so = await get(`/api/analytics/social/${g}/overview?${gq}`)
+  for (const k of ['totalFriendships', 'totalGuilds', 'avgViralCoefficient']) put(`social.${k}`, so[k])
+  const ri = await get(`/api/analytics/social/${g}/retention-impact?${gq}`)
+  for (const k of ['socialUsersD7Retention', 'nonSocialUsersD7Retention', 'retentionLift'])
+    put(`social.${k}`, ri[k])
+
   const beh = await get(`/api/v1/analytics/behavior?${q}&${month}&top=50`)
   put('behavior.totalEvents', beh.totalEvents)
   put('behavior.distinctEvents', beh.distinctEvents)

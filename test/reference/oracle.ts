@@ -154,6 +154,42 @@ export function expectedNumbers(sim: Simulation, minutes: Minutes): Expected[] {
     put(`crashes.${h}.lastSeen`, Math.max(...xs))
   }
 
+  // Social over the month (docs/analytics.md): friendships (friend_add) and guild joins, and the
+  // viral coefficient = users invited per active user, per day, averaged over the days with users.
+  // Retention impact: the users first seen in the range whose day 7 has come (cohort <= today - 7),
+  // split by whether they ever did anything social; D7 = active on cohort + 7 days.
+  put('social.totalFriendships', month.filter((e) => e.event === 'friend_add').length)
+  put('social.totalGuilds', month.filter((e) => e.event === 'guild_join').length)
+  const perDay = sim.days
+    .filter((d) => (activeOn.get(d)?.size ?? 0) > 0)
+    .map(
+      (d) =>
+        sum(
+          inDays(d, d)
+            .filter((e) => e.event === 'invite')
+            .map((e) => (attr(e, 'invited') as unknown[]).length),
+        ) / (activeOn.get(d)?.size ?? 1),
+    )
+  put('social.avgViralCoefficient', div(sum(perDay), perDay.length), 'ratio')
+  const social = new Set(
+    s.events
+      .filter((e) => ['friend_add', 'guild_join', 'invite'].includes(e.event) && e.uid)
+      .map((e) => e.uid),
+  )
+  const d7 = (isSocial: boolean) => {
+    let base = 0
+    let kept = 0
+    for (const [u, d] of s.firstDay)
+      if (d <= addDays(today, -7) && social.has(u) === isSocial) {
+        base++
+        if (active(addDays(d, 7), u)) kept++
+      }
+    return div(kept, base)
+  }
+  put('social.socialUsersD7Retention', d7(true), 'ratio')
+  put('social.nonSocialUsersD7Retention', d7(false), 'ratio')
+  put('social.retentionLift', d7(false) ? d7(true) / d7(false) - 1 : 0, 'ratio')
+
   // GET /payments over the month: revenue, refunds, failed, transactions, paying users, ARPPU, average transaction.
   const pays = success(sim.days[0], today)
   const revenue = sum(pays.map(cents))

@@ -239,6 +239,15 @@ export function simulate(gameId: string, seed = 35): Simulation {
                     : r.int(500, 5000)
             add('events', 'perf', { metric, value })
           }
+          // Social: each friendship and each guild once (so "total" reads the same as events or as
+          // distinct pairs and guilds), invites of 1-3 new players.
+          if (r.chance(0.06))
+            add('events', 'friend_add', { friend_id: `u${String(r.int(1, USERS)).padStart(4, '0')}` })
+          if (r.chance(0.02)) add('events', 'guild_join', { guild_id: `g-${uid}-${sid}` })
+          if (r.chance(0.04))
+            add('events', 'invite', {
+              invited: Array.from({ length: r.int(1, 3) }, (_, i) => `inv-${sid}-${i}`),
+            })
           if (r.chance(0.02)) add('events', 'crash', { crashHash: r.pick(CRASHES), message: 'null pointer' })
           if (r.chance(0.25)) {
             const network = r.pick(NETWORKS)
