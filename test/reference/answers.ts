@@ -125,6 +125,18 @@ export async function readAnswers(run: Run): Promise<{ got: Map<string, number |
   })
   for (const s of fs.steps) put(`funnel.strict.step${s.step}.users`, s.users)
 
+  const pa = await get(
+    `/api/v1/analytics/behavior/paths?${q}&startDate=${week.startDate}&endDate=${today}&by=session&length=3&top=10`,
+  )
+  put('paths.total', pa.total)
+  for (const x of pa.paths) put(`paths.${x.path.join('>')}.count`, x.count)
+  const ev = await get(
+    `/api/v1/analytics/behavior/events?${q}&startDate=${week.startDate}&endDate=${today}&event=payment&pageSize=1`,
+  )
+  put('events.payment.total', ev.total)
+  const tx = await get(`/api/v1/analytics/payments/transactions?${q}&${month}&pageSize=1`)
+  put('transactions.total', tx.total)
+
   type Point = { minute: string; online: number; events?: number; revenue?: number }
   const total = (xs: Point[], k: 'online' | 'events' | 'revenue') => xs.reduce((t, p) => t + (p[k] ?? 0), 0)
   const rt: { points: Point[] } = await get(`/api/v1/analytics/realtime/series?${q}&minutes=60`)

@@ -136,3 +136,51 @@ export function funnel(
   }
   return reached
 }
+
+/**
+ * Top paths (docs/analytics.md, "Paths", by session): per user, events in client-time order
+ * (equal times in arrival order), cut at each session_start and after 30 minutes without an
+ * event; repeats in a row count as one step; a path keeps its first `length` steps. Returns
+ * every path's count, ordered by count, then by the names' text; and how many paths there were.
+ */
+export function paths(
+  events: (Ev & { ms: number })[],
+  length: number,
+  rangeEnd: number,
+): { total: number; counts: [string[], number][] } {
+  const byUser = new Map<string, (Ev & { ms: number })[]>()
+  for (const e of events) {
+    if (!e.uid || e.ms >= rangeEnd) continue
+    const xs = byUser.get(e.uid) ?? []
+    xs.push(e)
+    byUser.set(e.uid, xs)
+  }
+  const counts = new Map<string, { path: string[]; n: number }>()
+  let total = 0
+  const end = (path: string[]) => {
+    if (!path.length) return
+    total++
+    const key = path.join('\u0001')
+    const x = counts.get(key) ?? { path, n: 0 }
+    x.n++
+    counts.set(key, x)
+  }
+  for (const xs of byUser.values()) {
+    xs.sort((a, b) => a.ms - b.ms)
+    let path: string[] = []
+    let last = Number.NEGATIVE_INFINITY
+    for (const e of xs) {
+      if (e.event === 'session_start' || e.ms - last > 30 * 60_000) {
+        end(path)
+        path = []
+      }
+      last = e.ms
+      if (path.length < length && path[path.length - 1] !== e.event) path.push(e.event)
+    }
+    end(path)
+  }
+  const list = [...counts.values()].sort(
+    (a, b) => b.n - a.n || (a.path.join(',') < b.path.join(',') ? -1 : 1),
+  )
+  return { total, counts: list.map((x) => [x.path, x.n]) }
+}

@@ -28,6 +28,7 @@ import {
   div,
   funnel,
   money,
+  paths,
   performanceRange,
   store,
   sum,
@@ -309,6 +310,15 @@ export function expectedNumbers(sim: Simulation, minutes: Minutes): Expected[] {
   ordered.forEach((n, i) => put(`funnel.ordered.step${i + 1}.users`, n))
   const strict = funnel(week, ['shop_open', 'payment', 'session_end'], 3_600_000, 'strict', weekEnd)
   strict.forEach((n, i) => put(`funnel.strict.step${i + 1}.users`, n))
+
+  // GET /behavior/paths over the last 7 days, by session, 3 steps: the top 10 and how many paths.
+  const p = paths(week, 3, weekEnd)
+  put('paths.total', p.total)
+  for (const [path, n] of p.counts.slice(0, 10)) put(`paths.${path.join('>')}.count`, n)
+  // GET /behavior/events?event=payment over the last 7 days: raw payment events (each order and status once).
+  put('events.payment.total', week.filter((e) => e.event === 'payment').length)
+  // GET /payments/transactions over the month: each order and status once.
+  put('transactions.total', s.payments.filter((e) => e.day >= sim.days[0] && e.day <= today).length)
 
   // GET /realtime/series: per minute of event time, events, distinct online users, successful revenue.
   const first = minutes.series[0]

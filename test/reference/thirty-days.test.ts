@@ -13,10 +13,12 @@ import { type Expected, expectedNumbers } from './oracle'
 export const KNOWN_DIFFERENCES_UNTIL_PIPELINE: readonly string[] = [
   // "A retried payment counts twice": a payment re-sent with the same order_id and status under a
   // new event_id is one payment (revenue, transactions and payers are right) but two events: the
-  // event counts hold the 62 re-sends (8 of them in the last hour), and a re-send between a
-  // payment and its session_end breaks a strict funnel (122 users reach step 3, not 131).
+  // event counts hold the 62 re-sends (28 of them in the last week, 8 in the last hour), and a
+  // re-send between a payment and its session_end breaks a strict funnel (122 users reach step 3,
+  // not 131). The payment list (/payments/transactions) is right; the event list is not.
   'behavior.totalEvents',
   'behavior.payment.count',
+  'events.payment.total',
   'realtime.events',
   'funnel.strict.step3.users',
   // "Distinct users are lost": a changed sketch is written again only by a later commit 2 s or
