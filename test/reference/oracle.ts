@@ -234,7 +234,7 @@ export function expectedNumbers(sim: Simulation, minutes: Minutes): Expected[] {
     )
     const platformPayers = new Set(pays.filter((p) => attr(p, 'platform') === platform).map((p) => p.uid))
     put(`game.byPlatform.${platform}.revenue`, money(rev), 'avg')
-    put(`game.byPlatform.${platform}.arpu`, div(rev / 100, users.size), 'hll-ratio')
+    put(`game.byPlatform.${platform}.arpu`, div(rev / 100, users.size), 'ratio')
     put(`game.byPlatform.${platform}.arppu`, div(rev / 100, platformPayers.size), 'ratio')
   }
 

@@ -100,6 +100,8 @@ forEachEngine((engine) => {
   describe(`30 simulated days on ${engine}`, () => {
     let run: Run
     let rows: { e: Expected; got: number | null | undefined }[]
+    /** Numbers the API answered that the oracle has no name for (a path, an event, a cohort too many). */
+    let unexpected: string[]
 
     beforeAll(async () => {
       const t0 = performance.now()
@@ -107,6 +109,8 @@ forEachEngine((engine) => {
       const { got, minutes } = await readAnswers(run)
       const expected = expectedNumbers(run.sim, minutes)
       rows = expected.map((e) => ({ e, got: got.get(e.name) }))
+      const names = new Set(expected.map((e) => e.name))
+      unexpected = [...got.keys()].filter((k) => !names.has(k))
       const items = run.sim.batches.reduce((t, b) => t + b.items.length, 0)
       // REFERENCE_TABLE=<dir>: the whole comparison, one file per engine, for a report.
       const dir = process.env.REFERENCE_TABLE
@@ -129,6 +133,7 @@ forEachEngine((engine) => {
       const names = new Set(rows.map((r) => r.e.name))
       const listed = KNOWN.map((k) => k.split('@')).filter(([, on]) => on === undefined || on === engine)
       expect(listed.map(([name]) => name).filter((name) => !names.has(name))).toEqual([])
+      console.log(`${engine}: the known differences:\n${table(rows.filter((r) => known(r.e.name, engine)))}`)
       const fixed = rows.filter((r) => known(r.e.name, engine) && within(r.e, r.got))
       if (fixed.length) console.log(`${engine}: now equal, take them off the list:\n${table(fixed)}`)
       expect(fixed.map((r) => r.e.name)).toEqual([])
@@ -137,6 +142,7 @@ forEachEngine((engine) => {
     test('the oracle and the API name the same numbers', () => {
       expect(rows.length).toBeGreaterThan(150)
       expect(rows.filter((r) => r.got === undefined).map((r) => r.e.name)).toEqual([])
+      expect(unexpected).toEqual([])
     })
   })
 })
