@@ -65,6 +65,12 @@ export function store(sim: Simulation): Stored {
     }
     for (const [u, ms] of seenHere) firstDay.set(u, localDate(ms))
   })
+  // The month is made so that no cohort depends on how requests group into commits (a user's
+  // first event is never late, see simulate.ts): the first stored sight is the earliest ts.
+  const earliest = new Map<string, number>()
+  for (const e of events) if (e.uid) earliest.set(e.uid, Math.min(earliest.get(e.uid) ?? e.ms, e.ms))
+  for (const [u, ms] of earliest)
+    if (firstDay.get(u) !== localDate(ms)) throw new Error(`${u}'s cohort depends on how requests group`)
   return { events, payments: events.filter((e) => e.event === 'payment'), firstDay }
 }
 

@@ -40,9 +40,9 @@ export interface Simulation {
   zone: string
   /** Local dates (YYYY-MM-DD) of the 30 days, oldest first; the last is today. */
   days: string[]
-  /** Requests in arrival order: each a route and at most 500 items. */
+  /** Requests in the order they are sent: each a route and at most 500 items (see the end of `simulate`). */
   batches: { route: Route; items: Record<string, unknown>[] }[]
-  /** Every item in arrival order (the batches flattened), with why it was sent. */
+  /** Every item in arrival order, with why it was sent. */
   sent: Sent[]
 }
 
@@ -361,11 +361,22 @@ export function simulate(gameId: string, seed = 35): Simulation {
 
   pending.sort((a, b) => a.arrive - b.arrive || a.seq - b.seq)
   const sent: Sent[] = pending.map((p) => ({ route: p.route, body: p.body, kind: p.kind }))
+  // Requests: the arrivals in windows; each window's events (500) go in one request, then the
+  // payments that arrived in the same window in another, each route in arrival order.
   const batches: Simulation['batches'] = []
-  for (const s of sent) {
-    const last = batches[batches.length - 1]
-    if (last && last.route === s.route && last.items.length < 500) last.items.push(s.body)
-    else batches.push({ route: s.route, items: [s.body] })
+  let events: Record<string, unknown>[] = []
+  let payments: Record<string, unknown>[] = []
+  const flush = () => {
+    if (events.length) batches.push({ route: 'events', items: events })
+    if (payments.length) batches.push({ route: 'payments', items: payments })
+    events = []
+    payments = []
   }
+  for (const s of sent) {
+    if (s.route === 'events') events.push(s.body)
+    else payments.push(s.body)
+    if (events.length === 500 || payments.length === 500) flush()
+  }
+  flush()
   return { gameId, env, now: NOW, zone: ZONE, days, batches, sent }
 }
