@@ -79,7 +79,8 @@ export async function runMonth(engine: Engine): Promise<Run> {
       },
     })
     if (g.status !== 201) throw new Error(`creating the game answered ${g.status} ${JSON.stringify(g.body)}`)
-    const sim = simulate(g.body.id)
+    // REFERENCE_SEED=<n>: another month of the same shape (the lists of known differences are seed 35's).
+    const sim = simulate(g.body.id, Number(process.env.REFERENCE_SEED ?? 35))
     const t0 = performance.now()
     for (const [k, b] of sim.batches.entries()) {
       clock.hold(NOW + k * STEP_MS)

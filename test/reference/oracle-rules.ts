@@ -74,6 +74,12 @@ export function store(sim: Simulation): Stored {
   return { events, payments: events.filter((e) => e.event === 'payment'), firstDay }
 }
 
+/**
+ * Money: a payment's amount_cents as sent, whatever its currency. Spec 1 has no conversion (a
+ * game has a defaultCurrency; amounts are "in the currency's main unit", docs/analytics.md), so
+ * the month's EUR payments add to the USD ones unconverted; a conversion added later changes
+ * the revenue numbers here on purpose.
+ */
 export const cents = (e: Ev) => Number(attr(e, 'amount_cents'))
 export const money = (c: number) => Math.round(c) / 100
 export const div = (a: number, b: number) => (b ? a / b : 0)
