@@ -71,6 +71,14 @@ export class EventLog implements EventLogService {
   private readonly wakers = new Set<() => void>()
   /** Until when this instance holds each consumer's lease, as it last renewed it. */
   private readonly heldUntil = new Map<string, number>()
+  /**
+   * Recent reads by the position they started after: consumers moving together read each batch
+   * once (rows and their parsed props), not once each (`readShared`).
+   */
+  private readonly reads = new Map<
+    string,
+    { below: number; limit: number; entries: LogEntry[]; at: number }
+  >()
   private running = false
   private loops: Promise<void>[] = []
   private readonly leaseMs: number
@@ -148,6 +156,7 @@ export class EventLog implements EventLogService {
     this.notify()
     await Promise.all(this.loops)
     await Promise.all(this.busy.values()).catch(() => undefined)
+    this.heldUntil.clear()
     await this.db
       .run('UPDATE liveops_consumers SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = ?', [
         this.o.instanceId,
@@ -190,6 +199,9 @@ export class EventLog implements EventLogService {
 
   private async claim(name: string): Promise<boolean> {
     const now = this.now()
+    // Held for more than half a lease yet: no need to write the renewal now (the step's own
+    // update still checks that this instance is the owner).
+    if ((this.heldUntil.get(name) ?? 0) - now > this.leaseMs / 2) return true
     const n = await this.db.run(
       `UPDATE liveops_consumers SET lease_owner = ?, lease_until = ?
        WHERE name = ? AND (lease_owner = ? OR lease_until IS NULL OR lease_until < ?)`,
@@ -225,7 +237,7 @@ export class EventLog implements EventLogService {
         if (!cur) return 0
         if (cur.rebuild_request !== null) return this.startRebuild(c, cur, tx, hook)
         const at = { seq: Number(cur.seq), pos: Number(cur.pos) }
-        const entries = await source.read(at, below, c.batch ?? 1000, tx)
+        const entries = await this.readShared(source, at, below, c.batch ?? 1000, tx)
         if (!entries.length) return 0
         const last = entries[entries.length - 1].at
         const after = await c.handle(this.deliverable(cur, entries), tx)
@@ -253,6 +265,30 @@ export class EventLog implements EventLogService {
         .catch(() => undefined)
       throw e
     }
+  }
+
+  /**
+   * A read after `at`, shared by the consumers that are there within a second. A kept read is a
+   * prefix of any later one from the same place: its rows were committed below its horizon, and
+   * a row committed since comes after all of them (a later seq on SQLite and MySQL, at or above
+   * that horizon on PostgreSQL). So a consumer may take the kept rows, fewer than the store now
+   * holds, and read the rest at its next step.
+   */
+  private async readShared(source: LogSource, at: LogPosition, below: number, limit: number, tx: Db) {
+    const key = `${at.seq}:${at.pos}`
+    const now = this.now()
+    const kept = this.reads.get(key)
+    if (
+      kept &&
+      now - kept.at < 1000 &&
+      kept.below <= below &&
+      (kept.limit >= limit || kept.entries.length < kept.limit)
+    )
+      return kept.entries.length > limit ? kept.entries.slice(0, limit) : kept.entries
+    const entries = await source.read(at, below, limit, tx)
+    for (const [k, r] of this.reads) if (now - r.at >= 1000 || this.reads.size >= 32) this.reads.delete(k)
+    if (entries.length) this.reads.set(key, { below, limit, entries, at: now })
+    return entries
   }
 
   /** The rows of a batch the consumer takes: during a rebuild from a date, the re-counted times. */
