@@ -144,6 +144,8 @@ async function rebuild(name: string | undefined, fromText: string | undefined, f
       fatal(`--from: not a date YYYY-MM-DD: ${fromText}`)
   }
   const config = load(readConfig(file).text)
+  // An instance of its own: a server on the same data directory keeps its lease (and its memory).
+  config.core.instance_id = `rebuild-${process.pid}`
   const built = await createApp(config, { plugins, log: createLogger({ ...config.core.log, level: 'warn' }) })
   try {
     if (!built.events.names().includes(name))
