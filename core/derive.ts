@@ -11,7 +11,7 @@ import type { LogConsumer, LogEvent } from './event-log-types'
 export interface Derivation<R = unknown, E = unknown> {
   /** The consumer's name (its cursor's key). */
   name: string
-  /** Rows per batch (default 2,000). */
+  /** Rows per batch (default 20,000: each batch writes every sketch it changed, 4 KB each, so fewer larger batches write less). */
   batch?: number
   /** Once, before the first batch, with the store the log and the results live in. */
   init?(db: Db): Promise<void>
@@ -74,7 +74,7 @@ export function derivedConsumer<R, E>(d: Derivation<R, E>): LogConsumer & { init
   let store: Db | undefined
   return {
     name: d.name,
-    batch: d.batch ?? 2000,
+    batch: d.batch ?? 20_000,
     rebuildsFrom: d.rebuildsFrom,
     async init(db: Db) {
       store = db

@@ -89,7 +89,8 @@ export class EventLog implements EventLogService {
   constructor(private readonly o: EventLogOptions) {
     this.leaseMs = o.leaseMs ?? 10_000
     this.pollMs = o.pollMs ?? 250
-    this.gatherMs = o.gatherMs ?? 200
+    // Well inside a lease: a holder gathering rows must renew it before it lapses.
+    this.gatherMs = Math.min(o.gatherMs ?? 500, this.leaseMs / 4)
     this.now = o.clock ?? Date.now
     if (o.metrics) {
       const lagS = o.metrics.gauge(
