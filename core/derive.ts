@@ -81,11 +81,15 @@ export function derivedConsumer<R, E>(d: Derivation<R, E>): LogConsumer & { init
       ready = d.init?.(db)
       await ready
     },
-    async handle(events, tx) {
-      if (!events.length) return
+    // Gathering reads the store's caches and loads sketches, outside the write transaction.
+    async prepare(events) {
+      if (!events.length) return undefined
       if (!store) throw new Error(`derivation '${d.name}' used before init`)
       await ready
-      const batch = await d.gather(events)
+      return d.gather(events)
+    },
+    async handle(events, tx, prepared) {
+      const batch = prepared as Gathered<R> | undefined
       if (!batch) return
       const payments = paymentsOf(events)
       const stored: Stored = { payments: Promise.resolve(payments), hasPayments: payments.length > 0 }

@@ -93,7 +93,12 @@ export interface LogConsumer {
    * Takes in a batch: writes its results through `tx`. What it returns runs once the transaction
    * committed (to remember what is now stored).
    */
-  handle(rows: LogRow[], tx: Db): Promise<unknown>
+  handle(rows: LogRow[], tx: Db, prepared?: unknown): Promise<unknown>
+  /**
+   * Optional first half of `handle`, outside the transaction: what needs no write (computing the
+   * rows to write); its result reaches `handle` as `prepared`.
+   */
+  prepare?(rows: LogRow[]): Promise<unknown>
   /**
    * Drops what the consumer keeps in memory of its results: called when a batch rolled back and
    * when this instance (re)takes the consumer's lease, since another may have written meanwhile.

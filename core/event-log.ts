@@ -232,28 +232,15 @@ export class EventLog implements EventLogService {
     if (!(await this.claim(name))) return 0
     const hook: { after?: () => void } = {}
     try {
-      const n = await this.db.tx(async (tx) => {
-        const below = await this.horizon(tx)
-        const cur = await tx.get<CursorRow>('SELECT * FROM liveops_consumers WHERE name = ?', [name])
-        if (!cur) return 0
-        if (cur.rebuild_request !== null) return this.startRebuild(c, cur, tx, hook)
-        const at = { seq: Number(cur.seq), pos: Number(cur.pos) }
-        const entries = await this.readShared(source, at, below, c.batch ?? 1000, tx)
-        if (!entries.length) return 0
-        const last = entries[entries.length - 1].at
-        const after = await c.handle(this.deliverable(cur, entries), tx)
-        if (typeof after === 'function') hook.after = after as () => void
-        const rebuilding = cur.until_seq !== null
-        const done = rebuilding && !before(last, { seq: Number(cur.until_seq), pos: Number(cur.until_pos) })
-        const moved = await tx.run(
-          `UPDATE liveops_consumers SET seq = ?, pos = ?, delivered = delivered + ?, updated_at = ?,
-             last_error = NULL${done ? ', rebuild_from = NULL, until_seq = NULL, until_pos = NULL' : ''}
-           WHERE name = ? AND lease_owner = ? AND seq = ? AND pos = ?`,
-          [last.seq, last.pos, entries.length, this.now(), name, this.o.instanceId, at.seq, at.pos],
-        )
-        if (moved !== 1) throw new LostLease(`consumer '${name}' moved under this instance`)
-        return entries.length
-      })
+      const cur = await this.db.get<CursorRow>('SELECT * FROM liveops_consumers WHERE name = ?', [name])
+      if (!cur) return 0
+      const n =
+        cur.rebuild_request !== null
+          ? await this.db.tx(async (tx) => {
+              const now = await tx.get<CursorRow>('SELECT * FROM liveops_consumers WHERE name = ?', [name])
+              return now ? this.startRebuild(c, now, tx, hook) : 0
+            })
+          : await this.take(c, cur, source, hook)
       hook.after?.()
       return n
     } catch (e) {
@@ -266,6 +253,34 @@ export class EventLog implements EventLogService {
         .catch(() => undefined)
       throw e
     }
+  }
+
+  /**
+   * One batch: read and prepared outside any transaction (a SQLite store's one writer is not
+   * held while the consumer computes), then written with the cursor's move in one transaction,
+   * conditional on the lease and on the cursor being where it was read.
+   */
+  private async take(c: LogConsumer, cur: CursorRow, source: LogSource, hook: { after?: () => void }) {
+    const at = { seq: Number(cur.seq), pos: Number(cur.pos) }
+    const entries = await this.readShared(source, at, await this.horizon(this.db), c.batch ?? 1000, this.db)
+    if (!entries.length) return 0
+    const last = entries[entries.length - 1].at
+    const rows = this.deliverable(cur, entries)
+    const prepared = c.prepare ? await c.prepare(rows) : undefined
+    const rebuilding = cur.until_seq !== null
+    const done = rebuilding && !before(last, { seq: Number(cur.until_seq), pos: Number(cur.until_pos) })
+    return this.db.tx(async (tx) => {
+      const after = await c.handle(rows, tx, prepared)
+      if (typeof after === 'function') hook.after = after as () => void
+      const moved = await tx.run(
+        `UPDATE liveops_consumers SET seq = ?, pos = ?, delivered = delivered + ?, updated_at = ?,
+           last_error = NULL${done ? ', rebuild_from = NULL, until_seq = NULL, until_pos = NULL' : ''}
+         WHERE name = ? AND lease_owner = ? AND seq = ? AND pos = ? AND rebuild_request IS NULL`,
+        [last.seq, last.pos, entries.length, this.now(), c.name, this.o.instanceId, at.seq, at.pos],
+      )
+      if (moved !== 1) throw new LostLease(`consumer '${c.name}' moved under this instance`)
+      return entries.length
+    })
   }
 
   /**
