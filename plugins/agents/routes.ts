@@ -9,6 +9,7 @@ import {
   AgentQuery,
   type EffectiveLimit,
   Heartbeat,
+  HeartbeatAnswer,
   InvocationReport,
   Register,
 } from './schema'
@@ -125,6 +126,7 @@ export function agentRoutes(ctx: PluginContext<unknown>, d: AgentRouteDeps) {
         params: Params,
         transform: ({ body }) => rejectUnknown(Heartbeat, body, 'body'),
         body: Heartbeat,
+        response: { 200: t.Object({ code: t.Integer(), message: t.String(), data: HeartbeatAnswer }) },
         detail: tag(
           'Heartbeat with current load (X-Agent-Token)',
           'qps is the current rate; qps_1m the last minute, smoothed by the platform from successive qps reports when the agent does not send it. The answer carries `limits`, the rate-limit rules the agent enforces from now on (as GET /api/v1/agents/{id}/limits). 404 for an agent that is not registered (it should register again).',

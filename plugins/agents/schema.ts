@@ -136,6 +136,15 @@ export const AgentLimits = t.Object({
   }),
 })
 
+export const HeartbeatAnswer = t.Object({
+  agent_id: t.String(),
+  status: t.String({ description: 'online or offline' }),
+  qps: t.Number(),
+  qps_1m: t.Number(),
+  heartbeat_interval_s: t.Integer({ description: 'send the next heartbeat within this many seconds' }),
+  limits: AgentLimits.properties.limits,
+})
+
 /** Computes an agent's effective limits (the rate-limits plugin registers it). */
 export type LimitsSource = (agent: Agent) => Promise<EffectiveLimit[]>
 
