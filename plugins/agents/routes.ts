@@ -12,6 +12,7 @@ import {
   HeartbeatAnswer,
   InvocationReport,
   Register,
+  RegisterAnswer,
 } from './schema'
 import type { AgentsStore } from './store'
 
@@ -96,6 +97,10 @@ export function agentRoutes(ctx: PluginContext<unknown>, d: AgentRouteDeps) {
         agentToken: true,
         transform: ({ body }) => rejectUnknown(Register, body, 'body'),
         body: Register,
+        response: {
+          200: t.Object({ code: t.Integer(), message: t.String(), data: RegisterAnswer }),
+          201: t.Object({ code: t.Integer(), message: t.String(), data: RegisterAnswer }),
+        },
         detail: tag(
           'Register an agent (X-Agent-Token)',
           "Takes the shared agent token. 201 for a new agent, 200 when the agent_id was registered before (labels and functions are replaced, job counters kept); 409 when it was registered under another game_id (an agent keeps its game). The answer names the heartbeat interval (an agent missing heartbeats for `offline_after_s` counts as offline) and the agent's own key, `agent_key` (`lak_...`): sent as X-Agent-Token, it reaches only this agent's routes.",

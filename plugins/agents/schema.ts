@@ -136,6 +136,16 @@ export const AgentLimits = t.Object({
   }),
 })
 
+export const RegisterAnswer = t.Object({
+  ...Agent.properties,
+  status: t.String({ description: 'online or offline' }),
+  heartbeat_interval_s: t.Integer({ description: 'send a heartbeat at least this often (seconds)' }),
+  agent_key: t.String({
+    description:
+      "this agent's own credential (`lak_...`) for X-Agent-Token: it reaches only this agent's heartbeat, invocations and limits",
+  }),
+})
+
 export const HeartbeatAnswer = t.Object({
   agent_id: t.String(),
   status: t.String({ description: 'online or offline' }),
