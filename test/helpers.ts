@@ -43,6 +43,7 @@ export const NOT_ON_MYSQL_YET: readonly string[] = [
   'test/security/bounds.test.ts',
   'test/outside/cors.test.ts',
   'test/outside/browser.test.ts',
+  'test/outside/browser-sdk.test.ts',
   'test/outside/seed.test.ts',
   'test/outside/promtool.test.ts',
   'test/flows.test.ts',

@@ -9,8 +9,10 @@ import {
   AgentQuery,
   type EffectiveLimit,
   Heartbeat,
+  HeartbeatAnswer,
   InvocationReport,
   Register,
+  RegisterAnswer,
 } from './schema'
 import type { AgentsStore } from './store'
 
@@ -95,6 +97,10 @@ export function agentRoutes(ctx: PluginContext<unknown>, d: AgentRouteDeps) {
         agentToken: true,
         transform: ({ body }) => rejectUnknown(Register, body, 'body'),
         body: Register,
+        response: {
+          200: t.Object({ code: t.Integer(), message: t.String(), data: RegisterAnswer }),
+          201: t.Object({ code: t.Integer(), message: t.String(), data: RegisterAnswer }),
+        },
         detail: tag(
           'Register an agent (X-Agent-Token)',
           "Takes the shared agent token. 201 for a new agent, 200 when the agent_id was registered before (labels and functions are replaced, job counters kept); 409 when it was registered under another game_id (an agent keeps its game). The answer names the heartbeat interval (an agent missing heartbeats for `offline_after_s` counts as offline) and the agent's own key, `agent_key` (`lak_...`): sent as X-Agent-Token, it reaches only this agent's routes.",
@@ -125,6 +131,7 @@ export function agentRoutes(ctx: PluginContext<unknown>, d: AgentRouteDeps) {
         params: Params,
         transform: ({ body }) => rejectUnknown(Heartbeat, body, 'body'),
         body: Heartbeat,
+        response: { 200: t.Object({ code: t.Integer(), message: t.String(), data: HeartbeatAnswer }) },
         detail: tag(
           'Heartbeat with current load (X-Agent-Token)',
           'qps is the current rate; qps_1m the last minute, smoothed by the platform from successive qps reports when the agent does not send it. The answer carries `limits`, the rate-limit rules the agent enforces from now on (as GET /api/v1/agents/{id}/limits). 404 for an agent that is not registered (it should register again).',

@@ -136,6 +136,25 @@ export const AgentLimits = t.Object({
   }),
 })
 
+export const RegisterAnswer = t.Object({
+  ...Agent.properties,
+  status: t.String({ description: 'online or offline' }),
+  heartbeat_interval_s: t.Integer({ description: 'send a heartbeat at least this often (seconds)' }),
+  agent_key: t.String({
+    description:
+      "this agent's own credential (`lak_...`) for X-Agent-Token: it reaches only this agent's heartbeat, invocations and limits",
+  }),
+})
+
+export const HeartbeatAnswer = t.Object({
+  agent_id: t.String(),
+  status: t.String({ description: 'online or offline' }),
+  qps: t.Number(),
+  qps_1m: t.Number(),
+  heartbeat_interval_s: t.Integer({ description: 'send the next heartbeat within this many seconds' }),
+  limits: AgentLimits.properties.limits,
+})
+
 /** Computes an agent's effective limits (the rate-limits plugin registers it). */
 export type LimitsSource = (agent: Agent) => Promise<EffectiveLimit[]>
 

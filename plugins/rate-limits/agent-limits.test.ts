@@ -205,6 +205,10 @@ forEachEngine((engine) => {
       expect((await get({})).status).toBe(401)
       expect((await get({ 'x-agent-token': 'wrong' })).status).toBe(401)
       expect((await get({ 'x-agent-token': `${keys.get('gw-eu-1')!}x` })).status).toBe(401)
+      // Another agent's name on this agent's signature is no key at all.
+      const [, sig] = keys.get('gw-eu-2')!.split('.')
+      const forged = `lak_${Buffer.from('gw-eu-1').toString('base64url')}.${sig}`
+      expect((await get({ 'x-agent-token': forged })).status).toBe(401)
       expect((await get({ authorization: 'Bearer nonsense' })).status).toBe(401)
       for (const role of ['viewer', 'operator', 'admin'])
         expect((await get(await bearer(role))).status).toBe(200)

@@ -52,7 +52,8 @@ afterAll(async () => {
 
 test('the package exports the browser build as liveops/sdk/browser: scripts/sdk-bundle.ts writes it', async () => {
   const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'))
-  expect(pkg.exports['./sdk/browser']).toBe('./dist/sdk/liveops.js')
+  // The module, typed by the TypeScript source it is built from.
+  expect(pkg.exports['./sdk/browser']).toEqual({ types: './sdk/index.ts', default: './dist/sdk/liveops.js' })
   expect(pkg.scripts.prepack).toContain('scripts/sdk-bundle.ts')
   const dir = mkdtempSync(join(tmpdir(), 'liveops-sdk-'))
   try {
