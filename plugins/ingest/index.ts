@@ -92,10 +92,15 @@ export default definePlugin({
         // The log's consumers' tables too, under their owners' ledgers.
         await migrate(db, [{ plugin: 'ingest', migrations: ingestMigrations }, ...storeSets])
       }
-      // The transactions run on a thread of their own (persist-thread.ts), so the event loop keeps
-      // answering while a commit runs: SQLite's statements and fsyncs, PostgreSQL's encoding.
+      // PostgreSQL: the transactions run on a thread of their own (persist-thread.ts), which
+      // encodes the rows and waits on the round trips while the event loop answers. SQLite commits
+      // on the store's one writer, serialized with every other write (the event log's consumers
+      // among them), as DESIGN asks: a second writer connection on the file made ingestion wait on
+      // SQLite's busy handler behind the consumers' transactions (0.19 of the bare ceiling with the
+      // thread against 0.25 without it, docs/performance.md). MySQL commits on the event loop too.
       const t =
         db.location &&
+        db.dialect === 'postgres' &&
         new PersistThread(
           db.location,
           COMMITS_IN_FLIGHT[db.dialect],
@@ -103,10 +108,9 @@ export default definePlugin({
           (message, error) => ctx.log.warn(message, { error }),
         )
       thread = t || undefined
-      // SQLite: the store's checkpointer thread and the persist thread keep the WAL short (the
-      // latter restarts it past 32 MB). This process's own writes on the event loop (other
-      // plugins sharing the file) then never run a checkpoint there, not even that one.
-      if (t && db.dialect === 'sqlite') await db.exec('PRAGMA wal_autocheckpoint = 0')
+      // `full`: the store's WAL is synced before every answer (every write of the store's one writer).
+      if (db.dialect === 'sqlite' && ctx.config.sqlite_synchronous === 'full')
+        await db.exec('PRAGMA synchronous = FULL')
       if (db.dialect === 'sqlite' && db.location) walkFile = db.location.url
       writer.attach(db, t ? (rows) => t.persist(rows) : undefined, () => ctx.events.notify())
       await ingestor.keepNoncesIn(db, db.dialect === 'sqlite' && !ctx.core.redis.url)
