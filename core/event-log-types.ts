@@ -76,6 +76,12 @@ export interface LogSource {
   pending(after: LogPosition, db: Db): Promise<{ rows: number; oldestReceivedAt: number | null }>
   /** The newest position (the end of the log now). */
   head(db: Db): Promise<LogPosition>
+  /**
+   * PostgreSQL, optional: the seq below which every transaction that can still add rows has
+   * finished (default: the server's oldest running transaction, which a long transaction
+   * anywhere on the server holds back).
+   */
+  horizon?(db: Db): Promise<number>
 }
 
 /**

@@ -219,8 +219,15 @@ export class EventLog implements EventLogService {
     return true
   }
 
+  /**
+   * PostgreSQL: the seq below which no row can still appear. The source may say it more closely
+   * (the transactions that can write the log, `LogSource.horizon`); else the oldest transaction
+   * still running on the server (its snapshot's xmin).
+   */
   private async horizon(db: Db): Promise<number> {
     if (db.dialect !== 'postgres') return Number.MAX_SAFE_INTEGER
+    const own = await this.source?.horizon?.(db)
+    if (own !== undefined) return own
     const r = await db.get<{ x: string }>('SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS x')
     return Number(r?.x)
   }

@@ -201,6 +201,10 @@ export async function persist(db: Db, rows: CommitRows): Promise<void> {
   }
   const fresh = new Map<string, number>()
   await db.tx(async (tx) => {
+    // PostgreSQL: the log's lock before the first write (so before this transaction has an xid):
+    // the consumers' horizon is the oldest xid among its holders (store/log.ts). It conflicts with
+    // no other commit's.
+    if (tx.dialect === 'postgres') await tx.run('LOCK TABLE ingest_events IN ROW EXCLUSIVE MODE')
     // First, so that every commit takes the event-id keys (in key order) before any other lock.
     let claimed = 0
     const idParams = rows.eventIds?.length

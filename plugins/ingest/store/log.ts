@@ -124,6 +124,30 @@ export function eventLog(store: () => Db): LogSource {
       )
       return { rows: Number(r?.n ?? 0), oldestReceivedAt: r?.t == null ? null : Number(r.t) }
     },
+    /**
+     * PostgreSQL: only a transaction holding a lock on `ingest_events` can add rows to it, and
+     * ingest's commits take that lock before their first write, so before they have an xid: the
+     * oldest xid among the lock's holders (and waiters), else the next xid to be assigned. A
+     * transaction that takes the lock later gets an xid at or above that. Another schema's or
+     * database's long transaction does not hold the consumers back.
+     */
+    async horizon(db: Db): Promise<number> {
+      const r = await db.get<{ xmax: string; xids: string | null }>(
+        `SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS xmax,
+           (SELECT string_agg(t.transactionid::text, ',') FROM pg_locks r
+             JOIN pg_locks t ON t.pid = r.pid AND t.locktype = 'transactionid' AND t.mode = 'ExclusiveLock'
+             WHERE r.locktype = 'relation' AND r.relation = 'ingest_events'::regclass AND r.pid <> pg_backend_pid()) AS xids`,
+      )
+      const xmax = BigInt(r?.xmax ?? 0)
+      let low = xmax
+      for (const x of r?.xids ? r.xids.split(',') : []) {
+        // 32-bit xids, made 64-bit against xmax (none is older than 2^31 transactions).
+        let full = (xmax & ~0xffffffffn) | BigInt(x)
+        if (full > xmax) full -= 0x100000000n
+        if (full < low) low = full
+      }
+      return Number(low)
+    },
     async head(db: Db): Promise<LogPosition> {
       const r = await db.get<{ seq: number | string; id: number | string }>(
         'SELECT seq, id FROM ingest_events ORDER BY seq DESC, id DESC LIMIT 1',
