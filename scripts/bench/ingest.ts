@@ -471,6 +471,10 @@ function request() k = k + 1; if k > #reqs then k = 1 end; return reqs[k] end
       }),
     )
   }
+} catch (e) {
+  // What the server said last, to see why.
+  console.error(s.output().slice(-4000))
+  throw e
 } finally {
   if (s.proc.exitCode === null) await stop(s)
   // The stores of a long run take gigabytes: removed unless --keep.
