@@ -60,6 +60,41 @@ const FunnelIn = t.Object(
 )
 const DIMENSION_VALUES = Object.keys(DIMENSIONS) as [Dimension, ...Dimension[]]
 
+const behaviorEventsDoc = doc(
+  'Raw events of a time range, newest first (client time), paged, with their properties; total counts every match',
+  'Filters: event name, userId, range (default the last 24 hours, at most 7 days). Pages reach the 10,000 newest matches.',
+)
+
+const behaviorPathsDoc = doc(
+  'Top paths: the most frequent sequences of event names per session (or per user), with counts and share',
+  'Per user, events in client-time order; a session begins at each session_start or after 30 minutes without an event. Repeats in a row count as one step; a path keeps its first `length` steps, from its first startEvent when given (sessions without it are left out). share = count / paths counted. From raw events of the range (default the last 24 hours, at most 7 days); events without a user are left out.',
+)
+
+const behaviorFunnelDoc = doc(
+  'Funnel: users reaching each of 2-10 ordered steps within a conversion window, conversion and drop-off per step, median times',
+  'Per user, each occurrence of the first step starts an attempt (any step, for order any); the user counts at the furthest step any attempt reached, times from the earliest attempt reaching it. Every step happens within the window of the first (inclusive: exactly the window still converts). ordered: in order, other events between allowed; strict: in order, no other event of the user between two steps; any: the steps in any order, step k = users who did any k distinct steps. conversionFromFirst = users / users of step 1; conversionFromPrevious = users / users of the step before; dropOff = users of the step before - users. Every step inside the range (default the last 24 hours, at most 7 days), from raw events; events without a user are left out.',
+)
+
+const behaviorAdoptionDoc = doc(
+  'Feature adoption from feature_use: per feature its users, uses, share of active users, first and last use',
+  "Active users: those who logged in or started a session in the range, and every feature user. Distinct users from the rollup's sketches (exact for a few, within about 1.6% beyond). Default the last 30 days, at most 92.",
+)
+
+const behaviorAdoptionBreakdownDoc = doc(
+  "One feature's users and uses per value of a dimension (platform, app_version, country)",
+  "Values are the feature_use event's own attributes (platform and country upper-cased); share = users with the value / the feature's users. Uses without the attribute are in no value.",
+)
+
+const paymentsProductTrendDoc = doc(
+  'Revenue per product per day (product_id of successful payments, each order once) and the top products',
+  "Amounts in the currency's main unit; refunds per product beside. A payment without product_id is under productId null. Default the last 30 days, at most 366.",
+)
+
+const paymentsTransactionsDoc = doc(
+  'Payments of a range, newest first (client time), paged: each order and status once',
+  'Filters status, userId, productId; range default the last 30 days, at most 366.',
+)
+
 /**
  * Behavior, payment detail and level routes of the server analytics (spec 1 "other endpoints",
  * issue 17), each scoped by `gameId` and `env` (404 for an unknown one), days in the game's
@@ -124,10 +159,7 @@ export function behaviorRoutes(
             userId: t.Optional(t.String({ minLength: 1 })),
             ...Paging,
           }),
-          ...doc(
-            'Raw events of a time range, newest first (client time), paged, with their properties; total counts every match',
-            'Filters: event name, userId, range (default the last 24 hours, at most 7 days). Pages reach the 10,000 newest matches.',
-          ),
+          ...behaviorEventsDoc,
         },
       )
       .get(
@@ -154,10 +186,7 @@ export function behaviorRoutes(
               t.String({ description: 'comma-separated event names left out (e.g. heartbeat)' }),
             ),
           }),
-          ...doc(
-            'Top paths: the most frequent sequences of event names per session (or per user), with counts and share',
-            'Per user, events in client-time order; a session begins at each session_start or after 30 minutes without an event. Repeats in a row count as one step; a path keeps its first `length` steps, from its first startEvent when given (sessions without it are left out). share = count / paths counted. From raw events of the range (default the last 24 hours, at most 7 days); events without a user are left out.',
-          ),
+          ...behaviorPathsDoc,
         },
       )
       .post(
@@ -179,10 +208,7 @@ export function behaviorRoutes(
           audit: false,
           query: t.Object(scope),
           body: FunnelIn,
-          ...doc(
-            'Funnel: users reaching each of 2-10 ordered steps within a conversion window, conversion and drop-off per step, median times',
-            'Per user, each occurrence of the first step starts an attempt (any step, for order any); the user counts at the furthest step any attempt reached, times from the earliest attempt reaching it. Every step happens within the window of the first (inclusive: exactly the window still converts). ordered: in order, other events between allowed; strict: in order, no other event of the user between two steps; any: the steps in any order, step k = users who did any k distinct steps. conversionFromFirst = users / users of step 1; conversionFromPrevious = users / users of the step before; dropOff = users of the step before - users. Every step inside the range (default the last 24 hours, at most 7 days), from raw events; events without a user are left out.',
-          ),
+          ...behaviorFunnelDoc,
         },
       )
       .get(
@@ -190,10 +216,7 @@ export function behaviorRoutes(
         async ({ query }) => behavior().adoption(await days(query, 30, 92)),
         {
           query: t.Object(Days(30, 92)),
-          ...doc(
-            'Feature adoption from feature_use: per feature its users, uses, share of active users, first and last use',
-            "Active users: those who logged in or started a session in the range, and every feature user. Distinct users from the rollup's sketches (exact for a few, within about 1.6% beyond). Default the last 30 days, at most 92.",
-          ),
+          ...behaviorAdoptionDoc,
         },
       )
       .get(
@@ -213,10 +236,7 @@ export function behaviorRoutes(
                 'an attribute of the feature_use event: platform, app_version (or appVersion), country',
             }),
           }),
-          ...doc(
-            "One feature's users and uses per value of a dimension (platform, app_version, country)",
-            "Values are the feature_use event's own attributes (platform and country upper-cased); share = users with the value / the feature's users. Uses without the attribute are in no value.",
-          ),
+          ...behaviorAdoptionBreakdownDoc,
         },
       )
       .get(
@@ -228,10 +248,7 @@ export function behaviorRoutes(
           }),
         {
           query: t.Object({ ...Days(30, 366), top: Int('products by revenue: default 10, 1..50') }),
-          ...doc(
-            'Revenue per product per day (product_id of successful payments, each order once) and the top products',
-            "Amounts in the currency's main unit; refunds per product beside. A payment without product_id is under productId null. Default the last 30 days, at most 366.",
-          ),
+          ...paymentsProductTrendDoc,
         },
       )
       .get(
@@ -252,10 +269,7 @@ export function behaviorRoutes(
             productId: t.Optional(t.String({ minLength: 1 })),
             ...Paging,
           }),
-          ...doc(
-            'Payments of a range, newest first (client time), paged: each order and status once',
-            'Filters status, userId, productId; range default the last 30 days, at most 366.',
-          ),
+          ...paymentsTransactionsDoc,
         },
       )
       .use(levelRoutes(guard, games, levels))

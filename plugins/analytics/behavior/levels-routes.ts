@@ -10,6 +10,21 @@ import { Days, Int, Num, Times, doc, scoping } from './route-scope'
 
 type Levels = ReturnType<typeof levelAnalytics>
 
+const levelsDoc = doc(
+  'Per level: starts, completes, fails, players, pass rate, average duration; and the level funnel',
+  'passRate = level_complete / level_start events of the range; failRate = level_fail / level_start; players: distinct users with any level event of it; avgDurationMs: mean duration_ms of its level_complete events (null without any). Levels of every episode with one name are merged unless episode is given. funnel: players per level in play order (numbers by value), shareOfFirst = players / players of the first level. Default the last 30 days, at most 366.',
+)
+
+const levelsEpisodesDoc = doc(
+  'Per episode: levels, starts, completes, fails, players, pass rate, average duration',
+  'As /levels, summed over the levels of each episode (events without episode: ""); players are distinct over the episode.',
+)
+
+const levelsMapsDoc = doc(
+  'Death points of a map: a cells x cells heat grid of level_fail x/y and the newest points',
+  'grid[row][column]: row by y from minY, column by x from minX; each cell spans (max - min) / cells, the maximum falls in the last cell; deaths outside given bounds are not in the grid. Only level_fail events with numeric x and y count. Default the last 7 days, at most 92.',
+)
+
 /** Level routes of the server analytics (spec 1 `/levels`, `/levels/episodes`, `/levels/maps`, issue 17). */
 export function levelRoutes(
   guard: PluginContext<unknown>['guard'],
@@ -27,10 +42,7 @@ export function levelRoutes(
           ...Days(30, 366),
           episode: t.Optional(t.String({ description: 'one episode only' })),
         }),
-        ...doc(
-          'Per level: starts, completes, fails, players, pass rate, average duration; and the level funnel',
-          'passRate = level_complete / level_start events of the range; failRate = level_fail / level_start; players: distinct users with any level event of it; avgDurationMs: mean duration_ms of its level_complete events (null without any). Levels of every episode with one name are merged unless episode is given. funnel: players per level in play order (numbers by value), shareOfFirst = players / players of the first level. Default the last 30 days, at most 366.',
-        ),
+        ...levelsDoc,
       },
     )
     .get(
@@ -38,10 +50,7 @@ export function levelRoutes(
       async ({ query }) => levels().episodes(await days(query, 30, 366)),
       {
         query: t.Object(Days(30, 366)),
-        ...doc(
-          'Per episode: levels, starts, completes, fails, players, pass rate, average duration',
-          'As /levels, summed over the levels of each episode (events without episode: ""); players are distinct over the episode.',
-        ),
+        ...levelsEpisodesDoc,
       },
     )
     .get(
@@ -83,10 +92,7 @@ export function levelRoutes(
           minY: Num('grid bound'),
           maxY: Num('grid bound'),
         }),
-        ...doc(
-          'Death points of a map: a cells x cells heat grid of level_fail x/y and the newest points',
-          'grid[row][column]: row by y from minY, column by x from minX; each cell spans (max - min) / cells, the maximum falls in the last cell; deaths outside given bounds are not in the grid. Only level_fail events with numeric x and y count. Default the last 7 days, at most 92.',
-        ),
+        ...levelsMapsDoc,
       },
     )
 }

@@ -2,7 +2,7 @@ import { pick, str } from '../../../core/derive'
 import type { LogEvent as NormEvent } from '../../../core/event-log-types'
 import { EVENTS, PERF_METRICS } from '../../../sdk/events'
 import { HOUR, floorTo } from '../lib/time'
-import type { Part } from '../store/rollup'
+import type { Part } from '../store/rollup-parts'
 
 /**
  * The counters behind the game analytics (`/api/analytics/...`), kept per local day (and per UTC

@@ -87,6 +87,55 @@ export function timeRange(
 const Num = t.Number()
 const PerfStat = t.Object({ avgValue: Num, count: t.Integer() })
 
+/** A game analytics route's permission and OpenAPI detail. */
+const doc = (summary: string, description?: string) => ({
+  permission: 'analytics:read' as const,
+  detail: {
+    tags: ['game analytics'],
+    summary,
+    description,
+    responses: { 404: { description: 'unknown game' } },
+  },
+})
+
+const revenueOverviewDoc = doc(
+  'Revenue of the range: payments (iap, subscription; success only, each order once) and ad impressions',
+  "Amounts in the currency's main unit; totalRevenue = iap + subscription + ads.",
+)
+
+const revenueArpuDoc = doc('Per day: ARPU = revenue / active users (DAU), ARPPU = revenue / paying users')
+
+const revenueByPlatformDoc = doc(
+  "Payment revenue per platform (the payment's platform attribute), ARPU and ARPPU over the users and payers of the range on that platform (their latest session_start)",
+)
+
+const adsOverviewDoc = doc(
+  'Ad revenue and impressions (ad_impression), eCPM = revenue / impressions x 1000, fill rate = filled / requested (ad_request)',
+)
+
+const adsByNetworkDoc = doc('The same per network, highest revenue first')
+
+const sessionsOverviewDoc = doc(
+  'Ended sessions (session_end): average duration (ms), events per session, bounce rate = share of sessions with exactly one event',
+)
+
+const sessionsTrendsDoc = doc('The same per day')
+
+const performanceOverviewDoc = doc(
+  'perf samples per metric (average value, count) and crashes (count; no value), between two date-times to the hour',
+)
+
+const performanceCrashesDoc = doc('Crash groups by crashHash, most frequent first')
+
+const socialOverviewDoc = doc(
+  'Friendships (friend_add), guild joins (guild_join), viral coefficient = users invited per active user, averaged over the days with users',
+)
+
+const socialRetentionImpactDoc = doc(
+  'Users first seen in the range: D7 retention of those who did something social against the others; lift = social / non-social - 1',
+  "Only cohorts whose day 7 has come (in the game's time zone) count, as /api/v1/analytics/retention shows the later cells as null.",
+)
+
 /**
  * Game analytics (spec 1, `/api/analytics/...`; the general error body). Dates are days of the
  * game's time zone; `env` narrows to one environment (absent: all summed).
@@ -105,15 +154,6 @@ export function gameRoutes(guard: PluginContext<unknown>['guard'], games: GamesS
     if (!(await games.gameExists(gameId))) throw new NotFound(`game '${gameId}' not found`)
     return { gameId, env: q.env, ...timeRange(q, Date.now()) }
   }
-  const doc = (summary: string, description?: string) => ({
-    permission: 'analytics:read' as const,
-    detail: {
-      tags: ['game analytics'],
-      summary,
-      description,
-      responses: { 404: { description: 'unknown game' } },
-    },
-  })
   const dated = { params: Params, query: DateQuery }
   return new Elysia({ name: 'analytics.game' })
     .use(guard)
@@ -122,10 +162,7 @@ export function gameRoutes(guard: PluginContext<unknown>['guard'], games: GamesS
       async ({ params, query }) => game().revenueOverview(await scope(params.gameId, query)),
       {
         ...dated,
-        ...doc(
-          'Revenue of the range: payments (iap, subscription; success only, each order once) and ad impressions',
-          "Amounts in the currency's main unit; totalRevenue = iap + subscription + ads.",
-        ),
+        ...revenueOverviewDoc,
         response: {
           200: t.Object({
             totalRevenue: Num,
@@ -142,7 +179,7 @@ export function gameRoutes(guard: PluginContext<unknown>['guard'], games: GamesS
       async ({ params, query }) => game().arpu(await scope(params.gameId, query)),
       {
         ...dated,
-        ...doc('Per day: ARPU = revenue / active users (DAU), ARPPU = revenue / paying users'),
+        ...revenueArpuDoc,
         response: {
           200: t.Array(
             t.Object({
@@ -161,9 +198,7 @@ export function gameRoutes(guard: PluginContext<unknown>['guard'], games: GamesS
       async ({ params, query }) => game().byPlatform(await scope(params.gameId, query)),
       {
         ...dated,
-        ...doc(
-          "Payment revenue per platform (the payment's platform attribute), ARPU and ARPPU over the users and payers of the range on that platform (their latest session_start)",
-        ),
+        ...revenueByPlatformDoc,
         response: { 200: t.Array(t.Object({ platform: t.String(), revenue: Num, arpu: Num, arppu: Num })) },
       },
     )
@@ -172,9 +207,7 @@ export function gameRoutes(guard: PluginContext<unknown>['guard'], games: GamesS
       async ({ params, query }) => game().adsOverview(await scope(params.gameId, query)),
       {
         ...dated,
-        ...doc(
-          'Ad revenue and impressions (ad_impression), eCPM = revenue / impressions x 1000, fill rate = filled / requested (ad_request)',
-        ),
+        ...adsOverviewDoc,
         response: {
           200: t.Object({
             totalRevenue: Num,
@@ -191,7 +224,7 @@ export function gameRoutes(guard: PluginContext<unknown>['guard'], games: GamesS
       async ({ params, query }) => game().adsByNetwork(await scope(params.gameId, query)),
       {
         ...dated,
-        ...doc('The same per network, highest revenue first'),
+        ...adsByNetworkDoc,
         response: {
           200: t.Array(
             t.Object({
@@ -212,9 +245,7 @@ export function gameRoutes(guard: PluginContext<unknown>['guard'], games: GamesS
       async ({ params, query }) => game().sessionsOverview(await scope(params.gameId, query)),
       {
         ...dated,
-        ...doc(
-          'Ended sessions (session_end): average duration (ms), events per session, bounce rate = share of sessions with exactly one event',
-        ),
+        ...sessionsOverviewDoc,
         response: {
           200: t.Object({
             avgSessionDuration: Num,
@@ -230,7 +261,7 @@ export function gameRoutes(guard: PluginContext<unknown>['guard'], games: GamesS
       async ({ params, query }) => game().sessionTrends(await scope(params.gameId, query)),
       {
         ...dated,
-        ...doc('The same per day'),
+        ...sessionsTrendsDoc,
         response: {
           200: t.Array(t.Object({ date: t.String(), avgDuration: Num, avgEvents: Num, bounceRate: Num })),
         },
@@ -242,9 +273,7 @@ export function gameRoutes(guard: PluginContext<unknown>['guard'], games: GamesS
       {
         params: Params,
         query: TimeQuery,
-        ...doc(
-          'perf samples per metric (average value, count) and crashes (count; no value), between two date-times to the hour',
-        ),
+        ...performanceOverviewDoc,
         response: {
           200: t.Object({
             FPS: PerfStat,
@@ -262,7 +291,7 @@ export function gameRoutes(guard: PluginContext<unknown>['guard'], games: GamesS
       {
         params: Params,
         query: TimeQuery,
-        ...doc('Crash groups by crashHash, most frequent first'),
+        ...performanceCrashesDoc,
         response: {
           200: t.Array(
             t.Object({
@@ -280,9 +309,7 @@ export function gameRoutes(guard: PluginContext<unknown>['guard'], games: GamesS
       async ({ params, query }) => game().socialOverview(await scope(params.gameId, query)),
       {
         ...dated,
-        ...doc(
-          'Friendships (friend_add), guild joins (guild_join), viral coefficient = users invited per active user, averaged over the days with users',
-        ),
+        ...socialOverviewDoc,
         response: {
           200: t.Object({
             totalFriendships: t.Integer(),
@@ -301,10 +328,7 @@ export function gameRoutes(guard: PluginContext<unknown>['guard'], games: GamesS
       },
       {
         ...dated,
-        ...doc(
-          'Users first seen in the range: D7 retention of those who did something social against the others; lift = social / non-social - 1',
-          "Only cohorts whose day 7 has come (in the game's time zone) count, as /api/v1/analytics/retention shows the later cells as null.",
-        ),
+        ...socialRetentionImpactDoc,
         response: {
           200: t.Object({ socialUsersD7Retention: Num, nonSocialUsersD7Retention: Num, retentionLift: Num }),
         },

@@ -21,6 +21,37 @@ export async function knownScope(games: GamesService, s: Scope): Promise<string 
   return tz
 }
 
+const realtimeDoc = {
+  tags: ['analytics'],
+  security: PERMISSION_SECURITY,
+  summary: 'Realtime dashboard as server-sent events (text/event-stream)',
+  description: [
+    'Authenticated by the Bearer header, the service_token cookie or ?token= (the access token: EventSource cannot send headers); needs analytics:read.',
+    'The stream starts with `retry:` advice, then every `interval_ms` (plugin setting, default 5 s) an `event: snapshot` with an `id:` and JSON data {gameId, env, ts, day, onlineNow, eventsPerMinute, eventsThisMinute, revenueToday, activeToday}; a `: ping` comment every `heartbeat_ms` (2.5 s) keeps proxies from closing it.',
+    'onlineNow: distinct users (heartbeat, session_start) of this minute and the one before (HyperLogLog); eventsPerMinute: events of the last whole minute of event time; eventsThisMinute: of this minute so far; revenueToday: successful payments of the game’s today in its time zone (main currency unit); activeToday: distinct users with login or session_start today.',
+    'Ids are the snapshot time in epoch ms, strictly increasing. With Last-Event-ID (header, or ?lastEventId=) inside the stream’s history (the last `history` snapshots, 10 minutes at the defaults) the missed snapshots are replayed after a comment saying how many; an id outside it gets a comment saying so and a fresh snapshot.',
+    'One computation per game and environment per tick, from rollups, shared by every client. Beyond `max_clients` per process: 503 with Retry-After. When the game is deleted the stream sends `event: end` and closes.',
+  ].join('\n\n'),
+  responses: {
+    200: {
+      description: 'event: snapshot frames (data: the JSON above), : ping comments',
+      content: { 'text/event-stream': { schema: { type: 'string' as const } } },
+    },
+    401: { description: 'missing, invalid or expired token' },
+    403: { description: 'the token does not grant analytics:read' },
+    404: { description: 'unknown game or environment' },
+    503: { description: 'this process holds its maximum of realtime clients (Retry-After)' },
+  },
+}
+
+const realtimeSeriesDoc = {
+  tags: ['analytics'],
+  summary: 'Realtime curve: online users, events and revenue per minute of the last N minutes',
+  description:
+    'Oldest first, this minute (so far) last; a minute without data is zeros. online: distinct users (heartbeat, session_start) of the minute (HyperLogLog, ~1.6% error); events: events of the minute (event time); revenue: successful payments of the minute (main currency unit).',
+  responses: { 404: { description: 'unknown game or environment' } },
+}
+
 /** `GET /api/v1/analytics/realtime` (server-sent events) and `/realtime/series`. */
 export function realtimeRoutes(ctx: Ctx, games: GamesService, hub: RealtimeHub, store: () => Store) {
   return new Elysia({ name: 'analytics.realtime' })
@@ -56,28 +87,7 @@ export function realtimeRoutes(ctx: Ctx, games: GamesService, hub: RealtimeHub, 
             t.String({ description: 'as the Last-Event-ID header, for a first connection that resumes' }),
           ),
         }),
-        detail: {
-          tags: ['analytics'],
-          security: PERMISSION_SECURITY,
-          summary: 'Realtime dashboard as server-sent events (text/event-stream)',
-          description: [
-            'Authenticated by the Bearer header, the service_token cookie or ?token= (the access token: EventSource cannot send headers); needs analytics:read.',
-            'The stream starts with `retry:` advice, then every `interval_ms` (plugin setting, default 5 s) an `event: snapshot` with an `id:` and JSON data {gameId, env, ts, day, onlineNow, eventsPerMinute, eventsThisMinute, revenueToday, activeToday}; a `: ping` comment every `heartbeat_ms` (2.5 s) keeps proxies from closing it.',
-            'onlineNow: distinct users (heartbeat, session_start) of this minute and the one before (HyperLogLog); eventsPerMinute: events of the last whole minute of event time; eventsThisMinute: of this minute so far; revenueToday: successful payments of the game’s today in its time zone (main currency unit); activeToday: distinct users with login or session_start today.',
-            'Ids are the snapshot time in epoch ms, strictly increasing. With Last-Event-ID (header, or ?lastEventId=) inside the stream’s history (the last `history` snapshots, 10 minutes at the defaults) the missed snapshots are replayed after a comment saying how many; an id outside it gets a comment saying so and a fresh snapshot.',
-            'One computation per game and environment per tick, from rollups, shared by every client. Beyond `max_clients` per process: 503 with Retry-After. When the game is deleted the stream sends `event: end` and closes.',
-          ].join('\n\n'),
-          responses: {
-            200: {
-              description: 'event: snapshot frames (data: the JSON above), : ping comments',
-              content: { 'text/event-stream': { schema: { type: 'string' } } },
-            },
-            401: { description: 'missing, invalid or expired token' },
-            403: { description: 'the token does not grant analytics:read' },
-            404: { description: 'unknown game or environment' },
-            503: { description: 'this process holds its maximum of realtime clients (Retry-After)' },
-          },
-        },
+        detail: realtimeDoc,
       },
     )
     .get(
@@ -98,13 +108,7 @@ export function realtimeRoutes(ctx: Ctx, games: GamesService, hub: RealtimeHub, 
           ),
         }),
         response: { 200: SeriesOut },
-        detail: {
-          tags: ['analytics'],
-          summary: 'Realtime curve: online users, events and revenue per minute of the last N minutes',
-          description:
-            'Oldest first, this minute (so far) last; a minute without data is zeros. online: distinct users (heartbeat, session_start) of the minute (HyperLogLog, ~1.6% error); events: events of the minute (event time); revenue: successful payments of the minute (main currency unit).',
-          responses: { 404: { description: 'unknown game or environment' } },
-        },
+        detail: realtimeSeriesDoc,
       },
     )
 }

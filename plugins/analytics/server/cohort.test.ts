@@ -9,7 +9,7 @@ import { DAY } from '../lib/time'
 import { migrations } from '../migrations'
 import { analyticsTables, derive } from '../store/testing'
 import { cohorts } from './cohort'
-import { oracleD1, oracleRetention } from './cohort-oracle'
+import { oracleD1, oracleRetention } from './cohort-testing'
 import { serverAnalytics } from './server'
 
 /**

@@ -70,10 +70,36 @@ const PaymentsDailyOut = t.Array(
   }),
 )
 
-/** Server analytics beyond the warehouse family (spec 1 "other endpoints"; the analytics error body). */
 /** Documented beside the success answer: an unknown game or environment. */
 const NOT_FOUND = { 404: { description: 'unknown game or environment' } }
 
+const overviewDoc = {
+  tags: ['analytics'],
+  responses: NOT_FOUND,
+  summary: 'KPIs of a period (default the last 7 days) beside the period as long just before it',
+  description:
+    "dau: average daily active users (login, session_start); mau: distinct users of the 30 days ending with the period; newUsers: first seen; revenue: successful payments (main currency unit); arpu = revenue / active users of the period; arppu = revenue / paying users; d1Retention: share of the users first seen in the period (its last day excluded) active the next day. Days are the game's (its time zone). At most 92 days.",
+}
+
+const retentionDoc = {
+  tags: ['analytics'],
+  responses: NOT_FOUND,
+  summary:
+    'Cohort retention: users first seen per day (week), and the share active 1..size days (weeks) after',
+  description:
+    "Cohorts of the range (default the last 14 days, or 8 weeks); an offset not reached yet is null. Active: login or session_start. Days are the game's.",
+}
+
+const paymentsDoc = {
+  tags: ['analytics'],
+  responses: NOT_FOUND,
+  summary:
+    'Payment summary of a period (default the last 30 days): revenue (successful, each order once), refunds, failed payments, transactions, paying users',
+  description:
+    "Amounts in the currency's main unit; arppu = revenue / paying users; avgTransaction = revenue / transactions. Days are the game's.",
+}
+
+/** Server analytics beyond the warehouse family (spec 1 "other endpoints"; the analytics error body). */
 export function serverRoutes(
   guard: PluginContext<unknown>['guard'],
   games: GamesService,
@@ -100,13 +126,7 @@ export function serverRoutes(
         permission: 'analytics:read',
         query: t.Object(Scoped),
         response: { 200: OverviewOut },
-        detail: {
-          tags: ['analytics'],
-          responses: NOT_FOUND,
-          summary: 'KPIs of a period (default the last 7 days) beside the period as long just before it',
-          description:
-            "dau: average daily active users (login, session_start); mau: distinct users of the 30 days ending with the period; newUsers: first seen; revenue: successful payments (main currency unit); arpu = revenue / active users of the period; arppu = revenue / paying users; d1Retention: share of the users first seen in the period (its last day excluded) active the next day. Days are the game's (its time zone). At most 92 days.",
-        },
+        detail: overviewDoc,
       },
     )
     .get(
@@ -141,14 +161,7 @@ export function serverRoutes(
           ),
         }),
         response: { 200: RetentionOut },
-        detail: {
-          tags: ['analytics'],
-          responses: NOT_FOUND,
-          summary:
-            'Cohort retention: users first seen per day (week), and the share active 1..size days (weeks) after',
-          description:
-            "Cohorts of the range (default the last 14 days, or 8 weeks); an offset not reached yet is null. Active: login or session_start. Days are the game's.",
-        },
+        detail: retentionDoc,
       },
     )
     .get(
@@ -163,14 +176,7 @@ export function serverRoutes(
         permission: 'analytics:read',
         query: t.Object(Scoped),
         response: { 200: PaymentsOut },
-        detail: {
-          tags: ['analytics'],
-          responses: NOT_FOUND,
-          summary:
-            'Payment summary of a period (default the last 30 days): revenue (successful, each order once), refunds, failed payments, transactions, paying users',
-          description:
-            "Amounts in the currency's main unit; arppu = revenue / paying users; avgTransaction = revenue / transactions. Days are the game's.",
-        },
+        detail: paymentsDoc,
       },
     )
     .get(

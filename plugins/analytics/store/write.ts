@@ -8,7 +8,7 @@ import {
 import type { Stored } from '../../../core/derive'
 import { DAY, floorTo } from '../lib/time'
 import { countMergedCohorts, firstDay, weekOf } from '../server/cohort'
-import type { AnalyticsRows } from './rollup'
+import type { AnalyticsRows } from './rollup-parts'
 
 /**
  * The write half of the analytics consumer (see `rollup.ts`), run in the transaction that moves

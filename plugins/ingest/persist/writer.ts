@@ -1,27 +1,17 @@
 import type { Db, Param } from '../../../core/db'
 import { GroupCommit } from '../../../core/db/group-commit'
 import type { Logger } from '../../../core/log'
-import { inOrder, invocationOf } from '../rows'
 import type { NormEvent } from '../signed/validate'
+import { type CommitRows, DUPLICATE_EVENTS, DUPLICATE_PAYMENTS, persist } from './persist'
 import {
-  type CommitRows,
-  DUPLICATE_EVENTS,
-  DUPLICATE_PAYMENTS,
-  EVENT_WIRE_WIDTH,
-  type EventRows,
-  persist,
-} from './persist'
+  REPEATED_IDS,
+  firstOfEachId,
+  firstOfEachPayment,
+  gatherRows,
+  nonceRows,
+  paymentKey,
+} from './writer-rows'
 
-/**
- * Top-level fields whose columns hold them exactly (event, ts, game_id, env) are left out of
- * `props` (a smaller row is a smaller WAL); everything else, including what was promoted from
- * `attrs`, stays.
- */
-function propsJson(raw: Record<string, unknown>): string {
-  const out: Record<string, unknown> = {}
-  for (const k in raw) if (k !== 'event' && k !== 'ts' && k !== 'game_id' && k !== 'env') out[k] = raw[k]
-  return JSON.stringify(out)
-}
 /**
  * Commits in flight at once. PostgreSQL overlaps round trips and fsyncs on several connections.
  * SQLite has one writer: with a persist thread, the event loop prepares the next commits while the
@@ -58,7 +48,8 @@ export class GroupWriter {
   /** Core's group commit (core/db/group-commit.ts): requests queued together share a transaction. */
   private group: GroupCommit<Pending>
   private ready: Promise<void> | undefined
-  private lastId = 0
+  /** The last raw row id handed out (see `gatherRows`). */
+  private ids = { last: 0 }
   private started = false
   /** Told after each commit (the event log wakes its consumers). */
   private committed: (() => void) | undefined
@@ -143,7 +134,7 @@ export class GroupWriter {
 
   private async init() {
     this.started = true
-    this.lastId = await this.storedMaxId()
+    this.ids.last = await this.storedMaxId()
   }
 
   /** The largest raw row id stored (events and invocations), by any instance. */
@@ -184,8 +175,8 @@ export class GroupWriter {
         else if (TAKEN_ID.test(message))
           // Past the rows stored and past the present (the other instance's commit in flight
           // numbered from about now), by a random step: the two do not pick the same ids again.
-          this.lastId =
-            Math.max(this.lastId, await this.storedMaxId(), Date.now() * 1024) +
+          this.ids.last =
+            Math.max(this.ids.last, await this.storedMaxId(), Date.now() * 1024) +
             1024 +
             Math.floor(Math.random() * 8192)
         else if (!DEADLOCK.test(message)) throw e
@@ -240,211 +231,8 @@ export class GroupWriter {
 
   private async commitOnce(events: NormEvent[], nonces: Param[]): Promise<void> {
     // The per-event work runs in a plain function, which the JIT optimizes better than async ones.
-    const { ev, payments, invocations, eventIds } = this.gather(events, Date.now())
+    const { ev, payments, invocations, eventIds } = gatherRows(events, Date.now(), this.ids)
     await this.persistRows({ events: ev, payments, invocations, nonces, eventIds })
     this.committed?.()
   }
-
-  /** One pass over the events: raw event, payment and invocation rows. */
-  private gather(events: NormEvent[], now: number) {
-    // Time-ordered integer ids: receive time in ms x 1024 plus a counter (exact in a double until
-    // the year 2248). Starts past the largest stored id, so a restart with a clock step back
-    // never collides. The loop below never suspends, so it numbers its rows alone. An
-    // invocation row has the id of the event it came from.
-    const firstId = Math.max(this.lastId, now * 1024 - 1) + 1
-    const cols: Param[] = new Array(events.length * EVENT_WIRE_WIDTH)
-    const props: string[] = new Array(events.length)
-    const streams: string[] = []
-    const ev: EventRows = { firstId, receivedAt: now, streams, cols, props }
-    const invocations: Param[] = []
-    /** Indexes of the events that carry an id. */
-    const withId: number[] = []
-    /** stream index -> order -> status -> row: a payment repeated within the commit is sent once. */
-    const paid = new Map<number, Map<string, Map<string, Param[]>>>()
-    const index = new Map<string, number>()
-    let stream = -1
-    let lastGame = ''
-    let lastEnv = ''
-
-    for (let i = 0; i < events.length; i++) {
-      const e = events[i]
-      const { gameId, env, userId, ts } = e
-      // Consecutive events of one game and environment share the stream.
-      if (stream < 0 || gameId !== lastGame || env !== lastEnv) {
-        const k = `${gameId}\u0001${env}`
-        const known = index.get(k)
-        if (known === undefined) {
-          stream = streams.length / 2
-          index.set(k, stream)
-          streams.push(gameId, env)
-        } else stream = known
-        lastGame = gameId
-        lastEnv = env
-      }
-      let k = i * EVENT_WIRE_WIDTH
-      cols[k++] = stream
-      cols[k++] = e.event
-      cols[k++] = ts
-      cols[k++] = userId
-      cols[k++] = e.sessionId
-      cols[k++] = e.amountCents
-      cols[k++] = e.currency
-      cols[k++] = e.durationMs
-      cols[k++] = e.network
-      cols[k++] = e.level
-      cols[k] = e.payment ? e.payment.status : null
-      props[i] = propsJson(e.props)
-      if (e.eventId !== null) withId.push(i)
-      if (e.payment) {
-        const { orderId, status } = e.payment
-        let orders = paid.get(stream)
-        if (!orders) {
-          orders = new Map()
-          paid.set(stream, orders)
-        }
-        let byStatus = orders.get(orderId)
-        if (!byStatus) {
-          byStatus = new Map()
-          orders.set(orderId, byStatus)
-        }
-        if (!byStatus.has(status))
-          byStatus.set(status, [
-            gameId,
-            env,
-            orderId,
-            status,
-            e.payment.amountCents,
-            e.currency,
-            userId,
-            ts,
-            now,
-          ])
-      }
-      if (e.event === 'function.invoke') {
-        const f = invocationOf(e)
-        invocations.push(
-          firstId + i,
-          gameId,
-          env,
-          ts,
-          now,
-          f.functionId,
-          f.actor,
-          f.outcome,
-          e.durationMs,
-          f.traceId,
-        )
-      }
-    }
-    this.lastId = firstId + events.length - 1
-    // Payments in key order: game, environment, order, status.
-    const payments: Param[] = []
-    const order = [...index.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-    for (const [, st] of order) {
-      const orders = paid.get(st)
-      if (!orders) continue
-      for (const o of inOrder(orders)) {
-        const byStatus = orders.get(o)!
-        for (const status of inOrder(byStatus)) payments.push(...byStatus.get(status)!)
-      }
-    }
-    return { ev, payments, invocations, eventIds: eventIdsInKeyOrder(events, withId) }
-  }
-}
-
-/** A commit of nonces alone. */
-function nonceRows(nonces: Param[]): CommitRows {
-  return {
-    events: { firstId: 0, receivedAt: Date.now(), streams: [], cols: [], props: [] },
-    payments: [],
-    invocations: [],
-    nonces,
-  }
-}
-
-const paymentKey = (e: NormEvent) =>
-  `${e.gameId}\u0001${e.env}\u0001${e.payment!.orderId}\u0001${e.payment!.status}`
-
-/**
- * The events with each payment (game, environment, order, status) once, the first kept: the log
- * holds a re-sent payment once, whatever its event_id.
- */
-function firstOfEachPayment(events: NormEvent[]): NormEvent[] {
-  let seen: Set<string> | undefined
-  let dropped = false
-  for (const e of events) {
-    if (!e.payment) continue
-    seen ??= new Set()
-    const k = paymentKey(e)
-    if (seen.has(k)) {
-      dropped = true
-      break
-    }
-    seen.add(k)
-  }
-  if (!dropped) return events
-  const kept = new Set<string>()
-  return events.filter((e) => {
-    if (!e.payment) return true
-    const k = paymentKey(e)
-    if (kept.has(k)) return false
-    kept.add(k)
-    return true
-  })
-}
-
-/** Thrown by `gather` when an (game, environment, event_id) repeats within the commit. */
-const REPEATED_IDS = new Error('ingest: an event id repeats within the commit')
-
-/**
- * The events with each (game, environment, event_id) once, the first of each kept: for the rare
- * commit that holds a retry of one of its own events (`REPEATED_IDS`).
- */
-function firstOfEachId(events: NormEvent[]): NormEvent[] {
-  const seen = new Set<string>()
-  return events.filter((e) => {
-    if (e.eventId === null) return true
-    const k = `${e.gameId}\u0001${e.env}\u0001${e.eventId}`
-    if (seen.has(k)) return false
-    seen.add(k)
-    return true
-  })
-}
-
-/**
- * `index, event_id` pairs in key order (game, environment, event_id): concurrent commits on
- * PostgreSQL then claim shared keys in one order and cannot deadlock. A key that repeats is
- * then next to itself: `REPEATED_IDS` is thrown (checking there costs nothing more than the sort).
- */
-function eventIdsInKeyOrder(events: NormEvent[], withId: number[]): Param[] {
-  if (!withId.length) return []
-  const key = (i: number) => events[i]
-  withId.sort((a, b) => {
-    const x = key(a)
-    const y = key(b)
-    return x.gameId !== y.gameId
-      ? x.gameId < y.gameId
-        ? -1
-        : 1
-      : x.env !== y.env
-        ? x.env < y.env
-          ? -1
-          : 1
-        : x.eventId! < y.eventId!
-          ? -1
-          : x.eventId! > y.eventId!
-            ? 1
-            : 0
-  })
-  const out: Param[] = new Array(withId.length * 2)
-  for (let k = 0; k < withId.length; k++) {
-    const e = events[withId[k]]
-    if (k > 0) {
-      const p = events[withId[k - 1]]
-      if (p.eventId === e.eventId && p.gameId === e.gameId && p.env === e.env) throw REPEATED_IDS
-    }
-    out[2 * k] = withId[k]
-    out[2 * k + 1] = e.eventId
-  }
-  return out
 }

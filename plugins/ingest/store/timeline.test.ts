@@ -4,7 +4,7 @@ import { forEachEngine } from '../../../test/helpers'
 import { migratedStore } from '../testing'
 import type { TimelinePage, TimelineText } from '../types'
 import { insertMany } from './sql'
-import { walkTimeline, walkTimelineText } from './store'
+import { walkTimeline, walkTimelineText } from './timeline'
 
 const COLS = ['id', 'received_at', 'game_id', 'env', 'event', 'ts', 'user_id', 'props'] as const
 

@@ -5,7 +5,7 @@ import { rawDb } from '../../../test/helpers'
 import { ingestMigrations } from '../migrations'
 import type { TimelinePage, TimelineQuery, TimelineText } from '../types'
 import { insertMany } from './sql'
-import { walkTimeline, walkTimelineText } from './store'
+import { walkTimeline, walkTimelineText } from './timeline'
 import { WalkThreads } from './walk-threads'
 
 // SQLite's walk on worker threads (`WalkThreads`) against the same walk on the event loop, over

@@ -5,7 +5,7 @@
  */
 import { Database, type Statement } from 'bun:sqlite'
 import type { Param } from '../../../core/db'
-import { sqliteWalk } from './store'
+import { sqliteWalk } from './timeline'
 import type { WalkReply, WalkRequest } from './walk-threads'
 
 declare const self: Worker

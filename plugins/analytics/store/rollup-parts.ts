@@ -1,0 +1,198 @@
+import type { Param } from '../../../core/db'
+import type { LogEvent as NormEvent } from '../../../core/event-log-types'
+import { inOrder } from '../../../core/order'
+import type { HyperLogLog } from '../lib/hll'
+import { HOUR, floorTo, histBucket } from '../lib/time'
+import type { Zone } from '../lib/zone'
+
+/**
+ * What the analytics consumer (`rollup.ts`) keeps per game and environment, what one batch
+ * gathers for each, and the rows it turns them into for the write half (`write.ts`).
+ */
+
+export type Sketch = { h: HyperLogLog; v: number }
+
+/**
+ * One game and environment. What is known to be stored is cached per stream, keyed by the user
+ * id alone, so a lookup hashes a short string the parser made instead of building a joined key.
+ */
+export class Stream {
+  /** Users whose first-seen row is stored. */
+  readonly seen = new Set<string>()
+  /** Per day, users whose user-day row is stored. */
+  readonly days = new Map<number, Set<string>>()
+  /** Online sketches by minute; the rollup bounds their number across streams. */
+  readonly sketches = new Map<number, Sketch>()
+  /** Active-user sketches by local day (distinct users over any span of days: MAU, overview). */
+  readonly daySketches = new Map<number, Sketch>()
+  constructor(
+    readonly gameId: string,
+    readonly env: string,
+    /** The game's time zone: its days. */
+    public zone: Zone,
+  ) {}
+}
+
+export interface Slot {
+  /** The minute's sketch, once known; else the visitors waiting for it to load. */
+  sk: Sketch | undefined
+  whos: string[]
+  /**
+   * Whether this commit changed a register. Once a minute's sketch fills, most visitors change
+   * none; an unchanged sketch is not written again (its stored row already says the same).
+   */
+  changed: boolean
+}
+
+/** What one commit gathers for one stream. */
+export class Part {
+  /** user -> earliest ts */
+  readonly firstSeen = new Map<string, number>()
+  /** day -> users */
+  readonly userDays = new Map<number, Set<string>>()
+  /** hour -> function -> [total, failed, duration sum, duration n] */
+  readonly hours = new Map<number, Map<string, [number, number, number, number]>>()
+  /** hour -> bucket -> n */
+  readonly hist = new Map<number, Map<number, number>>()
+  /** minute -> sketch */
+  readonly online = new Map<number, Slot>()
+  /** local day -> sketch of its active users */
+  readonly active = new Map<number, Slot>()
+  /** Counters of the game analytics: `day|metric|dim` and `hour|metric|dim` -> [n, total, first ts, last ts]. */
+  readonly gameDays = new Map<string, Stat>()
+  readonly gameHours = new Map<string, Stat>()
+  /** order \u0001 status -> [local day, kind, platform] of the commit's payments. */
+  readonly payments = new Map<string, [number, string, string]>()
+  /** Users who did something social (friend_add, guild_join, invite) -> earliest ts. */
+  readonly social = new Map<string, number>()
+  /** user -> platform named by their session_start. */
+  readonly platforms = new Map<string, string>()
+  constructor(readonly s: Stream) {}
+}
+
+export type Stat = [n: number, total: number, first: number, last: number]
+
+/** A commit's rows for the write half (`write.ts`), each table's values one row after another, keys in order. */
+export interface AnalyticsRows {
+  /** game, env, user, first ts, its local day */
+  firstSeen: Param[]
+  userDays: Param[]
+  hours: Param[]
+  hist: Param[]
+  online: Param[]
+  /** game, env, local day, estimate, sketch, version */
+  activeDays: Param[]
+  /** game, env, local day, metric, dim, n, total, first ts, last ts */
+  gameDays: Param[]
+  /** game, env, UTC hour, metric, dim, n, total, first ts, last ts */
+  gameHours: Param[]
+  /** game, env, order, status, local day, kind, platform: what the write half needs of the payments that turn out new */
+  payments: Param[]
+  /** game, env, user, first ts */
+  social: Param[]
+  /** game, env, user, platform */
+  platforms: Param[]
+}
+
+/** Counts an invocation event into its hour's counters and duration histogram. */
+export function countInvocation(part: Part, e: NormEvent) {
+  const { functionId: fn, outcome } = e.invocation ?? { functionId: 'unknown', outcome: 'success' }
+  const hour = floorTo(e.ts, HOUR)
+  let fns = part.hours.get(hour)
+  if (!fns) {
+    fns = new Map()
+    part.hours.set(hour, fns)
+  }
+  let h = fns.get(fn)
+  if (!h) {
+    h = [0, 0, 0, 0]
+    fns.set(fn, h)
+  }
+  h[0]++
+  if (outcome === 'failure') h[1]++
+  const dur = e.durationMs
+  if (dur !== null) {
+    h[2] += dur
+    h[3]++
+    let buckets = part.hist.get(hour)
+    if (!buckets) {
+      buckets = new Map()
+      part.hist.set(hour, buckets)
+    }
+    const b = histBucket(dur)
+    buckets.set(b, (buckets.get(b) ?? 0) + 1)
+  }
+}
+
+/** The rollup rows of a commit, stream by stream, keys in order. */
+export function rows(ordered: Part[]): AnalyticsRows {
+  const out: AnalyticsRows = {
+    firstSeen: [],
+    userDays: [],
+    hours: [],
+    hist: [],
+    online: [],
+    activeDays: [],
+    gameDays: [],
+    gameHours: [],
+    payments: [],
+    social: [],
+    platforms: [],
+  }
+  for (const p of ordered) {
+    const { gameId: g, env } = p.s
+    for (const hour of inOrder(p.hours)) {
+      const fns = p.hours.get(hour)!
+      for (const fn of inOrder(fns)) {
+        const h = fns.get(fn)!
+        out.hours.push(g, env, hour, fn, h[0], h[1], h[2], h[3])
+      }
+    }
+    for (const hour of inOrder(p.hist)) {
+      const buckets = p.hist.get(hour)!
+      for (const b of inOrder(buckets)) out.hist.push(g, env, hour, b, buckets.get(b)!)
+    }
+    for (const user of inOrder(p.firstSeen)) {
+      const ts = p.firstSeen.get(user)!
+      out.firstSeen.push(g, env, user, ts, p.s.zone.day(ts))
+    }
+    for (const k of inOrder(p.gameDays)) {
+      const [day, metric, dim] = k.split('\u0001')
+      const v = p.gameDays.get(k)!
+      out.gameDays.push(g, env, Number(day), metric, dim, v[0], v[1], v[2], v[3])
+    }
+    for (const k of inOrder(p.gameHours)) {
+      const [hour, metric, dim] = k.split('\u0001')
+      const v = p.gameHours.get(k)!
+      out.gameHours.push(g, env, Number(hour), metric, dim, v[0], v[1], v[2], v[3])
+    }
+    for (const k of inOrder(p.payments)) {
+      const [order, status] = k.split('\u0001')
+      out.payments.push(g, env, order, status, ...p.payments.get(k)!)
+    }
+    for (const user of inOrder(p.social)) out.social.push(g, env, user, p.social.get(user)!)
+    for (const user of inOrder(p.platforms)) out.platforms.push(g, env, user, p.platforms.get(user)!)
+    for (const day of inOrder(p.userDays)) {
+      const users = [...p.userDays.get(day)!]
+      if (users.length > 1) users.sort()
+      for (const user of users) out.userDays.push(g, env, day, user)
+    }
+    // Each write of a sketch carries a new version, so a slower concurrent commit holding an
+    // older snapshot of the same minute cannot overwrite a newer one.
+    for (const minute of inOrder(p.online)) {
+      const slot = p.online.get(minute)!
+      if (!slot.changed) continue
+      const sk = slot.sk!
+      sk.v++
+      out.online.push(g, env, minute, sk.h.count(), sk.h.serialize(), sk.v)
+    }
+    for (const day of inOrder(p.active)) {
+      const slot = p.active.get(day)!
+      if (!slot.changed) continue
+      const sk = slot.sk!
+      sk.v++
+      out.activeDays.push(g, env, day, sk.h.count(), sk.h.serialize(), sk.v)
+    }
+  }
+  return out
+}
