@@ -102,6 +102,16 @@ export function orderPlugins(enabled: string[], known: Record<string, PluginMani
   return out
 }
 
+/** Every migration an app of these plugins applies, core's first. */
+export function migrationSets(ordered: readonly PluginManifest[]): MigrationSet[] {
+  const sets: MigrationSet[] = [
+    { plugin: 'core', migrations: coreMigrations },
+    { plugin: 'core.schedule', migrations: scheduleMigrations },
+  ]
+  for (const p of ordered) if (p.migrations?.length) sets.push({ plugin: p.name, migrations: p.migrations })
+  return sets
+}
+
 /**
  * Builds the whole application from a validated configuration: opens the store, applies every
  * migration, bootstraps the admin and sets up each enabled plugin in dependency order. Never
@@ -138,12 +148,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     const pendingAdmin = (await hasNoUser(db))
       ? hashAdminPassword(core.admin.password, opts.hashPassword)
       : undefined
-    const sets: MigrationSet[] = [
-      { plugin: 'core', migrations: coreMigrations },
-      { plugin: 'core.schedule', migrations: scheduleMigrations },
-    ]
-    for (const p of ordered) if (p.migrations?.length) sets.push({ plugin: p.name, migrations: p.migrations })
-    const applied = await migrate(db, sets)
+    const applied = await migrate(db, migrationSets(ordered))
     if (applied.length) log.info('migrations applied', { migrations: applied })
 
     // Counters and locks commit without waiting for the disk on PostgreSQL: a crash may forget the

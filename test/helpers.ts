@@ -13,10 +13,12 @@ import { createLogger } from '../core/log'
 import { Outbound, OutboundPolicy } from '../core/outbound'
 import type { PluginManifest } from '../core/plugin'
 import { plugins as allPlugins } from '../plugins'
+import { MYSQL_URL, freshMysqlDb, migratedMysqlDb } from './mysql-db'
+
+export { MYSQL_URL, freshMysqlDb }
 
 export type Engine = 'sqlite' | 'postgres' | 'mysql'
 export const PG_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
-export const MYSQL_URL = process.env.TEST_MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test'
 
 /**
  * Test files that do not run on MySQL yet (issue 39): forEachEngine leaves MySQL out for them.
@@ -160,27 +162,6 @@ export function forEachEngine(fn: (engine: Engine) => void): void {
   for (const engine of enginesFor(callerFile())) describe(`[${engine}]`, () => fn(engine))
 }
 
-/** A fresh MySQL database for one app; dropped again by `drop()`. */
-export async function freshMysqlDb(
-  url = MYSQL_URL,
-): Promise<{ url: string; name: string; drop: () => Promise<void> }> {
-  const name = `t_${crypto.randomUUID().replace(/-/g, '').slice(0, 16)}`
-  const admin = await mysql.createConnection({ uri: url })
-  await admin.query(`CREATE DATABASE ${name} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin`)
-  await admin.end()
-  const u = new URL(url)
-  u.pathname = `/${name}`
-  return {
-    url: u.toString(),
-    name,
-    drop: async () => {
-      const c = await mysql.createConnection({ uri: url })
-      await c.query(`DROP DATABASE IF EXISTS ${name}`)
-      await c.end()
-    },
-  }
-}
-
 export const ADMIN_PASSWORD = 'admin-password'
 
 /**
@@ -264,6 +245,19 @@ export async function freshSchema(url = PG_URL): Promise<{ schema: string; drop:
  * The real app on a real store: a temp SQLite file or a fresh PostgreSQL schema. Rate limits are
  * lifted unless a test sets them.
  */
+/** The plugins an app of these settings enables (none known when the settings do not load). */
+function enabledPlugins(
+  yaml: string,
+  known: Record<string, PluginManifest>,
+  env: Record<string, string> = {},
+): { enabled: string[]; known: Record<string, PluginManifest> } | undefined {
+  try {
+    return { enabled: Object.keys(loadConfig(yaml, known, env).plugins), known }
+  } catch {
+    return undefined
+  }
+}
+
 export async function makeApp(engine: Engine, opts: MakeAppOptions = {}): Promise<TestApp> {
   const dataDir = mkdtempSync(join(tmpdir(), 'liveops-test-'))
   const pg =
@@ -272,15 +266,8 @@ export async function makeApp(engine: Engine, opts: MakeAppOptions = {}): Promis
       : opts.store?.pgSchema
         ? { schema: opts.store.pgSchema, drop: async () => undefined }
         : await freshSchema(opts.pgUrl)
-  const my =
-    engine !== 'mysql'
-      ? undefined
-      : opts.store?.mysqlUrl
-        ? { url: opts.store.mysqlUrl, drop: async () => undefined }
-        : await freshMysqlDb()
   const base = {
     data_dir: dataDir,
-    database: { url: my ? my.url : pg ? (opts.pgUrl ?? PG_URL) : join(dataDir, 'test.sqlite'), pool: 5 },
     auth: { jwt_secret: 'test-secret', admin_token: 'test-admin-token' },
     admin: { email: 'admin@localhost', password: ADMIN_PASSWORD },
     rate_limit: { requests_per_minute: 0, burst: 0 },
@@ -288,8 +275,18 @@ export async function makeApp(engine: Engine, opts: MakeAppOptions = {}): Promis
     log: { level: 'error' },
     plugins: opts.plugins ?? Object.fromEntries(Object.keys(allPlugins).map((n) => [n, {}])),
   }
-  const yaml = stringify(merge(base, opts.config ?? {}))
   const known = { ...allPlugins, ...opts.extraPlugins }
+  const settings = (url: string) =>
+    stringify(merge({ ...base, database: { url, pool: 5 } }, opts.config ?? {}))
+  // A new MySQL database starts as a copy of the migrated template of its plugins (test/mysql-db.ts).
+  const my =
+    engine !== 'mysql'
+      ? undefined
+      : opts.store?.mysqlUrl
+        ? { url: opts.store.mysqlUrl, drop: async () => undefined }
+        : ((await migratedMysqlDb(enabledPlugins(settings(MYSQL_URL), known, opts.env))) ??
+          (await freshMysqlDb()))
+  const yaml = settings(my ? my.url : pg ? (opts.pgUrl ?? PG_URL) : join(dataDir, 'test.sqlite'))
   const config = loadConfig(yaml, known, opts.env ?? {})
   const built = await createApp(config, {
     plugins: known,
