@@ -32,6 +32,7 @@ import {
 import { LimiterSlot, RateLimiter, SharedRateLimiter } from './ratelimit'
 import { Scheduler } from './schedule'
 import { databaseScheduleStore, scheduleMigrations } from './schedule-store'
+import { SDK_PATH, sdkAsset } from './sdk-asset'
 import { createSharedState } from './shared'
 import { strictBodies } from './strict'
 
@@ -235,6 +236,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
 
     const cors = new CorsPolicy(core.server.cors_origins)
     for (const p of ordered) if (p.anyOrigin) cors.allowAnyOrigin(p.anyOrigin)
+    cors.allowAnyOrigin([SDK_PATH])
     const app = new Elysia({
       serve: { maxRequestBodySize: Math.round(core.server.body_limit_mb * 1024 * 1024) },
     })
@@ -304,6 +306,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
       .use(mon.app)
       .use(authRoutes(auth, guard, { trustForwardedFor: core.server.trust_forwarded_for, bus }))
       .use(keyRoutes(auth, guard))
+      .use(sdkAsset())
     const routes = new NativeRoutes(metrics, logRequest, families, cors)
 
     for (const p of ordered) {

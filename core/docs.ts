@@ -91,6 +91,13 @@ export function apiReference() {
               'Server key (`lsk_...`, spec 2 X-API-Key): secret, scoped (config, trigger, query) like an application token',
           },
           adminToken: { type: 'apiKey', in: 'header', name: 'x-admin-token' },
+          agentToken: {
+            type: 'apiKey',
+            in: 'header',
+            name: 'x-agent-token',
+            description:
+              "Agents: the shared agent token (plugins.agents.token), or the agent's own key (`lak_...`, answered by registration) for that agent's routes only",
+          },
           ingestSignature: {
             type: 'apiKey',
             in: 'header',

@@ -1,12 +1,14 @@
 import type { Db } from './db'
 
 /**
- * The rows of the event log as consumers see them: what ingestion committed, deduplicated by one
- * rule (event_id; a payment also by order_id + status). Consumers import these, never the
- * ingest plugin's own rows.
+ * One row of the event log as consumers see it: an event ingestion committed, deduplicated by one
+ * rule every consumer sees (the client's event_id; a payment event also by order_id + status, so
+ * a re-sent payment is in the log once). The provider (the ingest plugin) parses what its rows
+ * say, so consumers import nothing of its own: a payment's facts and a function call's facts
+ * come with the event.
  */
 export interface LogEvent {
-  kind: 'event'
+  /** The row's id in the log (time-ordered; unique). */
   id: number
   receivedAt: number
   gameId: string
@@ -20,45 +22,30 @@ export interface LogEvent {
   durationMs: number | null
   network: string | null
   level: string | null
-  /** The event's properties as JSON text. */
-  props: string
+  /** The client's id of the event, when it sent one. */
+  eventId: string | null
+  /** The event's other fields. */
+  props: Record<string, unknown>
+  /** A payment event's order (the log holds each order and status once). */
+  payment?: { orderId: string; status: 'success' | 'refunded' | 'failed'; amountCents: number }
+  /** A `function.invoke` event's call. */
+  invocation?: LogInvocation
 }
 
-export interface LogPayment {
-  kind: 'payment'
-  id: number
-  receivedAt: number
-  gameId: string
-  env: string
-  orderId: string
-  status: string
-  amountCents: number
-  currency: string | null
-  userId: string | null
-  ts: number
-}
-
+/** What a `function.invoke` event says of its call. */
 export interface LogInvocation {
-  kind: 'invocation'
-  id: number
-  receivedAt: number
-  gameId: string
-  env: string
-  ts: number
   functionId: string
+  outcome: 'success' | 'failure'
   actor: string | null
-  outcome: string
-  durationMs: number | null
   traceId: string | null
 }
 
-export type LogRow = LogEvent | LogPayment | LogInvocation
-export type LogKind = LogRow['kind']
+export type LogRow = LogEvent
 
 /**
  * A place in the log. `seq` numbers the transaction that committed the row (PostgreSQL: its xid,
- * `pg_current_xact_id()`; SQLite: the one writer's commit counter) and `pos` orders the rows of
- * one transaction (unique within it across kinds). Positions compare by (seq, pos).
+ * `pg_current_xact_id()`; SQLite: a counter its commits take under the one write lock) and `pos`
+ * orders the rows of one transaction (the row's id). Positions compare by (seq, pos).
  */
 export interface LogPosition {
   seq: number
@@ -100,14 +87,25 @@ export interface LogConsumer {
   name: string
   /** Rows per call (default 1000). */
   batch?: number
-  /** The kinds it wants (default all); the cursor still moves past the others. */
-  kinds?: readonly LogKind[]
-  handle(rows: LogRow[], tx: Db): Promise<void>
+  /** Once at start, with the store the log and the consumers' results live in. */
+  init?(db: Db): Promise<void>
+  /**
+   * Takes in a batch: writes its results through `tx`. What it returns runs once the transaction
+   * committed (to remember what is now stored).
+   */
+  handle(rows: LogRow[], tx: Db): Promise<unknown>
+  /**
+   * Drops what the consumer keeps in memory of its results: called when a batch rolled back and
+   * when this instance (re)takes the consumer's lease, since another may have written meanwhile.
+   */
+  forget?(): void
   /**
    * Deletes its results for times at or after `from` (epoch ms; everything when undefined), in
    * `tx`, before a rebuild delivers those rows again.
    */
   reset(from: number | undefined, tx: Db): Promise<void>
+  /** Whether it can rebuild from a date (else only from the start of the log). */
+  rebuildsFrom?: boolean
 }
 
 /** One consumer's cursor and lag, as /healthz, the metrics and the admin route show it. */
@@ -134,7 +132,15 @@ export interface EventLogService {
   notify(): void
   /** Resolves when every consumer (or the named one) has taken in the log as it stood at the call. */
   drain(name?: string, timeoutMs?: number): Promise<void>
-  /** Recomputes a consumer's results from the log, from `from` (epoch ms of event time) on. */
+  /**
+   * A reader's wait: like `drain` but bounded and never failing; answers `asOf` afterwards (the
+   * time every consumer's results are complete to).
+   */
+  settle(timeoutMs: number): Promise<number>
+  /**
+   * Asks for a consumer's results to be recomputed from the log, from `from` (epoch ms of event
+   * time) on; the instance holding its lease does it while ingestion goes on.
+   */
   rebuild(name: string, from?: number): Promise<void>
   status(): Promise<ConsumerStatus[]>
   /** The time every consumer's results are complete to: the smallest `asOf`. */

@@ -25,7 +25,11 @@ interface CursorRow {
   rebuild_from: number | string | null
   until_seq: number | string | null
   until_pos: number | string | null
+  rebuild_request: number | string | null
 }
+
+/** `rebuild_request` of a whole rebuild. */
+const WHOLE = -1
 
 export interface EventLogOptions {
   db: Db
@@ -36,6 +40,11 @@ export interface EventLogOptions {
   leaseMs?: number
   /** How often an idle consumer looks for new rows when nothing notifies it. */
   pollMs?: number
+  /**
+   * After a batch that was not full (the consumer is caught up), how long it lets rows gather
+   * before its next step: one transaction then takes in many commits instead of one each.
+   */
+  gatherMs?: number
   clock?: () => number
 }
 
@@ -60,15 +69,28 @@ export class EventLog implements EventLogService {
   private readonly consumers = new Map<string, LogConsumer>()
   private readonly busy = new Map<string, Promise<number>>()
   private readonly wakers = new Set<() => void>()
+  /** Until when this instance holds each consumer's lease, as it last renewed it. */
+  private readonly heldUntil = new Map<string, number>()
+  /**
+   * Recent reads by the position they started after: consumers moving together read each batch
+   * once (rows and their parsed props), not once each (`readShared`).
+   */
+  private readonly reads = new Map<
+    string,
+    { below: number; limit: number; entries: LogEntry[]; at: number }
+  >()
   private running = false
   private loops: Promise<void>[] = []
   private readonly leaseMs: number
   private readonly pollMs: number
+  private readonly gatherMs: number
   private readonly now: () => number
 
   constructor(private readonly o: EventLogOptions) {
     this.leaseMs = o.leaseMs ?? 10_000
     this.pollMs = o.pollMs ?? 250
+    // Well inside a lease: a holder gathering rows must renew it before it lapses.
+    this.gatherMs = Math.min(o.gatherMs ?? 500, this.leaseMs / 4)
     this.now = o.clock ?? Date.now
     if (o.metrics) {
       const lagS = o.metrics.gauge(
@@ -117,8 +139,15 @@ export class EventLog implements EventLogService {
     const db = this.db
     // A separate event store gets the cursor table of core's migration 006 under a ledger of its own.
     if (db !== this.o.db) await migrate(db, [{ plugin: 'core.consumers', migrations: consumerMigrations }])
-    for (const name of this.consumers.keys())
-      await db.run('INSERT INTO liveops_consumers (name) VALUES (?) ON CONFLICT (name) DO NOTHING', [name])
+    for (const [name, c] of this.consumers) {
+      // A new consumer starts past the rows stored before the log existed (seq 0), which the
+      // rollups of their own commits counted; a rebuild reads them too.
+      await db.run(
+        'INSERT INTO liveops_consumers (name, seq, pos) VALUES (?, 0, ?) ON CONFLICT (name) DO NOTHING',
+        [name, Number.MAX_SAFE_INTEGER],
+      )
+      await c.init?.(db)
+    }
     this.running = true
     this.loops = [...this.consumers.values()].map((c) => this.loop(c))
   }
@@ -128,6 +157,7 @@ export class EventLog implements EventLogService {
     this.notify()
     await Promise.all(this.loops)
     await Promise.all(this.busy.values()).catch(() => undefined)
+    this.heldUntil.clear()
     await this.db
       .run('UPDATE liveops_consumers SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = ?', [
         this.o.instanceId,
@@ -143,7 +173,11 @@ export class EventLog implements EventLogService {
       } catch (e) {
         this.o.log.error('consumer failed', { consumer: c.name, error: String(e) })
       }
-      if (n > 0 || !this.running) continue
+      if (!this.running || n >= (c.batch ?? 1000)) continue
+      if (n > 0) {
+        await Bun.sleep(this.gatherMs)
+        continue
+      }
       await new Promise<void>((resolve) => {
         const done = () => {
           clearTimeout(t)
@@ -166,12 +200,23 @@ export class EventLog implements EventLogService {
 
   private async claim(name: string): Promise<boolean> {
     const now = this.now()
+    // Held for more than half a lease yet: no need to write the renewal now (the step's own
+    // update still checks that this instance is the owner).
+    if ((this.heldUntil.get(name) ?? 0) - now > this.leaseMs / 2) return true
     const n = await this.db.run(
       `UPDATE liveops_consumers SET lease_owner = ?, lease_until = ?
        WHERE name = ? AND (lease_owner = ? OR lease_until IS NULL OR lease_until < ?)`,
       [this.o.instanceId, now + this.leaseMs, name, this.o.instanceId, now],
     )
-    return n === 1
+    if (n !== 1) {
+      this.heldUntil.delete(name)
+      return false
+    }
+    // Not held without a break since the last renewal: another instance may have written results
+    // this one's memory does not know of.
+    if ((this.heldUntil.get(name) ?? 0) <= now) this.consumers.get(name)?.forget?.()
+    this.heldUntil.set(name, now + this.leaseMs)
+    return true
   }
 
   private async horizon(db: Db): Promise<number> {
@@ -185,16 +230,19 @@ export class EventLog implements EventLogService {
     const source = this.source
     if (!c || !source) return 0
     if (!(await this.claim(name))) return 0
+    const hook: { after?: () => void } = {}
     try {
-      return await this.db.tx(async (tx) => {
+      const n = await this.db.tx(async (tx) => {
         const below = await this.horizon(tx)
         const cur = await tx.get<CursorRow>('SELECT * FROM liveops_consumers WHERE name = ?', [name])
         if (!cur) return 0
+        if (cur.rebuild_request !== null) return this.startRebuild(c, cur, tx, hook)
         const at = { seq: Number(cur.seq), pos: Number(cur.pos) }
-        const entries = await source.read(at, below, c.batch ?? 1000, tx)
+        const entries = await this.readShared(source, at, below, c.batch ?? 1000, tx)
         if (!entries.length) return 0
         const last = entries[entries.length - 1].at
-        await c.handle(this.deliverable(c, cur, entries), tx)
+        const after = await c.handle(this.deliverable(cur, entries), tx)
+        if (typeof after === 'function') hook.after = after as () => void
         const rebuilding = cur.until_seq !== null
         const done = rebuilding && !before(last, { seq: Number(cur.until_seq), pos: Number(cur.until_pos) })
         const moved = await tx.run(
@@ -206,7 +254,12 @@ export class EventLog implements EventLogService {
         if (moved !== 1) throw new LostLease(`consumer '${name}' moved under this instance`)
         return entries.length
       })
+      hook.after?.()
+      return n
     } catch (e) {
+      // What the consumer remembered of the rolled-back batch is not stored.
+      c.forget?.()
+      this.heldUntil.delete(name)
       if (e instanceof LostLease) return 0
       await this.db
         .run('UPDATE liveops_consumers SET last_error = ? WHERE name = ?', [String(e).slice(0, 500), name])
@@ -215,15 +268,37 @@ export class EventLog implements EventLogService {
     }
   }
 
-  /** The rows of a batch the consumer takes: its kinds, and during a rebuild the re-counted times. */
-  private deliverable(c: LogConsumer, cur: CursorRow, entries: LogEntry[]) {
+  /**
+   * A read after `at`, shared by the consumers that are there within a second. A kept read is a
+   * prefix of any later one from the same place: its rows were committed below its horizon, and
+   * a row committed since comes after all of them (a later seq on SQLite and MySQL, at or above
+   * that horizon on PostgreSQL). So a consumer may take the kept rows, fewer than the store now
+   * holds, and read the rest at its next step.
+   */
+  private async readShared(source: LogSource, at: LogPosition, below: number, limit: number, tx: Db) {
+    const key = `${at.seq}:${at.pos}`
+    const now = this.now()
+    const kept = this.reads.get(key)
+    if (
+      kept &&
+      now - kept.at < 1000 &&
+      kept.below <= below &&
+      (kept.limit >= limit || kept.entries.length < kept.limit)
+    )
+      return kept.entries.length > limit ? kept.entries.slice(0, limit) : kept.entries
+    const entries = await source.read(at, below, limit, tx)
+    for (const [k, r] of this.reads) if (now - r.at >= 1000 || this.reads.size >= 32) this.reads.delete(k)
+    if (entries.length) this.reads.set(key, { below, limit, entries, at: now })
+    return entries
+  }
+
+  /** The rows of a batch the consumer takes: during a rebuild from a date, the re-counted times. */
+  private deliverable(cur: CursorRow, entries: LogEntry[]) {
     const until =
       cur.until_seq === null ? undefined : { seq: Number(cur.until_seq), pos: Number(cur.until_pos) }
     const from = cur.rebuild_from === null ? undefined : Number(cur.rebuild_from)
-    const kinds = c.kinds && new Set(c.kinds)
     const rows = []
     for (const e of entries) {
-      if (kinds && !kinds.has(e.row.kind)) continue
       if (until && from !== undefined && !before(until, e.at) && e.row.ts < from) continue
       rows.push(e.row)
     }
@@ -239,7 +314,8 @@ export class EventLog implements EventLogService {
     for (const n of names) {
       for (;;) {
         const cur = await this.cursor(n)
-        if (cur && !before(cur, head)) break
+        // Caught up, with no rebuild asked and not yet started.
+        if (cur && !before(cur.at, head) && !cur.asked) break
         const got = await this.step(n)
         if (got > 0) continue
         if (this.now() > deadline) throw new Error(`consumer '${n}' did not catch up in ${timeoutMs} ms`)
@@ -248,39 +324,61 @@ export class EventLog implements EventLogService {
     }
   }
 
-  private async cursor(name: string): Promise<LogPosition | undefined> {
-    const r = await this.db.get<CursorRow>('SELECT seq, pos FROM liveops_consumers WHERE name = ?', [name])
-    return r && { seq: Number(r.seq), pos: Number(r.pos) }
+  async settle(timeoutMs: number): Promise<number> {
+    if (this.consumers.size && this.source) await this.drain(undefined, timeoutMs).catch(() => undefined)
+    return this.asOf()
   }
 
+  private async cursor(name: string): Promise<{ at: LogPosition; asked: boolean } | undefined> {
+    const r = await this.db.get<CursorRow>(
+      'SELECT seq, pos, rebuild_request FROM liveops_consumers WHERE name = ?',
+      [name],
+    )
+    return r && { at: { seq: Number(r.seq), pos: Number(r.pos) }, asked: r.rebuild_request !== null }
+  }
+
+  /**
+   * Asks for a rebuild: the instance holding the consumer's lease (this one or another sharing
+   * the store) performs it at its next step (`startRebuild`). Resolves once asked; `status()`
+   * shows it `rebuilding` until the cursor is back where it was.
+   */
   async rebuild(name: string, from?: number): Promise<void> {
     const c = this.consumers.get(name)
-    const source = this.source
-    if (!c || !source) throw new Error(`no consumer '${name}'`)
-    await this.busy.get(name)?.catch(() => 0)
-    const deadline = this.now() + this.leaseMs * 3
-    while (!(await this.claim(name))) {
-      if (this.now() > deadline) throw new Error(`consumer '${name}' is held by another instance`)
-      await Bun.sleep(100)
-    }
-    const run = async () =>
-      this.db.tx(async (tx) => {
-        const cur = await tx.get<CursorRow>('SELECT * FROM liveops_consumers WHERE name = ?', [name])
-        if (cur?.lease_owner !== this.o.instanceId) throw new Error(`consumer '${name}' lost its lease`)
-        await c.reset(from, tx)
-        const at = { seq: Number(cur.seq), pos: Number(cur.pos) }
-        // Rows up to the old cursor come again; from a date, only those at or after it are delivered.
-        await tx.run(
-          `UPDATE liveops_consumers SET seq = 0, pos = 0, updated_at = ?, rebuild_from = ?, until_seq = ?, until_pos = ?
-           WHERE name = ?`,
-          [this.now(), from ?? null, at.seq, at.pos, name],
-        )
-        return 0
-      })
-    const p = (this.busy.get(name) ?? Promise.resolve(0)).catch(() => 0).then(run)
-    this.busy.set(name, p)
-    await p
+    if (!c || !this.source) throw new Error(`no consumer '${name}'`)
+    if (from !== undefined && !c.rebuildsFrom)
+      throw new Error(`consumer '${name}' rebuilds the whole log only (its results mix events of every time)`)
+    await this.db.run('UPDATE liveops_consumers SET rebuild_request = ? WHERE name = ?', [
+      from ?? WHOLE,
+      name,
+    ])
     this.notify()
+  }
+
+  /**
+   * Performs an asked rebuild in the step's transaction: the consumer deletes its results (from
+   * the date on), and the cursor goes back to the start of the log. Until it passes where it
+   * was (or where an earlier unfinished rebuild was going), rows older than the date are not
+   * delivered again: their results were kept.
+   */
+  private async startRebuild(c: LogConsumer, cur: CursorRow, tx: Db, hook: { after?: () => void }) {
+    const request = Number(cur.rebuild_request)
+    const from = request === WHOLE ? undefined : request
+    await c.reset(from, tx)
+    let until = { seq: Number(cur.seq), pos: Number(cur.pos) }
+    if (cur.until_seq !== null) {
+      const earlier = { seq: Number(cur.until_seq), pos: Number(cur.until_pos) }
+      if (before(until, earlier)) until = earlier
+    }
+    const moved = await tx.run(
+      `UPDATE liveops_consumers SET seq = 0, pos = 0, updated_at = ?, rebuild_from = ?, until_seq = ?, until_pos = ?,
+         rebuild_request = NULL, last_error = NULL
+       WHERE name = ? AND lease_owner = ?`,
+      [this.now(), from ?? null, until.seq, until.pos, c.name, this.o.instanceId],
+    )
+    if (moved !== 1) throw new LostLease(`consumer '${c.name}' moved under this instance`)
+    hook.after = () => c.forget?.()
+    this.o.log.info('consumer rebuild started', { consumer: c.name, from: from ?? null })
+    return 1
   }
 
   async status(): Promise<ConsumerStatus[]> {
@@ -302,7 +400,7 @@ export class EventLog implements EventLogService {
         asOf,
         leaseOwner: r.lease_until !== null && Number(r.lease_until) >= now ? r.lease_owner : null,
         lastError: r.last_error,
-        rebuilding: r.until_seq !== null,
+        rebuilding: r.until_seq !== null || r.rebuild_request !== null,
       })
     }
     return out

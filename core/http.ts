@@ -1,5 +1,16 @@
 import { Elysia } from 'elysia'
 import { type StorageFault, storageFault } from './db/faults'
+import {
+  type ValidationIssue,
+  missingReason,
+  pointerToField,
+  queryFieldOf,
+  reasonOf,
+} from './validation-reasons'
+
+// Where they were first defined; core/strict.ts, plugins and the tests read them here too.
+export { missingReason, pointerToField, reasonOf }
+export { clientIp, readBounded } from './request'
 
 /**
  * Typed errors thrown by stores, services and macros. Routes never catch them: the one onError
@@ -199,60 +210,6 @@ function logUnexpected(error: unknown, path: string) {
   )
 }
 
-type ValidationIssue = {
-  path?: string
-  message?: string
-  summary?: string
-  schema?: unknown
-  value?: unknown
-}
-
-/**
- * A value that is not there is `required` (not TypeBox's "Expected string"); a missing body says
- * what it needs: a JSON object and its required fields.
- */
-export function missingReason(i: ValidationIssue, isBody: boolean): string | undefined {
-  if (!('value' in i) || i.value !== undefined) return undefined
-  const s = i.schema as { type?: string; required?: string[] } | undefined
-  if (isBody && !i.path && s?.type === 'object')
-    return s.required?.length
-      ? `required: a JSON object with ${s.required.join(', ')}`
-      : 'required: a JSON object (content-type: application/json)'
-  if (isBody && !i.path && s?.type === 'array') return 'required: a JSON array'
-  return 'required'
-}
-
-/** The reason a value failed, in words an API user can act on (enums name their values). */
-export function reasonOf(e: { message?: string; summary?: string; schema?: unknown }): string {
-  const s = e.schema as { enum?: unknown[]; anyOf?: Array<{ const?: unknown }> } | undefined
-  if (s && Array.isArray(s.enum)) return `must be one of ${s.enum.map((v) => JSON.stringify(v)).join(', ')}`
-  // A union of literals (t.Union([t.Literal('a'), ...])) is an enum too.
-  if (s && Array.isArray(s.anyOf) && s.anyOf.length && s.anyOf.every((b) => b && 'const' in b))
-    return `must be one of ${s.anyOf.map((b) => JSON.stringify(b.const)).join(', ')}`
-  if (e.message === 'Unexpected property') return 'unknown field'
-  return e.message ?? e.summary ?? 'invalid'
-}
-
-/** Turns a TypeBox JSON pointer (`/config/variants/0/weight`) into `config.variants[0].weight`. */
-export function pointerToField(pointer: string | undefined): string {
-  if (!pointer) return ''
-  return pointer
-    .split('/')
-    .filter(Boolean)
-    .map((part, i) => (/^\d+$/.test(part) ? `[${part}]` : i === 0 ? part : `.${part}`))
-    .join('')
-}
-
-/**
- * Elysia 1.4 validates each coerced query parameter on its own (type `property`) and forgets its
- * name; the value it found is kept, so the name is recovered from the query string.
- */
-function queryFieldOf(url: URL, found: unknown): string | undefined {
-  if (found === undefined) return undefined
-  const keys = [...url.searchParams].filter(([, v]) => v === String(found)).map(([k]) => k)
-  return keys.length === 1 ? `query.${keys[0]}` : undefined
-}
-
 function validationResponse(families: ErrorFamilies, url: URL, error: unknown) {
   const path = url.pathname
   const e = error as {
@@ -403,47 +360,6 @@ export function parseSort(
   return `${column} ${d.toUpperCase()}`
 }
 
-/**
- * The client's address for the audit log: with `trustForwardedFor` (a reverse proxy in front,
- * `server.trust_forwarded_for`) the last `X-Forwarded-For` entry, the one the proxy added, as
- * the login throttle reads it; else the socket's peer; undefined through `app.handle` without a
- * server.
- */
-export function clientIp(
-  request: Request,
-  server: { requestIP(r: Request): { address: string } | null } | null | undefined,
-  trustForwardedFor: boolean,
-): string | undefined {
-  if (trustForwardedFor) {
-    const last = request.headers.get('x-forwarded-for')?.split(',').pop()?.trim()
-    if (last) return last
-  }
-  return server?.requestIP(request)?.address ?? undefined
-}
-
 /** The 413 of a body over `server.body_limit_mb` (`limit` bytes), for Elysia and native routes alike. */
 export const bodyTooLarge = (limit: number) =>
   new HttpError(413, 'body_too_large', `the body is over the limit of ${limit} bytes`, { limit })
-
-/**
- * Reads a body of unknown length up to `limit` bytes and stops at the first chunk past it (then
- * the answer is longer than `limit`, and the rest is never read): what Bun's own cap would do,
- * without its empty 413.
- */
-export async function readBounded(request: Request, limit: number): Promise<Uint8Array> {
-  if (!request.body) return new Uint8Array(0)
-  const reader = request.body.getReader()
-  const parts: Uint8Array[] = []
-  let total = 0
-  for (;;) {
-    const { done, value } = await reader.read()
-    if (done) break
-    total += value.byteLength
-    parts.push(value)
-    if (total > limit) {
-      reader.cancel().catch(() => undefined)
-      break
-    }
-  }
-  return parts.length === 1 ? parts[0] : Buffer.concat(parts)
-}

@@ -20,6 +20,9 @@ usage:
   liveops check-config FILE           validate a configuration file and list every problem
   liveops worker --server URL --token TOKEN [--id ID] [--capabilities webhook,smtp,log] [--concurrency N]
                                       run a remote notification worker (liveops worker --help)
+  liveops rebuild CONSUMER [--from YYYY-MM-DD] [--config FILE]
+                                      recompute an event-log consumer's results (analytics, behavior, realtime,
+                                      exposures) from the raw events, beside a running server; waits until done
   liveops --version                   the version (also: liveops version)
   liveops help                        this text
 
@@ -127,6 +130,43 @@ async function serve(file: string | undefined) {
   process.on('SIGINT', () => void shutdown('SIGINT'))
 }
 
+/**
+ * `liveops rebuild CONSUMER [--from DATE]`: asks for the rebuild through the store (the instance
+ * holding the consumer's lease does it: a running server, else this process), then reports
+ * progress until the consumer is back at the end of the log.
+ */
+async function rebuild(name: string | undefined, fromText: string | undefined, file: string | undefined) {
+  if (!name) fatal('usage: liveops rebuild CONSUMER [--from YYYY-MM-DD] [--config FILE]')
+  let from: number | undefined
+  if (fromText !== undefined) {
+    from = Date.parse(`${fromText}T00:00:00Z`)
+    if (!/^\d{4}-\d{2}-\d{2}$/.test(fromText) || Number.isNaN(from))
+      fatal(`--from: not a date YYYY-MM-DD: ${fromText}`)
+  }
+  const config = load(readConfig(file).text)
+  // An instance of its own: a server on the same data directory keeps its lease (and its memory).
+  config.core.instance_id = `rebuild-${process.pid}`
+  const built = await createApp(config, { plugins, log: createLogger({ ...config.core.log, level: 'warn' }) })
+  try {
+    if (!built.events.names().includes(name))
+      fatal(`no consumer '${name}' (this configuration has: ${built.events.names().join(', ') || 'none'})`)
+    await built.events.rebuild(name, from).catch((e: Error) => fatal(e.message))
+    console.log(`rebuild of '${name}' asked${fromText ? ` from ${fromText}` : ''}`)
+    for (let last = ''; ; ) {
+      await Bun.sleep(1000)
+      const s = (await built.events.status()).find((c) => c.name === name)
+      if (!s) break
+      const line = `${s.name}: ${s.rebuilding ? 'rebuilding' : 'caught up'}, ${s.delivered} rows taken in, ${s.lagEvents} behind, on ${s.leaseOwner ?? 'no instance'}`
+      if (line !== last) console.log(line)
+      last = line
+      if (s.lastError) console.error(`${s.name}: ${s.lastError}`)
+      if (!s.rebuilding && s.lagEvents === 0) break
+    }
+  } finally {
+    await built.stop()
+  }
+}
+
 async function main(argv: string[]) {
   const [cmd = 'serve', ...rest] = argv
   const flag = (name: string, args: string[]) => {
@@ -152,6 +192,12 @@ async function main(argv: string[]) {
       console.log(`ok: ${file} (plugins: ${Object.keys(config.plugins).join(', ') || 'none'})`)
       return
     }
+    case 'rebuild':
+      return rebuild(
+        rest.find((a, i) => !a.startsWith('--') && !rest[i - 1]?.startsWith('--')),
+        flag('--from', rest),
+        flag('--config', rest),
+      )
     case '--version':
     case '-v':
     case 'version':

@@ -2,17 +2,9 @@ import type { TSchema } from '@sinclair/typebox'
 import { type TypeCheck, TypeCompiler } from '@sinclair/typebox/compiler'
 import { Value } from '@sinclair/typebox/value'
 import { type AnyElysia, Elysia, t } from 'elysia'
-import {
-  HttpError,
-  Invalid,
-  bodyTooLarge,
-  invalidField,
-  missingReason,
-  pointerToField,
-  readBounded,
-  reasonOf,
-} from './http'
+import { HttpError, Invalid, bodyTooLarge, invalidField, readBounded } from './http'
 import { jsonView } from './schema'
+import { missingReason, pointerToField, reasonOf } from './validation-reasons'
 
 /*
  * Elysia 1.4 normalizes a body before it validates it: a JSON array, string or null sent where an

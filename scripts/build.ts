@@ -4,12 +4,13 @@
  * default configuration, compiled with Bun. `--target` cross-compiles (for example bun-linux-arm64).
  * Identifiers are not minified: Elysia reads handler parameter names to decide what to parse.
  */
-import { mkdirSync } from 'node:fs'
+import { mkdirSync, writeFileSync } from 'node:fs'
+import { sdkBundle } from './sdk-bundle'
 
 const target = process.argv.find((a) => a.startsWith('--target='))?.slice('--target='.length)
 const outfile =
   process.argv.find((a) => a.startsWith('--outfile='))?.slice('--outfile='.length) ?? 'dist/liveops'
-mkdirSync('dist', { recursive: true })
+mkdirSync('dist/sdk', { recursive: true })
 const t0 = performance.now()
 // Worker threads are separate entrypoints of the binary (plugins/ingest/persist/persist-thread.ts).
 const workers = [
@@ -43,3 +44,5 @@ const size = Bun.file(outfile).size
 console.log(
   `built ${outfile} (${(size / 1024 / 1024).toFixed(1)} MB) in ${Math.round(performance.now() - t0)} ms`,
 )
+// The package's `liveops/sdk/browser` (the binary serves the same build at /sdk/liveops.js).
+writeFileSync('dist/sdk/liveops.js', sdkBundle())

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { ProtobufLogsSerializer } from '@opentelemetry/otlp-transformer'
 import { freePort, logExporter, logRecords, send } from '../plugins/ingest/otlp/exporters'
+import { sdkBundle } from '../scripts/sdk-bundle'
 import { signRequest } from '../sdk/sign'
 import { startServer } from './process'
 
@@ -155,6 +156,11 @@ describe('single binary', () => {
       const asset = await fetch(`${s.base}${src}`)
       expect(asset.status).toBe(200)
       expect((await asset.arrayBuffer()).byteLength).toBe(Bun.file(SCALAR_FILE).size)
+
+      // The browser SDK (issue 38 point 5): bundled by a macro at build time, the same module as here.
+      const sdk = await fetch(`${s.base}/sdk/liveops.js`)
+      expect([sdk.status, sdk.headers.get('content-type')]).toEqual([200, 'text/javascript; charset=utf-8'])
+      expect(await sdk.text()).toBe(sdkBundle())
 
       // The console (issue 37): Bun bundled console/index.html into the binary at build time.
       const consolePage = await fetch(`${s.base}/`)

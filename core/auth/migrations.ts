@@ -6,6 +6,7 @@ import m004 from './migrations/004_shared.sql' with { type: 'text' }
 import m005 from './migrations/005_trust.sql' with { type: 'text' }
 import m006 from './migrations/006_consumers.sql' with { type: 'text' }
 import m007 from './migrations/007_changes.sql' with { type: 'text' }
+import m008 from './migrations/008_consumer_rebuild.sql' with { type: 'text' }
 
 /** Core's own migrations, recorded in the ledger under the name `core`. */
 export const coreMigrations: Migration[] = [
@@ -16,7 +17,11 @@ export const coreMigrations: Migration[] = [
   { id: 5, name: 'trust', sql: m005 },
   { id: 6, name: 'consumers', sql: m006 },
   { id: 7, name: 'changes', sql: m007 },
+  { id: 8, name: 'consumer_rebuild', sql: m008 },
 ]
 
 /** The consumers' cursor table alone, for a separate event store (core/event-log.ts). */
-export const consumerMigrations: Migration[] = [{ id: 1, name: 'consumers', sql: m006 }]
+export const consumerMigrations: Migration[] = [
+  { id: 1, name: 'consumers', sql: m006 },
+  { id: 2, name: 'consumer_rebuild', sql: m008 },
+]

@@ -1,3 +1,5 @@
+import { Forbidden } from '../http'
+
 /**
  * The kinds of credential core knows, each with a fixed reach (docs/security.md):
  * - `user`: a user's access token (JWT), reaching what the user's roles grant;
@@ -23,3 +25,16 @@ export interface Principal {
   /** The login family of a user's access token (every token rotated from one login). */
   family?: string
 }
+
+/** The answer to a valid credential of a kind a route does not take: 403 naming the kind. */
+export const REACH: Record<Exclude<PrincipalKind, 'user'>, string> = {
+  sdkKey:
+    'an SDK key reaches only the SDK surface (public config, assign, /v1/batch, /v1/logs, /v1/traces) of its own game and environment',
+  serverKey:
+    'a server key reaches only the notification service routes of its scopes (config, trigger, query)',
+  appToken:
+    'an application token reaches only the notification service routes of its scopes (config, trigger, query)',
+  admin: "the admin token names no user: this route takes a user's access token",
+}
+export const wrongKind = (kind: Exclude<PrincipalKind, 'user'>) =>
+  new Forbidden(REACH[kind], 'wrong_credential_kind')

@@ -4,15 +4,15 @@ import type { Db } from '../db'
 import { Forbidden, Unauthorized, invalidField } from '../http'
 import type { Logger } from '../log'
 import { type AccessSubject, AccessTokens } from './access'
+import { type AppScopeOption, authenticateApp } from './app-scope'
 import {
   APP_TOKEN_PREFIX,
-  type AppPrincipal,
   SERVER_KEY_PREFIX,
   type Scope,
   type ScopedTokenStore,
   scopedTokenStore,
 } from './app-tokens'
-import type { Principal, PrincipalKind } from './principal'
+import { type Principal, wrongKind } from './principal'
 import { type Permission, Permissions, primaryRole } from './roles'
 import { type ApiKey, type SdkKeyStore, sdkKeyStore } from './sdk-keys'
 import { Sessions, type Tokens } from './sessions'
@@ -30,30 +30,12 @@ import {
 } from './users'
 
 export type { Principal, PrincipalKind } from './principal'
+export { REACH } from './principal'
+export type { AppNeed, AppScopeOption } from './app-scope'
+export { userPermission } from './app-scope'
 export type { ApiKey } from './sdk-keys'
 export type { Tokens } from './sessions'
 export type { NewUser, User } from './users'
-
-/** What an `appScope` route needs: one application-token scope (or an administrator). */
-export type AppNeed = Scope | 'admin'
-/**
- * `appScope: 'trigger'` checks users against the notification service's area (`notify`, spec 2);
- * another API family names the permission users need: `{ scope: 'config', permission: 'rules:write' }`.
- */
-export type AppScopeOption = AppNeed | { scope: AppNeed; permission: Permission }
-
-/** The answer to a valid credential of a kind a route does not take: 403 naming the kind. */
-export const REACH: Record<Exclude<PrincipalKind, 'user'>, string> = {
-  sdkKey:
-    'an SDK key reaches only the SDK surface (public config, assign, /v1/batch, /v1/logs, /v1/traces) of its own game and environment',
-  serverKey:
-    'a server key reaches only the notification service routes of its scopes (config, trigger, query)',
-  appToken:
-    'an application token reaches only the notification service routes of its scopes (config, trigger, query)',
-  admin: "the admin token names no user: this route takes a user's access token",
-}
-const wrongKind = (kind: Exclude<PrincipalKind, 'user'>) =>
-  new Forbidden(REACH[kind], 'wrong_credential_kind')
 
 /**
  * Verified against when no user matches, so an unknown account costs a known one's time. A hash
@@ -302,44 +284,11 @@ export class AuthService {
   // -- scoped credentials ---------------------------------------------------------------------
 
   /**
-   * Spec 2 section 5: an application token (`Authorization: Bearer lat_...` or `X-App-Token`) or
-   * a server key (`X-API-Key: lsk_...`) needs exactly the route's scope; with
-   * `anonymousAppScopes` anyone may call (token management stays admin-only); a user token (or
-   * the admin token) needs the route's permission; an SDK key is 403 (it reaches only the SDK
-   * surface). `strict` ignores `anonymousAppScopes` (remote workers receive secrets).
+   * Spec 2 section 5: who an `appScope` route's caller is (core/auth/app-scope.ts). `strict`
+   * ignores `anonymousAppScopes` (remote workers receive secrets).
    */
-  async authenticateApp(
-    option: AppScopeOption,
-    headers: Headers,
-    strict = false,
-  ): Promise<Principal | undefined> {
-    const need = typeof option === 'string' ? option : option.scope
-    const bearer = AuthService.bearer(headers)
-    const app = headers['x-app-token'] ?? (bearer?.startsWith(APP_TOKEN_PREFIX) ? bearer : undefined)
-    if (app) {
-      const p = await this.appTokens.verify(app)
-      if (!p) throw new Unauthorized('invalid or revoked application token')
-      return scoped(p, need, 'application token')
-    }
-    const key = headers['x-api-key']
-    if (key?.startsWith(SERVER_KEY_PREFIX)) {
-      const p = await this.serverKeys.verify(key)
-      if (!p) throw new Unauthorized('invalid or revoked server key', 'invalid_api_key')
-      return scoped(p, need, 'server key')
-    }
-    if (this.anonymousAppScopes && !strict && need !== 'admin') return undefined
-    const user = this.verifyAccess(bearer) ?? this.verifyAdminToken(headers['x-admin-token'])
-    if (user) {
-      if (need === 'admin') {
-        if (!user.roles.includes('admin')) throw new Forbidden('administrator role required')
-        return user
-      }
-      return this.authorize(user, userPermission(option))
-    }
-    if (key && (await this.sdkKeys.verify(key))) throw wrongKind('sdkKey')
-    throw new Unauthorized(
-      'missing, invalid or expired token (Authorization: Bearer, X-App-Token, or X-API-Key with a server key)',
-    )
+  authenticateApp(option: AppScopeOption, headers: Headers, strict = false): Promise<Principal | undefined> {
+    return authenticateApp(this, AuthService.bearer(headers), option, headers, strict)
   }
 
   private reach = new Map<Scope, Set<Permission>>()
@@ -406,17 +355,4 @@ export class AuthService {
         'wrong_game',
       )
   }
-}
-
-/** What users need on an `appScope` route: the option's permission, else the notification service's area. */
-export function userPermission(option: AppScopeOption): Permission {
-  if (typeof option !== 'string') return option.permission
-  return option === 'query' ? 'notify:read' : 'notify:write'
-}
-
-function scoped(p: AppPrincipal, need: AppNeed, label: string): AppPrincipal {
-  if (need === 'admin')
-    throw new Forbidden(`a ${label} cannot manage credentials: administrator role required`)
-  if (!p.scopes.includes(need)) throw new Forbidden(`${label} lacks scope '${need}'`)
-  return p
 }

@@ -140,3 +140,34 @@ export async function insertMany(
   const out = (await Promise.all(jobs)) as Row[][]
   return out.length === 1 ? out[0] : out.flat()
 }
+
+/**
+ * A table with its BIGINT columns (every other column is TEXT), as the plugins that write many
+ * rows at once name theirs: PostgreSQL casts the JSON array's values to them (`tableSelect`).
+ */
+export interface Table {
+  name: string
+  bigint: readonly string[]
+}
+
+/** `SELECT <cols> FROM` one JSON array parameter, cast to `table`'s types. */
+export function tableSelect(table: Table, cols: readonly string[]): string {
+  return jsonSelect(cols, table.bigint)
+}
+
+/** `insertMany` into a typed table (the JSON path on PostgreSQL). */
+export function insertRows(
+  db: Db,
+  table: Table,
+  cols: readonly string[],
+  params: Param[],
+  tail = '',
+  /** The number of rows written (a tail without RETURNING). */
+  changed?: (rows: number) => void,
+): Promise<Row[]> {
+  return insertMany(db, table.name, cols, params, {
+    tail,
+    bigint: db.dialect === 'postgres' ? table.bigint : undefined,
+    changed,
+  })
+}

@@ -84,6 +84,8 @@ forEachEngine((engine) => {
       // Little time passed since registration (qps 0 then): the minute mean has barely moved.
       expect(hb.body.data.qps_1m).toBeGreaterThanOrEqual(0)
       expect(hb.body.data.qps_1m).toBeLessThan(40)
+      // Without the rate-limits plugin nothing limits an agent.
+      expect(hb.body.data.limits).toEqual([])
       const sent = await as('POST', '/api/v1/agents/edge-tokyo-01/heartbeat', {
         qps: 41,
         qps_1m: 33.3,

@@ -4,7 +4,7 @@ import { Secret } from '../../core/secrets'
 import m001 from './migrations/001_agents.sql' with { type: 'text' }
 import m002 from './migrations/002_agent_details.sql' with { type: 'text' }
 import { agentRoutes } from './routes'
-import './schema'
+import type { LimitsSource } from './schema'
 import { agentsStore } from './store'
 
 /**
@@ -12,7 +12,8 @@ import { agentsStore } from './store'
  * with the shared agent token. `/healthz` counts them (`checks.agents: {total, online}`); the
  * svc_agents_* and svc_agent_* metrics are computed from the store when read. An agent is online
  * while its last heartbeat is younger than `offline_after_s`. Invocations agents report feed
- * ingest's invocation store through its service.
+ * ingest's invocation store through its service. Each heartbeat answers the agent's rate limits,
+ * found by the source the rate-limits plugin registers into this plugin's service.
  */
 export default definePlugin({
   name: 'agents',
@@ -35,7 +36,17 @@ export default definePlugin({
   setup(ctx) {
     const store = agentsStore(ctx.db, () => ctx.config.offline_after_s)
     const events = ctx.service('ingest')
-    ctx.provide('agents', { list: (q) => store.list(q) })
+    // The rate-limits plugin (which depends on this one) registers how an agent's limits are found.
+    let limits: LimitsSource = async () => []
+    let limitsOwner = false
+    ctx.provide('agents', {
+      list: (q) => store.list(q),
+      limitsFrom(source) {
+        if (limitsOwner) throw new Error('agents: a limits source is registered already')
+        limitsOwner = true
+        limits = source
+      },
+    })
 
     const counts = async () => {
       const since = Date.now() - ctx.config.offline_after_s * 1000
@@ -89,6 +100,7 @@ export default definePlugin({
         store,
         token: () => ctx.config.token,
         heartbeatIntervalS: () => Math.max(1, Math.floor(ctx.config.offline_after_s / 3)),
+        limits: (agent) => limits(agent),
         async report(agent, r) {
           const now = Date.now()
           const calls = r.invocations.map((i) => ({ ...i, ts: i.ts ?? now }))

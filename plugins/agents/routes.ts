@@ -1,9 +1,17 @@
-import { timingSafeEqual } from 'node:crypto'
 import { Elysia, t } from 'elysia'
-import { Forbidden, Unauthorized, clientIp, ok } from '../../core/http'
+import { clientIp, ok } from '../../core/http'
 import type { PluginContext } from '../../core/plugin'
 import { rejectUnknown } from '../../core/strict'
-import { Agent, AgentQuery, Heartbeat, InvocationReport, Register } from './schema'
+import { agentAuth, agentKey } from './auth'
+import {
+  Agent,
+  AgentLimits,
+  AgentQuery,
+  type EffectiveLimit,
+  Heartbeat,
+  InvocationReport,
+  Register,
+} from './schema'
 import type { AgentsStore } from './store'
 
 const tag = (summary: string, description?: string, responses?: Record<string, { description: string }>) => ({
@@ -15,7 +23,9 @@ const tag = (summary: string, description?: string, responses?: Record<string, {
 const Params = t.Object({ id: t.String() })
 const AGENT_AUTH = {
   '401': { description: 'Missing or wrong X-Agent-Token' },
-  '403': { description: 'No agent token configured (agents_disabled)' },
+  '403': {
+    description: "No agent token configured (agents_disabled), or another agent's key (agent_key_scope)",
+  },
 }
 
 export interface AgentRouteDeps {
@@ -23,38 +33,10 @@ export interface AgentRouteDeps {
   /** The shared agent token; empty refuses every agent call with 403 agents_disabled. */
   token: () => string
   heartbeatIntervalS: () => number
+  /** The rate limits the agent enforces (none without the rate-limits plugin). */
+  limits(agent: Agent): Promise<EffectiveLimit[]>
   /** Hands reported invocations to the invocation analytics and the bus. */
   report(agent: Agent, r: InvocationReport): Promise<{ accepted: number; failed: number }>
-}
-
-const same = (a: string, b: string) => {
-  const x = Buffer.from(a)
-  const y = Buffer.from(b)
-  return x.length === y.length && timingSafeEqual(x, y)
-}
-
-/**
- * Agents authenticate with the shared agent token in `X-Agent-Token`, checked before the body is
- * read (like core's guard), so a stranger gets 401 and never a schema description.
- */
-function agentAuth(token: () => string) {
-  const check = ({ headers }: { headers: Record<string, string | undefined> }) => {
-    const expected = token()
-    if (!expected)
-      throw new Forbidden('agent registration is disabled: set plugins.agents.token', 'agents_disabled')
-    const sent = headers['x-agent-token']
-    if (!sent || !same(sent, expected))
-      throw new Unauthorized('missing or invalid X-Agent-Token', 'invalid_agent_token')
-  }
-  return new Elysia({ name: 'agents.auth' }).macro({
-    agentToken: (_: true) => ({
-      // An arrow function, as in core/auth/guard.ts: Elysia could not read the minified method.
-      parse: async (ctx: { headers: Record<string, string | undefined> }) => {
-        check(ctx)
-      },
-      transform: check,
-    }),
-  })
 }
 
 export function agentRoutes(ctx: PluginContext<unknown>, d: AgentRouteDeps) {
@@ -79,7 +61,7 @@ export function agentRoutes(ctx: PluginContext<unknown>, d: AgentRouteDeps) {
 
   return new Elysia({ name: 'agents' })
     .use(ctx.guard)
-    .use(agentAuth(d.token))
+    .use(agentAuth(d.token, ctx.requestGuard))
     .model({ 'agents.Agent': Agent })
     .post(
       '/api/v1/agents',
@@ -103,7 +85,11 @@ export function agentRoutes(ctx: PluginContext<unknown>, d: AgentRouteDeps) {
             functions: agent.functions.length,
           },
         )
-        return ok({ ...agent, heartbeat_interval_s: d.heartbeatIntervalS() })
+        return ok({
+          ...agent,
+          heartbeat_interval_s: d.heartbeatIntervalS(),
+          agent_key: agentKey(d.token(), agent.agent_id),
+        })
       },
       {
         agentToken: true,
@@ -111,7 +97,7 @@ export function agentRoutes(ctx: PluginContext<unknown>, d: AgentRouteDeps) {
         body: Register,
         detail: tag(
           'Register an agent (X-Agent-Token)',
-          '201 for a new agent, 200 when the agent_id was registered before (labels and functions are replaced, job counters kept); 409 when it was registered under another game_id (an agent keeps its game). The answer names the heartbeat interval; an agent missing heartbeats for `offline_after_s` counts as offline.',
+          "Takes the shared agent token. 201 for a new agent, 200 when the agent_id was registered before (labels and functions are replaced, job counters kept); 409 when it was registered under another game_id (an agent keeps its game). The answer names the heartbeat interval (an agent missing heartbeats for `offline_after_s` counts as offline) and the agent's own key, `agent_key` (`lak_...`): sent as X-Agent-Token, it reaches only this agent's routes.",
           {
             '200': { description: 'Registered again' },
             '201': { description: 'Registered' },
@@ -131,6 +117,7 @@ export function agentRoutes(ctx: PluginContext<unknown>, d: AgentRouteDeps) {
           qps: a.qps,
           qps_1m: a.qps_1m,
           heartbeat_interval_s: d.heartbeatIntervalS(),
+          limits: await d.limits(a),
         })
       },
       {
@@ -140,7 +127,7 @@ export function agentRoutes(ctx: PluginContext<unknown>, d: AgentRouteDeps) {
         body: Heartbeat,
         detail: tag(
           'Heartbeat with current load (X-Agent-Token)',
-          'qps is the current rate; qps_1m the last minute, smoothed by the platform from successive qps reports when the agent does not send it. 404 for an agent that is not registered (it should register again).',
+          'qps is the current rate; qps_1m the last minute, smoothed by the platform from successive qps reports when the agent does not send it. The answer carries `limits`, the rate-limit rules the agent enforces from now on (as GET /api/v1/agents/{id}/limits). 404 for an agent that is not registered (it should register again).',
           { '200': { description: 'Heartbeat recorded' }, ...AGENT_AUTH },
         ),
       },
@@ -177,6 +164,22 @@ export function agentRoutes(ctx: PluginContext<unknown>, d: AgentRouteDeps) {
         detail: tag(
           'List agents',
           'Filters by labels (game_id, env, region, zone), status (online, offline) and served function.',
+        ),
+      },
+    )
+    .get(
+      '/api/v1/agents/:id/limits',
+      async ({ params }) => {
+        const a = await store.get(params.id)
+        return ok({ agent_id: a.agent_id, limits: await d.limits(a) })
+      },
+      {
+        agentOr: 'agents:read',
+        params: Params,
+        response: { 200: t.Object({ code: t.Integer(), message: t.String(), data: AgentLimits }) },
+        detail: tag(
+          'The rate limits an agent enforces (X-Agent-Token, or who may read agents)',
+          "The rules of the rate-limit sets that are on and bind this agent: its labels equal the rule's match, the key names the agent (agent_id, name or *) or, for a function rule, a function it serves, and its rollout bucket for the set (SHA-256 of `rateLimitId:agent_id`, first 4 bytes mod 100, stable) is below the rule's percent. Each heartbeat answers the same list. An agent key reaches only its own agent (403 otherwise); the shared agent token and users who may read agents reach every agent. 404 for an agent that is not registered.",
         ),
       },
     )

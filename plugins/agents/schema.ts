@@ -105,9 +105,48 @@ export const AgentQuery = t.Object(
 )
 export type AgentQuery = typeof AgentQuery.static
 
-/** What other plugins read (the rate-limit preview): the agents whose labels match. */
+export const EffectiveLimit = t.Object(
+  {
+    rateLimitId: t.String({ description: 'the rule set' }),
+    name: t.String(),
+    resource: t.String({ description: 'function, api or user (the set)' }),
+    action: t.String({ description: 'reject refuses calls over the limit; throttle delays them' }),
+    limit: t.Integer({ description: "the set's requests per window" }),
+    window: t.Integer({ description: "the set's window in seconds" }),
+    scope: t.String({
+      description: 'function: calls of the function `key`; service: every call the agent serves',
+    }),
+    key: t.String({ description: 'the function id, the agent (agent_id or name) or *' }),
+    limitQps: t.Number({ description: 'calls per second this agent allows in the scope' }),
+    percent: t.Integer({ description: "the rule's rollout share" }),
+    bucket: t.Integer({
+      description:
+        "this agent's rollout bucket for the set, 0-99 (stable): the rule binds the agent while bucket < percent",
+    }),
+  },
+  { additionalProperties: false },
+)
+export type EffectiveLimit = typeof EffectiveLimit.static
+
+export const AgentLimits = t.Object({
+  agent_id: t.String(),
+  limits: t.Array(EffectiveLimit, {
+    description:
+      'The rules of the enabled rule sets that bind this agent: labels match, key names it (or a function it serves), and its bucket is inside the percent',
+  }),
+})
+
+/** Computes an agent's effective limits (the rate-limits plugin registers it). */
+export type LimitsSource = (agent: Agent) => Promise<EffectiveLimit[]>
+
+/**
+ * What other plugins read (the rate-limit preview): the agents whose labels match. And the
+ * extension point the rate-limits plugin registers into: the limits each agent's heartbeat
+ * carries (none while no plugin registers a source).
+ */
 export interface AgentsService {
   list(q?: AgentQuery): Promise<Agent[]>
+  limitsFrom(source: LimitsSource): void
 }
 
 declare module '../../core/plugin' {

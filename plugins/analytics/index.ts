@@ -1,4 +1,5 @@
 import { Elysia } from 'elysia'
+import { derivedConsumer } from '../../core/derive'
 import { definePlugin } from '../../core/plugin'
 import '../games/types'
 import '../ingest/types'
@@ -13,6 +14,7 @@ import { RealtimeHub, realtimeStore } from './realtime/realtime'
 import { MinuteRollup } from './realtime/realtime-rollup'
 import { realtimeRoutes } from './realtime/realtime-routes'
 import { AnalyticsConfig } from './schema'
+import { consumerRoutes } from './server/consumer-routes'
 import { filterRoutes } from './server/filters'
 import { serverAnalytics } from './server/server'
 import { serverRoutes } from './server/server-routes'
@@ -21,10 +23,11 @@ import { warehouseStore } from './warehouse/warehouse'
 import { warehouseRoutes } from './warehouse/warehouse-routes'
 
 /**
- * Game and server analytics (spec 1) over the event store: it owns the rollups registered into
- * ingest's commit (user-days, first sight, day counters, online sketches, invocation hours) and
- * every `/api/v1/analytics/*` route, the warehouse endpoints included. Without it, ingest still
- * stores events and those routes answer 404.
+ * Game and server analytics (spec 1) over the event store: three consumers of the event log
+ * (`analytics`: user-days, first sight, day counters, cohorts, sketches, invocation hours;
+ * `behavior`: event, feature and level counters, raw-id spans; `realtime`: events per minute)
+ * and every `/api/v1/analytics/*` route, the warehouse endpoints included. Without it, ingest
+ * still stores events and those routes answer 404.
  */
 export default definePlugin({
   name: 'analytics',
@@ -38,22 +41,28 @@ export default definePlugin({
   setup(ctx) {
     const ingest = ctx.service('ingest')
     const dsn = ctx.config.warehouse.dsn.trim()
-    // Raw rows and rollups share a transaction, so the warehouse store is ingest's event store.
+    // The consumers write beside the log they read, so the warehouse store is ingest's event store.
     ingest.useStore(dsn)
+    ingest.storeTables({ plugin: 'analytics', migrations })
     const games = ctx.service('games')
     const timezone = (gameId: string) => games.timezone(gameId)
-    const rollup = new AnalyticsRollup({ plugin: 'analytics', migrations }, timezone)
-    ingest.registerRollup(rollup)
-    // After the analytics rollup: its migrations create the realtime minute table in a separate event store.
-    ingest.registerRollup(new MinuteRollup())
-    // Its tables come with the analytics migrations, which the rollup above carries to a separate store.
-    const behaviorRollup = new BehaviorRollup(undefined, timezone)
-    ingest.registerRollup(behaviorRollup)
+    const rollup = new AnalyticsRollup(timezone)
+    const behaviorRollup = new BehaviorRollup(timezone)
+    const minutes = new MinuteRollup()
+    ctx.events.consume(derivedConsumer(rollup))
+    ctx.events.consume(derivedConsumer(behaviorRollup))
+    ctx.events.consume(derivedConsumer(minutes))
+    // Per-user, per-minute and raw-id detail goes with the raw events; day counters stay.
+    ingest.onPurge(async (db, env, cutoff) => {
+      let n = 0
+      for (const d of [rollup, behaviorRollup, minutes]) n += await d.purge(db, env, cutoff)
+      return n
+    })
     // A game's days follow its time zone from its next event on.
     games.onChange((c) => {
       if (!c.environment) {
-        rollup.forget(c.gameId)
-        behaviorRollup.forget(c.gameId)
+        rollup.forgetGame(c.gameId)
+        behaviorRollup.forgetGame(c.gameId)
       }
     })
     const none = dsn === 'none' || dsn === ''
@@ -89,15 +98,27 @@ export default definePlugin({
       behavior = behaviorAnalytics(ingest.db, ingest)
       levels = levelAnalytics(ingest.db)
     })
+    // Reads wait (bounded) for the consumers to take in what was acknowledged before them.
+    const settledStores = new WeakMap<object, object>()
     const started = <T>(x: T | undefined): T => {
       if (!x) throw new Error('analytics used before start')
-      return x
+      let s = settledStores.get(x as object)
+      if (!s) {
+        s = settled(x as object, () => ctx.events.settle(ctx.config.read_wait_ms))
+        settledStores.set(x as object, s)
+      }
+      return s as T
     }
     return new Elysia({ name: 'analytics' })
-      .use(warehouseRoutes(ctx.guard, games, ingest, () => warehouse))
+      .onAfterHandle({ as: 'global' }, async ({ path, set }) => {
+        if (path.startsWith('/api/v1/analytics/'))
+          set.headers['x-as-of'] = new Date(await ctx.events.asOf()).toISOString()
+      })
+      .use(warehouseRoutes(ctx.guard, games, ingest, () => warehouse && started(warehouse)))
       .use(gameRoutes(ctx.guard, games, () => started(game)))
       .use(serverRoutes(ctx.guard, games, () => started(server)))
       .use(filters.routes)
+      .use(consumerRoutes(ctx.guard, ctx.events))
       .use(realtimeRoutes(ctx, games, hub, () => started(realtime)))
       .use(
         behaviorRoutes(
@@ -109,3 +130,17 @@ export default definePlugin({
       )
   },
 })
+
+/** A store whose every method first waits for `settle` (the event log's consumers). */
+function settled<T extends object>(store: T, settle: () => Promise<unknown>): T {
+  return new Proxy(store, {
+    get(target, key, receiver) {
+      const v = Reflect.get(target, key, receiver)
+      if (typeof v !== 'function') return v
+      return async (...args: unknown[]) => {
+        await settle()
+        return v.apply(target, args)
+      }
+    },
+  })
+}

@@ -18,6 +18,12 @@ export const AnalyticsConfig = t.Object(
     ),
     /** The realtime stream (`/api/v1/analytics/realtime`): snapshot and ping cadence, history, client cap. */
     realtime: RealtimeConfig,
+    /**
+     * How long, in ms, an analytics read waits for the event log's consumers to take in what
+     * was acknowledged before it (a game sees its own events); past it the read answers with
+     * what is derived so far. Every answer says how complete it is in `X-As-Of`. 0: never wait.
+     */
+    read_wait_ms: t.Integer({ minimum: 0, maximum: 60_000, default: 2000 }),
   },
   { additionalProperties: false, default: {} },
 )

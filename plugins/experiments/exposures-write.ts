@@ -1,9 +1,9 @@
-import { defineRollupWriter } from '../ingest/rollup'
-import { insertMany } from '../ingest/store/sql'
+import type { Db } from '../../core/db'
+import { insertRows as insertMany } from '../../core/db/bulk'
 import type { ExposureRows } from './exposures'
 
-/** The write half of the exposure rollup, in ingest's commit transaction (see `plugins/rollups.ts`). */
-export const writeExposures = defineRollupWriter<ExposureRows>(async (tx, rows) => {
+/** The write half of the exposures consumer, in the transaction that moves its cursor. */
+export async function writeExposures(tx: Db, rows: ExposureRows): Promise<void> {
   await Promise.all([
     insertMany(
       tx,
@@ -22,4 +22,4 @@ export const writeExposures = defineRollupWriter<ExposureRows>(async (tx, rows) 
        WHERE excluded.last_ts > experiments_user_events.last_ts`,
     ),
   ])
-})
+}

@@ -3,7 +3,7 @@ import { type TestApp, forEachEngine, makeApp } from '../../test/helpers'
 import { SECRET, game, signed } from '../ingest/testing'
 import { experimentCounts } from './exposures'
 
-// The exposure rollup experiments keeps in ingest's commit (moved from ingest, issue 16).
+// The exposures consumer of the event log (experiments' own tables); reads wait for it with drain().
 forEachEngine((engine) => {
   let a: TestApp
   let gameId: string
@@ -34,6 +34,7 @@ forEachEngine((engine) => {
       at(ev('purchase', { uid: 'x2' }), -50),
     ])
     expect(r.status).toBe(200)
+    await a.events.drain()
     const c = await experimentCounts(a.db, {
       gameId,
       environment: 'prod',
@@ -62,6 +63,7 @@ forEachEngine((engine) => {
     ).toBe(200)
     // A later commit: y1 is known exposed (cached), so its event updates the conversion row.
     expect((await signed(a, '/api/ingest/events', [at(ev('level_up', { uid: 'y1' }), 20)])).status).toBe(200)
+    await a.events.drain()
     const c = await experimentCounts(a.db, {
       gameId,
       environment: 'prod',

@@ -1,7 +1,8 @@
 import type { Db, Param } from '../../core/db'
-import type { Rollup, RollupBatch } from '../ingest/rollup'
-import { byStream, inOrder } from '../ingest/rows'
-import { type NormEvent, pick, str } from '../ingest/signed/validate'
+import { type Derivation, type Gathered as RollupBatch, pick, str } from '../../core/derive'
+import type { LogEvent as NormEvent } from '../../core/event-log-types'
+import { byText, inOrder } from '../../core/order'
+import { writeExposures } from './exposures-write'
 
 /** A commit's exposure rows for `exposures-write.ts`: each table's values one row after another, keys in order. */
 export interface ExposureRows {
@@ -10,23 +11,43 @@ export interface ExposureRows {
 }
 
 /**
- * Experiment analysis without scanning raw events: each user's first exposure
- * (`experiment_exposure` with attrs `exp` and `variant`), and for exposed users the last time
- * they sent each event. Registered into ingest's commit (`experiments_exposures`,
- * `experiments_user_events`, the tables ingest kept before issue 16).
+ * Experiment analysis without scanning raw events, a consumer of the event log: each user's
+ * first exposure (`experiment_exposure` with attrs `exp` and `variant`), and for exposed users
+ * the last time they sent each event (`experiments_exposures`, `experiments_user_events`).
  */
-export class ExposureRollup implements Rollup<ExposureRows> {
+export class ExposureRollup implements Derivation<ExposureRows> {
   readonly name = 'exposures'
+  readonly write = writeExposures
   /** `game \u0001 env` -> users with an exposure: only their events feed the conversion rows. */
   private exposed = new Map<string, Set<string>>()
-
-  constructor(readonly migrations: Rollup['migrations']) {}
+  private db: Db | undefined
 
   async init(db: Db): Promise<void> {
-    const rows = await db.all<{ game_id: string; env: string; user_id: string }>(
+    this.db = db
+    await this.load()
+  }
+
+  /** Another instance may have stored exposures: the exposed users are read again. */
+  forget(): void {
+    this.exposed.clear()
+    this.loaded = false
+  }
+
+  async reset(from: number | undefined, tx: Db): Promise<void> {
+    if (from !== undefined) throw new Error('this consumer rebuilds from the start of the log only')
+    await tx.run('DELETE FROM experiments_exposures')
+    await tx.run('DELETE FROM experiments_user_events')
+  }
+
+  private loaded = false
+  private async load(): Promise<void> {
+    if (this.loaded || !this.db) return
+    this.exposed.clear()
+    const rows = await this.db.all<{ game_id: string; env: string; user_id: string }>(
       'SELECT DISTINCT game_id, env, user_id FROM experiments_exposures',
     )
     for (const r of rows) this.users(r.game_id, r.env).add(r.user_id)
+    this.loaded = true
   }
 
   private users(gameId: string, env: string): Set<string> {
@@ -39,7 +60,8 @@ export class ExposureRollup implements Rollup<ExposureRows> {
     return s
   }
 
-  gather(events: readonly NormEvent[]): RollupBatch<ExposureRows> | undefined {
+  async gather(events: readonly NormEvent[]): Promise<RollupBatch<ExposureRows> | undefined> {
+    await this.load()
     const out: ExposureRows = { exposures: [], userEvents: [] }
     for (const { gameId: g, env, at } of byStream(events)) {
       const exposed = this.users(g, env)
@@ -89,6 +111,22 @@ export class ExposureRollup implements Rollup<ExposureRows> {
     }
     return out.exposures.length || out.userEvents.length ? { rows: out } : undefined
   }
+}
+
+/** A batch's events grouped by game and environment, in key order, each with the indexes of its events. */
+function byStream(events: readonly NormEvent[]): Array<{ gameId: string; env: string; at: number[] }> {
+  const streams = new Map<string, { gameId: string; env: string; at: number[] }>()
+  for (let i = 0; i < events.length; i++) {
+    const e = events[i]
+    const k = `${e.gameId}\u0001${e.env}`
+    let cur = streams.get(k)
+    if (!cur) {
+      cur = { gameId: e.gameId, env: e.env, at: [] }
+      streams.set(k, cur)
+    }
+    cur.at.push(i)
+  }
+  return [...streams.values()].sort((a, b) => byText(a.gameId, b.gameId) || byText(a.env, b.env))
 }
 
 /** Per variant: users whose first exposure named it, and of them those who sent each metric event at or after it. */

@@ -1,4 +1,5 @@
 import { Type as T } from '@sinclair/typebox'
+import { derivedConsumer } from '../../core/derive'
 import { definePlugin } from '../../core/plugin'
 import '../games/types'
 import '../ingest/types'
@@ -39,14 +40,21 @@ export default definePlugin({
        * it below 100 so a change shows everywhere within 100 ms.
        */
       refresh_ms: T.Integer({ minimum: 0, default: 0 }),
+      /**
+       * How long, in ms, a results read waits for the exposures consumer to take in the events
+       * acknowledged before it (0: never); the answer's `X-As-Of` says how complete it is.
+       */
+      read_wait_ms: T.Integer({ minimum: 0, maximum: 60_000, default: 2000 }),
     },
     { additionalProperties: false },
   ),
   migrations,
   setup(ctx) {
     const games = ctx.service('games')
-    // Exposures and the conversions of exposed users, kept in ingest's commit.
-    ctx.service('ingest').registerRollup(new ExposureRollup({ plugin: 'experiments', migrations }))
+    // Exposures and the conversions of exposed users: a consumer of the event log, whose tables
+    // live beside the log (a separate event store gets them too).
+    ctx.service('ingest').storeTables({ plugin: 'experiments', migrations })
+    ctx.events.consume(derivedConsumer(new ExposureRollup()))
     // The cache reads through the store and the store refreshes the cache after each write;
     // both closures run only after setup, when both exist.
     const cache = new PublicConfig(
@@ -97,6 +105,6 @@ export default definePlugin({
         ctx.onStop(() => clearInterval(timer))
       }
     })
-    return experimentsRoutes(ctx, store, cache)
+    return experimentsRoutes(ctx, store, cache, ctx.config.read_wait_ms)
   },
 })

@@ -28,6 +28,8 @@ export function experimentsRoutes(
   ctx: PluginContext<unknown>,
   store: ExperimentsStore,
   publicConfig: PublicConfig,
+  /** How long a results read waits for the exposures consumer (ms). */
+  readWaitMs = 2000,
 ) {
   // Every game client polls this: served from Bun's native router too (see ctx.fastRoute).
   ctx.fastRoute('GET', CONFIG_PATH, (request, params) =>
@@ -160,11 +162,12 @@ export function experimentsRoutes(
     )
     .get(
       '/api/experiments/:id/results',
-      async ({ params }) => {
+      async ({ params, set }) => {
         const e = await store.get(params.id)
         const metrics = [e.config.metrics?.primary, ...(e.config.metrics?.secondary ?? [])].filter(
           (m): m is string => !!m,
         )
+        set.headers['x-as-of'] = new Date(await ctx.events.settle(readWaitMs)).toISOString()
         const counts = await experimentCounts(ctx.service('ingest').db, {
           gameId: e.gameId,
           environment: e.environment,

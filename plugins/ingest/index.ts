@@ -1,17 +1,17 @@
-import { type Db, migrate, openDb } from '../../core/db'
+import { type Db, type MigrationSet, migrate, openDb } from '../../core/db'
 import { Invalid } from '../../core/http'
 import { definePlugin } from '../../core/plugin'
 import { ingestMigrations } from './migrations'
 import { startOtlpGrpc } from './otlp/grpc'
 import { PersistThread } from './persist/persist-thread'
 import { COMMITS_IN_FLIGHT, GroupWriter } from './persist/writer'
-import type { Rollup } from './rollup'
 import { IngestConfig } from './schema'
 import { secretRoutes, signingSecret } from './secret'
 import { serverWrite } from './signed/collect'
 import { ingestRoutes } from './signed/routes'
 import { Ingestor } from './signed/service'
 import { validateEvents } from './signed/validate'
+import { eventLog } from './store/log'
 import { DAY } from './store/sql'
 import { invocations, purge, purgeEventIds, scanEvents, walkTimeline, walkTimelineText } from './store/store'
 import { WalkThreads } from './store/walk-threads'
@@ -19,10 +19,11 @@ import type { IngestService } from './types'
 
 /**
  * Signed event and payment ingestion: it verifies, validates and stores raw events, payments
- * and invocations. What is derived from them (the analytics rollups, experiment exposures) is
- * registered into its commit by the plugins that read it (`registerRollup`, see `rollup.ts`).
- * The event store is the main store unless the analytics plugin's warehouse setting names
- * another (`useStore`): raw rows and rollups share a transaction, so they share a store.
+ * and invocations, and acknowledges once they are committed. It provides the event log
+ * (`ctx.events`, store/log.ts): what is derived from events (analytics, experiment exposures)
+ * is computed by the consumers of the log, off the request's path. The event store is the main
+ * store unless the analytics plugin's warehouse setting names another (`useStore`): the log's
+ * consumers write their results beside it, in the transaction that reads it.
  */
 export default definePlugin({
   name: 'ingest',
@@ -88,9 +89,8 @@ export default definePlugin({
       started = true
       if (dsn !== 'embedded' && dsn !== 'none' && dsn !== '') {
         db = openDb(dsn, ctx.core.data_dir, { max: ctx.core.database.pool })
-        // The registered rollups' tables too, under their owners' ledgers.
-        const sets = rollups.flatMap((r) => (r.migrations ? [r.migrations] : []))
-        await migrate(db, [{ plugin: 'ingest', migrations: ingestMigrations }, ...sets])
+        // The log's consumers' tables too, under their owners' ledgers.
+        await migrate(db, [{ plugin: 'ingest', migrations: ingestMigrations }, ...storeSets])
       }
       // The transactions run on a thread of their own (persist-thread.ts), so the event loop keeps
       // answering while a commit runs: SQLite's statements and fsyncs, PostgreSQL's encoding.
@@ -108,10 +108,13 @@ export default definePlugin({
       // plugins sharing the file) then never run a checkpoint there, not even that one.
       if (t && db.dialect === 'sqlite') await db.exec('PRAGMA wal_autocheckpoint = 0')
       if (db.dialect === 'sqlite' && db.location) walkFile = db.location.url
-      writer.attach(db, t ? (rows) => t.persist(rows) : undefined)
+      writer.attach(db, t ? (rows) => t.persist(rows) : undefined, () => ctx.events.notify())
       await ingestor.keepNoncesIn(db, db.dialect === 'sqlite' && !ctx.core.redis.url)
     }
-    const rollups: Rollup[] = []
+    const storeSets: MigrationSet[] = []
+    const purgers: Parameters<IngestService['onPurge']>[0][] = []
+    // The committed events, in commit order, for the consumers of `ctx.events`.
+    ctx.events.provide(eventLog(() => db))
     const secret = signingSecret(ctx.config, ctx.core.data_dir)
     const ingestor = new Ingestor(ctx.config, secret.secret, games, writer, ctx.log, ctx.shared)
 
@@ -123,9 +126,12 @@ export default definePlugin({
         if (started) throw new Error('the event store is chosen before start')
         dsn = name.trim()
       },
-      registerRollup(rollup) {
-        writer.register(rollup)
-        rollups.push(rollup)
+      storeTables(set) {
+        if (started) throw new Error('the event store is chosen before start')
+        storeSets.push(set)
+      },
+      onPurge(p) {
+        purgers.push(p)
       },
       write: (list, o) => serverWrite(ingestor, list, o.payments),
       invocations: (q) => invocations(db, q),
@@ -151,7 +157,7 @@ export default definePlugin({
         db,
         envs.map((e) => ({ gameId: e.gameId, name: e.name, retentionDays: e.settings.retentionDays })),
         Date.now(),
-        rollups,
+        purgers,
       )
       if (n) ctx.log.info('retention purge', { deleted: n })
       await db.run('DELETE FROM ingest_nonces WHERE expires_at <= ?', [Date.now()])

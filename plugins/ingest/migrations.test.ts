@@ -129,25 +129,6 @@ forEachEngine((engine) => {
        ORDER BY e.received_at`,
     )
     expect(moved.map((r) => [r.game_id, r.env, r.event_id, Number(r.received_at)])).toEqual(ids)
-
-    // A commit carrying a stored id of g1/prod is refused whole; the same id in g1/dev is new.
-    const commit = (env: string, eventId: string) => {
-      const c = emptyCommit(20)
-      c.events = {
-        firstId: 900 + Number(eventId.slice(3)),
-        receivedAt: 20,
-        streams: ['g1', env],
-        cols: [0, 'login', 20, 'u1', null, null, null, null, null, null],
-        props: ['{}'],
-      }
-      c.eventIds = [0, eventId]
-      return c
-    }
-    await expect(persist(db, commit('prod', 'id-3'))).rejects.toThrow(DUPLICATE_EVENTS)
-    await persist(db, commit('dev', 'id-3'))
-    await persist(db, commit('staging', 'id-4'))
-    expect(Number((await db.get<{ n: number }>('SELECT COUNT(*) AS n FROM ingest_streams'))?.n)).toBe(4)
-    expect(Number((await db.get<{ n: number }>('SELECT COUNT(*) AS n FROM ingest_event_ids'))?.n)).toBe(6)
   })
 
   test('007 keeps every unexpired nonce, keyed by its expiry; a commit still stores them and the purge takes the expired', async () => {
@@ -159,7 +140,9 @@ forEachEngine((engine) => {
     for (const [nonce, expires] of nonces)
       await db.run('INSERT INTO ingest_nonces (nonce, expires_at) VALUES (?, ?)', [nonce, expires])
 
-    expect(await migrate(db, [{ plugin: 'ingest', migrations: ingestMigrations }])).toEqual(['ingest/7'])
+    expect(await migrate(db, [{ plugin: 'ingest', migrations: ingestMigrations.slice(0, 7) }])).toEqual([
+      'ingest/7',
+    ])
     const kept = await db.all<{ nonce: string; expires_at: number }>(
       'SELECT nonce, expires_at FROM ingest_nonces ORDER BY nonce',
     )
@@ -171,6 +154,7 @@ forEachEngine((engine) => {
 
     // A commit's nonces land beside them; the same nonce committed again (a rolled-back commit
     // that runs again) stays one row.
+    await migrate(db, [{ plugin: 'ingest', migrations: ingestMigrations }])
     const c = emptyCommit(30)
     c.nonces = ['n-new', 7_000]
     await persist(db, c)
@@ -182,5 +166,26 @@ forEachEngine((engine) => {
     const left = await db.all<{ nonce: string }>('SELECT nonce FROM ingest_nonces WHERE expires_at > ?', [0])
     expect(left.map((r) => r.nonce).sort()).toEqual(['n-late', 'n-new'])
     if (engine === 'sqlite') await expect(db.all('SELECT rowid FROM ingest_nonces')).rejects.toThrow(/rowid/)
+
+    // The event ids 006 moved (test above) still refuse a retry.
+    // A commit carrying a stored id of g1/prod is refused whole; the same id in g1/dev is new
+    // (committed by today's code, so on today's schema).
+    const commit = (env: string, eventId: string) => {
+      const c = emptyCommit(20)
+      c.events = {
+        firstId: 900 + Number(eventId.slice(3)),
+        receivedAt: 20,
+        streams: ['g1', env],
+        cols: [0, 'login', 20, 'u1', null, null, null, null, null, null, null],
+        props: ['{}'],
+      }
+      c.eventIds = [0, eventId]
+      return c
+    }
+    await expect(persist(db, commit('prod', 'id-3'))).rejects.toThrow(DUPLICATE_EVENTS)
+    await persist(db, commit('dev', 'id-3'))
+    await persist(db, commit('staging', 'id-4'))
+    expect(Number((await db.get<{ n: number }>('SELECT COUNT(*) AS n FROM ingest_streams'))?.n)).toBe(4)
+    expect(Number((await db.get<{ n: number }>('SELECT COUNT(*) AS n FROM ingest_event_ids'))?.n)).toBe(6)
   })
 })

@@ -6,6 +6,7 @@ import m004 from './migrations/004_nonces.sql' with { type: 'text' }
 import m005 from './migrations/005_event_ids.sql' with { type: 'text' }
 import m006 from './migrations/006_event_id_streams.sql' with { type: 'text' }
 import m007 from './migrations/007_nonces_by_expiry.sql' with { type: 'text' }
+import m008 from './migrations/008_event_log.sql' with { type: 'text' }
 
 /** Events are keyed by the rowid (`INTEGER PRIMARY KEY`), which the migration runner makes BIGINT on PostgreSQL. */
 export const ingestMigrations: Migration[] = [
@@ -25,4 +26,11 @@ export const ingestMigrations: Migration[] = [
       .replace(') WITHOUT ROWID;', ');'),
   },
   { id: 7, name: 'nonces_by_expiry', sql: m007, pg: m007.replace(') WITHOUT ROWID;', ');') },
+  // PostgreSQL numbers each row by its transaction's id (core/event-log.ts reads below the horizon).
+  {
+    id: 8,
+    name: 'event_log',
+    sql: m008,
+    pg: `${m008}\nALTER TABLE ingest_events ALTER COLUMN seq SET DEFAULT (pg_current_xact_id()::text::bigint);`,
+  },
 ]

@@ -47,7 +47,6 @@ export const emptyCommit = (receivedAt = 1000): CommitRows => ({
   events: { firstId: 1, receivedAt, streams: ['g', 'prod'], cols: [], props: [] },
   payments: [],
   invocations: [],
-  rollups: [],
 })
 
 /**

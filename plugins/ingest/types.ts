@@ -1,5 +1,4 @@
-import type { Db } from '../../core/db'
-import type { Rollup } from './rollup'
+import type { Db, MigrationSet } from '../../core/db'
 import type { InvocationQuery, InvocationRow } from './store/store'
 
 /** One stored event as `IngestService.scan` returns it. */
@@ -57,7 +56,7 @@ export interface TimelineText {
 
 /**
  * What the ingest plugin offers the plugins that depend on it (`ctx.service('ingest')`): the
- * rollup extension point, the event store its rollups live in, and server-side writes.
+ * event store and the log's consumers' tables in it, and server-side writes.
  */
 /**
  * A sampling filter of one game and environment (the analytics `filters`), applied by the
@@ -73,19 +72,25 @@ export interface IngestFilter {
 
 export interface IngestService {
   /**
-   * Adds a rollup to every commit (see `rollup.ts`): its rows are written in the same
-   * transaction as the raw rows. Call in `setup`; refused once ingestion started.
+   * Tables a consumer of the event log keeps beside the log (they are written in the transaction
+   * that reads it): applied to a separate event store under `plugin`'s ledger, after ingest's own.
+   * In the main store the owner's manifest migrations created them already. Call in `setup`.
    */
-  registerRollup(rollup: Rollup): void
+  storeTables(set: MigrationSet): void
   /**
-   * The event store: the main store, or the one `useStore` named (from start on). Rollup tables
-   * live here (their transaction is the raw rows'); their owners read them here.
+   * Retention: called per environment with the cutoff (epoch ms) when ingest purges raw events,
+   * for a consumer's detail; answers how many rows went. Call in `setup`.
+   */
+  onPurge(purge: (db: Db, env: { gameId: string; env: string }, cutoff: number) => Promise<number>): void
+  /**
+   * The event store: the main store, or the one `useStore` named (from start on). The event log
+   * and its consumers' results live here.
    */
   readonly db: Db
   /**
-   * Keeps events (and every rollup) in another store: a SQLite path or a PostgreSQL URL;
-   * `embedded`, `none` or empty keep the main store. Call in `setup` (the analytics plugin's
-   * warehouse setting); the store opens at start, migrated for ingest and every registered rollup.
+   * Keeps events (and the log's consumers' results) in another store: a SQLite path or a
+   * PostgreSQL URL; `embedded`, `none` or empty keep the main store. Call in `setup` (the analytics
+   * plugin's warehouse setting); the store opens at start, migrated for ingest and `storeTables`.
    */
   useStore(dsn: string): void
   /**

@@ -162,7 +162,7 @@ forEachEngine((engine) => {
         ).toEqual(['accuracy:critical', 'feature:critical'])
         expect(heard).toHaveLength(2)
         const acc = heard.find((e) => e.kind === 'accuracy')!
-        expect(acc).toMatchObject({ model_id: m.id, game_id: gameId, severity: 'critical', version: 1 })
+        expect(acc).toMatchObject({ model_id: m.id, game_id: gameId, severity: 'critical', version: 2 })
         expect(acc.accuracy_drop as number).toBeGreaterThan(0.15)
         expect(
           (heard.find((e) => e.kind === 'feature')!.psi as Record<string, number>).sessions,

@@ -85,7 +85,7 @@ forEachEngine((engine) => {
       const yes = await socket(model.id, { token: admin, body: { features: leaving } })
       expect(yes.status).toBe(200)
       expect(yes.headers.get('content-type')).toContain('application/json')
-      expect(yes.body).toMatchObject({ prediction: 'yes', modelId: model.id, version: 1, arm: 'default' })
+      expect(yes.body).toMatchObject({ prediction: 'yes', modelId: model.id, version: 2, arm: 'default' })
       expect(yes.body.probability).toBeGreaterThan(0.9)
       expect(yes.body.confidence).toBe(yes.body.probability)
       expect(yes.body.latencyMs).toBeGreaterThan(0)
@@ -293,23 +293,23 @@ forEachEngine((engine) => {
       const { model } = await trainedClassifier(a, admin, gameId)
       await deploy(model.id)
       await trainChurn(a, admin, model.id, await uploadCsv(a, admin, model.id, churnCsv(2000, 9)))
-      // Version 1 keeps serving until version 2 is deployed.
-      expect((await socket(model.id, { token: admin, body: { features: loyal } })).body.version).toBe(1)
-      const canary = await deploy(model.id, { version: 2, canaryDeployment: true, canaryPercent: 30 })
+      // Version 2 (the first training) keeps serving until version 3 is deployed.
+      expect((await socket(model.id, { token: admin, body: { features: loyal } })).body.version).toBe(2)
+      const canary = await deploy(model.id, { version: 3, canaryDeployment: true, canaryPercent: 30 })
       expect(canary.status).toBe(200)
       for (let i = 0; i < 60; i++) {
         const entity = `scout-${i}`
         const p = await socket(model.id, { token: admin, body: { features: loyal, entityId: entity } })
         const onCanary = murmur3(entity) % 100 < 30
-        expect(p.body).toMatchObject({ arm: onCanary ? 'canary' : 'stable', version: onCanary ? 2 : 1 })
+        expect(p.body).toMatchObject({ arm: onCanary ? 'canary' : 'stable', version: onCanary ? 3 : 2 })
       }
-      // Promoted: version 2 for everyone.
-      await deploy(model.id, { version: 2 })
+      // Promoted: version 3 for everyone.
+      await deploy(model.id, { version: 3 })
       const promoted = await socket(model.id, {
         token: admin,
         body: { features: loyal, entityId: 'scout-1' },
       })
-      expect(promoted.body).toMatchObject({ arm: 'default', version: 2 })
+      expect(promoted.body).toMatchObject({ arm: 'default', version: 3 })
     })
 
     test('a forwarding servingEndpoint receives the prediction from the native route; 502 when it fails', async () => {
@@ -324,9 +324,9 @@ forEachEngine((engine) => {
           prediction: 'remote',
           probability: 0.61,
           confidence: 0.59,
-          version: 1,
+          version: 2,
         })
-        expect(seen).toEqual([{ modelId: model.id, version: 1, features: leaving, entityId: 'captain-3' }])
+        expect(seen).toEqual([{ modelId: model.id, version: 2, features: leaving, entityId: 'captain-3' }])
         // The features it was asked with are the ones logged.
         const row = await (async () => {
           await a.req('GET', `/api/ml-models/${model.id}/stats?days=1`, { token: admin })

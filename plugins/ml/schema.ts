@@ -64,7 +64,8 @@ export const Model = t.Object({
   description: t.String(),
   status: ModelStatus,
   version: t.Integer({
-    description: 'the newest version: 1 on create; each training after the first adds one',
+    description:
+      'the newest version: 1 on create; each completed training adds one (the first training yields 2)',
   }),
   trainedVersion: t.Optional(t.Integer({ description: 'the newest version that has a trained artifact' })),
   deployedVersion: t.Optional(t.Integer({ description: 'the version serving predictions' })),

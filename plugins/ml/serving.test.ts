@@ -35,13 +35,13 @@ forEachEngine((engine) => {
       expect(d.status).toBe(200)
       expect(d.body).toMatchObject({
         status: 'DEPLOYED',
-        deployedVersion: 1,
+        deployedVersion: 2,
         servingEndpoint: 'builtin',
         canaryDeployment: false,
       })
       const yes = await predict(model.id, { features: { ...leaving, guild: 3 } })
       expect(yes.status).toBe(200)
-      expect(yes.body).toMatchObject({ prediction: 'yes', modelId: model.id, version: 1, arm: 'default' })
+      expect(yes.body).toMatchObject({ prediction: 'yes', modelId: model.id, version: 2, arm: 'default' })
       expect(yes.body.probability).toBeGreaterThan(0.9)
       expect(yes.body.confidence).toBe(yes.body.probability)
       expect(yes.body.latencyMs).toBeGreaterThan(0)
@@ -99,9 +99,9 @@ forEachEngine((engine) => {
           prediction: 'remote-yes',
           probability: 0.77,
           confidence: 0.66,
-          version: 1,
+          version: 2,
         })
-        expect(seen).toEqual([{ modelId: model.id, version: 1, features: loyal, entityId: 'captain-7' }])
+        expect(seen).toEqual([{ modelId: model.id, version: 2, features: loyal, entityId: 'captain-7' }])
         // Features are still checked here first.
         expect((await predict(model.id, { features: {} })).status).toBe(400)
         expect(seen.length).toBe(1)
@@ -117,7 +117,7 @@ forEachEngine((engine) => {
       }
     })
 
-    test('retraining makes version 2 while version 1 serves; deploy, canary, promote and roll back', async () => {
+    test('retraining makes version 3 while version 2 (the first training) serves; deploy, canary, promote and roll back', async () => {
       const { model, dataset } = await trainedClassifier(a, admin, gameId)
       await deploy(model.id)
       const r = await a.req('POST', `/api/ml-models/${model.id}/train`, {
@@ -133,15 +133,15 @@ forEachEngine((engine) => {
         },
       })
       expect(r.status).toBe(202)
-      expect((await predict(model.id, { features: loyal })).body.version).toBe(1)
-      expect((await waitJob(a, admin, model.id, r.body.id)).version).toBe(2)
+      expect((await predict(model.id, { features: loyal })).body.version).toBe(2)
+      expect((await waitJob(a, admin, model.id, r.body.id)).version).toBe(3)
       const after = (await a.req('GET', `/api/ml-models/${model.id}`, { token: admin })).body
-      expect(after).toMatchObject({ status: 'EVALUATING', version: 2, trainedVersion: 2, deployedVersion: 1 })
-      expect((await predict(model.id, { features: loyal })).body.version).toBe(1)
+      expect(after).toMatchObject({ status: 'EVALUATING', version: 3, trainedVersion: 3, deployedVersion: 2 })
+      expect((await predict(model.id, { features: loyal })).body.version).toBe(2)
       let versions = (await a.req('GET', `/api/ml-models/${model.id}/versions`, { token: admin })).body
       expect(versions.map((v: { version: number; status: string }) => [v.version, v.status])).toEqual([
-        [2, 'candidate'],
-        [1, 'serving'],
+        [3, 'candidate'],
+        [2, 'serving'],
       ])
       expect(versions[0].hyperparameters.l2).toBe(0.05)
       expect(versions[1].metrics.accuracy).toBeGreaterThan(0.9)
@@ -149,8 +149,8 @@ forEachEngine((engine) => {
       // Canary: 25% of entities, each always on the same arm.
       const c = await deploy(model.id, { canaryDeployment: true, canaryPercent: 25 })
       expect(c.body).toMatchObject({
-        deployedVersion: 1,
-        canaryVersion: 2,
+        deployedVersion: 2,
+        canaryVersion: 3,
         canaryPercent: 25,
         canaryDeployment: true,
       })
@@ -158,7 +158,7 @@ forEachEngine((engine) => {
       for (let i = 0; i < 200; i++) {
         const p = await predict(model.id, { features: loyal, entityId: `player-${i}` })
         arms.set(`player-${i}`, p.body.arm)
-        expect(p.body.version).toBe(p.body.arm === 'canary' ? 2 : 1)
+        expect(p.body.version).toBe(p.body.arm === 'canary' ? 3 : 2)
       }
       const share = [...arms.values()].filter((x) => x === 'canary').length / 200
       expect(share).toBeGreaterThan(0.15)
@@ -168,18 +168,18 @@ forEachEngine((engine) => {
           arms.get(`player-${i}`)!,
         )
 
-      const promoted = await deploy(model.id, { version: 2 })
-      expect(promoted.body).toMatchObject({ deployedVersion: 2, canaryDeployment: false })
+      const promoted = await deploy(model.id, { version: 3 })
+      expect(promoted.body).toMatchObject({ deployedVersion: 3, canaryDeployment: false })
       expect(promoted.body.canaryVersion).toBeUndefined()
       expect((await predict(model.id, { features: loyal, entityId: 'player-1' })).body).toMatchObject({
-        version: 2,
+        version: 3,
         arm: 'default',
       })
       versions = (await a.req('GET', `/api/ml-models/${model.id}/versions`, { token: admin })).body
       expect(versions.map((v: { status: string }) => v.status)).toEqual(['serving', 'retired'])
-      const back = await deploy(model.id, { version: 1 })
-      expect(back.body.deployedVersion).toBe(1)
-      expect((await predict(model.id, { features: loyal })).body.version).toBe(1)
+      const back = await deploy(model.id, { version: 2 })
+      expect(back.body.deployedVersion).toBe(2)
+      expect((await predict(model.id, { features: loyal })).body.version).toBe(2)
     })
 
     test('models live in the database: another instance on the same store serves the same answers', async () => {
@@ -219,17 +219,17 @@ forEachEngine((engine) => {
       try {
         const ask = () =>
           other.req('POST', `/api/ml-models/${model.id}/predict`, { token: admin, body: { features: loyal } })
-        expect((await ask()).body.version).toBe(1) // now cached there for an hour
-        await deploy(model.id, { version: 2 })
+        expect((await ask()).body.version).toBe(2) // now cached there for an hour
+        await deploy(model.id, { version: 3 })
         const deadline = Date.now() + 3000
-        let seen = 1
-        while (seen !== 2 && Date.now() < deadline) {
+        let seen = 2
+        while (seen !== 3 && Date.now() < deadline) {
           seen = (await ask()).body.version
-          if (seen !== 2) await Bun.sleep(10)
+          if (seen !== 3) await Bun.sleep(10)
         }
         // PostgreSQL (LISTEN/NOTIFY) and MySQL (the change table) carry the notice to the other process; SQLite is one instance per file,
         // where notices stay in the process that made them.
-        expect(seen).toBe(engine === 'sqlite' ? 1 : 2)
+        expect(seen).toBe(engine === 'sqlite' ? 2 : 3)
       } finally {
         await other.stop()
       }

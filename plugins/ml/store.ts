@@ -1,6 +1,5 @@
 import { type Db, type Param, fromJson, iso, newId, selectPage } from '../../core/db'
 import { Conflict, NotFound, invalidField, parseSort } from '../../core/http'
-import { maskSecrets } from '../../core/secrets'
 import type { GamesService } from '../games/types'
 import {
   ALGORITHMS,
@@ -10,108 +9,12 @@ import {
   builtinAlgorithm,
   canonicalAlgorithm,
 } from './algorithms'
-import {
-  type DatasetConfig,
-  type ListQuery,
-  type Model,
-  type ModelCreate,
-  type ModelStatus,
-  type ModelUpdate,
-  ServingEndpoint,
-} from './schema'
+import { type AbTestState, COLS, type ModelRow, SORTABLE, type VersionRow, toModel } from './model-rows'
+import type { DatasetConfig, ListQuery, Model, ModelCreate, ModelUpdate } from './schema'
 
-export type ModelRow = {
-  id: string
-  game_id: string
-  name: string
-  type: string
-  algorithm: string
-  framework: string
-  description: string
-  status: string
-  version: number
-  trained_version: number | null
-  deployed_version: number | null
-  canary_version: number | null
-  canary_percent: number | null
-  serving_endpoint: string | null
-  canary_deployment: number | null
-  deployed_at: number | null
-  ab_test: string | null
-  created_at: number
-  updated_at: number
-}
+export { type AbTestState, type ModelRow, type VersionRow, servingEndpoint, toModel } from './model-rows'
 
-const COLS =
-  'id, game_id, name, type, algorithm, framework, description, status, version, trained_version, deployed_version, canary_version, canary_percent, serving_endpoint, canary_deployment, deployed_at, ab_test, created_at, updated_at'
-const SORTABLE = {
-  name: 'name',
-  status: 'status',
-  type: 'type',
-  createdAt: 'created_at',
-  updatedAt: 'updated_at',
-}
 const num = (v: unknown) => (v === null || v === undefined ? undefined : Number(v))
-
-export interface AbTestState {
-  baselineModelId: string
-  trafficSplit: number
-  startedAt: number
-}
-
-export function toModel(r: ModelRow, metrics?: Metrics): Model {
-  const m: Model = {
-    id: r.id,
-    gameId: r.game_id,
-    name: r.name,
-    type: r.type as ModelType,
-    algorithm: r.algorithm,
-    framework: r.framework,
-    description: r.description,
-    status: r.status as ModelStatus,
-    version: Number(r.version),
-    createdAt: iso(r.created_at)!,
-    updatedAt: iso(r.updated_at)!,
-  }
-  if (r.trained_version !== null) m.trainedVersion = Number(r.trained_version)
-  if (r.deployed_version !== null) {
-    m.deployedVersion = Number(r.deployed_version)
-    const ep = r.serving_endpoint ?? 'builtin'
-    m.servingEndpoint = ep === 'builtin' ? ep : (maskSecrets(ServingEndpoint, ep) as string)
-    m.canaryDeployment = !!Number(r.canary_deployment)
-    m.deployedAt = iso(r.deployed_at)
-  }
-  if (r.canary_version !== null) {
-    m.canaryVersion = Number(r.canary_version)
-    m.canaryPercent = Number(r.canary_percent)
-  }
-  const ab = fromJson<AbTestState | null>(r.ab_test, null)
-  if (ab) m.abTest = { ...ab, startedAt: iso(ab.startedAt)! }
-  if (metrics) m.metrics = metrics
-  return m
-}
-
-export interface VersionRow {
-  model_id: string
-  version: number
-  job_id: string
-  algorithm: string
-  artifact: string
-  metrics: string
-  hyperparameters: string
-  dataset_config: string
-  created_at: number
-}
-
-const ENDPOINT = /^https?:\/\/[^\s/]+/
-
-/** `builtin` (or absent) serves in process; an http(s) URL forwards. */
-export function servingEndpoint(v: string | undefined): string {
-  if (v === undefined || v === '' || v === 'builtin') return 'builtin'
-  if (!ENDPOINT.test(v) || !URL.canParse(v))
-    throw invalidField('body.servingEndpoint', "must be 'builtin' or an http(s) URL")
-  return v
-}
 
 /**
  * The registry and its lifecycle: DRAFT -> TRAINING (train) -> EVALUATING (job completed) or
@@ -409,8 +312,9 @@ export function modelsStore(db: Db, games: GamesService) {
       if (!before) throw new NotFound(`model '${modelId}' not found`)
       if (before.status !== 'TRAINING')
         throw new Conflict(`model '${modelId}' is ${before.status}, not TRAINING`)
-      // The first training fills version 1 (registered on create); each later one adds a version.
-      const version = before.trained_version === null ? Number(before.version) : Number(before.version) + 1
+      // A model is created at version 1; each completed training adds one (upstream's rule), so the
+      // first training yields version 2.
+      const version = Number(before.version) + 1
       await tx.run(
         'INSERT INTO ml_model_versions (model_id, version, job_id, algorithm, artifact, metrics, hyperparameters, dataset_config, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
         [

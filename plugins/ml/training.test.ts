@@ -42,7 +42,8 @@ forEachEngine((engine) => {
         status: 'completed',
         progress: 1,
         stage: 'done',
-        version: 1,
+        // Created at version 1; the first completed training makes version 2.
+        version: 2,
         rowsUsed: 3000,
         rowsSkipped: 0,
       })
@@ -56,7 +57,7 @@ forEachEngine((engine) => {
       expect(job.metrics.accuracy).toBeGreaterThanOrEqual(0.9)
       for (const k of ['precision', 'recall', 'f1', 'auc']) expect(job.metrics[k]).toBeGreaterThan(0.85)
       const model = (await a.req('GET', `/api/ml-models/${m.id}`, { token: admin })).body
-      expect(model).toMatchObject({ status: 'EVALUATING', version: 1, trainedVersion: 1 })
+      expect(model).toMatchObject({ status: 'EVALUATING', version: 2, trainedVersion: 2 })
       expect(model.metrics.accuracy).toBe(job.metrics.accuracy)
       const jobs = await a.req('GET', `/api/ml-models/${m.id}/training-jobs`, { token: admin })
       expect(jobs.body).toMatchObject({ total: 1, page: 0, size: 20 })
@@ -212,7 +213,7 @@ forEachEngine((engine) => {
       const full = await train(m.id, { datasetConfig: cfg })
       const job2 = await waitJob(a, admin, m.id, full.body.id)
       expect(job2.metrics.iterations).toBeGreaterThan(2)
-      expect(job2.version).toBe(2)
+      expect(job2.version).toBe(3)
     })
 
     test('a job whose instance stopped is failed by the next start, and the model can train again', async () => {

@@ -4,6 +4,7 @@ import { ok } from '../../core/http'
 import { definePlugin } from '../../core/plugin'
 import { rejectUnknown } from '../../core/strict'
 import { GatewayLimiter } from './limiter'
+import { effectiveLimits } from './limits'
 import m001 from './migrations/001_rate_limits.sql' with { type: 'text' }
 import { preview } from './preview'
 import { PreviewBody, RateLimitSet, StoredSet } from './schema'
@@ -19,7 +20,9 @@ const Params = t.Object({ id: t.String() })
 
 /**
  * Rate-limit rule sets (spec 3): stored whole after validating every field, previewed against
- * the registered agents, and consumed by the execution side, never by the HTTP middleware. And
+ * the registered agents, and enforced by the execution side, never by the HTTP middleware: each
+ * agent's heartbeat answer (and GET /api/v1/agents/{id}/limits) carries the rules that bind it
+ * (`effectiveLimits`, registered into the agents service). And
  * the gateway limiter the auth guard counts requests against: a token bucket
  * (`rateLimit.requestsPerMinute`, `rateLimit.burstSize`) shared by every instance through Redis
  * when `redis.url` (or core's `redis.url`, REDIS_URL) is set.
@@ -63,6 +66,8 @@ export default definePlugin({
   setup(ctx) {
     const store = rateLimitStore(ctx.db)
     const agents = ctx.service('agents')
+    // Read at every heartbeat: a changed set reaches each agent at its next one, on every instance.
+    agents.limitsFrom(async (agent) => effectiveLimits(await store.list(), agent))
     const url = ctx.config.redis.url ?? ctx.core.redis.url
     const limiter = new GatewayLimiter(
       {
@@ -121,7 +126,7 @@ export default definePlugin({
           body: RateLimitSet,
           detail: tag(
             'Store a whole rule set',
-            '201 when new, 200 when it replaced the set with that rateLimitId. Every field is checked (400 naming it): resource function|api|user, action reject|throttle, limit and window positive integers, rules with scope function|service, key, limitQps > 0, match over game_id/env/region/zone, percent 1-100; one rule per scope, key and match. status on|off, on when absent. Stored sets are not enforced by the HTTP middleware (spec 3): the execution side reads them.',
+            '201 when new, 200 when it replaced the set with that rateLimitId. Every field is checked (400 naming it): resource function|api|user, action reject|throttle, limit and window positive integers, rules with scope function|service, key, limitQps > 0, match over game_id/env/region/zone, percent 1-100; one rule per scope, key and match. status on|off, on when absent. The HTTP middleware does not apply stored sets (spec 3: the gateway limiter is rateLimit.requestsPerMinute and burstSize); agents enforce them: every heartbeat answer, and GET /api/v1/agents/{id}/limits, carries the rules of the sets that are on and bind that agent (labels match, key names it or a function it serves, and its stable rollout bucket, SHA-256 of rateLimitId:agent_id mod 100, is below percent). A change reaches each agent at its next heartbeat.',
             { '200': { description: 'Replaced' }, '201': { description: 'Created' } },
           ),
         },
@@ -158,7 +163,7 @@ export default definePlugin({
           body: PreviewBody,
           detail: tag(
             'Preview a rule set against the registered agents',
-            'The body is a rule set as for PUT (rateLimitId optional); nothing is stored. Needs rate_limits:write: previewing is a step of editing. Answers {matched, agents: [{agent_id, game_id, env, region, zone, qps, qps_1m, status}], rules: [{index, scope, key, effective_qps, agents, current_qps}]}: a service rule binds the agents whose labels equal its match and whose agent_id or name is its key (* for all); a function rule binds matching agents serving that function; effective_qps = limitQps x percent / 100.',
+            "The body is a rule set as for PUT (rateLimitId optional); nothing is stored. Needs rate_limits:write: previewing is a step of editing. Answers {matched, agents: [{agent_id, game_id, env, region, zone, qps, qps_1m, status}], rules: [{index, scope, key, effective_qps, agents, current_qps, rollout}]}: a service rule binds the agents whose labels equal its match and whose agent_id or name is its key (* for all); a function rule binds matching agents serving that function; effective_qps = limitQps x percent / 100. With a rateLimitId, rollout lists the bound agents inside the rule's percent (stable bucket of rateLimitId:agent_id below it): those whose heartbeat will carry the rule once the set is stored and on.",
           ),
         },
       )

@@ -1,15 +1,6 @@
 import type { Agent } from '../agents/schema'
-import type { PreviewBody, Rule } from './schema'
-
-const matches = (rule: Rule, a: Agent) =>
-  Object.entries(rule.match).every(([label, v]) => a[label as keyof Agent] === v)
-
-/** Whether a rule binds an agent: its labels match, and its key names the agent or the function it serves. */
-export function binds(rule: Rule, a: Agent): boolean {
-  if (!matches(rule, a)) return false
-  if (rule.scope === 'function') return a.functions.includes(rule.key)
-  return rule.key === '*' || rule.key === a.agent_id || rule.key === a.name
-}
+import { binds, bucket } from './limits'
+import type { PreviewBody } from './schema'
 
 /**
  * The rule set's impact on the registered agents (upstream's preview): the agents any rule binds,
@@ -20,6 +11,7 @@ export function preview(set: PreviewBody, agents: Agent[]) {
   const rules = set.rules.map((rule, index) => {
     const hit = agents.filter((a) => binds(rule, a))
     for (const a of hit) bound.set(a.agent_id, a)
+    const id = set.rateLimitId
     return {
       index,
       scope: rule.scope,
@@ -28,6 +20,10 @@ export function preview(set: PreviewBody, agents: Agent[]) {
       agents: hit.map((a) => a.agent_id),
       // The load the rule would see now: what the bound agents serve together.
       current_qps: Math.round(hit.reduce((n, a) => n + a.qps, 0) * 1000) / 1000,
+      // Which of them enforce it (their heartbeat's limits): the rollout hashes the set's id.
+      ...(id
+        ? { rollout: hit.filter((a) => bucket(id, a.agent_id) < rule.percent).map((a) => a.agent_id) }
+        : {}),
     }
   })
   const list = [...bound.values()].sort((x, y) => x.agent_id.localeCompare(y.agent_id))

@@ -21,7 +21,7 @@ import { DAY, floorTo } from '../../plugins/analytics/lib/time'
 import { migrations as analyticsMigrations } from '../../plugins/analytics/migrations'
 import { oracleRetention } from '../../plugins/analytics/server/cohort-oracle'
 import { serverAnalytics } from '../../plugins/analytics/server/server'
-import { AnalyticsRollup } from '../../plugins/analytics/store/rollup'
+import { derive } from '../../plugins/analytics/store/testing'
 import { warehouseStore } from '../../plugins/analytics/warehouse/warehouse'
 import { ingestMigrations } from '../../plugins/ingest/migrations'
 import { PersistThread } from '../../plugins/ingest/persist/persist-thread'
@@ -51,7 +51,6 @@ const writer = new GroupWriter(
   createLogger({ level: 'error', format: 'json', sensitive_fields: [] } as never),
   (rows) => thread.persist(rows),
 )
-writer.register(new AnalyticsRollup(undefined))
 
 /** Bytes the store takes on disk (SQLite: the file and its WAL). */
 async function storeBytes(): Promise<number> {
@@ -85,6 +84,8 @@ for (let written = 0; written < total; written += perCommit) {
 await Promise.all(inFlight)
 inFlight = []
 await writer.idle()
+// The consumers of the log derive the rollups the reads below use.
+await derive(db)
 await thread.close()
 const loadSeconds = (performance.now() - t0) / 1000
 const bytes = await storeBytes()

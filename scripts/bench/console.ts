@@ -24,7 +24,7 @@ import { type Browser, chromium } from 'playwright-core'
 import { openDb } from '../../core/db'
 import { createLogger } from '../../core/log'
 import { DAY, floorTo } from '../../plugins/analytics/lib/time'
-import { AnalyticsRollup } from '../../plugins/analytics/store/rollup'
+import { derive } from '../../plugins/analytics/store/testing'
 import { PersistThread } from '../../plugins/ingest/persist/persist-thread'
 import { COMMITS_IN_FLIGHT, GroupWriter } from '../../plugins/ingest/persist/writer'
 import { CHROMIUM, CHROMIUM_ARGS } from '../../test/console/driver'
@@ -130,7 +130,6 @@ async function fill(file: string, dir: string, gameId: string, total: number, us
     createLogger({ level: 'error', format: 'json', sensitive_fields: [] } as never),
     (rows) => thread.persist(rows),
   )
-  writer.register(new AnalyticsRollup(undefined))
   const perCommit = 5000
   const start = floorTo(Date.now(), DAY) - (days - 1) * DAY
   const order = { n: 0 }
@@ -152,6 +151,7 @@ async function fill(file: string, dir: string, gameId: string, total: number, us
   }
   await Promise.all(inFlight)
   await writer.idle()
+  await derive(db)
   await thread.close()
   await db.close()
   return Math.round(total / ((performance.now() - t0) / 1000))

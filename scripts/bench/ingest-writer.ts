@@ -17,11 +17,7 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { type Db, migrate, openDb } from '../../core/db'
 import { createLogger } from '../../core/log'
-import { BehaviorRollup } from '../../plugins/analytics/behavior/behavior-rollup'
 import { migrations as analyticsMigrations } from '../../plugins/analytics/migrations'
-import { MinuteRollup } from '../../plugins/analytics/realtime/realtime-rollup'
-import { AnalyticsRollup } from '../../plugins/analytics/store/rollup'
-import { ExposureRollup } from '../../plugins/experiments/exposures'
 import m002 from '../../plugins/experiments/migrations/002_take_exposures.sql' with { type: 'text' }
 import { ingestMigrations } from '../../plugins/ingest/migrations'
 import { GroupWriter } from '../../plugins/ingest/persist/writer'
@@ -50,14 +46,7 @@ const writer = new GroupWriter(
   db,
   createLogger({ level: 'error', format: 'json', sensitive_fields: [] } as never),
 )
-// Every rollup registered, as in the server with analytics and experiments enabled.
-writer.register(new AnalyticsRollup(undefined))
-writer.register(new ExposureRollup(undefined))
-// The realtime minute counters; --realtime=off measures the writer without them (their cost).
-const realtime = arg('realtime', 'on') !== 'off'
-if (realtime) writer.register(new MinuteRollup())
-const rollups = arg('rollups', 'all')
-if (rollups === 'all') writer.register(new BehaviorRollup(undefined))
+// Raw rows only: what is derived from them follows the event log (scripts/bench/ingest.ts measures the consumers).
 
 // Prepared outside the timing.
 const days = Number(arg('days', '30'))
@@ -101,8 +90,6 @@ const cpu = process.cpuUsage(cpu0)
 console.log(
   JSON.stringify({
     engine,
-    realtime,
-    rollups,
     events: total,
     perCommit,
     eventsPerSec: Math.round(total / secs),

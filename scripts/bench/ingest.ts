@@ -54,7 +54,7 @@ const eventIds = arg('event-ids', '1') !== '0'
 const DAY = 86_400_000
 
 const dir = tempDir('liveops-ingest-bench-')
-// Every rollup registered: analytics and experiments keep theirs in ingest's commit.
+// Analytics and experiments on: their consumers of the event log keep up beside ingestion.
 const config = await benchConfig(dir, 'analytics: {}, experiments: {}')
 const env: Record<string, string> = { ADMIN_PASSWORD: 'bench-password', JWT_SECRET: 'bench' }
 /** liveops' PostgreSQL pool (core/db/postgres.ts), also the bare ceiling's. */
@@ -182,6 +182,19 @@ async function timeQuery(
   }
 }
 
+/** Seconds until every consumer of the log has taken in all that is committed. */
+async function catchUp(base: string, token: string): Promise<number> {
+  const t0 = performance.now()
+  for (;;) {
+    const r = await fetch(`${base}/api/v1/analytics/consumers`, {
+      headers: { authorization: `Bearer ${token}` },
+    })
+    const items = (await r.json()).items as Array<{ lagEvents: number }>
+    if (items.every((c) => c.lagEvents === 0)) return Math.round((performance.now() - t0) / 100) / 10
+    await Bun.sleep(200)
+  }
+}
+
 const load = (base: string, gameId: string, size: number, runSeconds: number, stopAt?: number) =>
   loadWith(base, gameId, size, runSeconds, connections, stopAt)
 
@@ -306,12 +319,20 @@ function request() k = k + 1; if k > #reqs then k = 1 end; return reqs[k] end
           script: await scriptFor('warmup', files[0]),
         })
       : undefined
+    // The consumers' lag over the measured window, sampled by a process of its own (wrk blocks this one).
+    const sampler = Bun.spawn([process.execPath, join(import.meta.dir, 'lag-sampler.ts'), s.base, token], {
+      stdout: 'pipe',
+    })
     const w = wrkCpu(s.proc.pid, url, {
       connections,
       seconds,
       threads: wrkThreads,
       script: await scriptFor('signed', files[1]),
     })
+    sampler.kill('SIGTERM')
+    const lag = JSON.parse((await new Response(sampler.stdout).text()).trim() || '{}')
+    // How long the consumers take to finish what the window left them.
+    const caughtUp = await catchUp(s.base, token)
     const warmAcked = warm ? (warm.requests - warm.errors) * size : 0
     const acked = warmAcked + (w.requests - w.errors) * size
     const wrkRuns = warm ? 2 : 1
@@ -366,6 +387,7 @@ function request() k = k + 1; if k > #reqs then k = 1 end; return reqs[k] end
         countCheck: stored >= acked && stored - acked <= wrkRuns * connections * size,
         presigned: n,
         queries,
+        consumers: { ...lag, catchUpSeconds: caughtUp },
         bare: bare && {
           eventsPerSec: Math.round(bare.rps * okShare(bare) * size),
           p99ms: bare.p99ms,

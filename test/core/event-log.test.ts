@@ -22,7 +22,6 @@ function testSource(): LogSource {
   const entry = (r: Record<string, unknown>): LogEntry => ({
     at: { seq: Number(r.seq), pos: Number(r.id) },
     row: {
-      kind: 'event',
       id: Number(r.id),
       receivedAt: Number(r.received_at),
       gameId: 'g',
@@ -36,7 +35,8 @@ function testSource(): LogSource {
       durationMs: null,
       network: null,
       level: null,
-      props: '{}',
+      eventId: null,
+      props: {},
     },
   })
   const after = '(seq > ? OR (seq = ? AND id > ?))'
@@ -93,6 +93,7 @@ function counter(
   return {
     name,
     batch,
+    rebuildsFrom: true,
     async handle(rows: LogRow[], tx: Db) {
       seen.push({ ids: rows.map((r) => r.id), by })
       for (const r of rows)
@@ -256,8 +257,17 @@ forEachEngine((engine) => {
     const again = seen.slice(before).flatMap((s) => s.ids)
     expect(again.sort((x, y) => x - y)).toEqual([5, 6, 7, 8, 9, 10])
     expect((await log.status())[0].rebuilding).toBe(false)
+    // A whole rebuild: every row comes again, and each is counted once.
+    const mark = seen.length
     await log.rebuild('c')
+    expect((await log.status())[0].rebuilding).toBe(true)
     await log.drain()
+    expect(
+      seen
+        .slice(mark)
+        .flatMap((s) => s.ids)
+        .sort((x, y) => x - y),
+    ).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
     expect(await outIds(db)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
   })
 })

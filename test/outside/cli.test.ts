@@ -45,3 +45,75 @@ test('help lists every command, worker included', async () => {
   expect(r.code).toBe(0)
   for (const cmd of ['[serve]', 'check-config', 'worker', 'help']) expect(r.out).toContain(`liveops ${cmd}`)
 })
+
+test('rebuild: beside a running server the holder of the lease does it; a bad name or date exits 2', async () => {
+  const { startServer } = await import('../process')
+  const { signRequest } = await import('../../sdk/sign')
+  const data = mkdtempSync(join(dir, 'rebuild-'))
+  const file = join(data, 'liveops.yaml')
+  writeFileSync(
+    file,
+    `data_dir: ${data}\nplugins: { games: {}, ingest: { signing_secret: cli-secret }, analytics: {} }\n`,
+  )
+  const env = { ADMIN_PASSWORD: 'cli-rebuild-pw' }
+  const s = await startServer([process.execPath, main, '--config', file], env)
+  try {
+    const login = await fetch(`${s.base}/api/auth/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ email: 'admin@localhost', password: 'cli-rebuild-pw' }),
+    })
+    const { token } = await login.json()
+    const game = await fetch(`${s.base}/api/games`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+      body: JSON.stringify({
+        name: 'Cli Quest',
+        genre: 'PUZZLE',
+        platforms: ['WEB'],
+        timezone: 'UTC',
+        defaultCurrency: 'EUR',
+      }),
+    }).then((r) => r.json())
+    const body = JSON.stringify(
+      ['a', 'b', 'c'].map((uid) => ({
+        event: 'login',
+        ts: String(Date.now()),
+        game_id: game.id,
+        env: 'prod',
+        uid,
+      })),
+    )
+    const sent = await fetch(`${s.base}/api/ingest/events`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...(await signRequest('cli-secret', body)) },
+      body,
+    })
+    expect(sent.status).toBe(200)
+    const p = Bun.spawn([process.execPath, main, 'rebuild', 'analytics', '--config', file], {
+      stdout: 'pipe',
+      stderr: 'pipe',
+      env: { ...process.env, ...env, PORT: '0' },
+    })
+    const [out, code] = await Promise.all([new Response(p.stdout).text(), p.exited])
+    expect(code).toBe(0)
+    expect(out).toContain("rebuild of 'analytics' asked")
+    expect(out).toMatch(/analytics: caught up, \d+ rows taken in, 0 behind/)
+    const dau = await fetch(`${s.base}/api/v1/analytics/warehouse/dau?gameId=${game.id}&env=prod&days=1`, {
+      headers: { authorization: `Bearer ${token}` },
+    }).then((r) => r.json())
+    expect(dau.points.at(-1).dau).toBe(3)
+    const unknown = await run('rebuild', 'nope', '--config', file)
+    expect(unknown.code).toBe(2)
+    expect(unknown.err).toContain("no consumer 'nope'")
+    const badDate = await run('rebuild', 'realtime', '--from', '2026-13-01', '--config', file)
+    expect(badDate.code).toBe(2)
+    expect(badDate.err).toContain('--from')
+    const whole = await run('rebuild', 'analytics', '--from', '2026-01-01', '--config', file)
+    expect(whole.code).toBe(2)
+    expect(whole.err).toContain('whole log only')
+  } finally {
+    s.proc.kill('SIGTERM')
+    await s.proc.exited
+  }
+}, 60_000)

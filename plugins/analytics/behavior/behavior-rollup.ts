@@ -1,10 +1,12 @@
 import type { Db, Param } from '../../../core/db'
+import { type Derivation, type Gathered as RollupBatch, pick, str } from '../../../core/derive'
+import type { LogEvent as NormEvent } from '../../../core/event-log-types'
 import { EVENTS } from '../../../sdk/events'
-import type { Rollup, RollupBatch } from '../../ingest/rollup'
-import { type NormEvent, pick, str } from '../../ingest/signed/validate'
 import { HyperLogLog } from '../lib/hll'
 import { HOUR, MINUTE, floorTo } from '../lib/time'
 import { type Zone, zone } from '../lib/zone'
+import { BEHAVIOR_TABLES, resetTables } from '../store/reset'
+import { writeBehavior } from './behavior-write'
 
 /**
  * Dimensions a feature's adoption breaks down by: attributes of the `feature_use` event (top
@@ -42,8 +44,8 @@ export interface BehaviorRows {
   payments: Param[]
 }
 
-/** A cached sketch: its version, when it was last written (0: never), whether it changed since. */
-type Sketch = { h: HyperLogLog; v: number; written: number; dirty: boolean }
+/** A cached sketch and its version. */
+type Sketch = { h: HyperLogLog; v: number }
 type Stat = [n: number, total: number, first: number, last: number]
 
 const num = (v: unknown): number | undefined => {
@@ -72,37 +74,36 @@ class Gathered {
 }
 
 /**
- * The behavior rollup kept at ingest (issue 17 point 5): per local day, counts and distinct-user
- * sketches of every event name, of each feature used (and by dimension), of each level's
- * starts, completes, fails and durations; death points per map; each payment with its product;
- * and where the raw events of each client hour are stored (`analytics_event_span`), which bounds
- * the raw reads (funnels, paths, event lists) to the ids of their range.
+ * The behavior consumer of the event log (issue 17 point 5): per local day, counts and
+ * distinct-user sketches of every event name, of each feature used (and by dimension), of each
+ * level's starts, completes, fails and durations; death points per map; each payment with its
+ * product; and where the raw events of each client hour are stored (`analytics_event_span`),
+ * which bounds the raw reads (funnels, paths, event lists) to the ids of their range. Every
+ * sketch a batch changed is written in that batch's transaction.
  */
-export class BehaviorRollup implements Rollup<BehaviorRows> {
+export class BehaviorRollup implements Derivation<BehaviorRows> {
   readonly name = 'behavior'
+  readonly write = writeBehavior
   private db: Db | undefined
   private zones = new Map<string, Zone>()
   /** Cached sketches by key, oldest first (persisted on every commit, so eviction loses nothing). */
   private cache = new Map<string, Sketch>()
   private loading = new Map<string, Promise<Sketch>>()
-  /** Sketches changed and not written yet, by key. */
-  private dirty = new Map<string, Sketch>()
 
-  constructor(
-    readonly migrations: Rollup['migrations'],
-    private timezone: (gameId: string) => Promise<string | undefined> = async () => undefined,
-    /**
-     * A changed sketch is written at most this often (a new one at once): a commit may touch a
-     * hundred of them, and writing each (4 KB when dense) with every commit would cost ingestion
-     * more than the events themselves. A crash loses at most this long of distinct-user updates;
-     * counters are exact with every commit.
-     */
-    private flushMs = 2000,
-  ) {}
+  constructor(private timezone: (gameId: string) => Promise<string | undefined> = async () => undefined) {}
 
   /** A game's time zone changed or it was deleted: its next events look it up again. */
-  forget(gameId: string): void {
+  forgetGame(gameId: string): void {
     this.zones.delete(gameId)
+  }
+
+  /** Every cached sketch (a batch rolled back, or another instance wrote). */
+  forget(): void {
+    this.cache.clear()
+  }
+
+  reset(from: number | undefined, tx: Db): Promise<void> {
+    return resetTables(tx, BEHAVIOR_TABLES, from)
   }
 
   async init(db: Db): Promise<void> {
@@ -123,18 +124,15 @@ export class BehaviorRollup implements Rollup<BehaviorRows> {
     )
   }
 
-  gather(
-    events: readonly NormEvent[],
-    commit: { receivedAt: number; firstId: number },
-  ): RollupBatch<BehaviorRows> | Promise<RollupBatch<BehaviorRows>> {
+  gather(events: readonly NormEvent[]): RollupBatch<BehaviorRows> | Promise<RollupBatch<BehaviorRows>> {
     const missing = [...new Set(events.map((e) => e.gameId))].filter((g) => !this.zones.has(g))
     if (missing.length)
       return Promise.all(
         missing.map(async (g) => {
           this.zones.set(g, zone(await this.timezone(g)))
         }),
-      ).then(() => this.gather(events, commit))
-    const g = this.collect(events, commit.firstId)
+      ).then(() => this.gather(events))
+    const g = this.collect(events)
     const loads: Promise<void>[] = []
     for (const [key, slot] of g.sketches)
       if (!slot.sk)
@@ -145,35 +143,15 @@ export class BehaviorRollup implements Rollup<BehaviorRows> {
           }),
         )
     const batch = () => {
-      for (const [key, slot] of g.sketches)
-        if (slot.changed && slot.sk) {
-          slot.sk.dirty = true
-          this.dirty.set(key, slot.sk)
-        }
-      // Due: never written, or not for `flushMs`. Marked written once the commit is durable; a
-      // failed commit leaves them due.
       const due: Array<[string, Sketch, number]> = []
-      for (const [key, sk] of this.dirty)
-        if (sk.written === 0 || commit.receivedAt - sk.written >= this.flushMs) due.push([key, sk, ++sk.v])
-      return {
-        rows: rowsOf(g, due),
-        done: () => {
-          for (const [key, sk, version] of due) {
-            sk.written = commit.receivedAt
-            // Changed again by a commit gathered meanwhile (a newer version): stays due.
-            if (sk.v === version) {
-              sk.dirty = false
-              this.dirty.delete(key)
-            }
-          }
-        },
-      }
+      for (const [key, slot] of g.sketches) if (slot.changed && slot.sk) due.push([key, slot.sk, ++slot.sk.v])
+      return { rows: rowsOf(g, due) }
     }
     return loads.length ? Promise.all(loads).then(batch) : batch()
   }
 
   /** One pass over the commit's events. */
-  private collect(events: readonly NormEvent[], firstId: number): Gathered {
+  private collect(events: readonly NormEvent[]): Gathered {
     const g = new Gathered()
     const count = (key: string, n: number, total: number, ts: number) => {
       const v = g.counters.get(key)
@@ -208,7 +186,7 @@ export class BehaviorRollup implements Rollup<BehaviorRows> {
     let day = ''
     for (let i = 0; i < events.length; i++) {
       const e = events[i]
-      const id = firstId + i
+      const id = e.id
       if (e.gameId !== game || e.env !== env) {
         game = e.gameId
         env = e.env
@@ -230,7 +208,9 @@ export class BehaviorRollup implements Rollup<BehaviorRows> {
           g.spans.set(key, span)
         }
       }
-      span[1] = id
+      // Ids rise within a transaction's rows; across transactions (PostgreSQL) they may not.
+      if (id < span[0]) span[0] = id
+      if (id > span[1]) span[1] = id
       span[2]++
       const d = z.day(e.ts)
       if (d !== dayNo) {
@@ -316,13 +296,11 @@ export class BehaviorRollup implements Rollup<BehaviorRows> {
           const sk: Sketch = {
             h: row ? HyperLogLog.parse(row.sketch) : new HyperLogLog(),
             v: Number(row?.version ?? 0),
-            written: 0,
-            dirty: false,
           }
-          // Oldest first out, but never one with changes not written yet.
-          for (const [old, o] of this.cache) {
+          // Oldest first out (each batch writes what it changed, so eviction loses nothing).
+          for (const old of this.cache.keys()) {
             if (this.cache.size < SKETCH_CAP) break
-            if (!o.dirty) this.cache.delete(old)
+            this.cache.delete(old)
           }
           this.cache.set(key, sk)
           return sk

@@ -1,11 +1,11 @@
 import type { Db, Param, Row } from '../../../core/db'
-import { defineRollupWriter } from '../../ingest/rollup'
-import { type Table, insertMany } from '../../ingest/store/sql'
+import { type Table, insertRows as insertMany } from '../../../core/db/bulk'
+import type { Stored } from '../../../core/derive'
 import type { BehaviorRows } from './behavior-rollup'
 
 /**
- * The write half of the behavior rollup (`behavior-rollup.ts`), run in ingest's commit
- * transaction, on the persist thread or the event loop. Imported statically by `plugins/rollups.ts`.
+ * The write half of the behavior consumer (`behavior-rollup.ts`), run in the transaction that
+ * moves its cursor in the event log.
  */
 
 const table = (name: string, bigint: string[]): Table => ({ name, bigint })
@@ -67,9 +67,8 @@ const upsert = (tx: Db, which: keyof typeof UPSERT, params: Param[]) => {
  * product's day counter, merged with the commit's other counters so one upsert takes every
  * counter row in key order (concurrent commits on PostgreSQL lock this table in one order).
  */
-export const writeBehavior = defineRollupWriter<BehaviorRows>(async (tx, rows, stored) => {
-  // Rows many commits share (the day's sketches, the current span) need nothing from the
-  // payments: sent at once, so on PostgreSQL they wait under ingest's rollup lock beside the rest.
+export async function writeBehavior(tx: Db, rows: BehaviorRows, stored: Stored): Promise<void> {
+  // What needs nothing from the payments is sent at once (pipelined on PostgreSQL).
   const sharing = [upsert(tx, 'sketches', rows.sketches), upsert(tx, 'spans', rows.spans)]
   let counters = rows.counters
   let transactions: Param[] = []
@@ -85,7 +84,7 @@ export const writeBehavior = defineRollupWriter<BehaviorRows>(async (tx, rows, s
     upsert(tx, 'deaths', rows.deaths),
     upsert(tx, 'transactions', transactions),
   ])
-})
+}
 
 const W = 9
 type Counter = [n: number, total: number, first: number, last: number]

@@ -1,5 +1,6 @@
+import { pick, str } from '../../../core/derive'
+import type { LogEvent as NormEvent } from '../../../core/event-log-types'
 import { EVENTS, PERF_METRICS } from '../../../sdk/events'
-import { type NormEvent, pick, str } from '../../ingest/signed/validate'
 import { HOUR, floorTo } from '../lib/time'
 import type { Part } from '../store/rollup'
 

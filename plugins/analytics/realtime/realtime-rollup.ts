@@ -1,7 +1,7 @@
 import type { Db, Param } from '../../../core/db'
-import { type Rollup, type RollupBatch, defineRollupWriter } from '../../ingest/rollup'
-import type { NormEvent } from '../../ingest/signed/validate'
-import { insertMany } from '../../ingest/store/sql'
+import { insertRows as insertMany } from '../../../core/db/bulk'
+import type { Derivation, Gathered as RollupBatch, Stored } from '../../../core/derive'
+import type { LogEvent as NormEvent } from '../../../core/event-log-types'
 import { MINUTE, floorTo } from '../lib/time'
 
 /** game, env, minute, events: one row per key, keys in order. */
@@ -13,15 +13,24 @@ const TAIL = `ON CONFLICT (game_id, env, minute) DO UPDATE SET events = analytic
   revenue_cents = analytics_minute.revenue_cents + excluded.revenue_cents`
 
 /**
- * Events per minute of event time, per game and environment, kept at ingest for the realtime
- * stream and its series (`analytics_minute`). The event-loop half counts the commit's events;
- * the write half adds the revenue of the payments that turned out new (a retried payment counts
- * once), so the row a minute ends with is what the commit stored, on both engines and on the
- * persist thread alike. Registered beside the analytics rollup, whose migrations create the table
- * in a separate event store too.
+ * Events per minute of event time, per game and environment, for the realtime stream and its
+ * series (`analytics_minute`): a consumer of the event log. The gathering half counts a batch's
+ * events; the write half adds the revenue of its successful payments (the log holds a retried
+ * payment once).
  */
-export class MinuteRollup implements Rollup<MinuteRows> {
+export class MinuteRollup implements Derivation<MinuteRows> {
   readonly name = 'realtime'
+  readonly write = writeRealtime
+  /** Minutes of event time: the ones from a date on are recomputed exactly. */
+  readonly rebuildsFrom = true
+
+  /** It keeps nothing in memory. */
+  forget(): void {}
+
+  async reset(from: number | undefined, tx: Db): Promise<void> {
+    if (from === undefined) await tx.run('DELETE FROM analytics_minute')
+    else await tx.run('DELETE FROM analytics_minute WHERE minute >= ?', [floorTo(from, MINUTE)])
+  }
 
   gather(events: readonly NormEvent[]): RollupBatch<MinuteRows> | undefined {
     if (!events.length) return undefined
@@ -62,12 +71,8 @@ function inKeyOrder(rows: Map<string, Param[]>): Param[] {
   return [...rows.keys()].sort().flatMap((k) => rows.get(k)!)
 }
 
-/**
- * The write half: the commit's event counts and the revenue of its new successful payments, one
- * upsert in key order, once the payments' insert answered (on PostgreSQL under ingest's rollup
- * lock, see `persist`).
- */
-export const writeRealtime = defineRollupWriter<MinuteRows>(async (tx, rows, stored) => {
+/** The write half: the batch's event counts and the revenue of its successful payments, one upsert in key order. */
+async function writeRealtime(tx: Db, rows: MinuteRows, stored: Stored): Promise<void> {
   const paid = await stored.payments
   const merged = new Map<string, Param[]>()
   for (let i = 0; i < rows.length; i += 4)
@@ -90,4 +95,4 @@ export const writeRealtime = defineRollupWriter<MinuteRows>(async (tx, rows, sto
     row[4] = Number(row[4]) + Number(p.amount_cents)
   }
   if (merged.size) await insertMany(tx, TABLE, COLS, inKeyOrder(merged), TAIL)
-})
+}

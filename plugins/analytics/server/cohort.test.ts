@@ -7,8 +7,7 @@ import { checked } from '../../ingest/signed/collect'
 import { migratedStore } from '../../ingest/testing'
 import { DAY } from '../lib/time'
 import { migrations } from '../migrations'
-import { AnalyticsRollup } from '../store/rollup'
-import { analyticsTables } from '../store/testing'
+import { analyticsTables, derive } from '../store/testing'
 import { cohorts } from './cohort'
 import { oracleD1, oracleRetention } from './cohort-oracle'
 import { serverAnalytics } from './server'
@@ -16,7 +15,7 @@ import { serverAnalytics } from './server'
 /**
  * Retention from the cohort counters kept at ingest (cohort.ts) against the query it replaced,
  * kept here as the oracle: the join of first sights with user-days, per day and per week. The
- * events go through ingest's group-commit writer with the analytics rollup registered, in
+ * events go through ingest's group-commit writer and then the analytics consumer of the log, in
  * commits of every size, with late events, so SQLite merges its user-day log several times and
  * PostgreSQL runs commits side by side.
  */
@@ -99,7 +98,7 @@ forEachEngine((engine) => {
 
   test('day and week retention equal the join they replaced, with late events, through merges and concurrent commits', async () => {
     const writer = new GroupWriter(store.db, log)
-    writer.register(new AnalyticsRollup(undefined, async (g) => (g === 'tokyo' ? 'Asia/Tokyo' : undefined)))
+    const timezone = async (g: string) => (g === 'tokyo' ? 'Asia/Tokyo' : undefined)
     const today = T0 + 45 * DAY
     for (const game of ['utc', 'tokyo']) {
       const commits = fixture(game === 'utc' ? 17 : 42, game)
@@ -111,6 +110,7 @@ forEachEngine((engine) => {
       await Promise.all(commits.slice(half).map((c) => writer.write(checked(c, false))))
     }
     await writer.idle()
+    await derive(store.db, { timezone })
     const days = await store.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM analytics_cohort_day')
     expect(Number(days?.n)).toBeGreaterThan(500)
     for (const game of ['utc', 'tokyo']) for (const env of ['prod', 'dev']) await compare(game, env, today)
@@ -196,7 +196,6 @@ forEachEngine((engine) => {
 
   test('by hand: late events land on their own day, a retried event counts once (day and week)', async () => {
     const writer = new GroupWriter(store.db, log)
-    writer.register(new AnalyticsRollup(undefined))
     const day = (d: number, hh = 12) => Date.UTC(2026, 0, d, hh)
     const start = (uid: string, d: number, id?: string) => ({
       event: 'session_start',
@@ -206,7 +205,11 @@ forEachEngine((engine) => {
       uid,
       ...(id ? { event_id: id } : {}),
     })
-    const send = (...events: Record<string, unknown>[]) => writer.write(checked(events, false))
+    // Each commit is taken in by the consumer before the next is sent (its batch is that commit).
+    const send = async (...events: Record<string, unknown>[]) => {
+      await writer.write(checked(events, false))
+      await derive(store.db)
+    }
     // Commit 1: a first seen Mon Jan 5, b first seen Tue Jan 6.
     await send(start('a', 5), start('b', 6))
     // Commit 2: a back Wed Jan 7 (with an id), c first seen Jan 7.

@@ -1,5 +1,5 @@
 import type { Db, Param, Row } from '../../../core/db'
-import { insertMany } from '../../ingest/store/sql'
+import { insertRows as insertMany } from '../../../core/db/bulk'
 import { DAY } from '../lib/time'
 
 /**

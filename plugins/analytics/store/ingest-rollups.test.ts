@@ -31,6 +31,7 @@ forEachEngine((engine) => {
       })
       const users = Array.from({ length: 3000 }, (_, i) => `visitor-${i}`)
       const row = async () =>
+        (await a.events.drain()) ??
         (await a.db.get<{ online: number; version: number }>(
           'SELECT online, version FROM analytics_online WHERE game_id = ? AND env = ? AND minute = ?',
           [gameId, 'dev', minute],

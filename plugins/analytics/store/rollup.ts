@@ -1,12 +1,14 @@
 import type { Db, Param } from '../../../core/db'
-import type { Rollup, RollupBatch } from '../../ingest/rollup'
-import { inOrder, invocationOf } from '../../ingest/rows'
-import type { NormEvent } from '../../ingest/signed/validate'
+import type { Derivation, Gathered as RollupBatch } from '../../../core/derive'
+import type { LogEvent as NormEvent } from '../../../core/event-log-types'
+import { inOrder } from '../../../core/order'
 import { GAME_EVENTS, countGame } from '../game/game-rollup'
 import { HyperLogLog } from '../lib/hll'
 import { DAY, HOUR, MINUTE, floorTo, histBucket } from '../lib/time'
 import { type Zone, zone } from '../lib/zone'
 import { mondayOf } from '../server/cohort'
+import { resetAnalytics } from './reset'
+import { type Early, earlyAnalytics, writeAnalytics } from './write'
 
 /** DAU from `login` and `session_start`; online from `heartbeat` and `session_start` (upstream). */
 const DAU_EVENTS = new Set(['login', 'session_start'])
@@ -102,13 +104,16 @@ export interface AnalyticsRows {
 }
 
 /**
- * The analytics rollups kept at ingest (performance note 3): first sight and user-days (DAU
- * and new users per day, counted into `analytics_daily` with revenue from the new payments),
- * per-minute online HyperLogLog sketches, and invocation counters and duration histograms per
- * hour. Caches of what is stored keep most repeated keys out of the commit; the keys decide.
+ * The analytics consumer of the event log (performance note 3): first sight and user-days (DAU
+ * and new users per day, counted into `analytics_daily` with revenue from the payments),
+ * per-minute online and per-day active HyperLogLog sketches, game counters, and invocation
+ * counters and duration histograms per hour. Caches of what is stored keep most repeated keys
+ * out of a batch; the keys decide.
  */
-export class AnalyticsRollup implements Rollup<AnalyticsRows> {
+export class AnalyticsRollup implements Derivation<AnalyticsRows, Early> {
   readonly name = 'analytics'
+  readonly write = writeAnalytics
+  readonly early = earlyAnalytics
   private db: Db | undefined
   /** game -> env -> stream */
   private streams = new Map<string, Map<string, Stream>>()
@@ -122,13 +127,25 @@ export class AnalyticsRollup implements Rollup<AnalyticsRows> {
   private zones = new Map<string, Zone>()
 
   constructor(
-    readonly migrations: Rollup['migrations'],
     /** The game's time zone (the games service); undefined: UTC. */
     private timezone: (gameId: string) => Promise<string | undefined> = async () => undefined,
   ) {}
 
+  /** Every cache of what is stored (a batch rolled back, or another instance wrote). */
+  forget(): void {
+    this.streams.clear()
+    this.sketchOrder.clear()
+    this.seenSize = 0
+    this.userDaysSize = 0
+  }
+
+  /** Deletes what the consumer derived, for event times at or after `from` (all when undefined). */
+  async reset(from: number | undefined, tx: Db): Promise<void> {
+    await resetAnalytics(tx, from)
+  }
+
   /** A game's time zone changed or it was deleted: its next events look it up again. */
-  forget(gameId: string): void {
+  forgetGame(gameId: string): void {
     this.zones.delete(gameId)
     const byEnv = this.streams.get(gameId)
     if (byEnv) for (const st of byEnv.values()) st.zone = zone(undefined)
@@ -358,7 +375,7 @@ export class AnalyticsRollup implements Rollup<AnalyticsRows> {
 const cmp = (x: string, y: string) => (x < y ? -1 : x > y ? 1 : 0)
 
 function countInvocation(part: Part, e: NormEvent) {
-  const { functionId: fn, outcome } = invocationOf(e)
+  const { functionId: fn, outcome } = e.invocation ?? { functionId: 'unknown', outcome: 'success' }
   const hour = floorTo(e.ts, HOUR)
   let fns = part.hours.get(hour)
   if (!fns) {

@@ -3,11 +3,8 @@ import { type Db, migrate } from '../../../core/db'
 import { type TestApp, forEachEngine, makeApp, rawDb } from '../../../test/helpers'
 import m002 from '../../experiments/migrations/002_take_exposures.sql' with { type: 'text' }
 import { ingestMigrations } from '../../ingest/migrations'
-import { GroupWriter } from '../../ingest/persist/writer'
-import { validateEvents } from '../../ingest/signed/validate'
 import { SECRET, game, signed } from '../../ingest/testing'
 import { migrations } from '../migrations'
-import { AnalyticsRollup } from './rollup'
 
 // Ingest and analytics apart (issue 16 point 5): the rollups move with their data, ingest works
 // without analytics, and the extension point refuses a late rollup.
@@ -146,24 +143,5 @@ forEachEngine((engine) => {
       const w = await a.req('GET', `/api/v1/analytics/${path}?gameId=${g.body.id}&env=prod`, { token: admin })
       expect([path, w.status]).toEqual([path, 404])
     }
-  })
-
-  test('a rollup is refused twice, and once ingestion started', async () => {
-    const w = new GroupWriter(a.db, a.log)
-    let seen = 0
-    w.register({
-      name: 'noop',
-      gather: (events) => {
-        seen += events.length
-        return undefined
-      },
-    })
-    expect(() => w.register({ name: 'noop', gather: () => undefined })).toThrow(/registered twice/)
-    const { events } = validateEvents([{ event: 'tap', ts: String(Date.now()), game_id: 'g', env: 'prod' }], {
-      payments: false,
-    })
-    await w.write(events)
-    expect(seen).toBe(1)
-    expect(() => w.register(new AnalyticsRollup(undefined))).toThrow(/after ingestion started/)
   })
 })

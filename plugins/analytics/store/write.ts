@@ -1,13 +1,18 @@
 import type { Db, Param, Row } from '../../../core/db'
-import { type Stored, defineRollupWriter } from '../../ingest/rollup'
-import { type Table, insertMany, jsonRows, jsonSelect } from '../../ingest/store/sql'
+import {
+  type Table,
+  insertRows as insertMany,
+  jsonRows,
+  tableSelect as jsonSelect,
+} from '../../../core/db/bulk'
+import type { Stored } from '../../../core/derive'
 import { DAY, floorTo } from '../lib/time'
 import { countMergedCohorts, firstDay, weekOf } from '../server/cohort'
 import type { AnalyticsRows } from './rollup'
 
 /**
- * The write half of the analytics rollup (see `rollup.ts`), run in ingest's commit transaction,
- * on the persist thread or the event loop. Imported statically by `plugins/rollups.ts`.
+ * The write half of the analytics consumer (see `rollup.ts`), run in the transaction that moves
+ * its cursor in the event log.
  */
 
 const table = (name: string, bigint: string[]): Table => ({ name, bigint })
@@ -113,38 +118,34 @@ const shared = (tx: Db, rows: AnalyticsRows) => [
 ]
 
 /**
- * Writes a commit's analytics rows. Every commit writes each table's rows in key order; on
- * PostgreSQL every rollup statement but the early part's runs under ingest's rollup lock (see
- * `persist`), so commits never wait on each other's rows crosswise. Counters only add, and an
- * online sketch is only replaced by a newer version of itself.
+ * Writes a batch's analytics rows. Counters only add, and a sketch is replaced by its newer
+ * version; one instance runs the consumer at a time, so nothing else writes these rows meanwhile.
  */
-export const writeAnalytics = defineRollupWriter<AnalyticsRows, Early>(
-  async (tx, rows, stored, early) => {
-    if (tx.dialect === 'postgres') return writePg(tx, rows, stored, early)
-    const [{ fresh }] = await Promise.all([
-      early,
-      upsert(tx, 'userDayLog', rows.userDays),
-      ...shared(tx, rows),
-    ])
-    const active = await mergeUserDays(tx, USER_DAY_MERGE_ROWS, USER_DAY_LOG_KEPT)
-    const paid = withDays(rows, await stored.payments)
-    await gameDays(tx, rows, paid)
-    await upsert(tx, 'daily', dayCounters(active, fresh, paid))
-  },
-  // Each user's own rows (first sights; on PostgreSQL also user-days and user-weeks), returned when
-  // new: before ingest's rollup lock on PostgreSQL, where they were most of the time a commit
-  // held it (docs/performance.md, session 18).
-  (tx, rows) =>
-    tx.dialect === 'postgres'
-      ? earlyPg(tx, rows)
-      : upsert(tx, 'firstSeen', rows.firstSeen).then((fresh) => ({ fresh })),
-)
+export async function writeAnalytics(tx: Db, rows: AnalyticsRows, stored: Stored, early: Promise<Early>) {
+  if (tx.dialect === 'postgres') return writePg(tx, rows, stored, early)
+  const [{ fresh }] = await Promise.all([early, upsert(tx, 'userDayLog', rows.userDays), ...shared(tx, rows)])
+  // Every logged user-day is merged in the batch that logged it.
+  const active = await mergeUserDays(tx, 1, 0)
+  const paid = withDays(rows, await stored.payments)
+  await gameDays(tx, rows, paid)
+  await upsert(tx, 'daily', dayCounters(active, fresh, paid))
+}
+
+/**
+ * Each user's own rows, returned when new: first sights; on PostgreSQL also user-days and
+ * user-weeks.
+ */
+export function earlyAnalytics(tx: Db, rows: AnalyticsRows): Promise<Early> {
+  return tx.dialect === 'postgres'
+    ? earlyPg(tx, rows)
+    : upsert(tx, 'firstSeen', rows.firstSeen).then((fresh) => ({ fresh }))
+}
 
 /**
  * What the early part stored that was new: first sights (game, environment, first day); on
  * PostgreSQL also user-days and user-weeks, each with its user's first day.
  */
-interface Early {
+export interface Early {
   fresh: Row[]
   days?: Row[]
   weeks?: Row[]
@@ -184,39 +185,10 @@ function dayCounters(active: Row[], fresh: Row[] = [], paid: ReturnType<typeof w
 }
 
 /**
- * Between commits (SQLite, the persist thread with nothing queued): merges the user-day log once
- * it holds `USER_DAY_IDLE_MERGE_ROWS`, in a transaction of its own with the day counters of what
- * was new, so that commits seldom carry a merge. Answers whether it merged.
+ * The user-day log on SQLite (analytics migration): each user's first DAU event of a day is
+ * appended to `analytics_user_day_log`, then moved into `analytics_user_day` in key order in the
+ * same batch, so that the batch writes the pages of the days it touches once.
  */
-export async function upkeepAnalytics(db: Db): Promise<boolean> {
-  if (db.dialect !== 'sqlite') return false
-  return db.tx(async (tx) => {
-    const active = await mergeUserDays(tx, USER_DAY_IDLE_MERGE_ROWS, USER_DAY_IDLE_KEPT)
-    if (active === NOT_MERGED) return false
-    await upsert(tx, 'daily', dayCounters(active))
-    return true
-  })
-}
-
-/**
- * The user-day log on SQLite (ingest migration 003): each user's first DAU event of a day is
- * appended to `analytics_user_day_log`, and merged into `analytics_user_day` in key order, in
- * slices, so that a merge writes the pages of the days it touches once. DAU reads look each
- * logged row up. Writer alone, bytes written per event: 416 at 1,024 rows per merge, 392 at
- * 2,048, 380 at 4,096 (574 without the log); the read of a full log took 12 ms at 4,096.
- *
- * The persist thread merges between commits, when nothing is queued (`upkeepAnalytics`): once
- * the log holds `USER_DAY_IDLE_MERGE_ROWS`, all but the newest `USER_DAY_IDLE_KEPT`. A commit
- * merges only once the log holds `USER_DAY_MERGE_ROWS` (a thread never idle, or no thread), all
- * but the newest `USER_DAY_LOG_KEPT`. A merge inside a commit made it and the two commits behind
- * it wait: 2,048 rows took 25-35 ms, three times a second under the batch benchmark
- * (docs/performance.md).
- */
-export const USER_DAY_MERGE_ROWS = 2048
-export const USER_DAY_LOG_KEPT = 1536
-export const USER_DAY_IDLE_MERGE_ROWS = 1024
-export const USER_DAY_IDLE_KEPT = 512
-
 /** `mergeUserDays` found fewer rows than its threshold. */
 const NOT_MERGED: Row[] = []
 

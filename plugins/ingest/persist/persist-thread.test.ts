@@ -45,8 +45,8 @@ const commitOf = (firstId: number, ...users: string[]): CommitRows => {
   const rows = emptyCommit()
   rows.events.firstId = firstId
   for (const user of users) {
-    // Stream 0, then event, ts, user_id, session_id, amount_cents, currency, duration_ms, network, level.
-    rows.events.cols.push(0, 'login', 1000, user, null, null, null, null, null, null)
+    // Stream 0, then event, ts, user_id, session_id, amount_cents, currency, duration_ms, network, level, payment_status.
+    rows.events.cols.push(0, 'login', 1000, user, null, null, null, null, null, null, null)
     rows.events.props.push('{}')
   }
   return rows

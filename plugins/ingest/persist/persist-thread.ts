@@ -18,10 +18,7 @@ export type PersistRequest =
 /** SQLite: when a commit is synced to disk (`IngestConfig.sqlite_synchronous`). */
 export type Synchronous = 'normal' | 'full'
 
-/**
- * Its answers: one per commit, and one for the close; and, with id 0, a `warning` of its own
- * (rollup upkeep that failed between commits), for the server's log.
- */
+/** Its answers: one per commit, and one for the close; with id 0, a `warning` of its own for the server's log. */
 export type PersistReply = { id: number; error?: string; value?: unknown; warning?: string }
 
 /**

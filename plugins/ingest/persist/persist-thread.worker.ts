@@ -5,7 +5,6 @@
 import { type Db, isPostgresUrl } from '../../../core/db'
 import { openPostgres } from '../../../core/db/postgres'
 import { openSqlite } from '../../../core/db/sqlite'
-import { rollupUpkeep } from '../../rollups'
 import { decodeCommit, persist } from './persist'
 import type { PersistReply, PersistRequest } from './persist-thread'
 
@@ -16,14 +15,6 @@ let db: Db | undefined
 let ordered = true
 let chain: Promise<void> = Promise.resolve()
 const running = new Set<Promise<void>>()
-/** SQLite: commits received and not yet answered. */
-let queued = 0
-/** The rollups the commits carried: their upkeep runs while nothing is queued. */
-const upkeeps = new Set<string>()
-let upkeepTimer: Timer | undefined
-/** When each rollup's failing upkeep was last reported. */
-const warned = new Map<string, number>()
-
 const reply = (r: PersistReply) => self.postMessage(r)
 
 async function commit(id: number, text: string): Promise<void> {
@@ -32,44 +23,9 @@ async function commit(id: number, text: string): Promise<void> {
     const rows = decodeCommit(text)
     await persist(db, rows)
     reply({ id })
-    for (const [name] of rows.rollups) if (name in rollupUpkeep) upkeeps.add(name)
   } catch (e) {
     reply({ id, error: String((e as Error)?.message ?? e) })
   }
-}
-
-/**
- * SQLite: once no commit is queued, the registered rollups' upkeep (`RollupUpkeep`), one slice
- * each, again while there was work and nothing arrived. Scheduled as a task, so that a commit
- * already posted to this thread is received first.
- */
-function idle(): void {
-  if (!ordered || queued || upkeepTimer || !upkeeps.size) return
-  upkeepTimer = setTimeout(() => {
-    upkeepTimer = undefined
-    if (queued || !db) return
-    const store = db
-    chain = chain.then(async () => {
-      let worked = false
-      for (const name of upkeeps)
-        try {
-          if (!queued && (await rollupUpkeep[name](store))) worked = true
-        } catch (e) {
-          // Reported to the server's log, at most once a minute per rollup (it runs at every idle
-          // moment); the next idle moment tries again, and past their own limit commits merge.
-          const now = Date.now()
-          if (now - (warned.get(name) ?? 0) >= 60_000) {
-            warned.set(name, now)
-            reply({
-              id: 0,
-              warning: `rollup upkeep '${name}' failed`,
-              error: String((e as Error)?.message ?? e),
-            })
-          }
-        }
-      if (worked) idle()
-    })
-  }, 0)
 }
 
 self.onmessage = (m: MessageEvent<PersistRequest>) => {
@@ -106,15 +62,8 @@ self.onmessage = (m: MessageEvent<PersistRequest>) => {
     return
   }
   if (msg.kind === 'commit') {
-    if (ordered) {
-      queued++
-      chain = chain
-        .then(() => commit(msg.id, msg.rows))
-        .finally(() => {
-          queued--
-          idle()
-        })
-    } else {
+    if (ordered) chain = chain.then(() => commit(msg.id, msg.rows))
+    else {
       const p = commit(msg.id, msg.rows).finally(() => running.delete(p))
       running.add(p)
     }

@@ -21,10 +21,10 @@ const commit = (props: string[]): CommitRows => ({
       null,
       null,
       null,
+      i === 1 ? 'success' : null,
     ]),
     props,
   },
-  rollups: [['analytics', { firstSeen: ['g1', 'prod', 'u0', 1000] }]],
 })
 
 test('a commit survives encoding: props with NULs (escaped), quotes, backslashes and non-Latin text come back exact', () => {
@@ -64,9 +64,26 @@ test('eventParams expands the compact rows into the table order: ids counting up
         null,
         null,
         null,
+        null,
         '{"x":1}',
       ],
-      [5001, 1_700_000_000_000, 'g2', 'dev', 'e1', 1001, 'u1', null, 99, null, null, null, null, '{"y":2}'],
+      [
+        5001,
+        1_700_000_000_000,
+        'g2',
+        'dev',
+        'e1',
+        1001,
+        'u1',
+        null,
+        99,
+        null,
+        null,
+        null,
+        null,
+        'success',
+        '{"y":2}',
+      ],
     ].flat(),
   )
 })

@@ -1,6 +1,4 @@
 import type { Db, Param } from '../../../core/db'
-import { rollupWriters } from '../../rollups'
-import type { Stored } from '../rollup'
 import { insertMany } from '../store/sql'
 
 const EVENT_COLS = [
@@ -17,6 +15,7 @@ const EVENT_COLS = [
   'duration_ms',
   'network',
   'level',
+  'payment_status',
   'props',
 ] as const
 const PAYMENT_COLS = [
@@ -58,15 +57,15 @@ export interface EventRows {
   receivedAt: number
   /** game id, environment, game id, environment, ... */
   streams: string[]
-  /** Per event: the stream's index, then event, ts, user_id, session_id, amount_cents, currency, duration_ms, network, level. */
+  /** Per event: the stream's index, then event, ts, user_id, session_id, amount_cents, currency, duration_ms, network, level, payment_status. */
   cols: Param[]
   props: string[]
 }
 
-/** The raw event rows, in `EVENT_COLS` order. */
-export function eventParams(e: EventRows): Param[] {
+/** The raw event rows, in `EVENT_COLS` order, then `seq` when one is given. */
+export function eventParams(e: EventRows, seq?: number): Param[] {
   const { firstId, cols, props, streams, receivedAt } = e
-  const out: Param[] = new Array(props.length * EVENT_COLS.length)
+  const out: Param[] = new Array(props.length * (EVENT_COLS.length + (seq === undefined ? 0 : 1)))
   for (let i = 0, k = 0, o = 0; i < props.length; i++, k += EVENT_WIRE_WIDTH) {
     const st = (cols[k] as number) * 2
     out[o++] = firstId + i
@@ -75,9 +74,12 @@ export function eventParams(e: EventRows): Param[] {
     out[o++] = streams[st + 1]
     for (let c = 1; c < EVENT_WIRE_WIDTH; c++) out[o++] = cols[k + c]
     out[o++] = props[i]
+    if (seq !== undefined) out[o++] = seq
   }
   return out
 }
+
+const EVENT_COLS_SEQ = [...EVENT_COLS, 'seq']
 
 /**
  * A commit as one string for the persist thread: JSON, then each event's props after a NUL.
@@ -100,14 +102,12 @@ export function decodeCommit(text: string): CommitRows {
 
 /**
  * The rows of one group commit, prepared by the writer: raw events compact (`EventRows`),
- * payments and invocations one row after another in their column order, and each registered
- * rollup's rows under its name (plain JSON values, see `Rollup`).
+ * payments and invocations one row after another in their column order.
  */
 export interface CommitRows {
   events: EventRows
   payments: Param[]
   invocations: Param[]
-  rollups: Array<[name: string, rows: unknown]>
   /** `nonce, expires_at` pairs of the requests in this commit (single-instance replay window). */
   nonces?: Param[]
   /**
@@ -123,6 +123,12 @@ export interface CommitRows {
  * events out and commits the rest again. It crosses from the persist thread as text.
  */
 export const DUPLICATE_EVENTS = 'ingest: event ids stored already'
+
+/**
+ * The same for a payment whose order and status were stored already (a client's retry under a
+ * new event_id): the writer takes those payment events out, so the log holds each once.
+ */
+export const DUPLICATE_PAYMENTS = 'ingest: payments stored already'
 
 const EVENT_ID_COLS = ['stream', 'event_id', 'received_at']
 
@@ -177,55 +183,29 @@ function eventIdParams(rows: CommitRows, numbers: number[]): Param[] {
   return out
 }
 
-/** A repeated (order_id, status) is stored once; the new ones come back for the rollups. */
-const PAYMENTS_TAIL =
-  'ON CONFLICT (game_id, env, order_id, status) DO NOTHING RETURNING game_id, env, order_id, status, amount_cents, ts, user_id'
+/** A repeated (order_id, status) is stored once; the rows that were new come back. */
+const PAYMENTS_TAIL = 'ON CONFLICT (game_id, env, order_id, status) DO NOTHING RETURNING order_id'
 
 /**
- * PostgreSQL: the advisory lock a commit holds from its first rollup statement to its end, in
- * every instance sharing the database (an arbitrary key, ASCII "lvop").
- */
-export const ROLLUP_LOCK = 0x6c766f70
-
-/** The write half of a registered rollup; a name no writer answers to fails the commit. */
-function writerOf(name: string) {
-  const w = rollupWriters[name]
-  if (!w) throw new Error(`ingest: no rollup writer named '${name}' in plugins/rollups.ts`)
-  return w
-}
-
-/**
- * Writes one group commit in one transaction: the raw rows, then every rollup's rows. On
- * PostgreSQL the statements are sent at once, pipelined on the transaction's connection; a
- * rollup that counts payments waits for their insert's answer (`Stored.payments`). Rollups
- * keep their rows in key order, so two commits lock a table's rows in one order; but different
- * rollups' statements may reach the server in another order from one commit to the next (one
- * waiting for the payments' answer, another for its own first statement's), so two commits
- * deadlocked on rows they share (seen: `analytics_behavior_day` against `analytics_minute`), and
- * PostgreSQL found each deadlock only after its `deadlock_timeout` (1 s): the p99 of signed
- * batches was that second. So the rollups' statements run under one transaction-scoped advisory
- * lock (`ROLLUP_LOCK`), taken after the raw rows and the rollups' early parts (each user's own
- * rows: first sights, user-days): commits still store those side by side, and take the rows
- * every commit shares (the minute's, the day's, the hour's counters) one commit at a time, as
- * those rows' locks made them anyway. A deadlock that still happens is
- * rolled back by PostgreSQL and run again by the writer (`GroupWriter.commit`).
+ * Writes one group commit in one transaction: the event ids (the dedup rule), the raw events,
+ * payments, invocations and the requests' nonces. Nothing else: what is derived from events
+ * follows the log (`ctx.events`). On PostgreSQL each row's `seq` is its transaction's id (the
+ * column's default); elsewhere the commit takes the next number from `ingest_log_head`, whose
+ * row lock (SQLite: the write lock) is held to the commit, so numbers follow commit order.
  */
 export async function persist(db: Db, rows: CommitRows): Promise<void> {
-  const writers = rows.rollups.map(([name, r]) => [writerOf(name), r] as const)
   let known = knownStreams.get(db)
   if (!known) {
     known = new Map()
     knownStreams.set(db, known)
   }
   const fresh = new Map<string, number>()
-  const pg = db.dialect === 'postgres'
   await db.tx(async (tx) => {
     // First, so that every commit takes the event-id keys (in key order) before any other lock.
     let claimed = 0
     const idParams = rows.eventIds?.length
       ? eventIdParams(rows, await streamNumbers(tx, rows.events.streams, known, fresh))
       : undefined
-    // The raw rows' statements on SQLite, sent with the rest.
     const raw: Promise<unknown>[] = []
     if (tx.copy) {
       // PostgreSQL: the event ids and the raw events by COPY, each alone on the transaction's
@@ -252,22 +232,17 @@ export async function persist(db: Db, rows: CommitRows): Promise<void> {
             },
           ),
         )
-      raw.push(insertMany(tx, 'ingest_events', EVENT_COLS, eventParams(rows.events)))
+      if (rows.events.props.length) {
+        await tx.run('UPDATE ingest_log_head SET seq = seq + 1 WHERE id = 1')
+        const head = await tx.get<{ seq: number }>('SELECT seq FROM ingest_log_head WHERE id = 1')
+        raw.push(insertMany(tx, 'ingest_events', EVENT_COLS_SEQ, eventParams(rows.events, Number(head?.seq))))
+      }
     }
-    const hasPayments = rows.payments.length > 0
     const payments = insertMany(tx, 'ingest_payments', PAYMENT_COLS, rows.payments, PAYMENTS_TAIL)
-    const stored: Stored = { payments, hasPayments }
-    const invocations = insertMany(tx, 'ingest_invocations', INVOCATION_COLS, rows.invocations)
-    // Each user's own rows (first sights, user-days), before the lock: commits write them side by side.
-    const early = writers.map(([write, r]) => (write.early ? write.early(tx, r) : Promise.resolve(undefined)))
-    await Promise.all([
-      ...raw,
-      invocations,
-      ...early,
-      // Sent before every other rollup statement on the transaction's connection, so they all run under it.
-      pg && writers.length ? tx.run(`SELECT pg_advisory_xact_lock(${ROLLUP_LOCK})`) : undefined,
+    const [, , paid] = await Promise.all([
+      Promise.all(raw),
+      insertMany(tx, 'ingest_invocations', INVOCATION_COLS, rows.invocations),
       payments,
-      ...writers.map(([write, r], i) => write(tx, r, stored, early[i])),
       rows.nonces?.length
         ? insertMany(
             tx,
@@ -279,6 +254,7 @@ export async function persist(db: Db, rows: CommitRows): Promise<void> {
         : undefined,
     ])
     if (idParams && claimed * 2 < rows.eventIds!.length) throw new Error(DUPLICATE_EVENTS)
+    if (paid.length * PAYMENT_COLS.length < rows.payments.length) throw new Error(DUPLICATE_PAYMENTS)
   })
   for (const [k, id] of fresh) known.set(k, id)
 }

@@ -1,10 +1,16 @@
 import type { Db, Param } from '../../../core/db'
 import { GroupCommit } from '../../../core/db/group-commit'
 import type { Logger } from '../../../core/log'
-import type { Rollup, RollupBatch } from '../rollup'
 import { inOrder, invocationOf } from '../rows'
 import type { NormEvent } from '../signed/validate'
-import { type CommitRows, DUPLICATE_EVENTS, EVENT_WIRE_WIDTH, type EventRows, persist } from './persist'
+import {
+  type CommitRows,
+  DUPLICATE_EVENTS,
+  DUPLICATE_PAYMENTS,
+  EVENT_WIRE_WIDTH,
+  type EventRows,
+  persist,
+} from './persist'
 
 /**
  * Top-level fields whose columns hold them exactly (event, ts, game_id, env) are left out of
@@ -44,8 +50,8 @@ interface Pending {
 
 /**
  * Group commit (performance note 2): requests hand their events over and wait; one writer
- * drains everything queued into a single transaction that also maintains the rollups, then
- * acknowledges every request in it. Under load the next transaction collects what arrived while
+ * drains everything queued into a single transaction of raw rows, then acknowledges every
+ * request in it (what is derived from them follows the event log, `ctx.events`). Under load the next transaction collects what arrived while
  * the previous one ran, so batches grow with the load and the event loop never waits on a lock.
  */
 export class GroupWriter {
@@ -53,9 +59,9 @@ export class GroupWriter {
   private group: GroupCommit<Pending>
   private ready: Promise<void> | undefined
   private lastId = 0
-  /** Registered rollups, in registration order; fixed once the first commit starts. */
-  private rollups: Rollup[] = []
   private started = false
+  /** Told after each commit (the event log wakes its consumers). */
+  private committed: (() => void) | undefined
 
   private persistRows: (rows: CommitRows) => Promise<void>
 
@@ -88,22 +94,12 @@ export class GroupWriter {
    * Moves the writer to another store (and its thread) before the first commit: the event store
    * is chosen at start, once every plugin had its say (the analytics warehouse setting).
    */
-  attach(db: Db, thread?: (rows: CommitRows) => Promise<void>): void {
+  attach(db: Db, thread?: (rows: CommitRows) => Promise<void>, committed?: () => void): void {
     if (this.started) throw new Error('the event store cannot change once ingestion started')
     this.db = db
+    this.committed = committed
     this.persistRows = thread ?? ((rows) => persist(db, rows))
     this.group.setParallel(this.inFlight(db, !!thread))
-  }
-
-  /**
-   * Adds a rollup to every commit from now on (issue 16 point 5). Only before the first commit:
-   * a rollup that joined later would have missed events.
-   */
-  register(rollup: Rollup): void {
-    if (this.started) throw new Error(`rollup '${rollup.name}' registered after ingestion started`)
-    if (this.rollups.some((r) => r.name === rollup.name))
-      throw new Error(`rollup '${rollup.name}' registered twice`)
-    this.rollups.push(rollup)
   }
 
   /** Resolves once the events are committed. */
@@ -148,7 +144,6 @@ export class GroupWriter {
   private async init() {
     this.started = true
     this.lastId = await this.storedMaxId()
-    for (const r of this.rollups) await r.init?.(this.db)
   }
 
   /** The largest raw row id stored (events and invocations), by any instance. */
@@ -167,7 +162,7 @@ export class GroupWriter {
    * raw row ids another instance took first runs again with ids past the largest stored.
    */
   private async commit(events: NormEvent[], nonces: Param[] = []): Promise<void> {
-    let list = events
+    let list = firstOfEachPayment(events)
     for (let attempt = 1; ; attempt++) {
       // Every event was stored already (a client's retry under a new nonce): the requests' nonces
       // are still committed, so a replay after a restart is refused like any other.
@@ -185,6 +180,7 @@ export class GroupWriter {
         if (attempt >= 5) throw e
         // Each attempt takes out what the store held.
         if (message.includes(DUPLICATE_EVENTS)) list = await this.withoutStored(list)
+        else if (message.includes(DUPLICATE_PAYMENTS)) list = await this.withoutStoredPayments(list)
         else if (TAKEN_ID.test(message))
           // Past the rows stored and past the present (the other instance's commit in flight
           // numbered from about now), by a random step: the two do not pick the same ids again.
@@ -226,26 +222,27 @@ export class GroupWriter {
     )
   }
 
-  private async commitOnce(events: NormEvent[], nonces: Param[]): Promise<void> {
-    const receivedAt = Date.now()
-    // The per-event work runs in plain functions, which the JIT optimizes better than async ones.
-    const { ev, payments, invocations, eventIds } = this.gather(events, receivedAt)
-    // Every rollup's synchronous part runs now, before another commit's: they see commits in order.
-    const gathered = this.rollups.map((r) => r.gather(events, { receivedAt, firstId: ev.firstId }))
-    const batches: Array<[string, RollupBatch<unknown>]> = []
-    for (let i = 0; i < gathered.length; i++) {
-      const b = await gathered[i]
-      if (b) batches.push([this.rollups[i].name, b])
+  /** The events without the payments whose order and status the store holds. */
+  private async withoutStoredPayments(events: NormEvent[]): Promise<NormEvent[]> {
+    const stored = new Set<string>()
+    for (const e of events) {
+      if (!e.payment) continue
+      const k = paymentKey(e)
+      if (stored.has(k)) continue
+      const row = await this.db.get(
+        'SELECT 1 AS x FROM ingest_payments WHERE game_id = ? AND env = ? AND order_id = ? AND status = ?',
+        [e.gameId, e.env, e.payment.orderId, e.payment.status],
+      )
+      if (row) stored.add(k)
     }
-    await this.persistRows({
-      events: ev,
-      payments,
-      invocations,
-      rollups: batches.map(([n, b]) => [n, b.rows]),
-      nonces,
-      eventIds,
-    })
-    for (const [, b] of batches) b.done?.()
+    return events.filter((e) => !e.payment || !stored.has(paymentKey(e)))
+  }
+
+  private async commitOnce(events: NormEvent[], nonces: Param[]): Promise<void> {
+    // The per-event work runs in a plain function, which the JIT optimizes better than async ones.
+    const { ev, payments, invocations, eventIds } = this.gather(events, Date.now())
+    await this.persistRows({ events: ev, payments, invocations, nonces, eventIds })
+    this.committed?.()
   }
 
   /** One pass over the events: raw event, payment and invocation rows. */
@@ -294,7 +291,8 @@ export class GroupWriter {
       cols[k++] = e.currency
       cols[k++] = e.durationMs
       cols[k++] = e.network
-      cols[k] = e.level
+      cols[k++] = e.level
+      cols[k] = e.payment ? e.payment.status : null
       props[i] = propsJson(e.props)
       if (e.eventId !== null) withId.push(i)
       if (e.payment) {
@@ -360,9 +358,39 @@ function nonceRows(nonces: Param[]): CommitRows {
     events: { firstId: 0, receivedAt: Date.now(), streams: [], cols: [], props: [] },
     payments: [],
     invocations: [],
-    rollups: [],
     nonces,
   }
+}
+
+const paymentKey = (e: NormEvent) =>
+  `${e.gameId}\u0001${e.env}\u0001${e.payment!.orderId}\u0001${e.payment!.status}`
+
+/**
+ * The events with each payment (game, environment, order, status) once, the first kept: the log
+ * holds a re-sent payment once, whatever its event_id.
+ */
+function firstOfEachPayment(events: NormEvent[]): NormEvent[] {
+  let seen: Set<string> | undefined
+  let dropped = false
+  for (const e of events) {
+    if (!e.payment) continue
+    seen ??= new Set()
+    const k = paymentKey(e)
+    if (seen.has(k)) {
+      dropped = true
+      break
+    }
+    seen.add(k)
+  }
+  if (!dropped) return events
+  const kept = new Set<string>()
+  return events.filter((e) => {
+    if (!e.payment) return true
+    const k = paymentKey(e)
+    if (kept.has(k)) return false
+    kept.add(k)
+    return true
+  })
 }
 
 /** Thrown by `gather` when an (game, environment, event_id) repeats within the commit. */

@@ -1,3 +1,4 @@
+import { clean, pick, str } from '../../../core/derive'
 /**
  * Event validation of spec 1 section 4 and 7 rule 2, and the mapping of accepted events to the
  * stored shape. Pure functions: the routes, the service and the tests share them.
@@ -44,21 +45,8 @@ export interface EventError {
 type Obj = Record<string, unknown>
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v)
 
-/** A field at top level, else inside `attrs`. */
-export function pick(e: Obj, key: string): unknown {
-  if (e[key] !== undefined) return e[key]
-  const attrs = e.attrs
-  return isObj(attrs) ? attrs[key] : undefined
-}
+export { clean, pick, str }
 
-/** PostgreSQL TEXT cannot hold NUL; one such character must not fail the whole group commit. */
-export const clean = (v: string): string => (v.includes('\0') ? v.replaceAll('\0', '') : v)
-export const str = (v: unknown): string | null =>
-  typeof v === 'string' && v !== ''
-    ? clean(v)
-    : typeof v === 'number' && Number.isFinite(v)
-      ? String(v)
-      : null
 /** Integers within the exact double range only: a BIGINT overflow would fail the whole group commit. */
 const num = (v: unknown): number | null => {
   const n = typeof v === 'number' ? v : typeof v === 'string' && v.trim() !== '' ? Number(v) : Number.NaN

@@ -1,25 +1,23 @@
 import type { Db, Param, Row } from '../../../core/db'
-import { insertMany as bulkInsert, jsonSelect as coreJsonSelect, jsonRows } from '../../../core/db/bulk'
+import {
+  type Table,
+  insertMany as bulkInsert,
+  jsonSelect as coreJsonSelect,
+  jsonRows,
+} from '../../../core/db/bulk'
 
 export const DAY = 86_400_000
 export const HOUR = 3_600_000
 export const MINUTE = 60_000
 export const floorTo = (ms: number, unit: number) => Math.floor(ms / unit) * unit
 
-/**
- * A table `insertMany` writes, with its BIGINT columns (every other column is TEXT): on
- * PostgreSQL `jsonSelect` casts to them. Rollups name their own tables this way; ingest's are
- * known by name.
- */
-export interface Table {
-  name: string
-  bigint: readonly string[]
-}
+export type { Table }
+/** A table by name (ingest's own, whose types are known here) or typed (core/db/bulk.ts). */
 export type TableRef = string | Table
 
 /** PostgreSQL BIGINT columns of ingest's own tables. */
 const PG_BIGINT: Record<string, readonly string[]> = {
-  ingest_events: ['id', 'received_at', 'ts', 'amount_cents', 'duration_ms'],
+  ingest_events: ['id', 'seq', 'received_at', 'ts', 'amount_cents', 'duration_ms'],
   ingest_payments: ['amount_cents', 'ts', 'received_at'],
   ingest_invocations: ['id', 'ts', 'received_at', 'duration_ms'],
   ingest_nonces: ['expires_at'],
@@ -43,8 +41,7 @@ export function jsonSelect(table: TableRef, cols: readonly string[]): string {
 export { jsonRows }
 
 /**
- * Core's bulk insert (core/db/bulk.ts) with the column types of ingest's tables and of the
- * registered rollups' tables: on PostgreSQL one statement over one JSON array (2,000 raw events
+ * Core's bulk insert (core/db/bulk.ts) with the column types of ingest's tables: on PostgreSQL one statement over one JSON array (2,000 raw events
  * cost the client 1.0-1.8 µs each instead of 3.5-8 with a parameter per value), on SQLite
  * power-of-two chunks of multi-row VALUES.
  */

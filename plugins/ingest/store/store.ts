@@ -1,6 +1,5 @@
 import type { Db, Param, Row } from '../../../core/db'
 import { inPartOrder } from '../../../core/ordered'
-import type { Rollup } from '../rollup'
 import type { ScannedEvent, TimelinePage, TimelineQuery, TimelineText } from '../types'
 import { DAY } from './sql'
 import type { WalkThreads } from './walk-threads'
@@ -65,14 +64,16 @@ export async function invocations(db: Db, q: InvocationQuery) {
 
 /**
  * Deletes what is older than each environment's retention: raw events, payments, invocations,
- * and whatever each registered rollup purges of its own detail. Deletes raw rows by receive
+ * and what each consumer of the log purges of its own detail (`onPurge`). Deletes raw rows by receive
  * time, in slices so the SQLite writer is never held for long.
  */
 export async function purge(
   db: Db,
   envs: Array<{ gameId: string; name: string; retentionDays: number }>,
   now = Date.now(),
-  rollups: readonly Rollup[] = [],
+  purgers: ReadonlyArray<
+    (db: Db, env: { gameId: string; env: string }, cutoff: number) => Promise<number>
+  > = [],
 ): Promise<number> {
   let deleted = 0
   // Ids are receive time x 1024, so `id < cutoff x 1024` is a range walk on the primary key.
@@ -97,7 +98,7 @@ export async function purge(
       e,
       cutoff,
     ])
-    for (const r of rollups) if (r.purge) deleted += await r.purge(db, { gameId: g, env: e }, cutoff)
+    for (const p of purgers) deleted += await p(db, { gameId: g, env: e }, cutoff)
   }
   return deleted
 }

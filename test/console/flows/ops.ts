@@ -180,7 +180,8 @@ export function opsFlows(w: () => World): void {
         .getByText(/accuracy \d+\.\d%/)
         .waitFor({ timeout: 60_000 })
       await page.getByRole('button', { name: 'Deploy' }).click()
-      await page.getByText('Version 1 deployed.').waitFor()
+      // Created at version 1, the first training makes version 2.
+      await page.getByText('Version 2 deployed.').waitFor()
       await page.getByRole('heading', { name: 'Predict' }).waitFor()
       await page.getByLabel('sessions').fill('0.5')
       await page.getByLabel('days_since_purchase').fill('11')

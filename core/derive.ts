@@ -1,0 +1,120 @@
+import type { Db, Row } from './db'
+import type { LogConsumer, LogEvent } from './event-log-types'
+
+/**
+ * A derivation of the event log (analytics' counters and sketches, experiment exposures) in two
+ * halves, as `ctx.events` runs it (`derivedConsumer`): `gather` turns a batch of log rows into
+ * rows for its tables, with what it keeps in memory of what is stored (caches, loaded sketches);
+ * `write` stores them in the transaction that also moves the consumer's cursor. One instance
+ * runs a consumer at a time, so writes never race one another.
+ */
+export interface Derivation<R = unknown, E = unknown> {
+  /** The consumer's name (its cursor's key). */
+  name: string
+  /** Rows per batch (default 20,000: each batch writes every sketch it changed, 4 KB each, so fewer larger batches write less). */
+  batch?: number
+  /** Once, before the first batch, with the store the log and the results live in. */
+  init?(db: Db): Promise<void>
+  /**
+   * The rows of a batch, or undefined when it adds none. `done` runs once they are committed
+   * (what they stored is then known).
+   */
+  gather(events: readonly LogEvent[]): Gathered<R> | undefined | Promise<Gathered<R> | undefined>
+  /** Stores a batch's rows in `tx`; `stored.payments` are the batch's payments. */
+  write: DerivationWrite<R, E>
+  /** Optional first part of `write`, sent before it (each user's own rows). */
+  early?: (tx: Db, rows: R) => Promise<E>
+  /** Whether `reset` can keep the results before a date (else only whole rebuilds). */
+  rebuildsFrom?: boolean
+  /** Deletes the results for event times at or after `from` (all when undefined), before a rebuild. */
+  reset(from: number | undefined, tx: Db): Promise<void>
+  /** Drops every cache of what is stored (a batch rolled back, or another instance wrote). */
+  forget(): void
+  /**
+   * Retention: deletes detail older than `cutoff` (epoch ms) of one game's environment, and answers
+   * how many rows went. Counters meant to outlive raw events stay.
+   */
+  purge?(db: Db, env: { gameId: string; env: string }, cutoff: number): Promise<number>
+}
+
+export interface Gathered<R> {
+  rows: R
+  done?(): void
+}
+
+/** A batch's payments, as the derivations that count money read them. */
+export interface Stored {
+  /** `game_id, env, order_id, status, amount_cents, ts, user_id` of each payment in the batch. */
+  payments: Promise<Row[]>
+  hasPayments: boolean
+}
+
+export type DerivationWrite<R, E> = (tx: Db, rows: R, stored: Stored, early: Promise<E>) => Promise<unknown>
+
+/** The payments of a batch of log rows (each order and status is in the log once). */
+export function paymentsOf(events: readonly LogEvent[]): Row[] {
+  const out: Row[] = []
+  for (const e of events)
+    if (e.payment)
+      out.push({
+        game_id: e.gameId,
+        env: e.env,
+        order_id: e.payment.orderId,
+        status: e.payment.status,
+        amount_cents: e.payment.amountCents,
+        ts: e.ts,
+        user_id: e.userId,
+      })
+  return out
+}
+
+/** The log consumer that runs a derivation: gather, then write in the cursor's transaction. */
+export function derivedConsumer<R, E>(d: Derivation<R, E>): LogConsumer & { init(db: Db): Promise<void> } {
+  let ready: Promise<void> | undefined
+  let store: Db | undefined
+  return {
+    name: d.name,
+    batch: d.batch ?? 20_000,
+    rebuildsFrom: d.rebuildsFrom,
+    async init(db: Db) {
+      store = db
+      ready = d.init?.(db)
+      await ready
+    },
+    async handle(events, tx) {
+      if (!events.length) return
+      if (!store) throw new Error(`derivation '${d.name}' used before init`)
+      await ready
+      const batch = await d.gather(events)
+      if (!batch) return
+      const payments = paymentsOf(events)
+      const stored: Stored = { payments: Promise.resolve(payments), hasPayments: payments.length > 0 }
+      const early = d.early ? d.early(tx, batch.rows) : Promise.resolve(undefined as E)
+      await Promise.all([early, d.write(tx, batch.rows, stored, early)])
+      return batch.done
+    },
+    reset: (from, tx) => d.reset(from, tx),
+    forget: () => d.forget(),
+  }
+}
+
+type Obj = Record<string, unknown>
+const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v)
+
+/** An event's field at top level, else inside `attrs` (how games send attributes). */
+export function pick(e: Obj, key: string): unknown {
+  if (e[key] !== undefined) return e[key]
+  const attrs = e.attrs
+  return isObj(attrs) ? attrs[key] : undefined
+}
+
+/** PostgreSQL TEXT cannot hold NUL; one such character must not fail a whole transaction. */
+export const clean = (v: string): string => (v.includes('\0') ? v.replaceAll('\0', '') : v)
+
+/** A field as text: non-empty strings and finite numbers, else null. */
+export const str = (v: unknown): string | null =>
+  typeof v === 'string' && v !== ''
+    ? clean(v)
+    : typeof v === 'number' && Number.isFinite(v)
+      ? String(v)
+      : null

@@ -1,0 +1,92 @@
+import { createHmac, timingSafeEqual } from 'node:crypto'
+import { Elysia } from 'elysia'
+import type { RequestGuard } from '../../core/auth/guard'
+import type { Permission } from '../../core/auth/roles'
+import { Forbidden, Unauthorized } from '../../core/http'
+
+/**
+ * Agent credentials, sent in `X-Agent-Token`:
+ * - the shared agent token (`plugins.agents.token`): the fleet's credential. It registers any
+ *   agent and reaches every agent's routes.
+ * - an agent key (`lak_...`), answered by each registration: it names one agent and reaches only
+ *   that agent's routes (heartbeat, invocations, limits); another agent's is 403. It is derived
+ *   from the shared token (HMAC-SHA256 over the agent_id), so nothing is stored and rotating the
+ *   shared token retires every key (agents register again).
+ */
+const PREFIX = 'lak_'
+
+const same = (a: Buffer, b: Buffer) => a.length === b.length && timingSafeEqual(a, b)
+const mac = (token: string, agentId: string) =>
+  createHmac('sha256', token).update(`liveops agent key\u0000${agentId}`).digest()
+
+/** The agent key of `agentId` under the shared token. */
+export function agentKey(token: string, agentId: string): string {
+  return `${PREFIX}${Buffer.from(agentId).toString('base64url')}.${mac(token, agentId).toString('base64url')}`
+}
+
+/** Who an `X-Agent-Token` value names: the whole fleet (the shared token), one agent (its key), or nobody. */
+export function readAgentToken(token: string, sent: string | undefined): { agent: string | '*' } | undefined {
+  if (!sent) return undefined
+  if (same(Buffer.from(sent), Buffer.from(token))) return { agent: '*' }
+  if (!sent.startsWith(PREFIX)) return undefined
+  const [id64, sig, extra] = sent.slice(PREFIX.length).split('.')
+  if (!id64 || !sig || extra !== undefined) return undefined
+  const agentId = Buffer.from(id64, 'base64url').toString()
+  return same(Buffer.from(sig, 'base64url'), mac(token, agentId)) ? { agent: agentId } : undefined
+}
+
+type Ctx = { headers: Record<string, string | undefined>; params?: Record<string, string> }
+
+/** What the OpenAPI description shows as an agent route's security. */
+const AGENT_SECURITY = [{ agentToken: [] }]
+
+/**
+ * The agent routes' policy, decided before the body is read (like core's guard), so a stranger
+ * gets 401 and never a schema description. `agentToken: true` on a route whose path names no
+ * agent (registration) takes the shared token only; on a route with `:id`, the shared token or
+ * that agent's key. `agentOr: permission` also admits users (and the admin token) by permission,
+ * through core's guard: an agent reading its own limits, an operator reading anyone's.
+ */
+export function agentAuth(token: () => string, guard: RequestGuard) {
+  const check = (ctx: Ctx) => {
+    const sent = ctx.headers['x-agent-token']
+    // No agent credential at all is 401 whatever the setting: the route knows no other credential.
+    if (!sent) throw new Unauthorized('missing X-Agent-Token', 'invalid_agent_token')
+    const expected = token()
+    if (!expected)
+      throw new Forbidden('agent registration is disabled: set plugins.agents.token', 'agents_disabled')
+    const who = readAgentToken(expected, sent)
+    if (!who) throw new Unauthorized('missing or invalid X-Agent-Token', 'invalid_agent_token')
+    if (who.agent === '*') return
+    const target = ctx.params?.id
+    if (target === undefined)
+      throw new Forbidden('registering takes the shared agent token, not an agent key', 'agent_key_scope')
+    if (target !== who.agent)
+      throw new Forbidden(
+        `this agent key belongs to agent '${who.agent}', not '${target}'`,
+        'agent_key_scope',
+      )
+  }
+  return new Elysia({ name: 'agents.auth' }).macro({
+    agentToken: (_: true) => ({
+      detail: { security: AGENT_SECURITY },
+      // Arrow functions, as in core/auth/guard.ts: Elysia could not read the minified method.
+      parse: async (ctx: Ctx) => {
+        check(ctx)
+      },
+      transform: check,
+    }),
+    agentOr: (permission: Permission) => {
+      const user = guard.permission(permission)
+      return {
+        detail: { security: [...AGENT_SECURITY, { bearer: [] }, { adminToken: [] }] },
+        transform: async (ctx: Ctx & { request: Request; set: { headers: Record<string, unknown> } }) => {
+          if (ctx.headers['x-agent-token'] !== undefined) return check(ctx)
+          const headers: Record<string, string> = {}
+          await user(ctx.request, headers)
+          Object.assign(ctx.set.headers, headers)
+        },
+      }
+    },
+  })
+}

@@ -1,0 +1,163 @@
+#!/usr/bin/env bun
+/**
+ * Rebuild from the log (issue 35 point 5): how long the event log's consumers take to derive
+ * every result from N stored events, with ingestion open.
+ *
+ *   bun scripts/bench/rebuild.ts --engine=sqlite|postgres [--events=10000000] [--users=200000]
+ *
+ * The raw events are written straight into `ingest_events` by one SQL statement (30 days, a mix
+ * of session_start, login, heartbeat, level and custom events, one payment in 200), numbered as
+ * commits of 1,000 rows. Then a server process starts with analytics and experiments: their four
+ * consumers (analytics, behavior, realtime, exposures) are new, so they take in the whole log, as
+ * a rebuild does after its reset. The time is from the start until every consumer's lag is 0,
+ * sampled through `GET /api/v1/analytics/consumers`; then `POST .../analytics/rebuild` rebuilds
+ * the largest consumer once more, timed alone.
+ */
+import { Database } from 'bun:sqlite'
+import { join } from 'node:path'
+import postgres from 'postgres'
+import { startServer } from '../../test/process'
+import { bootstrap } from './ingest-load'
+import { PG_URL, arg, freshPgDatabase, tempDir } from './lib'
+
+const engine = arg('engine', 'sqlite')
+const N = Number(arg('events', '10000000'))
+const users = Number(arg('users', '200000'))
+const DAY = 86_400_000
+const dir = tempDir('liveops-rebuild-bench-')
+const config = join(dir, 'liveops.yaml')
+await Bun.write(
+  config,
+  `data_dir: ${dir}
+log: { level: warn }
+rate_limit: { requests_per_minute: 0, burst: 0 }
+plugins: { games: {}, ingest: { purge_interval_minutes: 0 }, analytics: {}, experiments: {} }
+`,
+)
+const env: Record<string, string> = {
+  ADMIN_PASSWORD: 'bench-password',
+  JWT_SECRET: 'bench',
+  INGEST_SIGNING_SECRET: 's',
+}
+if (engine === 'postgres') env.DATABASE_URL = await freshPgDatabase('liveops_bench_rebuild')
+
+// A first start migrates the store and makes the game; the events go in while it is down.
+let s = await startServer([process.execPath, 'core/main.ts', '--config', config], env, { timeoutMs: 60_000 })
+const { gameId } = await bootstrap(s.base)
+s.proc.kill('SIGTERM')
+await s.proc.exited
+
+const start = Date.now() - 30 * DAY
+const t0 = performance.now()
+// Row i: user i % users, time spread over 30 days, one commit (seq) per 1,000 rows.
+const select = (
+  series: string,
+  mod: (a: string, b: number) => string,
+  div: (a: string, b: number) => string,
+) => `
+  SELECT ${start} * 1024 + i, 1 + ${div('i', 1000)}, ${start} + ${div(`i * ${30 * DAY}`, N)}, '${gameId}', 'prod',
+    CASE ${mod('i', 10)} WHEN 0 THEN 'session_start' WHEN 1 THEN 'login' WHEN 2 THEN 'level_start'
+      WHEN 3 THEN 'level_complete' WHEN 4 THEN 'heartbeat' ELSE 'custom_' || ${mod('i', 20)} END,
+    ${start} + ${div(`i * ${30 * DAY}`, N)}, 'u' || ${mod(`i * 7919`, users)},
+    CASE WHEN ${mod('i', 200)} = 199 THEN 499 ELSE NULL END,
+    CASE WHEN ${mod('i', 200)} = 199 THEN 'success' ELSE NULL END,
+    CASE WHEN ${mod('i', 10)} IN (2, 3) THEN '{"level":"' || ${mod('i', 30)} || '"}'
+      WHEN ${mod('i', 200)} = 199 THEN '{"order_id":"o' || i || '","status":"success"}' ELSE '{}' END
+  FROM ${series}`
+const cols = 'id, seq, received_at, game_id, env, event, ts, user_id, amount_cents, payment_status, props'
+if (engine === 'postgres') {
+  const sql = postgres(env.DATABASE_URL, { max: 1, onnotice: () => undefined })
+  await sql.unsafe(
+    `INSERT INTO ingest_events (${cols}) ${select(
+      `generate_series(0, ${N - 1}) AS i`,
+      (a, b) => `((${a}) % ${b})`,
+      (a, b) => `((${a}) / ${b})`,
+    )}`,
+  )
+  await sql.unsafe('ANALYZE ingest_events')
+  await sql.end()
+} else {
+  const db = new Database(join(dir, 'liveops.sqlite'))
+  db.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL')
+  db.exec(
+    `WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM c WHERE i < ${N - 1})
+     INSERT INTO ingest_events (${cols}) ${select(
+       'c',
+       (a, b) => `((${a}) % ${b})`,
+       (a, b) => `((${a}) / ${b})`,
+     )}`,
+  )
+  db.exec(
+    'UPDATE ingest_log_head SET seq = (SELECT MAX(seq) FROM ingest_events); PRAGMA wal_checkpoint(TRUNCATE)',
+  )
+  db.close()
+}
+const loadSeconds = (performance.now() - t0) / 1000
+
+const consumers = async (base: string, token: string) => {
+  const r = await fetch(`${base}/api/v1/analytics/consumers`, {
+    headers: { authorization: `Bearer ${token}` },
+  })
+  return (await r.json()).items as Array<{
+    name: string
+    lagEvents: number
+    rebuilding: boolean
+    delivered: number
+  }>
+}
+const login = async (base: string) => {
+  const r = await fetch(`${base}/api/auth/login`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ email: 'admin@localhost', password: 'bench-password' }),
+  })
+  return (await r.json()).token as string
+}
+/** Seconds until every consumer (or `name`) is done; the time each finished, from `since`. */
+const until = async (base: string, token: string, since: number, name?: string) => {
+  const done = new Map<string, number>()
+  for (;;) {
+    for (const c of await consumers(base, token))
+      if ((!name || c.name === name) && c.lagEvents === 0 && !c.rebuilding && !done.has(c.name))
+        done.set(c.name, Math.round((performance.now() - since) / 100) / 10)
+    if (done.size === (name ? 1 : 4)) return Object.fromEntries(done)
+    await Bun.sleep(500)
+  }
+}
+
+const t1 = performance.now()
+s = await startServer([process.execPath, 'core/main.ts', '--config', config], env, { timeoutMs: 120_000 })
+const token = await login(s.base)
+const all = await until(s.base, token, t1)
+const t2 = performance.now()
+const r = await fetch(`${s.base}/api/v1/analytics/consumers/analytics/rebuild`, {
+  method: 'POST',
+  headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+  body: '{}',
+})
+if (r.status !== 202) throw new Error(`rebuild answered ${r.status}`)
+const again = await until(s.base, token, t2, 'analytics')
+const dau = await (
+  await fetch(`${s.base}/api/v1/analytics/warehouse/dau?gameId=${gameId}&env=prod&days=30`, {
+    headers: { authorization: `Bearer ${token}` },
+  })
+).json()
+s.proc.kill('SIGTERM')
+await s.proc.exited
+console.log(
+  JSON.stringify({
+    engine,
+    events: N,
+    users,
+    loadSeconds: Math.round(loadSeconds),
+    allConsumersSeconds: all,
+    analyticsRebuildSeconds: again.analytics,
+    eventsPerSecondAll: Math.round(N / Math.max(...Object.values(all))),
+    dauLastDays: dau.points?.slice(-2),
+  }),
+)
+if (engine === 'postgres') {
+  const sql = postgres(PG_URL, { max: 1, onnotice: () => undefined })
+  await sql.unsafe('DROP DATABASE IF EXISTS liveops_bench_rebuild WITH (FORCE)')
+  await sql.end()
+}

@@ -1,0 +1,146 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { type Engine, forEachEngine } from '../helpers'
+import { readAnswers } from './answers'
+import { type Run, runMonth } from './harness'
+import { type Expected, expectedNumbers } from './oracle'
+
+/**
+ * Numbers that differ from the reference until the event pipeline of issue 35 is in, each for a
+ * reason issue 35 names. The test asserts they are STILL different: when a fix makes one equal,
+ * the test fails until its entry is removed, so the list can only shrink. `name` holds on every
+ * engine, `name@engine` on that one only.
+ *
+ * Empty since the pipeline (main 51b48dd; checked on main 9044370, both engines, with the month
+ * sent in 1,287 requests and in 339: every one of them equal). Before it (main d1290e7), with the
+ * month in 1,287 requests, 8 differed on SQLite and PostgreSQL alike:
+ * - "A retried payment counts twice": a payment re-sent with the same order_id and status under
+ *   a new event_id was one payment but two events: behavior.totalEvents 84209 for 84147,
+ *   behavior.payment.count 639 for 577, events.payment.total 244 for 216 (the last week),
+ *   realtime.events 692 for 684 (the last hour), and funnel.strict.step3.users 122 for 131 (a
+ *   re-send between a payment and its session_end broke the strict funnel).
+ * - "Distinct users are lost": a changed sketch was written again only by a later commit 2 s or
+ *   more after its last write, so when traffic stopped its last changes never reached the store:
+ *   behavior.heartbeat.users 114 for 120, realtime.onlineMinutes and
+ *   warehouse.online.onlineMinutes 495 for 658 user-minutes.
+ * Sent as now (339 requests of up to 500), the same code lost far more, 41 numbers: every
+ * behavior, level and adoption user count 5-30% short, MAU 80 for 2000, online minutes 0.
+ */
+export const KNOWN_DIFFERENCES_UNTIL_PIPELINE: readonly string[] = []
+
+/**
+ * Numbers that differ for a reason the pipeline does not touch: a definition the code and the
+ * reference read differently. Asserted still different like the list above; each needs the
+ * lead's decision (fix the code, or show the reference wrong by spec 1 and change the oracle).
+ *
+ * Revenue by platform (spec 1: "per platform (ANDROID, IOS, WEB): platform, revenue, arpu,
+ * arppu"; ARPU = total revenue / total users, ARPPU = total revenue / paying users;
+ * docs/analytics.md: "the users of the range on that platform"). The code puts a payment's
+ * revenue on the platform the payment names but its payer, and every active user, on the
+ * platform of the user's LATEST session_start, even one after the range. A player who paid on
+ * IOS and played on WEB since adds IOS revenue and a WEB payer; here 120 players start a session
+ * in the last hour on a random platform and its payments say IOS. The reference counts, per
+ * platform, the users with a session_start naming it in the range and the users who paid on it.
+ */
+export const KNOWN_DIFFERENCES_IN_DEFINITION: readonly string[] = [
+  'game.byPlatform.ANDROID.arpu',
+  'game.byPlatform.ANDROID.arppu',
+  'game.byPlatform.IOS.arpu',
+  'game.byPlatform.IOS.arppu',
+  'game.byPlatform.WEB.arpu',
+  'game.byPlatform.WEB.arppu',
+]
+
+const KNOWN = [...KNOWN_DIFFERENCES_UNTIL_PIPELINE, ...KNOWN_DIFFERENCES_IN_DEFINITION]
+
+/**
+ * The 30-day reference check (issue 35 point 3): a seeded month of one game (`simulate.ts`),
+ * sent through the real signed ingestion route in arrival order (late, duplicate and re-sent
+ * items included), read back through the HTTP API and compared with the numbers `oracle.ts`
+ * computes from the same list by spec 1's rules alone.
+ */
+function within(e: Expected, got: number | null | undefined): boolean {
+  if (got === undefined) return false
+  if (e.value === null || got === null) return e.value === got
+  const d = Math.abs(got - e.value)
+  switch (e.compare) {
+    case 'exact':
+      return d === 0
+    case 'ratio':
+      return d <= 0.00005 + 1e-9
+    case 'milli':
+      return d <= 0.0005 + 1e-9
+    case 'avg':
+      return d <= 0.005 + 1e-9
+    case 'hll':
+      return d <= Math.max(2, 0.032 * e.value)
+    case 'hll-ratio':
+      return d <= 0.032 * Math.abs(e.value) + 0.00005
+  }
+}
+
+const show = (v: number | null | undefined) =>
+  v === undefined ? 'missing' : v === null ? 'null' : Number.isInteger(v) ? String(v) : v.toFixed(4)
+
+function table(rows: { e: Expected; got: number | null | undefined }[]): string {
+  const w = Math.max(4, ...rows.map((r) => r.e.name.length))
+  const lines = rows.map(
+    ({ e, got }) =>
+      `${e.name.padEnd(w)}  ${show(e.value).padStart(12)}  ${show(got).padStart(12)}  ${e.compare}`,
+  )
+  return [`${'name'.padEnd(w)}  ${'expected'.padStart(12)}  ${'got'.padStart(12)}  compare`, ...lines].join(
+    '\n',
+  )
+}
+
+const known = (name: string, engine: Engine) => KNOWN.includes(name) || KNOWN.includes(`${name}@${engine}`)
+
+forEachEngine((engine) => {
+  describe(`30 simulated days on ${engine}`, () => {
+    let run: Run
+    let rows: { e: Expected; got: number | null | undefined }[]
+    /** Numbers the API answered that the oracle has no name for (a path, an event, a cohort too many). */
+    let unexpected: string[]
+
+    beforeAll(async () => {
+      const t0 = performance.now()
+      run = await runMonth(engine)
+      const { got, minutes } = await readAnswers(run)
+      const expected = expectedNumbers(run.sim, minutes)
+      rows = expected.map((e) => ({ e, got: got.get(e.name) }))
+      const names = new Set(expected.map((e) => e.name))
+      unexpected = [...got.keys()].filter((k) => !names.has(k))
+      const items = run.sim.batches.reduce((t, b) => t + b.items.length, 0)
+      // REFERENCE_TABLE=<dir>: the whole comparison, one file per engine, for a report.
+      const dir = process.env.REFERENCE_TABLE
+      if (dir) await Bun.write(`${dir}/reference-${engine}.txt`, table(rows))
+      console.log(
+        `${engine}: ${items} items in ${run.sim.batches.length} requests sent and drained in ${Math.round(run.sendMs)} ms; ` +
+          `${rows.length} numbers compared; ${Math.round(performance.now() - t0)} ms in all`,
+      )
+    }, 240_000)
+    afterAll(() => run?.stop())
+
+    test('every number equals the reference (HLL counts within their documented error)', () => {
+      const wrong = rows.filter((r) => !known(r.e.name, engine) && !within(r.e, r.got))
+      if (wrong.length)
+        console.log(`${engine}: ${wrong.length} numbers differ from the reference:\n${table(wrong)}`)
+      expect(wrong.map((r) => r.e.name)).toEqual([])
+    })
+
+    test(`the known differences (${KNOWN.length}) still differ: remove an entry once it is fixed`, () => {
+      const names = new Set(rows.map((r) => r.e.name))
+      const listed = KNOWN.map((k) => k.split('@')).filter(([, on]) => on === undefined || on === engine)
+      expect(listed.map(([name]) => name).filter((name) => !names.has(name))).toEqual([])
+      console.log(`${engine}: the known differences:\n${table(rows.filter((r) => known(r.e.name, engine)))}`)
+      const fixed = rows.filter((r) => known(r.e.name, engine) && within(r.e, r.got))
+      if (fixed.length) console.log(`${engine}: now equal, take them off the list:\n${table(fixed)}`)
+      expect(fixed.map((r) => r.e.name)).toEqual([])
+    })
+
+    test('the oracle and the API name the same numbers', () => {
+      expect(rows.length).toBeGreaterThan(150)
+      expect(rows.filter((r) => r.got === undefined).map((r) => r.e.name)).toEqual([])
+      expect(unexpected).toEqual([])
+    })
+  })
+})
