@@ -25,27 +25,7 @@ export const PG_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.
  * Ingest, analytics and experiment exposures come last (they are being reshaped); the rest are
  * named here until their stores speak MySQL.
  */
-export const NOT_ON_MYSQL_YET: readonly string[] = [
-  // ingest, analytics, experiment exposures: last (being reshaped by the pipeline work); a
-  // name ending in / is a whole folder
-  'plugins/ingest/',
-  'plugins/analytics/',
-  'plugins/experiments/exposures.test.ts',
-  'plugins/experiments/srm-event.test.ts',
-  // the 30-day reference check sends through ingest and reads analytics
-  'test/reference/',
-  'plugins/experiments/results.test.ts',
-  // fail on MySQL only through ingest: their events reach its persist thread, which does not speak
-  // MySQL yet (it opens the URL as a SQLite file: "persist thread restarting")
-  'plugins/ml/training.test.ts',
-  'plugins/ml/types.test.ts',
-  'plugins/agents/agents.test.ts',
-  'test/security/keys.test.ts',
-  'test/outside/cors.test.ts',
-  'test/outside/browser.test.ts',
-  'test/outside/promtool.test.ts',
-  'test/flows.test.ts',
-]
+export const NOT_ON_MYSQL_YET: readonly string[] = []
 
 /**
  * What CI runs on MySQL too (`TEST_MYSQL=core`): the store, migrations, shared state across

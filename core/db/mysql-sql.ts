@@ -186,7 +186,8 @@ function splitTop(body: string): string[] {
   return parts
 }
 
-function ddlStatement(s: string, keyed: ReadonlySet<string>): string {
+function ddlStatement(text: string, keyed: ReadonlySet<string>): string {
+  let s = text
   // Translated already (a migration's text given to `exec`).
   if (/\bENGINE=InnoDB\b/.test(s)) return s
   const create = /^(?:--[^\n]*\n\s*)*CREATE TABLE (?:IF NOT EXISTS )?(\w+)\s*\(/i.exec(s)
@@ -220,6 +221,9 @@ function ddlStatement(s: string, keyed: ReadonlySet<string>): string {
     const table = keyedTableOf(drop[2] ?? '', keyed)
     return `DROP INDEX ${drop[1] ?? ''}${drop[2]} ON ${table}`
   }
+  // A migration's data statements divide integer columns by whole numbers as integers (as SQLite
+  // and PostgreSQL do); MySQL's `/` divides exactly.
+  if (/^(UPDATE|INSERT|WITH)\b/i.test(s)) s = s.replace(/\s\/\s*(\d+)\b/g, ' DIV $1')
   return s
     .replace(/^CREATE (UNIQUE )?INDEX (?!IF NOT EXISTS)/i, 'CREATE $1INDEX IF NOT EXISTS ')
     .replace(RESERVED, '"$1"')

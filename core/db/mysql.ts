@@ -13,7 +13,7 @@ import type { Db, Param, Row } from './types'
  */
 const SESSION =
   "SET SESSION sql_mode = 'ANSI_QUOTES,PIPES_AS_CONCAT,STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION,NO_ZERO_DATE', " +
-  "time_zone = '+00:00', NAMES utf8mb4 COLLATE utf8mb4_bin; " +
+  "time_zone = '+00:00', group_concat_max_len = 67108864, NAMES utf8mb4 COLLATE utf8mb4_bin; " +
   'SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED'
 
 export interface MysqlOptions {

@@ -94,8 +94,10 @@ export default definePlugin({
       }
       // The transactions run on a thread of their own (persist-thread.ts), so the event loop keeps
       // answering while a commit runs: SQLite's statements and fsyncs, PostgreSQL's encoding.
+      // MySQL commits on the event loop (mysql2 does the encoding; its pool overlaps commits).
       const t =
         db.location &&
+        db.dialect !== 'mysql' &&
         new PersistThread(
           db.location,
           COMMITS_IN_FLIGHT[db.dialect],
