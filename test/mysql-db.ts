@@ -57,7 +57,7 @@ export async function dropMysqlDb(url: string, name: string): Promise<void> {
     )
     const tables = (rows as Array<{ t: string }>).map((r) => `DROP TABLE IF EXISTS \`${name}\`.\`${r.t}\``)
     if (tables.length) await spread(url, tables, 'SET SESSION foreign_key_checks = 0;\n')
-    await c.query(`DROP DATABASE IF EXISTS \`${name}\``)
+    await c.query(`DROP DATABASE IF EXISTS ${name}`)
   } finally {
     await c.end()
   }
