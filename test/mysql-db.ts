@@ -31,12 +31,35 @@ function connect(url: string): Promise<mysql.Connection> {
   return mysql.createConnection({ uri: url, multipleStatements: true })
 }
 
-/** Runs the statements spread over CONNECTIONS connections to `url`, each its share in one round trip. */
-async function spread(url: string, statements: readonly string[], prefix = ''): Promise<void> {
-  const n = Math.min(CONNECTIONS, statements.length)
+interface TableStatement {
+  table: string
+  sql: string
+  /** The tables its FOREIGN KEYs name (or that name it). */
+  related: readonly string[]
+}
+
+/**
+ * Runs the statements spread over CONNECTIONS connections to `url`, each its share in one round
+ * trip. Tables a FOREIGN KEY ties are created and dropped by one connection: InnoDB refuses two
+ * such DDL statements at once ("Lock wait timeout").
+ */
+async function spread(url: string, statements: readonly TableStatement[], prefix = ''): Promise<void> {
+  const group = new Map<string, string>()
+  const find = (t: string): string => {
+    const up = group.get(t) ?? t
+    return up === t ? t : find(up)
+  }
+  for (const s of statements) for (const r of s.related) group.set(find(r), find(s.table))
+  const groups = new Map<string, string[]>()
+  for (const s of statements) {
+    const g = find(s.table)
+    groups.set(g, [...(groups.get(g) ?? []), s.sql])
+  }
+  const shares: string[][] = Array.from({ length: Math.min(CONNECTIONS, groups.size) }, () => [])
+  for (const g of [...groups.values()].sort((x, y) => y.length - x.length))
+    shares.reduce((least, share) => (share.length < least.length ? share : least)).push(...g)
   await Promise.all(
-    Array.from({ length: n }, async (_, k) => {
-      const mine = statements.filter((_, i) => i % n === k)
+    shares.map(async (mine) => {
       const c = await connect(url)
       try {
         await c.query(prefix + mine.join(';\n'))
@@ -55,7 +78,15 @@ export async function dropMysqlDb(url: string, name: string): Promise<void> {
       'SELECT table_name AS t FROM information_schema.tables WHERE table_schema = ?',
       [name],
     )
-    const tables = (rows as Array<{ t: string }>).map((r) => `DROP TABLE IF EXISTS \`${name}\`.\`${r.t}\``)
+    const [keys] = (await c.query(
+      'SELECT table_name AS t, referenced_table_name AS r FROM information_schema.referential_constraints WHERE constraint_schema = ?',
+      [name],
+    )) as unknown as [Array<{ t: string; r: string }>]
+    const tables = (rows as Array<{ t: string }>).map(({ t }) => ({
+      table: t,
+      sql: `DROP TABLE IF EXISTS \`${name}\`.\`${t}\``,
+      related: keys.flatMap((k) => (k.t === t ? [k.r] : k.r === t ? [k.t] : [])),
+    }))
     if (tables.length) await spread(url, tables, 'SET SESSION foreign_key_checks = 0;\n')
     await c.query(`DROP DATABASE IF EXISTS ${name}`)
   } finally {
@@ -83,7 +114,7 @@ export async function freshMysqlDb(url = MYSQL_URL): Promise<MysqlTestDb> {
 
 interface Template {
   name: string
-  tables: Array<{ create: string; copy?: string }>
+  tables: Array<{ table: string; create: string; related: string[]; copy?: string }>
 }
 
 /** What the migrations run on MySQL, translated: the template's name is a hash of it. */
@@ -159,7 +190,13 @@ async function buildTemplate(url: string, sets: readonly MigrationSet[]): Promis
           ? `INSERT INTO \`${t}\` (${list}) SELECT ${list} FROM \`${name}\`.\`${t}\``
           : undefined
       const one = names.length === 1 ? (shown as unknown as [{ 'Create Table': string }]) : shown[i]!
-      return { create: one[0]['Create Table'], copy }
+      const create = one[0]['Create Table']
+      return {
+        table: t,
+        create,
+        related: [...create.matchAll(/REFERENCES `(\w+)`/g)].map((m) => m[1] ?? ''),
+        copy,
+      }
     })
     return { name, tables }
   } finally {
@@ -199,7 +236,7 @@ export async function migratedMysqlDb(
     // A table may name another one (FOREIGN KEY) created by another connection.
     await spread(
       fresh.url,
-      template.tables.map((t) => t.create),
+      template.tables.map((t) => ({ table: t.table, sql: t.create, related: t.related })),
       'SET SESSION foreign_key_checks = 0;\n',
     )
     const copies = template.tables.flatMap((t) => (t.copy ? [t.copy] : []))
