@@ -34,6 +34,7 @@ export const NOT_ON_MYSQL_YET: readonly string[] = []
 export const MYSQL_CORE: readonly string[] = [
   'test/core/db.test.ts',
   'test/core/mysql-returning.test.ts',
+  'test/core/changes-mysql.test.ts',
   'test/shared.test.ts',
   'plugins/notify/queue.test.ts',
   'plugins/backups/backups.test.ts',

@@ -1,9 +1,10 @@
 import { tmpdir } from 'node:os'
 import mysql from 'mysql2/promise'
-import { migrationSets, orderPlugins } from '../core/app'
+import { orderPlugins } from '../core/app'
 import { type Db, type MigrationSet, migrate, openDb } from '../core/db'
 import { migrationSql } from '../core/db/migrate'
 import { keyedColumns } from '../core/db/mysql-sql'
+import { migrationSets } from '../core/migration-sets'
 import type { PluginManifest } from '../core/plugin'
 
 /**
