@@ -2,15 +2,14 @@ import { type AnyElysia, Elysia } from 'elysia'
 import { routeGuard, writeAuditor } from './audit'
 import { requestGuard } from './auth/guard'
 import { keyRoutes } from './auth/key-routes'
-import { coreMigrations } from './auth/migrations'
 import { CORE_AREAS } from './auth/roles'
 import { authRoutes } from './auth/routes'
 import { AuthService, type Principal } from './auth/service'
 import { bootstrapAdmin, hasNoUser, hashAdminPassword, instanceId, jwtSecret } from './bootstrap'
 import { Bus } from './bus'
-import { createChanges } from './changes'
+import { changeNamespace, createChanges } from './changes'
 import type { LoadedConfig } from './config'
-import { type Db, type MigrationSet, migrate, openDb } from './db'
+import { type Db, migrate, openDb } from './db'
 import { apiReference, docsAssets } from './docs'
 import { CorsPolicy, edge } from './edge'
 import { EventLog } from './event-log'
@@ -18,6 +17,7 @@ import { ErrorFamilies, bodyTooLarge, clientIp, errorHandler } from './http'
 import { bodyLimits, pathOf } from './listen'
 import { type Logger, createLogger } from './log'
 import { Metrics } from './metrics'
+import { migrationSets } from './migration-sets'
 import { HealthChecks, monitoring } from './monitoring'
 import { NativeRoutes } from './native'
 import { apiDocs } from './openapi'
@@ -31,7 +31,7 @@ import {
 } from './plugin'
 import { LimiterSlot, RateLimiter, SharedRateLimiter } from './ratelimit'
 import { Scheduler } from './schedule'
-import { databaseScheduleStore, scheduleMigrations } from './schedule-store'
+import { databaseScheduleStore } from './schedule-store'
 import { SDK_PATH, sdkAsset } from './sdk-asset'
 import { createSharedState } from './shared'
 import { strictBodies } from './strict'
@@ -139,12 +139,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     const pendingAdmin = (await hasNoUser(db))
       ? hashAdminPassword(core.admin.password, opts.hashPassword)
       : undefined
-    const sets: MigrationSet[] = [
-      { plugin: 'core', migrations: coreMigrations },
-      { plugin: 'core.schedule', migrations: scheduleMigrations },
-    ]
-    for (const p of ordered) if (p.migrations?.length) sets.push({ plugin: p.name, migrations: p.migrations })
-    const applied = await migrate(db, sets)
+    const applied = await migrate(db, migrationSets(ordered))
     if (applied.length) log.info('migrations applied', { migrations: applied })
 
     // Counters and locks commit without waiting for the disk on PostgreSQL: a crash may forget the
@@ -180,7 +175,12 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
       log.child('auth'),
       shared,
     )
-    const changes = await createChanges(db, log.child('changes'), opts.pgSchema ?? 'public')
+    const changes = await createChanges(
+      db,
+      log.child('changes'),
+      changeNamespace(core.database.url, opts.pgSchema),
+      core.redis.url || undefined,
+    )
     stops.push(() => changes.close())
     await auth.init(changes)
     stops.push(() => auth.stop())

@@ -1,4 +1,5 @@
-import type { Db } from './db'
+import { redisNotifier } from './changes-redis'
+import { type Db, isMysqlUrl } from './db'
 import type { Logger } from './log'
 
 /**
@@ -28,11 +29,26 @@ export function hasNotifier(db: Db): db is Db & Notifier {
   return typeof (db as Partial<Notifier>).listen === 'function'
 }
 
+/** Where change notices are heard: the PostgreSQL schema, or a MySQL server's database (host, port, name). */
+export function changeNamespace(url: string | undefined, schema: string | undefined): string {
+  if (schema) return schema
+  if (!isMysqlUrl(url)) return 'public'
+  const u = new URL(url!)
+  return `${u.hostname}_${u.port}_${u.pathname.slice(1)}`
+}
+
+/**
+ * `redisUrl` on MySQL carries the notices through Redis pub/sub (core/changes-redis.ts) instead of
+ * the polled table; `namespace` then names the database (Redis is shared wider than one store).
+ */
 export async function createChanges(
-  db: Db,
+  store: Db,
   log: Logger,
   namespace: string,
+  redisUrl?: string,
 ): Promise<Changes & { close(): Promise<void> }> {
+  const redis = redisUrl && store.dialect === 'mysql' ? redisNotifier(redisUrl) : undefined
+  const notifier: Notifier | undefined = redis ?? (hasNotifier(store) ? store : undefined)
   const self = Bun.randomUUIDv7()
   const listeners = new Map<string, Set<Listener>>()
   // One channel per store namespace (the PostgreSQL schema): apps on other schemas of the same
@@ -46,8 +62,8 @@ export async function createChanges(
     }
   }
   let unlisten: (() => Promise<void>) | undefined
-  if (hasNotifier(db))
-    unlisten = await db.listen(channel, (payload) => {
+  if (notifier)
+    unlisten = await notifier.listen(channel, (payload) => {
       try {
         const m = JSON.parse(payload) as { o: string; t: string; d: ChangeDetail }
         if (m.o !== self) deliver(m.t, m.d ?? {}, 'remote')
@@ -58,10 +74,10 @@ export async function createChanges(
   return {
     async publish(topic, detail = {}) {
       deliver(topic, detail, 'local')
-      if (!hasNotifier(db)) return
+      if (!notifier) return
       try {
         // NOTIFY payloads are limited to 8000 bytes: a notice names what changed, never carries it.
-        await db.notify(channel, JSON.stringify({ o: self, t: topic, d: detail }))
+        await notifier.notify(channel, JSON.stringify({ o: self, t: topic, d: detail }))
       } catch (e) {
         log.warn('change notice not sent; other instances catch up by polling', { topic, error: String(e) })
       }
@@ -74,6 +90,7 @@ export async function createChanges(
     },
     async close() {
       await unlisten?.()
+      redis?.close()
     },
   }
 }

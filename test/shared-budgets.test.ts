@@ -193,50 +193,51 @@ function sharedBehaviour(pair: () => { a: Instance; b: Instance }) {
   })
 }
 
-for (const shared of ['database', 'redis'] as const)
-  describe.if(engines.includes('postgres'))(`[postgres, ${shared}] two instances`, () => {
-    let store: Store
-    let a: Instance
-    let b: Instance
-    beforeAll(async () => {
-      store = await ownStore('postgres')
-      const redis = shared === 'redis' ? REDIS : undefined
-      a = await instance(store, { name: 'a', redis })
-      b = await instance(store, { name: 'b', redis })
-    })
-    afterAll(async () => {
-      await a?.stop()
-      await b?.stop()
-      await store?.drop()
-    })
-
-    sharedBehaviour(() => ({ a, b }))
-
-    test('the rate-limits gateway bucket is one bucket for both', async () => {
-      const ga = await instance(store, {
-        name: 'ga',
-        redis: shared === 'redis' ? REDIS : undefined,
-        gateway: true,
+for (const engine of (['postgres', 'mysql'] as const).filter((e) => engines.includes(e)))
+  for (const shared of ['database', 'redis'] as const)
+    describe(`[${engine}, ${shared}] two instances`, () => {
+      let store: Store
+      let a: Instance
+      let b: Instance
+      beforeAll(async () => {
+        store = await ownStore(engine)
+        const redis = shared === 'redis' ? REDIS : undefined
+        a = await instance(store, { name: 'a', redis })
+        b = await instance(store, { name: 'b', redis })
       })
-      const gb = await instance(store, {
-        name: 'gb',
-        redis: shared === 'redis' ? REDIS : undefined,
-        gateway: true,
+      afterAll(async () => {
+        await a?.stop()
+        await b?.stop()
+        await store?.drop()
       })
-      try {
-        const { token } = await operator(ga)
-        // Three tokens in all (refilled at one per 10 s), whichever instance takes them.
-        expect([await spend(ga, token), await spend(gb, token), await spend(ga, token)]).toEqual([2, 1, 0])
-        const over = await gb.req('GET', '/api/v1/queue', { token })
-        expect(over.status).toBe(429)
-        expect(over.body.data).toMatchObject({ limit: 6, burst: 3 })
-        expect(await spend(ga, token)).toBe(429)
-      } finally {
-        await ga.stop()
-        await gb.stop()
-      }
+
+      sharedBehaviour(() => ({ a, b }))
+
+      test('the rate-limits gateway bucket is one bucket for both', async () => {
+        const ga = await instance(store, {
+          name: 'ga',
+          redis: shared === 'redis' ? REDIS : undefined,
+          gateway: true,
+        })
+        const gb = await instance(store, {
+          name: 'gb',
+          redis: shared === 'redis' ? REDIS : undefined,
+          gateway: true,
+        })
+        try {
+          const { token } = await operator(ga)
+          // Three tokens in all (refilled at one per 10 s), whichever instance takes them.
+          expect([await spend(ga, token), await spend(gb, token), await spend(ga, token)]).toEqual([2, 1, 0])
+          const over = await gb.req('GET', '/api/v1/queue', { token })
+          expect(over.status).toBe(429)
+          expect(over.body.data).toMatchObject({ limit: 6, burst: 3 })
+          expect(await spend(ga, token)).toBe(429)
+        } finally {
+          await ga.stop()
+          await gb.stop()
+        }
+      })
     })
-  })
 
 describe.if(engines.includes('postgres'))('[postgres] Redis stopped and started again', () => {
   let store: Store

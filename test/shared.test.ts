@@ -245,7 +245,7 @@ forEachEngine((engine) => {
     await store.drop()
   })
 
-  test('a signed request accepted once is a replay on another instance (PostgreSQL) and after a restart (both)', async () => {
+  test('a signed request accepted once is a replay on another instance (PostgreSQL, MySQL) and after a restart (all)', async () => {
     const a = await start('a')
     const b = await start('b')
     const gameId = await createGame(a, game.name)
@@ -255,8 +255,8 @@ forEachEngine((engine) => {
     const headers = await signRequest(SECRET, body)
     expect((await post(a, body, headers)).status).toBe(200)
     // One SQLite file serves one instance (docs/deploy.md): there the window lives in the event
-    // store, written with the events; instances sharing PostgreSQL claim it in the shared state.
-    if (engine === 'postgres') {
+    // store, written with the events; instances sharing PostgreSQL or MySQL claim it in the shared state.
+    if (engine !== 'sqlite') {
       const onB = await post(b, body, headers)
       expect(onB.status).toBe(429)
       expect(((await onB.json()) as { error: string }).error).toBe('duplicate_nonce')

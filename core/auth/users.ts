@@ -102,9 +102,9 @@ export interface Updated {
 export function userStore(db: Db) {
   const row = (tx: Db, id: string) => tx.get<UserRow>(`SELECT ${COLS} FROM users WHERE id = ?`, [id])
 
-  /** Locks the active admins (PostgreSQL; SQLite runs one write transaction at a time). */
+  /** Locks the active admins (PostgreSQL, MySQL; SQLite runs one write transaction at a time). */
   const lockAdmins = async (tx: Db) => {
-    if (db.dialect === 'postgres')
+    if (db.dialect !== 'sqlite')
       await tx.run(`UPDATE users SET updated_at = updated_at WHERE ${ACTIVE_ADMINS}`)
   }
   const keepAnAdmin = async (tx: Db) => {

@@ -186,7 +186,8 @@ function splitTop(body: string): string[] {
   return parts
 }
 
-function ddlStatement(s: string, keyed: ReadonlySet<string>): string {
+function ddlStatement(text: string, keyed: ReadonlySet<string>): string {
+  let s = text
   // Translated already (a migration's text given to `exec`).
   if (/\bENGINE=InnoDB\b/.test(s)) return s
   const create = /^(?:--[^\n]*\n\s*)*CREATE TABLE (?:IF NOT EXISTS )?(\w+)\s*\(/i.exec(s)
@@ -220,6 +221,9 @@ function ddlStatement(s: string, keyed: ReadonlySet<string>): string {
     const table = keyedTableOf(drop[2] ?? '', keyed)
     return `DROP INDEX ${drop[1] ?? ''}${drop[2]} ON ${table}`
   }
+  // A migration's data statements divide integer columns by whole numbers as integers (as SQLite
+  // and PostgreSQL do); MySQL's `/` divides exactly.
+  if (/^(UPDATE|INSERT|WITH)\b/i.test(s)) s = s.replace(/\s\/\s*(\d+)\b/g, ' DIV $1')
   return s
     .replace(/^CREATE (UNIQUE )?INDEX (?!IF NOT EXISTS)/i, 'CREATE $1INDEX IF NOT EXISTS ')
     .replace(RESERVED, '"$1"')
@@ -273,4 +277,94 @@ export function keyedColumns(sqls: readonly string[]): Set<string> {
     }
   }
   return out
+}
+
+export interface InsertReturning {
+  table: string
+  /** `INSERT [IGNORE] INTO t (cols) VALUES`, or without VALUES before a SELECT */
+  head: string
+  columns: string[]
+  /** Each row's `( ... )` (or the one SELECT), how many parameters it takes, its values. */
+  rows: Array<{ text: string; params: number; values: string[] }>
+  /** What follows the rows (`ON DUPLICATE KEY UPDATE ...`) and how many parameters it takes. */
+  tail: string
+  tailParams: number
+  returning: string
+  kind: 'insert' | 'ignore' | 'upsert' | 'guarded'
+}
+
+/** Where `re` first matches outside parentheses and quotes, or -1. */
+function topLevel(text: string, re: RegExp): number {
+  for (const m of text.matchAll(re)) {
+    const before = text.slice(0, m.index)
+    const depth = (before.match(/\(/g) ?? []).length - (before.match(/\)/g) ?? []).length
+    if (depth === 0 && (before.split("'").length - 1) % 2 === 0) return m.index ?? -1
+  }
+  return -1
+}
+
+/** The `?` outside quotes. */
+function placeholders(text: string): number {
+  let n = 0
+  let quoted = false
+  for (const ch of text) {
+    if (ch === "'") quoted = !quoted
+    else if (ch === '?' && !quoted) n++
+  }
+  return n
+}
+
+/**
+ * A translated `INSERT ... VALUES (...), ... [ON DUPLICATE KEY UPDATE ...] RETURNING ...` in its
+ * parts (for MySQL 8, which returns no rows from an INSERT: mysql.ts runs it row by row and reads
+ * the rows back), or undefined for any other statement.
+ */
+export function splitInsertReturning(sql: string): InsertReturning | undefined {
+  const m = /^\s*INSERT\s+(IGNORE\s+)?INTO\s+("?\w+"?)\s*\(([^)]*)\)\s*(VALUES\s*|(?=SELECT\b))/i.exec(sql)
+  if (!m) return undefined
+  const rows: InsertReturning['rows'] = []
+  let at = m[0].length
+  if (!m[4]) {
+    // INSERT ... SELECT: one row (its select list gives the key), up to the upsert or RETURNING.
+    const end = /\s(ON\s+DUPLICATE\s+KEY\s+UPDATE|RETURNING)\b/i.exec(sql.slice(at))
+    if (!end) return undefined
+    const text = sql.slice(at, at + end.index)
+    const from = topLevel(text, /\bFROM\b/gi)
+    const list = text.slice('SELECT'.length, from < 0 ? text.length : from)
+    rows.push({ text, params: placeholders(text), values: splitTop(list).map((v) => v.trim()) })
+    at += end.index
+  }
+  while (sql[at] === '(') {
+    const close = closing(sql, at)
+    if (close < 0) return undefined
+    const text = sql.slice(at, close + 1)
+    rows.push({ text, params: placeholders(text), values: splitTop(text.slice(1, -1)).map((v) => v.trim()) })
+    at = close + 1
+    const next = /^\s*,\s*/.exec(sql.slice(at))
+    if (!next) break
+    at += next[0].length
+  }
+  const rest = sql.slice(at)
+  const ret = [...rest.matchAll(/\bRETURNING\b/gi)].pop()
+  if (!rows.length || ret?.index === undefined) return undefined
+  const tail = rest.slice(0, ret.index).trim()
+  return {
+    table: (m[2] ?? '').replaceAll('"', ''),
+    head: m[0].trim(),
+    columns: (m[3] ?? '').split(',').map((c) => c.trim().replaceAll('"', '')),
+    rows,
+    tail,
+    tailParams: placeholders(tail),
+    returning: rest
+      .slice(ret.index + 'RETURNING'.length)
+      .replace(/;\s*$/, '')
+      .trim(),
+    kind: m[1] ? 'ignore' : !tail ? 'insert' : tail.includes('@liveops_upsert') ? 'guarded' : 'upsert',
+  }
+}
+
+/** The columns of `ON CONFLICT (a, b)` in a statement as written, if it names them. */
+export function conflictTarget(sql: string): string[] | undefined {
+  const m = /\bON\s+CONFLICT\s*\(([^)]*)\)/i.exec(sql)
+  return m?.[1]?.split(',').map((c) => c.trim().replaceAll('"', ''))
 }

@@ -1,5 +1,6 @@
 import type { Pool, PoolConnection } from 'mysql2/promise'
 import { isConnectionFault } from './faults'
+import { insertReturning } from './mysql-returning'
 import { keyedColumns, mysqlDdl, numbered, splitUpdateReturning, toMysql } from './mysql-sql'
 import type { Db, Param, Row } from './types'
 
@@ -12,11 +13,17 @@ import type { Db, Param, Row } from './types'
  */
 const SESSION =
   "SET SESSION sql_mode = 'ANSI_QUOTES,PIPES_AS_CONCAT,STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION,NO_ZERO_DATE', " +
-  "time_zone = '+00:00', NAMES utf8mb4 COLLATE utf8mb4_bin; " +
+  "time_zone = '+00:00', group_concat_max_len = 67108864, NAMES utf8mb4 COLLATE utf8mb4_bin; " +
   'SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED'
 
 export interface MysqlOptions {
   max?: number
+  /**
+   * Whether the server returns rows from `INSERT ... RETURNING` (MariaDB does, MySQL 8 does not):
+   * read from the server's version at the first connection unless given (false forces the path
+   * without RETURNING on MariaDB too, as its tests do; so does LIVEOPS_MYSQL_RETURNING=off).
+   */
+  insertReturning?: boolean
   /** Seconds a connection attempt may take (default 2). */
   connectTimeoutS?: number
 }
@@ -40,6 +47,9 @@ function values(params: readonly Param[]): unknown[] {
 }
 
 type Exec = (sql: string, params: readonly Param[]) => Promise<unknown>
+
+/** A transaction's Db with its connection's raw results (several statements' in one round trip). */
+export type RawDb = Db & { raw(sql: string, params: readonly Param[]): Promise<unknown> }
 
 function rowsOf<T>(res: unknown): T[] {
   const first = (res as [unknown])[0]
@@ -78,19 +88,22 @@ async function updateReturning<T>(tx: Db, sql: string, params: readonly Param[])
 }
 
 const isUpdateReturning = (sql: string) => /^\s*UPDATE\b/i.test(sql) && /\bRETURNING\b/i.test(sql)
+const isInsertReturning = (sql: string) => /^\s*INSERT\b/i.test(sql) && /\bRETURNING\b/i.test(sql)
 
-function wrap(exec: Exec, tx: Db['tx'], root: () => Db): Db {
+function wrap(exec: Exec, tx: Db['tx'], root: () => Db, native: () => Promise<boolean>): Db {
   const self: Db = {
     dialect: 'mysql',
     async all<T = Row>(sql: string, params: readonly Param[] = []) {
       if (isUpdateReturning(sql)) return self.tx((t) => updateReturning<T>(t, sql, params))
+      if (isInsertReturning(sql) && !(await native()))
+        return self.tx((t) => insertReturning<T>(t as RawDb, sql, ...prepare(sql, params)))
       return rowsOf<T>(await exec(...prepare(sql, params)))
     },
     async get<T = Row>(sql: string, params: readonly Param[] = []) {
       return (await self.all<T>(sql, params))[0]
     },
     async run(sql: string, params: readonly Param[] = []) {
-      if (isUpdateReturning(sql)) return (await self.all(sql, params)).length
+      if (isUpdateReturning(sql) || isInsertReturning(sql)) return (await self.all(sql, params)).length
       return countOf(await exec(...prepare(sql, params)))
     },
     tx,
@@ -105,7 +118,7 @@ function wrap(exec: Exec, tx: Db['tx'], root: () => Db): Db {
 }
 
 /** One connection's transaction, nesting as savepoints; user locks (GET_LOCK) end with it. */
-function onConnection(conn: PoolConnection, root: () => Db): Db {
+function onConnection(conn: PoolConnection, root: () => Db, native: () => Promise<boolean>): Db {
   let depth = 0
   let locks = false
   const exec: Exec = async (sql, params) => {
@@ -127,8 +140,10 @@ function onConnection(conn: PoolConnection, root: () => Db): Db {
       }
     },
     root,
+    native,
   )
   return Object.assign(self, {
+    raw: (sql: string, params: readonly Param[]) => exec(sql, params),
     releaseLocks: async () => {
       if (locks) await conn.query('DO RELEASE_ALL_LOCKS()')
     },
@@ -155,6 +170,22 @@ export function openMysql(url: string, opts: MysqlOptions = {}): Db {
     c.query(SESSION)
   })
   const exec: Exec = (sql, params) => pool.query({ sql, values: values(params) })
+  // MariaDB returns rows from INSERT ... RETURNING, MySQL 8 answers a syntax error: asked once.
+  const forced = opts.insertReturning ?? (process.env.LIVEOPS_MYSQL_RETURNING === 'off' ? false : undefined)
+  let returning: Promise<boolean> | undefined
+  const native = () => {
+    returning ??=
+      forced !== undefined
+        ? Promise.resolve(forced)
+        : exec('SELECT VERSION() AS v', []).then(
+            (r) => /mariadb/i.test(String(rowsOf<{ v: string }>(r)[0]?.v)),
+            (e) => {
+              returning = undefined
+              throw e
+            },
+          )
+    return returning
+  }
   const poller = new ChangePoller(exec)
   const root: Db & Pick<ChangePoller, 'listen' | 'notify'> = {
     ...wrap(
@@ -164,7 +195,7 @@ export function openMysql(url: string, opts: MysqlOptions = {}): Db {
         let broken = false
         try {
           await conn.query('BEGIN')
-          const tx = onConnection(conn, () => root) as Db & { releaseLocks(): Promise<void> }
+          const tx = onConnection(conn, () => root, native) as Db & { releaseLocks(): Promise<void> }
           try {
             const out = await fn(tx)
             await conn.query('COMMIT')
@@ -187,6 +218,7 @@ export function openMysql(url: string, opts: MysqlOptions = {}): Db {
         }
       },
       () => root,
+      native,
     ),
     location: { url },
     listen: (channel: string, fn: (payload: string) => void) => poller.listen(channel, fn),

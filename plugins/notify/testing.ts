@@ -11,7 +11,7 @@ import { stringify } from 'yaml'
 import { type LiveopsApp, createApp } from '../../core/app'
 import { loadConfig } from '../../core/config'
 import { createLogger } from '../../core/log'
-import { type Engine, PG_URL, TEST_OUTBOUND, hashOnce } from '../../test/helpers'
+import { type Engine, PG_URL, TEST_OUTBOUND, freshMysqlDb, hashOnce } from '../../test/helpers'
 import { plugins } from '../index'
 
 export interface Hit {
@@ -140,11 +140,14 @@ export async function ownStore(engine: Engine) {
     await sql.unsafe(`CREATE SCHEMA ${schema}`)
     await sql.end()
   }
+  // MySQL: a database of its own (test/mysql-db.ts).
+  const my = engine === 'mysql' ? await freshMysqlDb() : undefined
   return {
     dataDir,
     schema,
-    url: schema ? PG_URL : join(dataDir, 'test.sqlite'),
+    url: my ? my.url : schema ? PG_URL : join(dataDir, 'test.sqlite'),
     async drop() {
+      await my?.drop()
       if (schema) {
         const sql = postgres(PG_URL, { max: 1, onnotice: () => undefined })
         await sql.unsafe(`DROP SCHEMA IF EXISTS ${schema} CASCADE`)

@@ -84,10 +84,10 @@ export default definePlugin({
             retryMs: ctx.config.redis.retry_ms,
           }
         : undefined,
-      // Without Redis the instances of one PostgreSQL share the bucket through it, unless told ''
-      // (local). A SQLite file serves one instance: its bucket stays in memory, where a request
-      // costs no write through SQLite's single writer.
-      !url && ctx.config.redis.url === undefined && ctx.db.dialect === 'postgres'
+      // Without Redis the instances of one PostgreSQL or MySQL share the bucket through it, unless
+      // told '' (local). A SQLite file serves one instance: its bucket stays in memory, where a
+      // request costs no write through SQLite's single writer.
+      !url && ctx.config.redis.url === undefined && ctx.db.dialect !== 'sqlite'
         ? { take: (key, s) => ctx.shared.take(key, s), prefix: ctx.config.redis.prefix }
         : undefined,
     )

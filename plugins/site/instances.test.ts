@@ -3,11 +3,10 @@ import { listen } from '../../core/listen'
 import { engines } from '../../test/helpers'
 import { appOn, ownStore } from '../notify/testing'
 
-/** Two instances on one PostgreSQL schema: what one stores, the other's browsers see. */
-test.if(engines.includes('postgres'))(
-  'a message stored by one instance is pushed to browsers following another; an override on one applies on the other at once',
-  async () => {
-    const store = await ownStore('postgres')
+/** Two instances on one PostgreSQL schema (or MySQL database): what one stores, the other's browsers see. */
+for (const engine of (['postgres', 'mysql'] as const).filter((e) => engines.includes(e)))
+  test(`[${engine}] a message stored by one instance is pushed to browsers following another; an override on one applies on the other at once`, async () => {
+    const store = await ownStore(engine)
     const a = await appOn(store, { notify: {}, site: {} })
     const b = await appOn(store, { notify: {}, site: {} })
     const server = listen(b, { port: 0, hostname: '127.0.0.1' })
@@ -52,5 +51,4 @@ test.if(engines.includes('postgres'))(
       await b.stop()
       await store.drop()
     }
-  },
-)
+  })

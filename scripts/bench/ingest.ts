@@ -3,7 +3,7 @@
  * Ingestion benchmark against a real server process (`bun core/main.ts --config <temp yaml>`),
  * load generated on the same machine (127.0.0.1 only, bounded in time).
  *
- *   bun scripts/bench/ingest.ts --mode=batch  --engine=sqlite|postgres [--seconds=60] [--connections=16]
+ *   bun scripts/bench/ingest.ts --mode=batch  --engine=sqlite|postgres|mysql [--seconds=60] [--connections=16]
  *   bun scripts/bench/ingest.ts --mode=single --engine=sqlite [--seconds=30] [--connections=64]
  *   bun scripts/bench/ingest.ts --mode=single-wrk --engine=sqlite [--seconds=20] [--connections=64] [--warmup=10]   (pre-signed, wrk)
  *   bun scripts/bench/ingest.ts --mode=batch-wrk --engine=sqlite [--seconds=60] [--connections=24] [--warmup=10] [--wrk-threads=1]   (pre-signed 100-event batches, wrk)
@@ -22,7 +22,9 @@
 import { Database } from 'bun:sqlite'
 import { rmSync } from 'node:fs'
 import { join } from 'node:path'
+import mysql from 'mysql2/promise'
 import postgres from 'postgres'
+import { freshMysqlDb } from '../../test/mysql-db'
 import { type Running, startServer } from '../../test/process'
 import { eventsBody, shapes } from './events'
 import { SECRET, benchConfig, bootstrap, load as loadWith, paymentsBody, sign, summary } from './ingest-load'
@@ -60,6 +62,9 @@ const env: Record<string, string> = { ADMIN_PASSWORD: 'bench-password', JWT_SECR
 /** liveops' PostgreSQL pool (core/db/postgres.ts), also the bare ceiling's. */
 const pgPool = 10
 if (engine === 'postgres') env.DATABASE_URL = await freshPgDatabase('liveops_bench_ingest')
+// MySQL/MariaDB (MYSQL_URL's server, TEST_MYSQL_URL): a database of its own, dropped at the end.
+const my = engine === 'mysql' ? await freshMysqlDb() : undefined
+if (my) env.DATABASE_URL = my.url
 // --profile=DIR writes the server's CPU profile (markdown) there on exit.
 const profile = arg('profile', '')
 const profFlags = profile ? ['--cpu-prof', '--cpu-prof-md', `--cpu-prof-dir=${profile}`] : []
@@ -150,6 +155,12 @@ console.log('ready ' + s.port)
 }
 
 async function storedEvents(): Promise<number> {
+  if (my) {
+    const c = await mysql.createConnection({ uri: my.url })
+    const [[r]] = (await c.query('SELECT COUNT(*) AS n FROM ingest_events')) as unknown as [[{ n: number }]]
+    await c.end()
+    return Number(r?.n)
+  }
   if (engine === 'postgres') {
     const sql = postgres(env.DATABASE_URL, { max: 1, onnotice: () => undefined })
     const [r] = await sql`SELECT COUNT(*)::bigint AS n FROM ingest_events`
@@ -480,6 +491,7 @@ function request() k = k + 1; if k > #reqs then k = 1 end; return reqs[k] end
   // The stores of a long run take gigabytes: removed unless --keep.
   if (arg('keep', '') === '') {
     rmSync(dir, { recursive: true, force: true })
+    await my?.drop()
     if (engine === 'postgres') {
       const sql = postgres(PG_URL, { max: 1, onnotice: () => undefined })
       await sql.unsafe('DROP DATABASE IF EXISTS liveops_bench_ingest WITH (FORCE)')

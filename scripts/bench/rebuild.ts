@@ -58,7 +58,7 @@ const select = (
   SELECT ${start} * 1024 + i, 1 + ${div('i', 1000)}, ${start} + ${div(`i * ${30 * DAY}`, N)}, '${gameId}', 'prod',
     CASE ${mod('i', 10)} WHEN 0 THEN 'session_start' WHEN 1 THEN 'login' WHEN 2 THEN 'level_start'
       WHEN 3 THEN 'level_complete' WHEN 4 THEN 'heartbeat' ELSE 'custom_' || ${mod('i', 20)} END,
-    ${start} + ${div(`i * ${30 * DAY}`, N)}, 'u' || ${mod(`i * 7919`, users)},
+    ${start} + ${div(`i * ${30 * DAY}`, N)}, 'u' || ${mod('i * 7919', users)},
     CASE WHEN ${mod('i', 200)} = 199 THEN 499 ELSE NULL END,
     CASE WHEN ${mod('i', 200)} = 199 THEN 'success' ELSE NULL END,
     CASE WHEN ${mod('i', 10)} IN (2, 3) THEN '{"level":"' || ${mod('i', 30)} || '"}'

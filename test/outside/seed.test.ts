@@ -2,8 +2,9 @@ import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import mysql from 'mysql2/promise'
 import postgres from 'postgres'
-import { forEachEngine, scratchDatabase } from '../helpers'
+import { forEachEngine, freshMysqlDb, scratchDatabase } from '../helpers'
 
 // Issue 15 point 11: `bun run seed` is safe to run twice, exits as soon as it is done, and
 // without ADMIN_PASSWORD says what to do before creating anything. Run as a user runs it.
@@ -43,6 +44,7 @@ forEachEngine((engine) => {
   let dir: string
   let env: Record<string, string>
   let pgDb: Awaited<ReturnType<typeof scratchDatabase>> | undefined
+  let myDb: Awaited<ReturnType<typeof freshMysqlDb>> | undefined
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'liveops-seed-'))
     // Every plugin, as the shipped config has them: their timers are what could keep seed alive.
@@ -52,14 +54,30 @@ forEachEngine((engine) => {
       pgDb = await scratchDatabase('seed')
       env.DATABASE_URL = pgDb.url
     }
+    if (engine === 'mysql') {
+      myDb = await freshMysqlDb()
+      env.DATABASE_URL = myDb.url
+    }
   })
   afterAll(async () => {
     await pgDb?.drop()
+    await myDb?.drop()
     rmSync(dir, { recursive: true, force: true })
   }, 30_000)
 
   const tables = async () => {
     if (engine === 'sqlite') return existsSync(env.DATA_DIR) ? readdirSync(env.DATA_DIR) : []
+    if (engine === 'mysql') {
+      const c = await mysql.createConnection({ uri: env.DATABASE_URL! })
+      try {
+        const [rows] = await c.query(
+          'SELECT table_name AS t FROM information_schema.tables WHERE table_schema = DATABASE()',
+        )
+        return (rows as Array<{ t: string }>).map((r) => r.t)
+      } finally {
+        await c.end()
+      }
+    }
     const sql = postgres(env.DATABASE_URL!, { max: 1, onnotice: () => undefined })
     try {
       return (await sql`SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'`).map(

@@ -168,8 +168,10 @@ export function levelAnalytics(db: Db) {
       const cells = q.cells
       const wx = Math.max(1, x1 - x0)
       const wy = Math.max(1, y1 - y0)
+      // Integer division: MySQL's `/` divides exactly.
+      const div = db.dialect === 'mysql' ? 'DIV' : '/'
       const cell = (v: string, lo: number, w: number) =>
-        `CASE WHEN (${v} - ${lo}) * ${cells} / ${w} >= ${cells} THEN ${cells - 1} ELSE (${v} - ${lo}) * ${cells} / ${w} END`
+        `CASE WHEN (${v} - ${lo}) * ${cells} ${div} ${w} >= ${cells} THEN ${cells - 1} ELSE (${v} - ${lo}) * ${cells} ${div} ${w} END`
       const [bins, points] = await Promise.all([
         db.all<{ cx: number; cy: number; n: number }>(
           `SELECT cx, cy, COUNT(*) AS n FROM (SELECT ${cell('x', x0, wx)} AS cx, ${cell('y', y0, wy)} AS cy FROM analytics_death

@@ -61,6 +61,8 @@ const settled = (p: Promise<unknown>) =>
   )
 
 forEachEngine((engine) => {
+  // MySQL commits on the event loop: ingest starts no persist thread there (plugins/ingest/index.ts).
+  if (engine === 'mysql') return
   test('every commit is stored and readable from other connections once its promise resolves', async () => {
     const { location, db } = await store(engine)
     const thread = new PersistThread(location, 3)

@@ -78,7 +78,7 @@ export class GroupWriter {
 
   /** Commits in flight at once: a persist thread (or PostgreSQL) overlaps them; SQLite alone cannot. */
   private inFlight(db: Db, threaded: boolean): number {
-    return threaded || db.dialect === 'postgres' ? COMMITS_IN_FLIGHT[db.dialect] : 1
+    return threaded || db.dialect !== 'sqlite' ? COMMITS_IN_FLIGHT[db.dialect] : 1
   }
 
   /**

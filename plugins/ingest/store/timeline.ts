@@ -52,6 +52,8 @@ export async function walkTimelineText(
   each: (page: TimelineText | TimelinePage) => void,
   threads?: WalkThreads,
 ): Promise<void> {
+  if (db.dialect === 'mysql')
+    return sqliteWalk((sql, params) => db.all(sql, params), q, each, undefined, MYSQL_JOIN)
   if (db.dialect !== 'postgres') {
     const here = (part: TimelineQuery, each: (page: TimelineText | TimelinePage) => void) =>
       sqliteWalk(
@@ -66,6 +68,18 @@ export async function walkTimelineText(
   const { page, params, limit } = timelinePages(q)
   return pgTimeline(db, { sql: page, params, limit, since: q.from }, q.afterId, q.toId, each)
 }
+
+const SQLITE_JOIN = (
+  page: string,
+) => `SELECT count(*) AS n, max(id) AS last, CAST(group_concat(user_id, char(1)) AS BLOB) AS users,
+       CAST(group_concat(event, char(1)) AS BLOB) AS events, CAST(group_concat(ts - ?, ',') AS BLOB) AS ts
+     FROM (${page}) HAVING count(*) > 0`
+/** MySQL's joins name their order and separator (its sessions allow 64 MB a join: mysql.ts). */
+const MYSQL_JOIN = (page: string) => `SELECT COUNT(*) AS n, MAX(id) AS last,
+       CAST(GROUP_CONCAT(user_id ORDER BY id SEPARATOR '\u0001') AS BINARY) AS users,
+       CAST(GROUP_CONCAT(event ORDER BY id SEPARATOR '\u0001') AS BINARY) AS events,
+       CAST(GROUP_CONCAT(ts - ? ORDER BY id SEPARATOR ',') AS BINARY) AS ts
+     FROM (${page}) AS page HAVING COUNT(*) > 0`
 
 /**
  * The SQLite walk of `q` (ids `(afterId, toId]`) as joined pages, `each` given each page and its
@@ -86,11 +100,10 @@ export async function sqliteWalk(
   q: TimelineQuery,
   each: (page: TimelineText | TimelinePage, last: number) => void,
   pause?: () => Promise<unknown>,
+  join: (page: string) => string = SQLITE_JOIN,
 ): Promise<void> {
   const { page, params, limit } = timelinePages(q)
-  const joined = `SELECT count(*) AS n, max(id) AS last, CAST(group_concat(user_id, char(1)) AS BLOB) AS users,
-       CAST(group_concat(event, char(1)) AS BLOB) AS events, CAST(group_concat(ts - ?, ',') AS BLOB) AS ts
-     FROM (${page}) HAVING count(*) > 0`
+  const joined = join(page)
   for (let after = q.afterId; ; ) {
     const [row] = (await all(joined, [q.from, ...params(after, q.toId)])) as Array<{
       n: number
