@@ -227,8 +227,9 @@ export class EventLog implements EventLogService {
   private async horizon(db: Db): Promise<number> {
     if (db.dialect !== 'postgres') return Number.MAX_SAFE_INTEGER
     // Shared by the steps of the next 100 ms: an older horizon is a lower one, never unsafe, and
-    // reading pg_locks takes the server's lock-manager locks.
-    const now = this.now()
+    // reading pg_locks takes the server's lock-manager locks. Timed by the monotonic clock, as
+    // every wait of this process (a test's frozen wall clock must not freeze them).
+    const now = performance.now()
     if (this.lastHorizon && now - this.lastHorizon.at < 100) return this.lastHorizon.value
     const own = await this.source?.horizon?.(db)
     const value =
@@ -306,7 +307,7 @@ export class EventLog implements EventLogService {
    */
   private async readShared(source: LogSource, at: LogPosition, below: number, limit: number, tx: Db) {
     const key = `${at.seq}:${at.pos}`
-    const now = this.now()
+    const now = performance.now()
     const kept = this.reads.get(key)
     if (
       kept &&
@@ -339,7 +340,7 @@ export class EventLog implements EventLogService {
     if (!source) return
     const names = name ? [name] : this.names()
     const head = await source.head(this.db)
-    const deadline = this.now() + timeoutMs
+    const deadline = performance.now() + timeoutMs
     for (const n of names) {
       for (;;) {
         const cur = await this.cursor(n)
@@ -347,7 +348,8 @@ export class EventLog implements EventLogService {
         if (cur && !before(cur.at, head) && !cur.asked) break
         const got = await this.step(n)
         if (got > 0) continue
-        if (this.now() > deadline) throw new Error(`consumer '${n}' did not catch up in ${timeoutMs} ms`)
+        if (performance.now() > deadline)
+          throw new Error(`consumer '${n}' did not catch up in ${timeoutMs} ms`)
         await Bun.sleep(10)
       }
     }
