@@ -29,7 +29,6 @@ const config = join(dir, 'liveops.yaml')
 await Bun.write(
   config,
   `data_dir: ${dir}
-log: { level: warn }
 rate_limit: { requests_per_minute: 0, burst: 0 }
 plugins: { games: {}, ingest: { purge_interval_minutes: 0 }, analytics: {}, experiments: {} }
 `,
