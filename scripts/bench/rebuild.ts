@@ -68,7 +68,7 @@ if (engine === 'postgres') {
   const sql = postgres(env.DATABASE_URL, { max: 1, onnotice: () => undefined })
   await sql.unsafe(
     `INSERT INTO ingest_events (${cols}) ${select(
-      `generate_series(0, ${N - 1}) AS i`,
+      `generate_series(0::bigint, ${N - 1}) AS i`,
       (a, b) => `((${a}) % ${b})`,
       (a, b) => `((${a}) / ${b})`,
     )}`,
