@@ -1,5 +1,17 @@
 import { consumerMigrations } from './auth/migrations'
 import { type Db, migrate } from './db'
+import {
+  type CursorRow,
+  LostLease,
+  START,
+  WHOLE,
+  before,
+  cursorOf,
+  healthOf,
+  rebuildUntil,
+  statusOf,
+} from './event-log-cursor'
+import { SharedReads } from './event-log-reads'
 import type {
   ConsumerStatus,
   EventLogService,
@@ -13,23 +25,6 @@ import type { Metrics } from './metrics'
 import type { HealthResult } from './plugin'
 
 export type * from './event-log-types'
-
-interface CursorRow {
-  name: string
-  seq: number | string
-  pos: number | string
-  delivered: number | string
-  lease_owner: string | null
-  lease_until: number | string | null
-  last_error: string | null
-  rebuild_from: number | string | null
-  until_seq: number | string | null
-  until_pos: number | string | null
-  rebuild_request: number | string | null
-}
-
-/** `rebuild_request` of a whole rebuild. */
-const WHOLE = -1
 
 export interface EventLogOptions {
   db: Db
@@ -51,11 +46,6 @@ export interface EventLogOptions {
 /** The seq a PostgreSQL row carries: the id of the transaction writing it. */
 export const PG_SEQ_SQL = 'pg_current_xact_id()::text::bigint'
 
-const START: LogPosition = { seq: 0, pos: 0 }
-const before = (a: LogPosition, b: LogPosition) => a.seq < b.seq || (a.seq === b.seq && a.pos < b.pos)
-
-class LostLease extends Error {}
-
 /**
  * The event log's consumers (`ctx.events`). Each consumer of a name runs on one instance at a time
  * (a lease row in `liveops_consumers`, renewed every step, taken over once it lapses); each step
@@ -71,14 +61,8 @@ export class EventLog implements EventLogService {
   private readonly wakers = new Set<() => void>()
   /** Until when this instance holds each consumer's lease, as it last renewed it. */
   private readonly heldUntil = new Map<string, number>()
-  /**
-   * Recent reads by the position they started after: consumers moving together read each batch
-   * once (rows and their parsed props), not once each (`readShared`).
-   */
-  private readonly reads = new Map<
-    string,
-    { below: number; limit: number; entries: LogEntry[]; at: number }
-  >()
+  /** Recent reads, shared by the consumers moving together (`SharedReads`). */
+  private readonly reads = new SharedReads()
   private running = false
   private loops: Promise<void>[] = []
   private readonly leaseMs: number
@@ -276,8 +260,8 @@ export class EventLog implements EventLogService {
    * conditional on the lease and on the cursor being where it was read.
    */
   private async take(c: LogConsumer, cur: CursorRow, source: LogSource, hook: { after?: () => void }) {
-    const at = { seq: Number(cur.seq), pos: Number(cur.pos) }
-    const entries = await this.readShared(source, at, await this.horizon(this.db), c.batch ?? 1000, this.db)
+    const at = cursorOf(cur)
+    const entries = await this.reads.read(source, at, await this.horizon(this.db), c.batch ?? 1000, this.db)
     if (!entries.length) return 0
     const last = entries[entries.length - 1].at
     const rows = this.deliverable(cur, entries)
@@ -296,30 +280,6 @@ export class EventLog implements EventLogService {
       if (moved !== 1) throw new LostLease(`consumer '${c.name}' moved under this instance`)
       return entries.length
     })
-  }
-
-  /**
-   * A read after `at`, shared by the consumers that are there within a second. A kept read is a
-   * prefix of any later one from the same place: its rows were committed below its horizon, and
-   * a row committed since comes after all of them (a later seq on SQLite and MySQL, at or above
-   * that horizon on PostgreSQL). So a consumer may take the kept rows, fewer than the store now
-   * holds, and read the rest at its next step.
-   */
-  private async readShared(source: LogSource, at: LogPosition, below: number, limit: number, tx: Db) {
-    const key = `${at.seq}:${at.pos}`
-    const now = performance.now()
-    const kept = this.reads.get(key)
-    if (
-      kept &&
-      now - kept.at < 1000 &&
-      kept.below <= below &&
-      (kept.limit >= limit || kept.entries.length < kept.limit)
-    )
-      return kept.entries.length > limit ? kept.entries.slice(0, limit) : kept.entries
-    const entries = await source.read(at, below, limit, tx)
-    for (const [k, r] of this.reads) if (now - r.at >= 1000 || this.reads.size >= 32) this.reads.delete(k)
-    if (entries.length) this.reads.set(key, { below, limit, entries, at: now })
-    return entries
   }
 
   /** The rows of a batch the consumer takes: during a rebuild from a date, the re-counted times. */
@@ -365,7 +325,7 @@ export class EventLog implements EventLogService {
       'SELECT seq, pos, rebuild_request FROM liveops_consumers WHERE name = ?',
       [name],
     )
-    return r && { at: { seq: Number(r.seq), pos: Number(r.pos) }, asked: r.rebuild_request !== null }
+    return r && { at: cursorOf(r), asked: r.rebuild_request !== null }
   }
 
   /**
@@ -395,11 +355,7 @@ export class EventLog implements EventLogService {
     const request = Number(cur.rebuild_request)
     const from = request === WHOLE ? undefined : request
     await c.reset(from, tx)
-    let until = { seq: Number(cur.seq), pos: Number(cur.pos) }
-    if (cur.until_seq !== null) {
-      const earlier = { seq: Number(cur.until_seq), pos: Number(cur.until_pos) }
-      if (before(until, earlier)) until = earlier
-    }
+    const until = rebuildUntil(cur)
     const moved = await tx.run(
       `UPDATE liveops_consumers SET seq = 0, pos = 0, updated_at = ?, rebuild_from = ?, until_seq = ?, until_pos = ?,
          rebuild_request = NULL, last_error = NULL
@@ -416,49 +372,16 @@ export class EventLog implements EventLogService {
     const source = this.source
     const rows = await this.db.all<CursorRow>('SELECT * FROM liveops_consumers ORDER BY name')
     const out: ConsumerStatus[] = []
-    const now = this.now()
     for (const r of rows) {
       if (!this.consumers.has(r.name)) continue
-      const cursor = { seq: Number(r.seq), pos: Number(r.pos) }
-      const p = source ? await source.pending(cursor, this.db) : { rows: 0, oldestReceivedAt: null }
-      const asOf = p.oldestReceivedAt === null ? now : p.oldestReceivedAt - 1
-      out.push({
-        name: r.name,
-        cursor,
-        delivered: Number(r.delivered),
-        lagEvents: p.rows,
-        lagSeconds: p.oldestReceivedAt === null ? 0 : Math.max(0, (now - p.oldestReceivedAt) / 1000),
-        asOf,
-        leaseOwner: r.lease_until !== null && Number(r.lease_until) >= now ? r.lease_owner : null,
-        lastError: r.last_error,
-        rebuilding: r.until_seq !== null || r.rebuild_request !== null,
-      })
+      const p = source ? await source.pending(cursorOf(r), this.db) : { rows: 0, oldestReceivedAt: null }
+      out.push(statusOf(r, p, this.now()))
     }
     return out
   }
 
-  /**
-   * The `consumers` check of /healthz: each consumer's cursor, lag and runner. Down (not critical)
-   * while a consumer's last step failed, naming it.
-   */
   async health(): Promise<HealthResult> {
-    const consumers: Record<string, unknown> = {}
-    const failing: string[] = []
-    for (const s of await this.status()) {
-      if (s.lastError !== null) failing.push(s.name)
-      consumers[s.name] = {
-        lag_events: s.lagEvents,
-        lag_seconds: s.lagSeconds,
-        as_of: new Date(s.asOf).toISOString(),
-        delivered: s.delivered,
-        running_on: s.leaseOwner,
-        rebuilding: s.rebuilding,
-        last_error: s.lastError,
-      }
-    }
-    return failing.length
-      ? { status: 'down', error: `consumer failing: ${failing.join(', ')}`, consumers }
-      : { status: 'up', consumers }
+    return healthOf(await this.status())
   }
 
   async asOf(name?: string): Promise<number> {

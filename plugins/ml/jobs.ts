@@ -3,11 +3,11 @@ import { Conflict, Invalid, NotFound, invalidField } from '../../core/http'
 import type { Logger } from '../../core/log'
 import type { EventsService } from '../ingest/types'
 import {
-  ALGORITHMS,
   type Artifact,
   type Metrics,
   type ModelType,
   canonicalAlgorithm,
+  notTrainedHere,
   resolveHyperparameters,
 } from './algorithms'
 import { type Built, checkDatasetConfig, fromCsv, fromEvents } from './dataset'
@@ -107,12 +107,7 @@ export class Trainer {
       throw new Conflict(`model '${modelId}' is ARCHIVED; restore it (PUT status) before training`)
     // A registry entry (a model trained elsewhere) is deployed, not trained here.
     if (!canonicalAlgorithm(type, model.algorithm))
-      throw new Conflict(
-        `model '${modelId}' uses '${model.algorithm}' (framework ${model.framework}), which liveops does not train in process: ` +
-          `train it where it was built and deploy it with POST /api/ml-models/${modelId}/deploy {"servingEndpoint": "https://..."}, ` +
-          `or set a built-in ${type} algorithm (${ALGORITHMS[type].join(', ')}) to train it here`,
-        { field: 'algorithm' },
-      )
+      throw new Conflict(notTrainedHere(modelId, type, model), { field: 'algorithm' })
     const { values, problems } = resolveHyperparameters(model.algorithm, body.hyperparameters ?? {})
     if (problems.length)
       throw new Invalid(problems.map((p) => `${p.field}: ${p.reason}`).join('; '), {

@@ -52,6 +52,19 @@ export function canonicalAlgorithm(type: ModelType, name: string): string | unde
   return c && ALGORITHMS[type].includes(c) ? c : undefined
 }
 
+/** Why a model with an algorithm trained elsewhere (a registry entry) is not trained here, and what to do. */
+export function notTrainedHere(
+  modelId: string,
+  type: ModelType,
+  model: { algorithm: string; framework: string },
+): string {
+  return (
+    `model '${modelId}' uses '${model.algorithm}' (framework ${model.framework}), which liveops does not train in process: ` +
+    `train it where it was built and deploy it with POST /api/ml-models/${modelId}/deploy {"servingEndpoint": "https://..."}, ` +
+    `or set a built-in ${type} algorithm (${ALGORITHMS[type].join(', ')}) to train it here`
+  )
+}
+
 interface ParamSpec {
   min: number
   max: number

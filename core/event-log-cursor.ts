@@ -1,0 +1,80 @@
+import type { ConsumerStatus, LogPosition } from './event-log-types'
+import type { HealthResult } from './plugin'
+
+/** A row of `liveops_consumers` (core migrations 006 and 008): one consumer's cursor, lease and rebuild. */
+export interface CursorRow {
+  name: string
+  seq: number | string
+  pos: number | string
+  delivered: number | string
+  lease_owner: string | null
+  lease_until: number | string | null
+  last_error: string | null
+  rebuild_from: number | string | null
+  until_seq: number | string | null
+  until_pos: number | string | null
+  rebuild_request: number | string | null
+}
+
+/** `rebuild_request` of a whole rebuild. */
+export const WHOLE = -1
+
+export const START: LogPosition = { seq: 0, pos: 0 }
+export const before = (a: LogPosition, b: LogPosition) => a.seq < b.seq || (a.seq === b.seq && a.pos < b.pos)
+
+/** A step whose cursor or lease moved under it: rolled back, not an error. */
+export class LostLease extends Error {}
+
+export const cursorOf = (r: CursorRow): LogPosition => ({ seq: Number(r.seq), pos: Number(r.pos) })
+
+/** Where a rebuild must re-deliver only rows from its date: the old cursor, or an unfinished rebuild's end. */
+export function rebuildUntil(cur: CursorRow): LogPosition {
+  const at = cursorOf(cur)
+  if (cur.until_seq === null) return at
+  const earlier = { seq: Number(cur.until_seq), pos: Number(cur.until_pos) }
+  return before(at, earlier) ? earlier : at
+}
+
+/** One consumer's status from its row and what lies after its cursor. */
+export function statusOf(
+  r: CursorRow,
+  pending: { rows: number; oldestReceivedAt: number | null },
+  now: number,
+): ConsumerStatus {
+  const oldest = pending.oldestReceivedAt
+  return {
+    name: r.name,
+    cursor: cursorOf(r),
+    delivered: Number(r.delivered),
+    lagEvents: pending.rows,
+    lagSeconds: oldest === null ? 0 : Math.max(0, (now - oldest) / 1000),
+    asOf: oldest === null ? now : oldest - 1,
+    leaseOwner: r.lease_until !== null && Number(r.lease_until) >= now ? r.lease_owner : null,
+    lastError: r.last_error,
+    rebuilding: r.until_seq !== null || r.rebuild_request !== null,
+  }
+}
+
+/**
+ * The `consumers` check of /healthz: each consumer's cursor, lag and runner. Down (not critical)
+ * while a consumer's last step failed, naming it.
+ */
+export function healthOf(all: ConsumerStatus[]): HealthResult {
+  const consumers: Record<string, unknown> = {}
+  const failing: string[] = []
+  for (const s of all) {
+    if (s.lastError !== null) failing.push(s.name)
+    consumers[s.name] = {
+      lag_events: s.lagEvents,
+      lag_seconds: s.lagSeconds,
+      as_of: new Date(s.asOf).toISOString(),
+      delivered: s.delivered,
+      running_on: s.leaseOwner,
+      rebuilding: s.rebuilding,
+      last_error: s.lastError,
+    }
+  }
+  return failing.length
+    ? { status: 'down', error: `consumer failing: ${failing.join(', ')}`, consumers }
+    : { status: 'up', consumers }
+}
