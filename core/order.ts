@@ -19,3 +19,27 @@ export function inOrder<K extends string | number>(m: Map<K, unknown>): K[] {
   }
   return keys
 }
+
+/**
+ * Rows grouped by game and environment (a stream), streams in key order, each with the indexes
+ * of its rows; consecutive rows of one stream share the lookup.
+ */
+export function byStream(
+  rows: readonly { gameId: string; env: string }[],
+): Array<{ gameId: string; env: string; at: number[] }> {
+  const streams = new Map<string, { gameId: string; env: string; at: number[] }>()
+  let cur: { gameId: string; env: string; at: number[] } | undefined
+  for (let i = 0; i < rows.length; i++) {
+    const e = rows[i]
+    if (cur === undefined || cur.gameId !== e.gameId || cur.env !== e.env) {
+      const k = `${e.gameId}\u0001${e.env}`
+      cur = streams.get(k)
+      if (!cur) {
+        cur = { gameId: e.gameId, env: e.env, at: [] }
+        streams.set(k, cur)
+      }
+    }
+    cur.at.push(i)
+  }
+  return [...streams.values()].sort((a, b) => byText(a.gameId, b.gameId) || byText(a.env, b.env))
+}

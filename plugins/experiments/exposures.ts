@@ -1,7 +1,7 @@
 import type { Db, Param } from '../../core/db'
 import { type Derivation, type Gathered as RollupBatch, pick, str } from '../../core/derive'
 import type { LogEvent as NormEvent } from '../../core/event-log-types'
-import { byText, inOrder } from '../../core/order'
+import { byStream, inOrder } from '../../core/order'
 import { writeExposures } from './exposures-write'
 
 /** A commit's exposure rows for `exposures-write.ts`: each table's values one row after another, keys in order. */
@@ -111,22 +111,6 @@ export class ExposureRollup implements Derivation<ExposureRows> {
     }
     return out.exposures.length || out.userEvents.length ? { rows: out } : undefined
   }
-}
-
-/** A batch's events grouped by game and environment, in key order, each with the indexes of its events. */
-function byStream(events: readonly NormEvent[]): Array<{ gameId: string; env: string; at: number[] }> {
-  const streams = new Map<string, { gameId: string; env: string; at: number[] }>()
-  for (let i = 0; i < events.length; i++) {
-    const e = events[i]
-    const k = `${e.gameId}\u0001${e.env}`
-    let cur = streams.get(k)
-    if (!cur) {
-      cur = { gameId: e.gameId, env: e.env, at: [] }
-      streams.set(k, cur)
-    }
-    cur.at.push(i)
-  }
-  return [...streams.values()].sort((a, b) => byText(a.gameId, b.gameId) || byText(a.env, b.env))
 }
 
 /** Per variant: users whose first exposure named it, and of them those who sent each metric event at or after it. */

@@ -1,27 +1,15 @@
 import { clean, pick, str } from '../../../core/derive'
+import type { LogEvent } from '../../../core/event-log-types'
 /**
  * Event validation of spec 1 section 4 and 7 rule 2, and the mapping of accepted events to the
  * stored shape. Pure functions: the routes, the service and the tests share them.
  */
 
-/** One accepted event, normalized; `props` is the event object as sent. */
-export interface NormEvent {
-  gameId: string
-  env: string
-  event: string
-  ts: number
-  userId: string | null
-  sessionId: string | null
-  amountCents: number | null
-  currency: string | null
-  durationMs: number | null
-  network: string | null
-  level: string | null
-  /** The client's id of the event (the SDK sets a UUIDv7): a repeat within the dedup window is not stored again. */
-  eventId: string | null
-  props: Record<string, unknown>
-  payment?: { orderId: string; status: PaymentStatus; amountCents: number }
-}
+/**
+ * One accepted event, normalized (`props` is the event object as sent): what the log's consumers
+ * later read (`LogEvent`, core/event-log-types.ts), before it has a stored id and receive time.
+ */
+export type NormEvent = Omit<LogEvent, 'id' | 'receivedAt' | 'invocation'>
 
 /**
  * The key of one game's environment (a stream) in the maps the ingest path shares:
