@@ -57,7 +57,9 @@ const DAY = 86_400_000
 
 const dir = tempDir('liveops-ingest-bench-')
 // Analytics and experiments on: their consumers of the event log keep up beside ingestion.
-const config = await benchConfig(dir, 'analytics: {}, experiments: {}')
+// --consumers=0 leaves them out, to see what ingestion alone costs.
+const withConsumers = arg('consumers', '1') !== '0'
+const config = await benchConfig(dir, withConsumers ? 'analytics: {}, experiments: {}' : '')
 const env: Record<string, string> = { ADMIN_PASSWORD: 'bench-password', JWT_SECRET: 'bench' }
 /** liveops' PostgreSQL pool (core/db/postgres.ts), also the bare ceiling's. */
 const pgPool = 10
@@ -331,25 +333,27 @@ function request() k = k + 1; if k > #reqs then k = 1 end; return reqs[k] end
         })
       : undefined
     // The consumers' lag over the measured window, sampled by a process of its own (wrk blocks this one).
-    const sampler = Bun.spawn([process.execPath, join(import.meta.dir, 'lag-sampler.ts'), s.base, token], {
-      stdout: 'pipe',
-    })
+    const sampler = withConsumers
+      ? Bun.spawn([process.execPath, join(import.meta.dir, 'lag-sampler.ts'), s.base, token], {
+          stdout: 'pipe',
+        })
+      : undefined
     const w = wrkCpu(s.proc.pid, url, {
       connections,
       seconds,
       threads: wrkThreads,
       script: await scriptFor('signed', files[1]),
     })
-    sampler.kill('SIGTERM')
-    const lag = JSON.parse((await new Response(sampler.stdout).text()).trim() || '{}')
+    sampler?.kill('SIGTERM')
+    const lag = sampler ? JSON.parse((await new Response(sampler.stdout).text()).trim() || '{}') : undefined
     // How long the consumers take to finish what the window left them.
-    const caughtUp = await catchUp(s.base, token)
+    const caughtUp = withConsumers ? await catchUp(s.base, token) : undefined
     const warmAcked = warm ? (warm.requests - warm.errors) * size : 0
     const acked = warmAcked + (w.requests - w.errors) * size
     const wrkRuns = warm ? 2 : 1
     const q = `gameId=${gameId}&env=prod`
     const queries =
-      size > 1
+      size > 1 && withConsumers
         ? [
             await timeQuery(s.base, token, `/api/v1/analytics/warehouse/dau?${q}&days=30`),
             await timeQuery(s.base, token, `/api/v1/analytics/warehouse/revenue?${q}&days=30`),
@@ -398,7 +402,7 @@ function request() k = k + 1; if k > #reqs then k = 1 end; return reqs[k] end
         countCheck: stored >= acked && stored - acked <= wrkRuns * connections * size,
         presigned: n,
         queries,
-        consumers: { ...lag, catchUpSeconds: caughtUp },
+        consumers: withConsumers ? { ...lag, catchUpSeconds: caughtUp } : 'off',
         bare: bare && {
           eventsPerSec: Math.round(bare.rps * okShare(bare) * size),
           p99ms: bare.p99ms,
