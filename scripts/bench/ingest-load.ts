@@ -14,7 +14,7 @@ const DAY = 86_400_000
  * besides games and ingest (a YAML flow mapping's entries); returns its path. Log level info:
  * `startServer` waits for the "listening" line.
  */
-export async function benchConfig(dir: string, plugins: string): Promise<string> {
+export async function benchConfig(dir: string, plugins: string, ingest = ''): Promise<string> {
   const config = join(dir, 'bench.yaml')
   await Bun.write(
     config,
@@ -22,7 +22,7 @@ export async function benchConfig(dir: string, plugins: string): Promise<string>
       `data_dir: ${dir}`,
       'rate_limit: { requests_per_minute: 0, burst: 0 }',
       'log: { level: info }',
-      `plugins: { games: {}, ingest: { signing_secret: ${SECRET}, purge_interval_minutes: 0 }, ${plugins} }`,
+      `plugins: { games: {}, ingest: { signing_secret: ${SECRET}, purge_interval_minutes: 0${ingest} }, ${plugins} }`,
       '',
     ].join('\n'),
   )

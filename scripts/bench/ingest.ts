@@ -59,7 +59,10 @@ const dir = tempDir('liveops-ingest-bench-')
 // Analytics and experiments on: their consumers of the event log keep up beside ingestion.
 // --consumers=0 leaves them out, to see what ingestion alone costs.
 const withConsumers = arg('consumers', '1') !== '0'
-const config = await benchConfig(dir, withConsumers ? 'analytics: {}, experiments: {}' : '')
+// Requests are signed before the run: a run longer than the default replay window (300 s) widens
+// it, or its later requests would be refused as stale.
+const skew = seconds + Number(arg('warmup', '10')) > 200 ? `, max_skew_s: ${seconds * 3 + 600}` : ''
+const config = await benchConfig(dir, withConsumers ? 'analytics: {}, experiments: {}' : '', skew)
 const env: Record<string, string> = { ADMIN_PASSWORD: 'bench-password', JWT_SECRET: 'bench' }
 /** liveops' PostgreSQL pool (core/db/postgres.ts), also the bare ceiling's. */
 const pgPool = 10

@@ -42,20 +42,12 @@ export function gameAnalytics(db: Db) {
     )
   }
 
-  /** DAU per local day: the day counters plus logged user-days not merged yet (SQLite). */
+  /** DAU per local day: the day counters. */
   async function dau(q: DayRange): Promise<Map<number, number>> {
     const w = where(q)
-    const l = where(q, 'l')
     const rows = await db.all<{ day: number; dau: number }>(
-      `SELECT day, SUM(dau) AS dau FROM (
-         SELECT day, dau FROM analytics_daily WHERE ${w.sql} AND day >= ? AND day <= ?
-         UNION ALL
-         SELECT day, COUNT(DISTINCT user_id) FROM analytics_user_day_log l
-          WHERE ${l.sql} AND day >= ? AND day <= ? AND NOT EXISTS (SELECT 1 FROM analytics_user_day u
-            WHERE u.game_id = l.game_id AND u.env = l.env AND u.day = l.day AND u.user_id = l.user_id)
-          GROUP BY day
-       ) t GROUP BY day`,
-      [...w.params, q.from, q.to, ...l.params, q.from, q.to],
+      `SELECT day, SUM(dau) AS dau FROM analytics_daily WHERE ${w.sql} AND day >= ? AND day <= ? GROUP BY day`,
+      [...w.params, q.from, q.to],
     )
     return new Map(rows.map((r) => [n(r.day), n(r.dau)]))
   }
@@ -324,9 +316,7 @@ export function gameAnalytics(db: Db) {
       const rows = await db.all<{ social: number; cohort: number; retained: number }>(
         `SELECT CASE WHEN s.user_id IS NULL THEN 0 ELSE 1 END AS social, COUNT(*) AS cohort,
            SUM(CASE WHEN EXISTS (SELECT 1 FROM analytics_user_day d WHERE d.game_id = f.game_id AND d.env = f.env
-                 AND d.user_id = f.user_id AND d.day = f.first_day + ${7 * DAY})
-               OR EXISTS (SELECT 1 FROM analytics_user_day_log l WHERE l.game_id = f.game_id AND l.env = f.env
-                 AND l.user_id = f.user_id AND l.day = f.first_day + ${7 * DAY}) THEN 1 ELSE 0 END) AS retained
+                 AND d.user_id = f.user_id AND d.day = f.first_day + ${7 * DAY}) THEN 1 ELSE 0 END) AS retained
          FROM analytics_first_seen f
          LEFT JOIN analytics_social_user s ON s.game_id = f.game_id AND s.env = f.env AND s.user_id = f.user_id
          WHERE ${f.sql} AND f.first_day >= ? AND f.first_day <= ?

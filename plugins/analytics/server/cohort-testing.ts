@@ -19,8 +19,8 @@ export async function oracleRetention(
   const last = start(q.to)
   const to = last + unit * (q.size + 1) - DAY
   const p = [q.gameId, q.env, first, to]
-  const active = `SELECT game_id, env, day, user_id FROM analytics_user_day WHERE game_id = ? AND env = ? AND day >= ? AND day <= ?
-    UNION SELECT game_id, env, day, user_id FROM analytics_user_day_log WHERE game_id = ? AND env = ? AND day >= ? AND day <= ?`
+  const active =
+    'SELECT game_id, env, day, user_id FROM analytics_user_day WHERE game_id = ? AND env = ? AND day >= ? AND day <= ?'
   const cohortRows = await db.all<{ first_day: number; n: number }>(
     'SELECT first_day, COUNT(*) AS n FROM analytics_first_seen WHERE game_id = ? AND env = ? AND first_day >= ? AND first_day <= ? GROUP BY first_day',
     [q.gameId, q.env, first, last + unit - DAY],
@@ -29,7 +29,7 @@ export async function oracleRetention(
     `SELECT f.first_day, a.day, f.user_id FROM analytics_first_seen f
      JOIN (${active}) a ON a.game_id = f.game_id AND a.env = f.env AND a.user_id = f.user_id AND a.day > f.first_day
      WHERE f.game_id = ? AND f.env = ? AND f.first_day >= ? AND f.first_day <= ?`,
-    [...p, ...p, q.gameId, q.env, first, last + unit - DAY],
+    [...p, q.gameId, q.env, first, last + unit - DAY],
   )
   const size = new Map<number, number>()
   for (const c of cohortRows)
@@ -58,9 +58,7 @@ export async function oracleRetention(
 export async function oracleD1(db: Db, gameId: string, env: string, from: number, to: number) {
   const r = await db.get<{ cohort: number; back: number }>(
     `SELECT COUNT(*) AS cohort, SUM(CASE WHEN EXISTS (SELECT 1 FROM analytics_user_day d WHERE d.game_id = f.game_id
-          AND d.env = f.env AND d.user_id = f.user_id AND d.day = f.first_day + ${DAY})
-        OR EXISTS (SELECT 1 FROM analytics_user_day_log l WHERE l.game_id = f.game_id AND l.env = f.env
-          AND l.user_id = f.user_id AND l.day = f.first_day + ${DAY}) THEN 1 ELSE 0 END) AS back
+          AND d.env = f.env AND d.user_id = f.user_id AND d.day = f.first_day + ${DAY}) THEN 1 ELSE 0 END) AS back
      FROM analytics_first_seen f WHERE f.game_id = ? AND f.env = ? AND f.first_day >= ? AND f.first_day <= ?`,
     [gameId, env, from, to],
   )

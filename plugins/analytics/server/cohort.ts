@@ -1,4 +1,4 @@
-import type { Db, Param, Row } from '../../../core/db'
+import type { Db, Row } from '../../../core/db'
 import { insertRows as insertMany } from '../../../core/db/bulk'
 import { DAY } from '../lib/time'
 
@@ -18,29 +18,6 @@ import { DAY } from '../lib/time'
 export const weekOf = (col: string) => `(${col} - ((${col} / ${DAY} + 3) % 7) * ${DAY})`
 /** The same in JS. */
 export const mondayOf = (day: number) => day - ((day / DAY + 3) % 7) * DAY
-
-const fs = (t: string) =>
-  `JOIN analytics_first_seen f ON f.game_id = ${t}.game_id AND f.env = ${t}.env AND f.user_id = ${t}.user_id`
-
-/**
- * Reads: SQLite's logged user-days (`where` on `l`) that `analytics_user_day` does not hold yet, as
- * counter rows `game_id, env, cohort, day, n` (a user-day logged twice counts once).
- */
-const loggedDays = (where: string) =>
-  `SELECT l.game_id, l.env, f.first_day AS cohort, l.day AS day, COUNT(DISTINCT l.user_id) AS n
-   FROM analytics_user_day_log l ${fs('l')}
-   WHERE ${where} AND l.day > f.first_day AND NOT EXISTS (SELECT 1 FROM analytics_user_day u
-     WHERE u.game_id = l.game_id AND u.env = l.env AND u.day = l.day AND u.user_id = l.user_id)
-   GROUP BY l.game_id, l.env, f.first_day, l.day`
-
-/** The same per week: logged user-weeks that `analytics_user_week` does not hold yet. */
-const loggedWeeks = (where: string) =>
-  `SELECT w.game_id, w.env, ${weekOf('f.first_day')} AS cohort, w.week AS week, COUNT(*) AS n
-   FROM (SELECT DISTINCT l.game_id, l.env, ${weekOf('l.day')} AS week, l.user_id FROM analytics_user_day_log l WHERE ${where}) w
-   ${fs('w')}
-   WHERE w.week > ${weekOf('f.first_day')} AND NOT EXISTS (SELECT 1 FROM analytics_user_week x
-     WHERE x.game_id = w.game_id AND x.env = w.env AND x.week = w.week AND x.user_id = w.user_id)
-   GROUP BY w.game_id, w.env, ${weekOf('f.first_day')}, w.week`
 
 /** A counter row at an existing key adds to it. */
 const bump = (t: string, unit: 'day' | 'week') =>
@@ -124,27 +101,15 @@ export function cohorts(db: Db) {
     return new Map(rows.map((r) => [n(r.day), n(r.n)]))
   }
 
-  /**
-   * Per cohort `from`..`to` (days, or Mondays) and later day (week): users back, from the
-   * counters plus SQLite's logged rows not merged yet. Key: `cohort|later`.
-   */
+  /** Per cohort `from`..`to` (days, or Mondays) and later day (week): users back. Key: `cohort|later`. */
   async function back(q: CohortScope, unit: 'day' | 'week', from: number, to: number) {
     const table = unit === 'day' ? 'analytics_cohort_day' : 'analytics_cohort_week'
-    const p: Param[] = [q.gameId, q.env, from, to]
-    const where = 'l.game_id = ? AND l.env = ?'
-    const [kept, logged] = await Promise.all([
-      db.all<{ cohort: number; later: number; n: number }>(
-        `SELECT cohort, ${unit} AS later, n FROM ${table} WHERE game_id = ? AND env = ? AND cohort >= ? AND cohort <= ?`,
-        p,
-      ),
-      db.all<{ cohort: number; later: number; n: number }>(
-        `SELECT cohort, ${unit} AS later, n FROM (${unit === 'day' ? loggedDays(where) : loggedWeeks(where)}) t
-         WHERE cohort >= ? AND cohort <= ?`,
-        p,
-      ),
-    ])
+    const rows = await db.all<{ cohort: number; later: number; n: number }>(
+      `SELECT cohort, ${unit} AS later, n FROM ${table} WHERE game_id = ? AND env = ? AND cohort >= ? AND cohort <= ?`,
+      [q.gameId, q.env, from, to],
+    )
     const out = new Map<string, number>()
-    for (const r of [...kept, ...logged]) {
+    for (const r of rows) {
       const k = `${n(r.cohort)}|${n(r.later)}`
       out.set(k, (out.get(k) ?? 0) + n(r.n))
     }

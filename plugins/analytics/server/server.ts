@@ -39,17 +39,10 @@ export function serverAnalytics(db: Db) {
 
   async function period(q: Scope) {
     const days = (q.to - q.from) / DAY + 1
-    const [daily, logged, active, mau, payers, d1] = await Promise.all([
+    const [daily, active, mau, payers, d1] = await Promise.all([
       db.get<{ dau: number; fresh: number; revenue: number }>(
         `SELECT SUM(dau) AS dau, SUM(new_users) AS fresh, SUM(revenue_cents) AS revenue FROM analytics_daily
          WHERE game_id = ? AND env = ? AND day >= ? AND day <= ?`,
-        [q.gameId, q.env, q.from, q.to],
-      ),
-      // User-days logged and not merged yet (SQLite): the day counters count them at their merge.
-      db.get<{ n: number }>(
-        `SELECT COUNT(*) AS n FROM (SELECT DISTINCT day, user_id FROM analytics_user_day_log l
-          WHERE game_id = ? AND env = ? AND day >= ? AND day <= ? AND NOT EXISTS (SELECT 1 FROM analytics_user_day u
-            WHERE u.game_id = l.game_id AND u.env = l.env AND u.day = l.day AND u.user_id = l.user_id)) t`,
         [q.gameId, q.env, q.from, q.to],
       ),
       distinctActive(q, q.from, q.to),
@@ -65,7 +58,7 @@ export function serverAnalytics(db: Db) {
     const revenue = n(daily?.revenue) / 100
     const paying = n(payers?.n)
     return {
-      dau: round((n(daily?.dau) + n(logged?.n)) / days, 2),
+      dau: round(n(daily?.dau) / days, 2),
       mau,
       newUsers: n(daily?.fresh),
       revenue: round(revenue, 2),

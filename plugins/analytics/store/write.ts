@@ -7,7 +7,7 @@ import {
 } from '../../../core/db/bulk'
 import type { Stored } from '../../../core/derive'
 import { DAY, floorTo } from '../lib/time'
-import { countMergedCohorts, firstDay, weekOf } from '../server/cohort'
+import { countMergedCohorts, firstDay, mondayOf, weekOf } from '../server/cohort'
 import type { AnalyticsRows } from './rollup-parts'
 
 /**
@@ -60,12 +60,12 @@ const UPSERT = {
   userDays: {
     table: table('analytics_user_day', ['day']),
     cols: ['game_id', 'env', 'day', 'user_id'],
-    tail: 'ON CONFLICT (game_id, env, day, user_id) DO NOTHING RETURNING game_id, env, day',
+    tail: 'ON CONFLICT (game_id, env, day, user_id) DO NOTHING RETURNING game_id, env, day, user_id',
   },
-  userDayLog: {
-    table: table('analytics_user_day_log', ['day']),
-    cols: ['game_id', 'env', 'day', 'user_id'],
-    tail: '',
+  userWeeks: {
+    table: table('analytics_user_week', ['week']),
+    cols: ['game_id', 'env', 'week', 'user_id'],
+    tail: 'ON CONFLICT (game_id, env, week, user_id) DO NOTHING RETURNING game_id, env, week, user_id',
   },
   hours: {
     table: table('analytics_invocation_hour', ['hour', 'total', 'failed', 'duration_sum', 'duration_n']),
@@ -123,12 +123,61 @@ const shared = (tx: Db, rows: AnalyticsRows) => [
  */
 export async function writeAnalytics(tx: Db, rows: AnalyticsRows, stored: Stored, early: Promise<Early>) {
   if (tx.dialect === 'postgres') return writePg(tx, rows, stored, early)
-  const [{ fresh }] = await Promise.all([early, upsert(tx, 'userDayLog', rows.userDays), ...shared(tx, rows)])
-  // Every logged user-day is merged in the batch that logged it.
-  const active = await mergeUserDays(tx, 1, 0)
+  const leftover = await mergeLeftoverUserDays(tx)
+  const [{ fresh }, days] = await Promise.all([
+    early,
+    upsert(tx, 'userDays', sortRows(rows.userDays, 4)),
+    ...shared(tx, rows),
+  ])
+  const weeks = days.length ? await upsert(tx, 'userWeeks', weeksOf(days)) : []
+  await countMergedCohorts(tx, days, weeks, await firstDaysOf(tx, days))
   const paid = withDays(rows, await stored.payments)
   await gameDays(tx, rows, paid)
-  await upsert(tx, 'daily', dayCounters(active, fresh, paid))
+  await upsert(tx, 'daily', dayCounters(leftover.length ? [...leftover, ...days] : days, fresh, paid))
+}
+
+/** The distinct user-weeks of new user-days, in key order. */
+function weeksOf(days: Row[]): Param[] {
+  const weeks = new Map<string, Param[]>()
+  for (const r of days) {
+    const week = mondayOf(Number(r.day))
+    const [g, env, user] = [String(r.game_id), String(r.env), String(r.user_id)]
+    weeks.set(`${g}\u0001${env}\u0001${String(week).padStart(16, '0')}\u0001${user}`, [g, env, week, user])
+  }
+  return [...weeks.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).flatMap(([, v]) => v)
+}
+
+/**
+ * The first day of each user of `days` (first sights are stored before user-days in every
+ * batch): one statement per stream and up to 512 users, in power-of-two sizes so the statement
+ * texts repeat.
+ */
+async function firstDaysOf(tx: Db, days: Row[]): Promise<Map<string, number>> {
+  const out = new Map<string, number>()
+  const byStream = new Map<string, { gameId: string; env: string; users: Set<string> }>()
+  for (const r of days) {
+    const k = `${r.game_id}\u0001${r.env}`
+    let st = byStream.get(k)
+    if (!st) {
+      st = { gameId: String(r.game_id), env: String(r.env), users: new Set() }
+      byStream.set(k, st)
+    }
+    st.users.add(String(r.user_id))
+  }
+  for (const { gameId, env, users } of byStream.values()) {
+    const all = [...users]
+    for (let i = 0; i < all.length; ) {
+      const size = 2 ** Math.floor(Math.log2(Math.min(512, all.length - i)))
+      const chunk = all.slice(i, i + size)
+      i += size
+      for (const r of await tx.all<{ user_id: string; first_day: number }>(
+        `SELECT user_id, first_day FROM analytics_first_seen WHERE game_id = ? AND env = ? AND user_id IN (${'?, '.repeat(size - 1)}?)`,
+        [gameId, env, ...chunk],
+      ))
+        out.set(`${gameId}\u0001${env}\u0001${r.user_id}`, Number(r.first_day))
+    }
+  }
+  return out
 }
 
 /**
@@ -184,29 +233,19 @@ function dayCounters(active: Row[], fresh: Row[] = [], paid: ReturnType<typeof w
   return [...daily.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).flatMap(([, v]) => v)
 }
 
-/**
- * The user-day log on SQLite (analytics migration): each user's first DAU event of a day is
- * appended to `analytics_user_day_log`, then moved into `analytics_user_day` in key order in the
- * same batch, so that the batch writes the pages of the days it touches once.
- */
-/** `mergeUserDays` found fewer rows than its threshold. */
-const NOT_MERGED: Row[] = []
-
 const USER_DAY_COLS = UPSERT.userDays.cols.join(', ')
 
 /**
- * SQLite: once `analytics_user_day_log` holds `start` rows, moves all but the newest `kept` into
- * `analytics_user_day` (and their weeks into `analytics_user_week`) in key order, counts what
- * was new into the cohort counters, and returns the new user-days (their game, environment and
- * day) for the day counters; `NOT_MERGED` below `start`. Duplicates (a user-day already stored,
- * or logged twice) are dropped by the keys.
+ * Upgrades: before wave 3 the rollups of SQLite and MySQL appended each new user-day to
+ * `analytics_user_day_log` and merged it into `analytics_user_day` in chunks of thousands, so a
+ * store stopped then can hold rows never merged. The first batch moves them over (with their
+ * weeks, in key order), counts what was new into the cohort counters and returns the new
+ * user-days for the day counters; every later batch finds the log empty in one lookup of its key.
  */
-async function mergeUserDays(tx: Db, start: number, kept: number): Promise<Row[]> {
-  const span = await tx.get<{ lo: number | null; hi: number | null }>(
-    'SELECT MIN(id) AS lo, MAX(id) AS hi FROM analytics_user_day_log',
-  )
-  if (span?.hi == null || span.lo == null || span.hi - span.lo + 1 < start) return NOT_MERGED
-  const upTo = [span.hi - kept]
+async function mergeLeftoverUserDays(tx: Db): Promise<Row[]> {
+  const left = await tx.get<{ id: number }>('SELECT id FROM analytics_user_day_log ORDER BY id DESC LIMIT 1')
+  if (!left) return []
+  const upTo = [left.id]
   const firstDays = new Map<string, number>()
   for (const r of await tx.all(
     `SELECT DISTINCT l.game_id, l.env, l.user_id, f.first_day FROM analytics_user_day_log l
@@ -217,13 +256,13 @@ async function mergeUserDays(tx: Db, start: number, kept: number): Promise<Row[]
     firstDays.set(`${r.game_id}\u0001${r.env}\u0001${r.user_id}`, Number(r.first_day))
   const added = await tx.all(
     `INSERT INTO analytics_user_day (${USER_DAY_COLS}) SELECT ${USER_DAY_COLS} FROM analytics_user_day_log WHERE id <= ?
-     ORDER BY ${USER_DAY_COLS} ${UPSERT.userDays.tail}, user_id`,
+     ORDER BY ${USER_DAY_COLS} ${UPSERT.userDays.tail}`,
     upTo,
   )
   const weeks = await tx.all(
     `INSERT INTO analytics_user_week (game_id, env, week, user_id)
      SELECT DISTINCT game_id, env, ${weekOf('day')}, user_id FROM analytics_user_day_log WHERE id <= ?
-     ORDER BY 1, 2, 3, 4 ON CONFLICT (game_id, env, week, user_id) DO NOTHING RETURNING game_id, env, week, user_id`,
+     ORDER BY 1, 2, 3, 4 ${UPSERT.userWeeks.tail}`,
     upTo,
   )
   await countMergedCohorts(tx, added, weeks, firstDays)
@@ -241,7 +280,7 @@ let earlySql: string | undefined
 function userDaysSql(): string {
   const u = UPSERT.userDays
   earlySql ??= `WITH active AS (
-      INSERT INTO ${u.table.name} (${u.cols.join(', ')}) ${jsonSelect(u.table, u.cols)} ${u.tail}, user_id),
+      INSERT INTO ${u.table.name} (${u.cols.join(', ')}) ${jsonSelect(u.table, u.cols)} ${u.tail}),
     weeks AS (
       INSERT INTO analytics_user_week (game_id, env, week, user_id)
       SELECT DISTINCT game_id, env, ${weekOf('day')}, user_id FROM active ORDER BY 1, 2, 3, 4

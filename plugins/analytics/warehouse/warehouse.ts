@@ -27,18 +27,10 @@ export function warehouseStore(
       const to = await today(q.gameId, now)
       const from = to - (q.days - 1) * DAY
       const { where, params } = scope(q.gameId, q.env)
-      // The day counters, plus the logged user-days not yet merged that are new (migration
-      // 003): one statement, so one snapshot, whether or not a merge commits meanwhile.
       const rows = await db.all<{ env: string; day: number; dau: number; new_users: number }>(
-        `SELECT env, day, SUM(dau) AS dau, SUM(new_users) AS new_users FROM (
-           SELECT env, day, dau, new_users FROM analytics_daily WHERE ${where} AND day >= ?
-           UNION ALL
-           SELECT env, day, COUNT(DISTINCT user_id), 0 FROM analytics_user_day_log l
-            WHERE ${where} AND day >= ? AND NOT EXISTS (SELECT 1 FROM analytics_user_day u
-              WHERE u.game_id = l.game_id AND u.env = l.env AND u.day = l.day AND u.user_id = l.user_id)
-            GROUP BY env, day
-         ) t GROUP BY env, day`,
-        [...params, from, ...params, from],
+        `SELECT env, day, SUM(dau) AS dau, SUM(new_users) AS new_users FROM analytics_daily
+         WHERE ${where} AND day >= ? GROUP BY env, day`,
+        [...params, from],
       )
       const envs = q.env !== undefined ? [q.env] : [...new Set(rows.map((r) => r.env))].sort()
       const byKey = new Map(rows.map((r) => [`${r.env}|${n(r.day)}`, r]))

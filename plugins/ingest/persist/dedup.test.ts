@@ -42,7 +42,7 @@ forEachEngine((engine) => {
         )
       )?.n,
     )
-  /** The day's DAU and new users (SQLite: plus the user-days still in its log, none of them merged yet). */
+  /** The day's DAU and new users. */
   const daily = async () => {
     await a.events.drain()
     const p = [gameId, 'prod', Date.UTC(2026, 2, 2)]
@@ -50,11 +50,7 @@ forEachEngine((engine) => {
       'SELECT dau, new_users AS fresh FROM analytics_daily WHERE game_id = ? AND env = ? AND day = ?',
       p,
     )
-    const logged = await a.db.get<{ n: number }>(
-      'SELECT COUNT(DISTINCT user_id) AS n FROM analytics_user_day_log WHERE game_id = ? AND env = ? AND day = ?',
-      p,
-    )
-    return { dau: Number(r?.dau ?? 0) + Number(logged?.n ?? 0), fresh: Number(r?.fresh ?? 0) }
+    return { dau: Number(r?.dau ?? 0), fresh: Number(r?.fresh ?? 0) }
   }
 
   beforeAll(async () => {
@@ -157,8 +153,7 @@ forEachEngine((engine) => {
     return sum()
   }
   const sum = async () =>
-    Number((await store.db.get<{ n: number }>('SELECT COALESCE(SUM(dau), 0) AS n FROM analytics_daily'))?.n) +
-    Number((await store.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM analytics_user_day_log'))?.n)
+    Number((await store.db.get<{ n: number }>('SELECT COALESCE(SUM(dau), 0) AS n FROM analytics_daily'))?.n)
 
   test('across a restart and across instances sharing the store: each event_id stored and counted once', async () => {
     const first = writer()
