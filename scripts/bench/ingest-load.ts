@@ -14,7 +14,12 @@ const DAY = 86_400_000
  * besides games and ingest (a YAML flow mapping's entries); returns its path. Log level info:
  * `startServer` waits for the "listening" line.
  */
-export async function benchConfig(dir: string, plugins: string, ingest = ''): Promise<string> {
+export async function benchConfig(
+  dir: string,
+  plugins: string,
+  ingest = '',
+  top: string[] = [],
+): Promise<string> {
   const config = join(dir, 'bench.yaml')
   await Bun.write(
     config,
@@ -22,6 +27,7 @@ export async function benchConfig(dir: string, plugins: string, ingest = ''): Pr
       `data_dir: ${dir}`,
       'rate_limit: { requests_per_minute: 0, burst: 0 }',
       'log: { level: info }',
+      ...top,
       `plugins: { games: {}, ingest: { signing_secret: ${SECRET}, purge_interval_minutes: 0${ingest} }, ${plugins} }`,
       '',
     ].join('\n'),

@@ -4,7 +4,7 @@
  * second the event store with its rollups takes. Isolates the store's share of an ingest run.
  *
  *   bun scripts/bench/ingest-writer.ts [--engine=sqlite|postgres] [--events=1000000] [--commit=2000]
- *     [--days=30] [--warm=0] [--event-ids=1] [--realtime=on|off] [--rollups=all|base]
+ *     [--days=30] [--warm=0] [--event-ids=1] [--consumers=0|1]
  *
  * The events' times span `--days` simulated days (the HTTP benchmark's 10 M events span 30, about
  * 333,000 a day). The first `--warm` events are written before the timing starts, so the
@@ -12,16 +12,29 @@
  * leaves them out. It also reports the bytes the process wrote per timed event (WAL and
  * checkpoints, from /proc/self/io). `--rollups=base` leaves the behavior rollup out (to measure
  * what it costs: run both, alternating).
+ *
+ * `--consumers=1` then runs each consumer of the event log alone over what was written (analytics,
+ * behavior, realtime, exposures: a new consumer takes the whole log), and prints the CPU each took
+ * per event: the process's CPU time, steadier than wall time on a shared machine (`--only=NAME`:
+ * that one alone).
  */
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { consumerMigrations } from '../../core/auth/migrations'
 import { type Db, migrate, openDb } from '../../core/db'
+import { type Derivation, derivedConsumer } from '../../core/derive'
+import { EventLog } from '../../core/event-log'
 import { createLogger } from '../../core/log'
+import { BehaviorRollup } from '../../plugins/analytics/behavior/behavior-rollup'
 import { migrations as analyticsMigrations } from '../../plugins/analytics/migrations'
+import { MinuteRollup } from '../../plugins/analytics/realtime/realtime-rollup'
+import { AnalyticsRollup } from '../../plugins/analytics/store/rollup'
+import { ExposureRollup } from '../../plugins/experiments/exposures'
 import m002 from '../../plugins/experiments/migrations/002_take_exposures.sql' with { type: 'text' }
 import { ingestMigrations } from '../../plugins/ingest/migrations'
 import { GroupWriter } from '../../plugins/ingest/persist/writer'
 import { validateEvents } from '../../plugins/ingest/signed/validate'
+import { eventLog } from '../../plugins/ingest/store/log'
 import { eventsBody, shapes } from './events'
 import { PG_URL, arg, freshPgDatabase, tempDir } from './lib'
 
@@ -42,10 +55,8 @@ await migrate(db, [
   { plugin: 'analytics', migrations: analyticsMigrations },
   { plugin: 'experiments', migrations: [{ id: 2, name: 'take_exposures', sql: m002 }] },
 ])
-const writer = new GroupWriter(
-  db,
-  createLogger({ level: 'error', format: 'json', sensitive_fields: [] } as never),
-)
+const quiet = createLogger({ level: 'error', format: 'json', sensitive_fields: [] } as never)
+const writer = new GroupWriter(db, quiet)
 // Raw rows only: what is derived from them follows the event log (scripts/bench/ingest.ts measures the consumers).
 
 // Prepared outside the timing.
@@ -98,6 +109,34 @@ console.log(
       written0 === undefined ? undefined : Math.round(((writtenBytes() ?? written0) - written0) / total),
   }),
 )
+if (arg('consumers', '0') === '1') {
+  await migrate(db, [{ plugin: 'core.consumers', migrations: consumerMigrations }])
+  const consumers = {
+    analytics: () => new AnalyticsRollup(),
+    behavior: () => new BehaviorRollup(),
+    realtime: () => new MinuteRollup(),
+    exposures: () => new ExposureRollup(),
+  }
+  const per: Record<string, { seconds: number; cpuUsPerEvent: number }> = {}
+  const only = arg('only', '')
+  for (const [name, make] of Object.entries(consumers)) {
+    if (only && name !== only) continue
+    const log = new EventLog({ db, instanceId: 'bench', log: quiet, pollMs: 60_000 })
+    log.provide(eventLog(() => db))
+    log.consume(derivedConsumer(make() as Derivation<unknown, unknown>))
+    const c0 = process.cpuUsage()
+    const w0 = performance.now()
+    await log.start()
+    await log.drain(undefined, 3_600_000)
+    await log.stop()
+    const c = process.cpuUsage(c0)
+    per[name] = {
+      seconds: Math.round(performance.now() - w0) / 1000,
+      cpuUsPerEvent: Math.round(((c.user + c.system) / (warm + total)) * 100) / 100,
+    }
+  }
+  console.log(JSON.stringify({ consumers: per }))
+}
 await db.close()
 if (engine === 'postgres') {
   const postgres = (await import('postgres')).default

@@ -60,9 +60,15 @@ const dir = tempDir('liveops-ingest-bench-')
 // --consumers=0 leaves them out, to see what ingestion alone costs.
 const withConsumers = arg('consumers', '1') !== '0'
 // Requests are signed before the run: a run longer than the default replay window (300 s) widens
-// it, or its later requests would be refused as stale.
-const skew = seconds + Number(arg('warmup', '10')) > 200 ? `, max_skew_s: ${seconds * 3 + 600}` : ''
-const config = await benchConfig(dir, withConsumers ? 'analytics: {}, experiments: {}' : '', skew)
+// it, or its later requests would be refused as stale; and the admin token that samples the
+// consumers outlives signing and run.
+const long = seconds + Number(arg('warmup', '10')) > 200
+const config = await benchConfig(
+  dir,
+  withConsumers ? 'analytics: {}, experiments: {}' : '',
+  long ? `, max_skew_s: ${seconds * 3 + 600}` : '',
+  long ? [`auth: { access_ttl_s: ${seconds * 4 + 3600} }`] : [],
+)
 const env: Record<string, string> = { ADMIN_PASSWORD: 'bench-password', JWT_SECRET: 'bench' }
 /** liveops' PostgreSQL pool (core/db/postgres.ts), also the bare ceiling's. */
 const pgPool = 10
