@@ -18,8 +18,8 @@ function harness(limits = { probeMs: 300, busyMs: 3000 }) {
   const fakeSql = () =>
     Object.assign(() => undefined, { end: async () => undefined }) as unknown as postgres.Sql
   const probeOnce = () => {
-    let answer = () => undefined as void
-    let fail = () => undefined as void
+    let answer: () => void = () => undefined
+    let fail: () => void = () => undefined
     const settled = new Promise<void>((resolve, reject) => {
       answer = () => resolve()
       fail = () => reject(new Error('ECONNREFUSED'))
@@ -41,7 +41,7 @@ function harness(limits = { probeMs: 300, busyMs: 3000 }) {
   )
   /** A query that answers when `settle` is called. */
   const query = () => {
-    let settle = () => undefined as void
+    let settle: () => void = () => undefined
     const done = pool.run(() => new Promise<void>((r) => (settle = () => r())))
     return { done, settle }
   }
