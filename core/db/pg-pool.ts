@@ -168,7 +168,12 @@ export class WatchedPool {
     try {
       for (let waited = probeMs; ; waited += probeMs) {
         let timer: Timer | undefined
-        await Promise.race([answer, new Promise((r) => (timer = setTimeout(r, probeMs)))])
+        await Promise.race([
+          answer,
+          new Promise((r) => {
+            timer = setTimeout(r, probeMs)
+          }),
+        ])
         clearTimeout(timer)
         if (settled !== undefined) return settled
         const now = performance.now()

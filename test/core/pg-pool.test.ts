@@ -42,7 +42,12 @@ function harness(limits = { probeMs: 300, busyMs: 3000 }) {
   /** A query that answers when `settle` is called. */
   const query = () => {
     let settle: () => void = () => undefined
-    const done = pool.run(() => new Promise<void>((r) => (settle = () => r())))
+    const done = pool.run(
+      () =>
+        new Promise<void>((r) => {
+          settle = () => r()
+        }),
+    )
     return { done, settle }
   }
   return { pool, probes, seen, query }
