@@ -23,7 +23,7 @@ import { ingestMigrations } from '../../plugins/ingest/migrations'
 import { GroupWriter } from '../../plugins/ingest/persist/writer'
 import { validateEvents } from '../../plugins/ingest/signed/validate'
 import { eventsBody, shapes } from './events'
-import { PG_URL, arg, freshPgDatabase, tempDir } from './lib'
+import { arg, dropPgDatabase, freshPgDatabase, tempDir } from './lib'
 
 const engine = arg('engine', 'sqlite')
 const total = Number(arg('events', '1000000'))
@@ -99,9 +99,4 @@ console.log(
   }),
 )
 await db.close()
-if (engine === 'postgres') {
-  const postgres = (await import('postgres')).default
-  const sql = postgres(PG_URL, { max: 1, onnotice: () => undefined })
-  await sql.unsafe('DROP DATABASE IF EXISTS liveops_bench_writer WITH (FORCE)')
-  await sql.end()
-}
+if (engine === 'postgres') await dropPgDatabase(url)

@@ -18,7 +18,7 @@ import { join } from 'node:path'
 import postgres from 'postgres'
 import { startServer } from '../../test/process'
 import { bootstrap } from './ingest-load'
-import { PG_URL, arg, freshPgDatabase, tempDir } from './lib'
+import { arg, dropPgDatabase, freshPgDatabase, tempDir } from './lib'
 
 const engine = arg('engine', 'sqlite')
 const N = Number(arg('events', '10000000'))
@@ -155,8 +155,4 @@ console.log(
     dauLastDays: dau.points?.slice(-2),
   }),
 )
-if (engine === 'postgres') {
-  const sql = postgres(PG_URL, { max: 1, onnotice: () => undefined })
-  await sql.unsafe('DROP DATABASE IF EXISTS liveops_bench_rebuild WITH (FORCE)')
-  await sql.end()
-}
+if (engine === 'postgres') await dropPgDatabase(env.DATABASE_URL)
