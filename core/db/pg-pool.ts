@@ -166,7 +166,10 @@ export class WatchedPool {
       },
     )
     try {
-      for (let waited = probeMs; ; waited += probeMs) {
+      // Silence is counted from here, or from the end of a stretch this process did not run.
+      let from = started
+      for (;;) {
+        const tick = performance.now()
         let timer: Timer | undefined
         await Promise.race([
           answer,
@@ -175,11 +178,16 @@ export class WatchedPool {
           }),
         ])
         clearTimeout(timer)
+        // What arrived meanwhile is read before judging (answers queued behind a busy loop).
+        await new Promise((r) => setImmediate(r))
         if (settled !== undefined) return settled
         const now = performance.now()
-        // Silent for the last interval: not one answer from the server.
-        if (now - Math.max(this.progress.at, started) >= probeMs) return false
-        if (waited >= busyMs) return true
+        // This process's own loop was held up (a long synchronous task, or no CPU for it): the
+        // server's answers may wait unread in the socket, so that stretch proves nothing.
+        if (now - tick > probeMs * 1.5) from = now
+        // Silent for a whole interval this process was listening: not one answer from the server.
+        else if (now - Math.max(this.progress.at, from) >= probeMs) return false
+        if (now - started >= busyMs) return true
       }
     } finally {
       void p.end({ timeout: 0 }).catch(() => undefined)

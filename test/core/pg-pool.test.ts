@@ -86,6 +86,22 @@ describe('the PostgreSQL pool watch', () => {
     await after.done
   })
 
+  test("this process's own stalled loop is not the server's silence: answers that wait unread prove nothing", async () => {
+    const h = harness()
+    close = () => h.pool.close()
+    const slow = h.query()
+    await until(() => h.probes.length === 1, { ms: 5000, what: 'a probe' })
+    // A long synchronous task holds the event loop over two of the probe's intervals.
+    const until2 = performance.now() + 700
+    while (performance.now() < until2) {}
+    await Bun.sleep(100)
+    h.probes[0].answer()
+    slow.settle()
+    await slow.done
+    await until(() => h.probes[0].ended, { what: 'the probe closed' })
+    expect(h.seen).toEqual([])
+  })
+
   test('a server that answers nothing, the probe included, is down: queries are refused at once', async () => {
     const h = harness()
     close = () => h.pool.close()
