@@ -5,8 +5,22 @@ import { StoreDown, isConnectionFault } from './faults'
 const SLOW_MS = 600
 /** How often queries in flight are looked at. */
 const WATCH_MS = 100
-/** How long the fresh connection of a probe may take to connect and answer `SELECT 1`. */
+/**
+ * How long the fresh connection of a probe may take to connect and answer `SELECT 1` when the
+ * server answers nothing else meanwhile; and, while it does answer other queries, how long it may
+ * go silent before it is down.
+ */
 const PROBE_MS = 1000
+/** The longest a probe waits for its `SELECT 1` while the server goes on answering other queries. */
+const BUSY_MS = 10_000
+
+/**
+ * When the server last answered a query (a result or an error of its own, not a connection's
+ * failure), by `performance.now()`: shared by the pools of one process that reach the same server.
+ */
+export interface Progress {
+  at: number
+}
 /** While PostgreSQL is away, how often a probe asks whether it is back. */
 const RETRY_MS = 500
 
@@ -21,7 +35,12 @@ export interface PoolEvents {
  * hung 11-32 s, and after a restart a connection could keep failing for 30 s on state the outage
  * left behind. So:
  * - a query in flight for over `SLOW_MS`, or one that failed on its connection, sends a probe on
- *   a fresh connection (never a pooled one, which may be the stuck one) with a `PROBE_MS` deadline;
+ *   a fresh connection (never a pooled one, which may be the stuck one). It tells a server that
+ *   cannot be reached from one that is busy: the probe fails when its connection fails, or when
+ *   `PROBE_MS` pass with neither its `SELECT 1` nor any other query of the server answered. A
+ *   loaded server (starting a backend and answering took over 1 s at a load of 11 on 2 cores,
+ *   and the pool used to declare it down and refuse every request) answers other queries
+ *   meanwhile, and its probe waits its turn, up to `BUSY_MS`;
  * - a failed probe declares the store down: the pool is replaced by a new one (no connection of
  *   the outage is ever used again) and the old one destroyed, which fails its queries in flight;
  * - while down every query fails at once (`StoreDown`, a 503 with Retry-After) instead of waiting,
@@ -49,6 +68,9 @@ export class WatchedPool {
     private make: () => postgres.Sql,
     private probeOnce: () => postgres.Sql,
     private events: PoolEvents,
+    /** When the server last answered; pools of the same server share it. */
+    private progress: Progress = { at: 0 },
+    private limits = { probeMs: PROBE_MS, busyMs: BUSY_MS },
   ) {
     this.sql = make()
     this.watch = setInterval(() => this.look(), WATCH_MS)
@@ -61,9 +83,12 @@ export class WatchedPool {
     const id = ++this.seq
     this.inflight.set(id, performance.now())
     try {
-      return await fn(this.sql)
+      const out = await fn(this.sql)
+      this.progress.at = performance.now()
+      return out
     } catch (e) {
       if (isConnectionFault(e)) void this.check('fault', String((e as Error)?.message ?? e))
+      else if (!(e instanceof StoreDown)) this.progress.at = performance.now()
       throw e
     } finally {
       this.inflight.delete(id)
@@ -121,21 +146,50 @@ export class WatchedPool {
     return this.probing
   }
 
+  /**
+   * Whether PostgreSQL answers: `SELECT 1` on a fresh connection. Its failure is an outage at
+   * once; so is a stretch of `probeMs` in which neither it nor any other query was answered. While
+   * the server answers others it waits, up to `busyMs`, after which the server counts as up (it
+   * answers; it is only slow).
+   */
   private async probe(): Promise<boolean> {
     const p = this.probeOnce()
-    let timer: Timer | undefined
+    const { probeMs, busyMs } = this.limits
+    const started = performance.now()
+    let settled: boolean | undefined
+    const answer = p`SELECT 1`.then(
+      () => {
+        settled = true
+      },
+      () => {
+        settled = false
+      },
+    )
     try {
-      await Promise.race([
-        p`SELECT 1`,
-        new Promise((_, reject) => {
-          timer = setTimeout(() => reject(new Error('probe timed out')), PROBE_MS)
-        }),
-      ])
-      return true
-    } catch {
-      return false
+      // Silence is counted from here, or from the end of a stretch this process did not run.
+      let from = started
+      for (;;) {
+        const tick = performance.now()
+        let timer: Timer | undefined
+        await Promise.race([
+          answer,
+          new Promise((r) => {
+            timer = setTimeout(r, probeMs)
+          }),
+        ])
+        clearTimeout(timer)
+        // What arrived meanwhile is read before judging (answers queued behind a busy loop).
+        await new Promise((r) => setImmediate(r))
+        if (settled !== undefined) return settled
+        const now = performance.now()
+        // This process's own loop was held up (a long synchronous task, or no CPU for it): the
+        // server's answers may wait unread in the socket, so that stretch proves nothing.
+        if (now - tick > probeMs * 1.5) from = now
+        // Silent for a whole interval this process was listening: not one answer from the server.
+        else if (now - Math.max(this.progress.at, from) >= probeMs) return false
+        if (now - started >= busyMs) return true
+      }
     } finally {
-      clearTimeout(timer)
       void p.end({ timeout: 0 }).catch(() => undefined)
     }
   }

@@ -1,7 +1,7 @@
 import { Writable } from 'node:stream'
 import type postgres from 'postgres'
 import { isConnectionFault } from './faults'
-import { WatchedPool } from './pg-pool'
+import { type Progress, WatchedPool } from './pg-pool'
 import type { Db, Param, Row } from './types'
 
 const converted = new Map<string, string>()
@@ -202,6 +202,9 @@ const numberTypes = {
   numeric: { to: 1700, from: [1700], serialize: (x: number) => String(x), parse: (x: string) => Number(x) },
 }
 
+/** When each server (by URL) last answered this process: its pools judge an outage together. */
+const progress = new Map<string, Progress>()
+
 export function openPostgres(url: string, opts: PgOptions = {}): Db {
   // postgres.js and the Node modules it loads are evaluated when a PostgreSQL store is first
   // opened: a server on SQLite never does (~13 ms of the binary's start). The bundler keeps a
@@ -219,11 +222,13 @@ export function openPostgres(url: string, opts: PgOptions = {}): Db {
   // connection is found by the pool's watch (pg-pool.ts). Either way a request fails fast (503).
   const pool = new WatchedPool(
     () => connect(url, { ...settings, max: opts.max ?? 10, connect_timeout: opts.connectTimeoutS ?? 2 }),
-    () => connect(url, { ...settings, max: 1, connect_timeout: 1 }),
+    // The probe's deadlines are the pool's (pg-pool.ts): a busy server may take seconds to start a backend.
+    () => connect(url, { ...settings, max: 1, connect_timeout: 30 }),
     {
       down: (cause) => opts.onOutage?.('down', cause),
       up: (ms) => opts.onOutage?.('up', `after ${Math.round(ms)} ms`),
     },
+    progressOf(url),
   )
   const on: On = (fn) => pool.run(fn)
   const root: Db & {
@@ -246,4 +251,13 @@ export function openPostgres(url: string, opts: PgOptions = {}): Db {
     close: () => pool.close(),
   }
   return root
+}
+
+function progressOf(url: string): Progress {
+  let p = progress.get(url)
+  if (!p) {
+    p = { at: 0 }
+    progress.set(url, p)
+  }
+  return p
 }

@@ -16,12 +16,11 @@
  * measured without and with the clients: the streams' own cost, which noise moves least.
  */
 import { rmSync } from 'node:fs'
-import postgres from 'postgres'
 import { rawStream } from '../../plugins/analytics/realtime/realtime-testing'
 import { startServer } from '../../test/process'
 import { shapes } from './events'
 import { benchConfig, bootstrap, load, summary } from './ingest-load'
-import { PG_URL, arg, cpuSeconds, freshPgDatabase, median, tempDir } from './lib'
+import { arg, cpuSeconds, dropPgDatabase, freshPgDatabase, median, tempDir } from './lib'
 
 const TARGET = 0.8
 
@@ -192,10 +191,6 @@ async function main() {
     s.proc.kill('SIGTERM')
     await s.proc.exited
     rmSync(dir, { recursive: true, force: true })
-    if (engine === 'postgres') {
-      const sql = postgres(PG_URL, { max: 1, onnotice: () => undefined })
-      await sql.unsafe('DROP DATABASE IF EXISTS liveops_bench_realtime WITH (FORCE)')
-      await sql.end()
-    }
+    if (engine === 'postgres') await dropPgDatabase(env.DATABASE_URL)
   }
 }

@@ -27,7 +27,7 @@ import { ingestMigrations } from '../../plugins/ingest/migrations'
 import { PersistThread } from '../../plugins/ingest/persist/persist-thread'
 import { COMMITS_IN_FLIGHT, GroupWriter } from '../../plugins/ingest/persist/writer'
 import { analyticsBatch } from './analytics-events'
-import { PG_URL, arg, freshPgDatabase, median, tempDir } from './lib'
+import { arg, dropPgDatabase, freshPgDatabase, median, tempDir } from './lib'
 
 const engine = arg('engine', 'sqlite')
 const total = Number(arg('events', '10000000'))
@@ -164,9 +164,4 @@ await db.close()
 // The store (about 2 KB an event) is removed unless --keep=1.
 if (arg('keep', '') === '') (await import('node:fs')).rmSync(dir, { recursive: true, force: true })
 else console.error(`store kept: ${url}`)
-if (engine === 'postgres') {
-  const postgres = (await import('postgres')).default
-  const sql = postgres(PG_URL, { max: 1, onnotice: () => undefined })
-  await sql.unsafe('DROP DATABASE IF EXISTS liveops_bench_analytics WITH (FORCE)')
-  await sql.end()
-}
+if (engine === 'postgres' && arg('keep', '') === '') await dropPgDatabase(url)

@@ -36,7 +36,7 @@ import { GroupWriter } from '../../plugins/ingest/persist/writer'
 import { validateEvents } from '../../plugins/ingest/signed/validate'
 import { eventLog } from '../../plugins/ingest/store/log'
 import { eventsBody, shapes } from './events'
-import { PG_URL, arg, freshPgDatabase, tempDir } from './lib'
+import { arg, dropPgDatabase, freshPgDatabase, tempDir } from './lib'
 
 const engine = arg('engine', 'sqlite')
 const total = Number(arg('events', '1000000'))
@@ -138,9 +138,4 @@ if (arg('consumers', '0') === '1') {
   console.log(JSON.stringify({ consumers: per }))
 }
 await db.close()
-if (engine === 'postgres') {
-  const postgres = (await import('postgres')).default
-  const sql = postgres(PG_URL, { max: 1, onnotice: () => undefined })
-  await sql.unsafe('DROP DATABASE IF EXISTS liveops_bench_writer WITH (FORCE)')
-  await sql.end()
-}
+if (engine === 'postgres') await dropPgDatabase(url)

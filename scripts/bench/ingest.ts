@@ -30,8 +30,8 @@ import { eventsBody, shapes } from './events'
 import { SECRET, benchConfig, bootstrap, load as loadWith, paymentsBody, sign, summary } from './ingest-load'
 import {
   type CpuResult,
-  PG_URL,
   arg,
+  dropPgDatabase,
   freshPgDatabase,
   median,
   okShare,
@@ -70,6 +70,8 @@ const config = await benchConfig(
   long ? [`auth: { access_ttl_s: ${seconds * 4 + 3600} }`] : [],
 )
 const env: Record<string, string> = { ADMIN_PASSWORD: 'bench-password', JWT_SECRET: 'bench' }
+/** The bare ceiling's own PostgreSQL database, once it ran. */
+let bareUrl = ''
 /** liveops' PostgreSQL pool (core/db/postgres.ts), also the bare ceiling's. */
 const pgPool = 10
 if (engine === 'postgres') env.DATABASE_URL = await freshPgDatabase('liveops_bench_ingest')
@@ -98,12 +100,13 @@ async function bareIngest(
   warmup: number,
 ): Promise<CpuResult> {
   const file = join(dir, 'bare-ingest.ts')
+  if (engine === 'postgres') bareUrl = await freshPgDatabase('liveops_bench_bare')
   const row =
     'e.game_id ?? null, e.env ?? null, e.event ?? e.event_type ?? null, e.uid ?? e.user_id ?? null, Number(e.ts) || 0, JSON.stringify(e.props ?? e.properties ?? null)'
   const storeCode =
     engine === 'postgres'
       ? `import postgres from 'postgres'
-const sql = postgres(${JSON.stringify(await freshPgDatabase('liveops_bench_bare'))}, { max: ${pgPool}, onnotice: () => undefined })
+const sql = postgres(${JSON.stringify(bareUrl)}, { max: ${pgPool}, onnotice: () => undefined })
 await sql\`CREATE TABLE ev (id BIGSERIAL PRIMARY KEY, game_id TEXT, env TEXT, event TEXT, user_id TEXT, ts BIGINT, props JSONB)\`
 const store = (rows) => sql\`INSERT INTO ev \${sql(rows.map((e) => { const [game_id, env, event, user_id, ts, props] = [${row}]; return { game_id, env, event, user_id, ts, props } }))}\`
 `
@@ -506,10 +509,8 @@ function request() k = k + 1; if k > #reqs then k = 1 end; return reqs[k] end
     rmSync(dir, { recursive: true, force: true })
     await my?.drop()
     if (engine === 'postgres') {
-      const sql = postgres(PG_URL, { max: 1, onnotice: () => undefined })
-      await sql.unsafe('DROP DATABASE IF EXISTS liveops_bench_ingest WITH (FORCE)')
-      await sql.unsafe('DROP DATABASE IF EXISTS liveops_bench_bare WITH (FORCE)')
-      await sql.end()
+      await dropPgDatabase(env.DATABASE_URL)
+      if (bareUrl) await dropPgDatabase(bareUrl)
     }
   }
 }

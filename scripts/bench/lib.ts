@@ -11,12 +11,25 @@ export function arg(name: string, fallback: string): string {
 }
 
 /** A fresh PostgreSQL database for one run; returns its URL. */
+/**
+ * A new database on PG_URL's server, its URL: `name` with a suffix of this run's own, since other
+ * runs (other sessions' benches and tests) use the same server at the same time and must never
+ * lose their database to this one. `dropPgDatabase` removes it.
+ */
 export async function freshPgDatabase(name: string): Promise<string> {
+  const unique = `${name}_${process.pid}_${Math.random().toString(36).slice(2, 8)}`
+  const sql = postgres(PG_URL, { max: 1, onnotice: () => undefined })
+  await sql.unsafe(`CREATE DATABASE ${unique}`)
+  await sql.end()
+  return PG_URL.replace(/\/[^/]*$/, `/${unique}`)
+}
+
+/** Drops the database of a URL `freshPgDatabase` made. */
+export async function dropPgDatabase(url: string): Promise<void> {
+  const name = new URL(url).pathname.slice(1)
   const sql = postgres(PG_URL, { max: 1, onnotice: () => undefined })
   await sql.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
-  await sql.unsafe(`CREATE DATABASE ${name}`)
   await sql.end()
-  return PG_URL.replace(/\/[^/]*$/, `/${name}`)
 }
 
 export function tempDir(prefix: string): string {

@@ -18,7 +18,7 @@ import { rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import postgres from 'postgres'
 import { stringify } from 'yaml'
-import { PG_URL, arg, freshPgDatabase, median, tempDir, wrk } from './lib'
+import { arg, dropPgDatabase, freshPgDatabase, median, tempDir, wrk } from './lib'
 
 const engines = arg('engines', 'sqlite,postgres').split(',')
 const seconds = Number(arg('seconds', '10'))
@@ -147,11 +147,7 @@ async function store(engine: string, name: string): Promise<{ url: string; drop(
   const url = await freshPgDatabase(name)
   return {
     url,
-    async drop() {
-      const sql = postgres(PG_URL, { max: 1, onnotice: () => undefined })
-      await sql.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
-      await sql.end()
-    },
+    drop: () => dropPgDatabase(url),
   }
 }
 

@@ -18,7 +18,7 @@ import { join } from 'node:path'
 import postgres from 'postgres'
 import { startServer } from '../../test/process'
 import { bootstrap } from './ingest-load'
-import { PG_URL, arg, freshPgDatabase, tempDir } from './lib'
+import { arg, dropPgDatabase, freshPgDatabase, tempDir } from './lib'
 
 const engine = arg('engine', 'sqlite')
 const N = Number(arg('events', '10000000'))
@@ -96,8 +96,22 @@ const loadSeconds = (performance.now() - t0) / 1000
 const consumers = async (base: string, token: string) => {
   const r = await fetch(`${base}/api/v1/analytics/consumers`, {
     headers: { authorization: `Bearer ${token}` },
+  }).catch((e) => {
+    if (s.proc.exitCode !== null)
+      throw new Error(`${e}; server exit ${s.proc.exitCode}, its last output:\n${s.output().slice(-3000)}`)
+    // Alive but slow to answer (a loaded machine: Bun.serve's 10 s idle timeout): asked again.
+    console.error(`consumers: ${e}`)
+    return undefined
   })
-  return (await r.json()).items as Array<{
+  if (!r) return []
+  const body = await r.json()
+  // A loaded machine may answer 503 now and then (the store busy): said, and asked again.
+  if (!r.ok || !Array.isArray(body.items)) {
+    console.error(`consumers answered ${r.status}: ${JSON.stringify(body).slice(0, 300)}`)
+    await Bun.sleep(1000)
+    return []
+  }
+  return body.items as Array<{
     name: string
     lagEvents: number
     rebuilding: boolean
@@ -110,7 +124,9 @@ const login = async (base: string) => {
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ email: 'admin@localhost', password: 'bench-password' }),
   })
-  return (await r.json()).token as string
+  const body = await r.json()
+  if (!body.token) throw new Error(`login answered ${r.status}: ${JSON.stringify(body).slice(0, 300)}`)
+  return body.token as string
 }
 /** Seconds until every consumer (or `name`) is done; the time each finished, from `since`. */
 const until = async (base: string, token: string, since: number, name?: string) => {
@@ -126,6 +142,12 @@ const until = async (base: string, token: string, since: number, name?: string) 
 
 const t1 = performance.now()
 s = await startServer([process.execPath, 'core/main.ts', '--config', config], env, { timeoutMs: 120_000 })
+const running = s
+// Should the server end early, its last output says why.
+void running.proc.exited.then((code) => {
+  if (code !== 0 && code !== 143 && code !== null)
+    console.error(`server exited ${code}:\n${running.output().slice(-3000)}`)
+})
 const token = await login(s.base)
 const all = await until(s.base, token, t1)
 const t2 = performance.now()
@@ -155,8 +177,4 @@ console.log(
     dauLastDays: dau.points?.slice(-2),
   }),
 )
-if (engine === 'postgres') {
-  const sql = postgres(PG_URL, { max: 1, onnotice: () => undefined })
-  await sql.unsafe('DROP DATABASE IF EXISTS liveops_bench_rebuild WITH (FORCE)')
-  await sql.end()
-}
+if (engine === 'postgres') await dropPgDatabase(env.DATABASE_URL)

@@ -315,6 +315,9 @@ async function earlyPg(tx: Db, rows: AnalyticsRows): Promise<Early> {
  */
 async function writePg(tx: Db, rows: AnalyticsRows, stored: Stored, early: Promise<Early>): Promise<void> {
   const sharing = shared(tx, rows)
+  // Awaited below; should what comes first fail (a lost connection fails every statement of the
+  // transaction), their failures are not left unhandled, which would end the process.
+  for (const p of sharing) p.catch(() => undefined)
   const [{ fresh, days = [], weeks = [] }, paid] = await Promise.all([
     early,
     stored.hasPayments ? stored.payments.then((p) => withDays(rows, p)) : [],

@@ -203,64 +203,79 @@ export async function persist(db: Db, rows: CommitRows): Promise<void> {
   await db.tx(async (tx) => {
     // PostgreSQL: the log's lock before the first write (so before this transaction has an xid):
     // the consumers' horizon is the oldest xid among its holders (store/log.ts). It conflicts with
-    // no other commit's.
-    if (tx.dialect === 'postgres') await tx.run('LOCK TABLE ingest_events IN ROW EXCLUSIVE MODE')
-    // First, so that every commit takes the event-id keys (in key order) before any other lock.
-    let claimed = 0
-    const idParams = rows.eventIds?.length
-      ? eventIdParams(rows, await streamNumbers(tx, rows.events.streams, known, fresh))
-      : undefined
-    const raw: Promise<unknown>[] = []
-    if (tx.copy) {
-      // PostgreSQL: the event ids and the raw events by COPY, each alone on the transaction's
-      // connection, before the statements sent together: the server parses no JSON for them
-      // (about half of the raw rows' cost on the server, docs/performance.md, session 18). An id
-      // stored already is the unique violation (a retry's cost, paid by the retry): a plain
-      // insert descends the B-tree once where ON CONFLICT looks first (session 17).
-      if (idParams)
-        claimed = await tx.copy('ingest_event_ids', EVENT_ID_COLS, idParams).catch((e) => {
-          throw isStoredId(e) ? new Error(DUPLICATE_EVENTS) : e
-        })
-      if (rows.events.props.length) await tx.copy('ingest_events', EVENT_COLS, eventParams(rows.events))
-    } else {
-      if (idParams)
-        raw.push(
-          insertMany(
-            tx,
-            'ingest_event_ids',
-            EVENT_ID_COLS,
-            idParams,
-            'ON CONFLICT (stream, event_id) DO NOTHING',
-            (n) => {
-              claimed = n
-            },
-          ),
-        )
-      if (rows.events.props.length) {
-        await tx.run('UPDATE ingest_log_head SET seq = seq + 1 WHERE id = 1')
-        const head = await tx.get<{ seq: number }>('SELECT seq FROM ingest_log_head WHERE id = 1')
-        raw.push(insertMany(tx, 'ingest_events', EVENT_COLS_SEQ, eventParams(rows.events, Number(head?.seq))))
-      }
+    // no other commit's. Sent without waiting for its answer: the statements after it on the
+    // connection run after it, so the lock is held before the first write all the same, and the
+    // commit saves a round trip. Should it fail, its error is the one the commit reports.
+    const locked =
+      tx.dialect === 'postgres' ? tx.run('LOCK TABLE ingest_events IN ROW EXCLUSIVE MODE') : undefined
+    locked?.catch(() => undefined)
+    try {
+      await writeRows(tx, rows, known, fresh)
+    } catch (e) {
+      await locked
+      throw e
     }
-    const payments = insertMany(tx, 'ingest_payments', PAYMENT_COLS, rows.payments, PAYMENTS_TAIL)
-    const [, , paid] = await Promise.all([
-      Promise.all(raw),
-      insertMany(tx, 'ingest_invocations', INVOCATION_COLS, rows.invocations),
-      payments,
-      rows.nonces?.length
-        ? insertMany(
-            tx,
-            'ingest_nonces',
-            ['nonce', 'expires_at'],
-            rows.nonces,
-            'ON CONFLICT (expires_at, nonce) DO NOTHING',
-          )
-        : undefined,
-    ])
-    if (idParams && claimed * 2 < rows.eventIds!.length) throw new Error(DUPLICATE_EVENTS)
-    if (paid.length * PAYMENT_COLS.length < rows.payments.length) throw new Error(DUPLICATE_PAYMENTS)
+    await locked
   })
   for (const [k, id] of fresh) known.set(k, id)
+}
+
+/** The statements of `persist`'s transaction after the log's lock. */
+async function writeRows(tx: Db, rows: CommitRows, known: Map<string, number>, fresh: Map<string, number>) {
+  // First, so that every commit takes the event-id keys (in key order) before any other lock.
+  let claimed = 0
+  const idParams = rows.eventIds?.length
+    ? eventIdParams(rows, await streamNumbers(tx, rows.events.streams, known, fresh))
+    : undefined
+  const raw: Promise<unknown>[] = []
+  if (tx.copy) {
+    // PostgreSQL: the event ids and the raw events by COPY, each alone on the transaction's
+    // connection, before the statements sent together: the server parses no JSON for them
+    // (about half of the raw rows' cost on the server, docs/performance.md, session 18). An id
+    // stored already is the unique violation (a retry's cost, paid by the retry): a plain
+    // insert descends the B-tree once where ON CONFLICT looks first (session 17).
+    if (idParams)
+      claimed = await tx.copy('ingest_event_ids', EVENT_ID_COLS, idParams).catch((e) => {
+        throw isStoredId(e) ? new Error(DUPLICATE_EVENTS) : e
+      })
+    if (rows.events.props.length) await tx.copy('ingest_events', EVENT_COLS, eventParams(rows.events))
+  } else {
+    if (idParams)
+      raw.push(
+        insertMany(
+          tx,
+          'ingest_event_ids',
+          EVENT_ID_COLS,
+          idParams,
+          'ON CONFLICT (stream, event_id) DO NOTHING',
+          (n) => {
+            claimed = n
+          },
+        ),
+      )
+    if (rows.events.props.length) {
+      await tx.run('UPDATE ingest_log_head SET seq = seq + 1 WHERE id = 1')
+      const head = await tx.get<{ seq: number }>('SELECT seq FROM ingest_log_head WHERE id = 1')
+      raw.push(insertMany(tx, 'ingest_events', EVENT_COLS_SEQ, eventParams(rows.events, Number(head?.seq))))
+    }
+  }
+  const payments = insertMany(tx, 'ingest_payments', PAYMENT_COLS, rows.payments, PAYMENTS_TAIL)
+  const [, , paid] = await Promise.all([
+    Promise.all(raw),
+    insertMany(tx, 'ingest_invocations', INVOCATION_COLS, rows.invocations),
+    payments,
+    rows.nonces?.length
+      ? insertMany(
+          tx,
+          'ingest_nonces',
+          ['nonce', 'expires_at'],
+          rows.nonces,
+          'ON CONFLICT (expires_at, nonce) DO NOTHING',
+        )
+      : undefined,
+  ])
+  if (idParams && claimed * 2 < rows.eventIds!.length) throw new Error(DUPLICATE_EVENTS)
+  if (paid.length * PAYMENT_COLS.length < rows.payments.length) throw new Error(DUPLICATE_PAYMENTS)
 }
 
 /** PostgreSQL's unique violation (SQLSTATE 23505) on `ingest_event_ids`: an id stored already. */
