@@ -15,7 +15,7 @@ export const ANALYTICS_TABLES = [
   'analytics_game_hour',
   'analytics_payer_day',
   'analytics_social_user',
-  'analytics_user_platform',
+  'analytics_platform_user',
   'analytics_cohort_day',
   'analytics_cohort_week',
 ] as const

@@ -1,0 +1,15 @@
+-- Per local day, the users active on each platform (a session_start naming it) and the users who
+-- paid on it (a successful payment naming it): ARPU and ARPPU by platform count the users of the
+-- range on that platform (spec 1). It replaces each user's latest platform, which put a user (and
+-- a payer) on the platform of their newest session, even one after the range. Days before this
+-- migration have no rows here: `liveops rebuild analytics` fills them from the raw events kept.
+CREATE TABLE analytics_platform_user (
+  game_id TEXT NOT NULL,
+  env TEXT NOT NULL,
+  day BIGINT NOT NULL,
+  platform TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  user_id TEXT NOT NULL,
+  PRIMARY KEY (game_id, env, day, platform, kind, user_id)
+) WITHOUT ROWID;
+DROP TABLE analytics_user_platform;
