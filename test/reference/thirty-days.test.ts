@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { type Engine, forEachEngine } from '../helpers'
-import { readAnswers } from './answers'
+import { readAnswers, within } from './answers'
 import { type Run, runMonth } from './harness'
 import { type Expected, expectedNumbers } from './oracle'
 
@@ -47,26 +47,6 @@ const KNOWN = [...KNOWN_DIFFERENCES_UNTIL_PIPELINE, ...KNOWN_DIFFERENCES_IN_DEFI
  * items included), read back through the HTTP API and compared with the numbers `oracle.ts`
  * computes from the same list by spec 1's rules alone.
  */
-function within(e: Expected, got: number | null | undefined): boolean {
-  if (got === undefined) return false
-  if (e.value === null || got === null) return e.value === got
-  const d = Math.abs(got - e.value)
-  switch (e.compare) {
-    case 'exact':
-      return d === 0
-    case 'ratio':
-      return d <= 0.00005 + 1e-9
-    case 'milli':
-      return d <= 0.0005 + 1e-9
-    case 'avg':
-      return d <= 0.005 + 1e-9
-    case 'hll':
-      return d <= Math.max(2, 0.032 * e.value)
-    case 'hll-ratio':
-      return d <= 0.032 * Math.abs(e.value) + 0.00005
-  }
-}
-
 const show = (v: number | null | undefined) =>
   v === undefined ? 'missing' : v === null ? 'null' : Number.isInteger(v) ? String(v) : v.toFixed(4)
 
