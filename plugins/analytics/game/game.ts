@@ -142,13 +142,13 @@ export function gameAnalytics(db: Db) {
       const w = where(q)
       // The users of the range on each platform: active (a session_start naming it) and paying
       // (a successful payment naming it), each user once per platform.
-      const counts = await db.all<{ platform: string; kind: string; n: number }>(
-        `SELECT platform, kind, COUNT(DISTINCT user_id) AS n FROM analytics_platform_user
-         WHERE ${w.sql} AND day >= ? AND day <= ? GROUP BY platform, kind`,
+      const counts = await db.all<{ platform: string; payer: number; n: number }>(
+        `SELECT platform, payer, COUNT(DISTINCT user_id) AS n FROM analytics_platform_user
+         WHERE ${w.sql} AND day >= ? AND day <= ? GROUP BY platform, payer`,
         [...w.params, q.from, q.to],
       )
-      const users = (platform: string, kind: string) =>
-        n(counts.find((c) => c.platform === platform && c.kind === kind)?.n)
+      const users = (platform: string, payer: number) =>
+        n(counts.find((c) => c.platform === platform && n(c.payer) === payer)?.n)
       return ['ANDROID', 'IOS', 'WEB'].map((platform) => {
         const cents = rows
           .filter((r) => r.metric === 'rev' && r.dim.endsWith(`|${platform}`))
@@ -157,8 +157,8 @@ export function gameAnalytics(db: Db) {
         return {
           platform,
           revenue,
-          arpu: ratio(revenue, users(platform, 'user')),
-          arppu: ratio(revenue, users(platform, 'payer')),
+          arpu: ratio(revenue, users(platform, 0)),
+          arppu: ratio(revenue, users(platform, 1)),
         }
       })
     },

@@ -90,7 +90,7 @@ export interface AnalyticsRows {
   payments: Param[]
   /** game, env, user, first ts */
   social: Param[]
-  /** game, env, local day, platform, 'user', user: the users active on a platform that day */
+  /** game, env, local day, platform, 0, user: the users active on a platform that day (1: payers, added by the write half) */
   platforms: Param[]
 }
 
@@ -175,7 +175,7 @@ export function rows(ordered: Part[]): AnalyticsRows {
       const [day, platform] = k.split('\u0001')
       const users = [...p.platforms.get(k)!]
       if (users.length > 1) users.sort()
-      for (const user of users) out.platforms.push(g, env, Number(day), platform, 'user', user)
+      for (const user of users) out.platforms.push(g, env, Number(day), platform, 0, user)
     }
     for (const day of inOrder(p.userDays)) {
       const users = [...p.userDays.get(day)!]

@@ -52,9 +52,9 @@ const UPSERT = {
            WHERE excluded.first_ts < analytics_social_user.first_ts`,
   },
   platforms: {
-    table: table('analytics_platform_user', ['day']),
-    cols: ['game_id', 'env', 'day', 'platform', 'kind', 'user_id'],
-    tail: 'ON CONFLICT (game_id, env, day, platform, kind, user_id) DO NOTHING',
+    table: table('analytics_platform_user', ['day', 'payer']),
+    cols: ['game_id', 'env', 'day', 'platform', 'payer', 'user_id'],
+    tail: 'ON CONFLICT (game_id, env, day, platform, payer, user_id) DO NOTHING',
   },
   userDays: {
     table: table('analytics_user_day', ['day']),
@@ -347,7 +347,7 @@ async function gameDays(tx: Db, rows: AnalyticsRows, paid: Paid[]): Promise<void
     if (r.user_id) {
       payers.push(r.game_id, r.env, r.day, r.user_id)
       // The users who paid on a platform that day (ARPPU by platform).
-      if (r.platform) platformPayers.push(r.game_id, r.env, r.day, r.platform, 'payer', r.user_id)
+      if (r.platform) platformPayers.push(r.game_id, r.env, r.day, r.platform, 1, r.user_id)
     }
   const [newPayers] = await Promise.all([
     upsert(tx, 'payerDays', sortRows(payers, 4)),
