@@ -57,6 +57,8 @@ forEachEngine((engine) => {
             body: { from: date },
           })
           expect(r.status).toBe(202)
+          // One after the other: three rebuilds at once load sketches by the thousand together.
+          await app.events.drain(name, 120_000)
         }
         await app.events.drain(undefined, 120_000)
         const status = await app.req('GET', '/api/v1/analytics/consumers', { token: admin })
