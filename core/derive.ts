@@ -28,6 +28,8 @@ export interface Derivation<R = unknown, E = unknown> {
   rebuildsFrom?: boolean
   /** Deletes the results for event times at or after `from` (all when undefined), before a rebuild. */
   reset(from: number | undefined, tx: Db): Promise<void>
+  /** See `LogConsumer.replayFrom`: where a game's rows are delivered again in a rebuild from `from`. */
+  replayFrom?(gameId: string, from: number): number | Promise<number>
   /** Drops every cache of what is stored (a batch rolled back, or another instance wrote). */
   forget(): void
   /**
@@ -98,6 +100,7 @@ export function derivedConsumer<R, E>(d: Derivation<R, E>): LogConsumer & { init
       return batch.done
     },
     reset: (from, tx) => d.reset(from, tx),
+    replayFrom: d.replayFrom?.bind(d),
     forget: () => d.forget(),
   }
 }

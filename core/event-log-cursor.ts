@@ -1,4 +1,4 @@
-import type { ConsumerStatus, LogPosition } from './event-log-types'
+import type { ConsumerStatus, LogConsumer, LogEntry, LogPosition, LogRow } from './event-log-types'
 import type { HealthResult } from './plugin'
 
 /** A row of `liveops_consumers` (core migrations 006 and 008): one consumer's cursor, lease and rebuild. */
@@ -33,6 +33,30 @@ export function rebuildUntil(cur: CursorRow): LogPosition {
   if (cur.until_seq === null) return at
   const earlier = { seq: Number(cur.until_seq), pos: Number(cur.until_pos) }
   return before(at, earlier) ? earlier : at
+}
+
+/**
+ * The rows of a batch the consumer takes: during a rebuild from a date, the re-counted times
+ * (from the date, or from where the consumer says each game's results were kept to).
+ */
+export async function deliverable(c: LogConsumer, cur: CursorRow, entries: LogEntry[]) {
+  const until =
+    cur.until_seq === null ? undefined : { seq: Number(cur.until_seq), pos: Number(cur.until_pos) }
+  const from = cur.rebuild_from === null ? undefined : Number(cur.rebuild_from)
+  const rows: LogRow[] = []
+  const cuts = new Map<string, number>()
+  for (const e of entries) {
+    if (until && from !== undefined && !before(until, e.at)) {
+      let cut = c.replayFrom ? cuts.get(e.row.gameId) : from
+      if (cut === undefined) {
+        cut = await c.replayFrom!(e.row.gameId, from)
+        cuts.set(e.row.gameId, cut)
+      }
+      if (e.row.ts < cut) continue
+    }
+    rows.push(e.row)
+  }
+  return rows
 }
 
 /** One consumer's status from its row and what lies after its cursor. */

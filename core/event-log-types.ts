@@ -117,6 +117,12 @@ export interface LogConsumer {
   reset(from: number | undefined, tx: Db): Promise<void>
   /** Whether it can rebuild from a date (else only from the start of the log). */
   rebuildsFrom?: boolean
+  /**
+   * During a rebuild from `from`, the event time from which a game's rows are delivered again
+   * (the results of earlier ones were kept by `reset`); default `from`. A consumer whose days are
+   * each game's own (time zones) answers the start of that game's day.
+   */
+  replayFrom?(gameId: string, from: number): number | Promise<number>
 }
 
 /** One consumer's cursor and lag, as /healthz, the metrics and the admin route show it. */

@@ -7,19 +7,13 @@ import {
   WHOLE,
   before,
   cursorOf,
+  deliverable,
   healthOf,
   rebuildUntil,
   statusOf,
 } from './event-log-cursor'
 import { SharedReads } from './event-log-reads'
-import type {
-  ConsumerStatus,
-  EventLogService,
-  LogConsumer,
-  LogEntry,
-  LogPosition,
-  LogSource,
-} from './event-log-types'
+import type { ConsumerStatus, EventLogService, LogConsumer, LogPosition, LogSource } from './event-log-types'
 import type { Logger } from './log'
 import type { Metrics } from './metrics'
 import type { HealthResult } from './plugin'
@@ -264,7 +258,7 @@ export class EventLog implements EventLogService {
     const entries = await this.reads.read(source, at, await this.horizon(this.db), c.batch ?? 1000, this.db)
     if (!entries.length) return 0
     const last = entries[entries.length - 1].at
-    const rows = this.deliverable(cur, entries)
+    const rows = await deliverable(c, cur, entries)
     const prepared = c.prepare ? await c.prepare(rows) : undefined
     const rebuilding = cur.until_seq !== null
     const done = rebuilding && !before(last, { seq: Number(cur.until_seq), pos: Number(cur.until_pos) })
@@ -280,19 +274,6 @@ export class EventLog implements EventLogService {
       if (moved !== 1) throw new LostLease(`consumer '${c.name}' moved under this instance`)
       return entries.length
     })
-  }
-
-  /** The rows of a batch the consumer takes: during a rebuild from a date, the re-counted times. */
-  private deliverable(cur: CursorRow, entries: LogEntry[]) {
-    const until =
-      cur.until_seq === null ? undefined : { seq: Number(cur.until_seq), pos: Number(cur.until_pos) }
-    const from = cur.rebuild_from === null ? undefined : Number(cur.rebuild_from)
-    const rows = []
-    for (const e of entries) {
-      if (until && from !== undefined && !before(until, e.at) && e.row.ts < from) continue
-      rows.push(e.row)
-    }
-    return rows
   }
 
   async drain(name?: string, timeoutMs = 30_000): Promise<void> {

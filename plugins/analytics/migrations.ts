@@ -6,6 +6,7 @@ import m004 from './migrations/004_behavior.sql' with { type: 'text' }
 import m006 from './migrations/006_cohorts.sql' with { type: 'text' }
 import m007 from './migrations/007_realtime_minute.sql' with { type: 'text' }
 import m008 from './migrations/008_first_seen_by_user.sql' with { type: 'text' }
+import m009 from './migrations/009_platform_users.sql' with { type: 'text' }
 
 /** SQLite keeps keyed rollups WITHOUT ROWID (see ingest 002); PostgreSQL has no such clause. */
 const pg = (sql: string) => sql.replaceAll(') WITHOUT ROWID;', ');')
@@ -18,4 +19,5 @@ export const migrations: Migration[] = [
   { id: 6, name: 'cohorts', sql: m006, pg: pg(m006) },
   { id: 7, name: 'realtime_minute', sql: m007, pg: pg(m007) },
   { id: 8, name: 'first_seen_by_user', sql: m008 },
+  { id: 9, name: 'platform_users', sql: m009, pg: pg(m009) },
 ]

@@ -33,10 +33,22 @@ export class ExposureRollup implements Derivation<ExposureRows> {
     this.loaded = false
   }
 
+  /** Rebuilds from an instant: its rows are keyed by event time, not by a game's days. */
+  readonly rebuildsFrom = true
+
+  /**
+   * Deletes first exposures at or after `from` and the last times at or after it (all when
+   * undefined). An earlier first exposure or last time stays: the events delivered again (from
+   * `from` on) cannot move it (a first exposure only moves earlier, a last time only later).
+   */
   async reset(from: number | undefined, tx: Db): Promise<void> {
-    if (from !== undefined) throw new Error('this consumer rebuilds from the start of the log only')
-    await tx.run('DELETE FROM experiments_exposures')
-    await tx.run('DELETE FROM experiments_user_events')
+    if (from === undefined) {
+      await tx.run('DELETE FROM experiments_exposures')
+      await tx.run('DELETE FROM experiments_user_events')
+      return
+    }
+    await tx.run('DELETE FROM experiments_exposures WHERE ts >= ?', [from])
+    await tx.run('DELETE FROM experiments_user_events WHERE last_ts >= ?', [from])
   }
 
   private loaded = false

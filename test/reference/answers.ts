@@ -1,5 +1,5 @@
 import type { Run } from './harness'
-import { type Minutes, performanceRange } from './oracle'
+import { type Expected, type Minutes, performanceRange } from './oracle'
 import { addDays } from './simulate'
 
 /**
@@ -165,4 +165,25 @@ export async function readAnswers(run: Run): Promise<{ got: Map<string, number |
   for (const p of pt.products)
     for (const k of ['revenue', 'transactions', 'refunds']) put(`products.${p.productId}.${k}`, p[k])
   return { got, minutes }
+}
+
+/** Whether an answer equals the reference: exactly, or to the precision `compare` names (HLL counts within their documented error). */
+export function within(e: Expected, got: number | null | undefined): boolean {
+  if (got === undefined) return false
+  if (e.value === null || got === null) return e.value === got
+  const d = Math.abs(got - e.value)
+  switch (e.compare) {
+    case 'exact':
+      return d === 0
+    case 'ratio':
+      return d <= 0.00005 + 1e-9
+    case 'milli':
+      return d <= 0.0005 + 1e-9
+    case 'avg':
+      return d <= 0.005 + 1e-9
+    case 'hll':
+      return d <= Math.max(2, 0.032 * e.value)
+    case 'hll-ratio':
+      return d <= 0.032 * Math.abs(e.value) + 0.00005
+  }
 }

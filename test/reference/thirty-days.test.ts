@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { type Engine, forEachEngine } from '../helpers'
-import { readAnswers } from './answers'
+import { readAnswers, within } from './answers'
 import { type Run, runMonth } from './harness'
 import { type Expected, expectedNumbers } from './oracle'
 
@@ -32,23 +32,12 @@ export const KNOWN_DIFFERENCES_UNTIL_PIPELINE: readonly string[] = []
  * reference read differently. Asserted still different like the list above; each needs the
  * lead's decision (fix the code, or show the reference wrong by spec 1 and change the oracle).
  *
- * Revenue by platform (spec 1: "per platform (ANDROID, IOS, WEB): platform, revenue, arpu,
- * arppu"; ARPU = total revenue / total users, ARPPU = total revenue / paying users;
- * docs/analytics.md: "the users of the range on that platform"). The code puts a payment's
- * revenue on the platform the payment names but its payer, and every active user, on the
- * platform of the user's LATEST session_start, even one after the range. A player who paid on
- * IOS and played on WEB since adds IOS revenue and a WEB payer; here 120 players start a session
- * in the last hour on a random platform and its payments say IOS. The reference counts, per
- * platform, the users with a session_start naming it in the range and the users who paid on it.
+ * Empty since revenue by platform counts, per platform, the users with a session_start naming it
+ * in the range and the users who paid on it (analytics migration 009). Before, the six
+ * game.byPlatform.{ANDROID,IOS,WEB}.{arpu,arppu} differed: every user and payer sat on the
+ * platform of their LATEST session_start, even one after the range.
  */
-export const KNOWN_DIFFERENCES_IN_DEFINITION: readonly string[] = [
-  'game.byPlatform.ANDROID.arpu',
-  'game.byPlatform.ANDROID.arppu',
-  'game.byPlatform.IOS.arpu',
-  'game.byPlatform.IOS.arppu',
-  'game.byPlatform.WEB.arpu',
-  'game.byPlatform.WEB.arppu',
-]
+export const KNOWN_DIFFERENCES_IN_DEFINITION: readonly string[] = []
 
 const KNOWN = [...KNOWN_DIFFERENCES_UNTIL_PIPELINE, ...KNOWN_DIFFERENCES_IN_DEFINITION]
 
@@ -58,26 +47,6 @@ const KNOWN = [...KNOWN_DIFFERENCES_UNTIL_PIPELINE, ...KNOWN_DIFFERENCES_IN_DEFI
  * items included), read back through the HTTP API and compared with the numbers `oracle.ts`
  * computes from the same list by spec 1's rules alone.
  */
-function within(e: Expected, got: number | null | undefined): boolean {
-  if (got === undefined) return false
-  if (e.value === null || got === null) return e.value === got
-  const d = Math.abs(got - e.value)
-  switch (e.compare) {
-    case 'exact':
-      return d === 0
-    case 'ratio':
-      return d <= 0.00005 + 1e-9
-    case 'milli':
-      return d <= 0.0005 + 1e-9
-    case 'avg':
-      return d <= 0.005 + 1e-9
-    case 'hll':
-      return d <= Math.max(2, 0.032 * e.value)
-    case 'hll-ratio':
-      return d <= 0.032 * Math.abs(e.value) + 0.00005
-  }
-}
-
 const show = (v: number | null | undefined) =>
   v === undefined ? 'missing' : v === null ? 'null' : Number.isInteger(v) ? String(v) : v.toFixed(4)
 

@@ -5,7 +5,7 @@ import { EVENTS } from '../../../sdk/events'
 import { HyperLogLog } from '../lib/hll'
 import { HOUR, MINUTE, floorTo } from '../lib/time'
 import { type Zone, zone } from '../lib/zone'
-import { BEHAVIOR_TABLES, resetTables } from '../store/reset'
+import { RebuildCuts, resetBehavior } from '../store/reset'
 import { writeBehavior } from './behavior-write'
 
 /**
@@ -90,11 +90,22 @@ export class BehaviorRollup implements Derivation<BehaviorRows> {
   private cache = new Map<string, Sketch>()
   private loading = new Map<string, Promise<Sketch>>()
 
-  constructor(private timezone: (gameId: string) => Promise<string | undefined> = async () => undefined) {}
+  /** Rebuilds from a date: each game from the start of that date in its zone (`store/reset.ts`). */
+  readonly rebuildsFrom = true
+  private readonly cuts: RebuildCuts
+
+  constructor(private timezone: (gameId: string) => Promise<string | undefined> = async () => undefined) {
+    this.cuts = new RebuildCuts(timezone)
+  }
 
   /** A game's time zone changed or it was deleted: its next events look it up again. */
   forgetGame(gameId: string): void {
+    this.cuts.forget()
     this.zones.delete(gameId)
+  }
+
+  replayFrom(gameId: string, from: number): Promise<number> {
+    return this.cuts.replayFrom(gameId, from)
   }
 
   /** Every cached sketch (a batch rolled back, or another instance wrote). */
@@ -103,7 +114,7 @@ export class BehaviorRollup implements Derivation<BehaviorRows> {
   }
 
   reset(from: number | undefined, tx: Db): Promise<void> {
-    return resetTables(tx, BEHAVIOR_TABLES, from)
+    return resetBehavior(this.cuts, tx, from)
   }
 
   async init(db: Db): Promise<void> {

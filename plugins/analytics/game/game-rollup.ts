@@ -61,7 +61,14 @@ export function countGame(part: Part, e: NormEvent): void {
   switch (e.event) {
     case EVENTS.sessionStart: {
       const p = str(pick(e.props, 'platform'))?.toUpperCase()
-      if (userId && p && PLATFORMS.has(p)) part.platforms.set(userId, p)
+      if (!userId || !p || !PLATFORMS.has(p)) return
+      const k = `${day}\u0001${p}`
+      let users = part.platforms.get(k)
+      if (!users) {
+        users = new Set()
+        part.platforms.set(k, users)
+      }
+      users.add(userId)
       return
     }
     case EVENTS.sessionEnd: {

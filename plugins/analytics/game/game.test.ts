@@ -111,7 +111,8 @@ forEachEngine((engine) => {
       ev('invite', at(B, 12, 0), { uid: 'u4', attrs: { invited: ['y1'] } }),
       // Seven days after A (EDT by then): u1 and u3 come back.
       ev('session_start', at(A + 7, 9), { uid: 'u1', attrs: { session_id: 's6' } }),
-      ev('session_start', at(A + 7, 9), { uid: 'u3', attrs: { session_id: 's7' } }),
+      // u3 plays on WEB after the range: still an ANDROID user of the range, not a WEB one.
+      ev('session_start', at(A + 7, 9), { uid: 'u3', attrs: { session_id: 's7', platform: 'WEB' } }),
     ]
     await send('/api/ingest/events', dayA)
     await send('/api/ingest/events', dayB)
@@ -153,7 +154,7 @@ forEachEngine((engine) => {
       ])
     })
 
-    test('by platform: IOS 14.98 (u1), ANDROID 1.99 over u2 u3 u5, WEB 10.00 (u4)', async () => {
+    test('by platform, the users of the range on each: IOS 14.98 (u1), ANDROID 1.99 over u2 u3 u5 (u3 on WEB only after the range), WEB 10.00 (u4)', async () => {
       const r = await get(`revenue/${gameId}/by-platform?${range}`)
       expect(r.body).toEqual([
         { platform: 'ANDROID', revenue: 1.99, arpu: 0.6633, arppu: 1.99 },

@@ -131,25 +131,16 @@ export function gameAnalytics(db: Db) {
 
     async byPlatform(q: DayRange) {
       const { rows } = await revenueParts(q)
-      const d = where(q, 'd')
-      const range = [q.from, q.to]
-      // Users and payers of the range on each platform (their latest session_start named it).
-      const [users, payers] = await Promise.all([
-        db.all<{ platform: string; n: number }>(
-          `SELECT p.platform, COUNT(DISTINCT d.user_id) AS n FROM (
-             SELECT game_id, env, user_id FROM analytics_user_day d WHERE ${d.sql} AND day >= ? AND day <= ?
-             UNION SELECT game_id, env, user_id FROM analytics_user_day_log d WHERE ${d.sql} AND day >= ? AND day <= ?
-           ) d JOIN analytics_user_platform p ON p.game_id = d.game_id AND p.env = d.env AND p.user_id = d.user_id
-           GROUP BY p.platform`,
-          [...d.params, ...range, ...d.params, ...range],
-        ),
-        db.all<{ platform: string; n: number }>(
-          `SELECT p.platform, COUNT(DISTINCT d.user_id) AS n FROM analytics_payer_day d
-           JOIN analytics_user_platform p ON p.game_id = d.game_id AND p.env = d.env AND p.user_id = d.user_id
-           WHERE ${d.sql} AND d.day >= ? AND d.day <= ? GROUP BY p.platform`,
-          [...d.params, ...range],
-        ),
-      ])
+      const w = where(q)
+      // The users of the range on each platform: active (a session_start naming it) and paying
+      // (a successful payment naming it), each user once per platform.
+      const counts = await db.all<{ platform: string; payer: number; n: number }>(
+        `SELECT platform, payer, COUNT(DISTINCT user_id) AS n FROM analytics_platform_user
+         WHERE ${w.sql} AND day >= ? AND day <= ? GROUP BY platform, payer`,
+        [...w.params, q.from, q.to],
+      )
+      const users = (platform: string, payer: number) =>
+        n(counts.find((c) => c.platform === platform && n(c.payer) === payer)?.n)
       return ['ANDROID', 'IOS', 'WEB'].map((platform) => {
         const cents = rows
           .filter((r) => r.metric === 'rev' && r.dim.endsWith(`|${platform}`))
@@ -158,8 +149,8 @@ export function gameAnalytics(db: Db) {
         return {
           platform,
           revenue,
-          arpu: ratio(revenue, n(users.find((u) => u.platform === platform)?.n)),
-          arppu: ratio(revenue, n(payers.find((u) => u.platform === platform)?.n)),
+          arpu: ratio(revenue, users(platform, 0)),
+          arppu: ratio(revenue, users(platform, 1)),
         }
       })
     },

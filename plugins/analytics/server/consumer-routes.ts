@@ -21,8 +21,9 @@ const RebuildBody = t.Object(
     from: t.Optional(
       t.String({
         description:
-          'a date (YYYY-MM-DD, UTC) from which results are recomputed; absent: the whole log. Only consumers whose ' +
-          'results are kept by time (realtime) take a date; the others rebuild whole.',
+          'a date (YYYY-MM-DD) from which results are recomputed, the rest kept; absent: the whole log. analytics and ' +
+          "behavior recompute each game from the start of that date in the game's time zone; realtime and exposures " +
+          'from its UTC midnight.',
       }),
     ),
   },

@@ -1,45 +1,149 @@
 import type { Db } from '../../../core/db'
-
-/** What the analytics consumer derives from the log (a rebuild deletes them first). */
-export const ANALYTICS_TABLES = [
-  'analytics_first_seen',
-  'analytics_user_day',
-  'analytics_user_day_log',
-  'analytics_user_week',
-  'analytics_daily',
-  'analytics_online',
-  'analytics_day_sketch',
-  'analytics_invocation_hour',
-  'analytics_invocation_hist',
-  'analytics_game_day',
-  'analytics_game_hour',
-  'analytics_payer_day',
-  'analytics_social_user',
-  'analytics_user_platform',
-  'analytics_cohort_day',
-  'analytics_cohort_week',
-] as const
-
-/** The behavior consumer's tables. */
-export const BEHAVIOR_TABLES = [
-  'analytics_behavior_day',
-  'analytics_behavior_sketch',
-  'analytics_event_span',
-  'analytics_death',
-  'analytics_transaction',
-] as const
+import { DAY, HOUR, floorTo } from '../lib/time'
+import { type Zone, zone } from '../lib/zone'
+import { mondayOf } from '../server/cohort'
 
 /**
- * Deletes a consumer's results before a rebuild delivers the log again. Only whole rebuilds: a
- * day's counters, cohorts and sketches mix events from both sides of any instant.
+ * What a rebuild deletes (docs/analytics.md, "Rebuilding from a date"). A rebuild from a date X
+ * recomputes each game from the start of ITS local date X (its days are its time zone's): the
+ * event log delivers again the game's rows from that instant (`replayFrom`), and `reset` deletes
+ * exactly what those rows contributed to, table by table, by one of these rules:
+ *
+ * - `day`: rows of local days >= X (day counters, day sketches, user-days, first sights whose
+ *   first day is >= X, cohort cells of activity days >= X);
+ * - `week`: rows of weeks starting on or after X (a week that began before X keeps its user-weeks
+ *   and cohort-week cells whole: its days before X are not delivered again, and its days from X on
+ *   add no user-week it does not already hold);
+ * - `time`: rows keyed by an absolute time (minute, hour, event time) >= the game's cut.
+ *
+ * A game whose local date X does not start on a UTC hour (a zone such as Asia/Kolkata) cannot
+ * split its hour counters there: it is rebuilt whole (all its rows deleted and delivered again).
  */
-export async function resetTables(
-  tx: Db,
-  tables: readonly string[],
-  from: number | undefined,
-): Promise<void> {
-  if (from !== undefined) throw new Error('this consumer rebuilds from the start of the log only')
-  for (const t of tables) await tx.run(`DELETE FROM ${t}`)
+export type Rule = 'day' | 'week' | 'time'
+export type Tables = ReadonlyArray<readonly [table: string, column: string, rule: Rule]>
+
+/** What the analytics consumer derives from the log, with its reset rule. */
+export const ANALYTICS_TABLES: Tables = [
+  ['analytics_first_seen', 'first_day', 'day'],
+  ['analytics_user_day', 'day', 'day'],
+  ['analytics_user_day_log', 'day', 'day'],
+  ['analytics_user_week', 'week', 'week'],
+  ['analytics_daily', 'day', 'day'],
+  ['analytics_online', 'minute', 'time'],
+  ['analytics_day_sketch', 'day', 'day'],
+  ['analytics_invocation_hour', 'hour', 'time'],
+  ['analytics_invocation_hist', 'hour', 'time'],
+  ['analytics_game_day', 'day', 'day'],
+  ['analytics_game_hour', 'hour', 'time'],
+  ['analytics_payer_day', 'day', 'day'],
+  ['analytics_social_user', 'first_ts', 'time'],
+  ['analytics_platform_user', 'day', 'day'],
+  ['analytics_cohort_day', 'day', 'day'],
+  ['analytics_cohort_week', 'week', 'week'],
+]
+/** Small tables that name every game the analytics consumer holds results of. */
+const ANALYTICS_GAMES = [
+  'analytics_daily',
+  'analytics_game_day',
+  'analytics_game_hour',
+  'analytics_online',
+  'analytics_invocation_hour',
+]
+
+/** The behavior consumer's tables. */
+export const BEHAVIOR_TABLES: Tables = [
+  ['analytics_behavior_day', 'day', 'day'],
+  ['analytics_behavior_sketch', 'day', 'day'],
+  ['analytics_event_span', 'hour', 'time'],
+  ['analytics_death', 'ts', 'time'],
+  ['analytics_transaction', 'ts', 'time'],
+]
+/** Every event of a game adds to its day's event counter. */
+const BEHAVIOR_GAMES = ['analytics_behavior_day']
+
+/**
+ * The start of local date `day` (its UTC midnight key) in zone `z`, when that falls on a UTC hour;
+ * undefined when it does not (offsets of a half or quarter hour).
+ */
+export function dayStart(z: Zone, day: number): number | undefined {
+  for (let h = day - 15 * HOUR; h <= day + 15 * HOUR; h += HOUR)
+    if (z.day(h) >= day) return z.day(h - 1) < day ? h : undefined
+  return undefined
 }
 
-export const resetAnalytics = (tx: Db, from: number | undefined) => resetTables(tx, ANALYTICS_TABLES, from)
+/** The first Monday on or after `day`. */
+const weekFrom = (day: number) => {
+  const monday = mondayOf(day)
+  return monday === day ? day : monday + 7 * DAY
+}
+
+/**
+ * Where each game's results are recomputed from in a rebuild from a date, per the game's zone;
+ * shared by a consumer's `reset` and `replayFrom`, which must agree (after a restart too: both
+ * follow from the date and the zone alone).
+ */
+export class RebuildCuts {
+  private readonly cuts = new Map<string, number | undefined>()
+
+  constructor(private readonly timezone: (gameId: string) => Promise<string | undefined>) {}
+
+  /** The date of `from` (its UTC date, read as the game's local date) as a day key. */
+  static day(from: number): number {
+    return floorTo(from, DAY)
+  }
+
+  /** The instant the game's local date of `from` starts; undefined: the game is rebuilt whole. */
+  async cut(gameId: string, from: number): Promise<number | undefined> {
+    const k = `${from}\u0001${gameId}`
+    if (this.cuts.has(k)) return this.cuts.get(k)
+    const cut = dayStart(zone(await this.timezone(gameId)), RebuildCuts.day(from))
+    if (this.cuts.size > 10_000) this.cuts.clear()
+    this.cuts.set(k, cut)
+    return cut
+  }
+
+  /** `LogConsumer.replayFrom`: a game rebuilt whole gets every row again. */
+  async replayFrom(gameId: string, from: number): Promise<number> {
+    return (await this.cut(gameId, from)) ?? Number.NEGATIVE_INFINITY
+  }
+
+  /** A game's time zone changed: its cuts are worked out again. */
+  forget(): void {
+    this.cuts.clear()
+  }
+
+  /**
+   * Deletes what the rows `replayFrom` delivers again contributed to (everything when `from` is
+   * undefined), game by game. `games` are tables that name every game holding results.
+   */
+  async reset(tx: Db, tables: Tables, games: readonly string[], from: number | undefined): Promise<void> {
+    if (from === undefined) {
+      for (const [t] of tables) await tx.run(`DELETE FROM ${t}`)
+      return
+    }
+    const ids = new Set<string>()
+    for (const t of games)
+      for (const r of await tx.all<{ game_id: string }>(`SELECT DISTINCT game_id FROM ${t}`))
+        ids.add(r.game_id)
+    const day = RebuildCuts.day(from)
+    for (const gameId of [...ids].sort()) {
+      const cut = await this.cut(gameId, from)
+      for (const [t, col, rule] of tables) {
+        if (cut === undefined) await tx.run(`DELETE FROM ${t} WHERE game_id = ?`, [gameId])
+        else
+          await tx.run(`DELETE FROM ${t} WHERE game_id = ? AND ${col} >= ?`, [
+            gameId,
+            rule === 'day' ? day : rule === 'week' ? weekFrom(day) : cut,
+          ])
+      }
+    }
+  }
+}
+
+/** The analytics consumer's reset. */
+export const resetAnalytics = (cuts: RebuildCuts, tx: Db, from: number | undefined) =>
+  cuts.reset(tx, ANALYTICS_TABLES, ANALYTICS_GAMES, from)
+
+/** The behavior consumer's reset. */
+export const resetBehavior = (cuts: RebuildCuts, tx: Db, from: number | undefined) =>
+  cuts.reset(tx, BEHAVIOR_TABLES, BEHAVIOR_GAMES, from)

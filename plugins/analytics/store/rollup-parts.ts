@@ -65,8 +65,8 @@ export class Part {
   readonly payments = new Map<string, [number, string, string]>()
   /** Users who did something social (friend_add, guild_join, invite) -> earliest ts. */
   readonly social = new Map<string, number>()
-  /** user -> platform named by their session_start. */
-  readonly platforms = new Map<string, string>()
+  /** `local day \u0001 platform` -> users whose session_start named it that day. */
+  readonly platforms = new Map<string, Set<string>>()
   constructor(readonly s: Stream) {}
 }
 
@@ -90,7 +90,7 @@ export interface AnalyticsRows {
   payments: Param[]
   /** game, env, user, first ts */
   social: Param[]
-  /** game, env, user, platform */
+  /** game, env, local day, platform, 0, user: the users active on a platform that day (1: payers, added by the write half) */
   platforms: Param[]
 }
 
@@ -171,7 +171,12 @@ export function rows(ordered: Part[]): AnalyticsRows {
       out.payments.push(g, env, order, status, ...p.payments.get(k)!)
     }
     for (const user of inOrder(p.social)) out.social.push(g, env, user, p.social.get(user)!)
-    for (const user of inOrder(p.platforms)) out.platforms.push(g, env, user, p.platforms.get(user)!)
+    for (const k of inOrder(p.platforms)) {
+      const [day, platform] = k.split('\u0001')
+      const users = [...p.platforms.get(k)!]
+      if (users.length > 1) users.sort()
+      for (const user of users) out.platforms.push(g, env, Number(day), platform, 0, user)
+    }
     for (const day of inOrder(p.userDays)) {
       const users = [...p.userDays.get(day)!]
       if (users.length > 1) users.sort()

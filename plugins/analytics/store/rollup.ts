@@ -6,7 +6,7 @@ import { HyperLogLog } from '../lib/hll'
 import { DAY, MINUTE, floorTo } from '../lib/time'
 import { type Zone, zone } from '../lib/zone'
 import { mondayOf } from '../server/cohort'
-import { resetAnalytics } from './reset'
+import { RebuildCuts, resetAnalytics } from './reset'
 import {
   type AnalyticsRows,
   Part,
@@ -54,7 +54,9 @@ export class AnalyticsRollup implements Derivation<AnalyticsRows, Early> {
   constructor(
     /** The game's time zone (the games service); undefined: UTC. */
     private timezone: (gameId: string) => Promise<string | undefined> = async () => undefined,
-  ) {}
+  ) {
+    this.cuts = new RebuildCuts(timezone)
+  }
 
   /** Every cache of what is stored (a batch rolled back, or another instance wrote). */
   forget(): void {
@@ -64,13 +66,22 @@ export class AnalyticsRollup implements Derivation<AnalyticsRows, Early> {
     this.userDaysSize = 0
   }
 
-  /** Deletes what the consumer derived, for event times at or after `from` (all when undefined). */
+  /** Rebuilds from a date: each game from the start of that date in its zone (`reset.ts`). */
+  readonly rebuildsFrom = true
+  private readonly cuts: RebuildCuts
+
+  /** Deletes what the consumer derived from each game's rows that a rebuild from `from` delivers again (all when undefined). */
   async reset(from: number | undefined, tx: Db): Promise<void> {
-    await resetAnalytics(tx, from)
+    await resetAnalytics(this.cuts, tx, from)
+  }
+
+  replayFrom(gameId: string, from: number): Promise<number> {
+    return this.cuts.replayFrom(gameId, from)
   }
 
   /** A game's time zone changed or it was deleted: its next events look it up again. */
   forgetGame(gameId: string): void {
+    this.cuts.forget()
     this.zones.delete(gameId)
     const byEnv = this.streams.get(gameId)
     if (byEnv) for (const st of byEnv.values()) st.zone = zone(undefined)

@@ -52,10 +52,9 @@ const UPSERT = {
            WHERE excluded.first_ts < analytics_social_user.first_ts`,
   },
   platforms: {
-    table: table('analytics_user_platform', []),
-    cols: ['game_id', 'env', 'user_id', 'platform'],
-    tail: `ON CONFLICT (game_id, env, user_id) DO UPDATE SET platform = excluded.platform
-           WHERE excluded.platform <> analytics_user_platform.platform`,
+    table: table('analytics_platform_user', ['day', 'payer']),
+    cols: ['game_id', 'env', 'day', 'platform', 'payer', 'user_id'],
+    tail: 'ON CONFLICT (game_id, env, day, platform, payer, user_id) DO NOTHING',
   },
   userDays: {
     table: table('analytics_user_day', ['day']),
@@ -385,8 +384,17 @@ async function gameDays(tx: Db, rows: AnalyticsRows, paid: Paid[]): Promise<void
     return
   }
   const payers: Param[] = []
-  for (const r of success) if (r.user_id) payers.push(r.game_id, r.env, r.day, r.user_id)
-  const newPayers = await upsert(tx, 'payerDays', sortRows(payers, 4))
+  const platformPayers: Param[] = []
+  for (const r of success)
+    if (r.user_id) {
+      payers.push(r.game_id, r.env, r.day, r.user_id)
+      // The users who paid on a platform that day (ARPPU by platform).
+      if (r.platform) platformPayers.push(r.game_id, r.env, r.day, r.platform, 1, r.user_id)
+    }
+  const [newPayers] = await Promise.all([
+    upsert(tx, 'payerDays', sortRows(payers, 4)),
+    upsert(tx, 'platforms', sortRows(platformPayers, 6)),
+  ])
   const merged = new Map<string, Param[]>()
   const add = (
     g: string,
