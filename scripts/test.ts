@@ -18,7 +18,17 @@ const args = process.argv.slice(2)
 const flags = args.filter((a) => a.startsWith('-'))
 const paths = args.filter((a) => !a.startsWith('-'))
 
-/** Test files under the given paths (default: the repository), largest first (a rough cost order). */
+/**
+ * Seconds each file took in a whole three-engine run (scripts/test-durations.json, written by a
+ * run with TEST_DURATIONS_OUT=that path): the longest start first, so the last minutes are not
+ * one long file (the browser console's, ~440 s of 1,938 under load) with the other processes idle.
+ */
+const durationsFile = join(root, 'scripts', 'test-durations.json')
+const durations: Record<string, number> = (await Bun.file(durationsFile).exists())
+  ? await Bun.file(durationsFile).json()
+  : {}
+
+/** Test files under the given paths (default: the repository), longest first: by their recorded time, else their size. */
 async function testFiles(): Promise<string[]> {
   const glob = new Bun.Glob('**/*.test.ts')
   const found = new Set<string>()
@@ -30,8 +40,9 @@ async function testFiles(): Promise<string[]> {
     for await (const f of glob.scan({ cwd: join(process.cwd(), p) }))
       if (!f.includes('node_modules/')) found.add(relative(root, join(process.cwd(), p, f)))
   }
-  const sized = await Promise.all([...found].map(async (f) => [f, Bun.file(join(root, f)).size] as const))
-  return sized.sort((a, b) => b[1] - a[1]).map(([f]) => f)
+  // A file not recorded yet: its size as a rough cost (~1 s per 330 bytes in the recorded run).
+  const cost = (f: string) => durations[f] ?? Bun.file(join(root, f)).size / 330
+  return [...found].sort((a, b) => cost(b) - cost(a))
 }
 
 // bunfig.toml's [test] timeout is not applied by this Bun (checked: a 6 s test fails at 5 s), so
@@ -61,12 +72,15 @@ const t0 = performance.now()
 let passed = 0
 let failed = 0
 const failing: string[] = []
+const took: Record<string, number> = {}
 let next = 0
 await Promise.all(
   Array.from({ length: Math.min(jobs, files.length) }, async () => {
     while (next < files.length) {
       const file = files[next++]!
+      const t = performance.now()
       const r = await runFile(file)
+      took[file] = Math.round((performance.now() - t) / 100) / 10
       passed += r.passed
       failed += r.failed
       if (r.failed) failing.push(file)
@@ -77,5 +91,10 @@ await Promise.all(
 const seconds = ((performance.now() - t0) / 1000).toFixed(1)
 console.error(`\n${files.length} files in ${seconds} s over ${jobs} processes`)
 if (failing.length) console.error(`failing: ${failing.join(' ')}`)
+if (process.env.TEST_DURATIONS_OUT)
+  await Bun.write(
+    process.env.TEST_DURATIONS_OUT,
+    `${JSON.stringify(Object.fromEntries(Object.entries(took).sort((a, b) => b[1] - a[1])), null, 0)}\n`,
+  )
 console.log(`${passed} passed, ${failed} failed`)
 process.exit(failed || !passed ? 1 : 0)

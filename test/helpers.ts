@@ -14,38 +14,17 @@ import { Outbound, OutboundPolicy } from '../core/outbound'
 import type { PluginManifest } from '../core/plugin'
 import { plugins as allPlugins } from '../plugins'
 import { MYSQL_URL, freshMysqlDb, migratedMysqlDb } from './mysql-db'
+import { PG_URL, freshSchema, pgReachable, pgUrlWith, scratchDatabase } from './pg-db'
 
-export { MYSQL_URL, freshMysqlDb }
+export { MYSQL_URL, PG_URL, freshMysqlDb, freshSchema, pgUrlWith, scratchDatabase }
 
 export type Engine = 'sqlite' | 'postgres' | 'mysql'
-export const PG_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
 
 /**
  * Test files that do not run on MySQL yet (issue 39): forEachEngine leaves MySQL out for them.
  * None since ingest and analytics speak MySQL; a file goes here only with the reason beside it.
  */
 export const NOT_ON_MYSQL_YET: readonly string[] = []
-
-/**
- * What CI runs on MySQL too (`TEST_MYSQL=core`): the store, migrations, shared state across
- * instances, the queue's claims, change notices and backups through mariadb-dump.
- */
-export const MYSQL_CORE: readonly string[] = [
-  'test/core/db.test.ts',
-  'test/core/mysql-returning.test.ts',
-  'test/core/changes-mysql.test.ts',
-  'test/shared.test.ts',
-  'plugins/notify/queue.test.ts',
-  'plugins/backups/backups.test.ts',
-  'plugins/ml/serving.test.ts',
-  'plugins/certificates/certificates.test.ts',
-  // ingest on MySQL (commits on the event loop, the timeline walk's joins) and the event log's
-  // consumers, one at a time across instances
-  'plugins/ingest/signed/ingest.test.ts',
-  'plugins/ingest/store/timeline.test.ts',
-  'plugins/ingest/persist/dedup.test.ts',
-  'test/core/event-log.test.ts',
-]
 
 async function mysqlReachable(): Promise<boolean> {
   try {
@@ -54,59 +33,6 @@ async function mysqlReachable(): Promise<boolean> {
     return true
   } catch {
     return false
-  }
-}
-
-/** PG_URL with another database name (or host, or port), user and query string kept. */
-export function pgUrlWith(
-  change: { database?: string; host?: string; port?: number },
-  base = PG_URL,
-): string {
-  const u = new URL(base)
-  if (change.host) u.hostname = change.host
-  if (change.database) u.pathname = `/${change.database}`
-  if (change.port) u.port = String(change.port)
-  return u.toString()
-}
-
-/**
- * A PostgreSQL database of its own, uniquely named (`prefix_<random>`), on the server of PG_URL:
- * other engineers and CI jobs run the same tests on the same server at the same time, so a test
- * never reuses (or drops) a fixed name. `drop()` removes it (WITH FORCE: only this run knows it).
- */
-export async function scratchDatabase(
-  prefix: string,
-): Promise<{ name: string; url: string; drop: () => Promise<void> }> {
-  const name = `${prefix}_${crypto.randomUUID().replace(/-/g, '').slice(0, 12)}`
-  const sql = postgres(PG_URL, { max: 1, onnotice: () => undefined })
-  try {
-    await sql.unsafe(`CREATE DATABASE ${name}`)
-  } finally {
-    await sql.end()
-  }
-  return {
-    name,
-    url: pgUrlWith({ database: name }),
-    drop: async () => {
-      const s = postgres(PG_URL, { max: 1, onnotice: () => undefined })
-      try {
-        await s.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
-      } finally {
-        await s.end()
-      }
-    },
-  }
-}
-
-async function pgReachable(): Promise<boolean> {
-  const sql = postgres(PG_URL, { max: 1, connect_timeout: 2, onnotice: () => undefined })
-  try {
-    await sql`SELECT 1`
-    return true
-  } catch {
-    return false
-  } finally {
-    await sql.end({ timeout: 1 })
   }
 }
 
@@ -119,9 +45,8 @@ export const engines: Engine[] = await (async () => {
   else if (ci || process.env.REQUIRE_PG === '1')
     throw new Error(`PostgreSQL is required (CI) but ${PG_URL} does not answer`)
   else console.warn(`PostgreSQL at ${PG_URL} does not answer: not running on PostgreSQL`)
-  // MySQL is asked for (TEST_MYSQL=1, or =core for MYSQL_CORE only): the whole suite on three
-  // engines took 20 min on this machine under load (2026-11-28), beyond CI's 8 (docs/storage.md).
-  if (['1', 'core'].includes(process.env.TEST_MYSQL ?? '') || process.env.REQUIRE_MYSQL === '1') {
+  // MySQL when asked for (TEST_MYSQL=1, as CI does: .ci/run starts MariaDB); then it must answer.
+  if (process.env.TEST_MYSQL === '1' || process.env.REQUIRE_MYSQL === '1') {
     if (await mysqlReachable()) out.push('mysql')
     else throw new Error(`MySQL is asked for (TEST_MYSQL) but ${MYSQL_URL} does not answer`)
   }
@@ -137,9 +62,7 @@ function callerFile(): string {
 
 /** The engines a test file runs on: MySQL unless the file is in NOT_ON_MYSQL_YET. */
 export function enginesFor(file: string): Engine[] {
-  const left =
-    NOT_ON_MYSQL_YET.some((f) => (f.endsWith('/') ? file.startsWith(f) : file.endsWith(f))) ||
-    (process.env.TEST_MYSQL === 'core' && !MYSQL_CORE.some((f) => file.endsWith(f)))
+  const left = NOT_ON_MYSQL_YET.some((f) => (f.endsWith('/') ? file.startsWith(f) : file.endsWith(f)))
   return left ? engines.filter((e) => e !== 'mysql') : engines
 }
 
@@ -209,22 +132,6 @@ function merge(a: Record<string, unknown>, b: Record<string, unknown>): Record<s
         : v
   }
   return out
-}
-
-/** Opens a fresh PostgreSQL schema for one app; dropped again by `stop()`. */
-export async function freshSchema(url = PG_URL): Promise<{ schema: string; drop: () => Promise<void> }> {
-  const schema = `t_${crypto.randomUUID().replace(/-/g, '').slice(0, 16)}`
-  const sql = postgres(url, { max: 1, onnotice: () => undefined })
-  await sql.unsafe(`CREATE SCHEMA ${schema}`)
-  await sql.end()
-  return {
-    schema,
-    drop: async () => {
-      const s = postgres(url, { max: 1, onnotice: () => undefined })
-      await s.unsafe(`DROP SCHEMA IF EXISTS ${schema} CASCADE`)
-      await s.end()
-    },
-  }
 }
 
 /**

@@ -6,6 +6,7 @@ import { migrationSql } from '../core/db/migrate'
 import { keyedColumns } from '../core/db/mysql-sql'
 import { migrationSets } from '../core/migration-sets'
 import type { PluginManifest } from '../core/plugin'
+import { REGISTRY, ownerId, sweepOnce } from './mysql-sweep'
 
 /**
  * Test databases on MySQL/MariaDB. A server creates and removes one InnoDB file per table, each
@@ -103,7 +104,8 @@ export interface MysqlTestDb {
 
 /** A fresh, empty MySQL database, uniquely named; dropped again by `drop()`. */
 export async function freshMysqlDb(url = MYSQL_URL): Promise<MysqlTestDb> {
-  const name = `t_${crypto.randomUUID().replace(/-/g, '').slice(0, 16)}`
+  // Named after this process's owner lock (test/mysql-sweep.ts): left over, it is dropped by a later run.
+  const name = `t_${await ownerId(url)}_${crypto.randomUUID().replace(/-/g, '').slice(0, 8)}`
   const admin = await connect(url)
   try {
     await admin.query(`CREATE DATABASE ${name} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin`)
@@ -115,7 +117,7 @@ export async function freshMysqlDb(url = MYSQL_URL): Promise<MysqlTestDb> {
 
 interface Template {
   name: string
-  tables: Array<{ table: string; create: string; related: string[]; copy?: string }>
+  tables: Array<{ table: string; create: string; related: string[]; copy?: string; autoIncrement: boolean }>
 }
 
 /** What the migrations run on MySQL, translated: the template's name is a hash of it. */
@@ -141,6 +143,10 @@ async function buildTemplate(url: string, sets: readonly MigrationSet[]): Promis
       [{ got: number }],
     ]
     if (Number(got?.got) !== 1) throw new Error(`template ${name}: lock not granted`)
+    // Its use recorded under its lock: a sweep reads it again under the same lock before dropping.
+    await c.query(
+      `CREATE TABLE IF NOT EXISTS ${REGISTRY} (name VARCHAR(64) PRIMARY KEY, last_used BIGINT NOT NULL); ${touch(url, name)}`,
+    )
     const expected = sets.reduce((n, s) => n + s.migrations.length, 0)
     const [have] = (await c.query(
       'SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_schema = ? AND table_name = ?',
@@ -177,13 +183,13 @@ async function buildTemplate(url: string, sets: readonly MigrationSet[]): Promis
     )) as unknown as [Array<{ t: string; n: number }>]
     // Generated columns are computed again, not copied.
     const [cols] = (await c.query(
-      `SELECT table_name AS t, column_name AS c FROM information_schema.columns
-        WHERE table_schema = ? AND extra NOT LIKE '%GENERATED%' ORDER BY table_name, ordinal_position`,
+      `SELECT table_name AS t, column_name AS c, extra AS x FROM information_schema.columns
+        WHERE table_schema = ? ORDER BY table_name, ordinal_position`,
       [name],
-    )) as unknown as [Array<{ t: string; c: string }>]
+    )) as unknown as [Array<{ t: string; c: string; x: string }>]
     const tables: Template['tables'] = names.map((t, i) => {
       const list = cols
-        .filter((x) => x.t === t)
+        .filter((x) => x.t === t && !/GENERATED/i.test(x.x))
         .map((x) => `\`${x.c}\``)
         .join(', ')
       const copy =
@@ -197,6 +203,7 @@ async function buildTemplate(url: string, sets: readonly MigrationSet[]): Promis
         create,
         related: [...create.matchAll(/REFERENCES `(\w+)`/g)].map((m) => m[1] ?? ''),
         copy,
+        autoIncrement: cols.some((x) => x.t === t && /auto_increment/i.test(x.x)),
       }
     })
     return { name, tables }
@@ -208,10 +215,72 @@ async function buildTemplate(url: string, sets: readonly MigrationSet[]): Promis
 
 const templates = new Map<string, Promise<Template | undefined>>()
 
+/** Databases of this process that an app used and gave back, reset, with the shape they had new. */
+const spares = new Map<string, Array<{ db: MysqlTestDb; shape: string }>>()
+
+/** The database of `url`, which holds the templates' registry (test/mysql-sweep.ts). */
+const registry = (url: string) => `\`${new URL(url).pathname.slice(1) || 'test'}\`.${REGISTRY}`
+const touch = (url: string, template: string) =>
+  `INSERT INTO ${registry(url)} (name, last_used) VALUES ('${template}', ${Date.now()}) ON DUPLICATE KEY UPDATE last_used = VALUES(last_used)`
+
+/** A database's tables, columns and indexes, hashed: one a test altered is not used again. */
+async function shapeOf(c: mysql.Connection, name: string): Promise<string> {
+  const [rows] = (await c.query(
+    `SELECT CONCAT_WS(' ', table_name, column_name, column_type, is_nullable, IFNULL(column_default, '-'), extra) AS x
+       FROM information_schema.columns WHERE table_schema = ?
+     UNION ALL
+     SELECT CONCAT_WS(' ', table_name, index_name, seq_in_index, column_name, non_unique)
+       FROM information_schema.statistics WHERE table_schema = ?`,
+    [name, name],
+  )) as unknown as [Array<{ x: string }>]
+  const h = new Bun.CryptoHasher('sha256')
+  for (const x of rows.map((r) => r.x).sort()) h.update(`${x}\n`)
+  return h.digest('hex')
+}
+
 /**
- * A fresh database already migrated for an app of these plugins: a copy of their template.
- * Undefined when the plugins cannot be ordered or their migrations fail: the app then starts on
- * an empty database and meets the error itself.
+ * Makes a used database as new again, in one round trip: the tables holding rows emptied and
+ * the template's rows copied back, in one transaction (one commit to sync, where dropping and
+ * creating ~80 tables syncs and unlinks a file for each), AUTO_INCREMENT counters set back.
+ * False (the database is then dropped) when its shape changed or anything fails.
+ */
+async function reset(db: MysqlTestDb, template: Template, shape: string, url: string): Promise<boolean> {
+  const c = await connect(db.url)
+  try {
+    if ((await shapeOf(c, db.name)) !== shape) return false
+    const [filled] = (await c.query(
+      template.tables
+        .map((t) => `SELECT '${t.table}' AS t FROM DUAL WHERE EXISTS (SELECT 1 FROM \`${t.table}\`)`)
+        .join(' UNION ALL '),
+    )) as unknown as [Array<{ t: string }>]
+    const used = new Set(filled.map((r) => r.t))
+    const counter = (create: string) => /AUTO_INCREMENT=(\d+)/.exec(create)?.[1] ?? '1'
+    await c.query(
+      [
+        'SET SESSION foreign_key_checks = 0',
+        'START TRANSACTION',
+        ...template.tables.filter((t) => used.has(t.table)).map((t) => `DELETE FROM \`${t.table}\``),
+        ...template.tables.flatMap((t) => (t.copy ? [t.copy] : [])),
+        touch(url, template.name),
+        'COMMIT',
+        ...template.tables
+          .filter((t) => t.autoIncrement && used.has(t.table))
+          .map((t) => `ALTER TABLE \`${t.table}\` AUTO_INCREMENT = ${counter(t.create)}`),
+      ].join(';\n'),
+    )
+    return true
+  } catch {
+    return false
+  } finally {
+    await c.end().catch(() => undefined)
+  }
+}
+
+/**
+ * A fresh database already migrated for an app of these plugins: a copy of their template, or
+ * one this process made before and got back (reset as new, test/mysql-sweep.ts drops what a
+ * process leaves). Undefined when the plugins cannot be ordered or their migrations fail: the
+ * app then starts on an empty database and meets the error itself.
  */
 export async function migratedMysqlDb(
   app: { enabled: string[]; known: Record<string, PluginManifest> } | undefined,
@@ -232,6 +301,18 @@ export async function migratedMysqlDb(
   }
   const template = await pending
   if (!template) return undefined
+  void sweepOnce(url, key, dropMysqlDb)
+  const pool = spares.get(key) ?? []
+  spares.set(key, pool)
+  const lend = ({ db, shape }: { db: MysqlTestDb; shape: string }): MysqlTestDb => ({
+    ...db,
+    drop: async () => {
+      if (await reset(db, template, shape, url)) pool.push({ db, shape })
+      else await db.drop()
+    },
+  })
+  const spare = pool.pop()
+  if (spare) return lend(spare)
   const fresh = await freshMysqlDb(url)
   try {
     // A table may name another one (FOREIGN KEY) created by another connection.
@@ -240,18 +321,16 @@ export async function migratedMysqlDb(
       template.tables.map((t) => ({ table: t.table, sql: t.create, related: t.related })),
       'SET SESSION foreign_key_checks = 0;\n',
     )
-    const copies = template.tables.flatMap((t) => (t.copy ? [t.copy] : []))
-    if (copies.length) {
-      const c = await connect(fresh.url)
-      try {
-        await c.query(copies.join(';\n'))
-      } finally {
-        await c.end()
-      }
+    const c = await connect(fresh.url)
+    try {
+      const copies = template.tables.flatMap((t) => (t.copy ? [t.copy] : []))
+      await c.query([...copies, touch(url, template.name)].join(';\n'))
+      return lend({ db: fresh, shape: await shapeOf(c, fresh.name) })
+    } finally {
+      await c.end()
     }
   } catch (e) {
     await fresh.drop()
     throw e
   }
-  return fresh
 }

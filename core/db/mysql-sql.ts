@@ -11,6 +11,7 @@
  * - `IN (SELECT ...)` inside an UPDATE or DELETE reads through a derived table: MySQL refuses a
  *   subquery on the table being changed and `LIMIT` in an `IN` subquery.
  * - lower-case identifiers MySQL reserves (`key`, `trigger`) are quoted.
+ * - a row comparison `(a, b) > (?, ?)` is spelled out (`rowComparisons`): MariaDB scans for it.
  * - `UPDATE ... RETURNING` (MariaDB returns rows from INSERT and DELETE only) is run by mysql.ts
  *   as lock, update, read in one transaction (`splitUpdateReturning`).
  */
@@ -93,6 +94,26 @@ export function numbered(sql: string): { sql: string; order: number[] } | undefi
   return hit
 }
 
+/** `(a, b) > (?, ?)` and its kin: a row comparison of two columns with two parameters. */
+const ROW_COMPARISON = /\(\s*([\w."]+)\s*,\s*([\w."]+)\s*\)\s*(>=|<=|>|<)\s*\(\s*(\?\d*)\s*,\s*(\?\d*)\s*\)/g
+
+/**
+ * MariaDB reads no index range for a row comparison: `(seq, id) > (?, ?)` scanned the whole of
+ * `ingest_events` (56 ms at 100,000 rows, against 1.7 ms), on every step of every consumer of
+ * the event log and every lag figure. It becomes `seq >= ? AND (seq > ? OR id > ?)`, whose first
+ * term is a range on the (seq, id) index; the parameters are numbered so the first is given twice.
+ */
+function rowComparisons(sql: string): string {
+  ROW_COMPARISON.lastIndex = 0
+  if (!ROW_COMPARISON.test(sql)) return sql
+  let n = 0
+  const text = /\?\d/.test(sql) ? sql : sql.replace(/\?/g, () => `?${++n}`)
+  return text.replace(ROW_COMPARISON, (_, a: string, b: string, op: string, x: string, y: string) => {
+    const strict = op[0]
+    return `(${a} ${strict}= ${x} AND (${a} ${strict} ${x} OR ${b} ${op} ${y}))`
+  })
+}
+
 export function toMysql(sql: string): string {
   let out = cache.get(sql)
   if (out !== undefined) return out
@@ -114,7 +135,7 @@ export function toMysql(sql: string): string {
     .replace(/\bAS\s+(BIGINT|INTEGER)\s*\)/gi, 'AS SIGNED)')
     .replace(/\bAS\s+(REAL|DOUBLE PRECISION)\s*\)/gi, 'AS DOUBLE)')
     .replace(RESERVED, '"$1"')
-  out = derivedSubqueries(out)
+  out = rowComparisons(derivedSubqueries(out))
   cache.set(sql, out)
   return out
 }

@@ -85,6 +85,8 @@ export function paymentsBody(gameId: string, n: number, t: number, seq: { order:
 export interface LoadResult {
   requests: number
   acked: number
+  /** Of `acked`, the payments (stored in their own table). */
+  ackedPayments: number
   errors: number
   latencies: number[]
   seconds: number
@@ -103,13 +105,23 @@ export async function load(
   live = false,
   /** Shapes made beforehand, so a run of several windows does not rebuild them inside each. */
   prebuilt?: string[],
+  /** The first order id less one (windows against one store need order ids of their own). */
+  orderBase?: number,
 ): Promise<LoadResult> {
   const t0 = performance.now()
   const until = t0 + runSeconds * 1000
   const simStart = Date.now() - 30 * DAY
   // Live runs follow one another against one store: their order ids must not repeat.
-  const seq = { order: live ? Date.now() * 1000 : 0 }
-  const res: LoadResult = { requests: 0, acked: 0, errors: 0, latencies: [], seconds: 0, statuses: {} }
+  const seq = { order: orderBase ?? (live ? Date.now() * 1000 : 0) }
+  const res: LoadResult = {
+    requests: 0,
+    acked: 0,
+    ackedPayments: 0,
+    errors: 0,
+    latencies: [],
+    seconds: 0,
+    statuses: {},
+  }
   const pool = prebuilt ?? shapes(gameId)
   const loop = async () => {
     let k = 0
@@ -128,6 +140,7 @@ export async function load(
         await r.arrayBuffer()
         res.statuses[r.status] = (res.statuses[r.status] ?? 0) + 1
         if (r.status === 200) res.acked += n
+        if (r.status === 200 && payments) res.ackedPayments += n
         else res.errors++
       } catch {
         res.errors++

@@ -1,0 +1,323 @@
+#!/usr/bin/env bun
+/**
+ * PostgreSQL against MariaDB/MySQL in ONE run (issue 39's benchmark): two liveops servers, one on
+ * each engine (databases of their own, uniquely named, dropped at the end), measured in
+ * alternation (PG, MariaDB, PG, MariaDB, ...) so the shared machine's drift falls on both alike.
+ *
+ *   bun scripts/bench/engines.ts [--rounds=3] [--seconds=15] [--connections=16]
+ *                                [--read-seconds=4] [--read-connections=8] [--seed=400]
+ *
+ * 1. Both stores get the same seed: `--seed` signed 100-event batches (30 days, 200,000 users,
+ *    one batch in 100 of payments), byte for byte the same events, and the same experiments;
+ *    the consumers of the event log catch up.
+ * 2. Authenticated reads with the admin's JWT (a representative set: games, experiments, users,
+ *    warehouse and invocation queries, the consumers' status), each path driven by wrk for
+ *    `--read-seconds` at `--read-connections`, the engines alternating per path and round.
+ * 3. Signed batch ingestion: `--rounds` windows of `--seconds` per engine, alternating, each
+ *    followed by a wait for the consumers to catch up (so the next window, on the other
+ *    server, does not share the machine with them); then acknowledged == stored is checked.
+ *
+ * Prints one JSON line: per engine the medians, and `mysqlShareOfPg` (MariaDB's figure over
+ * PostgreSQL's: events/s for ingestion, requests/s for each read and their geometric mean).
+ */
+import { join } from 'node:path'
+import mysql from 'mysql2/promise'
+import postgres from 'postgres'
+import { freshMysqlDb } from '../../test/mysql-db'
+import { type Running, startServer } from '../../test/process'
+import { eventsBody, shapes } from './events'
+import { benchConfig, bootstrap, load, paymentsBody, sign, summary } from './ingest-load'
+import { PG_URL, arg, median, tempDir, wrk } from './lib'
+
+const rounds = Number(arg('rounds', '3'))
+const seconds = Number(arg('seconds', '15'))
+const connections = Number(arg('connections', '16'))
+const readSeconds = Number(arg('read-seconds', '4'))
+const readConnections = Number(arg('read-connections', '8'))
+const seedBatches = Number(arg('seed', '400'))
+const DAY = 86_400_000
+const GAME = '@@GAME@@'
+
+type EngineName = 'postgres' | 'mysql'
+interface Side {
+  engine: EngineName
+  server: Running
+  token: string
+  gameId: string
+  dir: string
+  /** Events acknowledged (200) over every window, payments apart. */
+  ackedEvents: number
+  /** Seed requests answered 503 and sent again. */
+  retried: number
+  stored: () => Promise<number>
+  drop: () => Promise<void>
+}
+
+/** A PostgreSQL database of this run alone (never a fixed name: other runs share the server). */
+async function pgDatabase(): Promise<{ url: string; drop: () => Promise<void> }> {
+  const name = `liveops_bench_eng_${crypto.randomUUID().replace(/-/g, '').slice(0, 12)}`
+  const sql = postgres(PG_URL, { max: 1, onnotice: () => undefined })
+  await sql.unsafe(`CREATE DATABASE ${name}`)
+  await sql.end()
+  return {
+    url: PG_URL.replace(/\/[^/]*$/, `/${name}`),
+    drop: async () => {
+      const s = postgres(PG_URL, { max: 1, onnotice: () => undefined })
+      await s.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+      await s.end()
+    },
+  }
+}
+
+async function start(engine: EngineName): Promise<Side> {
+  const dir = tempDir(`liveops-bench-${engine}-`)
+  const config = await benchConfig(dir, 'analytics: {}, experiments: {}')
+  const env: Record<string, string> = { ADMIN_PASSWORD: 'bench-password', JWT_SECRET: 'bench' }
+  let stored: () => Promise<number>
+  let drop: () => Promise<void>
+  if (engine === 'postgres') {
+    const db = await pgDatabase()
+    env.DATABASE_URL = db.url
+    drop = db.drop
+    stored = async () => {
+      const sql = postgres(db.url, { max: 1, onnotice: () => undefined })
+      const [r] = await sql`SELECT COUNT(*)::bigint AS n FROM ingest_events`
+      await sql.end()
+      return Number(r?.n)
+    }
+  } else {
+    const db = await freshMysqlDb()
+    env.DATABASE_URL = db.url
+    drop = db.drop
+    stored = async () => {
+      const c = await mysql.createConnection({ uri: db.url })
+      const [[r]] = (await c.query('SELECT COUNT(*) AS n FROM ingest_events')) as unknown as [[{ n: number }]]
+      await c.end()
+      return Number(r?.n)
+    }
+  }
+  const server = await startServer([process.execPath, 'core/main.ts', '--config', config], env, {
+    timeoutMs: 60_000,
+  })
+  const { token, gameId } = await bootstrap(server.base)
+  return { engine, server, token, gameId, dir, ackedEvents: 0, retried: 0, stored, drop }
+}
+
+const get = (s: Side, path: string) =>
+  fetch(`${s.server.base}${path}`, { headers: { authorization: `Bearer ${s.token}` } })
+
+/** Seconds until every consumer of the log has taken in all that is committed. */
+async function catchUp(s: Side): Promise<number> {
+  const t0 = performance.now()
+  for (;;) {
+    const r = await get(s, '/api/v1/analytics/consumers')
+    // A 503 (the store slow to answer on a loaded machine): asked again.
+    const items = r.ok ? ((await r.json()).items as Array<{ lagEvents: number }>) : undefined
+    if (!r.ok) await r.arrayBuffer()
+    if (items?.every((c) => c.lagEvents === 0)) return Math.round((performance.now() - t0) / 100) / 10
+    await Bun.sleep(200)
+  }
+}
+
+/** The seed, made once: the same bodies go to both servers (the game's id put in per server). */
+function seedBodies(): Array<{ path: string; body: string; events: number }> {
+  const pool = shapes(GAME)
+  const seq = { order: 0 }
+  const t0 = Date.now() - 30 * DAY
+  return Array.from({ length: seedBatches }, (_, i) => {
+    const at = t0 + (i / seedBatches) * 30 * DAY
+    return i % 100 === 99
+      ? { path: '/api/ingest/payments', body: paymentsBody(GAME, 100, at, seq), events: 0 }
+      : { path: '/api/ingest/events', body: eventsBody(pool, 100, at), events: 100 }
+  })
+}
+
+async function seed(s: Side, bodies: ReturnType<typeof seedBodies>): Promise<void> {
+  let next = 0
+  await Promise.all(
+    Array.from({ length: 4 }, async () => {
+      while (next < bodies.length) {
+        const b = bodies[next++]!
+        const body = b.body.replaceAll(GAME, s.gameId)
+        // A 503 (the store did not answer in time on a loaded machine) or a dropped connection is
+        // sent again, as an SDK does.
+        for (let attempt = 0; ; attempt++) {
+          const r = await fetch(`${s.server.base}${b.path}`, {
+            method: 'POST',
+            headers: sign(body),
+            body,
+          }).catch((e) => String(e))
+          if (typeof r !== 'string') await r.arrayBuffer()
+          if (typeof r !== 'string' && r.status === 200) break
+          const why = typeof r === 'string' ? r : r.status
+          if ((why !== 503 && typeof why !== 'string') || attempt === 10)
+            throw new Error(`${s.engine} seed ${b.path}: ${why}`)
+          s.retried++
+          await Bun.sleep(500)
+        }
+        s.ackedEvents += b.events
+      }
+    }),
+  )
+  for (let i = 0; i < 5; i++) {
+    const r = await fetch(`${s.server.base}/api/experiments`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${s.token}` },
+      body: JSON.stringify({
+        gameId: s.gameId,
+        environment: 'prod',
+        name: `bench ${i}`,
+        salt: `salt-${i}`,
+        config: {
+          variants: [
+            { name: 'control', weight: 50 },
+            { name: 'treatment', weight: 50 },
+          ],
+          metrics: { primary: 'purchase', secondary: ['level_up'] },
+        },
+      }),
+    })
+    if (r.status !== 201) throw new Error(`${s.engine} experiment: ${r.status} ${await r.text()}`)
+  }
+  await catchUp(s)
+}
+
+/** The reads, named; the game's id filled in per server. */
+const READS: Array<[string, (g: string) => string]> = [
+  ['games list', () => '/api/games'],
+  ['game', (g) => `/api/games/${g}`],
+  ['experiments list', (g) => `/api/experiments?gameId=${g}`],
+  ['users list', () => '/api/users'],
+  ['warehouse dau 30 d', (g) => `/api/v1/analytics/warehouse/dau?gameId=${g}&env=prod&days=30`],
+  ['warehouse revenue 30 d', (g) => `/api/v1/analytics/warehouse/revenue?gameId=${g}&env=prod&days=30`],
+  ['invocations summary', (g) => `/api/v1/analytics/invocations/summary?gameId=${g}&env=prod&hours=720`],
+  ['consumers', () => '/api/v1/analytics/consumers'],
+]
+
+const round1 = (x: number) => Math.round(x * 10) / 10
+const share = (a: number, b: number) => +(a / b).toFixed(2)
+
+const sides: Side[] = []
+try {
+  sides.push(await start('postgres'), await start('mysql'))
+  const [pg, my] = sides as [Side, Side]
+  const bodies = seedBodies()
+  for (const s of sides) await seed(s, bodies)
+  console.error('seeded; reads')
+  for (const s of sides)
+    for (const [name, path] of READS) {
+      const r = await get(s, path(s.gameId))
+      await r.arrayBuffer()
+      if (r.status !== 200) throw new Error(`${s.engine} ${name}: ${r.status}`)
+    }
+
+  // Reads: per path, the engines alternate within each round.
+  const reads: Record<string, Record<EngineName, Array<{ rps: number; p50ms: number; errors: number }>>> = {}
+  for (const [name, path] of READS) {
+    reads[name] = { postgres: [], mysql: [] }
+    for (const s of sides)
+      wrk(`${s.server.base}${path(s.gameId)}`, {
+        connections: readConnections,
+        seconds: 1,
+        headers: { authorization: `Bearer ${s.token}` },
+      })
+  }
+  for (let r = 0; r < rounds; r++)
+    for (const [name, path] of READS)
+      for (const s of r % 2 ? [...sides].reverse() : sides) {
+        const w = wrk(`${s.server.base}${path(s.gameId)}`, {
+          connections: readConnections,
+          seconds: readSeconds,
+          headers: { authorization: `Bearer ${s.token}` },
+        })
+        reads[name]![s.engine].push({ rps: w.rps, p50ms: w.p50ms, errors: w.errors })
+      }
+
+  // Ingestion: windows alternate, each followed by its consumers' catch-up.
+  console.error('reads done; ingestion')
+  const windows: Record<EngineName, Array<ReturnType<typeof summary> & { catchUpSeconds: number }>> = {
+    postgres: [],
+    mysql: [],
+  }
+  const pool = new Map(sides.map((s) => [s.engine, shapes(s.gameId)]))
+  for (let r = 0; r < rounds; r++)
+    for (const s of r % 2 ? [...sides].reverse() : sides) {
+      // Order ids of this window only (a repeated one would be deduplicated, not stored again).
+      const res = await load(
+        s.server.base,
+        s.gameId,
+        100,
+        seconds,
+        connections,
+        undefined,
+        false,
+        pool.get(s.engine),
+        (r + 1) * 1e9,
+      )
+      s.ackedEvents += res.acked - res.ackedPayments
+      windows[s.engine].push({ ...summary(res), catchUpSeconds: await catchUp(s) })
+    }
+
+  const out: Record<string, unknown> = {
+    rounds,
+    seconds,
+    connections,
+    readSeconds,
+    readConnections,
+    seedBatches,
+  }
+  const perEngine = (e: EngineName) => {
+    const w = windows[e]
+    return {
+      eventsPerSec: Math.round(median(w.map((x) => x.eventsPerSec))),
+      p50ms: round1(median(w.map((x) => x.p50ms))),
+      p99ms: round1(median(w.map((x) => x.p99ms))),
+      errors: w.reduce((n, x) => n + x.errors, 0),
+      windows: w.map((x) => x.eventsPerSec),
+      catchUpSeconds: w.map((x) => x.catchUpSeconds),
+    }
+  }
+  const ingest = { postgres: perEngine('postgres'), mysql: perEngine('mysql') }
+  const readOut = Object.fromEntries(
+    READS.map(([name]) => {
+      const m = (e: EngineName) => ({
+        rps: Math.round(median(reads[name]![e].map((x) => x.rps))),
+        p50ms: round1(median(reads[name]![e].map((x) => x.p50ms))),
+        errors: reads[name]![e].reduce((n, x) => n + x.errors, 0),
+      })
+      const [p, q] = [m('postgres'), m('mysql')]
+      return [name, { postgres: p, mysql: q, mysqlShareOfPg: share(q.rps, p.rps) }]
+    }),
+  )
+  const shares = Object.values(readOut).map((x) => x.mysqlShareOfPg)
+  for (const s of sides) {
+    s.server.proc.kill('SIGTERM')
+    await s.server.proc.exited
+  }
+  const stored = { postgres: await pg.stored(), mysql: await my.stored() }
+  Object.assign(out, {
+    ingest: { ...ingest, mysqlShareOfPg: share(ingest.mysql.eventsPerSec, ingest.postgres.eventsPerSec) },
+    reads: readOut,
+    readsMysqlShareOfPg: +Math.exp(shares.reduce((a, x) => a + Math.log(x), 0) / shares.length).toFixed(2),
+    readsWorstShare: Math.min(...shares),
+    // Acknowledged events (seed and windows; payments apart) all stored; a request cut at a
+    // window's end may be stored without its answer having been counted.
+    acked: { postgres: pg.ackedEvents, mysql: my.ackedEvents },
+    seedRetried: { postgres: pg.retried, mysql: my.retried },
+    stored,
+    countCheck: stored.postgres >= pg.ackedEvents && stored.mysql >= my.ackedEvents,
+  })
+  console.log(JSON.stringify(out))
+} catch (e) {
+  for (const s of sides) console.error(`${s.engine}:`, s.server.output().slice(-3000))
+  throw e
+} finally {
+  for (const s of sides) {
+    if (s.server.proc.exitCode === null) {
+      s.server.proc.kill('SIGTERM')
+      await s.server.proc.exited
+    }
+    await s.drop()
+    await Bun.$`rm -rf ${join(s.dir)}`.quiet()
+  }
+}
