@@ -171,10 +171,9 @@ forEachEngine((engine) => {
       })
       expect(j.status).toBe(202)
       await waitJob(a, admin, m.id, j.body.id, (job) => job.status === 'running' && job.progress >= 0.2)
-      // The event loop is free while the worker fits: a read answers quickly.
-      const t0 = performance.now()
+      // The event loop is free while the worker fits: a read answers before the fit ends (a fit
+      // on the loop would hold the answer until the model were READY).
       expect((await a.req('GET', `/api/ml-models/${m.id}`, { token: admin })).body.status).toBe('TRAINING')
-      expect(performance.now() - t0).toBeLessThan(250)
       const again = await train(m.id, { datasetConfig: { source: 'csv', query: ds, features: ['x', 'y'] } })
       expect(again.status).toBe(409)
       expect(again.body.message).toContain('already TRAINING')
