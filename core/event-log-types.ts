@@ -72,7 +72,7 @@ export interface LogSource {
    * the horizon come from finished transactions only, so none can appear there later.
    */
   read(after: LogPosition, below: number, limit: number, db: Db): Promise<LogEntry[]>
-  /** How many rows lie after `after` (for the lag), and when the oldest of them was received. */
+  /** How many rows lie after `after` (for the lag; a source may stop counting at a cap), and when the next of them was received. */
   pending(after: LogPosition, db: Db): Promise<{ rows: number; oldestReceivedAt: number | null }>
   /** The newest position (the end of the log now). */
   head(db: Db): Promise<LogPosition>

@@ -28,7 +28,10 @@ export async function benchConfig(
       'rate_limit: { requests_per_minute: 0, burst: 0 }',
       'log: { level: info }',
       ...top,
-      `plugins: { games: {}, ingest: { signing_secret: ${SECRET}, purge_interval_minutes: 0${ingest} }, ${plugins} }`,
+      // Requests are signed before the run: on a loaded machine the signing and the warm-up took
+      // minutes, past the default 300 s timestamp skew, and most requests answered 401. The HMAC
+      // is still checked; only the freshness window is wider (the bare server checks none).
+      `plugins: { games: {}, ingest: { signing_secret: ${SECRET}, purge_interval_minutes: 0, max_skew_s: 3600, nonce_window_s: 7200${ingest} }, ${plugins} }`,
       '',
     ].join('\n'),
   )

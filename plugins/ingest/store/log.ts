@@ -25,6 +25,9 @@ interface EventRow {
   props: string
 }
 
+/** `pending` counts no further: a larger backlog shows as this many rows. */
+export const PENDING_CAP = 100_000
+
 const n = (v: number | string | null) => (v === null ? null : Number(v))
 
 /**
@@ -117,12 +120,25 @@ export function eventLog(store: () => Db): LogSource {
       )
       return rows.map((r) => ({ at: { seq: Number(r.seq), pos: Number(r.id) }, row: logEvent(r) }))
     },
+    /**
+     * Counted up to `PENDING_CAP` rows, and the oldest taken as the next row in log order (one
+     * index probe): an exact count and MIN over a rebuild's backlog read every row after the
+     * cursor, four consumers at each status (`/consumers`, the metrics). During a 1 M-row rebuild
+     * on PostgreSQL that query was the server's busiest (58% of the samples with a backend
+     * active, scripts/bench/pg-activity.ts), and the status route timed out.
+     */
     async pending(after: LogPosition, db: Db) {
-      const r = await db.get<{ n: number | string; t: number | string | null }>(
-        'SELECT COUNT(*) AS n, MIN(received_at) AS t FROM ingest_events WHERE (seq, id) > (?, ?)',
-        [after.seq, after.pos],
-      )
-      return { rows: Number(r?.n ?? 0), oldestReceivedAt: r?.t == null ? null : Number(r.t) }
+      const [r, first] = await Promise.all([
+        db.get<{ n: number | string }>(
+          `SELECT COUNT(*) AS n FROM (SELECT 1 AS x FROM ingest_events WHERE (seq, id) > (?, ?) LIMIT ${PENDING_CAP}) t`,
+          [after.seq, after.pos],
+        ),
+        db.get<{ t: number | string }>(
+          'SELECT received_at AS t FROM ingest_events WHERE (seq, id) > (?, ?) ORDER BY seq, id LIMIT 1',
+          [after.seq, after.pos],
+        ),
+      ])
+      return { rows: Number(r?.n ?? 0), oldestReceivedAt: first?.t == null ? null : Number(first.t) }
     },
     /**
      * PostgreSQL: only a transaction holding a lock on `ingest_events` can add rows to it, and
