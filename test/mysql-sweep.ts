@@ -8,7 +8,7 @@ import mysql from 'mysql2/promise'
  * - each process holds a named lock (`lo_<owner>`) on a connection of its own for as long as it
  *   lives; its databases are named `t_<owner>_<random>`. The server frees the lock when the
  *   process ends, however it ends, so a database whose owner's lock is free is left over.
- * - a template (`lt_<hash>`, test/mysql-db.ts) is recorded in `liveops_test_templates` each
+ * - a template (`lt_<hash>`, test/mysql-db.ts) is recorded in `lt_registry` each
  *   time an app's database is made from it; one of another hash that no app used for
  *   TEMPLATE_IDLE_MS is dropped, under its build lock (a builder holding it is left alone) and
  *   after reading its last use again under that lock.
@@ -21,7 +21,7 @@ import mysql from 'mysql2/promise'
 const TEMPLATE_IDLE_MS = 20 * 60_000
 const LEGACY_MS = 3 * 3_600_000
 
-export const REGISTRY = 'liveops_test_templates'
+export const REGISTRY = 'lt_registry'
 
 function connect(url: string): Promise<mysql.Connection> {
   return mysql.createConnection({ uri: url, multipleStatements: true })
