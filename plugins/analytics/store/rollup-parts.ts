@@ -184,20 +184,19 @@ export function rows(ordered: Part[]): AnalyticsRows {
     }
     // Each write of a sketch carries a new version, so a slower concurrent commit holding an
     // older snapshot of the same minute cannot overwrite a newer one.
-    for (const minute of inOrder(p.online)) {
-      const slot = p.online.get(minute)!
-      if (!slot.changed) continue
-      const sk = slot.sk!
-      sk.v++
-      out.online.push(g, env, minute, sk.h.count(), sk.h.serialize(), sk.v)
-    }
-    for (const day of inOrder(p.active)) {
-      const slot = p.active.get(day)!
-      if (!slot.changed) continue
-      const sk = slot.sk!
-      sk.v++
-      out.activeDays.push(g, env, day, sk.h.count(), sk.h.serialize(), sk.v)
-    }
+    changedSketches(p.online, out.online, g, env)
+    changedSketches(p.active, out.activeDays, g, env)
   }
   return out
+}
+
+/** The changed sketches of `slots` in key order, each as its row with its next version. */
+function changedSketches(slots: Map<number, Slot>, out: Param[], g: string, env: string): void {
+  for (const key of inOrder(slots)) {
+    const slot = slots.get(key)!
+    if (!slot.changed) continue
+    const sk = slot.sk!
+    sk.v++
+    out.push(g, env, key, sk.h.count(), sk.h.serialize(), sk.v)
+  }
 }
