@@ -9,9 +9,16 @@
  * TEST_JOBS sets how many processes run at once (default: the cores, at least 2: the tests wait
  * on PostgreSQL, sockets and child servers as much as they compute). Each file's output is
  * printed whole when it ends, so files never interleave.
+ *
+ * A long file (TEST_SPLIT_S seconds or more in the last whole run, default 60; 0 splits none)
+ * whose tests run per engine runs as one process per engine (TEST_ENGINE_PART, test/helpers.ts),
+ * so its engines run side by side instead of one after the other: such a file holds no top-level
+ * test or describe other than `engineFree`'s, which run in its SQLite part.
  */
+import { readFileSync } from 'node:fs'
 import { availableParallelism } from 'node:os'
 import { join, relative } from 'node:path'
+import { pgReachable } from '../test/pg-db'
 
 const root = join(import.meta.dir, '..')
 const args = process.argv.slice(2)
@@ -45,14 +52,36 @@ async function testFiles(): Promise<string[]> {
   return [...found].sort((a, b) => cost(b) - cost(a))
 }
 
+/** The engines of this run, as test/helpers.ts finds them (it fails the run when one required is missing). */
+async function runEngines(): Promise<string[]> {
+  if (process.env.TEST_ENGINES) return process.env.TEST_ENGINES.split(',')
+  const pg = process.env.CI === 'true' || process.env.REQUIRE_PG === '1' || (await pgReachable())
+  const my = process.env.TEST_MYSQL === '1' || process.env.REQUIRE_MYSQL === '1'
+  return ['sqlite', ...(pg ? ['postgres'] : []), ...(my ? ['mysql'] : [])]
+}
+
+const splitAt = Number(process.env.TEST_SPLIT_S ?? 60)
+/** Whether a file runs as one process per engine: long, per engine, no test of no engine outside `engineFree`. */
+function splits(file: string): boolean {
+  if (!splitAt || (durations[file] ?? 0) < splitAt) return false
+  const src = readFileSync(join(root, file), 'utf8')
+  return /\b(forEachEngine|enginesFor)\(/.test(src) && !/^(describe|test)\b/m.test(src)
+}
+
+interface Job {
+  file: string
+  part?: string
+  cost: number
+}
+
 // bunfig.toml's [test] timeout is not applied by this Bun (checked: a 6 s test fails at 5 s), so
 // the per-test limit is given here: two shared cores under a full suite make 5 s too tight.
-async function runFile(file: string): Promise<{ passed: number; failed: number; output: string }> {
-  const proc = Bun.spawn([process.execPath, 'test', '--timeout', '30000', ...flags, `./${file}`], {
+async function runFile(job: Job): Promise<{ passed: number; failed: number; output: string }> {
+  const proc = Bun.spawn([process.execPath, 'test', '--timeout', '30000', ...flags, `./${job.file}`], {
     cwd: root,
     stdout: 'pipe',
     stderr: 'pipe',
-    env: process.env,
+    env: job.part ? { ...process.env, TEST_ENGINE_PART: job.part } : process.env,
   })
   const [out, err, code] = await Promise.all([
     new Response(proc.stdout).text(),
@@ -67,6 +96,14 @@ async function runFile(file: string): Promise<{ passed: number; failed: number; 
 }
 
 const files = await testFiles()
+const engines = await runEngines()
+const queue: Job[] = files
+  .flatMap((file): Job[] => {
+    const cost = durations[file] ?? Bun.file(join(root, file)).size / 330
+    if (engines.length < 2 || !splits(file)) return [{ file, cost }]
+    return engines.map((part) => ({ file, part, cost: cost / engines.length }))
+  })
+  .sort((a, b) => b.cost - a.cost)
 const jobs = Math.max(1, Number(process.env.TEST_JOBS) || Math.max(2, availableParallelism()))
 const t0 = performance.now()
 let passed = 0
@@ -75,21 +112,26 @@ const failing: string[] = []
 const took: Record<string, number> = {}
 let next = 0
 await Promise.all(
-  Array.from({ length: Math.min(jobs, files.length) }, async () => {
-    while (next < files.length) {
-      const file = files[next++]!
+  Array.from({ length: Math.min(jobs, queue.length) }, async () => {
+    while (next < queue.length) {
+      const job = queue[next++]!
+      const name = job.part ? `${job.file} [${job.part}]` : job.file
       const t = performance.now()
-      const r = await runFile(file)
-      took[file] = Math.round((performance.now() - t) / 100) / 10
+      const r = await runFile(job)
+      // A split file's figure is the sum of its parts: what it would take as one process.
+      took[job.file] = Math.round(((took[job.file] ?? 0) * 1000 + performance.now() - t) / 100) / 10
       passed += r.passed
       failed += r.failed
-      if (r.failed) failing.push(file)
-      process.stderr.write(`\n${file}:\n${r.output.trimEnd()}\n`)
+      if (r.failed) failing.push(name)
+      process.stderr.write(`\n${name}:\n${r.output.trimEnd()}\n`)
     }
   }),
 )
 const seconds = ((performance.now() - t0) / 1000).toFixed(1)
-console.error(`\n${files.length} files in ${seconds} s over ${jobs} processes`)
+const split = queue.length - files.length
+console.error(
+  `\n${files.length} files${split ? ` (${queue.length} processes: the longest by engine)` : ''} in ${seconds} s over ${jobs} at once`,
+)
 if (failing.length) console.error(`failing: ${failing.join(' ')}`)
 if (process.env.TEST_DURATIONS_OUT)
   await Bun.write(

@@ -36,8 +36,15 @@ async function mysqlReachable(): Promise<boolean> {
   }
 }
 
+/**
+ * TEST_ENGINE_PART=<engine>: this process runs a file's tests of that engine only (scripts/test.ts
+ * runs a long file as one process per engine, side by side); its tests of no engine run in the
+ * SQLite part only (`engineFree`).
+ */
+const part = process.env.TEST_ENGINE_PART as Engine | undefined
+
 /** SQLite always; PostgreSQL when it answers. With CI=true or REQUIRE_PG=1 an unreachable PostgreSQL fails the run. */
-export const engines: Engine[] = await (async () => {
+const available: Engine[] = await (async () => {
   if (process.env.TEST_ENGINES) return process.env.TEST_ENGINES.split(',') as Engine[]
   const ci = process.env.CI === 'true'
   const out: Engine[] = ['sqlite']
@@ -52,6 +59,18 @@ export const engines: Engine[] = await (async () => {
   }
   return out
 })()
+if (part && !available.includes(part))
+  throw new Error(`TEST_ENGINE_PART=${part} is not among the engines of this run (${available.join(', ')})`)
+export const engines: Engine[] = part ? [part] : available
+
+/**
+ * A describe block of tests that use no engine: registered once per file, in the SQLite part
+ * when scripts/test.ts runs the file as one process per engine (a file it splits may hold no
+ * top-level describe or test other than these).
+ */
+export function engineFree(name: string, fn: () => void): void {
+  if (!part || part === 'sqlite') describe(name, fn)
+}
 
 /** The test file calling (from the stack): to consult NOT_ON_MYSQL_YET. */
 function callerFile(): string {

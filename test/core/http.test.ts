@@ -4,9 +4,9 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { reasonOf } from '../../core/http'
 import { createLogger } from '../../core/log'
-import { type TestApp, forEachEngine, makeApp, until } from '../helpers'
+import { type TestApp, engineFree, forEachEngine, makeApp, until } from '../helpers'
 
-describe('logging', () => {
+engineFree('logging', () => {
   test('JSON records carry the spec 3 fields; sensitive fields are masked at any depth; levels filter', () => {
     const lines: string[] = []
     const log = createLogger(
@@ -221,7 +221,7 @@ forEachEngine((engine) => {
   })
 })
 
-describe('validation reasons', () => {
+engineFree('validation reasons', () => {
   test('an enum, whether written as enum or as a union of literals, names its allowed values', () => {
     expect(reasonOf({ message: 'Expected union value', schema: { enum: ['a', 'b'] } })).toBe(
       'must be one of "a", "b"',

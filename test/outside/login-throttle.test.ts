@@ -1,9 +1,9 @@
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { connect } from 'node:net'
 import { DUMMY_HASH } from '../../core/auth/service'
 import { LoginThrottle } from '../../core/auth/throttle'
 import type { Logger } from '../../core/log'
-import { ADMIN_PASSWORD, type TestApp, forEachEngine, makeApp } from '../helpers'
+import { ADMIN_PASSWORD, type TestApp, engineFree, forEachEngine, makeApp } from '../helpers'
 
 // Issue 15 point 5: failed logins are limited per account and per client address, unknown
 // accounts cost what known ones do, and the refresh routes are held the same way.
@@ -226,7 +226,7 @@ forEachEngine((engine) => {
   )
 })
 
-describe('the dummy hash', () => {
+engineFree('the dummy hash', () => {
   test("has the parameters of every user's hash, so verifying it takes as long", async () => {
     const params = (h: string) => h.split('$').slice(1, 4).join('$')
     expect(params(DUMMY_HASH)).toBe(params(await Bun.password.hash('any password at all')))
@@ -234,7 +234,7 @@ describe('the dummy hash', () => {
   })
 })
 
-describe('logging', () => {
+engineFree('logging', () => {
   test(
     'failed logins and lockouts are logged with the account and address, never the password',
     async () => {

@@ -5,10 +5,15 @@ import { FLOW, type World } from '../world'
 
 const HOOK_SECRET = 'hook-secret-value-1234'
 const today = () => new Date().toISOString().slice(0, 10)
+/** Tomorrow (UTC): an import keeps the shifts that end after now, so a shift of today would be dropped after 17:00 UTC. */
+const tomorrow = () => new Date(Date.now() + 86_400_000).toISOString().slice(0, 10)
 
-/** The calendar of an on-call week: 09:00-17:00 UTC every day from today, as calendar apps export it. */
+/**
+ * The calendar of an on-call week: 09:00-17:00 UTC every day from tomorrow, as calendar apps
+ * export it. (From today, the first shift was gone once 17:00 UTC had passed: 9 shifts, not 10.)
+ */
 function onCall(): string {
-  const d = today().replaceAll('-', '')
+  const d = tomorrow().replaceAll('-', '')
   return [
     'BEGIN:VCALENDAR',
     'VERSION:2.0',
@@ -179,6 +184,9 @@ export function notifyFlows(w: () => World): void {
       await page.getByLabel('Or paste the calendar').fill(onCall())
       await page.getByRole('button', { name: 'Import into primary' }).click()
       await page.getByText('Imported: the roster now holds these shifts.').waitFor()
+      // On a month's last day the shifts start in the next month's calendar.
+      if (tomorrow().slice(0, 7) !== today().slice(0, 7))
+        await page.getByRole('button', { name: 'Next month' }).click()
       const calendar = page.getByRole('table', { name: /\d{4}$/ })
       await calendar.getByText('09:00–17:00').first().waitFor()
       expect(await page.getByText('10 shifts; times in your time zone.').count()).toBe(1)
