@@ -136,7 +136,11 @@ if (failing.length) console.error(`failing: ${failing.join(' ')}`)
 if (process.env.TEST_DURATIONS_OUT)
   await Bun.write(
     process.env.TEST_DURATIONS_OUT,
-    `${JSON.stringify(Object.fromEntries(Object.entries(took).sort((a, b) => b[1] - a[1])), null, 0)}\n`,
+    // One file a line, the longest first: a new record reads as a diff.
+    `{\n${Object.entries(took)
+      .sort((a, b) => b[1] - a[1])
+      .map(([f, s]) => `${JSON.stringify(f)}: ${s}`)
+      .join(',\n')}\n}\n`,
   )
 console.log(`${passed} passed, ${failed} failed`)
 process.exit(failed || !passed ? 1 : 0)
