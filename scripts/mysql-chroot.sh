@@ -10,7 +10,7 @@
 # runs in a sid chroot (debootstrap). Needs root and Debian's package mirror; nothing in CI uses
 # it. MySQL 9 has no mysql_native_password: root authenticates with caching_sha2_password, whose
 # empty password needs neither TLS nor the server's RSA key (mysql2 sends an empty reply).
-# `mysqldump` for the backups' mysql driver is the chroot's: bin/mysqldump (written below) runs it.
+# Its mysqldump and mysql client run from outside the chroot through $ROOT/liveops-bin (below).
 set -euo pipefail
 
 ROOT=${MYSQL_ROOT:-/work/mysql-root}
@@ -52,13 +52,26 @@ if [ ! -d "$ROOT$DATA/mysql" ]; then
   chroot "$ROOT" mysqld --no-defaults --initialize-insecure --user=root --datadir="$DATA"
 fi
 
-# A mysqldump beside the chroot, for the backups' mysql driver (LIVEOPS_MYSQLDUMP or PATH).
+# The chroot's client and dump tool, runnable from outside it: with PATH=$ROOT/liveops-bin:$PATH
+# the backups plugin (which looks for mariadb-dump, then mysqldump) and its test's restore
+# (mariadb, else mysql) use MySQL's own. A --result-file outside the chroot is written via stdout.
 mkdir -p "$ROOT/liveops-bin"
-cat >"$ROOT/liveops-bin/mysqldump" <<EOF
+for pair in mysqldump:mysqldump mariadb-dump:mysqldump mysql:mysql mariadb:mysql; do
+  cat >"$ROOT/liveops-bin/${pair%%:*}" <<WRAPPER
 #!/bin/sh
-exec chroot "$ROOT" /usr/bin/mysqldump "\$@"
-EOF
-chmod +x "$ROOT/liveops-bin/mysqldump"
+out=
+for a in "\$@"; do
+  shift
+  case "\$a" in
+    --result-file=*) out="\${a#--result-file=}" ;;
+    *) set -- "\$@" "\$a" ;;
+  esac
+done
+if [ -n "\$out" ]; then exec chroot "$ROOT" /usr/bin/${pair#*:} "\$@" >"\$out"; fi
+exec chroot "$ROOT" /usr/bin/${pair#*:} "\$@"
+WRAPPER
+  chmod +x "$ROOT/liveops-bin/${pair%%:*}"
+done
 
 if ! chroot "$ROOT" mysqladmin --protocol=tcp -h127.0.0.1 -P"$PORT" -uroot ping >/dev/null 2>&1; then
   chroot "$ROOT" /bin/sh -c "nohup mysqld --no-defaults --user=root --datadir=$DATA \
@@ -72,4 +85,4 @@ if ! chroot "$ROOT" mysqladmin --protocol=tcp -h127.0.0.1 -P"$PORT" -uroot ping 
 fi
 chroot "$ROOT" mysql --protocol=tcp -h127.0.0.1 -P"$PORT" -uroot -e \
   "CREATE DATABASE IF NOT EXISTS test; SELECT VERSION() AS version"
-echo "MySQL on 127.0.0.1:$PORT (root, empty password); mysqldump: $ROOT/liveops-bin/mysqldump"
+echo "MySQL on 127.0.0.1:$PORT (root, empty password); its tools: PATH=$ROOT/liveops-bin:\$PATH"
