@@ -11,13 +11,13 @@
  * - `IN (SELECT ...)` and a compared scalar `(SELECT ...)` inside an UPDATE or DELETE read
  *   through a derived table: MySQL refuses a subquery on the table being changed (MariaDB takes
  *   it) and `LIMIT` in an `IN` subquery.
- * - lower-case identifiers MySQL reserves (`key`, `trigger`) are quoted.
+ * - lower-case identifiers MySQL reserves (`key`, `trigger`, MySQL 8's `last_value`) are quoted.
  * - a row comparison `(a, b) > (?, ?)` is spelled out (`rowComparisons`): MariaDB scans for it.
  * - `UPDATE ... RETURNING` (MariaDB returns rows from INSERT and DELETE only) is run by mysql.ts
  *   as lock, update, read in one transaction (`splitUpdateReturning`).
  */
 
-const RESERVED = /(?<![."\w])(key|trigger)(?![\w"])/g
+const RESERVED = /(?<![."\w])(key|trigger|last_value)(?![\w"])/g
 
 const cache = new Map<string, string>()
 

@@ -32,6 +32,15 @@ test('a subquery of an UPDATE or DELETE reads through a derived table (MySQL ref
   )
 })
 
+test("MySQL 8's reserved last_value is quoted as a column, not as the function", () => {
+  expect(toMysql('UPDATE t SET last_value = ? WHERE id = ?')).toBe(
+    'UPDATE t SET "last_value" = ? WHERE id = ?',
+  )
+  expect(toMysql('SELECT LAST_VALUE(x) OVER (ORDER BY y) FROM t')).toBe(
+    'SELECT LAST_VALUE(x) OVER (ORDER BY y) FROM t',
+  )
+})
+
 test('an unkeyed TEXT default becomes an expression (MySQL takes no literal default on LONGTEXT)', () => {
   const ddl = mysqlDdl(
     "CREATE TABLE t (id TEXT PRIMARY KEY, kind TEXT NOT NULL DEFAULT 'it''s', n INTEGER NOT NULL DEFAULT 0, b BLOB DEFAULT 'x')",
