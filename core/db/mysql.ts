@@ -49,13 +49,15 @@ function values(params: readonly Param[]): unknown[] {
 type Exec = (sql: string, params: readonly Param[]) => Promise<unknown>
 
 /**
- * One statement through mysql2's callback API, answering `[rows or result]` as mysql2/promise
+ * One statement through mysql2's callback API, answering `[rows or result, fields]` as mysql2/promise
  * does: its promise wrapper captures a stack trace for every statement, 5-6% of the server's CPU
  * under the list reads (issue 39's profile); a statement's error still names the statement.
  */
-function send(on: Pick<Pool, 'query'>, sql: string, values?: unknown[]): Promise<[unknown]> {
+function send(on: Pick<Pool, 'query'>, sql: string, values?: unknown[]): Promise<[unknown, unknown]> {
   return new Promise((resolve, reject) =>
-    on.query({ sql, values }, (e: Error | null, result: unknown) => (e ? reject(e) : resolve([result]))),
+    on.query({ sql, values }, (e: Error | null, result: unknown, fields: unknown) =>
+      e ? reject(e) : resolve([result, fields]),
+    ),
   )
 }
 
