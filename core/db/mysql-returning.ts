@@ -22,6 +22,30 @@ export async function insertReturning<T>(
   if (!ins) throw new Error(`MySQL without INSERT ... RETURNING: cannot run ${written}`)
   const key = conflictTarget(written) ?? (await primaryKey(tx, ins.table))
   const tailArgs = params.slice(params.length - ins.tailParams)
+  const [select] = ins.rows
+  if (
+    ins.rows.length === 1 &&
+    select &&
+    /^\s*SELECT\b/i.test(select.text) &&
+    !key.every((c) => given(ins, c))
+  ) {
+    // INSERT ... SELECT whose rows' keys come from the rows read (analytics' merge of an older
+    // version's user-day log): the rows are read first, in this transaction, and inserted as
+    // VALUES, one statement each as below.
+    const [found, fields] = (await tx.raw(select.text, params.slice(0, select.params))) as unknown as [
+      Array<Record<string, Param>>,
+      Array<{ name: string }>,
+    ]
+    if (!found.length) return []
+    const tuple = `(${ins.columns.map(() => '?').join(', ')})`
+    return insertReturning<T>(
+      tx,
+      written,
+      `${ins.head} VALUES ${found.map(() => tuple).join(', ')} ${ins.tail} RETURNING ${ins.returning}`,
+      // In the select list's order (an object's keys put integer-like names such as `0` first).
+      [...found.flatMap((r) => fields.map((f) => r[f.name] ?? null)), ...tailArgs],
+    )
+  }
   const statements: string[] = []
   const args: Param[] = []
   let at = 0
@@ -69,6 +93,15 @@ export async function insertReturning<T>(
     const r = byKey.get(JSON.stringify(k.map(String)))
     return r ? [r as T] : []
   })
+}
+
+/** Whether the key column `col` is given (a parameter or a literal) or generated, in every row. */
+function given(ins: NonNullable<ReturnType<typeof splitInsertReturning>>, col: string): boolean {
+  const i = ins.columns.indexOf(col)
+  if (i < 0) return true
+  return ins.rows.every((row) =>
+    /^(\?|CAST\(\s*\?\s+AS\s+\w+\s*\)|'([^']|'')*'|-?\d+(\.\d+)?)$/i.test(row.values[i] ?? ''),
+  )
 }
 
 function keyValue(

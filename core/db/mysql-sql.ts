@@ -8,15 +8,16 @@
  *   `ON DUPLICATE KEY UPDATE`, `excluded.col` -> `VALUES(col)`.
  * - `CAST(x AS TEXT)` -> `CAST(x AS CHAR)`, `AS BIGINT`/`AS INTEGER` -> `AS SIGNED`,
  *   `AS REAL` -> `AS DOUBLE`.
- * - `IN (SELECT ...)` inside an UPDATE or DELETE reads through a derived table: MySQL refuses a
- *   subquery on the table being changed and `LIMIT` in an `IN` subquery.
- * - lower-case identifiers MySQL reserves (`key`, `trigger`) are quoted.
+ * - `IN (SELECT ...)` and a compared scalar `(SELECT ...)` inside an UPDATE or DELETE read
+ *   through a derived table: MySQL refuses a subquery on the table being changed (MariaDB takes
+ *   it) and `LIMIT` in an `IN` subquery.
+ * - lower-case identifiers MySQL reserves (`key`, `trigger`, MySQL 8's `last_value`) are quoted.
  * - a row comparison `(a, b) > (?, ?)` is spelled out (`rowComparisons`): MariaDB scans for it.
  * - `UPDATE ... RETURNING` (MariaDB returns rows from INSERT and DELETE only) is run by mysql.ts
  *   as lock, update, read in one transaction (`splitUpdateReturning`).
  */
 
-const RESERVED = /(?<![."\w])(key|trigger)(?![\w"])/g
+const RESERVED = /(?<![."\w])(key|trigger|last_value)(?![\w"])/g
 
 const cache = new Map<string, string>()
 
@@ -39,7 +40,7 @@ function derivedSubqueries(sql: string): string {
   let out = sql
   let from = 0
   for (;;) {
-    const m = /\bIN\s*\(\s*SELECT\b/gi
+    const m = /(?:\bIN|[<>=])\s*\(\s*SELECT\b/gi
     m.lastIndex = from
     const hit = m.exec(out)
     if (!hit) return out
@@ -187,7 +188,9 @@ function columnType(table: string, def: string, keyed: ReadonlySet<string>): str
   else if (type === 'INTEGER') to = /\bPRIMARY KEY\b/i.test(def) ? 'BIGINT AUTO_INCREMENT' : 'INTEGER'
   else if (type === 'BLOB') to = 'LONGBLOB'
   else if (type === 'REAL') to = 'DOUBLE'
-  return def.replace(m[0], `${m[1]} ${to}`)
+  const out = def.replace(m[0], `${m[1]} ${to}`)
+  // MySQL gives a LONGTEXT or LONGBLOB no literal default, only an expression's (MariaDB both).
+  return /^LONG/.test(to) ? out.replace(/\bDEFAULT\s+('(?:[^']|'')*'|-?\d+(?:\.\d+)?)/i, 'DEFAULT ($1)') : out
 }
 
 function splitTop(body: string): string[] {

@@ -6,20 +6,29 @@
  *
  *   bun scripts/bench/engines.ts [--rounds=3] [--seconds=15] [--connections=16]
  *                                [--read-seconds=4] [--read-connections=8] [--seed=400]
+ *                                [--only=reads|ingest] [--reads=games list,experiments list]
+ *                                [--profile=DIR]
  *
  * 1. Both stores get the same seed: `--seed` signed 100-event batches (30 days, 200,000 users,
  *    one batch in 100 of payments), byte for byte the same events, and the same experiments;
  *    the consumers of the event log catch up.
  * 2. Authenticated reads with the admin's JWT (a representative set: games, experiments, users,
  *    warehouse and invocation queries, the consumers' status), each path driven by wrk for
- *    `--read-seconds` at `--read-connections`, the engines alternating per path and round.
+ *    `--read-seconds` at `--read-connections`, the engines alternating per path and round; with
+ *    each, the liveops server's CPU per request (µs, from /proc: the part the engine's driver and
+ *    its store code cost in our process) and the database server's CPU per request (µs: the
+ *    processes or threads serving this side's connections, from /proc). `--reads` keeps the
+ *    named ones only.
  * 3. Signed batch ingestion: `--rounds` windows of `--seconds` per engine, alternating, each
  *    followed by a wait for the consumers to catch up (so the next window, on the other
  *    server, does not share the machine with them); then acknowledged == stored is checked.
  *
+ * `--only=reads` skips 3., `--only=ingest` skips 2.
+ *
  * Prints one JSON line: per engine the medians, and `mysqlShareOfPg` (MariaDB's figure over
  * PostgreSQL's: events/s for ingestion, requests/s for each read and their geometric mean).
  */
+import { existsSync, readFileSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
 import mysql from 'mysql2/promise'
 import postgres from 'postgres'
@@ -27,7 +36,7 @@ import { freshMysqlDb } from '../../test/mysql-db'
 import { type Running, startServer } from '../../test/process'
 import { eventsBody, shapes } from './events'
 import { benchConfig, bootstrap, load, paymentsBody, sign, summary } from './ingest-load'
-import { PG_URL, arg, median, tempDir, wrk } from './lib'
+import { PG_URL, arg, cpuSeconds, median, tempDir, wrk, wrkCpu } from './lib'
 
 const rounds = Number(arg('rounds', '3'))
 const seconds = Number(arg('seconds', '15'))
@@ -35,6 +44,9 @@ const connections = Number(arg('connections', '16'))
 const readSeconds = Number(arg('read-seconds', '4'))
 const readConnections = Number(arg('read-connections', '8'))
 const seedBatches = Number(arg('seed', '400'))
+const only = arg('only', '')
+const readNames = arg('reads', '')
+const profileDir = arg('profile', '')
 const DAY = 86_400_000
 const GAME = '@@GAME@@'
 
@@ -50,6 +62,8 @@ interface Side {
   /** Seed requests answered 503 and sent again. */
   retried: number
   stored: () => Promise<number>
+  /** The /proc stat files of the processes (PostgreSQL) or threads (MySQL) serving its connections. */
+  serving: () => Promise<string[]>
   drop: () => Promise<void>
 }
 
@@ -74,6 +88,7 @@ async function start(engine: EngineName): Promise<Side> {
   const config = await benchConfig(dir, 'analytics: {}, experiments: {}')
   const env: Record<string, string> = { ADMIN_PASSWORD: 'bench-password', JWT_SECRET: 'bench' }
   let stored: () => Promise<number>
+  let serving: () => Promise<string[]>
   let drop: () => Promise<void>
   if (engine === 'postgres') {
     const db = await pgDatabase()
@@ -85,6 +100,14 @@ async function start(engine: EngineName): Promise<Side> {
       await sql.end()
       return Number(r?.n)
     }
+    const name = new URL(db.url).pathname.slice(1)
+    serving = async () => {
+      const sql = postgres(PG_URL, { max: 1, onnotice: () => undefined })
+      const rows =
+        await sql`SELECT pid FROM pg_stat_activity WHERE datname = ${name} AND pid <> pg_backend_pid()`
+      await sql.end()
+      return rows.map((r) => `/proc/${r.pid}/stat`)
+    }
   } else {
     const db = await freshMysqlDb()
     env.DATABASE_URL = db.url
@@ -95,12 +118,61 @@ async function start(engine: EngineName): Promise<Side> {
       await c.end()
       return Number(r?.n)
     }
+    serving = async () => {
+      const c = await mysql.createConnection({ uri: db.url })
+      try {
+        // MariaDB names each connection's thread in its process list; MySQL in performance_schema.
+        const [rows] = (await c
+          .query(
+            'SELECT TID AS t FROM information_schema.PROCESSLIST WHERE DB = ? AND ID <> CONNECTION_ID()',
+            [db.name],
+          )
+          .catch(() =>
+            c.query(
+              'SELECT THREAD_OS_ID AS t FROM performance_schema.threads WHERE PROCESSLIST_DB = ? AND PROCESSLIST_ID <> CONNECTION_ID()',
+              [db.name],
+            ),
+          )) as unknown as [Array<{ t: number }>]
+        return threadStats(rows.map((r) => Number(r.t)))
+      } finally {
+        await c.end()
+      }
+    }
   }
-  const server = await startServer([process.execPath, 'core/main.ts', '--config', config], env, {
+  // --profile=DIR: each server writes Bun's CPU profile (markdown) into DIR/<engine> when it stops.
+  const profile = profileDir ? ['--cpu-prof-md', `--cpu-prof-dir=${join(profileDir, engine)}`] : []
+  const server = await startServer([process.execPath, ...profile, 'core/main.ts', '--config', config], env, {
     timeoutMs: 60_000,
   })
   const { token, gameId } = await bootstrap(server.base)
-  return { engine, server, token, gameId, dir, ackedEvents: 0, retried: 0, stored, drop }
+  return { engine, server, token, gameId, dir, ackedEvents: 0, retried: 0, stored, serving, drop }
+}
+
+/**
+ * CPU seconds so far of the database's `/proc` entries `stats` (a PostgreSQL backend's
+ * `/proc/PID/stat`, a MySQL connection thread's `/proc/PID/task/TID/stat`): the database server's
+ * own cost of this side's requests, apart from whatever else it runs for other clients. One that
+ * ended counts as nothing.
+ */
+function dbCpu(stats: readonly string[]): number {
+  let sum = 0
+  for (const path of stats)
+    try {
+      const fields = readFileSync(path, 'utf8').split(') ')[1]!.split(' ')
+      sum += (Number(fields[11]) + Number(fields[12])) / 100
+    } catch {}
+  return sum
+}
+
+/** The `/proc/PID/task/TID/stat` of each thread `tids` (of whichever process runs it). */
+function threadStats(tids: readonly number[]): string[] {
+  const out: string[] = []
+  const pids = readdirSync('/proc').filter((d) => /^\d+$/.test(d))
+  for (const tid of tids) {
+    const pid = pids.find((p) => existsSync(`/proc/${p}/task/${tid}`))
+    if (pid) out.push(`/proc/${pid}/task/${tid}/stat`)
+  }
+  return out
 }
 
 const get = (s: Side, path: string) =>
@@ -183,7 +255,7 @@ async function seed(s: Side, bodies: ReturnType<typeof seedBodies>): Promise<voi
 }
 
 /** The reads, named; the game's id filled in per server. */
-const READS: Array<[string, (g: string) => string]> = [
+const ALL_READS: Array<[string, (g: string) => string]> = [
   ['games list', () => '/api/games'],
   ['game', (g) => `/api/games/${g}`],
   ['experiments list', (g) => `/api/experiments?gameId=${g}`],
@@ -193,6 +265,12 @@ const READS: Array<[string, (g: string) => string]> = [
   ['invocations summary', (g) => `/api/v1/analytics/invocations/summary?gameId=${g}&env=prod&hours=720`],
   ['consumers', () => '/api/v1/analytics/consumers'],
 ]
+const READS =
+  only === 'ingest'
+    ? []
+    : readNames
+      ? ALL_READS.filter(([name]) => readNames.split(',').includes(name))
+      : ALL_READS
 
 const round1 = (x: number) => Math.round(x * 10) / 10
 const share = (a: number, b: number) => +(a / b).toFixed(2)
@@ -204,6 +282,19 @@ try {
   const bodies = seedBodies()
   for (const s of sides) await seed(s, bodies)
   console.error('seeded; reads')
+  // What each side spends with no request at all (its pollers and timers), per second of CPU:
+  // it takes its share of the two cores from the reads.
+  const idle: Record<string, { serverCpuShare: number; dbCpuShare: number }> = {}
+  for (const s of sides) {
+    const stats = await s.serving()
+    const [c0, d0, t0] = [cpuSeconds(s.server.proc.pid), dbCpu(stats), performance.now()]
+    await Bun.sleep(5000)
+    const secs = (performance.now() - t0) / 1000
+    idle[s.engine] = {
+      serverCpuShare: +((cpuSeconds(s.server.proc.pid) - c0) / secs).toFixed(3),
+      dbCpuShare: +((dbCpu(stats) - d0) / secs).toFixed(3),
+    }
+  }
   for (const s of sides)
     for (const [name, path] of READS) {
       const r = await get(s, path(s.gameId))
@@ -212,7 +303,10 @@ try {
     }
 
   // Reads: per path, the engines alternate within each round.
-  const reads: Record<string, Record<EngineName, Array<{ rps: number; p50ms: number; errors: number }>>> = {}
+  const reads: Record<
+    string,
+    Record<EngineName, Array<{ rps: number; p50ms: number; errors: number; cpuUs: number; dbCpuUs: number }>>
+  > = {}
   for (const [name, path] of READS) {
     reads[name] = { postgres: [], mysql: [] }
     for (const s of sides)
@@ -225,12 +319,20 @@ try {
   for (let r = 0; r < rounds; r++)
     for (const [name, path] of READS)
       for (const s of r % 2 ? [...sides].reverse() : sides) {
-        const w = wrk(`${s.server.base}${path(s.gameId)}`, {
+        const ids = await s.serving()
+        const db0 = dbCpu(ids)
+        const w = wrkCpu(s.server.proc.pid, `${s.server.base}${path(s.gameId)}`, {
           connections: readConnections,
           seconds: readSeconds,
           headers: { authorization: `Bearer ${s.token}` },
         })
-        reads[name]![s.engine].push({ rps: w.rps, p50ms: w.p50ms, errors: w.errors })
+        reads[name]![s.engine].push({
+          rps: w.rps,
+          p50ms: w.p50ms,
+          errors: w.errors,
+          cpuUs: w.cpuUsPerRequest,
+          dbCpuUs: ((dbCpu(ids) - db0) * 1e6) / Math.max(1, w.requests),
+        })
       }
 
   // Ingestion: windows alternate, each followed by its consumers' catch-up.
@@ -240,7 +342,7 @@ try {
     mysql: [],
   }
   const pool = new Map(sides.map((s) => [s.engine, shapes(s.gameId)]))
-  for (let r = 0; r < rounds; r++)
+  for (let r = 0; r < (only === 'reads' ? 0 : rounds); r++)
     for (const s of r % 2 ? [...sides].reverse() : sides) {
       // Order ids of this window only (a repeated one would be deduplicated, not stored again).
       const res = await load(
@@ -265,6 +367,7 @@ try {
     readSeconds,
     readConnections,
     seedBatches,
+    idle,
   }
   const perEngine = (e: EngineName) => {
     const w = windows[e]
@@ -284,6 +387,8 @@ try {
         rps: Math.round(median(reads[name]![e].map((x) => x.rps))),
         p50ms: round1(median(reads[name]![e].map((x) => x.p50ms))),
         errors: reads[name]![e].reduce((n, x) => n + x.errors, 0),
+        serverCpuUsPerRequest: round1(median(reads[name]![e].map((x) => x.cpuUs))),
+        dbCpuUsPerRequest: round1(median(reads[name]![e].map((x) => x.dbCpuUs))),
       })
       const [p, q] = [m('postgres'), m('mysql')]
       return [name, { postgres: p, mysql: q, mysqlShareOfPg: share(q.rps, p.rps) }]
@@ -296,7 +401,10 @@ try {
   }
   const stored = { postgres: await pg.stored(), mysql: await my.stored() }
   Object.assign(out, {
-    ingest: { ...ingest, mysqlShareOfPg: share(ingest.mysql.eventsPerSec, ingest.postgres.eventsPerSec) },
+    ingest:
+      only === 'reads'
+        ? undefined
+        : { ...ingest, mysqlShareOfPg: share(ingest.mysql.eventsPerSec, ingest.postgres.eventsPerSec) },
     reads: readOut,
     readsMysqlShareOfPg: +Math.exp(shares.reduce((a, x) => a + Math.log(x), 0) / shares.length).toFixed(2),
     readsWorstShare: Math.min(...shares),

@@ -97,6 +97,24 @@ for (const path of paths) {
       expect(await db.all(sql, [900, 'again'])).toEqual([])
     })
 
+    test('INSERT ... SELECT of rows read from a table returns the rows it inserted, each once', async () => {
+      await db.exec('CREATE TABLE src (id INTEGER PRIMARY KEY, a TEXT NOT NULL, b TEXT NOT NULL)')
+      for (const [id, a, b] of [
+        [1, 'p', 'one'],
+        [2, 'p', 'one'],
+        [3, 'p', 'two'],
+        [4, 'q', 'taken'],
+      ] as const)
+        await db.run('INSERT INTO src (id, a, b) VALUES (?, ?, ?)', [id, a, b])
+      await db.run('INSERT INTO pair (a, b, n) VALUES (?, ?, ?)', ['q', 'taken', 7])
+      const rows = await db.all<{ a: string; b: string }>(
+        'INSERT INTO pair (a, b, n) SELECT a, b, 0 FROM src WHERE id <= ? ORDER BY a, b ON CONFLICT (a, b) DO NOTHING RETURNING a, b',
+        [4],
+      )
+      expect(rows.map((r) => `${r.a}/${r.b}`).sort()).toEqual(['p/one', 'p/two'])
+      expect(await db.get('SELECT n FROM pair WHERE a = ? AND b = ?', ['q', 'taken'])).toEqual({ n: 7 })
+    })
+
     test('an upsert returns every row; a guarded one only those its WHERE let through', async () => {
       const all = await db.all<{ a: string; b: string; n: number }>(
         `INSERT INTO pair (a, b, n) VALUES (?, ?, ?), (?, ?, ?)

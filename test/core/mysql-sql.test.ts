@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { type Db, openDb } from '../../core/db'
-import { numbered, toMysql } from '../../core/db/mysql-sql'
+import { mysqlDdl, numbered, toMysql } from '../../core/db/mysql-sql'
 import { engines, freshMysqlDb } from '../helpers'
 
 // MariaDB reads no index range for a row comparison; the dialect spells it out (core/db/mysql-sql.ts).
@@ -18,6 +18,40 @@ test('a row comparison becomes a range on its first column, the first parameter 
     'SELECT 1 FROM e WHERE (a <= ?2 AND (a < ?2 OR b <= ?1))',
   )
   expect(toMysql('SELECT 1 FROM e WHERE a > ?')).toBe('SELECT 1 FROM e WHERE a > ?')
+})
+
+test('a subquery of an UPDATE or DELETE reads through a derived table (MySQL refuses the changed table in it)', () => {
+  expect(toMysql('DELETE FROM t WHERE a < (SELECT a FROM t ORDER BY a DESC LIMIT 1 OFFSET ?)')).toBe(
+    'DELETE FROM t WHERE a < (SELECT * FROM (SELECT a FROM t ORDER BY a DESC LIMIT 1 OFFSET ?) AS liveops_sub)',
+  )
+  expect(toMysql('UPDATE t SET b = 1 WHERE id IN (SELECT id FROM t WHERE c = ? LIMIT 5)')).toBe(
+    'UPDATE t SET b = 1 WHERE id IN (SELECT * FROM (SELECT id FROM t WHERE c = ? LIMIT 5) AS liveops_sub)',
+  )
+  expect(toMysql('SELECT a FROM t WHERE a < (SELECT MAX(a) FROM t)')).toBe(
+    'SELECT a FROM t WHERE a < (SELECT MAX(a) FROM t)',
+  )
+})
+
+test("MySQL 8's reserved last_value is quoted as a column, not as the function", () => {
+  expect(toMysql('UPDATE t SET last_value = ? WHERE id = ?')).toBe(
+    'UPDATE t SET "last_value" = ? WHERE id = ?',
+  )
+  expect(toMysql('SELECT LAST_VALUE(x) OVER (ORDER BY y) FROM t')).toBe(
+    'SELECT LAST_VALUE(x) OVER (ORDER BY y) FROM t',
+  )
+})
+
+test('an unkeyed TEXT default becomes an expression (MySQL takes no literal default on LONGTEXT)', () => {
+  const ddl = mysqlDdl(
+    "CREATE TABLE t (id TEXT PRIMARY KEY, kind TEXT NOT NULL DEFAULT 'it''s', n INTEGER NOT NULL DEFAULT 0, b BLOB DEFAULT 'x')",
+    new Set(),
+  )
+  expect(ddl).toContain("kind LONGTEXT NOT NULL DEFAULT ('it''s')")
+  expect(ddl).toContain('n INTEGER NOT NULL DEFAULT 0')
+  expect(ddl).toContain("b LONGBLOB DEFAULT ('x')")
+  expect(mysqlDdl("ALTER TABLE t ADD COLUMN c TEXT NOT NULL DEFAULT ''", new Set())).toBe(
+    "ALTER TABLE t ADD COLUMN c LONGTEXT NOT NULL DEFAULT ('')",
+  )
 })
 
 if (engines.includes('mysql'))
