@@ -16,7 +16,8 @@
  * `--consumers=1` then runs each consumer of the event log alone over what was written (analytics,
  * behavior, realtime, exposures: a new consumer takes the whole log), and prints the CPU each took
  * per event: the process's CPU time, steadier than wall time on a shared machine (`--only=NAME`:
- * that one alone).
+ * that one alone). With `--warm=N` each consumer first takes the warm events untimed (the users'
+ * first sights, the caches filled, as in a running server), and only the timed events count.
  */
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -74,6 +75,28 @@ for (let at = 0; at < warm + total; at += perCommit) {
 const warmCommits = commits.splice(0, Math.ceil(warm / perCommit))
 for (const events of warmCommits) await writer.write(events)
 
+const consumers = {
+  analytics: () => new AnalyticsRollup(),
+  behavior: () => new BehaviorRollup(),
+  realtime: () => new MinuteRollup(),
+  exposures: () => new ExposureRollup(),
+}
+const only = arg('only', '')
+const logs = new Map<string, EventLog>()
+if (arg('consumers', '0') === '1') {
+  await migrate(db, [{ plugin: 'core.consumers', migrations: consumerMigrations }])
+  for (const [name, make] of Object.entries(consumers)) {
+    if (only && name !== only) continue
+    const log = new EventLog({ db, instanceId: 'bench', log: quiet, pollMs: 3_600_000 })
+    log.provide(eventLog(() => db))
+    log.consume(derivedConsumer(make() as Derivation<unknown, unknown>))
+    await log.start()
+    // The warm events, untimed.
+    if (warm) await log.drain(undefined, 3_600_000)
+    logs.set(name, log)
+  }
+}
+
 /** Bytes this process has written (Linux), or undefined. */
 function writtenBytes(): number | undefined {
   try {
@@ -109,30 +132,18 @@ console.log(
       written0 === undefined ? undefined : Math.round(((writtenBytes() ?? written0) - written0) / total),
   }),
 )
-if (arg('consumers', '0') === '1') {
-  await migrate(db, [{ plugin: 'core.consumers', migrations: consumerMigrations }])
-  const consumers = {
-    analytics: () => new AnalyticsRollup(),
-    behavior: () => new BehaviorRollup(),
-    realtime: () => new MinuteRollup(),
-    exposures: () => new ExposureRollup(),
-  }
+if (logs.size) {
   const per: Record<string, { seconds: number; cpuUsPerEvent: number }> = {}
-  const only = arg('only', '')
-  for (const [name, make] of Object.entries(consumers)) {
-    if (only && name !== only) continue
-    const log = new EventLog({ db, instanceId: 'bench', log: quiet, pollMs: 60_000 })
-    log.provide(eventLog(() => db))
-    log.consume(derivedConsumer(make() as Derivation<unknown, unknown>))
+  const counted = warm ? total : warmCommits.length * perCommit + total
+  for (const [name, log] of logs) {
     const c0 = process.cpuUsage()
     const w0 = performance.now()
-    await log.start()
     await log.drain(undefined, 3_600_000)
-    await log.stop()
     const c = process.cpuUsage(c0)
+    await log.stop()
     per[name] = {
       seconds: Math.round(performance.now() - w0) / 1000,
-      cpuUsPerEvent: Math.round(((c.user + c.system) / (warm + total)) * 100) / 100,
+      cpuUsPerEvent: Math.round(((c.user + c.system) / counted) * 100) / 100,
     }
   }
   console.log(JSON.stringify({ consumers: per }))
