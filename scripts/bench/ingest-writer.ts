@@ -18,6 +18,9 @@
  * per event: the process's CPU time, steadier than wall time on a shared machine (`--only=NAME`:
  * that one alone). With `--warm=N` each consumer first takes the warm events untimed (the users'
  * first sights, the caches filled, as in a running server), and only the timed events count.
+ * `--together=1`: the consumers instead run as in the server, one event log, their loops beside
+ * the timed writes (each commit notifies them), and the CPU per event printed covers writes and
+ * consumers together, with how many of the consumers' reads of the log were shared.
  */
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -83,7 +86,17 @@ const consumers = {
 }
 const only = arg('only', '')
 const logs = new Map<string, EventLog>()
-if (arg('consumers', '0') === '1') {
+const together = arg('together', '0') === '1'
+let shared: EventLog | undefined
+if (together) {
+  await migrate(db, [{ plugin: 'core.consumers', migrations: consumerMigrations }])
+  shared = new EventLog({ db, instanceId: 'bench', log: quiet, pollMs: 3_600_000 })
+  shared.provide(eventLog(() => db))
+  for (const [name, make] of Object.entries(consumers))
+    if (!only || name === only) shared.consume(derivedConsumer(make() as Derivation<unknown, unknown>))
+  await shared.start()
+  if (warm) await shared.drain(undefined, 3_600_000)
+} else if (arg('consumers', '0') === '1') {
   await migrate(db, [{ plugin: 'core.consumers', migrations: consumerMigrations }])
   for (const [name, make] of Object.entries(consumers)) {
     if (only && name !== only) continue
@@ -111,7 +124,7 @@ const t0 = performance.now()
 const cpu0 = process.cpuUsage()
 let inFlight: Promise<void>[] = []
 for (const events of commits) {
-  inFlight.push(writer.write(events))
+  inFlight.push(shared ? writer.write(events).then(() => shared.notify()) : writer.write(events))
   // Two commits queued at most, as under steady load.
   if (inFlight.length >= 2) {
     await inFlight.shift()
@@ -121,6 +134,23 @@ await Promise.all(inFlight)
 inFlight = []
 const secs = (performance.now() - t0) / 1000
 const cpu = process.cpuUsage(cpu0)
+if (shared) {
+  // The consumers' backlog at the end of the writes, then all of it.
+  const lagAtEnd = await shared.status()
+  await shared.drain(undefined, 3_600_000)
+  const all = process.cpuUsage(cpu0)
+  console.log(
+    JSON.stringify({
+      together: {
+        seconds: Math.round(performance.now() - t0) / 1000,
+        cpuUsPerEvent: Math.round(((all.user + all.system) / total) * 100) / 100,
+        backlogAtEndOfWrites: lagAtEnd.map((c) => [c.name, c.lagEvents]),
+        reads: shared.readCounts(),
+      },
+    }),
+  )
+  await shared.stop()
+}
 console.log(
   JSON.stringify({
     engine,
