@@ -349,6 +349,11 @@ export class EventLog implements EventLogService {
     return 1
   }
 
+  /** The consumers' reads of the log served from a shared one, and those that read the store. */
+  readCounts(): { shared: number; read: number } {
+    return { ...this.reads.counts }
+  }
+
   async status(): Promise<ConsumerStatus[]> {
     const source = this.source
     const rows = await this.db.all<CursorRow>('SELECT * FROM liveops_consumers ORDER BY name')

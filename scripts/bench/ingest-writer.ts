@@ -16,7 +16,11 @@
  * `--consumers=1` then runs each consumer of the event log alone over what was written (analytics,
  * behavior, realtime, exposures: a new consumer takes the whole log), and prints the CPU each took
  * per event: the process's CPU time, steadier than wall time on a shared machine (`--only=NAME`:
- * that one alone).
+ * that one alone). With `--warm=N` each consumer first takes the warm events untimed (the users'
+ * first sights, the caches filled, as in a running server), and only the timed events count.
+ * `--together=1`: the consumers instead run as in the server, one event log, their loops beside
+ * the timed writes (each commit notifies them), and the CPU per event printed covers writes and
+ * consumers together, with how many of the consumers' reads of the log were shared.
  */
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -74,6 +78,38 @@ for (let at = 0; at < warm + total; at += perCommit) {
 const warmCommits = commits.splice(0, Math.ceil(warm / perCommit))
 for (const events of warmCommits) await writer.write(events)
 
+const consumers = {
+  analytics: () => new AnalyticsRollup(),
+  behavior: () => new BehaviorRollup(),
+  realtime: () => new MinuteRollup(),
+  exposures: () => new ExposureRollup(),
+}
+const only = arg('only', '')
+const logs = new Map<string, EventLog>()
+const together = arg('together', '0') === '1'
+let shared: EventLog | undefined
+if (together) {
+  await migrate(db, [{ plugin: 'core.consumers', migrations: consumerMigrations }])
+  shared = new EventLog({ db, instanceId: 'bench', log: quiet, pollMs: 3_600_000 })
+  shared.provide(eventLog(() => db))
+  for (const [name, make] of Object.entries(consumers))
+    if (!only || name === only) shared.consume(derivedConsumer(make() as Derivation<unknown, unknown>))
+  await shared.start()
+  if (warm) await shared.drain(undefined, 3_600_000)
+} else if (arg('consumers', '0') === '1') {
+  await migrate(db, [{ plugin: 'core.consumers', migrations: consumerMigrations }])
+  for (const [name, make] of Object.entries(consumers)) {
+    if (only && name !== only) continue
+    const log = new EventLog({ db, instanceId: 'bench', log: quiet, pollMs: 3_600_000 })
+    log.provide(eventLog(() => db))
+    log.consume(derivedConsumer(make() as Derivation<unknown, unknown>))
+    await log.start()
+    // The warm events, untimed.
+    if (warm) await log.drain(undefined, 3_600_000)
+    logs.set(name, log)
+  }
+}
+
 /** Bytes this process has written (Linux), or undefined. */
 function writtenBytes(): number | undefined {
   try {
@@ -88,7 +124,7 @@ const t0 = performance.now()
 const cpu0 = process.cpuUsage()
 let inFlight: Promise<void>[] = []
 for (const events of commits) {
-  inFlight.push(writer.write(events))
+  inFlight.push(shared ? writer.write(events).then(() => shared.notify()) : writer.write(events))
   // Two commits queued at most, as under steady load.
   if (inFlight.length >= 2) {
     await inFlight.shift()
@@ -98,6 +134,23 @@ await Promise.all(inFlight)
 inFlight = []
 const secs = (performance.now() - t0) / 1000
 const cpu = process.cpuUsage(cpu0)
+if (shared) {
+  // The consumers' backlog at the end of the writes, then all of it.
+  const lagAtEnd = await shared.status()
+  await shared.drain(undefined, 3_600_000)
+  const all = process.cpuUsage(cpu0)
+  console.log(
+    JSON.stringify({
+      together: {
+        seconds: Math.round(performance.now() - t0) / 1000,
+        cpuUsPerEvent: Math.round(((all.user + all.system) / total) * 100) / 100,
+        backlogAtEndOfWrites: lagAtEnd.map((c) => [c.name, c.lagEvents]),
+        reads: shared.readCounts(),
+      },
+    }),
+  )
+  await shared.stop()
+}
 console.log(
   JSON.stringify({
     engine,
@@ -109,30 +162,18 @@ console.log(
       written0 === undefined ? undefined : Math.round(((writtenBytes() ?? written0) - written0) / total),
   }),
 )
-if (arg('consumers', '0') === '1') {
-  await migrate(db, [{ plugin: 'core.consumers', migrations: consumerMigrations }])
-  const consumers = {
-    analytics: () => new AnalyticsRollup(),
-    behavior: () => new BehaviorRollup(),
-    realtime: () => new MinuteRollup(),
-    exposures: () => new ExposureRollup(),
-  }
+if (logs.size) {
   const per: Record<string, { seconds: number; cpuUsPerEvent: number }> = {}
-  const only = arg('only', '')
-  for (const [name, make] of Object.entries(consumers)) {
-    if (only && name !== only) continue
-    const log = new EventLog({ db, instanceId: 'bench', log: quiet, pollMs: 60_000 })
-    log.provide(eventLog(() => db))
-    log.consume(derivedConsumer(make() as Derivation<unknown, unknown>))
+  const counted = warm ? total : warmCommits.length * perCommit + total
+  for (const [name, log] of logs) {
     const c0 = process.cpuUsage()
     const w0 = performance.now()
-    await log.start()
     await log.drain(undefined, 3_600_000)
-    await log.stop()
     const c = process.cpuUsage(c0)
+    await log.stop()
     per[name] = {
       seconds: Math.round(performance.now() - w0) / 1000,
-      cpuUsPerEvent: Math.round(((c.user + c.system) / (warm + total)) * 100) / 100,
+      cpuUsPerEvent: Math.round(((c.user + c.system) / counted) * 100) / 100,
     }
   }
   console.log(JSON.stringify({ consumers: per }))

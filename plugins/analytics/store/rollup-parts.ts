@@ -19,6 +19,8 @@ export type Sketch = { h: HyperLogLog; v: number }
 export class Stream {
   /** Users whose first-seen row is stored. */
   readonly seen = new Set<string>()
+  /** The stored first day of users (`analytics_first_seen.first_day`, fixed once stored), where known. */
+  readonly firstDays = new Map<string, number>()
   /** Per day, users whose user-day row is stored. */
   readonly days = new Map<number, Set<string>>()
   /** Online sketches by minute; the rollup bounds their number across streams. */
@@ -72,8 +74,19 @@ export class Part {
 
 export type Stat = [n: number, total: number, first: number, last: number]
 
+/**
+ * Stored first days the consumer knows (cached per stream): the write half looks a user's up
+ * here before asking the store, and notes the ones it learns.
+ */
+export interface FirstDayCache {
+  get(gameId: string, env: string, user: string): number | undefined
+  set(gameId: string, env: string, user: string, day: number): void
+}
+
 /** A commit's rows for the write half (`write.ts`), each table's values one row after another, keys in order. */
 export interface AnalyticsRows {
+  /** The consumer's cache of stored first days (none: every one is looked up). */
+  firstDays?: FirstDayCache
   /** game, env, user, first ts, its local day */
   firstSeen: Param[]
   userDays: Param[]
@@ -125,8 +138,9 @@ export function countInvocation(part: Part, e: NormEvent) {
 }
 
 /** The rollup rows of a commit, stream by stream, keys in order. */
-export function rows(ordered: Part[]): AnalyticsRows {
+export function rows(ordered: Part[], firstDays?: FirstDayCache): AnalyticsRows {
   const out: AnalyticsRows = {
+    firstDays,
     firstSeen: [],
     userDays: [],
     hours: [],

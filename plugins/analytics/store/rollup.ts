@@ -9,6 +9,7 @@ import { mondayOf } from '../server/cohort'
 import { RebuildCuts, resetAnalytics } from './reset'
 import {
   type AnalyticsRows,
+  type FirstDayCache,
   Part,
   type Sketch,
   type Slot,
@@ -43,6 +44,7 @@ export class AnalyticsRollup implements Derivation<AnalyticsRows, Early> {
   /** game -> env -> stream */
   private streams = new Map<string, Map<string, Stream>>()
   private seenSize = 0
+  private firstDaysSize = 0
   private userDaysSize = 0
   /** Every cached sketch, oldest first, for eviction: `table \u0001 game \u0001 env \u0001 key` -> owner. */
   private sketchOrder = new Map<string, { cache: Map<number, Sketch>; key: number }>()
@@ -64,6 +66,19 @@ export class AnalyticsRollup implements Derivation<AnalyticsRows, Early> {
     this.sketchOrder.clear()
     this.seenSize = 0
     this.userDaysSize = 0
+    this.firstDaysSize = 0
+  }
+
+  /** Stored first days by stream, bounded as the other caches (a miss costs a lookup in the store). */
+  private readonly firstDays: FirstDayCache = {
+    get: (gameId, env, user) => this.streams.get(gameId)?.get(env)?.firstDays.get(user),
+    set: (gameId, env, user, day) => {
+      if (++this.firstDaysSize > CACHE_CAP) {
+        for (const st of this.allStreams()) st.firstDays.clear()
+        this.firstDaysSize = 1
+      }
+      this.stream(gameId, env).firstDays.set(user, day)
+    },
   }
 
   /** Rebuilds from a date: each game from the start of that date in its zone (`reset.ts`). */
@@ -168,7 +183,7 @@ export class AnalyticsRollup implements Derivation<AnalyticsRows, Early> {
       load(p, p.online, 'analytics_online')
       load(p, p.active, 'analytics_day_sketch')
     }
-    const batch = () => ({ rows: rows(parts), done: () => this.remember(parts) })
+    const batch = () => ({ rows: rows(parts, this.firstDays), done: () => this.remember(parts) })
     return loads.length ? Promise.all(loads).then(batch) : batch()
   }
 

@@ -1,6 +1,7 @@
 import type { Db, Param, Row } from '../../../core/db'
 import type { Table } from '../../../core/db/bulk'
 import { countMergedCohorts, mondayOf, weekOf } from '../server/cohort'
+import type { FirstDayCache } from './rollup-parts'
 
 /**
  * User-days and user-weeks of the analytics consumer (`write.ts`): each user active on a local
@@ -33,13 +34,21 @@ export function weeksOf(days: Row[]): Param[] {
 
 /**
  * The first day of each user of `days` (first sights are stored before user-days in every
- * batch): one statement per stream and up to 512 users, in power-of-two sizes so the statement
- * texts repeat.
+ * batch): those the consumer's cache `known` holds from it, the others by one statement per
+ * stream and up to 512 users, in power-of-two sizes so the statement texts repeat (and noted in
+ * `known`).
  */
-export async function firstDaysOf(tx: Db, days: Row[]): Promise<Map<string, number>> {
+export async function firstDaysOf(tx: Db, days: Row[], known?: FirstDayCache): Promise<Map<string, number>> {
   const out = new Map<string, number>()
   const byStream = new Map<string, { gameId: string; env: string; users: Set<string> }>()
   for (const r of days) {
+    if (known) {
+      const day = known.get(String(r.game_id), String(r.env), String(r.user_id))
+      if (day !== undefined) {
+        out.set(`${r.game_id}\u0001${r.env}\u0001${r.user_id}`, day)
+        continue
+      }
+    }
     const k = `${r.game_id}\u0001${r.env}`
     let st = byStream.get(k)
     if (!st) {
@@ -57,8 +66,10 @@ export async function firstDaysOf(tx: Db, days: Row[]): Promise<Map<string, numb
       for (const r of await tx.all<{ user_id: string; first_day: number }>(
         `SELECT user_id, first_day FROM analytics_first_seen WHERE game_id = ? AND env = ? AND user_id IN (${'?, '.repeat(size - 1)}?)`,
         [gameId, env, ...chunk],
-      ))
+      )) {
         out.set(`${gameId}\u0001${env}\u0001${r.user_id}`, Number(r.first_day))
+        known?.set(gameId, env, String(r.user_id), Number(r.first_day))
+      }
     }
   }
   return out

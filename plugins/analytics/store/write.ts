@@ -29,7 +29,7 @@ const UPSERT = {
   firstSeen: {
     table: table('analytics_first_seen', ['first_ts', 'first_day']),
     cols: ['game_id', 'env', 'user_id', 'first_ts', 'first_day'],
-    tail: 'ON CONFLICT (game_id, env, user_id) DO NOTHING RETURNING game_id, env, first_day',
+    tail: 'ON CONFLICT (game_id, env, user_id) DO NOTHING RETURNING game_id, env, user_id, first_day',
   },
   gameDays: {
     table: table('analytics_game_day', ['day', 'n', 'total', 'first_ts', 'last_ts']),
@@ -122,7 +122,12 @@ export async function writeAnalytics(tx: Db, rows: AnalyticsRows, stored: Stored
     ...shared(tx, rows),
   ])
   const weeks = days.length ? await upsert(tx, 'userWeeks', weeksOf(days)) : []
-  await countMergedCohorts(tx, days, weeks, await firstDaysOf(tx, days))
+  // The first sights this batch stored: their first days are known now. A rolled-back batch
+  // makes the consumer forget every cache (core/event-log.ts).
+  const known = rows.firstDays
+  if (known)
+    for (const r of fresh) known.set(String(r.game_id), String(r.env), String(r.user_id), Number(r.first_day))
+  await countMergedCohorts(tx, days, weeks, await firstDaysOf(tx, days, known))
   const paid = withDays(rows, await stored.payments)
   await gameDays(tx, rows, paid)
   await upsert(tx, 'daily', dayCounters(leftover.length ? [...leftover, ...days] : days, fresh, paid))
