@@ -172,8 +172,13 @@ const round = (c: { server: number; pg: number }) => ({
   pg: Math.round(c.pg * 10) / 10,
 })
 
+/** `--profile-dir=DIR`: the measured server writes Bun's CPU profile (also as markdown) there on exit. */
+const profileDir = arg('profile-dir', '')
+const profile = profileDir ? ['--cpu-prof', '--cpu-prof-md', `--cpu-prof-dir=${profileDir}`] : []
 const t1 = performance.now()
-s = await startServer([process.execPath, 'core/main.ts', '--config', config], env, { timeoutMs: 120_000 })
+s = await startServer([process.execPath, ...profile, 'core/main.ts', '--config', config], env, {
+  timeoutMs: 120_000,
+})
 const running = s
 // Should the server end early, its last output says why.
 void running.proc.exited.then((code) => {
