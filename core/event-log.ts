@@ -255,9 +255,14 @@ export class EventLog implements EventLogService {
    */
   private async take(c: LogConsumer, cur: CursorRow, source: LogSource, hook: { after?: () => void }) {
     const at = cursorOf(cur)
-    const entries = await this.reads.read(source, at, await this.horizon(this.db), c.batch ?? 1000, this.db)
+    const below = await this.horizon(this.db)
+    const limit = c.batch ?? 1000
+    const entries = await this.reads.read(source, at, below, limit, this.db)
     if (!entries.length) return 0
     const last = entries[entries.length - 1].at
+    // A full batch: more is waiting. On PostgreSQL the next batch is read meanwhile (`prefetch`).
+    if (entries.length >= limit && this.db.dialect === 'postgres')
+      this.reads.prefetch(source, last, below, limit, this.db)
     const rows = await deliverable(c, cur, entries)
     const prepared = c.prepare ? await c.prepare(rows) : undefined
     const rebuilding = cur.until_seq !== null

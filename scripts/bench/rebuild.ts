@@ -24,6 +24,8 @@ const engine = arg('engine', 'sqlite')
 const N = Number(arg('events', '10000000'))
 const users = Number(arg('users', '200000'))
 const DAY = 86_400_000
+/** How often the bench asks how far the consumers are (the times are good to this much). */
+const POLL_MS = Number(arg('poll-ms', '2000'))
 const dir = tempDir('liveops-rebuild-bench-')
 const config = join(dir, 'liveops.yaml')
 await Bun.write(
@@ -136,12 +138,47 @@ const until = async (base: string, token: string, since: number, name?: string) 
       if ((!name || c.name === name) && c.lagEvents === 0 && !c.rebuilding && !done.has(c.name))
         done.set(c.name, Math.round((performance.now() - since) / 100) / 10)
     if (done.size === (name ? 1 : 4)) return Object.fromEntries(done)
-    await Bun.sleep(500)
+    // Each poll has the server count every consumer's backlog (up to 100,000 rows each): at
+    // 500 ms that count was PostgreSQL's busiest statement of a rebuild (pg-activity.ts).
+    await Bun.sleep(POLL_MS)
   }
 }
 
+/** CPU seconds (user + system) a process has used so far, from /proc (Linux); 0 elsewhere. */
+const cpuOf = async (pid: number) => {
+  const stat = await Bun.file(`/proc/${pid}/stat`)
+    .text()
+    .catch(() => '')
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  return f.length > 13 ? (Number(f[11]) + Number(f[12])) / 100 : 0
+}
+/**
+ * CPU seconds of the server process and of the PostgreSQL backends serving its database (the
+ * machine is shared: CPU time says more than wall time). Backends that ended are not counted.
+ */
+const cpu = async () => {
+  const server = await cpuOf(s.proc.pid)
+  if (engine !== 'postgres') return { server, pg: 0 }
+  const sql = postgres(env.DATABASE_URL, { max: 1, onnotice: () => undefined })
+  const pids = await sql<{ pid: number }[]>`
+    SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`
+  await sql.end()
+  let pg = 0
+  for (const { pid } of pids) pg += await cpuOf(pid)
+  return { server, pg }
+}
+const round = (c: { server: number; pg: number }) => ({
+  server: Math.round(c.server * 10) / 10,
+  pg: Math.round(c.pg * 10) / 10,
+})
+
+/** `--profile-dir=DIR`: the measured server writes Bun's CPU profile (also as markdown) there on exit. */
+const profileDir = arg('profile-dir', '')
+const profile = profileDir ? ['--cpu-prof', '--cpu-prof-md', `--cpu-prof-dir=${profileDir}`] : []
 const t1 = performance.now()
-s = await startServer([process.execPath, 'core/main.ts', '--config', config], env, { timeoutMs: 120_000 })
+s = await startServer([process.execPath, ...profile, 'core/main.ts', '--config', config], env, {
+  timeoutMs: 120_000,
+})
 const running = s
 // Should the server end early, its last output says why.
 void running.proc.exited.then((code) => {
@@ -150,6 +187,7 @@ void running.proc.exited.then((code) => {
 })
 const token = await login(s.base)
 const all = await until(s.base, token, t1)
+const cpu1 = await cpu()
 const t2 = performance.now()
 const r = await fetch(`${s.base}/api/v1/analytics/consumers/analytics/rebuild`, {
   method: 'POST',
@@ -158,6 +196,7 @@ const r = await fetch(`${s.base}/api/v1/analytics/consumers/analytics/rebuild`, 
 })
 if (r.status !== 202) throw new Error(`rebuild answered ${r.status}`)
 const again = await until(s.base, token, t2, 'analytics')
+const cpu2 = await cpu()
 const dau = await (
   await fetch(`${s.base}/api/v1/analytics/warehouse/dau?gameId=${gameId}&env=prod&days=30`, {
     headers: { authorization: `Bearer ${token}` },
@@ -173,6 +212,10 @@ console.log(
     loadSeconds: Math.round(loadSeconds),
     allConsumersSeconds: all,
     analyticsRebuildSeconds: again.analytics,
+    // CPU seconds of each phase (the first from the server's start): the server process, and
+    // PostgreSQL's backends of its database.
+    cpuAll: round(cpu1),
+    cpuAnalyticsRebuild: round({ server: cpu2.server - cpu1.server, pg: cpu2.pg - cpu1.pg }),
     eventsPerSecondAll: Math.round(N / Math.max(...Object.values(all))),
     dauLastDays: dau.points?.slice(-2),
   }),

@@ -1,7 +1,79 @@
-import { expect, test } from 'bun:test'
+import { describe, expect, test } from 'bun:test'
 import type { Db } from '../../core/db'
 import { SharedReads } from '../../core/event-log-reads'
 import type { LogEntry, LogPosition, LogSource } from '../../core/event-log-types'
+
+/** A log of rows 1..n (seq = pos = i) that counts its reads. */
+function fakeLog(n: number) {
+  const calls: Array<{ after: LogPosition; below: number; limit: number }> = []
+  const source: LogSource = {
+    async read(after, below, limit) {
+      calls.push({ after, below, limit })
+      const out: LogEntry[] = []
+      for (let i = after.seq + 1; i <= n && i < below && out.length < limit; i++)
+        out.push({ at: { seq: i, pos: i }, row: { id: i } as unknown as LogEntry['row'] })
+      return out
+    },
+    async pending() {
+      return { rows: 0, oldestReceivedAt: null }
+    },
+    async head() {
+      return { seq: n, pos: n }
+    },
+  }
+  return { source, calls }
+}
+const db = {} as Db
+
+describe('SharedReads.prefetch (a consumer reads its next batch while it writes this one)', () => {
+  test('a step at the prefetched position gets the rows read ahead, without reading again', async () => {
+    const { source, calls } = fakeLog(100)
+    const reads = new SharedReads()
+    reads.prefetch(source, { seq: 10, pos: 10 }, 1000, 5, db)
+    expect(calls.length).toBe(1)
+    const got = await reads.read(source, { seq: 10, pos: 10 }, 1000, 5, db)
+    expect(got.map((e) => e.at.seq)).toEqual([11, 12, 13, 14, 15])
+    expect(calls.length).toBe(1)
+    // Used once: a later step from the same place reads again (or shares a kept read).
+    await reads.read(source, { seq: 20, pos: 20 }, 1000, 5, db)
+    expect(calls.length).toBe(2)
+  })
+
+  test('a read ahead is not used past a lower horizon, a larger batch, or another position', async () => {
+    const { source, calls } = fakeLog(100)
+    const reads = new SharedReads()
+    reads.prefetch(source, { seq: 0, pos: 0 }, 50, 5, db)
+    // The horizon went down (cannot happen, but the rows read ahead may then lie above it).
+    expect((await reads.read(source, { seq: 0, pos: 0 }, 3, 5, db)).map((e) => e.at.seq)).toEqual([1, 2])
+    expect(calls.length).toBe(2)
+    reads.prefetch(source, { seq: 30, pos: 30 }, 50, 5, db)
+    // A larger batch than was read ahead.
+    expect((await reads.read(source, { seq: 30, pos: 30 }, 50, 10, db)).length).toBe(10)
+    expect(calls.length).toBe(4)
+    reads.prefetch(source, { seq: 60, pos: 60 }, 1000, 5, db)
+    expect((await reads.read(source, { seq: 61, pos: 61 }, 1000, 5, db))[0].at.seq).toBe(62)
+    expect(calls.length).toBe(6)
+  })
+
+  test('a failed read ahead is read again by the step', async () => {
+    const { source, calls } = fakeLog(100)
+    let fail = true
+    const flaky: LogSource = {
+      ...source,
+      read: (after, below, limit, d) => {
+        if (fail) {
+          fail = false
+          return Promise.reject(new Error('connection lost'))
+        }
+        return source.read(after, below, limit, d)
+      },
+    }
+    const reads = new SharedReads()
+    reads.prefetch(flaky, { seq: 0, pos: 0 }, 1000, 3, db)
+    expect((await reads.read(flaky, { seq: 0, pos: 0 }, 1000, 3, db)).map((e) => e.at.seq)).toEqual([1, 2, 3])
+    expect(calls.length).toBe(1)
+  })
+})
 
 /** A log of rows at the given positions (seq 1), counting the reads that reach it. */
 function fakeSource(positions: number[]) {
@@ -18,7 +90,6 @@ function fakeSource(positions: number[]) {
   return { source, counted }
 }
 
-const db = {} as Db
 const BELOW = Number.MAX_SAFE_INTEGER
 const ids = (es: LogEntry[]) => es.map((e) => e.at.pos)
 

@@ -6,6 +6,7 @@ import { HyperLogLog } from '../lib/hll'
 import { HOUR, MINUTE, floorTo } from '../lib/time'
 import { type Zone, zone } from '../lib/zone'
 import { RebuildCuts, resetBehavior } from '../store/reset'
+import { type StoredSketch, loadSketchesPg } from '../store/sketch-loads-pg'
 import { writeBehavior } from './behavior-write'
 
 /**
@@ -28,6 +29,11 @@ const LEVEL_KINDS: Record<string, string> = {
   [EVENTS.levelFail]: 'level.fail',
 }
 const SKETCH_CAP = 20_000
+const SKETCH_TABLE = {
+  name: 'analytics_behavior_sketch',
+  key: ['game_id', 'env', 'day', 'kind', 'name'],
+  bigint: ['day'],
+}
 export const sep = '\u0001'
 
 /** A commit's rows for the write half (`behavior-write.ts`), each table's values one row after another, keys in order. */
@@ -145,14 +151,17 @@ export class BehaviorRollup implements Derivation<BehaviorRows> {
       ).then(() => this.gather(events))
     const g = this.collect(events)
     const loads: Promise<void>[] = []
-    for (const [key, slot] of g.sketches)
-      if (!slot.sk)
-        loads.push(
-          this.sketch(key).then((sk) => {
-            for (const who of slot.whos) if (sk.h.add(who)) slot.changed = true
-            slot.sk = sk
-          }),
-        )
+    const unloaded: string[] = []
+    for (const [key, slot] of g.sketches) if (!slot.sk) unloaded.push(key)
+    const fill = (key: string) => (sk: Sketch) => {
+      const slot = g.sketches.get(key)!
+      for (const who of slot.whos) if (sk.h.add(who)) slot.changed = true
+      slot.sk = sk
+    }
+    // PostgreSQL: the batch's missing sketches in one query (`store/sketch-loads-pg.ts`).
+    if (this.db?.dialect === 'postgres' && unloaded.length > 1)
+      for (const [key, sk] of this.sketchesPg(unloaded)) loads.push(sk.then(fill(key)))
+    else for (const key of unloaded) loads.push(this.sketch(key).then(fill(key)))
     const batch = () => {
       const due: Array<[string, Sketch, number]> = []
       for (const [key, slot] of g.sketches) if (slot.changed && slot.sk) due.push([key, slot.sk, ++slot.sk.v])
@@ -303,23 +312,46 @@ export class BehaviorRollup implements Derivation<BehaviorRows> {
           'SELECT sketch, version FROM analytics_behavior_sketch WHERE game_id = ? AND env = ? AND day = ? AND kind = ? AND name = ?',
           [game, env, day, kind, name],
         )
-        .then((row) => {
-          const sk: Sketch = {
-            h: row ? HyperLogLog.parse(row.sketch) : new HyperLogLog(),
-            v: Number(row?.version ?? 0),
-          }
-          // Oldest first out (each batch writes what it changed, so eviction loses nothing).
-          for (const old of this.cache.keys()) {
-            if (this.cache.size < SKETCH_CAP) break
-            this.cache.delete(old)
-          }
-          this.cache.set(key, sk)
-          return sk
-        })
+        .then((row) => this.keep(key, row ?? undefined))
         .finally(() => this.loading.delete(key))
       this.loading.set(key, loading)
     }
     return loading
+  }
+
+  /** A loaded sketch, cached (an empty one when none is stored). */
+  private keep(key: string, row: StoredSketch | undefined): Sketch {
+    const sk: Sketch = {
+      h: row ? HyperLogLog.parse(row.sketch) : new HyperLogLog(),
+      v: Number(row?.version ?? 0),
+    }
+    // Oldest first out (each batch writes what it changed, so eviction loses nothing).
+    for (const old of this.cache.keys()) {
+      if (this.cache.size < SKETCH_CAP) break
+      this.cache.delete(old)
+    }
+    this.cache.set(key, sk)
+    return sk
+  }
+
+  /** PostgreSQL: the sketches of many keys, those neither cached nor loading in one query. */
+  private sketchesPg(keys: string[]): Array<[string, Promise<Sketch>]> {
+    const out: Array<[string, Promise<Sketch>]> = []
+    const load: string[] = []
+    for (const key of keys) {
+      const hit = this.cache.get(key)
+      const loading = hit ? Promise.resolve(hit) : this.loading.get(key)
+      if (loading) out.push([key, loading])
+      else load.push(key)
+    }
+    if (!load.length) return out
+    const stored = loadSketchesPg(this.db!, SKETCH_TABLE, load.map(splitKey))
+    load.forEach((key, i) => {
+      const loading = stored.then((rows) => this.keep(key, rows[i])).finally(() => this.loading.delete(key))
+      this.loading.set(key, loading)
+      out.push([key, loading])
+    })
+    return out
   }
 }
 

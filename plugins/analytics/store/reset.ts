@@ -118,7 +118,11 @@ export class RebuildCuts {
    */
   async reset(tx: Db, tables: Tables, games: readonly string[], from: number | undefined): Promise<void> {
     if (from === undefined) {
-      for (const [t] of tables) await tx.run(`DELETE FROM ${t}`)
+      // PostgreSQL: TRUNCATE (transactional there) leaves no dead rows for the rebuild's inserts
+      // to step over in every unique index, and writes no WAL per row (a 10 M-event log's
+      // user-days are millions of rows).
+      if (tx.dialect === 'postgres') await tx.run(`TRUNCATE ${tables.map(([t]) => t).join(', ')}`)
+      else for (const [t] of tables) await tx.run(`DELETE FROM ${t}`)
       return
     }
     const ids = new Set<string>()

@@ -17,6 +17,7 @@ import {
   countInvocation,
   rows,
 } from './rollup-parts'
+import { type StoredSketch, loadSketchesPg } from './sketch-loads-pg'
 import { type Early, earlyAnalytics, writeAnalytics } from './write'
 
 /** DAU from `login` and `session_start`; online from `heartbeat` and `session_start` (upstream). */
@@ -28,6 +29,12 @@ const SKETCH_CAP = 4096
 const sep = '\u0001'
 
 type SketchTable = 'analytics_online' | 'analytics_day_sketch'
+const SKETCH_TABLES = {
+  analytics_online: { name: 'analytics_online', key: ['game_id', 'env', 'minute'], bigint: ['minute'] },
+  analytics_day_sketch: { name: 'analytics_day_sketch', key: ['game_id', 'env', 'day'], bigint: ['day'] },
+} as const
+/** A sketch a batch needs that its stream has not cached. */
+type Wanted = { st: Stream; key: number; table: SketchTable; slot: Slot }
 
 /**
  * The analytics consumer of the event log (performance note 3): first sight and user-days (DAU
@@ -169,20 +176,22 @@ export class AnalyticsRollup implements Derivation<AnalyticsRows, Early> {
       ).then(() => this.gather(events))
     const parts = this.parts(events)
     const loads: Promise<void>[] = []
+    const wanted: Wanted[] = []
     const load = (p: Part, slots: Map<number, Slot>, table: SketchTable) => {
-      for (const [key, slot] of slots)
-        if (!slot.sk)
-          loads.push(
-            this.sketch(p.s, key, table).then((sk) => {
-              for (const who of slot.whos) if (sk.h.add(who)) slot.changed = true
-              slot.sk = sk
-            }),
-          )
+      for (const [key, slot] of slots) if (!slot.sk) wanted.push({ st: p.s, key, table, slot })
     }
     for (const p of parts) {
       load(p, p.online, 'analytics_online')
       load(p, p.active, 'analytics_day_sketch')
     }
+    const fill = (slot: Slot) => (sk: Sketch) => {
+      for (const who of slot.whos) if (sk.h.add(who)) slot.changed = true
+      slot.sk = sk
+    }
+    // PostgreSQL: the batch's missing sketches in one query per table (`sketch-loads-pg.ts`).
+    if (this.db?.dialect === 'postgres' && wanted.length > 1)
+      for (const [w, sk] of this.sketchesPg(wanted)) loads.push(sk.then(fill(w.slot)))
+    else for (const w of wanted) loads.push(this.sketch(w.st, w.key, w.table).then(fill(w.slot)))
     const batch = () => ({ rows: rows(parts, this.firstDays), done: () => this.remember(parts) })
     return loads.length ? Promise.all(loads).then(batch) : batch()
   }
@@ -268,25 +277,65 @@ export class AnalyticsRollup implements Derivation<AnalyticsRows, Early> {
           `SELECT sketch, version FROM ${table} WHERE game_id = ? AND env = ? AND ${table === 'analytics_online' ? 'minute' : 'day'} = ?`,
           [st.gameId, st.env, key],
         )
-        .then((row) => {
-          const sk = {
-            h: row ? HyperLogLog.parse(row.sketch) : new HyperLogLog(),
-            v: Number(row?.version ?? 0),
-          }
-          // Oldest first out: sketches are persisted on every commit, so eviction loses nothing.
-          if (this.sketchOrder.size >= SKETCH_CAP) {
-            const [oldest, owner] = this.sketchOrder.entries().next().value!
-            this.sketchOrder.delete(oldest)
-            owner.cache.delete(owner.key)
-          }
-          this.sketchOrder.set(k, { cache, key })
-          cache.set(key, sk)
-          return sk
-        })
+        .then((row) => this.keep(k, cache, key, row ?? undefined))
         .finally(() => this.loadingSketches.delete(k))
       this.loadingSketches.set(k, loading)
     }
     return loading
+  }
+
+  /** A loaded sketch, cached (an empty one when none is stored). */
+  private keep(k: string, cache: Map<number, Sketch>, key: number, row: StoredSketch | undefined): Sketch {
+    const sk = {
+      h: row ? HyperLogLog.parse(row.sketch) : new HyperLogLog(),
+      v: Number(row?.version ?? 0),
+    }
+    // Oldest first out: sketches are persisted on every commit, so eviction loses nothing.
+    if (this.sketchOrder.size >= SKETCH_CAP) {
+      const [oldest, owner] = this.sketchOrder.entries().next().value!
+      this.sketchOrder.delete(oldest)
+      owner.cache.delete(owner.key)
+    }
+    this.sketchOrder.set(k, { cache, key })
+    cache.set(key, sk)
+    return sk
+  }
+
+  /**
+   * PostgreSQL: the sketches of many keys, those neither cached nor loading in one query per
+   * table; concurrent commits still share one load and one object per key.
+   */
+  private sketchesPg(wanted: Wanted[]): Array<[Wanted, Promise<Sketch>]> {
+    const db = this.db!
+    const out: Array<[Wanted, Promise<Sketch>]> = []
+    const byTable = new Map<SketchTable, Array<[Wanted, string]>>()
+    for (const w of wanted) {
+      const k = `${w.table}${sep}${w.st.gameId}${sep}${w.st.env}${sep}${w.key}`
+      const hit = (w.table === 'analytics_online' ? w.st.sketches : w.st.daySketches).get(w.key)
+      const loading = hit ? Promise.resolve(hit) : this.loadingSketches.get(k)
+      if (loading) out.push([w, loading])
+      else {
+        let list = byTable.get(w.table)
+        if (!list) {
+          list = []
+          byTable.set(w.table, list)
+        }
+        list.push([w, k])
+      }
+    }
+    for (const [table, list] of byTable) {
+      const keys = list.map(([w]) => [w.st.gameId, w.st.env, w.key])
+      const stored = loadSketchesPg(db, SKETCH_TABLES[table], keys)
+      list.forEach(([w, k], i) => {
+        const cache = table === 'analytics_online' ? w.st.sketches : w.st.daySketches
+        const loading = stored
+          .then((rows) => this.keep(k, cache, w.key, rows[i]))
+          .finally(() => this.loadingSketches.delete(k))
+        this.loadingSketches.set(k, loading)
+        out.push([w, loading])
+      })
+    }
+    return out
   }
 
   /** After a successful commit: what it stored is known from now on. */

@@ -2,6 +2,7 @@ import type { Db } from '../../../core/db'
 import type { LogEntry, LogEvent, LogPosition, LogSource } from '../../../core/event-log-types'
 import { invocationOf } from '../rows'
 import { PAYMENT_STATUSES, type PaymentStatus, clean, str } from '../signed/validate'
+import { readLogPg } from './log-pg'
 
 const COLS =
   'id, seq, received_at, game_id, env, event, ts, user_id, session_id, amount_cents, currency, duration_ms, network, level, payment_status, props'
@@ -114,10 +115,13 @@ export function eventLog(store: () => Db): LogSource {
       return store()
     },
     async read(after: LogPosition, below: number, limit: number, db: Db): Promise<LogEntry[]> {
-      const rows = await db.all<EventRow>(
-        `SELECT ${COLS} FROM ingest_events WHERE (seq, id) > (?, ?) AND seq < ? ORDER BY seq, id LIMIT ?`,
-        [after.seq, after.pos, below, limit],
-      )
+      const rows =
+        db.dialect === 'postgres'
+          ? ((await readLogPg(db, after, below, limit)) as EventRow[])
+          : await db.all<EventRow>(
+              `SELECT ${COLS} FROM ingest_events WHERE (seq, id) > (?, ?) AND seq < ? ORDER BY seq, id LIMIT ?`,
+              [after.seq, after.pos, below, limit],
+            )
       return rows.map((r) => ({ at: { seq: Number(r.seq), pos: Number(r.id) }, row: logEvent(r) }))
     },
     /**
