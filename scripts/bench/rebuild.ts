@@ -95,9 +95,11 @@ if (engine === 'postgres') {
 }
 const loadSeconds = (performance.now() - t0) / 1000
 
-const consumers = async (base: string, token: string) => {
+/** The admin's token, renewed when it expires. */
+const session = { token: '' }
+const consumers = async (base: string) => {
   const r = await fetch(`${base}/api/v1/analytics/consumers`, {
-    headers: { authorization: `Bearer ${token}` },
+    headers: { authorization: `Bearer ${session.token}` },
   }).catch((e) => {
     if (s.proc.exitCode !== null)
       throw new Error(`${e}; server exit ${s.proc.exitCode}, its last output:\n${s.output().slice(-3000)}`)
@@ -106,6 +108,11 @@ const consumers = async (base: string, token: string) => {
     return undefined
   })
   if (!r) return []
+  // A run longer than the token's 900 s: logged in again.
+  if (r.status === 401) {
+    session.token = await login(base)
+    return []
+  }
   const body = await r.json()
   // A loaded machine may answer 503 now and then (the store busy): said, and asked again.
   if (!r.ok || !Array.isArray(body.items)) {
@@ -131,10 +138,10 @@ const login = async (base: string) => {
   return body.token as string
 }
 /** Seconds until every consumer (or `name`) is done; the time each finished, from `since`. */
-const until = async (base: string, token: string, since: number, name?: string) => {
+const until = async (base: string, since: number, name?: string) => {
   const done = new Map<string, number>()
   for (;;) {
-    for (const c of await consumers(base, token))
+    for (const c of await consumers(base))
       if ((!name || c.name === name) && c.lagEvents === 0 && !c.rebuilding && !done.has(c.name))
         done.set(c.name, Math.round((performance.now() - since) / 100) / 10)
     if (done.size === (name ? 1 : 4)) return Object.fromEntries(done)
@@ -185,21 +192,21 @@ void running.proc.exited.then((code) => {
   if (code !== 0 && code !== 143 && code !== null)
     console.error(`server exited ${code}:\n${running.output().slice(-3000)}`)
 })
-const token = await login(s.base)
-const all = await until(s.base, token, t1)
+session.token = await login(s.base)
+const all = await until(s.base, t1)
 const cpu1 = await cpu()
 const t2 = performance.now()
 const r = await fetch(`${s.base}/api/v1/analytics/consumers/analytics/rebuild`, {
   method: 'POST',
-  headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+  headers: { authorization: `Bearer ${session.token}`, 'content-type': 'application/json' },
   body: '{}',
 })
 if (r.status !== 202) throw new Error(`rebuild answered ${r.status}`)
-const again = await until(s.base, token, t2, 'analytics')
+const again = await until(s.base, t2, 'analytics')
 const cpu2 = await cpu()
 const dau = await (
   await fetch(`${s.base}/api/v1/analytics/warehouse/dau?gameId=${gameId}&env=prod&days=30`, {
-    headers: { authorization: `Bearer ${token}` },
+    headers: { authorization: `Bearer ${session.token}` },
   })
 ).json()
 s.proc.kill('SIGTERM')
