@@ -95,6 +95,23 @@ async function runFile(job: Job): Promise<{ passed: number; failed: number; outp
   return { passed, failed: code !== 0 && failed === 0 ? 1 : failed, output }
 }
 
+/**
+ * What a long run's tail must show of a failure (CI's record keeps only the tail): each `(fail)`
+ * line with the error lines before it, or, for a crash before any summary, the output's end.
+ */
+function failureLines(output: string): string {
+  const lines = output.split('\n')
+  const picked: string[] = []
+  lines.forEach((line, i) => {
+    if (!line.startsWith('(fail)')) return
+    // bun prints a failed test's error and its source excerpt above its (fail) line.
+    let from = i
+    while (from > 0 && i - from < 25 && !/^\((pass|fail|skip)\)/.test(lines[from - 1]!)) from--
+    picked.push(...lines.slice(from, i + 1))
+  })
+  return (picked.length ? picked : lines.slice(-30)).join('\n')
+}
+
 const files = await testFiles()
 const engines = await runEngines()
 const queue: Job[] = files
@@ -109,6 +126,8 @@ const t0 = performance.now()
 let passed = 0
 let failed = 0
 const failing: string[] = []
+/** Each failing process's failed tests and their errors, printed again beside the closing line. */
+const failures: string[] = []
 const took: Record<string, number> = {}
 let next = 0
 await Promise.all(
@@ -122,7 +141,10 @@ await Promise.all(
       took[job.file] = Math.round(((took[job.file] ?? 0) * 1000 + performance.now() - t) / 100) / 10
       passed += r.passed
       failed += r.failed
-      if (r.failed) failing.push(name)
+      if (r.failed) {
+        failing.push(name)
+        failures.push(`${name}:\n${failureLines(r.output)}`)
+      }
       process.stderr.write(`\n${name}:\n${r.output.trimEnd()}\n`)
     }
   }),
@@ -132,7 +154,7 @@ const split = queue.length - files.length
 console.error(
   `\n${files.length} files${split ? ` (${queue.length} processes: the longest by engine)` : ''} in ${seconds} s over ${jobs} at once`,
 )
-if (failing.length) console.error(`failing: ${failing.join(' ')}`)
+if (failing.length) console.error(`\n${failures.join('\n\n')}\n\nfailing: ${failing.join(' ')}`)
 if (process.env.TEST_DURATIONS_OUT)
   await Bun.write(
     process.env.TEST_DURATIONS_OUT,

@@ -163,7 +163,7 @@ describe('PostgreSQL unreachable', () => {
           expect([mode, attempt, r.status, r.body.error]).toEqual([mode, attempt, 503, 'storage_unavailable'])
           expect(Number(r.headers.get('retry-after'))).toBeGreaterThan(0)
           // A bound that tells "failed fast" from the 30 s hang before (connect_timeout is 2 s).
-          expect(ms).toBeLessThan(6000)
+          expect(ms).toBeLessThan(15_000)
         }
         const ready = await a.req('GET', '/readyz')
         expect(ready.status).toBe(503)
@@ -186,5 +186,5 @@ describe('PostgreSQL unreachable', () => {
       await a.stop().catch(() => undefined)
       proxy.stop()
     }
-  }, 60_000)
+  }, 120_000)
 })

@@ -404,7 +404,7 @@ forEachEngine((engine) => {
         // Writes half a dump to its --file, then hangs.
         writeFileSync(
           slow,
-          `#!/bin/sh\nfor a in "$@"; do case $a in --file=*) echo 'half a dump' > "\${a#--file=}";; esac; done\necho $$ > ${dir}/pid\nexec sleep 30\n`,
+          `#!/bin/sh\nfor a in "$@"; do case $a in --file=*) echo 'half a dump' > "\${a#--file=}";; esac; done\necho $$ > ${dir}/pid\nexec sleep 600\n`,
         )
         chmodSync(slow, 0o755)
         const out = join(dir, 'out')
@@ -419,13 +419,13 @@ forEachEngine((engine) => {
         }, 15_000)
         const pid = Number(readFileSync(join(dir, 'pid'), 'utf8'))
         expect(readdirSync(out)).toHaveLength(1)
-        const t0 = Date.now()
+        // The dump would hang for ten minutes: stop returning with it gone (well within the test's
+        // limit) shows stop ended it rather than waited for it.
         await b.stop()
-        expect(Date.now() - t0).toBeLessThan(5000)
         expect(() => process.kill(pid, 0)).toThrow()
         expect(readdirSync(out)).toEqual([])
         rmSync(dir, { recursive: true, force: true })
-      }, 20_000)
+      }, 60_000)
     }
     if (engine === 'mysql') {
       test('the dump gets the password through MYSQL_PWD, never argv, in one transaction; a missing tool fails naming it', async () => {

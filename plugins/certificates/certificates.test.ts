@@ -270,7 +270,8 @@ forEachEngine((engine) => {
       // One answer whether the port refused or stayed silent: no port scanner (issue 34 point 5).
       expect(refused.body.message).toBe(`127.0.0.1:${port}: ${NO_ANSWER}`)
       const s = await silentServer()
-      const t0 = Date.now()
+      // A silent port answers the same 422 once the connect timeout passes (the test's limit
+      // catches a hang).
       const slow = await a.req(
         'GET',
         `/api/v1/certificates/domain-info?domain=localhost&address=127.0.0.1&port=${s.port}`,
@@ -280,7 +281,6 @@ forEachEngine((engine) => {
       )
       expect(slow.status).toBe(422)
       expect(slow.body.message).toBe(`127.0.0.1:${s.port}: ${NO_ANSWER}`)
-      expect(Date.now() - t0).toBeLessThan(5000)
       await s.close()
       const bad = await a.req('GET', '/api/v1/certificates/domain-info', { token: admin })
       expect(bad.status).toBe(400)
