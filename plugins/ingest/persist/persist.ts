@@ -1,23 +1,7 @@
 import type { Db, Param } from '../../../core/db'
+import { EVENT_COLS } from '../store/event-cols'
 import { insertMany } from '../store/sql'
 
-const EVENT_COLS = [
-  'id',
-  'received_at',
-  'game_id',
-  'env',
-  'event',
-  'ts',
-  'user_id',
-  'session_id',
-  'amount_cents',
-  'currency',
-  'duration_ms',
-  'network',
-  'level',
-  'payment_status',
-  'props',
-] as const
 const PAYMENT_COLS = [
   'game_id',
   'env',

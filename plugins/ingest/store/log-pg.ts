@@ -1,25 +1,6 @@
 import type { Db } from '../../../core/db'
 import type { LogPosition } from '../../../core/event-log-types'
-
-/** The log's columns, in the order `log.ts` reads them. */
-export const LOG_COLS = [
-  'id',
-  'seq',
-  'received_at',
-  'game_id',
-  'env',
-  'event',
-  'ts',
-  'user_id',
-  'session_id',
-  'amount_cents',
-  'currency',
-  'duration_ms',
-  'network',
-  'level',
-  'payment_status',
-  'props',
-] as const
+import { LOG_COLS } from './event-cols'
 
 export type LogCol = (typeof LOG_COLS)[number]
 export type LogRow = { [K in LogCol]: K extends 'props' | 'game_id' | 'env' | 'event' ? string : unknown }

@@ -2,10 +2,10 @@ import type { Db } from '../../../core/db'
 import type { LogEntry, LogEvent, LogPosition, LogSource } from '../../../core/event-log-types'
 import { invocationOf } from '../rows'
 import { PAYMENT_STATUSES, type PaymentStatus, clean, str } from '../signed/validate'
+import { LOG_COLS } from './event-cols'
 import { readLogPg } from './log-pg'
 
-const COLS =
-  'id, seq, received_at, game_id, env, event, ts, user_id, session_id, amount_cents, currency, duration_ms, network, level, payment_status, props'
+const COLS = LOG_COLS.join(', ')
 
 interface EventRow {
   id: number | string

@@ -1,0 +1,24 @@
+/**
+ * The raw event table's columns, one list for the writer and the log's readers: `EVENT_COLS` in
+ * the order ingestion writes them (`seq` is given at commit where the engine numbers rows so),
+ * `LOG_COLS` in the order the log's readers select them.
+ */
+export const EVENT_COLS = [
+  'id',
+  'received_at',
+  'game_id',
+  'env',
+  'event',
+  'ts',
+  'user_id',
+  'session_id',
+  'amount_cents',
+  'currency',
+  'duration_ms',
+  'network',
+  'level',
+  'payment_status',
+  'props',
+] as const
+
+export const LOG_COLS = ['id', 'seq', ...EVENT_COLS.slice(1)] as const
