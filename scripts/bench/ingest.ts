@@ -26,9 +26,9 @@ import mysql from 'mysql2/promise'
 import postgres from 'postgres'
 import { freshMysqlDb } from '../../test/mysql-db'
 import { type Running, startServer } from '../../test/process'
-import { eventsBody, shapes } from './events'
 import { bareIngest } from './ingest-bare'
-import { benchConfig, bootstrap, load as loadWith, paymentsBody, sign, summary } from './ingest-load'
+import { benchConfig, bootstrap, load as loadWith, summary } from './ingest-load'
+import { presign, replayScript } from './ingest-presign'
 import {
   type CpuResult,
   arg,
@@ -53,8 +53,6 @@ const connections = Number(
 const batchSize = Number(arg('batch', '100'))
 /** Events carry an event_id as the SDK sends them (0: none, as from clients that send none). */
 const eventIds = arg('event-ids', '1') !== '0'
-
-const DAY = 86_400_000
 
 const dir = tempDir('liveops-ingest-bench-')
 // Analytics and experiments on: their consumers of the event log keep up beside ingestion.
@@ -126,6 +124,17 @@ async function timeQuery(
 }
 
 /** Seconds until every consumer of the log has taken in all that is committed. */
+/** The four warehouse reads a batch run times over what it stored. */
+async function warehouseQueries(base: string, token: string, gameId: string) {
+  const q = `gameId=${gameId}&env=prod`
+  return [
+    await timeQuery(base, token, `/api/v1/analytics/warehouse/dau?${q}&days=30`),
+    await timeQuery(base, token, `/api/v1/analytics/warehouse/revenue?${q}&days=30`),
+    await timeQuery(base, token, `/api/v1/analytics/warehouse/online?${q}&minutes=1440`),
+    await timeQuery(base, token, `/api/v1/analytics/invocations/summary?${q}&hours=720`),
+  ]
+}
+
 async function catchUp(base: string, token: string): Promise<number> {
   const t0 = performance.now()
   for (;;) {
@@ -154,12 +163,7 @@ try {
     const out: Record<string, unknown> = { mode, engine, seconds, connections, ...summary(r) }
     if (mode === 'batch') {
       const q = `gameId=${gameId}&env=prod`
-      out.queries = [
-        await timeQuery(s.base, token, `/api/v1/analytics/warehouse/dau?${q}&days=30`),
-        await timeQuery(s.base, token, `/api/v1/analytics/warehouse/revenue?${q}&days=30`),
-        await timeQuery(s.base, token, `/api/v1/analytics/warehouse/online?${q}&minutes=1440`),
-        await timeQuery(s.base, token, `/api/v1/analytics/invocations/summary?${q}&hours=720`),
-      ]
+      out.queries = await warehouseQueries(s.base, token, gameId)
       const dau = await (
         await fetch(`${s.base}/api/v1/analytics/warehouse/dau?${q}&days=30`, {
           headers: { authorization: `Bearer ${token}` },
@@ -189,70 +193,16 @@ try {
     // ~3,000 requests a second at 2-3% of a core.
     const wrkThreads = Number(arg('wrk-threads', '1'))
     const size = mode === 'batch-wrk' ? batchSize : 1
-    // Enough distinct requests for the rate the window could reach: a replayed nonce is a 429
-    // (counted in non2xx, never in the rates). 2,000 batches a second ran out in a fast hour.
-    const perSecond = size > 1 ? 3_000 : 60_000
-    const n = Number(arg('requests', String((seconds + warmup) * perSecond)))
-    // Warm-up and measured window replay their own requests (each nonce is sent once), written
-    // as they are signed: all of them at once would pass the longest string there can be.
-    const cut = Math.min(n - 1, warmup * perSecond)
-    const files = [join(dir, 'warmup.txt'), join(dir, 'signed.txt')]
-    const sinks = files.map((f) => Bun.file(f).writer())
-    const pool = shapes(gameId)
-    const simStart = Date.now() - 30 * DAY
-    const seq = { order: 0 }
-    for (let i = 0; i < n; i++) {
-      // 30 days pass over the requests a run at 150,000 events/s sends. Any beyond follow at that
-      // pace (1,500 requests a second) up to the moment they were signed, as a live game's would.
-      // They all carried that one moment before session 17: a faster run's last ~10 s then had
-      // about ten commits in five seconds spend 60 ms in COMMIT, against one otherwise.
-      const paced = (seconds + warmup) * 1_500
-      const at =
-        size > 1
-          ? i < paced
-            ? simStart + (i / paced) * 30 * DAY
-            : simStart + 30 * DAY - (n - i) / 1.5
-          : Date.now()
-      // One batch in 100 carries payments (as many as a batch of events, so every request
-      // acknowledges the same number of events and the count check stays exact).
-      const payments = size > 1 && i % 100 === 99
-      const body = payments ? paymentsBody(gameId, size, at, seq) : eventsBody(pool, size, at, eventIds)
-      const h = sign(body)
-      const path = payments ? '/api/ingest/payments' : '/api/ingest/events'
-      sinks[i < cut ? 0 : 1].write(
-        `${path}\t${h['x-timestamp']}\t${h['x-nonce']}\t${h['x-signature']}\t${body}\n`,
-      )
-    }
-    for (const sink of sinks) await sink.end()
-    // The request files (2.5-3.6 GB) go to disk now, not during the measured window: the kernel
-    // wrote them back 30 s after they were written, and commits waited 100 ms to 1 s in COMMIT
-    // while it did (session 17, docs/performance.md).
-    Bun.spawnSync(['sync'])
-    const scriptFor = async (name: string, file: string) => {
-      const script = join(dir, `${name}.lua`)
-      await Bun.write(
-        script,
-        `
-local threads = {}
-local counter = 0
-function setup(thread) thread:set("id", counter); counter = counter + 1; table.insert(threads, thread) end
-function init(args)
-  reqs = {}
-  local i = 0
-  for line in io.lines("${file}") do
-    if i % ${wrkThreads} == id then
-      local path, ts, nonce, sig, body = line:match("([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)")
-      table.insert(reqs, wrk.format("POST", path, { ["Content-Type"] = "application/json", ["X-Timestamp"] = ts, ["X-Nonce"] = nonce, ["X-Signature"] = sig }, body))
-    end
-    i = i + 1
-  end
-  k = 0
-end
-function request() k = k + 1; if k > #reqs then k = 1 end; return reqs[k] end
-`,
-      )
-      return script
-    }
+    const { n, files } = await presign({
+      dir,
+      gameId,
+      size,
+      seconds,
+      warmup,
+      eventIds,
+      requests: arg('requests', ''),
+    })
+    const scriptFor = (name: string, file: string) => replayScript(dir, name, file, wrkThreads)
     const url = `${s.base}/api/ingest/events`
     const warm = warmup
       ? wrk(url, {
@@ -281,16 +231,7 @@ function request() k = k + 1; if k > #reqs then k = 1 end; return reqs[k] end
     const warmAcked = warm ? (warm.requests - warm.errors) * size : 0
     const acked = warmAcked + (w.requests - w.errors) * size
     const wrkRuns = warm ? 2 : 1
-    const q = `gameId=${gameId}&env=prod`
-    const queries =
-      size > 1 && withConsumers
-        ? [
-            await timeQuery(s.base, token, `/api/v1/analytics/warehouse/dau?${q}&days=30`),
-            await timeQuery(s.base, token, `/api/v1/analytics/warehouse/revenue?${q}&days=30`),
-            await timeQuery(s.base, token, `/api/v1/analytics/warehouse/online?${q}&minutes=1440`),
-            await timeQuery(s.base, token, `/api/v1/analytics/invocations/summary?${q}&hours=720`),
-          ]
-        : undefined
+    const queries = size > 1 && withConsumers ? await warehouseQueries(s.base, token, gameId) : undefined
     await stop(s)
     const stored = await storedEvents()
     // The machine's ceiling for this job, measured after liveops in the same run: the same
