@@ -316,15 +316,24 @@ export function chunkedBody(text: string, size: number): ReadableStream<Uint8Arr
 }
 
 /**
- * Polls `fn` until it answers something truthy (then returns it), or fails after `ms` naming
- * `what` and the last answer: tests wait for an outcome by its condition, never by a fixed sleep.
- * The one such helper of the suite.
+ * How much longer `until` waits than a test asks (`TEST_WAIT_SCALE`; 3 under CI, 1 otherwise). A
+ * wait's limit only tells a hang from slowness: under a whole suite on two shared cores a step
+ * can take several times what it takes alone, and a correct test must not fail for that. The
+ * condition waited for is the same; only a failing test takes longer to fail.
+ */
+const WAIT_SCALE = Number(process.env.TEST_WAIT_SCALE ?? (process.env.CI === 'true' ? 3 : 1)) || 1
+
+/**
+ * Polls `fn` until it answers something truthy (then returns it), or fails after `ms` (times
+ * WAIT_SCALE) naming `what` and the last answer: tests wait for an outcome by its condition,
+ * never by a fixed sleep. The one such helper of the suite.
  */
 export async function until<T>(
   fn: () => Promise<T | undefined | false | null> | T | undefined | false | null,
   opts: number | { ms?: number; what?: string } = 5000,
 ): Promise<T> {
-  const { ms = 5000, what = 'condition' } = typeof opts === 'number' ? { ms: opts } : opts
+  const { ms: asked = 5000, what = 'condition' } = typeof opts === 'number' ? { ms: opts } : opts
+  const ms = asked * WAIT_SCALE
   const deadline = Date.now() + ms
   for (;;) {
     const v = await fn()
