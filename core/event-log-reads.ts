@@ -6,32 +6,41 @@ interface Kept {
   from: LogPosition
   below: number
   limit: number
-  entries: LogEntry[]
+  /** The read, shared while it runs. */
+  entries: Promise<LogEntry[]>
+  /** Its rows once read. */
+  done?: LogEntry[]
+  /** When it was made or last served (the monotonic clock), and how long it is kept from then. */
   at: number
+  ttl: number
 }
+
+/** How long a read is kept for the consumers moving together, and a read ahead for its step. */
+const KEEP_MS = 1000
+const AHEAD_MS = 30_000
+const KEPT_MAX = 32
 
 /**
  * Reads of the log by the position they start after, shared by the consumers that are there
  * within a second: consumers moving together read each batch once (rows and their parsed
- * props), not once each. A kept read is a prefix of any later one from the same place: its rows
- * were committed below its horizon, and a row committed since comes after all of them (a later
- * seq on SQLite and MySQL, at or above that horizon on PostgreSQL). So a consumer may take the
- * kept rows, fewer than the store now holds, and read the rest at its next step.
+ * props), not once each, and one that arrives while the read runs waits for it. A kept read is a
+ * prefix of any later one from the same place: its rows were committed below its horizon, and a
+ * row committed since comes after all of them (a later seq on SQLite and MySQL, at or above that
+ * horizon on PostgreSQL). So a consumer may take the kept rows, fewer than the store now holds,
+ * and read the rest at its next step.
  *
  * A consumer whose cursor is one of a kept read's rows takes the rows after it (the same
  * argument: they are a prefix of what it would read). Consumers that woke at different times
  * then share: the one behind takes the tail of the read ahead of it, and both read on from its
  * end, from the same place.
+ *
+ * A read ahead (`prefetch`) is a kept read like the others, kept longer until it is first
+ * served: every consumer at its position shares it, not only the one that asked for it.
  */
 export class SharedReads {
   private readonly kept = new Map<string, Kept>()
   /** Reads served from a kept one, and reads of the store (for the benchmarks). */
   readonly counts = { shared: 0, read: 0 }
-  /** Reads started ahead (`prefetch`), by the position they start after. */
-  private readonly ahead = new Map<
-    string,
-    { below: number; limit: number; entries: Promise<LogEntry[]>; at: number }
-  >()
 
   /**
    * Starts the read of a consumer's next batch while it writes this one (PostgreSQL, where the
@@ -40,56 +49,77 @@ export class SharedReads {
    * rule above, so it serves the next step whenever that comes (within 30 s).
    */
   prefetch(source: LogSource, at: LogPosition, below: number, limit: number, db: Db): void {
-    const key = `${at.seq}:${at.pos}`
-    if (this.ahead.has(key)) return
     const now = performance.now()
-    for (const [k, r] of this.ahead) if (now - r.at >= 30_000 || this.ahead.size >= 16) this.ahead.delete(k)
-    this.counts.read++
-    const entries = source.read(at, below, limit, db)
+    this.prune(now)
+    const key = `${at.seq}:${at.pos}`
+    if (this.kept.has(key)) return
     // A failed read ahead is read again by the step itself.
-    entries.catch(() => undefined)
-    this.ahead.set(key, { below, limit, entries, at: now })
+    this.start(key, source, at, below, limit, db, now, AHEAD_MS).entries.catch(() => undefined)
   }
 
   async read(source: LogSource, at: LogPosition, below: number, limit: number, db: Db): Promise<LogEntry[]> {
-    const key = `${at.seq}:${at.pos}`
-    const ahead = this.ahead.get(key)
-    if (ahead) {
-      this.ahead.delete(key)
-      if (ahead.below <= below && ahead.limit >= limit && performance.now() - ahead.at < 30_000) {
-        const entries = await ahead.entries.catch(() => undefined)
-        if (entries) return entries.length > limit ? entries.slice(0, limit) : entries
-      }
-    }
     // The monotonic clock: a test's frozen wall clock must not keep reads forever.
     const now = performance.now()
+    this.prune(now)
+    const key = `${at.seq}:${at.pos}`
     const exact = this.kept.get(key)
-    if (
-      exact &&
-      now - exact.at < 1000 &&
-      exact.below <= below &&
-      (exact.limit >= limit || exact.entries.length < exact.limit)
-    ) {
-      this.counts.shared++
-      return exact.entries.length > limit ? exact.entries.slice(0, limit) : exact.entries
+    if (exact && exact.below <= below) {
+      const entries = await exact.entries.catch(() => undefined)
+      if (entries && (exact.limit >= limit || entries.length < exact.limit)) {
+        this.counts.shared++
+        // Served: kept from now on as any other read.
+        exact.at = performance.now()
+        exact.ttl = KEEP_MS
+        return entries.length > limit ? entries.slice(0, limit) : entries
+      }
     }
     const tail = this.tailAfter(at, below, limit, now)
     if (tail) {
       this.counts.shared++
       return tail
     }
+    return this.start(key, source, at, below, limit, db, now, KEEP_MS).entries
+  }
+
+  /** Reads the store from `at` and keeps the read (while it runs too); a failed or empty one is forgotten. */
+  private start(
+    key: string,
+    source: LogSource,
+    at: LogPosition,
+    below: number,
+    limit: number,
+    db: Db,
+    now: number,
+    ttl: number,
+  ): Kept {
     this.counts.read++
-    const entries = await source.read(at, below, limit, db)
-    for (const [k, r] of this.kept) if (now - r.at >= 1000 || this.kept.size >= 32) this.kept.delete(k)
-    if (entries.length) this.kept.set(key, { from: at, below, limit, entries, at: now })
-    return entries
+    const r: Kept = { from: at, below, limit, entries: source.read(at, below, limit, db), at: now, ttl }
+    this.kept.set(key, r)
+    const forget = () => {
+      if (this.kept.get(key) === r) this.kept.delete(key)
+    }
+    r.entries.then((entries) => {
+      if (entries.length) r.done = entries
+      else forget()
+    }, forget)
+    return r
+  }
+
+  private prune(now: number): void {
+    for (const [k, r] of this.kept) if (now - r.at >= r.ttl || this.kept.size >= KEPT_MAX) this.kept.delete(k)
   }
 
   /** The rows of a kept read after `at`, when `at` is one of its rows other than its last. */
   private tailAfter(at: LogPosition, below: number, limit: number, now: number): LogEntry[] | undefined {
     for (const r of this.kept.values()) {
-      const e = r.entries
-      if (now - r.at >= 1000 || r.below > below || !before(r.from, at) || !before(at, e[e.length - 1].at))
+      const e = r.done
+      if (
+        !e ||
+        now - r.at >= r.ttl ||
+        r.below > below ||
+        !before(r.from, at) ||
+        !before(at, e[e.length - 1].at)
+      )
         continue
       // Binary search for the row at `at` (rows are in log order).
       let lo = 0

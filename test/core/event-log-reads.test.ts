@@ -34,9 +34,59 @@ describe('SharedReads.prefetch (a consumer reads its next batch while it writes 
     const got = await reads.read(source, { seq: 10, pos: 10 }, 1000, 5, db)
     expect(got.map((e) => e.at.seq)).toEqual([11, 12, 13, 14, 15])
     expect(calls.length).toBe(1)
-    // Used once: a later step from the same place reads again (or shares a kept read).
+    // Another position reads the store.
     await reads.read(source, { seq: 20, pos: 20 }, 1000, 5, db)
     expect(calls.length).toBe(2)
+  })
+
+  test('every consumer at the prefetched position shares the read ahead, not only the one that asked', async () => {
+    const { source, calls } = fakeLog(100)
+    const reads = new SharedReads()
+    reads.prefetch(source, { seq: 10, pos: 10 }, 1000, 5, db)
+    const [a, b] = await Promise.all([
+      reads.read(source, { seq: 10, pos: 10 }, 1000, 5, db),
+      reads.read(source, { seq: 10, pos: 10 }, 1000, 5, db),
+    ])
+    // And one behind it, at one of its rows, takes the tail.
+    const c = await reads.read(source, { seq: 12, pos: 12 }, 1000, 5, db)
+    expect([a, b, c].map((es) => es.map((e) => e.at.seq))).toEqual([
+      [11, 12, 13, 14, 15],
+      [11, 12, 13, 14, 15],
+      [13, 14, 15],
+    ])
+    expect(calls.length).toBe(1)
+    expect(reads.counts).toEqual({ shared: 3, read: 1 })
+  })
+
+  test('consumers arriving while a read of their position runs wait for it instead of reading again', async () => {
+    const { source, calls } = fakeLog(100)
+    const reads = new SharedReads()
+    const got = await Promise.all([1, 2, 3].map(() => reads.read(source, { seq: 0, pos: 0 }, 1000, 4, db)))
+    expect(got.map((es) => es.map((e) => e.at.seq))).toEqual([
+      [1, 2, 3, 4],
+      [1, 2, 3, 4],
+      [1, 2, 3, 4],
+    ])
+    expect(calls.length).toBe(1)
+  })
+
+  test('a failed read is forgotten: the next consumer there reads the store again', async () => {
+    const { source, calls } = fakeLog(100)
+    let fail = true
+    const flaky: LogSource = {
+      ...source,
+      read: (after, below, limit, d) => {
+        if (fail) {
+          fail = false
+          return Promise.reject(new Error('connection lost'))
+        }
+        return source.read(after, below, limit, d)
+      },
+    }
+    const reads = new SharedReads()
+    await expect(reads.read(flaky, { seq: 0, pos: 0 }, 1000, 3, db)).rejects.toThrow('connection lost')
+    expect((await reads.read(flaky, { seq: 0, pos: 0 }, 1000, 3, db)).map((e) => e.at.seq)).toEqual([1, 2, 3])
+    expect(calls.length).toBe(1)
   })
 
   test('a read ahead is not used past a lower horizon, a larger batch, or another position', async () => {
