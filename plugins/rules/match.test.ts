@@ -213,11 +213,12 @@ describe('match language', () => {
         expect(e.position).toBeGreaterThanOrEqual(0)
         expect(e.position).toBeLessThanOrEqual(Math.max(src.length, MAX_LENGTH))
       }
-      // Generous: the machine is shared; a hang would take far longer.
-      expect(performance.now() - t0).toBeLessThan(1000)
+      // Generous: CI runs 2 files beside PostgreSQL and MariaDB on 2 cores (5-10x slower than
+      // alone); a hang (catastrophic backtracking) would take far longer than 5 s per input.
+      expect(performance.now() - t0).toBeLessThan(5000)
     }
     expect(compiled).toBeGreaterThan(1500)
-    expect(performance.now() - started).toBeLessThan(20_000)
+    expect(performance.now() - started).toBeLessThan(60_000)
     expect(({} as Record<string, unknown>).polluted).toBeUndefined()
     expect(compile('params.constructor == "c"')(evil)).toBe(true)
   })
