@@ -123,7 +123,6 @@ async function timeQuery(
   }
 }
 
-/** Seconds until every consumer of the log has taken in all that is committed. */
 /** The four warehouse reads a batch run times over what it stored. */
 async function warehouseQueries(base: string, token: string, gameId: string) {
   const q = `gameId=${gameId}&env=prod`
@@ -135,6 +134,7 @@ async function warehouseQueries(base: string, token: string, gameId: string) {
   ]
 }
 
+/** Seconds until every consumer of the log has taken in all that is committed. */
 async function catchUp(base: string, token: string): Promise<number> {
   const t0 = performance.now()
   for (;;) {

@@ -25,6 +25,21 @@ function fakeLog(n: number) {
 }
 const db = {} as Db
 
+/** `source` whose first read fails, as on a lost connection (not counted in its reads). */
+function failingOnce(source: LogSource): LogSource {
+  let fail = true
+  return {
+    ...source,
+    read: (after, below, limit, d) => {
+      if (fail) {
+        fail = false
+        return Promise.reject(new Error('connection lost'))
+      }
+      return source.read(after, below, limit, d)
+    },
+  }
+}
+
 describe('SharedReads.prefetch (a consumer reads its next batch while it writes this one)', () => {
   test('a step at the prefetched position gets the rows read ahead, without reading again', async () => {
     const { source, calls } = fakeLog(100)
@@ -72,17 +87,7 @@ describe('SharedReads.prefetch (a consumer reads its next batch while it writes 
 
   test('a failed read is forgotten: the next consumer there reads the store again', async () => {
     const { source, calls } = fakeLog(100)
-    let fail = true
-    const flaky: LogSource = {
-      ...source,
-      read: (after, below, limit, d) => {
-        if (fail) {
-          fail = false
-          return Promise.reject(new Error('connection lost'))
-        }
-        return source.read(after, below, limit, d)
-      },
-    }
+    const flaky = failingOnce(source)
     const reads = new SharedReads()
     await expect(reads.read(flaky, { seq: 0, pos: 0 }, 1000, 3, db)).rejects.toThrow('connection lost')
     expect((await reads.read(flaky, { seq: 0, pos: 0 }, 1000, 3, db)).map((e) => e.at.seq)).toEqual([1, 2, 3])
@@ -107,17 +112,7 @@ describe('SharedReads.prefetch (a consumer reads its next batch while it writes 
 
   test('a failed read ahead is read again by the step', async () => {
     const { source, calls } = fakeLog(100)
-    let fail = true
-    const flaky: LogSource = {
-      ...source,
-      read: (after, below, limit, d) => {
-        if (fail) {
-          fail = false
-          return Promise.reject(new Error('connection lost'))
-        }
-        return source.read(after, below, limit, d)
-      },
-    }
+    const flaky = failingOnce(source)
     const reads = new SharedReads()
     reads.prefetch(flaky, { seq: 0, pos: 0 }, 1000, 3, db)
     expect((await reads.read(flaky, { seq: 0, pos: 0 }, 1000, 3, db)).map((e) => e.at.seq)).toEqual([1, 2, 3])
