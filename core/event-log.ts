@@ -290,8 +290,13 @@ export class EventLog implements EventLogService {
     for (const n of names) {
       for (;;) {
         const cur = await this.cursor(n)
-        // Caught up, with no rebuild asked and not yet started.
-        if (cur && !before(cur.at, head) && !cur.asked) break
+        // Caught up, with no rebuild asked and not yet started. A step whose commit the cursor
+        // already shows may still be running its after-commit work (`handle`'s returned hook):
+        // drained means that is done too, so the step in flight, if any, is awaited.
+        if (cur && !before(cur.at, head) && !cur.asked) {
+          await this.busy.get(n)?.catch(() => 0)
+          break
+        }
         const got = await this.step(n)
         if (got > 0) continue
         if (performance.now() > deadline)

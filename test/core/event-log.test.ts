@@ -260,6 +260,33 @@ forEachEngine((engine) => {
     expect(await outIds(db)).toContain(101)
   })
 
+  test("drained means every step's after-commit work is done, not only its commit", async () => {
+    const seen: Array<{ ids: number[]; by: string }> = []
+    // A store whose transactions answer 300 ms after they commit: the cursor shows the batch
+    // well before the step that took it ends.
+    const slow = new Proxy(db, {
+      get(target, key) {
+        if (key === 'tx')
+          return async <T>(fn: (tx: Db) => Promise<T>) => {
+            const r = await target.tx(fn)
+            await Bun.sleep(300)
+            return r
+          }
+        const v = Reflect.get(target, key)
+        return typeof v === 'function' ? v.bind(target) : v
+      },
+    })
+    const log = new EventLog({ db: slow, instanceId: 'a', log: quiet, pollMs: 20 })
+    log.provide(testSource())
+    logs.push(log)
+    log.consume(counter('c', seen))
+    await log.start()
+    await append(db, [1, 2, 3])
+    await until(async () => (await outIds(db)).length === 3)
+    await log.drain()
+    expect(seen.flatMap((s) => s.ids)).toEqual([1, 2, 3])
+  })
+
   test('a rebuild from a date recomputes the later results from the log while appends go on', async () => {
     const seen: Array<{ ids: number[]; by: string }> = []
     const log = make('a')
