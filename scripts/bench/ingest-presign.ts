@@ -26,6 +26,12 @@ export async function presign(o: {
   eventIds: boolean
   /** `--requests`: how many to sign ('' for enough for the rate the window could reach). */
   requests: string
+  /**
+   * `--times=live`: every event at the moment its request was signed, as a live game sends them
+   * (a batch's events then fall in a minute or two), instead of 30 days replayed over the run
+   * (a 20,000-row batch then spans two hours of per-minute sketches).
+   */
+  live?: boolean
 }): Promise<Presigned> {
   const { dir, gameId, size, seconds, warmup, eventIds } = o
   // Enough distinct requests for the rate the window could reach: a replayed nonce is a 429
@@ -47,7 +53,7 @@ export async function presign(o: {
     // about ten commits in five seconds spend 60 ms in COMMIT, against one otherwise.
     const paced = (seconds + warmup) * 1_500
     const at =
-      size > 1
+      size > 1 && !o.live
         ? i < paced
           ? simStart + (i / paced) * 30 * DAY
           : simStart + 30 * DAY - (n - i) / 1.5

@@ -6,7 +6,7 @@
  *   bun scripts/bench/ingest.ts --mode=batch  --engine=sqlite|postgres|mysql [--seconds=60] [--connections=16]
  *   bun scripts/bench/ingest.ts --mode=single --engine=sqlite [--seconds=30] [--connections=64]
  *   bun scripts/bench/ingest.ts --mode=single-wrk --engine=sqlite [--seconds=20] [--connections=64] [--warmup=10]   (pre-signed, wrk)
- *   bun scripts/bench/ingest.ts --mode=batch-wrk --engine=sqlite [--seconds=60] [--connections=24] [--warmup=10] [--wrk-threads=1]   (pre-signed 100-event batches, wrk)
+ *   bun scripts/bench/ingest.ts --mode=batch-wrk --engine=sqlite [--seconds=60] [--connections=24] [--warmup=10] [--wrk-threads=1] [--times=replay|live]   (pre-signed 100-event batches, wrk)
  *   bun scripts/bench/ingest.ts --mode=badsig --engine=sqlite [--seconds=20]   (wrk)
  *   bun scripts/bench/ingest.ts --mode=kill   --engine=sqlite [--seconds=20]   (kill -9 mid-run, restart, count)
  *
@@ -201,6 +201,7 @@ try {
       warmup,
       eventIds,
       requests: arg('requests', ''),
+      live: arg('times', 'replay') === 'live',
     })
     const scriptFor = (name: string, file: string) => replayScript(dir, name, file, wrkThreads)
     const url = `${s.base}/api/ingest/events`
@@ -262,6 +263,7 @@ try {
         mode,
         engine,
         connections,
+        times: arg('times', 'replay'),
         // Acknowledged requests only: a 429 for a replayed nonce is fast and would inflate them.
         requestsPerSec: Math.round(w.rps * okShare(w)),
         eventsPerSec: Math.round(w.rps * okShare(w) * size),
