@@ -1,6 +1,7 @@
 import type { Db } from './db'
 import { before } from './event-log-cursor'
 import type { LogEntry, LogPosition, LogSource } from './event-log-types'
+import { turn } from './turn'
 
 interface Kept {
   from: LogPosition
@@ -13,6 +14,29 @@ interface Kept {
   /** When it was made or last served (the monotonic clock), and how long it is kept from then. */
   at: number
   ttl: number
+}
+
+/** Rows per read of a SQLite log: a larger read is made of pages, with a turn of the event loop between. */
+const PAGE = 5000
+
+/**
+ * A read of the log. SQLite's statements hold the thread (20,000 rows: ~50 ms, in which no
+ * request is answered), so there it is read in pages, each after the last row of the one before,
+ * with a turn of the event loop between: the same rows, as a row committed meanwhile comes after
+ * them all (a later seq) and past `limit`'s end is not read.
+ */
+async function readPaged(source: LogSource, at: LogPosition, below: number, limit: number, db: Db) {
+  if (db.dialect !== 'sqlite' || limit <= PAGE) return source.read(at, below, limit, db)
+  const out: LogEntry[] = []
+  let from = at
+  for (;;) {
+    const want = Math.min(PAGE, limit - out.length)
+    const page = await source.read(from, below, want, db)
+    for (const e of page) out.push(e)
+    if (page.length < want || out.length >= limit) return out
+    from = page[page.length - 1].at
+    await turn()
+  }
 }
 
 /** How long a read is kept for the consumers moving together, and a read ahead for its step. */
@@ -93,7 +117,7 @@ export class SharedReads {
     ttl: number,
   ): Kept {
     this.counts.read++
-    const r: Kept = { from: at, below, limit, entries: source.read(at, below, limit, db), at: now, ttl }
+    const r: Kept = { from: at, below, limit, entries: readPaged(source, at, below, limit, db), at: now, ttl }
     this.kept.set(key, r)
     const forget = () => {
       if (this.kept.get(key) === r) this.kept.delete(key)

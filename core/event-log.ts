@@ -17,6 +17,7 @@ import type { ConsumerStatus, EventLogService, LogConsumer, LogPosition, LogSour
 import type { Logger } from './log'
 import type { Metrics } from './metrics'
 import type { HealthResult } from './plugin'
+import { turn } from './turn'
 
 export type * from './event-log-types'
 
@@ -151,7 +152,11 @@ export class EventLog implements EventLogService {
       } catch (e) {
         this.o.log.error('consumer failed', { consumer: c.name, error: String(e) })
       }
-      if (!this.running || n >= (c.batch ?? 1000)) continue
+      if (!this.running) continue
+      if (n >= (c.batch ?? 1000)) {
+        await turn()
+        continue
+      }
       if (n > 0) {
         await Bun.sleep(this.gatherMs)
         continue
@@ -259,12 +264,16 @@ export class EventLog implements EventLogService {
     const limit = c.batch ?? 1000
     const entries = await this.reads.read(source, at, below, limit, this.db)
     if (!entries.length) return 0
+    // Each phase ends with a turn of the event loop: on SQLite a batch's read, gathering and write
+    // each hold the thread for tens of ms, and requests (and ingestion's commits) get in between.
+    await turn()
     const last = entries[entries.length - 1].at
     // A full batch: more is waiting. On PostgreSQL the next batch is read meanwhile (`prefetch`).
     if (entries.length >= limit && this.db.dialect === 'postgres')
       this.reads.prefetch(source, last, below, limit, this.db)
     const rows = await deliverable(c, cur, entries)
     const prepared = c.prepare ? await c.prepare(rows) : undefined
+    await turn()
     const rebuilding = cur.until_seq !== null
     const done = rebuilding && !before(last, { seq: Number(cur.until_seq), pos: Number(cur.until_pos) })
     return this.db.tx(async (tx) => {

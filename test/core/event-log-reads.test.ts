@@ -167,3 +167,44 @@ test('a cursor that is no row of a kept read, or a lower horizon, reads the stor
   expect(ids(await reads.read(source, { seq: 1, pos: 2 }, 1, 10, db))).toEqual([])
   expect(counted.reads).toBe(3)
 })
+
+describe('SharedReads on SQLite (statements hold the thread)', () => {
+  test('a read larger than a page comes in pages, each after the last row of the one before, with turns of the event loop between', async () => {
+    const { source, calls } = fakeLog(12_345)
+    const sqlite = { dialect: 'sqlite' } as Db
+    const reads = new SharedReads()
+    // A timer of the event loop counts its turns; each page's read records how many had run.
+    let turns = 0
+    let ticking = true
+    const tick = () => {
+      turns++
+      if (ticking) setImmediate(tick)
+    }
+    setImmediate(tick)
+    const seenTurns: number[] = []
+    const counted: LogSource = {
+      ...source,
+      read: (after, below, limit, d) => {
+        seenTurns.push(turns)
+        return source.read(after, below, limit, d)
+      },
+    }
+    const got = await reads.read(counted, { seq: 0, pos: 0 }, 100_000, 12_000, sqlite)
+    ticking = false
+    expect(got.map((e) => e.at.seq)).toEqual(Array.from({ length: 12_000 }, (_, i) => i + 1))
+    expect(calls.map((c) => [c.after.seq, c.limit])).toEqual([
+      [0, 5000],
+      [5000, 5000],
+      [10_000, 2000],
+    ])
+    expect(seenTurns[1]).toBeGreaterThan(seenTurns[0])
+    expect(seenTurns[2]).toBeGreaterThan(seenTurns[1])
+    // The log's end within a page: the read stops there.
+    const tail = await reads.read(source, { seq: 12_000, pos: 12_000 }, 100_000, 12_000, sqlite)
+    expect(tail.length).toBe(345)
+    // Elsewhere (a store whose reads do not hold the thread) one read.
+    calls.length = 0
+    await new SharedReads().read(source, { seq: 0, pos: 0 }, 100_000, 12_000, db)
+    expect(calls.length).toBe(1)
+  })
+})

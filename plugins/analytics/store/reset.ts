@@ -151,3 +151,31 @@ export const resetAnalytics = (cuts: RebuildCuts, tx: Db, from: number | undefin
 /** The behavior consumer's reset. */
 export const resetBehavior = (cuts: RebuildCuts, tx: Db, from: number | undefined) =>
   cuts.reset(tx, BEHAVIOR_TABLES, BEHAVIOR_GAMES, from)
+
+/**
+ * Per-user and per-minute detail past retention goes; day and hour counters stay. Logged
+ * user-days are left to their merge, which counts them; the next purge takes them.
+ */
+export async function purgeAnalytics(
+  db: Db,
+  s: { gameId: string; env: string },
+  cutoff: number,
+): Promise<number> {
+  const days = await db.run('DELETE FROM analytics_user_day WHERE game_id = ? AND env = ? AND day < ?', [
+    s.gameId,
+    s.env,
+    floorTo(cutoff, DAY),
+  ])
+  const minutes = await db.run('DELETE FROM analytics_online WHERE game_id = ? AND env = ? AND minute < ?', [
+    s.gameId,
+    s.env,
+    cutoff,
+  ])
+  // User-weeks wholly before the cutoff's week; the cohort counters stay.
+  const weeks = await db.run('DELETE FROM analytics_user_week WHERE game_id = ? AND env = ? AND week < ?', [
+    s.gameId,
+    s.env,
+    mondayOf(floorTo(cutoff, DAY)),
+  ])
+  return days + minutes + weeks
+}

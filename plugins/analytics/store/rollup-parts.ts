@@ -214,3 +214,12 @@ function changedSketches(slots: Map<number, Slot>, out: Param[], g: string, env:
     out.push(g, env, key, sk.h.count(), sk.h.serialize(), sk.v)
   }
 }
+
+const cmp = (x: string, y: string) => (x < y ? -1 : x > y ? 1 : 0)
+
+/** A batch's parts in stream order (game, then environment). */
+export function ordered(parts: Map<Stream, Part>): Part[] {
+  const out = [...parts.values()]
+  if (out.length > 1) out.sort((a, b) => cmp(a.s.gameId, b.s.gameId) || cmp(a.s.env, b.s.env))
+  return out
+}

@@ -1,12 +1,12 @@
 import type { Db } from '../../../core/db'
 import type { Derivation, Gathered as RollupBatch } from '../../../core/derive'
 import type { LogEvent as NormEvent } from '../../../core/event-log-types'
+import { turn } from '../../../core/turn'
 import { GAME_EVENTS, countGame } from '../game/game-rollup'
 import { HyperLogLog } from '../lib/hll'
-import { DAY, MINUTE, floorTo } from '../lib/time'
+import { MINUTE, floorTo } from '../lib/time'
 import { type Zone, zone } from '../lib/zone'
-import { mondayOf } from '../server/cohort'
-import { RebuildCuts, resetAnalytics } from './reset'
+import { RebuildCuts, purgeAnalytics, resetAnalytics } from './reset'
 import {
   type AnalyticsRows,
   type FirstDayCache,
@@ -15,6 +15,7 @@ import {
   type Slot,
   Stream,
   countInvocation,
+  ordered,
   rows,
 } from './rollup-parts'
 import { type StoredSketch, loadSketchesPg } from './sketch-loads-pg'
@@ -27,6 +28,8 @@ const ONLINE_EVENTS = new Set(['heartbeat', 'session_start'])
 const CACHE_CAP = 2_000_000
 const SKETCH_CAP = 4096
 const sep = '\u0001'
+/** Events per part of a batch's pass between turns of the event loop (`partsInTurns`). */
+const TURN_ROWS = 5000
 
 type SketchTable = 'analytics_online' | 'analytics_day_sketch'
 const SKETCH_TABLES = {
@@ -57,6 +60,9 @@ export class AnalyticsRollup implements Derivation<AnalyticsRows, Early> {
   private sketchOrder = new Map<string, { cache: Map<number, Sketch>; key: number }>()
   private loadingSketches = new Map<string, Promise<Sketch>>()
 
+  /** Moves on when streams are forgotten: a pass over a batch in turns then starts again. */
+  private generation = 0
+
   /** Time zone by game; forgotten when the game changes. */
   private zones = new Map<string, Zone>()
 
@@ -69,6 +75,7 @@ export class AnalyticsRollup implements Derivation<AnalyticsRows, Early> {
 
   /** Every cache of what is stored (a batch rolled back, or another instance wrote). */
   forget(): void {
+    this.generation++
     this.streams.clear()
     this.sketchOrder.clear()
     this.seenSize = 0
@@ -103,6 +110,7 @@ export class AnalyticsRollup implements Derivation<AnalyticsRows, Early> {
 
   /** A game's time zone changed or it was deleted: its next events look it up again. */
   forgetGame(gameId: string): void {
+    this.generation++
     this.cuts.forget()
     this.zones.delete(gameId)
     const byEnv = this.streams.get(gameId)
@@ -114,28 +122,8 @@ export class AnalyticsRollup implements Derivation<AnalyticsRows, Early> {
     this.db = db
   }
 
-  /**
-   * Per-user and per-minute detail past retention goes; day and hour counters stay. Logged
-   * user-days are left to their merge, which counts them; the next purge takes them.
-   */
-  async purge(db: Db, s: { gameId: string; env: string }, cutoff: number): Promise<number> {
-    const days = await db.run('DELETE FROM analytics_user_day WHERE game_id = ? AND env = ? AND day < ?', [
-      s.gameId,
-      s.env,
-      floorTo(cutoff, DAY),
-    ])
-    const minutes = await db.run(
-      'DELETE FROM analytics_online WHERE game_id = ? AND env = ? AND minute < ?',
-      [s.gameId, s.env, cutoff],
-    )
-    // User-weeks wholly before the cutoff's week; the cohort counters stay.
-    const weeks = await db.run('DELETE FROM analytics_user_week WHERE game_id = ? AND env = ? AND week < ?', [
-      s.gameId,
-      s.env,
-      mondayOf(floorTo(cutoff, DAY)),
-    ])
-    return days + minutes + weeks
-  }
+  /** Per-user and per-minute detail past retention goes (`purgeAnalytics`). */
+  readonly purge = purgeAnalytics
 
   private stream(gameId: string, env: string): Stream {
     let byEnv = this.streams.get(gameId)
@@ -174,7 +162,30 @@ export class AnalyticsRollup implements Derivation<AnalyticsRows, Early> {
           this.streams.delete(g)
         }),
       ).then(() => this.gather(events))
-    const parts = this.parts(events)
+    if (events.length > TURN_ROWS)
+      return this.partsInTurns(events).then((parts) => (parts ? this.load(parts) : this.gather(events)))
+    return this.load(this.parts(events))
+  }
+
+  /**
+   * `parts` of a large batch, `TURN_ROWS` events at a time with a turn of the event loop between
+   * (on SQLite the whole pass held the thread for ~40 ms per 20,000 events). Undefined when the
+   * streams were forgotten meanwhile (a game's time zone changed): `gather` starts again, so one
+   * batch's parts never mix two streams, or two zones, of one game.
+   */
+  private async partsInTurns(events: readonly NormEvent[]): Promise<Part[] | undefined> {
+    const generation = this.generation
+    const acc = new Map<Stream, Part>()
+    for (let i = 0; i < events.length; i += TURN_ROWS) {
+      if (i) await turn()
+      if (generation !== this.generation) return undefined
+      this.partsInto(acc, events, i, Math.min(events.length, i + TURN_ROWS))
+    }
+    return ordered(acc)
+  }
+
+  /** The batch's sketches not cached yet loaded, then its rows. */
+  private load(parts: Part[]): RollupBatch<AnalyticsRows> | Promise<RollupBatch<AnalyticsRows>> {
     const loads: Promise<void>[] = []
     const wanted: Wanted[] = []
     const load = (p: Part, slots: Map<number, Slot>, table: SketchTable) => {
@@ -198,11 +209,15 @@ export class AnalyticsRollup implements Derivation<AnalyticsRows, Early> {
 
   /** One pass over the events: each stream's keys not yet known to be stored, in stream order. */
   private parts(events: readonly NormEvent[]): Part[] {
-    const parts = new Map<Stream, Part>()
+    return ordered(this.partsInto(new Map(), events, 0, events.length))
+  }
+
+  /** The pass of `parts` over `events[from, to)`, into `parts`. */
+  private partsInto(parts: Map<Stream, Part>, events: readonly NormEvent[], from: number, to: number) {
     let part: Part | undefined
     let lastGame = ''
     let lastEnv = ''
-    for (let i = 0; i < events.length; i++) {
+    for (let i = from; i < to; i++) {
       const e = events[i]
       const { gameId, env, userId, ts } = e
       // Consecutive events of one game and environment share the stream and its part.
@@ -257,9 +272,7 @@ export class AnalyticsRollup implements Derivation<AnalyticsRows, Early> {
         else if (slot.sk.h.add(who)) slot.changed = true
       }
     }
-    const ordered = [...parts.values()]
-    if (ordered.length > 1) ordered.sort((a, b) => cmp(a.s.gameId, b.s.gameId) || cmp(a.s.env, b.s.env))
-    return ordered
+    return parts
   }
 
   /** The cached sketch of a minute (or a day); concurrent commits share one load and one object. */
@@ -371,5 +384,3 @@ export class AnalyticsRollup implements Derivation<AnalyticsRows, Early> {
     }
   }
 }
-
-const cmp = (x: string, y: string) => (x < y ? -1 : x > y ? 1 : 0)
