@@ -139,14 +139,26 @@ export interface ConsumerStatus {
   rebuilding: boolean
 }
 
+/** A commit's rows as its provider hands them over (`EventLogService.notify`). */
+export interface Appended {
+  entries: readonly LogEntry[]
+  /** The last row committed before them; undefined when not known (the first commit after a start). */
+  after: LogPosition | undefined
+}
+
 /** `ctx.events`: the committed log and its consumers (core/event-log.ts, docs/plugins.md). */
 export interface EventLogService {
   /** Installs the log's provider; one per app (the ingest plugin). */
   provide(source: LogSource): void
   /** Registers a consumer; it runs from start to stop, one instance at a time per name. */
   consume(consumer: LogConsumer): void
-  /** Wakes the consumers now (a provider calls it after a commit). */
-  notify(): void
+  /**
+   * Wakes the consumers now (a provider calls it after a commit). A provider that writes the log
+   * alone (SQLite: one process owns the file) may hand over the rows the commit appended, all of
+   * them in log order, and the last row committed before them when it knows it: consumers that
+   * keep up then take them from memory instead of reading them back (core/event-log-tail.ts).
+   */
+  notify(appended?: Appended): void
   /** Resolves when every consumer (or the named one) has taken in the log as it stood at the call. */
   drain(name?: string, timeoutMs?: number): Promise<void>
   /**

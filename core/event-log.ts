@@ -13,7 +13,14 @@ import {
   statusOf,
 } from './event-log-cursor'
 import { SharedReads } from './event-log-reads'
-import type { ConsumerStatus, EventLogService, LogConsumer, LogPosition, LogSource } from './event-log-types'
+import type {
+  Appended,
+  ConsumerStatus,
+  EventLogService,
+  LogConsumer,
+  LogPosition,
+  LogSource,
+} from './event-log-types'
 import type { Logger } from './log'
 import type { Metrics } from './metrics'
 import type { HealthResult } from './plugin'
@@ -110,7 +117,8 @@ export class EventLog implements EventLogService {
     return [...this.consumers.keys()]
   }
 
-  notify(): void {
+  notify(appended?: Appended): void {
+    if (appended) this.reads.append(appended)
     for (const w of this.wakers) w()
   }
 
@@ -369,7 +377,7 @@ export class EventLog implements EventLogService {
   }
 
   /** The consumers' reads of the log served from a shared one, and those that read the store. */
-  readCounts(): { shared: number; read: number } {
+  readCounts(): { shared: number; memory: number; read: number } {
     return { ...this.reads.counts }
   }
 

@@ -113,7 +113,7 @@ export default definePlugin({
       if (db.dialect === 'sqlite' && ctx.config.sqlite_synchronous === 'full')
         await db.exec('PRAGMA synchronous = FULL')
       if (db.dialect === 'sqlite' && db.location) walkFile = db.location.url
-      writer.attach(db, t ? (rows) => t.persist(rows) : undefined, () => ctx.events.notify())
+      writer.attach(db, t ? (rows) => t.persist(rows) : undefined, (appended) => ctx.events.notify(appended))
       await ingestor.keepNoncesIn(db, db.dialect === 'sqlite' && !ctx.core.redis.url)
     }
     const storeSets: MigrationSet[] = []

@@ -70,7 +70,7 @@ describe('SharedReads.prefetch (a consumer reads its next batch while it writes 
       [13, 14, 15],
     ])
     expect(calls.length).toBe(1)
-    expect(reads.counts).toEqual({ shared: 3, read: 1 })
+    expect(reads.counts).toEqual({ shared: 3, memory: 0, read: 1 })
   })
 
   test('consumers arriving while a read of their position runs wait for it instead of reading again', async () => {
@@ -153,7 +153,7 @@ test('a consumer whose cursor is a row of a kept read takes the rows after it; b
   expect(ids(await reads.read(source, { seq: 1, pos: 5 }, BELOW, 100, db))).toEqual([6, 7, 8, 9, 10])
   expect(ids(await reads.read(source, { seq: 1, pos: 5 }, BELOW, 100, db))).toEqual([6, 7, 8, 9, 10])
   expect(counted.reads).toBe(2)
-  expect(reads.counts).toEqual({ shared: 3, read: 2 })
+  expect(reads.counts).toEqual({ shared: 3, memory: 0, read: 2 })
 })
 
 test('a cursor that is no row of a kept read, or a lower horizon, reads the store', async () => {

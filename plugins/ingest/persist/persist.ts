@@ -27,7 +27,7 @@ const INVOCATION_COLS = [
 ]
 
 /** Per raw event in `EventRows.cols`: its stream's index, then these columns of `EVENT_COLS`. */
-const EVENT_WIRE_COLS = EVENT_COLS.slice(4, -1)
+export const EVENT_WIRE_COLS = EVENT_COLS.slice(4, -1)
 export const EVENT_WIRE_WIDTH = 1 + EVENT_WIRE_COLS.length
 
 /**
@@ -177,14 +177,14 @@ const PAYMENTS_TAIL = 'ON CONFLICT (game_id, env, order_id, status) DO NOTHING R
  * column's default); elsewhere the commit takes the next number from `ingest_log_head`, whose
  * row lock (SQLite: the write lock) is held to the commit, so numbers follow commit order.
  */
-export async function persist(db: Db, rows: CommitRows): Promise<void> {
+export async function persist(db: Db, rows: CommitRows): Promise<number | undefined> {
   let known = knownStreams.get(db)
   if (!known) {
     known = new Map()
     knownStreams.set(db, known)
   }
   const fresh = new Map<string, number>()
-  await db.tx(async (tx) => {
+  const seq = await db.tx(async (tx) => {
     // PostgreSQL: the log's lock before the first write (so before this transaction has an xid):
     // the consumers' horizon is the oldest xid among its holders (store/log.ts). It conflicts with
     // no other commit's. Sent without waiting for its answer: the statements after it on the
@@ -193,19 +193,31 @@ export async function persist(db: Db, rows: CommitRows): Promise<void> {
     const locked =
       tx.dialect === 'postgres' ? tx.run('LOCK TABLE ingest_events IN ROW EXCLUSIVE MODE') : undefined
     locked?.catch(() => undefined)
+    let seq: number | undefined
     try {
-      await writeRows(tx, rows, known, fresh)
+      seq = await writeRows(tx, rows, known, fresh)
     } catch (e) {
       await locked
       throw e
     }
     await locked
+    return seq
   })
   for (const [k, id] of fresh) known.set(k, id)
+  return seq
 }
 
-/** The statements of `persist`'s transaction after the log's lock. */
-async function writeRows(tx: Db, rows: CommitRows, known: Map<string, number>, fresh: Map<string, number>) {
+/**
+ * The statements of `persist`'s transaction after the log's lock; answers the seq its events
+ * took where the commit numbers them (not PostgreSQL, where it is the transaction's id).
+ */
+async function writeRows(
+  tx: Db,
+  rows: CommitRows,
+  known: Map<string, number>,
+  fresh: Map<string, number>,
+): Promise<number | undefined> {
+  let seq: number | undefined
   // First, so that every commit takes the event-id keys (in key order) before any other lock.
   let claimed = 0
   const idParams = rows.eventIds?.length
@@ -240,7 +252,8 @@ async function writeRows(tx: Db, rows: CommitRows, known: Map<string, number>, f
     if (rows.events.props.length) {
       await tx.run('UPDATE ingest_log_head SET seq = seq + 1 WHERE id = 1')
       const head = await tx.get<{ seq: number }>('SELECT seq FROM ingest_log_head WHERE id = 1')
-      raw.push(insertMany(tx, 'ingest_events', EVENT_COLS_SEQ, eventParams(rows.events, Number(head?.seq))))
+      seq = Number(head?.seq)
+      raw.push(insertMany(tx, 'ingest_events', EVENT_COLS_SEQ, eventParams(rows.events, seq)))
     }
   }
   const payments = insertMany(tx, 'ingest_payments', PAYMENT_COLS, rows.payments, PAYMENTS_TAIL)
@@ -260,6 +273,7 @@ async function writeRows(tx: Db, rows: CommitRows, known: Map<string, number>, f
   ])
   if (idParams && claimed * 2 < rows.eventIds!.length) throw new Error(DUPLICATE_EVENTS)
   if (paid.length * PAYMENT_COLS.length < rows.payments.length) throw new Error(DUPLICATE_PAYMENTS)
+  return seq
 }
 
 /** PostgreSQL's unique violation (SQLSTATE 23505) on `ingest_event_ids`: an id stored already. */

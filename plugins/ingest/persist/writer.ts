@@ -1,7 +1,9 @@
 import type { Db, Param } from '../../../core/db'
 import { GroupCommit } from '../../../core/db/group-commit'
+import type { Appended, LogPosition } from '../../../core/event-log-types'
 import type { Logger } from '../../../core/log'
 import type { NormEvent } from '../signed/validate'
+import { committedEntries } from '../store/log'
 import { type CommitRows, DUPLICATE_EVENTS, DUPLICATE_PAYMENTS, persist } from './persist'
 import {
   REPEATED_IDS,
@@ -51,10 +53,17 @@ export class GroupWriter {
   /** The last raw row id handed out (see `gatherRows`). */
   private ids = { last: 0 }
   private started = false
-  /** Told after each commit (the event log wakes its consumers). */
-  private committed: (() => void) | undefined
+  /** Told after each commit (the event log wakes its consumers), with its rows where they are handed over. */
+  private committed: ((appended?: Appended) => void) | undefined
+  /**
+   * Whether a commit's rows are handed to the consumers (SQLite, committed here: this process
+   * writes the log alone, one commit at a time), and the last row handed over.
+   */
+  private handOver = false
+  private lastAt: LogPosition | undefined
 
-  private persistRows: (rows: CommitRows) => Promise<void>
+  /** Answers the seq the commit's events took, where the commit numbers them (`persist`). */
+  private persistRows: (rows: CommitRows) => Promise<number | undefined | void>
 
   /**
    * `thread` runs each commit's transaction somewhere else (a persist thread with its own
@@ -85,10 +94,15 @@ export class GroupWriter {
    * Moves the writer to another store (and its thread) before the first commit: the event store
    * is chosen at start, once every plugin had its say (the analytics warehouse setting).
    */
-  attach(db: Db, thread?: (rows: CommitRows) => Promise<void>, committed?: () => void): void {
+  attach(
+    db: Db,
+    thread?: (rows: CommitRows) => Promise<void>,
+    committed?: (appended?: Appended) => void,
+  ): void {
     if (this.started) throw new Error('the event store cannot change once ingestion started')
     this.db = db
     this.committed = committed
+    this.handOver = db.dialect === 'sqlite' && !thread
     this.persistRows = thread ?? ((rows) => persist(db, rows))
     this.group.setParallel(this.inFlight(db, !!thread))
   }
@@ -157,7 +171,10 @@ export class GroupWriter {
     for (let attempt = 1; ; attempt++) {
       // Every event was stored already (a client's retry under a new nonce): the requests' nonces
       // are still committed, so a replay after a restart is refused like any other.
-      if (!list.length) return nonces.length ? this.persistRows(nonceRows(nonces)) : undefined
+      if (!list.length) {
+        if (nonces.length) await this.persistRows(nonceRows(nonces))
+        return
+      }
       try {
         return await this.commitOnce(list, nonces)
       } catch (e) {
@@ -232,7 +249,12 @@ export class GroupWriter {
   private async commitOnce(events: NormEvent[], nonces: Param[]): Promise<void> {
     // The per-event work runs in a plain function, which the JIT optimizes better than async ones.
     const { ev, payments, invocations, eventIds } = gatherRows(events, Date.now(), this.ids)
-    await this.persistRows({ events: ev, payments, invocations, nonces, eventIds })
-    this.committed?.()
+    const seq = await this.persistRows({ events: ev, payments, invocations, nonces, eventIds })
+    if (this.handOver && typeof seq === 'number' && ev.props.length) {
+      const entries = committedEntries(ev, seq)
+      const after = this.lastAt
+      this.lastAt = entries[entries.length - 1].at
+      this.committed?.({ entries, after })
+    } else this.committed?.()
   }
 }
