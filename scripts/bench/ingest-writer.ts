@@ -20,7 +20,8 @@
  * first sights, the caches filled, as in a running server), and only the timed events count.
  * `--together=1`: the consumers instead run as in the server, one event log, their loops beside
  * the timed writes (each commit notifies them), and the CPU per event printed covers writes and
- * consumers together, with how many of the consumers' reads of the log were shared.
+ * consumers together, with how many of the consumers' reads of the log were shared, served from
+ * the rows handed over at commit (`--hand-over=0`: none are), or read from the store.
  */
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -61,6 +62,13 @@ await migrate(db, [
 ])
 const quiet = createLogger({ level: 'error', format: 'json', sensitive_fields: [] } as never)
 const writer = new GroupWriter(db, quiet)
+/**
+ * `--together=1`: each commit wakes the consumers; on SQLite it also hands them its rows, as in
+ * the server (`--hand-over=0`: they read every row back from the store, as before that).
+ */
+const wake: { notify?: EventLog['notify'] } = {}
+const handOver = arg('hand-over', '1') === '1'
+writer.attach(db, undefined, (a) => wake.notify?.(handOver ? a : undefined))
 // Raw rows only: what is derived from them follows the event log (scripts/bench/ingest.ts measures the consumers).
 
 // Prepared outside the timing.
@@ -92,6 +100,7 @@ if (together) {
   await migrate(db, [{ plugin: 'core.consumers', migrations: consumerMigrations }])
   shared = new EventLog({ db, instanceId: 'bench', log: quiet, pollMs: 3_600_000 })
   shared.provide(eventLog(() => db))
+  wake.notify = (a) => shared?.notify(a)
   for (const [name, make] of Object.entries(consumers))
     if (!only || name === only) shared.consume(derivedConsumer(make() as Derivation<unknown, unknown>))
   await shared.start()
@@ -124,7 +133,7 @@ const t0 = performance.now()
 const cpu0 = process.cpuUsage()
 let inFlight: Promise<void>[] = []
 for (const events of commits) {
-  inFlight.push(shared ? writer.write(events).then(() => shared.notify()) : writer.write(events))
+  inFlight.push(writer.write(events))
   // Two commits queued at most, as under steady load.
   if (inFlight.length >= 2) {
     await inFlight.shift()
