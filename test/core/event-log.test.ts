@@ -11,6 +11,7 @@ import {
 } from '../../core/event-log'
 import { createLogger } from '../../core/log'
 import { forEachEngine, rawDb, until } from '../helpers'
+import { logRow } from '../log-row'
 
 const quiet = createLogger(
   { level: 'error', format: 'json', max_size: 1, max_backups: 1, max_age: 1, sensitive_fields: [] },
@@ -21,23 +22,12 @@ const quiet = createLogger(
 function testSource(): LogSource {
   const entry = (r: Record<string, unknown>): LogEntry => ({
     at: { seq: Number(r.seq), pos: Number(r.id) },
-    row: {
+    row: logRow({
       id: Number(r.id),
       receivedAt: Number(r.received_at),
-      gameId: 'g',
-      env: 'live',
-      event: 'e',
       ts: Number(r.ts),
       userId: r.user_id as string,
-      sessionId: null,
-      amountCents: null,
-      currency: null,
-      durationMs: null,
-      network: null,
-      level: null,
-      eventId: null,
-      props: {},
-    },
+    }),
   })
   const after = '(seq > ? OR (seq = ? AND id > ?))'
   return {

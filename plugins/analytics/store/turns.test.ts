@@ -2,6 +2,7 @@ import { afterEach, expect, test } from 'bun:test'
 import { type Db, migrate } from '../../../core/db'
 import type { LogEvent } from '../../../core/event-log-types'
 import { rawDb } from '../../../test/helpers'
+import { logRow } from '../../../test/log-row'
 import { ingestMigrations } from '../../ingest/migrations'
 import { migrations } from '../migrations'
 import { AnalyticsRollup } from './rollup'
@@ -17,23 +18,7 @@ afterEach(async () => {
 })
 
 const login = (i: number, ts: number): LogEvent =>
-  ({
-    id: i + 1,
-    receivedAt: ts,
-    gameId: 'g',
-    env: 'prod',
-    event: 'login',
-    ts,
-    userId: `u${i}`,
-    sessionId: null,
-    amountCents: null,
-    currency: null,
-    durationMs: null,
-    network: null,
-    level: null,
-    eventId: null,
-    props: {},
-  }) as LogEvent
+  logRow({ id: i + 1, ts, env: 'prod', event: 'login', userId: `u${i}` })
 
 test("a game's time zone changing while a large batch is gathered: the batch is gathered again, whole, in the new zone", async () => {
   const raw = await rawDb('sqlite')
