@@ -62,10 +62,4 @@ export class CommittedTail {
     while (end > i && rows[end - 1].at.seq >= below) end--
     return end > i ? rows.slice(i, end) : undefined
   }
-
-  clear(): void {
-    this.rows = []
-    this.first = 0
-    this.prev = undefined
-  }
 }

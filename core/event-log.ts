@@ -24,7 +24,7 @@ import type {
 import type { Logger } from './log'
 import type { Metrics } from './metrics'
 import type { HealthResult } from './plugin'
-import { turn } from './turn'
+import { turn, wakeOrTimeout } from './turn'
 
 export type * from './event-log-types'
 
@@ -161,23 +161,11 @@ export class EventLog implements EventLogService {
         this.o.log.error('consumer failed', { consumer: c.name, error: String(e) })
       }
       if (!this.running) continue
-      if (n >= (c.batch ?? 1000)) {
-        await turn()
-        continue
-      }
-      if (n > 0) {
-        await Bun.sleep(this.gatherMs)
-        continue
-      }
-      await new Promise<void>((resolve) => {
-        const done = () => {
-          clearTimeout(t)
-          this.wakers.delete(done)
-          resolve()
-        }
-        const t = setTimeout(done, this.pollMs)
-        this.wakers.add(done)
-      })
+      // A full batch: more waits, after a turn; some rows: gather more a moment; none: sleep until
+      // a commit wakes it or the poll comes.
+      if (n >= (c.batch ?? 1000)) await turn()
+      else if (n > 0) await Bun.sleep(this.gatherMs)
+      else await wakeOrTimeout(this.wakers, this.pollMs)
     }
   }
 

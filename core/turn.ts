@@ -4,3 +4,16 @@
  * statements are synchronous) takes one between its parts, so no request waits for all of it.
  */
 export const turn = (): Promise<void> => new Promise<void>((resolve) => setImmediate(resolve))
+
+/** Resolves when one of `wakers` is called (each waiter adds its own) or after `ms`. */
+export function wakeOrTimeout(wakers: Set<() => void>, ms: number): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      clearTimeout(t)
+      wakers.delete(done)
+      resolve()
+    }
+    const t = setTimeout(done, ms)
+    wakers.add(done)
+  })
+}

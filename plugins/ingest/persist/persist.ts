@@ -1,5 +1,5 @@
 import type { Db, Param } from '../../../core/db'
-import { EVENT_COLS } from '../store/event-cols'
+import { EVENT_COLS, EVENT_WIRE_WIDTH } from '../store/event-cols'
 import { insertMany } from '../store/sql'
 
 const PAYMENT_COLS = [
@@ -25,10 +25,6 @@ const INVOCATION_COLS = [
   'duration_ms',
   'trace_id',
 ]
-
-/** Per raw event in `EventRows.cols`: its stream's index, then these columns of `EVENT_COLS`. */
-export const EVENT_WIRE_COLS = EVENT_COLS.slice(4, -1)
-export const EVENT_WIRE_WIDTH = 1 + EVENT_WIRE_COLS.length
 
 /**
  * A commit's raw events, compact: what all of them share is said once. Their ids run from
@@ -193,15 +189,11 @@ export async function persist(db: Db, rows: CommitRows): Promise<number | undefi
     const locked =
       tx.dialect === 'postgres' ? tx.run('LOCK TABLE ingest_events IN ROW EXCLUSIVE MODE') : undefined
     locked?.catch(() => undefined)
-    let seq: number | undefined
     try {
-      seq = await writeRows(tx, rows, known, fresh)
-    } catch (e) {
+      return await writeRows(tx, rows, known, fresh)
+    } finally {
       await locked
-      throw e
     }
-    await locked
-    return seq
   })
   for (const [k, id] of fresh) known.set(k, id)
   return seq

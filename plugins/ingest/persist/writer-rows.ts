@@ -1,7 +1,8 @@
 import type { Param } from '../../../core/db'
 import { inOrder, invocationOf } from '../rows'
 import type { NormEvent } from '../signed/validate'
-import { type CommitRows, EVENT_WIRE_WIDTH, type EventRows } from './persist'
+import { EVENT_WIRE_WIDTH } from '../store/event-cols'
+import type { CommitRows, EventRows } from './persist'
 
 /**
  * The rows of one commit of the group writer (`writer.ts`): raw events, payments, invocations

@@ -2,8 +2,9 @@ import { expect, test } from 'bun:test'
 import { createLogger } from '../../../core/log'
 import { forEachEngine, until } from '../../../test/helpers'
 import { checked } from '../signed/collect'
+import { EVENT_WIRE_WIDTH } from '../store/event-cols'
 import { migratedStore } from '../testing'
-import { type CommitRows, EVENT_WIRE_WIDTH, persist } from './persist'
+import { type CommitRows, persist } from './persist'
 import { COMMITS_IN_FLIGHT, GroupWriter } from './writer'
 
 // The group-commit writer (performance note 2): requests that arrive together share one

@@ -22,3 +22,10 @@ export const EVENT_COLS = [
 ] as const
 
 export const LOG_COLS = ['id', 'seq', ...EVENT_COLS.slice(1)] as const
+
+/**
+ * A commit's raw events on the wire (`EventRows.cols` of persist.ts): per event its stream's
+ * index, then these columns; the id, receive time, stream and props are said apart.
+ */
+export const EVENT_WIRE_COLS = EVENT_COLS.slice(4, -1)
+export const EVENT_WIRE_WIDTH = 1 + EVENT_WIRE_COLS.length

@@ -1,18 +1,12 @@
 import type { Db } from '../../../core/db'
 import type { LogEntry, LogEvent, LogPosition, LogSource } from '../../../core/event-log-types'
-import { EVENT_WIRE_COLS, EVENT_WIRE_WIDTH, type EventRows } from '../persist/persist'
+import type { EventRows } from '../persist/persist'
 import { invocationOf } from '../rows'
 import { PAYMENT_STATUSES, type PaymentStatus, clean, str } from '../signed/validate'
-import { LOG_COLS } from './event-cols'
+import { EVENT_WIRE_COLS, EVENT_WIRE_WIDTH, LOG_COLS } from './event-cols'
 import { readLogPg } from './log-pg'
 
 const COLS = LOG_COLS.join(', ')
-// `committedEntries` reads a commit's columns in this order.
-if (
-  EVENT_WIRE_COLS.join() !==
-  'event,ts,user_id,session_id,amount_cents,currency,duration_ms,network,level,payment_status'
-)
-  throw new Error('ingest: the log rows handed over at commit no longer match the stored columns')
 
 interface EventRow {
   id: number | string
@@ -119,29 +113,19 @@ export const logEvent = (r: EventRow): LogEvent => new StoredEvent(r, r.props)
 export function committedEntries(e: EventRows, seq: number): LogEntry[] {
   const { firstId, cols, props, streams, receivedAt } = e
   const out: LogEntry[] = new Array(props.length)
-  const v = (k: number) => (cols[k] ?? null) as never
   for (let i = 0, k = 0; i < props.length; i++, k += EVENT_WIRE_WIDTH) {
     const st = (cols[k] as number) * 2
     const id = firstId + i
-    const r: EventRow = {
+    const r: Record<string, unknown> = {
       id,
       seq,
       received_at: receivedAt,
       game_id: streams[st],
       env: streams[st + 1],
-      event: v(k + 1),
-      ts: v(k + 2),
-      user_id: v(k + 3),
-      session_id: v(k + 4),
-      amount_cents: v(k + 5),
-      currency: v(k + 6),
-      duration_ms: v(k + 7),
-      network: v(k + 8),
-      level: v(k + 9),
-      payment_status: v(k + 10),
       props: props[i],
     }
-    out[i] = { at: { seq, pos: id }, row: logEvent(r) }
+    for (let c = 0; c < EVENT_WIRE_COLS.length; c++) r[EVENT_WIRE_COLS[c]] = cols[k + 1 + c] ?? null
+    out[i] = { at: { seq, pos: id }, row: logEvent(r as unknown as EventRow) }
   }
   return out
 }
