@@ -1,6 +1,7 @@
 import { Database, type Statement } from 'bun:sqlite'
 import { Checkpointer } from './checkpointer'
 import type { Db, Param, Row } from './types'
+import { WriteGate } from './write-gate'
 
 const READ = /^\s*(select|with|pragma|explain)\b/i
 const RETURNING = /\breturning\b/i
@@ -128,7 +129,14 @@ function direct(conn: Conn, savepoints: { n: number }, dialectDb: () => Db): Db 
  * checkpoint only once the WAL passes 32 MB (and then find little left to copy), which lets
  * the WAL start again from its beginning; the file is cut back to 64 MB then.
  */
-export function openSqlite(path: string, opts: { blocking?: boolean } = {}): Db {
+export function openSqlite(
+  path: string,
+  opts: {
+    blocking?: boolean
+    /** A persist thread's side of the event loop's gate (`StoreLocation.gate`): its writes take turns with the loop's. */
+    gate?: SharedArrayBuffer
+  } = {},
+): Db {
   const writer: Conn = { db: open(path, opts.blocking ? BUSY_WAIT_MS : 0), cache: new Map() }
   // An in-memory database cannot be shared between two connections.
   const reader: Conn = path === ':memory:' ? writer : { db: open(path, BUSY_WAIT_MS), cache: new Map() }
@@ -144,22 +152,48 @@ export function openSqlite(path: string, opts: { blocking?: boolean } = {}): Db 
   const queue = new WriterQueue()
   const savepoints = { n: 0 }
   let closed = false
+  // Every write of this connection holds the gate; a file's threads share it (write-gate.ts).
+  const gate = opts.gate ? new WriteGate(opts.gate, 2) : new WriteGate()
+  const gated = async <T>(fn: () => T | Promise<T>): Promise<T> => {
+    await gate.take()
+    try {
+      return await fn()
+    } finally {
+      gate.give()
+    }
+  }
 
   const write = <T>(fn: () => T): Promise<T> => {
     // Fast path: nothing queued, so nothing can be mid-transaction on the writer.
-    if (queue.idle) {
+    if (queue.idle && gate.tryTake()) {
       try {
         return Promise.resolve(fn())
       } catch (e) {
         if (!isBusy(e)) return Promise.reject(e)
+      } finally {
+        gate.give()
       }
     }
-    return queue.run(() => retryBusy(fn))
+    return queue.run(() => gated(() => retryBusy(fn)))
+  }
+
+  const inTx = async <T>(fn: (tx: Db) => Promise<T>): Promise<T> => {
+    await retryBusy(() => writer.db.exec('BEGIN IMMEDIATE'))
+    try {
+      const out = await fn(direct(writer, savepoints, () => db))
+      writer.db.exec('COMMIT')
+      return out
+    } catch (e) {
+      // SQLite rolls back by itself on some errors (SQLITE_FULL, SQLITE_IOERR): a ROLLBACK then
+      // fails with "no transaction is active" and would hide the error that matters.
+      if (writer.db.inTransaction) writer.db.exec('ROLLBACK')
+      throw e
+    }
   }
 
   const db: Db = {
     dialect: 'sqlite',
-    location: path === ':memory:' ? undefined : { url: path },
+    location: path === ':memory:' ? undefined : { url: path, gate: gate.buffer },
     async all<T = Row>(sql: string, params: readonly Param[] = []) {
       if (isRead(sql) && reader !== writer) return stmt(reader, sql).all(...(params as Param[])) as T[]
       return write(() => stmt(writer, sql).all(...(params as Param[])) as T[])
@@ -173,24 +207,10 @@ export function openSqlite(path: string, opts: { blocking?: boolean } = {}): Db 
       return write(() => stmt(writer, sql).run(...(params as Param[])).changes)
     },
     tx<T>(fn: (tx: Db) => Promise<T>) {
-      return queue.run(async () => {
-        await retryBusy(() => writer.db.exec('BEGIN IMMEDIATE'))
-        try {
-          const out = await fn(direct(writer, savepoints, () => db))
-          writer.db.exec('COMMIT')
-          return out
-        } catch (e) {
-          // SQLite rolls back by itself on some errors (SQLITE_FULL, SQLITE_IOERR): a ROLLBACK then
-          // fails with "no transaction is active" and would hide the error that matters.
-          if (writer.db.inTransaction) writer.db.exec('ROLLBACK')
-          throw e
-        }
-      })
+      return queue.run(() => gated(() => inTx(fn)))
     },
-    exec(sql: string) {
-      return queue.run(async () => {
-        await retryBusy(() => writer.db.exec(sql))
-      })
+    async exec(sql: string) {
+      await queue.run(() => gated(() => retryBusy(() => writer.db.exec(sql))))
     },
     async ping() {
       const t = performance.now()
@@ -205,7 +225,7 @@ export function openSqlite(path: string, opts: { blocking?: boolean } = {}): Db 
       // Best effort: statistics for the next start. Another connection (a persist thread
       // closing at the same time) may hold the lock; that costs nothing but the statistics.
       try {
-        await retryBusy(() => writer.db.exec('PRAGMA optimize'))
+        await gated(() => retryBusy(() => writer.db.exec('PRAGMA optimize')))
       } catch (e) {
         if (!isBusy(e)) throw e
       }

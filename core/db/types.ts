@@ -6,6 +6,8 @@ export type Dialect = 'sqlite' | 'postgres' | 'mysql'
 export interface StoreLocation {
   url: string
   schema?: string
+  /** SQLite: the event loop's write gate (write-gate.ts), for a thread that writes the same file. */
+  gate?: SharedArrayBuffer
 }
 
 /**

@@ -93,15 +93,16 @@ export default definePlugin({
         // The log's consumers' tables too, under their owners' ledgers.
         await migrate(db, [{ plugin: 'ingest', migrations: ingestMigrations }, ...storeSets])
       }
-      // PostgreSQL: the transactions run on a thread of their own (persist-thread.ts), which
-      // encodes the rows and waits on the round trips while the event loop answers. SQLite commits
-      // on the store's one writer, serialized with every other write (the event log's consumers
-      // among them), as DESIGN asks: a second writer connection on the file made ingestion wait on
-      // SQLite's busy handler behind the consumers' transactions (0.19 of the bare ceiling with the
-      // thread against 0.25 without it, docs/performance.md). MySQL commits on the event loop too.
+      // The transactions run on a thread of their own (persist-thread.ts). PostgreSQL: it encodes
+      // the rows and waits on the round trips while the event loop answers. A SQLite file: its
+      // statements run there, taking turns with the event loop's writes (the event log's
+      // consumers among them) through the store's write gate (core/db/write-gate.ts), so the
+      // file still has one writer at a time and neither waits in SQLite's busy handler; the
+      // event loop's share of a commit falls to encoding its rows (docs/performance.md, wave 3
+      // seventh session). MySQL, and SQLite in memory, commit on the event loop.
       const t =
         db.location &&
-        db.dialect === 'postgres' &&
+        db.dialect !== 'mysql' &&
         new PersistThread(
           db.location,
           COMMITS_IN_FLIGHT[db.dialect],

@@ -1,9 +1,10 @@
-import { describe, expect, test } from 'bun:test'
+import { afterAll, describe, expect, test } from 'bun:test'
 import type { Appended, LogEntry } from '../../../core/event-log-types'
 import { createLogger } from '../../../core/log'
 import { checked } from '../signed/collect'
 import { eventLog } from '../store/log'
 import { migratedStore } from '../testing'
+import { PersistThread } from './persist-thread'
 import { GroupWriter } from './writer'
 
 // On SQLite the writer hands each commit's rows to the event log (consumers that keep up take
@@ -39,83 +40,90 @@ const seen = (e: LogEntry) => {
   }
 }
 
-describe('[sqlite] rows handed over at commit', () => {
-  const store = migratedStore('sqlite')
+// A file store commits on its persist thread, whose answer carries the seq; a store in memory on
+// the event loop.
+for (const where of ['the persist thread', 'the event loop'])
+  describe(`[sqlite] rows handed over at commit on ${where}`, () => {
+    const store = migratedStore('sqlite')
+    let thread: PersistThread | undefined
+    afterAll(() => thread?.close())
 
-  test('equal the rows read back from the store, and each commit says the row before it', async () => {
-    const handed: Appended[] = []
-    const writer = new GroupWriter(store.db, log)
-    writer.attach(store.db, undefined, (a) => {
-      if (a) handed.push(a)
+    test('equal the rows read back from the store, and each commit says the row before it', async () => {
+      const handed: Appended[] = []
+      const writer = new GroupWriter(store.db, log)
+      if (where === 'the persist thread') thread = new PersistThread(store.db.location!, 3)
+      const t0 = thread
+      writer.attach(store.db, t0 && ((rows) => t0.persist(rows)), (a) => {
+        if (a) handed.push(a)
+      })
+      const t = Date.UTC(2026, 10, 28, 12)
+      await writer.write(
+        checked(
+          [
+            {
+              event: 'login',
+              ts: String(t),
+              game_id: 'g',
+              env: 'prod',
+              uid: 'u1',
+              session_id: 's1',
+              network: 'wifi',
+            },
+            {
+              event: 'level_up',
+              ts: String(t + 1),
+              game_id: 'g',
+              env: 'prod',
+              user_id: 'ü2',
+              level: 7,
+              event_id: '0192f1a4-0000-7000-8000-000000000001',
+              attrs: { deep: { list: [1, 'two', null] }, currency: 'EUR' },
+            },
+            {
+              event: 'function.invoke',
+              ts: String(t + 2),
+              game_id: 'g',
+              env: 'staging',
+              functionId: 'spawn',
+              outcome: 'timeout',
+              duration_ms: '12.6',
+            },
+          ],
+          false,
+        ),
+      )
+      await writer.write(
+        checked(
+          [
+            {
+              event: 'purchase',
+              ts: String(t + 3),
+              game_id: 'g',
+              env: 'prod',
+              uid: 'u1',
+              order_id: 'o-1',
+              status: 'success',
+              amount_cents: 499,
+              currency: 'USD',
+            },
+          ],
+          true,
+        ),
+      )
+      expect(handed.length).toBe(2)
+      expect(handed[0].after).toBeUndefined()
+      expect(handed[1].after).toEqual(handed[0].entries[handed[0].entries.length - 1].at)
+      const read = await eventLog(() => store.db).read(
+        { seq: 0, pos: 0 },
+        Number.MAX_SAFE_INTEGER,
+        100,
+        store.db,
+      )
+      const given = handed.flatMap((a) => a.entries)
+      expect(given.length).toBe(4)
+      expect(given.map(seen)).toEqual(read.map(seen))
+      // The payment and the call are what consumers count: both came through.
+      expect(given[3].row.payment).toEqual({ orderId: 'o-1', status: 'success', amountCents: 499 })
+      expect(given[2].row.invocation?.outcome).toBe('failure')
     })
-    const t = Date.UTC(2026, 10, 28, 12)
-    await writer.write(
-      checked(
-        [
-          {
-            event: 'login',
-            ts: String(t),
-            game_id: 'g',
-            env: 'prod',
-            uid: 'u1',
-            session_id: 's1',
-            network: 'wifi',
-          },
-          {
-            event: 'level_up',
-            ts: String(t + 1),
-            game_id: 'g',
-            env: 'prod',
-            user_id: 'ü2',
-            level: 7,
-            event_id: '0192f1a4-0000-7000-8000-000000000001',
-            attrs: { deep: { list: [1, 'two', null] }, currency: 'EUR' },
-          },
-          {
-            event: 'function.invoke',
-            ts: String(t + 2),
-            game_id: 'g',
-            env: 'staging',
-            functionId: 'spawn',
-            outcome: 'timeout',
-            duration_ms: '12.6',
-          },
-        ],
-        false,
-      ),
-    )
-    await writer.write(
-      checked(
-        [
-          {
-            event: 'purchase',
-            ts: String(t + 3),
-            game_id: 'g',
-            env: 'prod',
-            uid: 'u1',
-            order_id: 'o-1',
-            status: 'success',
-            amount_cents: 499,
-            currency: 'USD',
-          },
-        ],
-        true,
-      ),
-    )
-    expect(handed.length).toBe(2)
-    expect(handed[0].after).toBeUndefined()
-    expect(handed[1].after).toEqual(handed[0].entries[handed[0].entries.length - 1].at)
-    const read = await eventLog(() => store.db).read(
-      { seq: 0, pos: 0 },
-      Number.MAX_SAFE_INTEGER,
-      100,
-      store.db,
-    )
-    const given = handed.flatMap((a) => a.entries)
-    expect(given.length).toBe(4)
-    expect(given.map(seen)).toEqual(read.map(seen))
-    // The payment and the call are what consumers count: both came through.
-    expect(given[3].row.payment).toEqual({ orderId: 'o-1', status: 'success', amountCents: 499 })
-    expect(given[2].row.invocation?.outcome).toBe('failure')
   })
-})

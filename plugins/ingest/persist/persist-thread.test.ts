@@ -5,6 +5,7 @@ import { join } from 'node:path'
 import { type Db, type StoreLocation, migrate } from '../../../core/db'
 import { openPostgres } from '../../../core/db/postgres'
 import { openSqlite } from '../../../core/db/sqlite'
+import { WriteGate } from '../../../core/db/write-gate'
 import { PG_URL, forEachEngine, freshSchema } from '../../../test/helpers'
 import { ingestMigrations } from '../migrations'
 import { emptyCommit } from '../testing'
@@ -37,7 +38,8 @@ async function store(engine: string): Promise<{ location: StoreLocation; db: Db 
     () => rmSync(dir, { recursive: true, force: true }),
     () => db.close(),
   )
-  return { location: { url: file }, db }
+  // With the store's write gate, as the ingest plugin gives it (core/db/write-gate.ts).
+  return { location: db.location!, db }
 }
 
 /** A commit of login events of game `g`, one per user, with ids from `firstId` up. */
@@ -82,6 +84,26 @@ forEachEngine((engine) => {
     }
     await thread.close()
   })
+
+  if (engine === 'sqlite')
+    test('a SQLite commit takes turns with the event loop through the write gate, and answers the seq it took', async () => {
+      const { location, db } = await store(engine)
+      const thread = new PersistThread(location, 3)
+      const first = await thread.persist(commitOf(1, 'a'))
+      expect(typeof first).toBe('number')
+      // The event loop holds the gate (as for one of its own transactions): the thread's next
+      // commit waits for it, though SQLite's own lock is free.
+      const loop = new WriteGate(location.gate)
+      await loop.take()
+      const next = thread.persist(commitOf(2, 'b'))
+      const early = await Promise.race([next.then(() => 'committed'), Bun.sleep(300).then(() => 'waiting')])
+      expect(early).toBe('waiting')
+      expect(await count(db)).toBe(1)
+      loop.give()
+      expect(await next).toBe(Number(first) + 1)
+      expect(await count(db)).toBe(2)
+      await thread.close()
+    })
 
   test('a failed commit rejects its own promise with the store error and stores nothing of it; the next still lands', async () => {
     const { location, db } = await store(engine)

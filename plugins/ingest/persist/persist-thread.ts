@@ -1,4 +1,5 @@
 import type { StoreLocation } from '../../../core/db'
+import { WriteGate } from '../../../core/db/write-gate'
 import { type CommitRows, encodeCommit } from './persist'
 
 /** Messages to the persist thread. */
@@ -85,6 +86,9 @@ export class PersistThread {
       if (this.worker !== w || this.dead) return
       this.worker = undefined
       w.terminate()
+      // Its side of a SQLite store's write gate would otherwise stay taken.
+      if (this.open.kind === 'open' && this.open.location.gate)
+        new WriteGate(this.open.location.gate).forget(2)
       const e = new Error(`persist thread ${why}`)
       for (const waiting of this.waiting.values()) waiting.reject(e)
       this.waiting.clear()
@@ -102,10 +106,9 @@ export class PersistThread {
     return w
   }
 
-  /** Resolves once the rows are committed. */
-  persist(rows: CommitRows): Promise<void> {
-    // A commit's answer carries no value.
-    return this.ask((id) => ({ kind: 'commit', id, rows: encodeCommit(rows) })) as Promise<void>
+  /** Resolves once the rows are committed, with the seq their events took on SQLite (`persist`). */
+  persist(rows: CommitRows): Promise<number | undefined> {
+    return this.ask((id) => ({ kind: 'commit', id, rows: encodeCommit(rows) })) as Promise<number | undefined>
   }
 
   /** A setting of the thread's store connection, as it answers for itself (diagnostics, tests). */

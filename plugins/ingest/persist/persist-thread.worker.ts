@@ -21,8 +21,8 @@ async function commit(id: number, text: string): Promise<void> {
   try {
     if (!db) throw new Error('persist thread: no store open')
     const rows = decodeCommit(text)
-    await persist(db, rows)
-    reply({ id })
+    // SQLite: the seq the commit's events took, for the rows handed to the consumers.
+    reply({ id, value: await persist(db, rows) })
   } catch (e) {
     reply({ id, error: String((e as Error)?.message ?? e) })
   }
@@ -31,9 +31,11 @@ async function commit(id: number, text: string): Promise<void> {
 self.onmessage = (m: MessageEvent<PersistRequest>) => {
   const msg = m.data
   if (msg.kind === 'open') {
-    const { url, schema } = msg.location
+    const { url, schema, gate } = msg.location
     ordered = !isPostgresUrl(url)
-    db = ordered ? openSqlite(url, { blocking: true }) : openPostgres(url, { schema, max: msg.connections })
+    db = ordered
+      ? openSqlite(url, { blocking: true, gate })
+      : openPostgres(url, { schema, max: msg.connections })
     // The store's checkpointer thread (opened with it on the event loop) copies frames every
     // 20 ms under load, so commits checkpoint only once the WAL passes 32 MB (not SQLite's 4 MB),
     // and then find little left to copy: that checkpoint is what lets the WAL restart from its

@@ -38,7 +38,7 @@ forEachEngine((engine) => {
     const writer = new GroupWriter(store.db, log, async (rows) => {
       commits.push(rows)
       await new Promise<void>((r) => gates.push(r))
-      await persist(store.db, rows)
+      return persist(store.db, rows)
     })
     let answered = 0
     const first = Array.from({ length: 10 }, (_, i) =>
@@ -82,7 +82,7 @@ forEachEngine((engine) => {
         fail = undefined
         throw new Error(message)
       }
-      await persist(store.db, rows)
+      return persist(store.db, rows)
     })
     const count = async (prefix: string) =>
       Number(

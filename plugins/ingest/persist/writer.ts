@@ -16,8 +16,8 @@ import {
 
 /**
  * Commits in flight at once. PostgreSQL overlaps round trips and fsyncs on several connections.
- * SQLite has one writer: with a persist thread, the event loop prepares the next commits while the
- * thread stores one; without one (`:memory:`), one at a time. Three rather than two on SQLite:
+ * SQLite has one writer: with a persist thread (a file store), the event loop prepares the next
+ * commits while the thread stores one; without one (`:memory:`), one at a time. Three rather than two on SQLite:
  * once merges left the commits (session 15) the thread still idled between them, and three pairs
  * of alternated batch runs measured 159,000 / 155,100 / 145,700 events/s against 155,100 /
  * 149,000 / 143,300 with two (docs/performance.md).
@@ -56,14 +56,15 @@ export class GroupWriter {
   /** Told after each commit (the event log wakes its consumers), with its rows where they are handed over. */
   private committed: ((appended?: Appended) => void) | undefined
   /**
-   * Whether a commit's rows are handed to the consumers (SQLite, committed here: this process
-   * writes the log alone, one commit at a time), and the last row handed over.
+   * Whether a commit's rows are handed to the consumers (SQLite: this process writes the log
+   * alone, one commit at a time, on its persist thread or here, and the commits answer in the
+   * order they ran), and the last row handed over.
    */
   private handOver = false
   private lastAt: LogPosition | undefined
 
   /** Answers the seq the commit's events took, where the commit numbers them (`persist`). */
-  private persistRows: (rows: CommitRows) => Promise<number | undefined | void>
+  private persistRows: (rows: CommitRows) => Promise<number | undefined>
 
   /**
    * `thread` runs each commit's transaction somewhere else (a persist thread with its own
@@ -74,7 +75,7 @@ export class GroupWriter {
   constructor(
     private db: Db,
     private log: Logger,
-    thread?: (rows: CommitRows) => Promise<void>,
+    thread?: (rows: CommitRows) => Promise<number | undefined>,
     private observe?: (events: number, seconds: number, ok: boolean) => void,
   ) {
     this.persistRows = thread ?? ((rows) => persist(db, rows))
@@ -96,13 +97,13 @@ export class GroupWriter {
    */
   attach(
     db: Db,
-    thread?: (rows: CommitRows) => Promise<void>,
+    thread?: (rows: CommitRows) => Promise<number | undefined>,
     committed?: (appended?: Appended) => void,
   ): void {
     if (this.started) throw new Error('the event store cannot change once ingestion started')
     this.db = db
     this.committed = committed
-    this.handOver = db.dialect === 'sqlite' && !thread
+    this.handOver = db.dialect === 'sqlite'
     this.persistRows = thread ?? ((rows) => persist(db, rows))
     this.group.setParallel(this.inFlight(db, !!thread))
   }
