@@ -35,7 +35,7 @@ export class WriteGate {
   tryTake(): boolean {
     const a = this.a
     Atomics.store(a, WANT + this.side - 1, 1)
-    if (Atomics.load(a, WANT + this.other - 1) === 1 && Atomics.load(a, TURN) === this.other) return false
+    if (this.yields()) return false
     if (Atomics.compareExchange(a, OWNER, 0, this.side) !== 0) return false
     Atomics.store(a, WANT + this.side - 1, 0)
     // The other side may wait for this take (its turn rule saw the gate free).
@@ -43,10 +43,20 @@ export class WriteGate {
     return true
   }
 
+  /** Whether this side lets the other go first: it waits, and it is its turn. */
+  private yields(): boolean {
+    return Atomics.load(this.a, WANT + this.other - 1) === 1 && Atomics.load(this.a, TURN) === this.other
+  }
+
   /** Resolves once this side holds the gate. */
   async take(): Promise<void> {
-    while (!this.tryTake()) {
-      const r = Atomics.waitAsync(this.a, OWNER, Atomics.load(this.a, OWNER), RECHECK_MS)
+    for (;;) {
+      if (this.tryTake()) return
+      const owner = Atomics.load(this.a, OWNER)
+      // Given back since the try, and not the other side's turn: try again rather than wait.
+      if (owner === 0 && !this.yields()) continue
+      // Else until the owner changes (a give, or the other side's take, notifies).
+      const r = Atomics.waitAsync(this.a, OWNER, owner, RECHECK_MS)
       if (r.async) await r.value
     }
   }
