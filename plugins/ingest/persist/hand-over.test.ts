@@ -40,8 +40,8 @@ const seen = (e: LogEntry) => {
   }
 }
 
-// A file store commits on its persist thread, whose answer carries the seq; a store in memory on
-// the event loop.
+// The writer commits on a persist thread, whose answer carries the seq (as a file store's does),
+// or on the event loop (as a store in memory does).
 for (const where of ['the persist thread', 'the event loop'])
   describe(`[sqlite] rows handed over at commit on ${where}`, () => {
     const store = migratedStore('sqlite')
@@ -51,9 +51,9 @@ for (const where of ['the persist thread', 'the event loop'])
     test('equal the rows read back from the store, and each commit says the row before it', async () => {
       const handed: Appended[] = []
       const writer = new GroupWriter(store.db, log)
-      if (where === 'the persist thread') thread = new PersistThread(store.db.location!, 3)
-      const t0 = thread
-      writer.attach(store.db, t0 && ((rows) => t0.persist(rows)), (a) => {
+      const own = where === 'the persist thread' ? new PersistThread(store.db.location!, 3) : undefined
+      thread = own
+      writer.attach(store.db, own && ((rows) => own.persist(rows)), (a) => {
         if (a) handed.push(a)
       })
       const t = Date.UTC(2026, 10, 28, 12)

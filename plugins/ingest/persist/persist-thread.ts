@@ -51,7 +51,7 @@ export class PersistThread {
   private waiting = new Map<number, { resolve: (value?: unknown) => void; reject: (e: Error) => void }>()
   private seq = 0
   private dead: Error | undefined
-  private readonly open: PersistRequest
+  private readonly open: Extract<PersistRequest, { kind: 'open' }>
   /** Times the thread died and was started again. */
   restarts = 0
 
@@ -87,8 +87,7 @@ export class PersistThread {
       this.worker = undefined
       w.terminate()
       // Its side of a SQLite store's write gate would otherwise stay taken.
-      if (this.open.kind === 'open' && this.open.location.gate)
-        new WriteGate(this.open.location.gate).forget(2)
+      if (this.open.location.gate) new WriteGate(this.open.location.gate).forget(2)
       const e = new Error(`persist thread ${why}`)
       for (const waiting of this.waiting.values()) waiting.reject(e)
       this.waiting.clear()
