@@ -155,7 +155,12 @@ function databaseState(db: Db, counters: Db = db): Ops {
     RETURNING key, value`
   const TAKE = bucketSql(db.dialect)
   const inList = (n: number) => Array(n).fill('?').join(', ')
-  // Requests arriving together share one transaction: one commit for a burst of nonces.
+  // Requests arriving together share one transaction: one commit for a burst of nonces. On
+  // PostgreSQL through `counters`, which commits without waiting for the WAL flush: a claim only
+  // guards a request that is acknowledged once its own writes commit durably afterwards, and that
+  // later flush writes out the WAL up to its own commit, the claim's included. A crash before it
+  // forgets only claims of requests that were never acknowledged (their retries are then accepted,
+  // as they should be). Each request no longer waits for an fsync of its own claim (wave 3, eighth session).
   // Each key is claimed once per group (a repeat within it is a replay), in key order, by
   // multi-row statements: one round trip for a burst, where one statement a claim kept a
   // PostgreSQL transaction open across as many round trips.
@@ -177,12 +182,12 @@ function databaseState(db: Db, counters: Db = db): Ops {
         params.push(now)
         // A won claim's row holds this claim's expiry. (SQLite and PostgreSQL return only the rows
         // written; MySQL returns the rows its WHERE kept as they were too.)
-        for (const r of await db.all<{ key: string; expires_at: number }>(claimRows(size), params))
+        for (const r of await counters.all<{ key: string; expires_at: number }>(claimRows(size), params))
           if (Number(r.expires_at) === now + first.get(r.key)!.ttlMs) won.add(r.key)
       }
       for (const [key, c] of first) c.ok = won.has(key)
     },
-    { parallel: db.dialect === 'postgres' ? 2 : 1, maxWeight: 1000 },
+    { parallel: counters.dialect === 'postgres' ? 2 : 1, maxWeight: 1000 },
   )
   // Counters of requests arriving together share one statement: one row per key with the sum of
   // their additions, in key order (two batches never wait on each other's rows crosswise). Each
@@ -289,7 +294,7 @@ export function createSharedState(opts: {
   db: Db
   /**
    * Where counters, locks and buckets are written (default `db`): on PostgreSQL a small pool that
-   * commits without waiting for the WAL flush. Claims (nonces) always commit durably through `db`.
+   * commits without waiting for the WAL flush, for claims (nonces) too (see `databaseState`).
    */
   counters?: Db
   redisUrl?: string

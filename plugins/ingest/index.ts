@@ -12,6 +12,7 @@ import { ingestRoutes } from './signed/routes'
 import { Ingestor } from './signed/service'
 import { validateEvents } from './signed/validate'
 import { eventLog } from './store/log'
+import { RecentRows } from './store/recent'
 import { DAY } from './store/sql'
 import { invocations, purge, purgeEventIds, scanEvents } from './store/store'
 import { walkTimeline, walkTimelineText } from './store/timeline'
@@ -114,13 +115,21 @@ export default definePlugin({
       if (db.dialect === 'sqlite' && ctx.config.sqlite_synchronous === 'full')
         await db.exec('PRAGMA synchronous = FULL')
       if (db.dialect === 'sqlite' && db.location) walkFile = db.location.url
-      writer.attach(db, t ? (rows) => t.persist(rows) : undefined, (appended) => ctx.events.notify(appended))
+      writer.attach(
+        db,
+        t ? (rows) => t.persist(rows) : undefined,
+        (appended) => ctx.events.notify(appended),
+        recent,
+      )
       await ingestor.keepNoncesIn(db, db.dialect === 'sqlite' && !ctx.core.redis.url)
     }
     const storeSets: MigrationSet[] = []
     const purgers: Parameters<IngestService['onPurge']>[0][] = []
     // The committed events, in commit order, for the consumers of `ctx.events`.
-    ctx.events.provide(eventLog(() => db))
+    // PostgreSQL and MySQL: this process's last commits, which the log's reads take instead of
+    // reading back rows they only need the positions of (store/recent.ts).
+    const recent = new RecentRows()
+    ctx.events.provide(eventLog(() => db, recent))
     const secret = signingSecret(ctx.config, ctx.core.data_dir)
     const ingestor = new Ingestor(ctx.config, secret.secret, games, writer, ctx.log, ctx.shared)
 

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll } from 'bun:test'
 import { type Db, type MigrationSet, migrate } from '../../core/db'
+import type { LogEntry } from '../../core/event-log-types'
 import { signRequest } from '../../sdk/sign'
 import { type Engine, type TestApp, makeApp, rawDb } from '../../test/helpers'
 import { ingestMigrations } from './migrations'
@@ -64,4 +65,29 @@ export function migratedStore(engine: Engine, more: MigrationSet[] = []): { db: 
   })
   afterAll(() => done())
   return store
+}
+
+/** Every field a consumer can read of a log row (the hand-over and kept-rows tests compare them). */
+export const logFields = (e: LogEntry) => {
+  const r = e.row
+  return {
+    at: e.at,
+    id: r.id,
+    receivedAt: r.receivedAt,
+    gameId: r.gameId,
+    env: r.env,
+    event: r.event,
+    ts: r.ts,
+    userId: r.userId,
+    sessionId: r.sessionId,
+    amountCents: r.amountCents,
+    currency: r.currency,
+    durationMs: r.durationMs,
+    network: r.network,
+    level: r.level,
+    eventId: r.eventId,
+    payment: r.payment,
+    invocation: r.invocation,
+    props: r.props,
+  }
 }

@@ -1,9 +1,9 @@
 import { afterAll, describe, expect, test } from 'bun:test'
-import type { Appended, LogEntry } from '../../../core/event-log-types'
+import type { Appended } from '../../../core/event-log-types'
 import { createLogger } from '../../../core/log'
 import { checked } from '../signed/collect'
 import { eventLog } from '../store/log'
-import { migratedStore } from '../testing'
+import { logFields, migratedStore } from '../testing'
 import { PersistThread } from './persist-thread'
 import { GroupWriter } from './writer'
 
@@ -14,31 +14,6 @@ const log = createLogger(
   { level: 'error', format: 'json', max_size: 1, max_backups: 0, max_age: 0, sensitive_fields: [] },
   () => {},
 )
-
-/** Every field a consumer can read of a log row. */
-const seen = (e: LogEntry) => {
-  const r = e.row
-  return {
-    at: e.at,
-    id: r.id,
-    receivedAt: r.receivedAt,
-    gameId: r.gameId,
-    env: r.env,
-    event: r.event,
-    ts: r.ts,
-    userId: r.userId,
-    sessionId: r.sessionId,
-    amountCents: r.amountCents,
-    currency: r.currency,
-    durationMs: r.durationMs,
-    network: r.network,
-    level: r.level,
-    eventId: r.eventId,
-    payment: r.payment,
-    invocation: r.invocation,
-    props: r.props,
-  }
-}
 
 // The writer commits on a persist thread, whose answer carries the seq (as a file store's does),
 // or on the event loop (as a store in memory does).
@@ -121,7 +96,7 @@ for (const where of ['the persist thread', 'the event loop'])
       )
       const given = handed.flatMap((a) => a.entries)
       expect(given.length).toBe(4)
-      expect(given.map(seen)).toEqual(read.map(seen))
+      expect(given.map(logFields)).toEqual(read.map(logFields))
       // The payment and the call are what consumers count: both came through.
       expect(given[3].row.payment).toEqual({ orderId: 'o-1', status: 'success', amountCents: 499 })
       expect(given[2].row.invocation?.outcome).toBe('failure')

@@ -4,6 +4,7 @@ import type { Appended, LogPosition } from '../../../core/event-log-types'
 import type { Logger } from '../../../core/log'
 import type { NormEvent } from '../signed/validate'
 import { committedEntries } from '../store/log'
+import type { RecentRows } from '../store/recent'
 import { type CommitRows, DUPLICATE_EVENTS, DUPLICATE_PAYMENTS, persist } from './persist'
 import {
   REPEATED_IDS,
@@ -62,6 +63,8 @@ export class GroupWriter {
    */
   private handOver = false
   private lastAt: LogPosition | undefined
+  /** Elsewhere, the rows of the last commits, which the log's reads take instead of reading them back. */
+  private recent: RecentRows | undefined
 
   /** Answers the seq the commit's events took, where the commit numbers them (`persist`). */
   private persistRows: (rows: CommitRows) => Promise<number | undefined>
@@ -99,11 +102,13 @@ export class GroupWriter {
     db: Db,
     thread?: (rows: CommitRows) => Promise<number | undefined>,
     committed?: (appended?: Appended) => void,
+    recent?: RecentRows,
   ): void {
     if (this.started) throw new Error('the event store cannot change once ingestion started')
     this.db = db
     this.committed = committed
     this.handOver = db.dialect === 'sqlite'
+    this.recent = this.handOver ? undefined : recent
     this.persistRows = thread ?? ((rows) => persist(db, rows))
     this.group.setParallel(this.inFlight(db, !!thread))
   }
@@ -256,6 +261,9 @@ export class GroupWriter {
       const after = this.lastAt
       this.lastAt = entries[entries.length - 1].at
       this.committed?.({ entries, after })
-    } else this.committed?.()
+    } else {
+      this.recent?.add(ev)
+      this.committed?.()
+    }
   }
 }

@@ -42,3 +42,33 @@ export async function readLogPg(db: Db, after: LogPosition, below: number, limit
       }) as LogRow,
   )
 }
+
+/**
+ * The positions alone of a batch of the log (`store/recent.ts`): `seq, id, seq, id, ...` in log
+ * order. PostgreSQL sends them as one text (one value to decode); MySQL as rows.
+ */
+const POSITIONS_PG = `SELECT coalesce(string_agg(seq::text || ',' || id::text, ',' ORDER BY seq, id), '') AS p
+  FROM (SELECT seq, id FROM ingest_events WHERE (seq, id) > (?, ?) AND seq < ? ORDER BY seq, id LIMIT ?) t`
+
+export async function readPositions(
+  db: Db,
+  after: LogPosition,
+  below: number,
+  limit: number,
+): Promise<number[]> {
+  const params = [after.seq, after.pos, below, limit]
+  if (db.dialect === 'postgres') {
+    const p = (await db.get<{ p: string }>(POSITIONS_PG, params))?.p ?? ''
+    return p ? p.split(',').map(Number) : []
+  }
+  const rows = await db.all<{ seq: number | string; id: number | string }>(
+    'SELECT seq, id FROM ingest_events WHERE (seq, id) > (?, ?) AND seq < ? ORDER BY seq, id LIMIT ?',
+    params,
+  )
+  const out: number[] = new Array(rows.length * 2)
+  for (let i = 0; i < rows.length; i++) {
+    out[2 * i] = Number(rows[i].seq)
+    out[2 * i + 1] = Number(rows[i].id)
+  }
+  return out
+}

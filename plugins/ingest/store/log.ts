@@ -4,7 +4,8 @@ import type { EventRows } from '../persist/persist'
 import { invocationOf } from '../rows'
 import { PAYMENT_STATUSES, type PaymentStatus, clean, str } from '../signed/validate'
 import { EVENT_WIRE_COLS, EVENT_WIRE_WIDTH, LOG_COLS } from './event-cols'
-import { readLogPg } from './log-pg'
+import { readLogPg, readPositions } from './log-pg'
+import type { RecentRows } from './recent'
 
 const COLS = LOG_COLS.join(', ')
 
@@ -106,27 +107,32 @@ class StoredEvent implements LogEvent {
 export const logEvent = (r: EventRow): LogEvent => new StoredEvent(r, r.props)
 
 /**
- * A commit's raw events as the log's readers would read them back (`EventLogService.notify`
- * hands them to the consumers): built from the very values the commit bound to its statement
- * (`eventParams`), the seq it took, and the same `StoredEvent`.
+ * Row `i` of a commit's raw events as the log's readers would read it back: built from the very
+ * values the commit bound to its statement (`eventParams`) and the same `StoredEvent`.
+ */
+export function committedRow(e: EventRows, i: number): LogEvent {
+  const { firstId, cols, props, streams, receivedAt } = e
+  const k = i * EVENT_WIRE_WIDTH
+  const st = (cols[k] as number) * 2
+  const r: Record<string, unknown> = {
+    id: firstId + i,
+    received_at: receivedAt,
+    game_id: streams[st],
+    env: streams[st + 1],
+    props: props[i],
+  }
+  for (let c = 0; c < EVENT_WIRE_COLS.length; c++) r[EVENT_WIRE_COLS[c]] = cols[k + 1 + c] ?? null
+  return logEvent(r as unknown as EventRow)
+}
+
+/**
+ * A commit's raw events as the log's readers would read them back, with the seq it took
+ * (`EventLogService.notify` hands them to the consumers).
  */
 export function committedEntries(e: EventRows, seq: number): LogEntry[] {
-  const { firstId, cols, props, streams, receivedAt } = e
-  const out: LogEntry[] = new Array(props.length)
-  for (let i = 0, k = 0; i < props.length; i++, k += EVENT_WIRE_WIDTH) {
-    const st = (cols[k] as number) * 2
-    const id = firstId + i
-    const r: Record<string, unknown> = {
-      id,
-      seq,
-      received_at: receivedAt,
-      game_id: streams[st],
-      env: streams[st + 1],
-      props: props[i],
-    }
-    for (let c = 0; c < EVENT_WIRE_COLS.length; c++) r[EVENT_WIRE_COLS[c]] = cols[k + 1 + c] ?? null
-    out[i] = { at: { seq, pos: id }, row: logEvent(r as unknown as EventRow) }
-  }
+  const n = e.props.length
+  const out: LogEntry[] = new Array(n)
+  for (let i = 0; i < n; i++) out[i] = { at: { seq, pos: e.firstId + i }, row: committedRow(e, i) }
   return out
 }
 
@@ -135,20 +141,44 @@ export function committedEntries(e: EventRows, seq: number): LogEntry[] {
  * ingest rules (event_id; a payment's order and status). Rows with seq 0 were stored before the
  * log existed; consumers start past them (core/event-log.ts) and read them on a rebuild.
  */
-export function eventLog(store: () => Db): LogSource {
+export function eventLog(store: () => Db, recent?: RecentRows): LogSource {
+  /** Reads left to go to the store whole after one met a row not kept in `recent`. */
+  let skip = 0
+  const readRows = async (after: LogPosition, below: number, limit: number, db: Db) => {
+    const rows =
+      db.dialect === 'postgres'
+        ? ((await readLogPg(db, after, below, limit)) as EventRow[])
+        : await db.all<EventRow>(
+            `SELECT ${COLS} FROM ingest_events WHERE (seq, id) > (?, ?) AND seq < ? ORDER BY seq, id LIMIT ?`,
+            [after.seq, after.pos, below, limit],
+          )
+    return rows.map((r) => ({ at: { seq: Number(r.seq), pos: Number(r.id) }, row: logEvent(r) }))
+  }
   return {
     get db() {
       return store()
     },
     async read(after: LogPosition, below: number, limit: number, db: Db): Promise<LogEntry[]> {
-      const rows =
-        db.dialect === 'postgres'
-          ? ((await readLogPg(db, after, below, limit)) as EventRow[])
-          : await db.all<EventRow>(
-              `SELECT ${COLS} FROM ingest_events WHERE (seq, id) > (?, ?) AND seq < ? ORDER BY seq, id LIMIT ?`,
-              [after.seq, after.pos, below, limit],
-            )
-      return rows.map((r) => ({ at: { seq: Number(r.seq), pos: Number(r.id) }, row: logEvent(r) }))
+      if (!recent || db.dialect === 'sqlite' || !recent.holds(after.pos))
+        return readRows(after, below, limit, db)
+      if (skip > 0) {
+        skip--
+        return readRows(after, below, limit, db)
+      }
+      // The positions from the store, the rows from this process's own commits (store/recent.ts).
+      const at = await readPositions(db, after, below, limit)
+      const out: LogEntry[] = new Array(at.length / 2)
+      for (let i = 0; i < at.length; i += 2) {
+        const row = recent.row(at[i + 1], committedRow)
+        // Another instance's row, or one older than those kept: this read and the next few go to
+        // the store whole (the same rows: those below the horizon are all committed).
+        if (!row) {
+          skip = 16
+          return readRows(after, below, limit, db)
+        }
+        out[i / 2] = { at: { seq: at[i], pos: at[i + 1] }, row }
+      }
+      return out
     },
     /**
      * Counted up to `PENDING_CAP` rows, and the oldest taken as the next row in log order (one
