@@ -22,6 +22,9 @@ export const WHOLE = -1
 export const START: LogPosition = { seq: 0, pos: 0 }
 export const before = (a: LogPosition, b: LogPosition) => a.seq < b.seq || (a.seq === b.seq && a.pos < b.pos)
 
+/** Positions in log order: negative when `a` comes first, 0 when they are the same place. */
+export const compare = (a: LogPosition, b: LogPosition) => (before(a, b) ? -1 : before(b, a) ? 1 : 0)
+
 /** A step whose cursor or lease moved under it: rolled back, not an error. */
 export class LostLease extends Error {}
 

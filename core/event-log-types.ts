@@ -57,6 +57,16 @@ export interface LogEntry {
   row: LogRow
 }
 
+export interface Pending {
+  rows: number
+  oldestReceivedAt: number | null
+}
+
+export interface PendingOptions {
+  until?: { at: LogPosition; rows: number }
+  count?: boolean
+}
+
 /**
  * What provides the log (the ingest plugin). Every method reads through the `db` it is given (the
  * consumer's transaction when there is one).
@@ -72,8 +82,13 @@ export interface LogSource {
    * the horizon come from finished transactions only, so none can appear there later.
    */
   read(after: LogPosition, below: number, limit: number, db: Db): Promise<LogEntry[]>
-  /** How many rows lie after `after` (for the lag; a source may stop counting at a cap), and when the next of them was received. */
-  pending(after: LogPosition, db: Db): Promise<{ rows: number; oldestReceivedAt: number | null }>
+  /**
+   * How many rows lie after `after` (for the lag; a source may stop counting at a cap), and when
+   * the next of them was received. `o.until`: the rows after `until.at` (a later position) are
+   * known to number `until.rows`; count only those up to it and add them. `o.count: false`: the
+   * time alone (`rows` is then 0).
+   */
+  pending(after: LogPosition, db: Db, o?: PendingOptions): Promise<Pending>
   /** The newest position (the end of the log now). */
   head(db: Db): Promise<LogPosition>
   /**

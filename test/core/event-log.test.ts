@@ -38,12 +38,21 @@ function testSource(): LogSource {
       )
       return rows.map(entry)
     },
-    async pending(at, db) {
-      const r = await db.get<{ n: number; t: number | null }>(
-        `SELECT COUNT(*) AS n, MIN(received_at) AS t FROM log_test WHERE ${after}`,
+    async pending(at, db, o = {}) {
+      const r = await db.get<{ t: number | null }>(
+        `SELECT MIN(received_at) AS t FROM log_test WHERE ${after}`,
         [at.seq, at.seq, at.pos],
       )
-      return { rows: Number(r?.n ?? 0), oldestReceivedAt: r?.t == null ? null : Number(r.t) }
+      const upTo = o.until ? ' AND (seq < ? OR (seq = ? AND id <= ?))' : ''
+      const u = o.until?.at
+      const n = await db.get<{ n: number }>(
+        `SELECT COUNT(*) AS n FROM log_test WHERE ${after}${upTo}`,
+        u ? [at.seq, at.seq, at.pos, u.seq, u.seq, u.pos] : [at.seq, at.seq, at.pos],
+      )
+      return {
+        rows: o.count === false ? 0 : Number(n?.n ?? 0) + (o.until?.rows ?? 0),
+        oldestReceivedAt: r?.t == null ? null : Number(r.t),
+      }
     },
     async head(db) {
       const r = await db.get<{ seq: number; id: number }>(
@@ -151,6 +160,49 @@ forEachEngine((engine) => {
     const [after] = await log.status()
     expect(after.lagEvents).toBe(0)
     expect(after.delivered).toBe(25)
+  })
+
+  test('each consumer shows the rows after its own cursor, the log behind the slowest counted once', async () => {
+    const log = new EventLog({ db, instanceId: 'a', log: quiet, pollMs: 20 })
+    logs.push(log)
+    // The rows each of the source's counts went over (what it added of `until` left out).
+    let counted = 0
+    const plain = testSource()
+    log.provide({
+      ...plain,
+      async pending(at, db, o) {
+        const p = await plain.pending(at, db, o)
+        counted += p.rows - (o?.until?.rows ?? 0)
+        return p
+      },
+    })
+    for (const name of ['c1', 'c2', 'c3', 'c4']) log.consume(counter(name, []))
+    await log.start()
+    await log.stop()
+    await append(db, [1, 2, 3])
+    await append(db, [4, 5])
+    await append(db, [6, 7, 8, 9])
+    const rows = await testSource().read({ seq: 0, pos: 0 }, Number.MAX_SAFE_INTEGER, 100, db)
+    expect(rows.length).toBe(9)
+    // c1 after the second row, c2 and c3 after the fifth, c4 at the end.
+    const put = (name: string, i: number) =>
+      db.run('UPDATE liveops_consumers SET seq = ?, pos = ? WHERE name = ?', [
+        rows[i].at.seq,
+        rows[i].at.pos,
+        name,
+      ])
+    await put('c1', 1)
+    await put('c2', 4)
+    await put('c3', 4)
+    await put('c4', 8)
+    const st = Object.fromEntries((await log.status()).map((s) => [s.name, s.lagEvents]))
+    expect(st).toEqual({ c1: 7, c2: 4, c3: 4, c4: 0 })
+    expect(counted).toBe(7)
+    // The times alone: every lag in events reads 0, the time each is complete to stays.
+    const times = await log.status({ counts: false })
+    expect(times.map((s) => s.lagEvents)).toEqual([0, 0, 0, 0])
+    // (c4 has nothing left: complete to now, which moves.)
+    expect(times.map((s) => s.asOf).slice(0, 3)).toEqual((await log.status()).map((s) => s.asOf).slice(0, 3))
   })
 
   test('a handler that throws rolls its writes back with the cursor: the rows come again, counted once', async () => {

@@ -1,6 +1,7 @@
 import { beforeAll, describe, expect, setSystemTime, test } from 'bun:test'
 import { type TestApp, forEachEngine, makeApp } from '../../../test/helpers'
 import { DAY, SECRET, game, signed } from '../testing'
+import { eventLog } from './log'
 import { purge } from './store'
 
 // The event store ingest keeps (raw events, payments, invocations) and its configuration.
@@ -95,6 +96,24 @@ forEachEngine((engine) => {
         })
         if (i) expect(Number(r.id)).toBe(Number(rows[i - 1].id) + 1)
       })
+    })
+
+    test("the log's pending rows: counted after a position, up to a later one plus what lies beyond it, or the time alone", async () => {
+      const source = eventLog(() => a.db)
+      const all = await source.read({ seq: 0, pos: 0 }, Number.MAX_SAFE_INTEGER, 1000, a.db)
+      const n = all.length
+      expect(n).toBeGreaterThanOrEqual(14)
+      const p = await source.pending(all[2].at, a.db)
+      expect(p).toEqual({ rows: n - 3, oldestReceivedAt: all[3].row.receivedAt })
+      // Up to the ninth row (six of them) plus those known to follow it.
+      const bounded = await source.pending(all[2].at, a.db, { until: { at: all[8].at, rows: n - 9 } })
+      expect(bounded).toEqual({ rows: n - 3, oldestReceivedAt: all[3].row.receivedAt })
+      expect((await source.pending(all[2].at, a.db, { until: { at: all[8].at, rows: 0 } })).rows).toBe(6)
+      expect(await source.pending(all[2].at, a.db, { count: false })).toEqual({
+        rows: 0,
+        oldestReceivedAt: all[3].row.receivedAt,
+      })
+      expect(await source.pending(all[n - 1].at, a.db)).toEqual({ rows: 0, oldestReceivedAt: null })
     })
 
     test('an invocation row has the id of the event it came from', async () => {

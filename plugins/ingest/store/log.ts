@@ -1,5 +1,11 @@
 import type { Db } from '../../../core/db'
-import type { LogEntry, LogEvent, LogPosition, LogSource } from '../../../core/event-log-types'
+import type {
+  LogEntry,
+  LogEvent,
+  LogPosition,
+  LogSource,
+  PendingOptions,
+} from '../../../core/event-log-types'
 import type { EventRows } from '../persist/persist'
 import { invocationOf } from '../rows'
 import { PAYMENT_STATUSES, type PaymentStatus, clean, str } from '../signed/validate'
@@ -185,20 +191,27 @@ export function eventLog(store: () => Db, recent?: RecentRows): LogSource {
      * index probe): an exact count and MIN over a rebuild's backlog read every row after the
      * cursor, four consumers at each status (`/consumers`, the metrics). During a 1 M-row rebuild
      * on PostgreSQL that query was the server's busiest (58% of the samples with a backend
-     * active, scripts/bench/pg-activity.ts), and the status route timed out.
+     * active, scripts/bench/pg-activity.ts), and the status route timed out. `until` bounds the
+     * count at the next consumer's cursor (core's `status` counts the log behind them once).
      */
-    async pending(after: LogPosition, db: Db) {
+    async pending(after: LogPosition, db: Db, o: PendingOptions = {}) {
+      const { until, count = true } = o
       const [r, first] = await Promise.all([
-        db.get<{ n: number | string }>(
-          `SELECT COUNT(*) AS n FROM (SELECT 1 AS x FROM ingest_events WHERE (seq, id) > (?, ?) LIMIT ${PENDING_CAP}) t`,
-          [after.seq, after.pos],
-        ),
+        count
+          ? db.get<{ n: number | string }>(
+              `SELECT COUNT(*) AS n FROM (SELECT 1 AS x FROM ingest_events WHERE (seq, id) > (?, ?)${until ? ' AND (seq, id) <= (?, ?)' : ''} LIMIT ${PENDING_CAP}) t`,
+              until ? [after.seq, after.pos, until.at.seq, until.at.pos] : [after.seq, after.pos],
+            )
+          : undefined,
         db.get<{ t: number | string }>(
           'SELECT received_at AS t FROM ingest_events WHERE (seq, id) > (?, ?) ORDER BY seq, id LIMIT 1',
           [after.seq, after.pos],
         ),
       ])
-      return { rows: Number(r?.n ?? 0), oldestReceivedAt: first?.t == null ? null : Number(first.t) }
+      return {
+        rows: count ? Math.min(PENDING_CAP, Number(r?.n ?? 0) + (until?.rows ?? 0)) : 0,
+        oldestReceivedAt: first?.t == null ? null : Number(first.t),
+      }
     },
     /**
      * PostgreSQL: only a transaction holding a lock on `ingest_events` can add rows to it, and
