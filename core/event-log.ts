@@ -6,10 +6,10 @@ import {
   START,
   WHOLE,
   before,
-  compare,
   cursorOf,
   deliverable,
   healthOf,
+  pendingOf,
   rebuildUntil,
   statusOf,
 } from './event-log-cursor'
@@ -21,7 +21,6 @@ import type {
   LogConsumer,
   LogPosition,
   LogSource,
-  Pending,
 } from './event-log-types'
 import type { Logger } from './log'
 import type { Metrics } from './metrics'
@@ -371,32 +370,12 @@ export class EventLog implements EventLogService {
     return { ...this.reads.counts }
   }
 
-  /**
-   * Each consumer's cursor and lag. The most advanced cursor is counted first, and each one behind
-   * counts only the rows up to the next one's cursor, adding that one's count: the log behind the
-   * slowest consumer is counted once, not once per consumer (under a status read each second on
-   * PostgreSQL, four full counts were most of the server's busy samples; wave 3, eighth session).
-   * `counts: false` reads the times alone (`asOf`), not the rows.
-   */
+  /** Each consumer's cursor and lag (`pendingOf`); `counts: false` reads the times alone (`asOf`), not the rows. */
   async status(o: { counts?: boolean } = {}): Promise<ConsumerStatus[]> {
-    const source = this.source
     const rows = (await this.db.all<CursorRow>('SELECT * FROM liveops_consumers ORDER BY name')).filter((r) =>
       this.consumers.has(r.name),
     )
-    const pending = new Map<string, Pending>()
-    let next: { at: LogPosition; p: Pending } | undefined
-    for (const r of [...rows].sort((a, b) => compare(cursorOf(b), cursorOf(a)))) {
-      const at = cursorOf(r)
-      let p: Pending = { rows: 0, oldestReceivedAt: null }
-      if (next && compare(next.at, at) === 0) p = next.p
-      else if (source)
-        p = await source.pending(at, this.db, {
-          until: next && { at: next.at, rows: next.p.rows },
-          count: o.counts !== false,
-        })
-      pending.set(r.name, p)
-      next = { at, p }
-    }
+    const pending = await pendingOf(rows, this.source, this.db, o.counts !== false)
     const now = this.now()
     return rows.map((r) => statusOf(r, pending.get(r.name)!, now))
   }
