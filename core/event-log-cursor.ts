@@ -72,11 +72,7 @@ export async function deliverable(c: LogConsumer, cur: CursorRow, entries: LogEn
 }
 
 /** One consumer's status from its row and what lies after its cursor. */
-export function statusOf(
-  r: CursorRow,
-  pending: { rows: number; oldestReceivedAt: number | null },
-  now: number,
-): ConsumerStatus {
+export function statusOf(r: CursorRow, pending: Pending, now: number): ConsumerStatus {
   const oldest = pending.oldestReceivedAt
   return {
     name: r.name,

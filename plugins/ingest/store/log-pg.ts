@@ -3,6 +3,18 @@ import type { LogPosition } from '../../../core/event-log-types'
 import { LOG_COLS } from './event-cols'
 
 export type LogCol = (typeof LOG_COLS)[number]
+
+/**
+ * A batch of the log, for every read of it: the rows after a position (`?, ?`), below the horizon
+ * (`?`), in log order, at most `?`. The parameters: `logBatch(after, below, limit)`.
+ */
+export const LOG_BATCH = 'FROM ingest_events WHERE (seq, id) > (?, ?) AND seq < ? ORDER BY seq, id LIMIT ?'
+export const logBatch = (after: LogPosition, below: number, limit: number) => [
+  after.seq,
+  after.pos,
+  below,
+  limit,
+]
 export type LogRow = { [K in LogCol]: K extends 'props' | 'game_id' | 'env' | 'event' ? string : unknown }
 
 /**
@@ -14,11 +26,10 @@ export type LogRow = { [K in LogCol]: K extends 'props' | 'game_id' | 'env' | 'e
  * typed by JSON: BIGINT columns as numbers (ids are ms x 1024, exact below 2^53), TEXT as strings.
  */
 const SQL = `SELECT coalesce(json_agg(json_build_array(${LOG_COLS.join(', ')}) ORDER BY seq, id), '[]')::text AS j
-  FROM (SELECT ${LOG_COLS.join(', ')} FROM ingest_events WHERE (seq, id) > (?, ?) AND seq < ?
-    ORDER BY seq, id LIMIT ?) t`
+  FROM (SELECT ${LOG_COLS.join(', ')} ${LOG_BATCH}) t`
 
 export async function readLogPg(db: Db, after: LogPosition, below: number, limit: number): Promise<LogRow[]> {
-  const r = await db.get<{ j: string }>(SQL, [after.seq, after.pos, below, limit])
+  const r = await db.get<{ j: string }>(SQL, logBatch(after, below, limit))
   const rows = JSON.parse(r?.j ?? '[]') as unknown[][]
   return rows.map(
     (a) =>
@@ -48,7 +59,7 @@ export async function readLogPg(db: Db, after: LogPosition, below: number, limit
  * order. PostgreSQL sends them as one text (one value to decode); MySQL as rows.
  */
 const POSITIONS_PG = `SELECT coalesce(string_agg(seq::text || ',' || id::text, ',' ORDER BY seq, id), '') AS p
-  FROM (SELECT seq, id FROM ingest_events WHERE (seq, id) > (?, ?) AND seq < ? ORDER BY seq, id LIMIT ?) t`
+  FROM (SELECT seq, id ${LOG_BATCH}) t`
 
 export async function readPositions(
   db: Db,
@@ -56,13 +67,13 @@ export async function readPositions(
   below: number,
   limit: number,
 ): Promise<number[]> {
-  const params = [after.seq, after.pos, below, limit]
+  const params = logBatch(after, below, limit)
   if (db.dialect === 'postgres') {
     const p = (await db.get<{ p: string }>(POSITIONS_PG, params))?.p ?? ''
     return p ? p.split(',').map(Number) : []
   }
   const rows = await db.all<{ seq: number | string; id: number | string }>(
-    'SELECT seq, id FROM ingest_events WHERE (seq, id) > (?, ?) AND seq < ? ORDER BY seq, id LIMIT ?',
+    `SELECT seq, id ${LOG_BATCH}`,
     params,
   )
   const out: number[] = new Array(rows.length * 2)

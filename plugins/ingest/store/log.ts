@@ -10,7 +10,7 @@ import type { EventRows } from '../persist/persist'
 import { invocationOf } from '../rows'
 import { PAYMENT_STATUSES, type PaymentStatus, clean, str } from '../signed/validate'
 import { EVENT_WIRE_COLS, EVENT_WIRE_WIDTH, LOG_COLS } from './event-cols'
-import { readLogPg, readPositions } from './log-pg'
+import { LOG_BATCH, logBatch, readLogPg, readPositions } from './log-pg'
 import type { RecentRows } from './recent'
 
 const COLS = LOG_COLS.join(', ')
@@ -154,10 +154,7 @@ export function eventLog(store: () => Db, recent?: RecentRows): LogSource {
     const rows =
       db.dialect === 'postgres'
         ? ((await readLogPg(db, after, below, limit)) as EventRow[])
-        : await db.all<EventRow>(
-            `SELECT ${COLS} FROM ingest_events WHERE (seq, id) > (?, ?) AND seq < ? ORDER BY seq, id LIMIT ?`,
-            [after.seq, after.pos, below, limit],
-          )
+        : await db.all<EventRow>(`SELECT ${COLS} ${LOG_BATCH}`, logBatch(after, below, limit))
     return rows.map((r) => ({ at: { seq: Number(r.seq), pos: Number(r.id) }, row: logEvent(r) }))
   }
   return {
@@ -165,8 +162,8 @@ export function eventLog(store: () => Db, recent?: RecentRows): LogSource {
       return store()
     },
     async read(after: LogPosition, below: number, limit: number, db: Db): Promise<LogEntry[]> {
-      if (!recent || db.dialect === 'sqlite' || !recent.holds(after.pos))
-        return readRows(after, below, limit, db)
+      // (SQLite's writer hands its rows over instead: nothing is kept there, `holds` is false.)
+      if (!recent?.holds(after.pos)) return readRows(after, below, limit, db)
       if (skip > 0) {
         skip--
         return readRows(after, below, limit, db)
