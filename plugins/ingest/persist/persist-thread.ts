@@ -1,6 +1,7 @@
 import type { StoreLocation } from '../../../core/db'
 import { WriteGate } from '../../../core/db/write-gate'
-import { type CommitRows, encodeCommit } from './persist'
+import type { CommitRows } from './persist'
+import { type WireCommit, encodeCommit, transferables } from './wire'
 
 /** Messages to the persist thread. */
 export type PersistRequest =
@@ -11,8 +12,8 @@ export type PersistRequest =
       /** SQLite: `synchronous` of the commits' connection. */
       synchronous: Synchronous
     }
-  /** The rows as text (`encodeCommit`): one string crosses threads far cheaper than a structured clone of thousands of values. */
-  | { kind: 'commit'; id: number; rows: string }
+  /** The rows laid out for the crossing (wire.ts): far cheaper than a structured clone of thousands of values, or JSON. */
+  | { kind: 'commit'; id: number; rows: WireCommit }
   /** Reads a setting of the thread's connection (`PRAGMA name` on SQLite, `SHOW name` on PostgreSQL). */
   | { kind: 'setting'; id: number; name: string }
   | { kind: 'close'; id: number }
@@ -107,7 +108,10 @@ export class PersistThread {
 
   /** Resolves once the rows are committed, with the seq their events took on SQLite (`persist`). */
   persist(rows: CommitRows): Promise<number | undefined> {
-    return this.ask((id) => ({ kind: 'commit', id, rows: encodeCommit(rows) })) as Promise<number | undefined>
+    const wire = encodeCommit(rows)
+    return this.ask((id) => ({ kind: 'commit', id, rows: wire }), transferables(wire)) as Promise<
+      number | undefined
+    >
   }
 
   /** A setting of the thread's store connection, as it answers for itself (diagnostics, tests). */
@@ -117,14 +121,14 @@ export class PersistThread {
   }
 
   /** Sends one request under a fresh id; settles with the thread's answer to it. */
-  private ask(request: (id: number) => PersistRequest): Promise<unknown> {
+  private ask(request: (id: number) => PersistRequest, transfer: Transferable[] = []): Promise<unknown> {
     if (this.dead) return Promise.reject(this.dead)
     const w = this.worker
     if (!w) return Promise.reject(new Error('persist thread restarting'))
     const id = ++this.seq
     return new Promise((resolve, reject) => {
       this.waiting.set(id, { resolve, reject })
-      w.postMessage(request(id))
+      w.postMessage(request(id), transfer)
     })
   }
 

@@ -5,8 +5,9 @@
 import { type Db, isPostgresUrl } from '../../../core/db'
 import { openPostgres } from '../../../core/db/postgres'
 import { openSqlite } from '../../../core/db/sqlite'
-import { decodeCommit, persist } from './persist'
+import { persist } from './persist'
 import type { PersistReply, PersistRequest } from './persist-thread'
+import { type WireCommit, decodeCommit } from './wire'
 
 declare const self: Worker
 
@@ -17,10 +18,10 @@ let chain: Promise<void> = Promise.resolve()
 const running = new Set<Promise<void>>()
 const reply = (r: PersistReply) => self.postMessage(r)
 
-async function commit(id: number, text: string): Promise<void> {
+async function commit(id: number, wire: WireCommit): Promise<void> {
   try {
     if (!db) throw new Error('persist thread: no store open')
-    const rows = decodeCommit(text)
+    const rows = decodeCommit(wire)
     // SQLite: the seq the commit's events took, for the rows handed to the consumers.
     reply({ id, value: await persist(db, rows) })
   } catch (e) {

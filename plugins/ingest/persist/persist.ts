@@ -29,8 +29,7 @@ const INVOCATION_COLS = [
 /**
  * A commit's raw events, compact: what all of them share is said once. Their ids run from
  * `firstId` up by one, they were all received at `receivedAt`, and each names its game and
- * environment by an index into `streams`. Props are JSON text, kept apart so that, crossing to
- * the persist thread, they are not escaped into another JSON text (see `encodeCommit`).
+ * environment by an index into `streams`. Props are JSON text.
  */
 export interface EventRows {
   firstId: number
@@ -60,25 +59,6 @@ export function eventParams(e: EventRows, seq?: number): Param[] {
 }
 
 const EVENT_COLS_SEQ = [...EVENT_COLS, 'seq']
-
-/**
- * A commit as one string for the persist thread: JSON, then each event's props after a NUL.
- * Props are JSON text, in which a NUL can only appear escaped, so splitting at NULs is exact;
- * and they cross without being escaped and unescaped again, which was a third of the cost of a
- * plain `JSON.stringify` of the rows and its parse.
- */
-export function encodeCommit(rows: CommitRows): string {
-  const { props } = rows.events
-  const head = JSON.stringify({ ...rows, events: { ...rows.events, props: [] } })
-  return props.length ? `${head}\u0000${props.join('\u0000')}` : head
-}
-
-export function decodeCommit(text: string): CommitRows {
-  const parts = text.split('\u0000')
-  const rows = JSON.parse(parts[0]) as CommitRows
-  rows.events.props = parts.slice(1)
-  return rows
-}
 
 /**
  * The rows of one group commit, prepared by the writer: raw events compact (`EventRows`),

@@ -27,7 +27,7 @@ function all(sql: string, params: Param[]) {
     s = conn.prepare(sql)
     statements.set(sql, s)
   }
-  return s.all(...(params as Array<string | number>)) as Array<Record<string, unknown>>
+  return s.all(params) as Array<Record<string, unknown>>
 }
 
 /** `b`'s buffer to transfer: its own, or a copy when `b` is a view of a larger one. */
