@@ -56,7 +56,10 @@ export function rulesRuntime(opts: {
       })
   }
 
+  /** Rule writes this instance applied itself (`put`, `remove`), counted for `sync`. */
+  let ownWrites = 0
   const ownWrite = (rev: number) => {
+    ownWrites++
     if (revs.rules === rev - 1) revs = { ...revs, rules: rev }
   }
 
@@ -168,14 +171,23 @@ export function rulesRuntime(opts: {
     }
   }
 
-  /** Picks up changes other instances made (their writes bump a revision). */
+  /**
+   * Picks up changes other instances made (their writes bump a revision). A rule this instance
+   * saved or removed while the store was being read may be missing from what was read (on
+   * PostgreSQL the reads wait on the network, and a request runs in between): installing that
+   * would drop the rule, and its shadow statistics, until the next sync. Such a read is read again.
+   */
   async function sync() {
-    const now = await store.revisions()
-    if (now.rules !== revs.rules) {
-      engine.load(await store.listRules())
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const writes = ownWrites
+      const now = await store.revisions()
+      const rules = now.rules !== revs.rules ? await store.listRules() : undefined
+      if (ownWrites !== writes) continue
+      if (rules) engine.load(rules)
+      if (now.groups !== revs.groups) groups = new Map((await store.listGroups()).map((g) => [g.id, g]))
+      revs = now
+      return
     }
-    if (now.groups !== revs.groups) groups = new Map((await store.listGroups()).map((g) => [g.id, g]))
-    revs = now
   }
 
   return {
