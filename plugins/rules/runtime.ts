@@ -56,7 +56,7 @@ export function rulesRuntime(opts: {
       })
   }
 
-  /** Rule writes this instance applied itself (`put`, `remove`), counted for `sync`. */
+  /** Rule and group writes this instance applied itself (`put`, `remove`, `putGroup`, `removeGroup`), counted for `sync`. */
   let ownWrites = 0
   const ownWrite = (rev: number) => {
     ownWrites++
@@ -172,19 +172,21 @@ export function rulesRuntime(opts: {
   }
 
   /**
-   * Picks up changes other instances made (their writes bump a revision). A rule this instance
-   * saved or removed while the store was being read may be missing from what was read (on
+   * Picks up changes other instances made (their writes bump a revision). A rule or group this
+   * instance saved or removed while the store was being read may be missing from what was read (on
    * PostgreSQL the reads wait on the network, and a request runs in between): installing that
-   * would drop the rule, and its shadow statistics, until the next sync. Such a read is read again.
+   * would drop the rule and its shadow statistics, or leave a new group without members, until the
+   * next sync. Such a read is read again.
    */
   async function sync() {
     for (let attempt = 0; attempt < 5; attempt++) {
       const writes = ownWrites
       const now = await store.revisions()
       const rules = now.rules !== revs.rules ? await store.listRules() : undefined
+      const groupList = now.groups !== revs.groups ? await store.listGroups() : undefined
       if (ownWrites !== writes) continue
       if (rules) engine.load(rules)
-      if (now.groups !== revs.groups) groups = new Map((await store.listGroups()).map((g) => [g.id, g]))
+      if (groupList) groups = new Map(groupList.map((g) => [g.id, g]))
       revs = now
       return
     }
@@ -216,10 +218,12 @@ export function rulesRuntime(opts: {
     },
     putGroup(g: GroupRecord) {
       groups.set(g.id, g)
+      ownWrites++
       opts.publish?.()
     },
     removeGroup(id: string) {
       groups.delete(id)
+      ownWrites++
       opts.publish?.()
     },
     sync,
