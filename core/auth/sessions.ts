@@ -39,6 +39,8 @@ export class Sessions {
   private timer?: Timer
   private lastSync = Date.now()
   private keysRevokedAt = 0
+  /** Trust this instance withdrew itself (`withdrawUser`), counted by the reads that apply the store's (`settled`). */
+  private ownWithdrawals = 0
 
   constructor(
     private db: Db,
@@ -135,6 +137,7 @@ export class Sessions {
 
   /** A user's trust changed in the store (password, roles, disabled, deleted): applies and tells everyone. */
   async withdrawUser(id: string, gen: number, active: boolean): Promise<void> {
+    this.ownWithdrawals++
     this.access.setUser(id, gen, active)
     await this.changes?.publish(TOPIC, { user: id })
   }
@@ -166,8 +169,10 @@ export class Sessions {
   /** Another instance's notice: read the user back from the store, or apply the family. */
   private async heard(d: ChangeDetail): Promise<void> {
     if (typeof d.user === 'string') {
-      const u = await this.users.maybe(d.user)
-      this.access.setUser(d.user, u?.tokenGen ?? 0, !!u && !u.disabled)
+      const id = d.user
+      const read = await this.settled(() => this.users.maybe(id))
+      // Unsettled: this instance kept changing trust meanwhile; the next sync reads the user again.
+      if (read) this.access.setUser(id, read.value?.tokenGen ?? 0, !!read.value && !read.value.disabled)
     }
     if (typeof d.family === 'string') this.access.revokeFamily(d.family)
     if (d.keys) this.forgetKeys()
@@ -177,8 +182,8 @@ export class Sessions {
   async sync(): Promise<void> {
     const started = Date.now()
     const since = this.lastSync - OVERLAP_MS
-    for (const u of await this.users.withdrawn(since))
-      this.access.setUser(u.id, Number(u.token_gen), !u.disabled)
+    const withdrawn = await this.settled(() => this.users.withdrawn(since))
+    for (const u of withdrawn?.value ?? []) this.access.setUser(u.id, Number(u.token_gen), !u.disabled)
     await this.readFamilies(since)
     const keys = await this.lastKeyRevocation()
     if (keys > this.keysRevokedAt) {
@@ -186,7 +191,24 @@ export class Sessions {
       this.forgetKeys()
     }
     this.access.prune(started)
-    this.lastSync = started
+    // An unsettled read of the users is read again, from as far back, by the next sync.
+    if (withdrawn) this.lastSync = started
+  }
+
+  /**
+   * A read of users' trust from the store, read again when this instance withdrew trust itself
+   * while it was under way: on PostgreSQL the read waits on the network and a request runs
+   * meanwhile, so what it read may be older than that request's change, and applying it would
+   * hand back what was just withdrawn (a user disabled here accepted here again until the next
+   * sync). Undefined when every attempt met such a change.
+   */
+  private async settled<T>(read: () => Promise<T>): Promise<{ value: T } | undefined> {
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const withdrawals = this.ownWithdrawals
+      const value = await read()
+      if (withdrawals === this.ownWithdrawals) return { value }
+    }
+    return undefined
   }
 
   private async readFamilies(since: number): Promise<void> {

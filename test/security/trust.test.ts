@@ -30,6 +30,69 @@ forEachEngine((engine) => {
     refresh: (await call('POST', '/api/auth/refresh', { body: { refreshToken: s.refreshToken } })).status,
   })
 
+  test("the periodic read of the store, begun before a user was disabled here, does not hand the user's trust back", async () => {
+    const user = await person(['operator'])
+    expect((await call('GET', '/api/games', { headers: as(user.token) })).status).toBe(200)
+    // The read is held after it read the store (on PostgreSQL a request runs while it waits on the network).
+    const users = app.auth.users
+    const read = users.withdrawn
+    let reads = 0
+    let release = () => {}
+    const hold = new Promise<void>((r) => {
+      release = r
+    })
+    users.withdrawn = async (since) => {
+      const rows = await read(since)
+      if (++reads === 1) await hold
+      return rows
+    }
+    try {
+      const syncing = app.auth.sync()
+      while (reads < 1) await Bun.sleep(1)
+      // What it read still trusts the user.
+      const off = await call('PUT', `/api/users/${user.id}`, { headers: admin, body: { disabled: true } })
+      expect(off.status).toBe(200)
+      expect((await call('GET', '/api/games', { headers: as(user.token) })).status).toBe(401)
+      release()
+      await syncing
+      expect((await call('GET', '/api/games', { headers: as(user.token) })).status).toBe(401)
+      // The read that met the change was read again.
+      expect(reads).toBeGreaterThanOrEqual(2)
+    } finally {
+      users.withdrawn = read
+    }
+  })
+
+  test("another instance's notice, read back before a user was disabled here, does not hand the user's trust back", async () => {
+    const user = await person(['operator'])
+    const users = app.auth.users
+    const read = users.maybe
+    let reads = 0
+    let release = () => {}
+    const hold = new Promise<void>((r) => {
+      release = r
+    })
+    users.maybe = async (id) => {
+      const u = await read(id)
+      if (++reads === 1) await hold
+      return u
+    }
+    // What the notice handler runs (core/auth/sessions.ts), as when another instance changed the user.
+    const sessions = (app.auth as unknown as { sessions: { heard(d: object): Promise<void> } }).sessions
+    try {
+      const hearing = sessions.heard({ user: user.id })
+      while (reads < 1) await Bun.sleep(1)
+      const off = await call('PUT', `/api/users/${user.id}`, { headers: admin, body: { disabled: true } })
+      expect(off.status).toBe(200)
+      release()
+      await hearing
+      expect((await call('GET', '/api/games', { headers: as(user.token) })).status).toBe(401)
+      expect(reads).toBeGreaterThanOrEqual(2)
+    } finally {
+      users.maybe = read
+    }
+  })
+
   describe('a change of trust ends sessions at once', () => {
     for (const [what, change] of [
       ['a role change', { roles: ['viewer'] }],
