@@ -35,6 +35,8 @@ async function bump(tx: Db) {
 export function rosterStore(db: Db, publish: () => void = () => undefined) {
   let periods = new Map<string, [number, number][]>()
   let rev = -1
+  /** Writes this instance applied to the copy itself, counted for `sync`. */
+  let ownWrites = 0
   const cache = (r: Roster) =>
     periods.set(
       r.id,
@@ -55,14 +57,25 @@ export function rosterStore(db: Db, publish: () => void = () => undefined) {
       }
       return hi >= 0 && now < ps[hi][1]
     },
+    /**
+     * Reloads the copy when the revision moved. A roster this instance wrote while the store was
+     * being read may be missing from what was read (on PostgreSQL the reads wait on the network,
+     * and a request runs in between): installing that would lose the write until the next sync,
+     * so such a read is read again.
+     */
     async sync() {
-      const row = await db.get<{ rev: number }>('SELECT rev FROM rosters_revision WHERE id = 1')
-      const now = Number(row?.rev ?? 0)
-      if (now === rev) return
-      const all = (await db.all<Row>(`SELECT ${COLS} FROM rosters`)).map(toRoster)
-      periods = new Map()
-      for (const r of all) cache(r)
-      rev = now
+      for (let attempt = 0; attempt < 5; attempt++) {
+        const writes = ownWrites
+        const row = await db.get<{ rev: number }>('SELECT rev FROM rosters_revision WHERE id = 1')
+        const now = Number(row?.rev ?? 0)
+        if (now === rev) return
+        const all = (await db.all<Row>(`SELECT ${COLS} FROM rosters`)).map(toRoster)
+        if (ownWrites !== writes) continue
+        periods = new Map()
+        for (const r of all) cache(r)
+        rev = now
+        return
+      }
     },
     async list(): Promise<Roster[]> {
       return (await db.all<Row>(`SELECT ${COLS} FROM rosters ORDER BY id`)).map(toRoster)
@@ -84,6 +97,7 @@ export function rosterStore(db: Db, publish: () => void = () => undefined) {
         return toRoster(row)
       })
       cache(r)
+      ownWrites++
       publish()
       return r
     },
@@ -108,6 +122,7 @@ export function rosterStore(db: Db, publish: () => void = () => undefined) {
         return toRoster(row)
       })
       cache(r)
+      ownWrites++
       publish()
       return r
     },
@@ -118,6 +133,7 @@ export function rosterStore(db: Db, publish: () => void = () => undefined) {
         await bump(tx)
       })
       periods.delete(id)
+      ownWrites++
       publish()
     },
   }
