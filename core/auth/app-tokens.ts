@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { type Db, fromJson, iso, newId } from '../db'
 import { NotFound } from '../http'
 import type { Principal } from './principal'
+import { VerifiedCache } from './verified'
 
 /** Spec 2 section 5: the three scopes of an application token; none implies another. */
 export const SCOPES = ['config', 'trigger', 'query'] as const
@@ -54,7 +55,7 @@ export type AppPrincipal = Principal & { scopes: Scope[] }
  */
 export function scopedTokenStore(db: Db, kind: ScopedKind) {
   const { stored, prefix, label } = SCOPED_KINDS[kind]
-  const cache = new Map<string, AppPrincipal | null>()
+  const cache = new VerifiedCache<AppPrincipal>()
   return {
     kind,
     async create(name: string, scopes: Scope[], createdBy: string) {
@@ -89,22 +90,20 @@ export function scopedTokenStore(db: Db, kind: ScopedKind) {
       )
       if (!row)
         throw new NotFound(`${kind === 'appToken' ? 'application token' : 'server key'} '${id}' not found`)
-      cache.clear()
+      cache.forget()
       return toToken(row)
     },
     forget() {
-      cache.clear()
+      cache.forget()
     },
-    async verify(token: string): Promise<AppPrincipal | undefined> {
+    verify(token: string): Promise<AppPrincipal | undefined> {
       const hash = sha256(token)
-      const hit = cache.get(hash)
-      if (hit !== undefined) return hit ?? undefined
-      const row = await db.get<TokenRow>(
-        `SELECT ${COLS} FROM auth_app_tokens WHERE token_hash = ? AND kind = ?`,
-        [hash, stored],
-      )
-      const p =
-        row && row.revoked_at === null
+      return cache.verify(hash, async () => {
+        const row = await db.get<TokenRow>(
+          `SELECT ${COLS} FROM auth_app_tokens WHERE token_hash = ? AND kind = ?`,
+          [hash, stored],
+        )
+        return row && row.revoked_at === null
           ? {
               kind,
               id: row.id,
@@ -113,9 +112,7 @@ export function scopedTokenStore(db: Db, kind: ScopedKind) {
               scopes: fromJson<Scope[]>(row.scopes, []),
             }
           : null
-      if (cache.size > 10_000) cache.clear()
-      cache.set(hash, p)
-      return p ?? undefined
+      })
     },
   }
 }

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { type Db, iso, newId } from '../db'
 import { NotFound } from '../http'
 import type { Principal } from './principal'
+import { VerifiedCache } from './verified'
 
 /** SDK keys travel in `x-api-key`; server keys share the header with their own prefix. */
 export const SDK_KEY_PREFIX = 'lok_'
@@ -47,10 +48,10 @@ const sha256 = (s: string) => new Bun.CryptoHasher('sha256').update(s).digest('h
 /**
  * SDK keys (spec 1 `x-api-key`): public, since they ship inside game clients, and bound to one
  * game and environment. Stored as their SHA-256 and shown once. Verified keys are cached, unknown
- * ones too (guessing costs no query); `forget()` drops the cache.
+ * ones too (guessing costs no query); `forget()` drops the cache (`VerifiedCache`).
  */
 export function sdkKeyStore(db: Db) {
-  const cache = new Map<string, Principal | null>()
+  const cache = new VerifiedCache<Principal>()
   return {
     async create(input: {
       name: string
@@ -95,7 +96,7 @@ export function sdkKeyStore(db: Db) {
         [Date.now(), id],
       )
       if (!row) throw new NotFound(`API key '${id}' not found`)
-      cache.clear()
+      cache.forget()
       return toKey(row)
     },
 
@@ -104,21 +105,19 @@ export function sdkKeyStore(db: Db) {
         'UPDATE api_keys SET revoked_at = ? WHERE game_id = ? AND (CAST(? AS TEXT) IS NULL OR environment = ?) AND revoked_at IS NULL',
         [Date.now(), gameId, environment ?? null, environment ?? null],
       )
-      cache.clear()
+      cache.forget()
       return n
     },
 
     forget() {
-      cache.clear()
+      cache.forget()
     },
 
-    async verify(key: string): Promise<Principal | undefined> {
+    verify(key: string): Promise<Principal | undefined> {
       const hash = sha256(key)
-      const cached = cache.get(hash)
-      if (cached !== undefined) return cached ?? undefined
-      const row = await db.get<KeyRow>(`SELECT ${COLS} FROM api_keys WHERE key_hash = ?`, [hash])
-      const principal: Principal | null =
-        row && row.revoked_at === null
+      return cache.verify(hash, async () => {
+        const row = await db.get<KeyRow>(`SELECT ${COLS} FROM api_keys WHERE key_hash = ?`, [hash])
+        return row && row.revoked_at === null
           ? {
               kind: 'sdkKey',
               id: row.id,
@@ -128,9 +127,7 @@ export function sdkKeyStore(db: Db) {
               environment: row.environment ?? undefined,
             }
           : null
-      if (cache.size > 10_000) cache.clear()
-      cache.set(hash, principal)
-      return principal ?? undefined
+      })
     },
   }
 }
