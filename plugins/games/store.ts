@@ -37,13 +37,39 @@ export function gamesStore(db: Db, cacheTtlMs: number, publish: (c: GameChange) 
     publish({ gameId, environment, deleted })
   }
   const fresh = (at: number) => Date.now() - at < cacheTtlMs
+  /** Bumped by every change of the cached rows made here or heard of (`keepGame`, `keepEnv`, `forgetGame`). */
+  let generation = 0
+  const keepGame = (id: string, game: Game) => {
+    generation++
+    games.set(id, { game, at: Date.now() })
+  }
+  const keepEnv = (key: string, env: Environment | undefined) => {
+    generation++
+    if (env) envs.set(key, { env, at: Date.now() })
+    else envs.delete(key)
+  }
+  /**
+   * A row read for the cache. A read under way when a change was made here or heard of is read
+   * again: what it read may be older than the change (on PostgreSQL it waits on the network while
+   * the changing request runs), and caching it would undo the change here for `cacheTtlMs` (an
+   * environment's new PII policy not applied to the events it receives meanwhile).
+   */
+  async function readForCache<T>(read: () => Promise<T>): Promise<{ value: T; settled: boolean }> {
+    for (let attempt = 1; ; attempt++) {
+      const before = generation
+      const value = await read()
+      if (before === generation || attempt >= 5) return { value, settled: before === generation }
+    }
+  }
 
   async function findGame(id: string): Promise<Game | null> {
     const c = games.get(id)
     if (c && fresh(c.at)) return c.game
-    const row = await db.get<GameRow>(`SELECT ${GAME_COLS} FROM games WHERE id = ?`, [id])
+    const { value: row, settled } = await readForCache(() =>
+      db.get<GameRow>(`SELECT ${GAME_COLS} FROM games WHERE id = ?`, [id]),
+    )
     const game = row ? toGame(row) : null
-    games.set(id, { game, at: Date.now() })
+    if (settled) games.set(id, { game, at: Date.now() })
     return game
   }
 
@@ -57,12 +83,11 @@ export function gamesStore(db: Db, cacheTtlMs: number, publish: (c: GameChange) 
     const key = `${gameId}/${name}`
     const c = envs.get(key)
     if (c && fresh(c.at)) return c.env
-    const row = await db.get<EnvRow>(`SELECT ${ENV_COLS} FROM environments WHERE game_id = ? AND name = ?`, [
-      gameId,
-      name,
-    ])
+    const { value: row, settled } = await readForCache(() =>
+      db.get<EnvRow>(`SELECT ${ENV_COLS} FROM environments WHERE game_id = ? AND name = ?`, [gameId, name]),
+    )
     const env = row ? toEnv(row) : null
-    envs.set(key, { env, at: Date.now() })
+    if (settled) envs.set(key, { env, at: Date.now() })
     return env
   }
 
@@ -74,6 +99,7 @@ export function gamesStore(db: Db, cacheTtlMs: number, publish: (c: GameChange) 
   }
 
   function forgetGame(id: string) {
+    generation++
     games.delete(id)
     for (const k of envs.keys()) if (k.startsWith(`${id}/`)) envs.delete(k)
   }
@@ -91,7 +117,7 @@ export function gamesStore(db: Db, cacheTtlMs: number, publish: (c: GameChange) 
       if (!updated) throw new Conflict(`game '${id}' changed concurrently; retry`)
       return toGame(updated)
     })
-    games.set(id, { game, at: Date.now() })
+    keepGame(id, game)
     changed(id)
     return game
   }
@@ -161,7 +187,7 @@ export function gamesStore(db: Db, cacheTtlMs: number, publish: (c: GameChange) 
           ])
         return toGame(row!)
       })
-      games.set(id, { game, at: Date.now() })
+      keepGame(id, game)
       changed(id)
       return game
     },
@@ -226,7 +252,7 @@ export function gamesStore(db: Db, cacheTtlMs: number, publish: (c: GameChange) 
         )
         return toGame(updated!)
       })
-      games.set(id, { game, at: Date.now() })
+      keepGame(id, game)
       changed(id)
       return game
     },
@@ -302,7 +328,7 @@ export function gamesStore(db: Db, cacheTtlMs: number, publish: (c: GameChange) 
           field: 'name',
         })
       const env = toEnv(row)
-      envs.set(`${gameId}/${env.name}`, { env, at: Date.now() })
+      keepEnv(`${gameId}/${env.name}`, env)
       changed(gameId, env.name)
       return env
     },
@@ -336,7 +362,7 @@ export function gamesStore(db: Db, cacheTtlMs: number, publish: (c: GameChange) 
         )
         return toEnv(updated!)
       })
-      envs.set(`${gameId}/${name}`, { env, at: Date.now() })
+      keepEnv(`${gameId}/${name}`, env)
       changed(gameId, name)
       return env
     },
@@ -345,7 +371,7 @@ export function gamesStore(db: Db, cacheTtlMs: number, publish: (c: GameChange) 
       await getGame(gameId)
       const n = await db.run('DELETE FROM environments WHERE game_id = ? AND name = ?', [gameId, name])
       if (!n) throw new NotFound(`environment '${name}' of game '${gameId}' not found`)
-      envs.delete(`${gameId}/${name}`)
+      keepEnv(`${gameId}/${name}`, undefined)
       changed(gameId, name, true)
     },
   }
