@@ -63,7 +63,10 @@ export default definePlugin({
         return channels.sync().catch((e) => ctx.log.error('channel sync failed', { error: String(e) }))
     })
     const queue = queueStore(ctx.db, id, { idempotencyEntries: config.idempotency_entries })
-    const templates = templateStore(ctx.db)
+    const templates = templateStore(ctx.db, (id) => void ctx.changes.publish('notify.templates', { id }))
+    ctx.changes.on('notify.templates', (_d, origin) => {
+      if (origin === 'remote') templates.forget()
+    })
     let disp: Dispatcher | undefined
     const remote = config.workers.remote
     const hub = remote.enabled
@@ -106,7 +109,16 @@ export default definePlugin({
       await disp.start()
     })
     // This instance's channel slots follow changes made through the others (the change notice's safety net).
-    ctx.schedule('notify.channel-sync', config.queue.sync_ms, () => channels.sync(), { perInstance: true })
+    // The safety net of both: a lost notice of another instance's channel or template change.
+    ctx.schedule(
+      'notify.channel-sync',
+      config.queue.sync_ms,
+      () => {
+        templates.forget()
+        return channels.sync()
+      },
+      { perInstance: true },
+    )
     ctx.onStop(async () => {
       unsubscribe()
       await disp?.stop()

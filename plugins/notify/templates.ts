@@ -83,15 +83,47 @@ export function render(
   }
 }
 
-/** Templates are few and read on every templated notify, so reads come from a cache kept in step with writes. */
-export function templateStore(db: Db) {
-  const cache = new Map<string, Template>()
-  let loaded = false
+/**
+ * Templates are few and read on every templated notify, so reads come from a copy of them all,
+ * kept in step with this instance's writes. Another instance's write makes the next read load
+ * them again (its change notice, or the periodic `forget` should the notice be lost), and a load
+ * under way when this instance wrote is read again: what it read may be older than the write (on
+ * PostgreSQL the read waits on the network while the writing request runs).
+ */
+export function templateStore(db: Db, publish: (id: string) => void = () => undefined) {
+  let cache: Map<string, Template> | undefined
+  let loading: Promise<Map<string, Template>> | undefined
+  /** Bumped by every change of the templates made here or heard of. */
+  let generation = 0
 
-  const load = async () => {
-    if (loaded) return
-    for (const r of await db.all<Row>(`SELECT ${COLS} FROM notify_templates`)) cache.set(r.id, toTemplate(r))
-    loaded = true
+  const readAll = async (): Promise<Map<string, Template>> => {
+    try {
+      for (let attempt = 1; ; attempt++) {
+        const before = generation
+        const rows = await db.all<Row>(`SELECT ${COLS} FROM notify_templates`)
+        const read = new Map(rows.map((r) => [r.id, toTemplate(r)]))
+        if (before === generation) {
+          cache = read
+          return read
+        }
+        // Writes kept coming: answer from the last read without keeping it.
+        if (attempt >= 5) return read
+      }
+    } finally {
+      loading = undefined
+    }
+  }
+  const load = (): Promise<Map<string, Template>> => {
+    if (cache) return Promise.resolve(cache)
+    loading ??= readAll()
+    return loading
+  }
+  /** A write of this instance committed: the copy follows, other instances hear of it. */
+  const wrote = (id: string, tpl?: Template) => {
+    generation++
+    if (tpl) cache?.set(id, tpl)
+    else cache?.delete(id)
+    publish(id)
   }
 
   const values = (b: TemplateBody) => [
@@ -104,15 +136,18 @@ export function templateStore(db: Db) {
   ]
 
   return {
+    /** Another instance changed the templates (or may have): the next read loads them again. */
+    forget() {
+      generation++
+      cache = undefined
+    },
     async list(): Promise<Template[]> {
-      await load()
-      return [...cache.values()].sort(
+      return [...(await load()).values()].sort(
         (a, b) => a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id),
       )
     },
     async find(id: string): Promise<Template | undefined> {
-      await load()
-      return cache.get(id)
+      return (await load()).get(id)
     },
     async get(id: string): Promise<Template> {
       const tpl = await this.find(id)
@@ -120,7 +155,6 @@ export function templateStore(db: Db) {
       return tpl
     },
     async create(b: TemplateBody): Promise<Template> {
-      await load()
       const now = Date.now()
       const id = b.id ?? newId()
       const row = await db.get<Row>(
@@ -129,26 +163,24 @@ export function templateStore(db: Db) {
       )
       if (!row) throw new Conflict(`template '${id}' exists`)
       const tpl = toTemplate(row)
-      cache.set(id, tpl)
+      wrote(id, tpl)
       return tpl
     },
     /** Whole replacement; the id in the URL wins over one in the body. */
     async update(id: string, b: TemplateBody): Promise<Template> {
-      await load()
       const row = await db.get<Row>(
         `UPDATE notify_templates SET name = ?, title = ?, body = ?, level = ?, fields = ?, sample_params = ?, updated_at = ? WHERE id = ? RETURNING ${COLS}`,
         [...values(b), Date.now(), id],
       )
       if (!row) throw new NotFound(`template '${id}' not found`)
       const tpl = toTemplate(row)
-      cache.set(id, tpl)
+      wrote(id, tpl)
       return tpl
     },
     async remove(id: string): Promise<void> {
-      await load()
       const n = await db.run('DELETE FROM notify_templates WHERE id = ?', [id])
       if (!n) throw new NotFound(`template '${id}' not found`)
-      cache.delete(id)
+      wrote(id)
     },
   }
 }
