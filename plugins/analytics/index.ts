@@ -88,6 +88,16 @@ export default definePlugin({
     let behavior: ReturnType<typeof behaviorAnalytics> | undefined
     let levels: ReturnType<typeof levelAnalytics> | undefined
     const filters = filterRoutes(ctx.guard, ctx.db, games, ingest, ctx.changes)
+    // The safety net of the change notices: filters and game time zones changed elsewhere.
+    ctx.schedule(
+      'analytics.sync',
+      ctx.config.sync_ms,
+      async () => {
+        await filters.load()
+        for (const d of [rollup, behaviorRollup]) await d.recheckZones()
+      },
+      { perInstance: true },
+    )
     ctx.onStart(async () => {
       await filters.load()
       if (!none) warehouse = warehouseStore(ingest.db, timezone)

@@ -24,6 +24,12 @@ export const AnalyticsConfig = t.Object(
      * what is derived so far. Every answer says how complete it is in `X-As-Of`. 0: never wait.
      */
     read_wait_ms: t.Integer({ minimum: 0, maximum: 60_000, default: 2000 }),
+    /**
+     * How often, in ms, each instance re-reads what another instance sharing the store may have
+     * changed when its change notice was lost on the way: the sampling filters, the games' time
+     * zones the consumers bucket by.
+     */
+    sync_ms: t.Integer({ minimum: 100, default: 5000 }),
   },
   { additionalProperties: false, default: {} },
 )

@@ -2,9 +2,10 @@ import type { Db, Param } from '../../../core/db'
 import { type Derivation, type Gathered as RollupBatch, pick, str } from '../../../core/derive'
 import type { LogEvent as NormEvent } from '../../../core/event-log-types'
 import { EVENTS } from '../../../sdk/events'
+import { GameZones } from '../lib/game-zones'
 import { HyperLogLog } from '../lib/hll'
 import { HOUR, MINUTE, floorTo } from '../lib/time'
-import { type Zone, zone } from '../lib/zone'
+import { zone } from '../lib/zone'
 import { RebuildCuts, resetBehavior } from '../store/reset'
 import { type StoredSketch, loadSketchesPg } from '../store/sketch-loads-pg'
 import { writeBehavior } from './behavior-write'
@@ -91,7 +92,7 @@ export class BehaviorRollup implements Derivation<BehaviorRows> {
   readonly name = 'behavior'
   readonly write = writeBehavior
   private db: Db | undefined
-  private zones = new Map<string, Zone>()
+  private readonly zones: GameZones
   /** Cached sketches by key, oldest first (persisted on every commit, so eviction loses nothing). */
   private cache = new Map<string, Sketch>()
   private loading = new Map<string, Promise<Sketch>>()
@@ -102,12 +103,18 @@ export class BehaviorRollup implements Derivation<BehaviorRows> {
 
   constructor(private timezone: (gameId: string) => Promise<string | undefined> = async () => undefined) {
     this.cuts = new RebuildCuts(timezone)
+    this.zones = new GameZones(timezone)
   }
 
   /** A game's time zone changed or it was deleted: its next events look it up again. */
   forgetGame(gameId: string): void {
     this.cuts.forget()
-    this.zones.delete(gameId)
+    this.zones.forget(gameId)
+  }
+
+  /** Forgets the games whose time zone changed without this instance hearing of it. */
+  async recheckZones(): Promise<void> {
+    for (const g of await this.zones.changed()) this.forgetGame(g)
   }
 
   replayFrom(gameId: string, from: number): Promise<number> {
@@ -143,12 +150,7 @@ export class BehaviorRollup implements Derivation<BehaviorRows> {
 
   gather(events: readonly NormEvent[]): RollupBatch<BehaviorRows> | Promise<RollupBatch<BehaviorRows>> {
     const missing = [...new Set(events.map((e) => e.gameId))].filter((g) => !this.zones.has(g))
-    if (missing.length)
-      return Promise.all(
-        missing.map(async (g) => {
-          this.zones.set(g, zone(await this.timezone(g)))
-        }),
-      ).then(() => this.gather(events))
+    if (missing.length) return this.zones.load(missing).then(() => this.gather(events))
     const g = this.collect(events)
     const loads: Promise<void>[] = []
     const unloaded: string[] = []

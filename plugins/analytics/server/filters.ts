@@ -1,5 +1,6 @@
 import { Elysia, t } from 'elysia'
 import { type Db, fromJson } from '../../../core/db'
+import { Generation } from '../../../core/generation'
 import { NotFound, invalidField } from '../../../core/http'
 import type { PluginContext } from '../../../core/plugin'
 import { rejectUnknown } from '../../../core/strict'
@@ -56,8 +57,15 @@ export function filterRoutes(
   ingest: IngestService,
   changes: PluginContext<unknown>['changes'],
 ) {
-  const apply = (gameId: string, env: string, f: ReturnType<typeof toFilter>) =>
+  /**
+   * Every filter handed to ingestion here (a save, a notice's read, the periodic load): a read
+   * of the filters under way meanwhile is read again, so an older one never replaces it.
+   */
+  const applied = new Generation()
+  const apply = (gameId: string, env: string, f: ReturnType<typeof toFilter>) => {
+    applied.bump()
     ingest.setFilter(gameId, env, { samplingRate: f.samplingRate, dropEvents: new Set(f.dropEvents) })
+  }
   const known = async (q: { gameId: string; env: string }) => {
     if (!(await games.environment(q.gameId, q.env)))
       throw new NotFound(`environment '${q.env}' of game '${q.gameId}' not found`)
@@ -68,13 +76,17 @@ export function filterRoutes(
   changes.on('analytics.filters', async (d, origin) => {
     if (origin !== 'remote') return
     const q = { gameId: String(d.gameId), env: String(d.env) }
-    apply(q.gameId, q.env, toFilter(q.gameId, q.env, await read(q)))
+    const r = await applied.settled(() => read(q))
+    if (r) apply(q.gameId, q.env, toFilter(q.gameId, q.env, r.value))
   })
   return {
-    /** Hands every stored filter to ingestion (at start). */
+    /**
+     * Hands every stored filter to ingestion: at start, and periodically (a change notice lost on
+     * the way, or one whose read met this instance's own save, is caught up then).
+     */
     async load() {
-      for (const r of await db.all<Row>('SELECT * FROM analytics_filters'))
-        apply(r.game_id, r.env, toFilter(r.game_id, r.env, r))
+      const all = await applied.settled(() => db.all<Row>('SELECT * FROM analytics_filters'))
+      for (const r of all?.value ?? []) apply(r.game_id, r.env, toFilter(r.game_id, r.env, r))
     },
     routes: new Elysia({ name: 'analytics.filters' })
       .use(guard)

@@ -3,9 +3,10 @@ import type { Derivation, Gathered as RollupBatch } from '../../../core/derive'
 import type { LogEvent as NormEvent } from '../../../core/event-log-types'
 import { turn } from '../../../core/turn'
 import { GAME_EVENTS, countGame } from '../game/game-rollup'
+import { GameZones } from '../lib/game-zones'
 import { HyperLogLog } from '../lib/hll'
 import { MINUTE, floorTo } from '../lib/time'
-import { type Zone, zone } from '../lib/zone'
+import { zone } from '../lib/zone'
 import { RebuildCuts, purgeAnalytics, resetAnalytics } from './reset'
 import {
   type AnalyticsRows,
@@ -64,13 +65,14 @@ export class AnalyticsRollup implements Derivation<AnalyticsRows, Early> {
   private generation = 0
 
   /** Time zone by game; forgotten when the game changes. */
-  private zones = new Map<string, Zone>()
+  private readonly zones: GameZones
 
   constructor(
     /** The game's time zone (the games service); undefined: UTC. */
     private timezone: (gameId: string) => Promise<string | undefined> = async () => undefined,
   ) {
     this.cuts = new RebuildCuts(timezone)
+    this.zones = new GameZones(timezone)
   }
 
   /** Every cache of what is stored (a batch rolled back, or another instance wrote). */
@@ -112,10 +114,15 @@ export class AnalyticsRollup implements Derivation<AnalyticsRows, Early> {
   forgetGame(gameId: string): void {
     this.generation++
     this.cuts.forget()
-    this.zones.delete(gameId)
+    this.zones.forget(gameId)
     const byEnv = this.streams.get(gameId)
     if (byEnv) for (const st of byEnv.values()) st.zone = zone(undefined)
     this.streams.delete(gameId)
+  }
+
+  /** Forgets the games whose time zone changed without this instance hearing of it. */
+  async recheckZones(): Promise<void> {
+    for (const g of await this.zones.changed()) this.forgetGame(g)
   }
 
   async init(db: Db): Promise<void> {
@@ -155,13 +162,13 @@ export class AnalyticsRollup implements Derivation<AnalyticsRows, Early> {
           missing.push(last)
         }
       }
-    if (missing)
-      return Promise.all(
-        missing.map(async (g) => {
-          this.zones.set(g, zone(await this.timezone(g)))
-          this.streams.delete(g)
-        }),
-      ).then(() => this.gather(events))
+    if (missing) {
+      const found = missing
+      return this.zones.load(found).then(() => {
+        for (const g of found) this.streams.delete(g)
+        return this.gather(events)
+      })
+    }
     if (events.length > TURN_ROWS)
       return this.partsInTurns(events).then((parts) => (parts ? this.load(parts) : this.gather(events)))
     return this.load(this.parts(events))
