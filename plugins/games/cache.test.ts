@@ -1,5 +1,6 @@
 import { expect, test } from 'bun:test'
-import { type Db, migrate } from '../../core/db'
+import { migrate } from '../../core/db'
+import { heldReads } from '../../test/held-reads'
 import { forEachEngine, rawDb } from '../../test/helpers'
 import games from './index'
 import { gamesStore } from './store'
@@ -13,24 +14,10 @@ forEachEngine((engine) => {
     const { db, done } = await rawDb(engine)
     try {
       await migrate(db, [{ plugin: 'games', migrations: games.migrations ?? [] }])
-      let hold: Promise<void> | undefined
-      let reads = 0
-      const held = new Proxy(db, {
-        get(target, key) {
-          if (key === 'get')
-            return async (sql: string, params?: unknown[]) => {
-              const row = await target.get(sql, params as never)
-              if (sql.includes('FROM environments WHERE game_id = ? AND name = ?')) {
-                reads++
-                await hold
-              }
-              return row
-            }
-          const v = Reflect.get(target, key)
-          return typeof v === 'function' ? v.bind(target) : v
-        },
-      }) as Db
-      const store = gamesStore(held, 60_000)
+      const held = heldReads(db, 'get', (sql) =>
+        sql.includes('FROM environments WHERE game_id = ? AND name = ?'),
+      )
+      const store = gamesStore(held.db, 60_000)
       const game = await store.createGame({
         name: 'Kite Harbour',
         genre: 'PUZZLE',
@@ -41,19 +28,15 @@ forEachEngine((engine) => {
       await store.createEnv(game.id, { name: 'qa-lab', type: 'STAGING' })
       // As when another instance changed the game: the cached rows go.
       store.changedElsewhere({ gameId: game.id, deleted: false })
-      let release = () => {}
-      hold = new Promise((r) => {
-        release = r
-      })
+      const release = held.hold()
       const reading = store.service.environment(game.id, 'qa-lab')
-      while (reads < 1) await Bun.sleep(1)
-      hold = undefined
+      await held.reached(1)
       await store.updateEnv(game.id, 'qa-lab', { settings: { pii: { email: 'mask' } } })
       release()
       expect((await reading)?.settings.pii.email).toBe('mask')
       expect((await store.service.environment(game.id, 'qa-lab'))?.settings.pii.email).toBe('mask')
       // The read that met the change was read again.
-      expect(reads).toBe(2)
+      expect(held.reads()).toBe(2)
     } finally {
       await done()
     }

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { type Db, migrate } from '../../core/db'
+import { migrate } from '../../core/db'
+import { heldReads } from '../../test/held-reads'
 import { type TestApp, engines, forEachEngine, makeApp, rawDb, until } from '../../test/helpers'
 import notify from './index'
 import { templateStore } from './templates'
@@ -16,39 +17,19 @@ forEachEngine((engine) => {
     try {
       // The first migration holds the templates' table (the later ones reach into core's tables).
       await migrate(db, [{ plugin: 'notify', migrations: (notify.migrations ?? []).slice(0, 1) }])
-      let hold: Promise<void> | undefined
-      let reads = 0
-      const held = new Proxy(db, {
-        get(target, key) {
-          if (key === 'all')
-            return async (sql: string, params?: unknown[]) => {
-              const rows = await target.all(sql, params as never)
-              if (sql.includes('FROM notify_templates')) {
-                reads++
-                await hold
-              }
-              return rows
-            }
-          const v = Reflect.get(target, key)
-          return typeof v === 'function' ? v.bind(target) : v
-        },
-      }) as Db
+      const held = heldReads(db, 'all', (sql) => sql.includes('FROM notify_templates'))
       const published: string[] = []
-      const templates = templateStore(held, (id) => published.push(id))
+      const templates = templateStore(held.db, (id) => published.push(id))
       await templates.create({ id: 'patch', ...tpl('Patch {{.v}}') })
-      let release = () => {}
-      hold = new Promise((r) => {
-        release = r
-      })
+      const release = held.hold()
       const listing = templates.list()
-      while (reads < 1) await Bun.sleep(1)
-      hold = undefined
+      await held.reached(1)
       await templates.update('patch', tpl('Hotfix {{.v}}'))
       release()
       expect((await listing).map((t) => t.title)).toEqual(['Hotfix {{.v}}'])
       expect((await templates.get('patch')).title).toBe('Hotfix {{.v}}')
       // The load that met the write was read again; both writes were announced.
-      expect(reads).toBe(2)
+      expect(held.reads()).toBe(2)
       expect(published).toEqual(['patch', 'patch'])
     } finally {
       await done()

@@ -1,5 +1,6 @@
 import { expect, test } from 'bun:test'
-import { type Db, migrate } from '../../core/db'
+import { migrate } from '../../core/db'
+import { heldReads } from '../../test/held-reads'
 import { forEachEngine, rawDb } from '../../test/helpers'
 import rosters from './index'
 import { rosterStore } from './store'
@@ -16,48 +17,28 @@ forEachEngine((engine) => {
     const { db, done } = await rawDb(engine)
     try {
       await migrate(db, [{ plugin: 'rosters', migrations: rosters.migrations ?? [] }])
-      let hold: Promise<void> | undefined
-      let reads = 0
       // This instance's connection, whose read of the rosters can be held.
-      const held = new Proxy(db, {
-        get(target, key) {
-          if (key === 'all')
-            return async (sql: string, params?: unknown[]) => {
-              const rows = await target.all(sql, params as never)
-              if (sql.includes('FROM rosters')) {
-                reads++
-                await hold
-              }
-              return rows
-            }
-          const v = Reflect.get(target, key)
-          return typeof v === 'function' ? v.bind(target) : v
-        },
-      }) as Db
-      const mine = rosterStore(held)
+      const held = heldReads(db, 'all', (sql) => sql.includes('FROM rosters'))
+      const mine = rosterStore(held.db)
       const other = rosterStore(db)
       await mine.create('first', 'day shift', [shift])
       await mine.sync()
       // Another instance writes a roster: the next sync reads the store again.
       await other.create('remote', 'night shift', [shift])
-      let release = () => {}
-      hold = new Promise((r) => {
-        release = r
-      })
+      const release = held.hold()
       const syncing = mine.sync()
-      while (reads < 2) await Bun.sleep(1)
+      await held.reached(2)
       // Meanwhile this instance creates one roster and removes another.
       await mine.create('local', 'weekend', [shift])
       await mine.remove('first')
       expect(mine.covers('local', during)).toBe(true)
-      hold = undefined
       release()
       await syncing
       expect(mine.covers('local', during)).toBe(true)
       expect(mine.covers('remote', during)).toBe(true)
       expect(mine.covers('first', during)).toBe(false)
       // The read that met the writes was read again.
-      expect(reads).toBe(3)
+      expect(held.reads()).toBe(3)
     } finally {
       await done()
     }

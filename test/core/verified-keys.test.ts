@@ -2,6 +2,7 @@ import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { scopedTokenStore } from '../../core/auth/app-tokens'
 import { sdkKeyStore } from '../../core/auth/sdk-keys'
 import type { Db } from '../../core/db'
+import { heldReads } from '../held-reads'
 import { type TestApp, forEachEngine, makeApp } from '../helpers'
 
 // A key's verification reads the store (on PostgreSQL it waits on the network while other
@@ -15,27 +16,6 @@ forEachEngine((engine) => {
     a = await makeApp(engine)
   })
   afterAll(() => a.stop())
-
-  /** The app's store, with every read of a key by its hash held while `hold` is set. */
-  const heldStore = () => {
-    const state = { hold: undefined as Promise<void> | undefined, reads: 0 }
-    const db = new Proxy(a.db, {
-      get(target, key) {
-        if (key === 'get')
-          return async (sql: string, params?: unknown[]) => {
-            const row = await target.get(sql, params as never)
-            if (/WHERE (key|token)_hash = \?/.test(sql)) {
-              state.reads++
-              await state.hold
-            }
-            return row
-          }
-        const v = Reflect.get(target, key)
-        return typeof v === 'function' ? v.bind(target) : v
-      },
-    }) as Db
-    return { db, state }
-  }
 
   const cases = [
     ['an SDK key', (db: Db) => sdkKeyStore(db), async (db: Db) => sdkKeyStore(db).create({ name: 'raced' })],
@@ -51,22 +31,19 @@ forEachEngine((engine) => {
 
   for (const [what, open, make] of cases)
     test(`${what} revoked while its verification read the store is refused from then on`, async () => {
-      const { db, state } = heldStore()
-      const keys = open(db)
+      // The app's store, whose reads of a key by its hash can be held.
+      const held = heldReads(a.db, 'get', (sql) => /WHERE (key|token)_hash = \?/.test(sql))
+      const keys = open(held.db)
       const made = await make(a.db)
-      let release = () => {}
-      state.hold = new Promise((r) => {
-        release = r
-      })
+      const release = held.hold()
       const verifying = keys.verify(made.key)
-      while (state.reads < 1) await Bun.sleep(1)
+      await held.reached(1)
       // The read above found the key live; it is revoked before that answer is used.
-      state.hold = undefined
       await keys.revoke(made.id)
       release()
       expect(await verifying).toBeUndefined()
       expect(await keys.verify(made.key)).toBeUndefined()
       // The read that met the revocation was read again.
-      expect(state.reads).toBe(2)
+      expect(held.reads()).toBe(2)
     })
 })

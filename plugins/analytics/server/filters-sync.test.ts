@@ -1,6 +1,7 @@
 import { expect, test } from 'bun:test'
 import { Elysia } from 'elysia'
-import { type Db, migrate } from '../../../core/db'
+import { migrate } from '../../../core/db'
+import { heldReads } from '../../../test/held-reads'
 import { forEachEngine, rawDb } from '../../../test/helpers'
 import type { IngestFilter, IngestService } from '../../ingest/types'
 import { migrations } from '../migrations'
@@ -16,24 +17,7 @@ forEachEngine((engine) => {
     const { db, done } = await rawDb(engine)
     try {
       await migrate(db, [{ plugin: 'analytics', migrations: migrations.filter((m) => m.id === 3) }])
-      // The first read of one filter (the notice's, below) is held after reading the store.
-      let release = () => {}
-      const hold = new Promise<void>((r) => {
-        release = r
-      })
-      let reads = 0
-      const held = new Proxy(db, {
-        get(target, key) {
-          if (key === 'get')
-            return async (sql: string, params?: unknown[]) => {
-              const row = await target.get(sql, params as never)
-              if (sql.includes('FROM analytics_filters WHERE') && ++reads === 1) await hold
-              return row
-            }
-          const v = Reflect.get(target, key)
-          return typeof v === 'function' ? v.bind(target) : v
-        },
-      }) as Db
+      const held = heldReads(db, 'get', (sql) => sql.includes('FROM analytics_filters WHERE'))
       const applied: Array<[string, number]> = []
       const ingest = {
         setFilter: (g: string, e: string, f: IngestFilter | undefined) =>
@@ -46,7 +30,7 @@ forEachEngine((engine) => {
         publish: async () => undefined,
       }
       const games = { environment: async () => ({}) }
-      const filters = filterRoutes(new Elysia() as never, held, games as never, ingest, changes as never)
+      const filters = filterRoutes(new Elysia() as never, held.db, games as never, ingest, changes as never)
       // Another instance saved a filter, and its notice never came: the periodic load applies it.
       await db.run(
         'INSERT INTO analytics_filters (game_id, env, sampling_ppm, drop_events, updated_at) VALUES (?, ?, ?, ?, ?)',
@@ -55,8 +39,9 @@ forEachEngine((engine) => {
       await filters.load()
       expect(applied.at(-1)).toEqual(['lantern/prod', 0.25])
       // A notice arrives; while its read is held, this instance saves.
+      const release = held.hold()
       const hearing = heard.get('analytics.filters')!({ gameId: 'lantern', env: 'prod' }, 'remote')
-      while (reads < 1) await Bun.sleep(1)
+      await held.reached(1)
       const put = await filters.routes.handle(
         new Request('http://liveops.test/api/v1/analytics/filters?gameId=lantern&env=prod', {
           method: 'PUT',
@@ -69,7 +54,7 @@ forEachEngine((engine) => {
       release()
       await hearing
       expect(applied.at(-1)).toEqual(['lantern/prod', 0.5])
-      expect(reads).toBe(3)
+      expect(held.reads()).toBe(3)
     } finally {
       await done()
     }
