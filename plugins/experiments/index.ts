@@ -35,11 +35,11 @@ export default definePlugin({
       /** Cache-Control of the public configuration read; `no-cache` makes clients revalidate with the ETag every time. */
       cache_control: T.String({ default: 'public, no-cache' }),
       /**
-       * How often, in ms, to look for changes other instances sharing the database made (0: never).
-       * One process sees its own writes at once; with several instances on one PostgreSQL set
-       * it below 100 so a change shows everywhere within 100 ms.
+       * How often, in ms, to look for changes other instances sharing the database made (0: never):
+       * the safety net for a change notice lost on the way (the notices carry them at once). One
+       * process sees its own writes at once.
        */
-      refresh_ms: T.Integer({ minimum: 0, default: 0 }),
+      refresh_ms: T.Integer({ minimum: 0, default: 5000 }),
       /**
        * How long, in ms, a results read waits for the exposures consumer to take in the events
        * acknowledged before it (0: never); the answer's `X-As-Of` says how complete it is.
