@@ -4,6 +4,7 @@ import { type Outbound, outboundFailure } from '../../core/outbound'
 import { maskUrl, unmaskSecrets } from '../../core/secrets'
 import { murmur3 } from '../../sdk/murmur3'
 import { type Artifact, type ModelType, type Prediction, canonicalAlgorithm, predict } from './algorithms'
+import { type CachedDeployment, DeploymentCache } from './deployments'
 import type { PredictionLog, Served } from './log'
 import { type DeployBody, type Model, type PredictResponse, ServingEndpoint } from './schema'
 import { type AbTestState, type ModelRow, type ModelsStore, servingEndpoint, toModel } from './store'
@@ -25,20 +26,11 @@ const NO_FEATURES = new Float64Array(0)
 /** A model registered with an algorithm liveops does not train: it is served by its endpoint only. */
 export const registryModel = (row: ModelRow) => !canonicalAlgorithm(row.type as ModelType, row.algorithm)
 
+const isTimeSeries = (a: Artifact) => a.type === 'TIME_SERIES'
+
 /** One arm of a cached deployment: who answers, with its compiled version once loaded. */
 type Arm = Served & { row: ModelRow; compiled?: Compiled }
-
-/** A cached deployment: the row, its A/B state read once, and its arms built once. */
-type Deployment = {
-  row: ModelRow
-  at: number
-  /** A read that replaces this entry is under way. */
-  refreshing?: boolean
-  ab: AbTestState | null
-  arms: Record<string, Arm | undefined>
-}
-
-const isTimeSeries = (a: Artifact) => a.type === 'TIME_SERIES'
+type Deployment = CachedDeployment<Arm>
 
 /**
  * Predictions: which model and version answers (A/B test by a stable hash of the entity, canary
@@ -48,8 +40,7 @@ const isTimeSeries = (a: Artifact) => a.type === 'TIME_SERIES'
  * cached until evicted.
  */
 export class Serving {
-  private deployments = new Map<string, Deployment>()
-  private now: () => number
+  private readonly deployments: DeploymentCache<Arm>
   private compiled = new Map<string, Compiled>()
 
   /**
@@ -62,49 +53,18 @@ export class Serving {
     private config: ServingConfig,
     private publish: (modelId: string) => void = () => undefined,
   ) {
-    this.now = config.now ?? Date.now
+    this.deployments = new DeploymentCache((id) => models.row(id), config.cacheTtlMs, config.now ?? Date.now)
   }
 
   /** A model changed here: forget its cached deployment, here and on the other instances. */
   invalidate(modelId: string): void {
-    this.deployments.delete(modelId)
+    this.deployments.forget(modelId)
     this.publish(modelId)
   }
 
   /** Another instance changed the model. */
   forget(modelId: string): void {
-    this.deployments.delete(modelId)
-  }
-
-  /**
-   * The cached deployment, without a promise while it is younger than twice the cache time:
-   * past the cache time it is still served while one read refreshes it (so the requests of that
-   * moment do not all wait on the store); older, or absent, the request waits for the read.
-   */
-  private deployment(id: string): Deployment | Promise<Deployment> {
-    const hit = this.deployments.get(id)
-    if (hit) {
-      const age = this.now() - hit.at
-      if (age < this.config.cacheTtlMs) return hit
-      if (age < 2 * this.config.cacheTtlMs) {
-        if (!hit.refreshing) {
-          hit.refreshing = true
-          // A failed read drops the entry: the next request reads (and answers 404 or 503) itself.
-          this.load(id).catch(() => {
-            if (this.deployments.get(id) === hit) this.deployments.delete(id)
-          })
-        }
-        return hit
-      }
-    }
-    return this.load(id)
-  }
-
-  private async load(id: string): Promise<Deployment> {
-    const row = await this.models.row(id)
-    const d = { row, at: this.now(), ab: fromJson<AbTestState | null>(row.ab_test, null), arms: {} }
-    this.deployments.set(id, d)
-    return d
+    this.deployments.forget(modelId)
   }
 
   private async compiledOf(modelId: string, version: number): Promise<Compiled> {
@@ -153,7 +113,7 @@ export class Serving {
   private async baseline(d: Deployment): Promise<Arm> {
     let base: ModelRow | undefined
     try {
-      base = (await this.deployment(d.ab!.baselineModelId)).row
+      base = (await this.deployments.get(d.ab!.baselineModelId)).row
     } catch {
       base = undefined
     }
@@ -233,7 +193,7 @@ export class Serving {
   ): Promise<PredictResponse> {
     const started = performance.now()
     // Awaited only when not cached: a prediction from the caches waits on nothing.
-    let d = this.deployment(modelId)
+    let d = this.deployments.get(modelId)
     if (d instanceof Promise) d = await d
     const row = d.row
     if (row.status === 'ARCHIVED')

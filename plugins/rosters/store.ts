@@ -43,6 +43,28 @@ export function rosterStore(db: Db, publish: () => void = () => undefined) {
       r.periods.map((p) => [Date.parse(p.start), Date.parse(p.end)]),
     )
 
+  let syncing: Promise<void> = Promise.resolve()
+  /**
+   * Reloads the copy when the revision moved. A roster this instance wrote while the store was
+   * being read may be missing from what was read (on PostgreSQL the reads wait on the network,
+   * and a request runs in between): installing that would lose the write until the next sync,
+   * so such a read is read again.
+   */
+  async function syncOnce(): Promise<void> {
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const writes = ownWrites
+      const row = await db.get<{ rev: number }>('SELECT rev FROM rosters_revision WHERE id = 1')
+      const now = Number(row?.rev ?? 0)
+      if (now === rev) return
+      const all = (await db.all<Row>(`SELECT ${COLS} FROM rosters`)).map(toRoster)
+      if (ownWrites !== writes) continue
+      periods = new Map()
+      for (const r of all) cache(r)
+      rev = now
+      return
+    }
+  }
+
   return {
     covers(id: string, now: number): boolean {
       const ps = periods.get(id)
@@ -58,24 +80,14 @@ export function rosterStore(db: Db, publish: () => void = () => undefined) {
       return hi >= 0 && now < ps[hi][1]
     },
     /**
-     * Reloads the copy when the revision moved. A roster this instance wrote while the store was
-     * being read may be missing from what was read (on PostgreSQL the reads wait on the network,
-     * and a request runs in between): installing that would lose the write until the next sync,
-     * so such a read is read again.
+     * Reloads the copy when the revision moved (`syncOnce`), one sync after another: a slower,
+     * older one (a notice's and the timer's may overlap) must not finish after a newer one and
+     * put its older copy back.
      */
-    async sync() {
-      for (let attempt = 0; attempt < 5; attempt++) {
-        const writes = ownWrites
-        const row = await db.get<{ rev: number }>('SELECT rev FROM rosters_revision WHERE id = 1')
-        const now = Number(row?.rev ?? 0)
-        if (now === rev) return
-        const all = (await db.all<Row>(`SELECT ${COLS} FROM rosters`)).map(toRoster)
-        if (ownWrites !== writes) continue
-        periods = new Map()
-        for (const r of all) cache(r)
-        rev = now
-        return
-      }
+    sync(): Promise<void> {
+      const next = syncing.then(syncOnce)
+      syncing = next.catch(() => undefined)
+      return next
     },
     async list(): Promise<Roster[]> {
       return (await db.all<Row>(`SELECT ${COLS} FROM rosters ORDER BY id`)).map(toRoster)

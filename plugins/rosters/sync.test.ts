@@ -43,4 +43,29 @@ forEachEngine((engine) => {
       await done()
     }
   })
+  test('a sync that began first finishes first: an older copy never replaces a newer one', async () => {
+    const { db, done } = await rawDb(engine)
+    try {
+      await migrate(db, [{ plugin: 'rosters', migrations: rosters.migrations ?? [] }])
+      const held = heldReads(db, 'all', (sql) => sql.includes('FROM rosters'))
+      const mine = rosterStore(held.db)
+      const other = rosterStore(db)
+      await mine.sync()
+      await other.create('early', 'day shift', [shift])
+      // The timer's sync reads the store, and is held before it installs what it read.
+      const release = held.hold()
+      const first = mine.sync()
+      await held.reached(2)
+      // Another instance writes again, and its notice starts a second sync.
+      await other.create('late', 'night shift', [shift])
+      const second = mine.sync()
+      await Promise.race([second, Bun.sleep(300)])
+      release()
+      await Promise.all([first, second])
+      expect(mine.covers('early', during)).toBe(true)
+      expect(mine.covers('late', during)).toBe(true)
+    } finally {
+      await done()
+    }
+  })
 })
