@@ -236,14 +236,20 @@ export function channelManager(opts: {
               `channel ${r.name}`,
               'runtime',
             )
-            const old = slot?.provider
+            // A provider's build may take seconds: a newer change (here, or a parallel sync's) stays.
+            const now = slots.get(r.name)
+            if (now && now.updatedAt >= at) {
+              await built.provider.close?.().catch(() => undefined)
+              continue
+            }
+            const old = now?.provider
             slots.set(r.name, {
               name: r.name,
               type: r.type,
               settings,
               effective: built.effective,
               module: slot?.type === r.type ? slot.module : undefined,
-              enabled,
+              enabled: r.enabled === null ? (now?.enabled ?? true) : !!r.enabled,
               provider: built.provider,
               status: 'available',
               since: at,
@@ -373,9 +379,11 @@ export function channelManager(opts: {
          ON CONFLICT (name) DO UPDATE SET enabled = excluded.enabled, updated_at = excluded.updated_at`,
         [name, enabled ? 1 : 0, now],
       )
-      if (s.enabled !== enabled) s.since = now
-      s.enabled = enabled
-      s.updatedAt = now
+      // The slot as it is now: a sync may have replaced it while the write waited on the store.
+      const cur = slots.get(name) ?? s
+      if (cur.enabled !== enabled) cur.since = now
+      cur.enabled = enabled
+      cur.updatedAt = now
       changed(name)
       opts.onLocalChange?.(name)
       return { name, enabled }
