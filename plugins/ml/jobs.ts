@@ -78,6 +78,12 @@ interface Running {
   worker?: Worker
 }
 
+/** Stops a job's training on this instance: its thread ends, and what it made is dropped. */
+const stop = (run: Running) => {
+  run.cancelled = true
+  run.worker?.terminate()
+}
+
 /**
  * Training jobs: created pending with the model moved to TRAINING, run at most
  * `maxConcurrentJobs` at a time (reading the data set on the event loop page by page, fitting
@@ -178,10 +184,7 @@ export class Trainer {
         `training job '${jobId}' is ${job.status}; only a pending or running job can be cancelled`,
       )
     const run = this.running.get(jobId)
-    if (run) {
-      run.cancelled = true
-      run.worker?.terminate()
-    }
+    if (run) stop(run)
     this.queue = this.queue.filter((q) => q !== jobId)
     await this.end(jobId, 'cancelled', { error: 'cancelled by request' })
     return this.get(modelId, jobId)
@@ -221,8 +224,7 @@ export class Trainer {
     const ids = [...this.running.keys(), ...this.queue]
     this.queue = []
     for (const [id, run] of this.running) {
-      run.cancelled = true
-      run.worker?.terminate()
+      stop(run)
       this.running.delete(id)
     }
     for (const id of ids)
@@ -309,12 +311,14 @@ export class Trainer {
       if (!force && now - lastWrite < 500) return
       lastWrite = now
       // Progress is advisory: a failed write must not fail the job (nor go unhandled).
-      await this.db
+      const n = await this.db
         .run(
           "UPDATE ml_training_jobs SET progress = ?, stage = ?, heartbeat_at = ? WHERE id = ? AND status IN ('pending', 'running')",
           [Math.round(progress * 1000) / 1000, stage, now, jobId],
         )
         .catch((e) => this.log.warn('training progress not stored', { job: jobId, error: String(e) }))
+      // Settled elsewhere (cancelled through another instance): stop training here too.
+      if (n === 0 && !run.cancelled) stop(run)
     }
     await this.db.run(
       "UPDATE ml_training_jobs SET status = 'running', stage = 'reading data', started_at = ?, heartbeat_at = ? WHERE id = ? AND status = 'pending'",
