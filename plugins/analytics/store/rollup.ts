@@ -29,8 +29,12 @@ const ONLINE_EVENTS = new Set(['heartbeat', 'session_start'])
 const CACHE_CAP = 2_000_000
 const SKETCH_CAP = 4096
 const sep = '\u0001'
-/** Events per part of a batch's pass between turns of the event loop (`partsInTurns`). */
-const TURN_ROWS = 5000
+/**
+ * Events per part of a batch's pass between turns of the event loop (`partsInTurns`): 1,000
+ * parts hold the loop 2-3 ms. With 5,000 (8-16 ms) ingestion's p99 was 54-57 ms against 47-51 at
+ * 1,000, at the same rate (alternated runs, docs/performance.md); 500 measured the same as 1,000.
+ */
+const TURN_ROWS = 1000
 
 type SketchTable = 'analytics_online' | 'analytics_day_sketch'
 const SKETCH_TABLES = {
