@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import type { ChangeDetail, Changes } from '../changes'
 import { type Db, newId } from '../db'
+import { Generation } from '../generation'
 import { Unauthorized } from '../http'
 import type { Logger } from '../log'
 import type { AccessTokens } from './access'
@@ -39,8 +40,13 @@ export class Sessions {
   private timer?: Timer
   private lastSync = Date.now()
   private keysRevokedAt = 0
-  /** Trust this instance withdrew itself (`withdrawUser`), counted by the reads that apply the store's (`settled`). */
-  private ownWithdrawals = 0
+  /**
+   * Trust this instance withdrew itself (`withdrawUser`). A read of users' trust under way
+   * meanwhile may be older than that change (on PostgreSQL the read waits on the network while
+   * the request runs), and applying it would hand back what was just withdrawn (a user disabled
+   * here accepted here again until the next sync): such a read is read again (`settled`).
+   */
+  private readonly withdrawals = new Generation()
 
   constructor(
     private db: Db,
@@ -137,7 +143,7 @@ export class Sessions {
 
   /** A user's trust changed in the store (password, roles, disabled, deleted): applies and tells everyone. */
   async withdrawUser(id: string, gen: number, active: boolean): Promise<void> {
-    this.ownWithdrawals++
+    this.withdrawals.bump()
     this.access.setUser(id, gen, active)
     await this.changes?.publish(TOPIC, { user: id })
   }
@@ -170,7 +176,7 @@ export class Sessions {
   private async heard(d: ChangeDetail): Promise<void> {
     if (typeof d.user === 'string') {
       const id = d.user
-      const read = await this.settled(() => this.users.maybe(id))
+      const read = await this.withdrawals.settled(() => this.users.maybe(id))
       // Unsettled: this instance kept changing trust meanwhile; the next sync reads the user again.
       if (read) this.access.setUser(id, read.value?.tokenGen ?? 0, !!read.value && !read.value.disabled)
     }
@@ -182,7 +188,7 @@ export class Sessions {
   async sync(): Promise<void> {
     const started = Date.now()
     const since = this.lastSync - OVERLAP_MS
-    const withdrawn = await this.settled(() => this.users.withdrawn(since))
+    const withdrawn = await this.withdrawals.settled(() => this.users.withdrawn(since))
     for (const u of withdrawn?.value ?? []) this.access.setUser(u.id, Number(u.token_gen), !u.disabled)
     await this.readFamilies(since)
     const keys = await this.lastKeyRevocation()
@@ -193,22 +199,6 @@ export class Sessions {
     this.access.prune(started)
     // An unsettled read of the users is read again, from as far back, by the next sync.
     if (withdrawn) this.lastSync = started
-  }
-
-  /**
-   * A read of users' trust from the store, read again when this instance withdrew trust itself
-   * while it was under way: on PostgreSQL the read waits on the network and a request runs
-   * meanwhile, so what it read may be older than that request's change, and applying it would
-   * hand back what was just withdrawn (a user disabled here accepted here again until the next
-   * sync). Undefined when every attempt met such a change.
-   */
-  private async settled<T>(read: () => Promise<T>): Promise<{ value: T } | undefined> {
-    for (let attempt = 0; attempt < 5; attempt++) {
-      const withdrawals = this.ownWithdrawals
-      const value = await read()
-      if (withdrawals === this.ownWithdrawals) return { value }
-    }
-    return undefined
   }
 
   private async readFamilies(since: number): Promise<void> {

@@ -1,4 +1,5 @@
 import { type Db, newId } from '../../core/db'
+import { Generation } from '../../core/generation'
 import { Conflict, NotFound, parseSort } from '../../core/http'
 import {
   DEFAULT_ENVIRONMENTS,
@@ -37,29 +38,27 @@ export function gamesStore(db: Db, cacheTtlMs: number, publish: (c: GameChange) 
     publish({ gameId, environment, deleted })
   }
   const fresh = (at: number) => Date.now() - at < cacheTtlMs
-  /** Bumped by every change of the cached rows made here or heard of (`keepGame`, `keepEnv`, `forgetGame`). */
-  let generation = 0
+  /**
+   * Every change of the cached rows made here or heard of (`keepGame`, `keepEnv`, `forgetGame`). A
+   * read for the cache under way meanwhile may be older than the change (on PostgreSQL it waits on
+   * the network while the changing request runs); caching it would undo the change here for
+   * `cacheTtlMs` (an environment's new PII policy not applied to the events it receives), so it is
+   * read again (`readForCache`).
+   */
+  const changes = new Generation()
   const keepGame = (id: string, game: Game) => {
-    generation++
+    changes.bump()
     games.set(id, { game, at: Date.now() })
   }
   const keepEnv = (key: string, env: Environment | undefined) => {
-    generation++
+    changes.bump()
     if (env) envs.set(key, { env, at: Date.now() })
     else envs.delete(key)
   }
-  /**
-   * A row read for the cache. A read under way when a change was made here or heard of is read
-   * again: what it read may be older than the change (on PostgreSQL it waits on the network while
-   * the changing request runs), and caching it would undo the change here for `cacheTtlMs` (an
-   * environment's new PII policy not applied to the events it receives meanwhile).
-   */
+  /** A row for the cache, `settled` when no change met its read (else read once more, not kept). */
   async function readForCache<T>(read: () => Promise<T>): Promise<{ value: T; settled: boolean }> {
-    for (let attempt = 1; ; attempt++) {
-      const before = generation
-      const value = await read()
-      if (before === generation || attempt >= 5) return { value, settled: before === generation }
-    }
+    const r = await changes.settled(read)
+    return r ? { value: r.value, settled: true } : { value: await read(), settled: false }
   }
 
   async function findGame(id: string): Promise<Game | null> {
@@ -99,7 +98,7 @@ export function gamesStore(db: Db, cacheTtlMs: number, publish: (c: GameChange) 
   }
 
   function forgetGame(id: string) {
-    generation++
+    changes.bump()
     games.delete(id)
     for (const k of envs.keys()) if (k.startsWith(`${id}/`)) envs.delete(k)
   }
