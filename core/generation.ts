@@ -13,15 +13,14 @@ export class Generation {
   }
 
   /**
-   * `read`, taken again while a change lands during it; undefined when every attempt met one
-   * (the caller leaves its copy as it is, for the next read).
+   * `read`, taken again while a change lands during it. `settled` is false when every attempt met
+   * one: the caller answers from the last `value` but keeps nothing of it (the next read will).
    */
-  async settled<T>(read: () => Promise<T>, attempts = 5): Promise<{ value: T } | undefined> {
-    for (let attempt = 0; attempt < attempts; attempt++) {
+  async settled<T>(read: () => Promise<T>, attempts = 5): Promise<{ value: T; settled: boolean }> {
+    for (let attempt = 1; ; attempt++) {
       const before = this.n
       const value = await read()
-      if (before === this.n) return { value }
+      if (before === this.n || attempt >= attempts) return { value, settled: before === this.n }
     }
-    return undefined
   }
 }

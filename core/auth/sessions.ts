@@ -178,7 +178,8 @@ export class Sessions {
       const id = d.user
       const read = await this.withdrawals.settled(() => this.users.maybe(id))
       // Unsettled: this instance kept changing trust meanwhile; the next sync reads the user again.
-      if (read) this.access.setUser(id, read.value?.tokenGen ?? 0, !!read.value && !read.value.disabled)
+      if (read.settled)
+        this.access.setUser(id, read.value?.tokenGen ?? 0, !!read.value && !read.value.disabled)
     }
     if (typeof d.family === 'string') this.access.revokeFamily(d.family)
     if (d.keys) this.forgetKeys()
@@ -189,7 +190,8 @@ export class Sessions {
     const started = Date.now()
     const since = this.lastSync - OVERLAP_MS
     const withdrawn = await this.withdrawals.settled(() => this.users.withdrawn(since))
-    for (const u of withdrawn?.value ?? []) this.access.setUser(u.id, Number(u.token_gen), !u.disabled)
+    for (const u of withdrawn.settled ? withdrawn.value : [])
+      this.access.setUser(u.id, Number(u.token_gen), !u.disabled)
     await this.readFamilies(since)
     const keys = await this.lastKeyRevocation()
     if (keys > this.keysRevokedAt) {
@@ -198,7 +200,7 @@ export class Sessions {
     }
     this.access.prune(started)
     // An unsettled read of the users is read again, from as far back, by the next sync.
-    if (withdrawn) this.lastSync = started
+    if (withdrawn.settled) this.lastSync = started
   }
 
   private async readFamilies(since: number): Promise<void> {

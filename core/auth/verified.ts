@@ -1,3 +1,5 @@
+import { Generation } from '../generation'
+
 /**
  * Verified credentials (SDK keys, application tokens, server keys) by their hash, unknown ones
  * too (guessing costs no query). A revocation, here or heard from another instance, drops them
@@ -8,10 +10,10 @@
  */
 export class VerifiedCache<P> {
   private readonly known = new Map<string, P | null>()
-  private generation = 0
+  private readonly revocations = new Generation()
 
   forget(): void {
-    this.generation++
+    this.revocations.bump()
     this.known.clear()
   }
 
@@ -19,16 +21,11 @@ export class VerifiedCache<P> {
   async verify(hash: string, read: () => Promise<P | null>): Promise<P | undefined> {
     const hit = this.known.get(hash)
     if (hit !== undefined) return hit ?? undefined
-    for (let attempt = 1; ; attempt++) {
-      const generation = this.generation
-      const p = await read()
-      if (generation === this.generation) {
-        if (this.known.size > 10_000) this.known.clear()
-        this.known.set(hash, p)
-        return p ?? undefined
-      }
-      // Revocations kept coming: the last read began after the one before, and is not kept.
-      if (attempt >= 5) return p ?? undefined
+    const { value: p, settled } = await this.revocations.settled(read)
+    if (settled) {
+      if (this.known.size > 10_000) this.known.clear()
+      this.known.set(hash, p)
     }
+    return p ?? undefined
   }
 }

@@ -43,7 +43,7 @@ export function gamesStore(db: Db, cacheTtlMs: number, publish: (c: GameChange) 
    * read for the cache under way meanwhile may be older than the change (on PostgreSQL it waits on
    * the network while the changing request runs); caching it would undo the change here for
    * `cacheTtlMs` (an environment's new PII policy not applied to the events it receives), so it is
-   * read again (`readForCache`).
+   * read again (`changes.settled`).
    */
   const changes = new Generation()
   const keepGame = (id: string, game: Game) => {
@@ -55,16 +55,11 @@ export function gamesStore(db: Db, cacheTtlMs: number, publish: (c: GameChange) 
     if (env) envs.set(key, { env, at: Date.now() })
     else envs.delete(key)
   }
-  /** A row for the cache, `settled` when no change met its read (else read once more, not kept). */
-  async function readForCache<T>(read: () => Promise<T>): Promise<{ value: T; settled: boolean }> {
-    const r = await changes.settled(read)
-    return r ? { value: r.value, settled: true } : { value: await read(), settled: false }
-  }
 
   async function findGame(id: string): Promise<Game | null> {
     const c = games.get(id)
     if (c && fresh(c.at)) return c.game
-    const { value: row, settled } = await readForCache(() =>
+    const { value: row, settled } = await changes.settled(() =>
       db.get<GameRow>(`SELECT ${GAME_COLS} FROM games WHERE id = ?`, [id]),
     )
     const game = row ? toGame(row) : null
@@ -82,7 +77,7 @@ export function gamesStore(db: Db, cacheTtlMs: number, publish: (c: GameChange) 
     const key = `${gameId}/${name}`
     const c = envs.get(key)
     if (c && fresh(c.at)) return c.env
-    const { value: row, settled } = await readForCache(() =>
+    const { value: row, settled } = await changes.settled(() =>
       db.get<EnvRow>(`SELECT ${ENV_COLS} FROM environments WHERE game_id = ? AND name = ?`, [gameId, name]),
     )
     const env = row ? toEnv(row) : null

@@ -57,8 +57,7 @@ export class DeploymentCache<A> {
   }
 
   private async load(id: string): Promise<CachedDeployment<A>> {
-    const settled = await this.changes.settled(() => this.read(id))
-    const row = settled?.value ?? (await this.read(id))
+    const { value: row, settled } = await this.changes.settled(() => this.read(id))
     const d = { row, at: this.now(), ab: fromJson<AbTestState | null>(row.ab_test, null), arms: {} }
     if (settled) this.entries.set(id, d)
     return d

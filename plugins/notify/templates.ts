@@ -1,4 +1,5 @@
 import { type Db, fromJson, iso, newId } from '../../core/db'
+import { Generation } from '../../core/generation'
 import { Conflict, NotFound } from '../../core/http'
 import type { TemplateBody } from './schema'
 
@@ -93,22 +94,17 @@ export function render(
 export function templateStore(db: Db, publish: (id: string) => void = () => undefined) {
   let cache: Map<string, Template> | undefined
   let loading: Promise<Map<string, Template>> | undefined
-  /** Bumped by every change of the templates made here or heard of. */
-  let generation = 0
+  /** Every change of the templates made here or heard of. */
+  const changes = new Generation()
 
   const readAll = async (): Promise<Map<string, Template>> => {
     try {
-      for (let attempt = 1; ; attempt++) {
-        const before = generation
+      const { value, settled } = await changes.settled(async () => {
         const rows = await db.all<Row>(`SELECT ${COLS} FROM notify_templates`)
-        const read = new Map(rows.map((r) => [r.id, toTemplate(r)]))
-        if (before === generation) {
-          cache = read
-          return read
-        }
-        // Writes kept coming: answer from the last read without keeping it.
-        if (attempt >= 5) return read
-      }
+        return new Map(rows.map((r) => [r.id, toTemplate(r)]))
+      })
+      if (settled) cache = value
+      return value
     } finally {
       loading = undefined
     }
@@ -120,7 +116,7 @@ export function templateStore(db: Db, publish: (id: string) => void = () => unde
   }
   /** A write of this instance committed: the copy follows, other instances hear of it. */
   const wrote = (id: string, tpl?: Template) => {
-    generation++
+    changes.bump()
     if (tpl) cache?.set(id, tpl)
     else cache?.delete(id)
     publish(id)
@@ -138,7 +134,7 @@ export function templateStore(db: Db, publish: (id: string) => void = () => unde
   return {
     /** Another instance changed the templates (or may have): the next read loads them again. */
     forget() {
-      generation++
+      changes.bump()
       cache = undefined
     },
     async list(): Promise<Template[]> {

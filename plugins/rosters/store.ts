@@ -1,4 +1,5 @@
 import { type Db, fromJson, iso } from '../../core/db'
+import { Generation } from '../../core/generation'
 import { Conflict, NotFound } from '../../core/http'
 import type { StoredPeriod } from './schema'
 
@@ -35,8 +36,8 @@ async function bump(tx: Db) {
 export function rosterStore(db: Db, publish: () => void = () => undefined) {
   let periods = new Map<string, [number, number][]>()
   let rev = -1
-  /** Writes this instance applied to the copy itself, counted for `sync`. */
-  let ownWrites = 0
+  /** Writes this instance applied to the copy itself, for `sync`. */
+  const ownWrites = new Generation()
   const cache = (r: Roster) =>
     periods.set(
       r.id,
@@ -51,18 +52,17 @@ export function rosterStore(db: Db, publish: () => void = () => undefined) {
    * so such a read is read again.
    */
   async function syncOnce(): Promise<void> {
-    for (let attempt = 0; attempt < 5; attempt++) {
-      const writes = ownWrites
+    const read = await ownWrites.settled(async () => {
       const row = await db.get<{ rev: number }>('SELECT rev FROM rosters_revision WHERE id = 1')
       const now = Number(row?.rev ?? 0)
-      if (now === rev) return
-      const all = (await db.all<Row>(`SELECT ${COLS} FROM rosters`)).map(toRoster)
-      if (ownWrites !== writes) continue
-      periods = new Map()
-      for (const r of all) cache(r)
-      rev = now
-      return
-    }
+      return now === rev
+        ? undefined
+        : { now, all: (await db.all<Row>(`SELECT ${COLS} FROM rosters`)).map(toRoster) }
+    })
+    if (!read.settled || !read.value) return
+    periods = new Map()
+    for (const r of read.value.all) cache(r)
+    rev = read.value.now
   }
 
   return {
@@ -109,7 +109,7 @@ export function rosterStore(db: Db, publish: () => void = () => undefined) {
         return toRoster(row)
       })
       cache(r)
-      ownWrites++
+      ownWrites.bump()
       publish()
       return r
     },
@@ -134,7 +134,7 @@ export function rosterStore(db: Db, publish: () => void = () => undefined) {
         return toRoster(row)
       })
       cache(r)
-      ownWrites++
+      ownWrites.bump()
       publish()
       return r
     },
@@ -145,7 +145,7 @@ export function rosterStore(db: Db, publish: () => void = () => undefined) {
         await bump(tx)
       })
       periods.delete(id)
-      ownWrites++
+      ownWrites.bump()
       publish()
     },
   }

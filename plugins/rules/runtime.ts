@@ -1,3 +1,4 @@
+import { Generation } from '../../core/generation'
 import type { Logger } from '../../core/log'
 import type { NotifyService, RouteDecision, RoutingInput } from '../notify/notify'
 import type { AlertStore } from './alerts'
@@ -56,10 +57,10 @@ export function rulesRuntime(opts: {
       })
   }
 
-  /** Rule and group writes this instance applied itself (`put`, `remove`, `putGroup`, `removeGroup`), counted for `sync`. */
-  let ownWrites = 0
+  /** Rule and group writes this instance applied itself (`put`, `remove`, `putGroup`, `removeGroup`), for `sync`. */
+  const ownWrites = new Generation()
   const ownWrite = (rev: number) => {
-    ownWrites++
+    ownWrites.bump()
     if (revs.rules === rev - 1) revs = { ...revs, rules: rev }
   }
 
@@ -179,17 +180,17 @@ export function rulesRuntime(opts: {
    * next sync. Such a read is read again.
    */
   async function sync() {
-    for (let attempt = 0; attempt < 5; attempt++) {
-      const writes = ownWrites
+    const read = await ownWrites.settled(async () => {
       const now = await store.revisions()
       const rules = now.rules !== revs.rules ? await store.listRules() : undefined
       const groupList = now.groups !== revs.groups ? await store.listGroups() : undefined
-      if (ownWrites !== writes) continue
-      if (rules) engine.load(rules)
-      if (groupList) groups = new Map(groupList.map((g) => [g.id, g]))
-      revs = now
-      return
-    }
+      return { now, rules, groupList }
+    })
+    if (!read.settled) return
+    const { now, rules, groupList } = read.value
+    if (rules) engine.load(rules)
+    if (groupList) groups = new Map(groupList.map((g) => [g.id, g]))
+    revs = now
   }
 
   return {
@@ -218,12 +219,12 @@ export function rulesRuntime(opts: {
     },
     putGroup(g: GroupRecord) {
       groups.set(g.id, g)
-      ownWrites++
+      ownWrites.bump()
       opts.publish?.()
     },
     removeGroup(id: string) {
       groups.delete(id)
-      ownWrites++
+      ownWrites.bump()
       opts.publish?.()
     },
     sync,

@@ -24,7 +24,7 @@ export class GameZones {
   /** Looks up the zones of `games`; none is kept when a game was forgotten meanwhile (the caller looks again). */
   async load(games: readonly string[]): Promise<void> {
     const read = await this.forgotten.settled(() => Promise.all(games.map((g) => this.timezone(g))))
-    if (read) games.forEach((g, i) => this.zones.set(g, zone(read.value[i])))
+    if (read.settled) games.forEach((g, i) => this.zones.set(g, zone(read.value[i])))
   }
 
   forget(gameId: string): void {

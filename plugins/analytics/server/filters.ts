@@ -77,7 +77,7 @@ export function filterRoutes(
     if (origin !== 'remote') return
     const q = { gameId: String(d.gameId), env: String(d.env) }
     const r = await applied.settled(() => read(q))
-    if (r) apply(q.gameId, q.env, toFilter(q.gameId, q.env, r.value))
+    if (r.settled) apply(q.gameId, q.env, toFilter(q.gameId, q.env, r.value))
   })
   return {
     /**
@@ -86,7 +86,7 @@ export function filterRoutes(
      */
     async load() {
       const all = await applied.settled(() => db.all<Row>('SELECT * FROM analytics_filters'))
-      for (const r of all?.value ?? []) apply(r.game_id, r.env, toFilter(r.game_id, r.env, r))
+      for (const r of all.settled ? all.value : []) apply(r.game_id, r.env, toFilter(r.game_id, r.env, r))
     },
     routes: new Elysia({ name: 'analytics.filters' })
       .use(guard)
