@@ -1,7 +1,7 @@
 import { expect, test } from 'bun:test'
 import { migrate } from '../../core/db'
 import { heldReads } from '../../test/held-reads'
-import { forEachEngine, rawDb } from '../../test/helpers'
+import { type Engine, forEachEngine, rawDb } from '../../test/helpers'
 import rosters from './index'
 import { rosterStore } from './store'
 
@@ -12,15 +12,28 @@ import { rosterStore } from './store'
 const shift = { start: '2031-05-06T08:00:00.000Z', end: '2031-05-06T16:00:00.000Z' }
 const during = Date.parse('2031-05-06T12:00:00.000Z')
 
+/** This instance's store, whose reads of the rosters can be held, and another instance's. */
+async function withStores(
+  engine: Engine,
+  run: (o: {
+    mine: ReturnType<typeof rosterStore>
+    other: ReturnType<typeof rosterStore>
+    held: ReturnType<typeof heldReads>
+  }) => Promise<void>,
+) {
+  const { db, done } = await rawDb(engine)
+  try {
+    await migrate(db, [{ plugin: 'rosters', migrations: rosters.migrations ?? [] }])
+    const held = heldReads(db, 'all', (sql) => sql.includes('FROM rosters'))
+    await run({ mine: rosterStore(held.db), other: rosterStore(db), held })
+  } finally {
+    await done()
+  }
+}
+
 forEachEngine((engine) => {
-  test("a sync that read the store before this instance's own roster writes keeps them", async () => {
-    const { db, done } = await rawDb(engine)
-    try {
-      await migrate(db, [{ plugin: 'rosters', migrations: rosters.migrations ?? [] }])
-      // This instance's connection, whose read of the rosters can be held.
-      const held = heldReads(db, 'all', (sql) => sql.includes('FROM rosters'))
-      const mine = rosterStore(held.db)
-      const other = rosterStore(db)
+  test("a sync that read the store before this instance's own roster writes keeps them", () =>
+    withStores(engine, async ({ mine, other, held }) => {
       await mine.create('first', 'day shift', [shift])
       await mine.sync()
       // Another instance writes a roster: the next sync reads the store again.
@@ -39,17 +52,10 @@ forEachEngine((engine) => {
       expect(mine.covers('first', during)).toBe(false)
       // The read that met the writes was read again.
       expect(held.reads()).toBe(3)
-    } finally {
-      await done()
-    }
-  })
-  test('a sync that began first finishes first: an older copy never replaces a newer one', async () => {
-    const { db, done } = await rawDb(engine)
-    try {
-      await migrate(db, [{ plugin: 'rosters', migrations: rosters.migrations ?? [] }])
-      const held = heldReads(db, 'all', (sql) => sql.includes('FROM rosters'))
-      const mine = rosterStore(held.db)
-      const other = rosterStore(db)
+    }))
+
+  test('a sync that began first finishes first: an older copy never replaces a newer one', () =>
+    withStores(engine, async ({ mine, other, held }) => {
       await mine.sync()
       await other.create('early', 'day shift', [shift])
       // The timer's sync reads the store, and is held before it installs what it read.
@@ -64,8 +70,5 @@ forEachEngine((engine) => {
       await Promise.all([first, second])
       expect(mine.covers('early', during)).toBe(true)
       expect(mine.covers('late', during)).toBe(true)
-    } finally {
-      await done()
-    }
-  })
+    }))
 })
