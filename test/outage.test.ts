@@ -72,6 +72,16 @@ describe.if(engines.includes('postgres') && haveServer)(
         },
         { ms: 20_000, what: '/readyz 200 again' },
       )
+      // Each pool finds the server back on its own probe (every 500 ms): the login throttle's
+      // counters and the ingest persist thread's connections may follow /readyz by a probe.
+      for (const [kind, send] of Object.entries(requests))
+        await until(
+          async () => {
+            if ((await send()).status < 300) return true
+            await Bun.sleep(50)
+          },
+          { ms: 20_000, what: `${kind} answering 2xx again` },
+        )
       // Every connection of the outage was replaced: forty requests in a row all succeed (one
       // ingestion connection kept failing for 30 s after a restart before).
       const after: Array<[string, number]> = []
