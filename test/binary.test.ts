@@ -1,12 +1,13 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { ProtobufLogsSerializer } from '@opentelemetry/otlp-transformer'
+import { PURGE_DELAY } from '../core/allocator'
 import { freePort, logExporter, logRecords, send } from '../plugins/ingest/otlp/exporters'
 import { sdkBundle } from '../scripts/sdk-bundle'
 import { signRequest } from '../sdk/sign'
-import { startServer } from './process'
+import { environ, startServer } from './process'
 
 const SCALAR_FILE = `${import.meta.dir}/../node_modules/@scalar/api-reference/dist/browser/standalone.js`
 
@@ -41,10 +42,15 @@ describe('single binary', () => {
         OTLP_GRPC_ENABLED: 'true',
         OTLP_GRPC_PORT: String(grpcPort),
       },
-      { cwd: dir },
+      { cwd: dir, unset: [PURGE_DELAY] },
     )
     try {
       expect(s.output()).toContain('embedded default')
+      // It replaced itself (same pid) with one that keeps freed memory (core/allocator.ts).
+      expect(environ(s.proc.pid)[PURGE_DELAY]).toBe('-1')
+      expect(readFileSync(`/proc/${s.proc.pid}/cmdline`, 'utf8').split('\0').filter(Boolean)).toEqual([
+        binary,
+      ])
       const health = await fetch(`${s.base}/healthz`)
       expect(health.status).toBe(200)
       expect((await health.json()).checks.database.status).toBe('up')

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs'
 import type { Subprocess } from 'bun'
 
 export interface Running {
@@ -46,4 +47,14 @@ export async function startServer(
   }
   proc.kill('SIGKILL')
   throw new Error(`server did not start:\n${out}`)
+}
+
+/** A running process's environment, read from /proc (Linux). */
+export function environ(pid: number): Record<string, string> {
+  const out: Record<string, string> = {}
+  for (const entry of readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0')) {
+    const eq = entry.indexOf('=')
+    if (eq > 0) out[entry.slice(0, eq)] = entry.slice(eq + 1)
+  }
+  return out
 }

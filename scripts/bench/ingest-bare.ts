@@ -1,6 +1,6 @@
 import { join } from 'node:path'
 import { SECRET } from './ingest-load'
-import { type CpuResult, freshPgDatabase, wrk, wrkCpu } from './lib'
+import { type CpuResult, bareEnv, freshPgDatabase, wrk, wrkCpu } from './lib'
 
 /**
  * A bare Bun server doing the essential work of signed batch ingestion (see the batch-wrk
@@ -68,7 +68,7 @@ const s = Bun.serve({ port: 0, hostname: '127.0.0.1', routes: { '/api/ingest/eve
 console.log('ready ' + s.port)
 `,
   )
-  const proc = Bun.spawn([process.execPath, file], { stdout: 'pipe', stderr: 'inherit' })
+  const proc = Bun.spawn([process.execPath, file], { stdout: 'pipe', stderr: 'inherit', env: bareEnv() })
   const reader = proc.stdout.getReader()
   let out = ''
   while (!/ready \d+/.test(out)) {

@@ -2,6 +2,7 @@ import { mkdtempSync, readFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
+import { PURGE_DELAY } from '../../core/allocator'
 
 export const PG_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
 
@@ -117,6 +118,15 @@ export function wrkCpu(pid: number, url: string, opts: Parameters<typeof wrk>[1]
   return { ...w, cpuUsPerRequest: +((used * 1e6) / Math.max(1, w.requests)).toFixed(1) }
 }
 
+/**
+ * A bare server's environment: the allocator setting liveops gives itself (core/allocator.ts), so
+ * the ceiling and the server run alike.
+ */
+export const bareEnv = (): Record<string, string | undefined> => ({
+  ...process.env,
+  [PURGE_DELAY]: process.env[PURGE_DELAY] ?? '-1',
+})
+
 export async function startBare(
   path: string,
   route: string,
@@ -127,7 +137,7 @@ export async function startBare(
     file,
     `const s = Bun.serve({ port: 0, hostname: '127.0.0.1', routes: { ${JSON.stringify(path)}: ${route} }, fetch: () => new Response('not found', { status: 404 }) })\nconsole.log('ready ' + s.port)\n`,
   )
-  const proc = Bun.spawn([process.execPath, file], { stdout: 'pipe', stderr: 'inherit' })
+  const proc = Bun.spawn([process.execPath, file], { stdout: 'pipe', stderr: 'inherit', env: bareEnv() })
   const reader = proc.stdout.getReader()
   let out = ''
   while (!/ready \d+/.test(out)) {
