@@ -1,5 +1,5 @@
 /**
- * Bun's allocator (mimalloc) gives memory back to the system 10 ms after it falls free
+ * Bun's allocator (mimalloc) gives memory back to the system 100 ms after it falls free
  * (`purge_delay`), and takes it again with a page fault when next needed. Ingestion frees and
  * takes back hundreds of megabytes a second, so a server made 18,000 page faults a second; on a
  * virtual machine where one costs 11 µs (a firecracker guest, docs/performance.md) that was a
@@ -9,7 +9,7 @@
  *
  * mimalloc reads its settings from the environment once, as the process starts, so the process
  * replaces itself (same pid, arguments and environment) with one that has the setting. A value
- * the operator set, any value, is left alone: `MIMALLOC_PURGE_DELAY=10` restores mimalloc's own.
+ * the operator set, any value, is left alone: `MIMALLOC_PURGE_DELAY=100` restores Bun's default.
  */
 export const PURGE_DELAY = 'MIMALLOC_PURGE_DELAY'
 
