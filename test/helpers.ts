@@ -360,3 +360,12 @@ export function hashOnce(password: string): Promise<string> {
 
 /** The password of the users `TestApp.token` creates. */
 const USER_PASSWORD = 'password-123'
+
+/**
+ * Waits past the next minute boundary when fewer than `ms` are left before it: a test that counts
+ * requests in one rate-limit minute then runs inside one window, however slow the machine.
+ */
+export async function clearOfMinute(ms = 5_000): Promise<void> {
+  const left = 60_000 - (Date.now() % 60_000)
+  if (left < ms) await Bun.sleep(left + 50)
+}
