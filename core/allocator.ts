@@ -20,7 +20,7 @@ export function ownArgs(
   execPath = process.execPath,
 ): string[] {
   // A compiled binary's argv[1] is its embedded entry (`/$bunfs/root/liveops`), not an argument.
-  const compiled = /^(\/\$bunfs\/|[A-Z]:[\\/]~BUN[\\/])/.test(argv[1] ?? '')
+  const compiled = (argv[1] ?? '').startsWith('/$bunfs/')
   return compiled ? [execPath, ...argv.slice(2)] : [execPath, ...execArgv, ...argv.slice(1)]
 }
 
