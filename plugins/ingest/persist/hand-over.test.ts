@@ -4,6 +4,7 @@ import { createLogger } from '../../../core/log'
 import { checked } from '../signed/collect'
 import { eventLog } from '../store/log'
 import { logFields, migratedStore } from '../testing'
+import { persist } from './persist'
 import { PersistThread } from './persist-thread'
 import { GroupWriter } from './writer'
 
@@ -102,3 +103,36 @@ for (const where of ['the persist thread', 'the event loop'])
       expect(given[2].row.invocation?.outcome).toBe('failure')
     })
   })
+
+describe('[sqlite] rows handed over after a failed commit', () => {
+  const store = migratedStore('sqlite')
+  test('a commit that failed after it may have committed leaves the next one saying nothing of what came before', async () => {
+    const handed: Appended[] = []
+    const writer = new GroupWriter(store.db, log)
+    let dieAfterCommit = false
+    writer.attach(
+      store.db,
+      async (rows) => {
+        const seq = await persist(store.db, rows)
+        if (dieAfterCommit) throw new Error('persist thread exited')
+        return seq
+      },
+      (a) => {
+        if (a) handed.push(a)
+      },
+    )
+    const one = (id: string) =>
+      checked(
+        [{ event: 'tap', ts: String(Date.UTC(2026, 10, 28, 13)), game_id: 'g', env: 'prod', event_id: id }],
+        false,
+      )
+    await writer.write(one('0192f1a4-0000-7000-8000-0000000000a1'))
+    dieAfterCommit = true
+    await expect(writer.write(one('0192f1a4-0000-7000-8000-0000000000a2'))).rejects.toThrow('exited')
+    dieAfterCommit = false
+    await writer.write(one('0192f1a4-0000-7000-8000-0000000000a3'))
+    // The second commit's row is in the store, never handed over: the third must not chain on the first.
+    expect(handed.length).toBe(2)
+    expect(handed[1].after).toBeUndefined()
+  })
+})

@@ -184,6 +184,10 @@ export class GroupWriter {
       try {
         return await this.commitOnce(list, nonces)
       } catch (e) {
+        // The attempt may have committed without answering (its thread died after the commit):
+        // the next commit's rows are handed over without saying what came before them, so the
+        // consumers read whatever this one left in the store (core/event-log-tail.ts).
+        this.lastAt = undefined
         // Rare (a retry within the same commit): found by the sort of the ids, before any rollup saw the events.
         if (e === REPEATED_IDS) {
           list = firstOfEachId(list)
