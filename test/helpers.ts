@@ -363,7 +363,8 @@ const USER_PASSWORD = 'password-123'
 
 /**
  * Waits past the next minute boundary when fewer than `ms` are left before it: a test that counts
- * requests in one rate-limit minute then runs inside one window, however slow the machine.
+ * something per minute (requests in a rate-limit window, the console's events of this minute)
+ * then reads, acts and counts inside one minute, however slow the machine.
  */
 export async function clearOfMinute(ms = 5_000): Promise<void> {
   const left = 60_000 - (Date.now() % 60_000)
