@@ -291,6 +291,9 @@ try {
         presigned: n,
         queries,
         consumers: withConsumers ? { ...lag, catchUpSeconds: caughtUp } : 'off',
+        // Which thread holds the rate: the event loop, the persist thread, the checkpointer.
+        threads: w.threads,
+        machineIdle: w.machineIdle,
         bare: bare && {
           eventsPerSec: Math.round(bare.rps * okShare(bare) * size),
           p99ms: bare.p99ms,

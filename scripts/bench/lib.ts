@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, readdirSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
@@ -109,13 +109,82 @@ export function cpuSeconds(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / 100
 }
 
+/** Each thread's CPU so far (clock ticks, user and system) by thread id, with its name (Linux). */
+function threadTicks(pid: number): Map<string, { name: string; user: number; sys: number }> {
+  const out = new Map<string, { name: string; user: number; sys: number }>()
+  let tids: string[] = []
+  try {
+    tids = readdirSync(`/proc/${pid}/task`)
+  } catch {
+    return out
+  }
+  for (const tid of tids) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8')
+      const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'))
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+      out.set(tid, { name, user: Number(f[11]), sys: Number(f[12]) })
+    } catch {
+      // The thread ended in between.
+    }
+  }
+  return out
+}
+
+/** The machine's idle and total clock ticks so far, all cores (/proc/stat). */
+function machineTicks(): { idle: number; total: number } {
+  const v = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number)
+  return { idle: v[3] + v[4], total: v.reduce((a, b) => a + b, 0) }
+}
+
+/**
+ * A server thread's share of a window: its name (the event loop is the process's own name; Bun's
+ * workers are all `Worker`, told apart by their thread id and by how much of their time the
+ * kernel took), cores used (user + system), and µs of its CPU per request.
+ */
+export interface ThreadShare {
+  name: string
+  tid: number
+  cores: number
+  sysCores: number
+  usPerRequest: number
+}
+
 /** wrk against `url` while measuring the server process's CPU: adds µs of server CPU per request. */
-export type CpuResult = WrkResult & { cpuUsPerRequest: number }
+export type CpuResult = WrkResult & {
+  cpuUsPerRequest: number
+  /** The threads that used 2% of a core or more in the window, busiest first. */
+  threads: ThreadShare[]
+  /** The share of the machine's cores idle in the window (the load generator runs beside). */
+  machineIdle: number
+}
 export function wrkCpu(pid: number, url: string, opts: Parameters<typeof wrk>[1]): CpuResult {
   const c0 = cpuSeconds(pid)
+  const t0 = threadTicks(pid)
+  const m0 = machineTicks()
+  const started = performance.now()
   const w = wrk(url, opts)
+  const seconds = (performance.now() - started) / 1000
   const used = cpuSeconds(pid) - c0
-  return { ...w, cpuUsPerRequest: +((used * 1e6) / Math.max(1, w.requests)).toFixed(1) }
+  const t1 = threadTicks(pid)
+  const m1 = machineTicks()
+  const threads: ThreadShare[] = []
+  for (const [tid, b] of t1) {
+    const a = t0.get(tid) ?? { user: 0, sys: 0 }
+    const ticks = b.user - a.user + b.sys - a.sys
+    const cores = ticks / 100 / seconds
+    if (cores < 0.02) continue
+    threads.push({
+      name: b.name,
+      tid: Number(tid),
+      cores: +cores.toFixed(2),
+      sysCores: +((b.sys - a.sys) / 100 / seconds).toFixed(2),
+      usPerRequest: Math.round((ticks * 1e4) / Math.max(1, w.requests)),
+    })
+  }
+  threads.sort((x, y) => y.cores - x.cores)
+  const machineIdle = +((m1.idle - m0.idle) / Math.max(1, m1.total - m0.total)).toFixed(2)
+  return { ...w, cpuUsPerRequest: +((used * 1e6) / Math.max(1, w.requests)).toFixed(1), threads, machineIdle }
 }
 
 /**
