@@ -33,9 +33,10 @@ import { join } from 'node:path'
 import mysql from 'mysql2/promise'
 import postgres from 'postgres'
 import { freshMysqlDb } from '../../test/mysql-db'
-import { type Running, startServer } from '../../test/process'
-import { eventsBody, shapes } from './events'
-import { benchConfig, bootstrap, load, paymentsBody, sign, summary } from './ingest-load'
+import { startServer } from '../../test/process'
+import { type EngineName, type Side, catchUp, get, seed, seedBodies } from './engines-seed'
+import { shapes } from './events'
+import { benchConfig, bootstrap, load, summary } from './ingest-load'
 import { PG_URL, arg, cpuSeconds, median, tempDir, wrk, wrkCpu } from './lib'
 
 const rounds = Number(arg('rounds', '3'))
@@ -47,25 +48,6 @@ const seedBatches = Number(arg('seed', '400'))
 const only = arg('only', '')
 const readNames = arg('reads', '')
 const profileDir = arg('profile', '')
-const DAY = 86_400_000
-const GAME = '@@GAME@@'
-
-type EngineName = 'postgres' | 'mysql'
-interface Side {
-  engine: EngineName
-  server: Running
-  token: string
-  gameId: string
-  dir: string
-  /** Events acknowledged (200) over every window, payments apart. */
-  ackedEvents: number
-  /** Seed requests answered 503 and sent again. */
-  retried: number
-  stored: () => Promise<number>
-  /** The /proc stat files of the processes (PostgreSQL) or threads (MySQL) serving its connections. */
-  serving: () => Promise<string[]>
-  drop: () => Promise<void>
-}
 
 /** A PostgreSQL database of this run alone (never a fixed name: other runs share the server). */
 async function pgDatabase(): Promise<{ url: string; drop: () => Promise<void> }> {
@@ -175,85 +157,6 @@ function threadStats(tids: readonly number[]): string[] {
   return out
 }
 
-const get = (s: Side, path: string) =>
-  fetch(`${s.server.base}${path}`, { headers: { authorization: `Bearer ${s.token}` } })
-
-/** Seconds until every consumer of the log has taken in all that is committed. */
-async function catchUp(s: Side): Promise<number> {
-  const t0 = performance.now()
-  for (;;) {
-    const r = await get(s, '/api/v1/analytics/consumers')
-    // A 503 (the store slow to answer on a loaded machine): asked again.
-    const items = r.ok ? ((await r.json()).items as Array<{ lagEvents: number }>) : undefined
-    if (!r.ok) await r.arrayBuffer()
-    if (items?.every((c) => c.lagEvents === 0)) return Math.round((performance.now() - t0) / 100) / 10
-    await Bun.sleep(200)
-  }
-}
-
-/** The seed, made once: the same bodies go to both servers (the game's id put in per server). */
-function seedBodies(): Array<{ path: string; body: string; events: number }> {
-  const pool = shapes(GAME)
-  const seq = { order: 0 }
-  const t0 = Date.now() - 30 * DAY
-  return Array.from({ length: seedBatches }, (_, i) => {
-    const at = t0 + (i / seedBatches) * 30 * DAY
-    return i % 100 === 99
-      ? { path: '/api/ingest/payments', body: paymentsBody(GAME, 100, at, seq), events: 0 }
-      : { path: '/api/ingest/events', body: eventsBody(pool, 100, at), events: 100 }
-  })
-}
-
-async function seed(s: Side, bodies: ReturnType<typeof seedBodies>): Promise<void> {
-  let next = 0
-  await Promise.all(
-    Array.from({ length: 4 }, async () => {
-      while (next < bodies.length) {
-        const b = bodies[next++]!
-        const body = b.body.replaceAll(GAME, s.gameId)
-        // A 503 (the store did not answer in time on a loaded machine) or a dropped connection is
-        // sent again, as an SDK does.
-        for (let attempt = 0; ; attempt++) {
-          const r = await fetch(`${s.server.base}${b.path}`, {
-            method: 'POST',
-            headers: sign(body),
-            body,
-          }).catch((e) => String(e))
-          if (typeof r !== 'string') await r.arrayBuffer()
-          if (typeof r !== 'string' && r.status === 200) break
-          const why = typeof r === 'string' ? r : r.status
-          if ((why !== 503 && typeof why !== 'string') || attempt === 10)
-            throw new Error(`${s.engine} seed ${b.path}: ${why}`)
-          s.retried++
-          await Bun.sleep(500)
-        }
-        s.ackedEvents += b.events
-      }
-    }),
-  )
-  for (let i = 0; i < 5; i++) {
-    const r = await fetch(`${s.server.base}/api/experiments`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${s.token}` },
-      body: JSON.stringify({
-        gameId: s.gameId,
-        environment: 'prod',
-        name: `bench ${i}`,
-        salt: `salt-${i}`,
-        config: {
-          variants: [
-            { name: 'control', weight: 50 },
-            { name: 'treatment', weight: 50 },
-          ],
-          metrics: { primary: 'purchase', secondary: ['level_up'] },
-        },
-      }),
-    })
-    if (r.status !== 201) throw new Error(`${s.engine} experiment: ${r.status} ${await r.text()}`)
-  }
-  await catchUp(s)
-}
-
 /** The reads, named; the game's id filled in per server. */
 const ALL_READS: Array<[string, (g: string) => string]> = [
   ['games list', () => '/api/games'],
@@ -279,7 +182,7 @@ const sides: Side[] = []
 try {
   sides.push(await start('postgres'), await start('mysql'))
   const [pg, my] = sides as [Side, Side]
-  const bodies = seedBodies()
+  const bodies = seedBodies(seedBatches)
   for (const s of sides) await seed(s, bodies)
   console.error('seeded; reads')
   // What each side spends with no request at all (its pollers and timers), per second of CPU:
