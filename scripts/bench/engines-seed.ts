@@ -4,7 +4,7 @@
  */
 import type { Running } from '../../test/process'
 import { eventsBody, shapes } from './events'
-import { paymentsBody, sign } from './ingest-load'
+import { consumersCaughtUp, paymentsBody, sign } from './ingest-load'
 
 const DAY = 86_400_000
 const GAME = '@@GAME@@'
@@ -30,17 +30,7 @@ export const get = (s: Side, path: string) =>
   fetch(`${s.server.base}${path}`, { headers: { authorization: `Bearer ${s.token}` } })
 
 /** Seconds until every consumer of the log has taken in all that is committed. */
-export async function catchUp(s: Side): Promise<number> {
-  const t0 = performance.now()
-  for (;;) {
-    const r = await get(s, '/api/v1/analytics/consumers')
-    // A 503 (the store slow to answer on a loaded machine): asked again.
-    const items = r.ok ? ((await r.json()).items as Array<{ lagEvents: number }>) : undefined
-    if (!r.ok) await r.arrayBuffer()
-    if (items?.every((c) => c.lagEvents === 0)) return Math.round((performance.now() - t0) / 100) / 10
-    await Bun.sleep(200)
-  }
-}
+export const catchUp = (s: Side): Promise<number> => consumersCaughtUp(s.server.base, s.token)
 
 /** The seed, made once: the same bodies go to both servers (the game's id put in per server). */
 export function seedBodies(seedBatches: number): Array<{ path: string; body: string; events: number }> {

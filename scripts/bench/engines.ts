@@ -28,7 +28,7 @@
  * Prints one JSON line: per engine the medians, and `mysqlShareOfPg` (MariaDB's figure over
  * PostgreSQL's: events/s for ingestion, requests/s for each read and their geometric mean).
  */
-import { existsSync, readFileSync, readdirSync } from 'node:fs'
+import { existsSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
 import mysql from 'mysql2/promise'
 import postgres from 'postgres'
@@ -37,7 +37,7 @@ import { startServer } from '../../test/process'
 import { type EngineName, type Side, catchUp, get, seed, seedBodies } from './engines-seed'
 import { shapes } from './events'
 import { benchConfig, bootstrap, load, summary } from './ingest-load'
-import { PG_URL, arg, cpuSeconds, median, tempDir, wrk, wrkCpu } from './lib'
+import { PG_URL, arg, cpuSeconds, median, statTicks, tempDir, wrk, wrkCpu } from './lib'
 
 const rounds = Number(arg('rounds', '3'))
 const seconds = Number(arg('seconds', '15'))
@@ -140,8 +140,8 @@ function dbCpu(stats: readonly string[]): number {
   let sum = 0
   for (const path of stats)
     try {
-      const fields = readFileSync(path, 'utf8').split(') ')[1]!.split(' ')
-      sum += (Number(fields[11]) + Number(fields[12])) / 100
+      const { user, sys } = statTicks(path)
+      sum += (user + sys) / 100
     } catch {}
   return sum
 }

@@ -60,6 +60,24 @@ export async function bootstrap(base: string): Promise<{ token: string; gameId: 
   return { token, gameId: game.id }
 }
 
+/**
+ * Seconds until every consumer of the event log has taken in all that is committed, asked of
+ * `/api/v1/analytics/consumers` every 200 ms; a 503 (the store slow to answer on a loaded
+ * machine) is asked again.
+ */
+export async function consumersCaughtUp(base: string, token: string): Promise<number> {
+  const t0 = performance.now()
+  for (;;) {
+    const r = await fetch(`${base}/api/v1/analytics/consumers`, {
+      headers: { authorization: `Bearer ${token}` },
+    })
+    const items = r.ok ? ((await r.json()).items as Array<{ lagEvents: number }>) : undefined
+    if (!r.ok) await r.arrayBuffer()
+    if (items?.every((c) => c.lagEvents === 0)) return Math.round((performance.now() - t0) / 100) / 10
+    await Bun.sleep(200)
+  }
+}
+
 export function sign(body: string): Record<string, string> {
   const ts = String(Math.floor(Date.now() / 1000))
   const nonce = crypto.randomUUID()

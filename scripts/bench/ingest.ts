@@ -27,7 +27,7 @@ import postgres from 'postgres'
 import { freshMysqlDb } from '../../test/mysql-db'
 import { type Running, startServer } from '../../test/process'
 import { bareIngest } from './ingest-bare'
-import { benchConfig, bootstrap, load as loadWith, summary } from './ingest-load'
+import { benchConfig, bootstrap, consumersCaughtUp, load as loadWith, summary } from './ingest-load'
 import { presign, replayScript } from './ingest-presign'
 import {
   type CpuResult,
@@ -134,19 +134,6 @@ async function warehouseQueries(base: string, token: string, gameId: string) {
   ]
 }
 
-/** Seconds until every consumer of the log has taken in all that is committed. */
-async function catchUp(base: string, token: string): Promise<number> {
-  const t0 = performance.now()
-  for (;;) {
-    const r = await fetch(`${base}/api/v1/analytics/consumers`, {
-      headers: { authorization: `Bearer ${token}` },
-    })
-    const items = (await r.json()).items as Array<{ lagEvents: number }>
-    if (items.every((c) => c.lagEvents === 0)) return Math.round((performance.now() - t0) / 100) / 10
-    await Bun.sleep(200)
-  }
-}
-
 const load = (base: string, gameId: string, size: number, runSeconds: number, stopAt?: number) =>
   loadWith(base, gameId, size, runSeconds, connections, stopAt)
 
@@ -228,7 +215,7 @@ try {
     sampler?.kill('SIGTERM')
     const lag = sampler ? JSON.parse((await new Response(sampler.stdout).text()).trim() || '{}') : undefined
     // How long the consumers take to finish what the window left them.
-    const caughtUp = withConsumers ? await catchUp(s.base, token) : undefined
+    const caughtUp = withConsumers ? await consumersCaughtUp(s.base, token) : undefined
     const warmAcked = warm ? (warm.requests - warm.errors) * size : 0
     const acked = warmAcked + (w.requests - w.errors) * size
     const wrkRuns = warm ? 2 : 1

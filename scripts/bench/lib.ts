@@ -90,23 +90,28 @@ export function median(xs: number[]): number {
 }
 
 /**
- * The machine's ceiling for one HTTP answer: a bare `Bun.serve` in its own process (no
- * liveops code) answering `path` the way `handler` says. The machine is shared and its speed
- * drifts from day to day, so a benchmark reports liveops against this ceiling, measured in
- * alternation with it, besides the absolute figures.
- *
- * `route` is the source of one Bun route value: a `new Response(...)` or `{ POST: async (r) => ... }`.
- */
-/**
  * CPU seconds a process has used so far, all its threads, from /proc (Linux). Divided by the
  * requests served in between it gives the server's cost per request, which moves far less with
  * the machine's noise than requests per second do.
  */
 export function cpuSeconds(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  const { user, sys } = statTicks(`/proc/${pid}/stat`)
+  return (user + sys) / 100
+}
+
+/**
+ * A `/proc` stat file's name and CPU so far (a process's `/proc/PID/stat`, a thread's
+ * `/proc/PID/task/TID/stat`): utime and stime, fields 14 and 15 of the line, in clock ticks (100
+ * per second). Throws when the process or thread is gone.
+ */
+export function statTicks(path: string): { name: string; user: number; sys: number } {
+  const stat = readFileSync(path, 'utf8')
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-  // utime and stime are fields 14 and 15 of the whole line, in clock ticks (100 per second).
-  return (Number(fields[11]) + Number(fields[12])) / 100
+  return {
+    name: stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')),
+    user: Number(fields[11]),
+    sys: Number(fields[12]),
+  }
 }
 
 /** Each thread's CPU so far (clock ticks, user and system) by thread id, with its name (Linux). */
@@ -120,10 +125,7 @@ function threadTicks(pid: number): Map<string, { name: string; user: number; sys
   }
   for (const tid of tids) {
     try {
-      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8')
-      const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'))
-      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-      out.set(tid, { name, user: Number(f[11]), sys: Number(f[12]) })
+      out.set(tid, statTicks(`/proc/${pid}/task/${tid}/stat`))
     } catch {
       // The thread ended in between.
     }
@@ -196,6 +198,14 @@ export const bareEnv = (): Record<string, string | undefined> => ({
   [PURGE_DELAY]: process.env[PURGE_DELAY] ?? '-1',
 })
 
+/**
+ * The machine's ceiling for one HTTP answer: a bare `Bun.serve` in its own process (no
+ * liveops code) answering `path` the way `handler` says. The machine is shared and its speed
+ * drifts from day to day, so a benchmark reports liveops against this ceiling, measured in
+ * alternation with it, besides the absolute figures.
+ *
+ * `route` is the source of one Bun route value: a `new Response(...)` or `{ POST: async (r) => ... }`.
+ */
 export async function startBare(
   path: string,
   route: string,
