@@ -1,6 +1,6 @@
 import { join } from 'node:path'
 import { SECRET } from './ingest-load'
-import { type CpuResult, bareEnv, freshPgDatabase, wrk, wrkCpu } from './lib'
+import { type CpuResult, bareEnv, engineProcess, freshPgDatabase, wrk, wrkCpu } from './lib'
 
 /**
  * A bare Bun server doing the essential work of signed batch ingestion (see the batch-wrk
@@ -85,12 +85,12 @@ console.log('ready ' + s.port)
         threads: wrkThreads,
         script: await scriptFor('bare-warmup', files[0]),
       })
-    return wrkCpu(proc.pid, url, {
-      connections,
-      seconds,
-      threads: wrkThreads,
-      script: await scriptFor('bare', files[1]),
-    })
+    return wrkCpu(
+      proc.pid,
+      url,
+      { connections, seconds, threads: wrkThreads, script: await scriptFor('bare', files[1]) },
+      engineProcess(engine),
+    )
   } finally {
     proc.kill()
   }

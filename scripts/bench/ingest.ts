@@ -33,6 +33,7 @@ import {
   type CpuResult,
   arg,
   dropPgDatabase,
+  engineProcess,
   freshPgDatabase,
   median,
   okShare,
@@ -206,12 +207,12 @@ try {
           stdout: 'pipe',
         })
       : undefined
-    const w = wrkCpu(s.proc.pid, url, {
-      connections,
-      seconds,
-      threads: wrkThreads,
-      script: await scriptFor('signed', files[1]),
-    })
+    const w = wrkCpu(
+      s.proc.pid,
+      url,
+      { connections, seconds, threads: wrkThreads, script: await scriptFor('signed', files[1]) },
+      engineProcess(engine),
+    )
     sampler?.kill('SIGTERM')
     const lag = sampler ? JSON.parse((await new Response(sampler.stdout).text()).trim() || '{}') : undefined
     // How long the consumers take to finish what the window left them.
@@ -281,10 +282,12 @@ try {
         // Which thread holds the rate: the event loop, the persist thread, the checkpointer.
         threads: w.threads,
         machineIdle: w.machineIdle,
+        engineUsPerRequest: w.engineUsPerRequest,
         bare: bare && {
           eventsPerSec: Math.round(bare.rps * okShare(bare) * size),
           p99ms: bare.p99ms,
           cpuUsPerRequest: bare.cpuUsPerRequest,
+          engineUsPerRequest: bare.engineUsPerRequest,
           non2xx: bare.errors,
         },
         liveopsShareOfCeiling: bare && +((w.rps * okShare(w)) / (bare.rps * okShare(bare))).toFixed(2),

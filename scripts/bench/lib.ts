@@ -159,8 +159,40 @@ export type CpuResult = WrkResult & {
   threads: ThreadShare[]
   /** The share of the machine's cores idle in the window (the load generator runs beside). */
   machineIdle: number
+  /**
+   * The database server's CPU per request in the window, when it runs on this machine: every
+   * process of that name (PostgreSQL's backends, checkpointer and WAL writer; MariaDB's one).
+   */
+  engineUsPerRequest?: number
 }
-export function wrkCpu(pid: number, url: string, opts: Parameters<typeof wrk>[1]): CpuResult {
+
+/** The process name of an engine's server on this machine (none for SQLite, which runs inside ours). */
+export const engineProcess = (engine: string): string | undefined =>
+  engine === 'postgres' ? 'postgres' : engine === 'mysql' ? 'mariadbd' : undefined
+
+/** The CPU ticks so far of every process named `name` on the machine (a process gone meanwhile drops out). */
+function processTicks(name: string): number {
+  let ticks = 0
+  for (const pid of readdirSync('/proc')) {
+    if (!/^\d+$/.test(pid)) continue
+    try {
+      const t = statTicks(`/proc/${pid}/stat`)
+      if (t.name === name) ticks += t.user + t.sys
+    } catch {
+      // Ended in between.
+    }
+  }
+  return ticks
+}
+
+export function wrkCpu(
+  pid: number,
+  url: string,
+  opts: Parameters<typeof wrk>[1],
+  /** The database server's process name (`postgres`, `mariadbd`), to count its CPU too. */
+  engine?: string,
+): CpuResult {
+  const e0 = engine ? processTicks(engine) : 0
   const c0 = cpuSeconds(pid)
   const t0 = threadTicks(pid)
   const m0 = machineTicks()
@@ -170,6 +202,9 @@ export function wrkCpu(pid: number, url: string, opts: Parameters<typeof wrk>[1]
   const used = cpuSeconds(pid) - c0
   const t1 = threadTicks(pid)
   const m1 = machineTicks()
+  const engineUsPerRequest = engine
+    ? Math.round(((processTicks(engine) - e0) * 1e4) / Math.max(1, w.requests))
+    : undefined
   const threads: ThreadShare[] = []
   for (const [tid, b] of t1) {
     const a = t0.get(tid) ?? { user: 0, sys: 0 }
@@ -186,7 +221,13 @@ export function wrkCpu(pid: number, url: string, opts: Parameters<typeof wrk>[1]
   }
   threads.sort((x, y) => y.cores - x.cores)
   const machineIdle = +((m1.idle - m0.idle) / Math.max(1, m1.total - m0.total)).toFixed(2)
-  return { ...w, cpuUsPerRequest: +((used * 1e6) / Math.max(1, w.requests)).toFixed(1), threads, machineIdle }
+  return {
+    ...w,
+    cpuUsPerRequest: +((used * 1e6) / Math.max(1, w.requests)).toFixed(1),
+    threads,
+    machineIdle,
+    engineUsPerRequest,
+  }
 }
 
 /**

@@ -18,18 +18,20 @@ export const logBatch = (after: LogPosition, below: number, limit: number) => [
 export type LogRow = { [K in LogCol]: K extends 'props' | 'game_id' | 'env' | 'event' ? string : unknown }
 
 /**
- * PostgreSQL: a batch of the log as one JSON text (an array of rows, each an array of the
- * columns): one value for the client to decode and one native `JSON.parse`, instead of 16 text
- * values per row each decoded and converted by postgres.js. In a 1 M-event rebuild of the four
- * consumers, decoding the rows of their log reads (each reads the whole log) was about half of
- * the server's CPU (Bun's profile: `DataRow` and the `toString` it calls). The values come back
- * typed by JSON: BIGINT columns as numbers (ids are ms x 1024, exact below 2^53), TEXT as strings.
+ * PostgreSQL: rows of the log as one JSON text (an array of rows, each an array of the columns):
+ * one value for the client to decode and one native `JSON.parse`, instead of 16 text values per
+ * row each decoded and converted by postgres.js. In a 1 M-event rebuild of the four consumers,
+ * decoding the rows of their log reads (each reads the whole log) was about half of the server's
+ * CPU (Bun's profile: `DataRow` and the `toString` it calls). The values come back typed by JSON:
+ * BIGINT columns as numbers (ids are ms x 1024, exact below 2^53), TEXT as strings.
  */
-const SQL = `SELECT coalesce(json_agg(json_build_array(${LOG_COLS.join(', ')}) ORDER BY seq, id), '[]')::text AS j
-  FROM (SELECT ${LOG_COLS.join(', ')} ${LOG_BATCH}) t`
+const jsonRows = (from: string) =>
+  `SELECT coalesce(json_agg(json_build_array(${LOG_COLS.join(', ')}) ORDER BY seq, id), '[]')::text AS j
+  FROM (SELECT ${LOG_COLS.join(', ')} ${from}) t`
+const SQL = jsonRows(LOG_BATCH)
 
-export async function readLogPg(db: Db, after: LogPosition, below: number, limit: number): Promise<LogRow[]> {
-  const r = await db.get<{ j: string }>(SQL, logBatch(after, below, limit))
+async function readJson(db: Db, sql: string, params: unknown[]): Promise<LogRow[]> {
+  const r = await db.get<{ j: string }>(sql, params as never)
   const rows = JSON.parse(r?.j ?? '[]') as unknown[][]
   return rows.map(
     (a) =>
@@ -52,6 +54,37 @@ export async function readLogPg(db: Db, after: LogPosition, below: number, limit
         props: a[15],
       }) as LogRow,
   )
+}
+
+export const readLogPg = (db: Db, after: LogPosition, below: number, limit: number): Promise<LogRow[]> =>
+  readJson(db, SQL, logBatch(after, below, limit))
+
+/** Ids per statement of `readIds` elsewhere than on PostgreSQL. */
+const IDS_PER_READ = 1024
+/** PostgreSQL: the ids as one text, so every read is the one prepared statement. */
+const BY_IDS_PG = jsonRows("FROM ingest_events WHERE id = ANY (string_to_array(?, ',')::bigint[])")
+
+/**
+ * The rows of the given ids (primary-key probes), in no particular order: what a read of
+ * positions (`readPositions`) met that this process did not keep (`store/recent.ts`).
+ * Elsewhere the ids go in lists of 1, 2, 4, ... 1,024 (the last id repeated to fill one): a
+ * dozen statement shapes for the engine to prepare, not one per count.
+ */
+export async function readIds(db: Db, ids: number[]): Promise<LogRow[]> {
+  if (db.dialect === 'postgres') return readJson(db, BY_IDS_PG, [ids.join(',')])
+  const out: LogRow[] = []
+  for (let i = 0; i < ids.length; i += IDS_PER_READ) {
+    const part = ids.slice(i, i + IDS_PER_READ)
+    let size = 1
+    while (size < part.length) size *= 2
+    while (part.length < size) part.push(part[part.length - 1])
+    const rows = await db.all<LogRow>(
+      `SELECT ${LOG_COLS.join(', ')} FROM ingest_events WHERE id IN (${part.map(() => '?').join(', ')})`,
+      part,
+    )
+    for (const r of rows) out.push(r)
+  }
+  return out
 }
 
 /**

@@ -1,4 +1,5 @@
 import { afterAll, describe, expect, test } from 'bun:test'
+import type { Db } from '../../../core/db'
 import { createLogger } from '../../../core/log'
 import { engineFree, engines } from '../../../test/helpers'
 import type { EventRows } from '../persist/persist'
@@ -32,6 +33,20 @@ const block = (firstId: number, n: number): EventRows => {
   }
   return { firstId, receivedAt: 5000, streams: ['g', 'prod'], cols, props: Array(n).fill('{}') }
 }
+
+/** The store, noting each statement a read sends through it; those `none` matches find no rows. */
+const watch = (db: Db, seen: string[], none?: RegExp): Db =>
+  new Proxy(db, {
+    get(target, key, receiver) {
+      const v = Reflect.get(target, key, receiver)
+      if (key !== 'get' && key !== 'all') return v
+      return (sql: string, params?: unknown[]) => {
+        seen.push(sql)
+        if (none?.test(sql)) return Promise.resolve(key === 'get' ? { j: '[]' } : [])
+        return v.call(target, sql, params)
+      }
+    },
+  })
 
 engineFree('recent rows', () => {
   test('finds a row by id in blocks added out of order, and builds it once', () => {
@@ -135,8 +150,30 @@ for (const engine of engines.filter((e) => e !== 'sqlite'))
       await other.write(checked(events('c', 5), false))
       const all = await plain.read(cursor, Number.MAX_SAFE_INTEGER, 1000, store.db)
       expect(all.length).toBe(70)
-      const mixed = await kept.read(cursor, Number.MAX_SAFE_INTEGER, 1000, store.db)
+      // Five of 70 rows not kept: the positions from the store, then those five rows by id.
+      const seen: string[] = []
+      const watched = watch(store.db, seen)
+      const mixed = await kept.read(cursor, Number.MAX_SAFE_INTEGER, 1000, watched)
       expect(mixed.map(logFields)).toEqual(all.map(logFields))
       expect(mixed.slice(-5).map((e) => e.row.userId)).toEqual(['c-0', 'c-1', 'c-2', 'c-3', 'c-4'])
+      expect(seen.length).toBe(2)
+      expect(seen[1]).toContain(engine === 'postgres' ? 'id = ANY' : 'WHERE id IN (?, ?, ?, ?, ?, ?, ?, ?)')
+      expect(mixed[0].row).toBe(recent.row(mixed[0].at.pos, committedRow)!)
+
+      // A row gone between its position's read and its own (retention): the range read whole.
+      seen.length = 0
+      const gone = watch(store.db, seen, /id = ANY|WHERE id IN/)
+      const again = await kept.read(cursor, Number.MAX_SAFE_INTEGER, 1000, gone)
+      expect(again.map(logFields)).toEqual(all.map(logFields))
+      expect(seen.length).toBe(3)
+      expect(seen[2]).toContain('(seq, id) > (?, ?)')
+
+      // From the last kept row on, all five are another instance's: the range is read whole.
+      seen.length = 0
+      const tail = await kept.read(all[64].at, Number.MAX_SAFE_INTEGER, 1000, watched)
+      expect(tail.map(logFields)).toEqual(all.slice(65).map(logFields))
+      expect(seen.length).toBe(2)
+      expect(seen[1]).not.toMatch(/id IN|ANY/)
+      expect(seen[1]).toContain('(seq, id) > (?, ?)')
     })
   })
