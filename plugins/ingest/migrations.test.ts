@@ -188,4 +188,36 @@ forEachEngine((engine) => {
     expect(Number((await db.get<{ n: number }>('SELECT COUNT(*) AS n FROM ingest_streams'))?.n)).toBe(4)
     expect(Number((await db.get<{ n: number }>('SELECT COUNT(*) AS n FROM ingest_event_ids'))?.n)).toBe(6)
   })
+
+  test('009 drops the events and calls whose time is past the last date, and keeps the rest', async () => {
+    const own = await rawDb(engine)
+    try {
+      await migrate(own.db, [{ plugin: 'ingest', migrations: ingestMigrations.slice(0, 8) }])
+      const far = 8_640_000_000_000_001
+      for (const [id, ts] of [
+        [1, 1_000],
+        [2, far],
+        [3, 8_640_000_000_000_000],
+      ])
+        await own.db.run(
+          "INSERT INTO ingest_events (id, received_at, game_id, env, event, ts, props) VALUES (?, 1, 'g', 'prod', 'login', ?, '{}')",
+          [id, ts],
+        )
+      for (const [id, ts] of [
+        [1, 1_000],
+        [2, far],
+      ])
+        await own.db.run(
+          "INSERT INTO ingest_invocations (id, game_id, env, ts, received_at, function_id, outcome) VALUES (?, 'g', 'prod', ?, 1, 'f', 'success')",
+          [id, ts],
+        )
+      await migrate(own.db, [{ plugin: 'ingest', migrations: ingestMigrations }])
+      const ids = async (table: string) =>
+        (await own.db.all<{ id: number }>(`SELECT id FROM ${table} ORDER BY id`)).map((r) => Number(r.id))
+      expect(await ids('ingest_events')).toEqual([1, 3])
+      expect(await ids('ingest_invocations')).toEqual([1])
+    } finally {
+      await own.done()
+    }
+  })
 })

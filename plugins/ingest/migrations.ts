@@ -7,6 +7,7 @@ import m005 from './migrations/005_event_ids.sql' with { type: 'text' }
 import m006 from './migrations/006_event_id_streams.sql' with { type: 'text' }
 import m007 from './migrations/007_nonces_by_expiry.sql' with { type: 'text' }
 import m008 from './migrations/008_event_log.sql' with { type: 'text' }
+import m009 from './migrations/009_dateless_events.sql' with { type: 'text' }
 
 /** Events are keyed by the rowid (`INTEGER PRIMARY KEY`), which the migration runner makes BIGINT on PostgreSQL. */
 export const ingestMigrations: Migration[] = [
@@ -33,4 +34,5 @@ export const ingestMigrations: Migration[] = [
     sql: m008,
     pg: `${m008}\nALTER TABLE ingest_events ALTER COLUMN seq SET DEFAULT (pg_current_xact_id()::text::bigint);`,
   },
+  { id: 9, name: 'dateless_events', sql: m009 },
 ]

@@ -142,6 +142,10 @@ forEachEngine((engine) => {
         'not an object',
         { event: 'in_attrs', attrs: { ts: String(Date.now()), game_id: gameId, env: 'prod' } },
         { ...ev('bad ts'), ts: 'yesterday' },
+        // Past JavaScript's last date: stored, it stopped every game's analytics consumers.
+        { ...ev('too late'), ts: '8640000000000001' },
+        { ...ev('year 10000'), ts: '253402300800000' },
+        { ...ev('last ms of 9999'), ts: '253402300799999' },
       ]
       const r = await signed(a, '/api/ingest/events', batch)
       expect(r.status).toBe(400)
@@ -153,6 +157,16 @@ forEachEngine((engine) => {
         { index: 3, field: 'env', reason: 'must be a string' },
         { index: 4, field: 'event', reason: 'must be a JSON object' },
         { index: 6, field: 'ts', reason: 'must be a string of epoch milliseconds' },
+        {
+          index: 7,
+          field: 'ts',
+          reason: 'must be epoch milliseconds no later than 9999-12-31T23:59:59.999Z',
+        },
+        {
+          index: 8,
+          field: 'ts',
+          reason: 'must be epoch milliseconds no later than 9999-12-31T23:59:59.999Z',
+        },
       ])
       expect(await count('SELECT COUNT(*) AS n FROM ingest_events')).toBe(before)
     })
@@ -256,6 +270,8 @@ forEachEngine((engine) => {
           { event_id: 'e3' },
           { event_id: 'e4', event_name: 'x', environment: 'prod' },
           { event_id: 'e5', event_name: 'x', ts_client: 'not a time' },
+          { event_id: 'e6', event_name: 'x', ts: '8640000000000001' },
+          { event_id: 'e7', event_name: 'x', ts_client: '+275760-09-13T00:00:00.000Z' },
         ]),
       )
       expect(r.status).toBe(200)
@@ -264,6 +280,14 @@ forEachEngine((engine) => {
         { event_id: 'e3', reason: 'event_name: required' },
         { event_id: 'e4', reason: "environment: must be the API key's environment 'staging'" },
         { event_id: 'e5', reason: 'ts_client: must be epoch milliseconds or an ISO 8601 date-time' },
+        {
+          event_id: 'e6',
+          reason: 'ts_client: must be epoch milliseconds no later than 9999-12-31T23:59:59.999Z',
+        },
+        {
+          event_id: 'e7',
+          reason: 'ts_client: must be epoch milliseconds no later than 9999-12-31T23:59:59.999Z',
+        },
       ])
       expect(
         await count("SELECT COUNT(*) AS n FROM ingest_events WHERE game_id = ? AND env = 'staging'", [

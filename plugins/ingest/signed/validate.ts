@@ -48,6 +48,14 @@ export function canonicalName(name: string): string {
 
 const TS = /^\d{1,16}$/
 
+/**
+ * The latest event time taken: 9999-12-31T23:59:59.999Z. Past it a time is no date the
+ * warehouse can bucket (JavaScript's dates end at 8.64e15 ms): one such event, stored, stopped
+ * the analytics consumers for every game (each retry failed on it). Refused per event instead.
+ */
+export const TS_MAX = 253_402_300_799_999
+const TS_TOO_LATE = 'must be epoch milliseconds no later than 9999-12-31T23:59:59.999Z'
+
 /** Longest `event_id` kept for deduplication (a UUID has 36 characters). */
 export const EVENT_ID_MAX = 128
 
@@ -87,6 +95,7 @@ export function validateEvents(
     if (ts === undefined || ts === null || typeof ts === 'number')
       bad('ts', 'missing: ts must be a string of epoch milliseconds')
     else if (typeof ts !== 'string' || !TS.test(ts)) bad('ts', 'must be a string of epoch milliseconds')
+    else if (Number(ts) > TS_MAX) bad('ts', TS_TOO_LATE)
     let gameId = pick(raw, 'game_id')
     if (gameId === undefined && opts.gameId) gameId = opts.gameId
     if (gameId === undefined || gameId === '') bad('game_id', 'required')
@@ -184,6 +193,7 @@ export function batchItem(
             : Number.NaN
     if (!Number.isFinite(parsed) || parsed < 0)
       return 'ts_client: must be epoch milliseconds or an ISO 8601 date-time'
+    if (parsed > TS_MAX) return `ts_client: ${TS_TOO_LATE}`
     ts = Math.round(parsed)
   }
   const ev = normalize(raw, { gameId: key.gameId, env: key.env, event: name, ts })
