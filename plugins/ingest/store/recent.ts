@@ -18,10 +18,12 @@ export class RecentRows {
   private size = 0
 
   /**
-   * `cap`: rows kept (the oldest go first), about 400 bytes each. 100,000 is the consumers' lag
-   * at 50,000 events/s for two seconds, what a PostgreSQL benchmark's consumers showed at most.
+   * `cap`: rows kept (the oldest go first), about 400 bytes each (80 MB at most). A PostgreSQL
+   * benchmark's consumers lagged up to 2.3 s at 58,000 events/s (133,000 rows): with 100,000
+   * kept, the one behind read its batches back from the store whole (3.5 s of the server's
+   * statement time in a 40 s run, pg_stat_statements); with 200,000, none did.
    */
-  constructor(private readonly cap = 100_000) {}
+  constructor(private readonly cap = 200_000) {}
 
   /** A commit's rows, once it committed. */
   add(rows: EventRows): void {
