@@ -57,19 +57,25 @@ function permitted(
 }
 
 /** The headers a refusal looks at, from a raw request. */
-const rawHeaders = (h: globalThis.Headers): Headers => ({
-  authorization: h.get('authorization') ?? undefined,
-  cookie: h.get('cookie') ?? undefined,
-  'x-api-key': h.get('x-api-key') ?? undefined,
-  'x-app-token': h.get('x-app-token') ?? undefined,
-})
-
-/** `AuthService.bearer` over a raw request's headers, reading the cookie only without a Bearer header. */
-function rawBearer(h: globalThis.Headers): string | undefined {
-  const authorization = h.get('authorization') ?? undefined
-  if (authorization?.startsWith('Bearer ')) return authorization.slice(7).trim()
-  return AuthService.bearer({ authorization, cookie: h.get('cookie') ?? undefined })
+/** The headers the credentials of a raw request are read from (the cookie's site check among them). */
+const rawHeaders = (h: globalThis.Headers): Headers => {
+  const out: Headers = {}
+  for (const name of [
+    'authorization',
+    'cookie',
+    'x-api-key',
+    'x-app-token',
+    'origin',
+    'host',
+    'x-forwarded-host',
+    'sec-fetch-site',
+  ])
+    out[name] = h.get(name) ?? undefined
+  return out
 }
+
+/** `AuthService.bearer` over a raw request's headers. */
+const rawBearer = (h: globalThis.Headers): string | undefined => AuthService.bearer(rawHeaders(h))
 
 /**
  * The `permission` macro for a raw request, for routes served from Bun's native router
