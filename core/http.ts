@@ -348,7 +348,9 @@ export function parseSort(
 ): string {
   if (!sort) return fallback
   const [field, dir = 'asc'] = sort.split(',').map((s) => s.trim())
-  const column = columns[field]
+  // Own properties only: `columns[field]` would also find `constructor`, `__proto__`, `toString`
+  // and the like on the prototype and put a function's source into ORDER BY (a 500).
+  const column = Object.hasOwn(columns, field) ? columns[field] : undefined
   if (!column)
     throw invalidField(
       'query.sort',

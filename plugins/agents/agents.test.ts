@@ -18,6 +18,15 @@ test('qps_1m moves toward the reported qps by the share of a minute that passed'
   expect(smooth(100, 0, 0)).toBe(100)
 })
 
+test('qps_1m is always finite: an out-of-range stored mean restarts at the report', () => {
+  // 1e308 times 1000 (the rounding) was Infinity, which no heartbeat answer can carry.
+  expect(smooth(1e308, 3, 1)).toBe(3)
+  expect(smooth(Number.POSITIVE_INFINITY, 3, 1)).toBe(3)
+  expect(smooth(Number.NaN, 3, 1)).toBe(3)
+  expect(smooth(0, 1e308, 60)).toBeCloseTo(1e9 * (1 - Math.exp(-1)), 0)
+  expect(Number.isFinite(smooth(1e9, 1e9, Number.NaN))).toBe(true)
+})
+
 forEachEngine((engine) => {
   let a: TestApp
   let admin: string
@@ -148,6 +157,29 @@ forEachEngine((engine) => {
       ).toEqual(['edge-osaka-07'])
       expect((await a.req('GET', '/healthz')).body.checks.agents).toMatchObject({ total: 2, online: 1 })
     })
+
+    test('a qps past 1e9 is 400 naming the body field, and the agent keeps heartbeating', async () => {
+      const hb = (body: unknown) => as('POST', '/api/v1/agents/edge-tokyo-01/heartbeat', body)
+      for (const [body, field] of [
+        [{ qps: 1e308 }, 'body.qps'],
+        [{ qps: 1e9 + 1 }, 'body.qps'],
+        [{ qps_1m: 1e308 }, 'body.qps_1m'],
+      ] as const) {
+        const r = await hb(body)
+        expect([field, r.status]).toEqual([field, 400])
+        expect(r.body.message).toContain(`${field}:`)
+        expect(r.body.message).not.toContain('response.')
+      }
+      const reg = await as('POST', '/api/v1/agents', agent('edge-tokyo-01', { qps: 1e308 }))
+      expect(reg.status).toBe(400)
+      expect(reg.body.message).toContain('body.qps')
+      const top = await hb({ qps: 1e9 })
+      expect(top.status).toBe(200)
+      expect(Number.isFinite(top.body.data.qps_1m)).toBe(true)
+      const next = await hb({ qps: 3 })
+      expect(next.status).toBe(200)
+      expect(next.body.data.qps).toBe(3)
+    })
   })
 
   describe('invocations and metrics', () => {
@@ -202,6 +234,32 @@ forEachEngine((engine) => {
       expect(text).toContain('svc_agents_total 3')
       expect(text).toMatch(/svc_agent_jobs_duration_bucket\{le="0.25",agent_id="edge-seoul-02".*\} 3/)
       expect(text).toContain(`svc_functions_registered ${json.svc_functions_registered}`)
+    })
+
+    test('an invocation ts outside 0..9999-12-31T23:59:59.999Z or a huge duration is 400 naming the field', async () => {
+      const report = (call: Record<string, unknown>) =>
+        as('POST', '/api/v1/agents/edge-seoul-02/invocations', {
+          invocations: [{ function_id: 'grant.item', outcome: 'success', ...call }],
+        })
+      for (const [call, field] of [
+        [{ ts: 8640000000000001 }, 'body.invocations[0].ts'],
+        [{ ts: 253402300800000 }, 'body.invocations[0].ts'],
+        [{ ts: -1 }, 'body.invocations[0].ts'],
+        [{ ts: 1.5 }, 'body.invocations[0].ts'],
+        [{ duration_ms: 1e308 }, 'body.invocations[0].duration_ms'],
+        [{ duration_ms: -1 }, 'body.invocations[0].duration_ms'],
+      ] as const) {
+        const r = await report(call)
+        expect([field, r.status]).toEqual([field, 400])
+        expect(r.body.message).toContain(`${field}:`)
+      }
+      // The last millisecond of 9999 is a Date: stored, the invocation analytics still answer.
+      expect((await report({ ts: 253402300799999, duration_ms: 2_147_483_647 })).status).toBe(202)
+      const inv = await a.req('GET', `/api/v1/analytics/invocations?gameId=${gameId}&env=prod`, {
+        token: admin,
+      })
+      expect(inv.status).toBe(200)
+      expect(JSON.stringify(inv.body)).toContain('9999-12-31T23:59:59.999Z')
     })
 
     test('unregister: operator may, viewer 403, no token 401, unknown 404', async () => {

@@ -8,6 +8,19 @@ const UnionEnum = <const V extends readonly string[]>(values: V, opts: Record<st
     opts,
   ) as unknown as TUnion<TLiteral<V[number]>[]>
 
+/**
+ * The largest rate an agent may report. JSON has no Infinity, but 1e308 is a number: smoothed
+ * (times 1000 to round) it became Infinity, which no answer can carry, so the agent could never
+ * heartbeat again. A billion calls a second is past any single agent.
+ */
+export const QPS_MAX = 1e9
+const Qps = (description?: string) =>
+  t.Number({ minimum: 0, maximum: QPS_MAX, ...(description ? { description } : {}) })
+/** 9999-12-31T23:59:59.999Z: the last millisecond a Date (and every engine's timestamp) can show. */
+export const TS_MAX = 253_402_300_799_999
+/** 2^31 - 1 ms (about 24.8 days): longer than any call, and an int column on every engine. */
+export const DURATION_MAX_MS = 2_147_483_647
+
 export const AgentId = t.String({
   pattern: '^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$',
   description: 'Chosen by the agent (host name, pod name); re-registering with it updates the entry',
@@ -29,7 +42,7 @@ export const Register = t.Object(
       uniqueItems: true,
       description: 'Function ids the agent serves',
     }),
-    qps: t.Optional(t.Number({ minimum: 0 })),
+    qps: t.Optional(Qps()),
   },
   { additionalProperties: false },
 )
@@ -37,12 +50,9 @@ export type Register = typeof Register.static
 
 export const Heartbeat = t.Object(
   {
-    qps: t.Optional(t.Number({ minimum: 0, description: 'Current requests per second' })),
+    qps: t.Optional(Qps('Current requests per second')),
     qps_1m: t.Optional(
-      t.Number({
-        minimum: 0,
-        description: 'Mean of the last minute; when absent the platform smooths the reported qps over 60 s',
-      }),
+      Qps('Mean of the last minute; when absent the platform smooths the reported qps over 60 s'),
     ),
     functions: t.Optional(
       t.Array(FunctionId, { maxItems: 1000, uniqueItems: true, description: 'Replaces the registered list' }),
@@ -55,10 +65,15 @@ export type Heartbeat = typeof Heartbeat.static
 export const Invocation = t.Object(
   {
     function_id: FunctionId,
+    // Bounded so every ts is a Date: one past 9999 made the invocation analytics answer 500.
     ts: t.Optional(
-      t.Integer({ minimum: 0, description: 'Epoch ms of the call; the report time when absent' }),
+      t.Integer({
+        minimum: 0,
+        maximum: TS_MAX,
+        description: 'Epoch ms of the call, at most 9999-12-31T23:59:59.999Z; the report time when absent',
+      }),
     ),
-    duration_ms: t.Optional(t.Number({ minimum: 0 })),
+    duration_ms: t.Optional(t.Number({ minimum: 0, maximum: DURATION_MAX_MS })),
     outcome: UnionEnum(['success', 'failure', 'error', 'timeout'] as const, {
       description: 'Anything but success counts as a failed call',
     }),

@@ -1,6 +1,6 @@
 import { type Db, fromJson, iso } from '../../core/db'
 import { Conflict, NotFound } from '../../core/http'
-import type { Agent, AgentQuery, Heartbeat, Register } from './schema'
+import { type Agent, type AgentQuery, type Heartbeat, QPS_MAX, type Register } from './schema'
 
 interface Row {
   id: string
@@ -29,8 +29,13 @@ const WINDOW_S = 60
  * reported qps by how much of a minute passed since, so no samples need keeping.
  */
 export function smooth(prev: number, qps: number, elapsedS: number): number {
-  const keep = Math.exp(-Math.max(0, elapsedS) / WINDOW_S)
-  return Math.round((prev * keep + qps * (1 - keep)) * 1000) / 1000
+  const rate = (v: number) => (Number.isFinite(v) ? Math.min(Math.max(v, 0), QPS_MAX) : 0)
+  const now = rate(qps)
+  // A stored mean out of range (one written before qps was bounded, even Infinity) restarts at the
+  // report instead of poisoning every later heartbeat: a non-finite mean fails the answer's schema.
+  const from = Number.isFinite(prev) && prev >= 0 && prev <= QPS_MAX ? prev : now
+  const keep = Math.exp(-(elapsedS > 0 ? elapsedS : 0) / WINDOW_S)
+  return Math.round((from * keep + now * (1 - keep)) * 1000) / 1000
 }
 
 export function agentsStore(db: Db, offlineAfterS: () => number, now: () => number = Date.now) {

@@ -51,6 +51,8 @@ forEachEngine((engine) => {
 
   describe('acknowledgement', () => {
     test('first ack wins, repeats return the same record; GET shows it; 400, 401, 403', async () => {
+      // Only a raised alert can be acknowledged (see the next test).
+      for (const alert of ['disk-7', 'disk-8', 'disk-9']) await fire(alert)
       const none = await as('GET', '/api/v1/alerts/disk-7')
       expect(none.body).toEqual({ code: 0, message: 'ok', data: { alert_id: 'disk-7', acknowledged: false } })
       const first = await as('POST', '/api/v1/alerts/disk-7/ack', { acked_by: 'dana' })
@@ -78,12 +80,33 @@ forEachEngine((engine) => {
       expect((await as('POST', '/api/v1/alerts/disk-9/ack', {}, viewer)).status).toBe(403)
       expect((await as('POST', '/api/v1/alerts/disk-9/ack', {}, await a.token('operator'))).status).toBe(200)
     })
+
+    test('an alert never raised is 404 and stays unacknowledged, so once raised it still escalates', async () => {
+      const early = await as('POST', '/api/v1/alerts/ghost-1/ack', { acked_by: 'mallory' })
+      expect(early.status).toBe(404)
+      expect(early.body).toEqual({ code: 404, message: "alert 'ghost-1' not found", data: null })
+      expect((await as('GET', '/api/v1/alerts/ghost-1')).body.data.acknowledged).toBe(false)
+      expect((await fire('ghost-1')).body.data.accepted).toEqual(['pager'])
+      expect(await until(() => escalated('ghost-1'), 5000)).toBeDefined()
+      const inc = (await as('GET', '/api/v1/incidents?alert_id=ghost-1')).body.data.incidents[0]
+      const full = (await as('GET', `/api/v1/incidents/${inc.id}`)).body.data
+      expect(full.acked_at).toBeUndefined()
+      expect(full.timeline.map((e: { kind: string }) => e.kind)).toEqual([
+        'opened',
+        'escalation_armed',
+        'escalated',
+      ])
+      // Raised now, it is acknowledged as any other alert.
+      const late = await as('POST', '/api/v1/alerts/ghost-1/ack', { acked_by: 'ops' })
+      expect(late.status).toBe(200)
+      expect(late.body.data).toMatchObject({ alert_id: 'ghost-1', acked_by: 'ops', source: 'api' })
+    })
   })
 
   describe('escalation', () => {
     test('unacknowledged past ack_timeout, the alert goes to the escalation targets; an ack before cancels it', async () => {
       expect((await fire('e-acked')).body.data.accepted).toEqual(['pager'])
-      await as('POST', '/api/v1/alerts/e-acked/ack', { acked_by: 'fay' })
+      expect((await as('POST', '/api/v1/alerts/e-acked/ack', { acked_by: 'fay' })).status).toBe(200)
       await fire('e-open')
       const hit = await until(() => escalated('e-open'), 5000)
       expect(hit?.body).toMatchObject({ provider: 'oncall', title: 'Escalation: down e-open' })

@@ -249,6 +249,9 @@ export function rulesRoutes(d: RulesRouteDeps) {
       async ({ params, body, principal }) => {
         const store = acks()
         const by = ackedBy(body) ?? principal?.username ?? ''
+        // As the card callback: acknowledging an alert never raised would stop `arm()` from ever
+        // arming its escalation, so a guessed id (e.g. `ops-alerts:<rule>`) could be silenced in advance.
+        if (!(await store.exists(params.id))) throw new NotFound(`alert '${params.id}' not found`)
         return ok(await store.ack(params.id, by, 'api'), 'alert acknowledged')
       },
       {
@@ -257,7 +260,7 @@ export function rulesRoutes(d: RulesRouteDeps) {
         detail: tags(
           'alerts',
           'Acknowledge an alert: the first acknowledgement wins and repeats return it; cancels its pending escalation and acks its open incident',
-          "acked_by defaults to the caller's user name. Acknowledging an alert id never seen is allowed (it stops an escalation armed later).",
+          "acked_by defaults to the caller's user name. 404 when no incident or escalation names the alert: an alert never raised cannot be acknowledged ahead of time to silence its escalation.",
         ),
       },
     )

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { reasonOf } from '../../core/http'
+import { parseSort, reasonOf } from '../../core/http'
 import { createLogger } from '../../core/log'
 import { type TestApp, clearOfMinute, engineFree, forEachEngine, makeApp, until } from '../helpers'
 
@@ -220,6 +220,39 @@ forEachEngine((engine) => {
         await down.stop()
       }
     })
+  })
+})
+
+/** Names every plain object inherits: a sort field must never be looked up on the prototype. */
+const INHERITED = ['__proto__', 'constructor', 'toString', 'valueOf', 'hasOwnProperty']
+
+forEachEngine((engine) => {
+  describe('list sorts', () => {
+    test('a sort field the object only inherits is 400 naming query.sort, like an unknown one', async () => {
+      const a = await makeApp(engine, { plugins: { games: {}, ingest: {}, experiments: {}, ml: {} } })
+      try {
+        const token = await a.token('viewer')
+        for (const path of ['/api/games', '/api/experiments', '/api/ml-models'])
+          for (const field of [...INHERITED, 'zzz']) {
+            const r = await a.req('GET', `${path}?sort=${field},desc`, { token })
+            expect([path, field, r.status]).toEqual([path, field, 400])
+            expect(r.body.details.field).toBe('query.sort')
+            expect(r.body.message).toContain(`query.sort: unknown field '${field}'`)
+          }
+        expect((await a.req('GET', '/api/games?sort=name,asc', { token })).status).toBe(200)
+      } finally {
+        await a.stop()
+      }
+    })
+  })
+})
+
+engineFree('parseSort', () => {
+  test('only own fields of the whitelist are columns', () => {
+    const columns = { name: 'name', createdAt: 'created_at' }
+    expect(parseSort('createdAt,desc', columns, 'x')).toBe('created_at DESC')
+    expect(parseSort(undefined, columns, 'created_at DESC')).toBe('created_at DESC')
+    for (const field of INHERITED) expect(() => parseSort(field, columns, 'x')).toThrow('query.sort')
   })
 })
 
