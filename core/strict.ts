@@ -25,16 +25,47 @@ type Schemaish = TSchema & {
 /** How deep a JSON body may nest: deeper is 400, never a stack overflow in a check (a 500). */
 export const MAX_JSON_DEPTH = 64
 
-/** Throws 400 when `value` nests objects and arrays deeper than MAX_JSON_DEPTH; walks without recursion. */
-export function checkDepth(value: unknown, field = 'body'): void {
-  if (value === null || typeof value !== 'object') return
-  const stack: Array<[unknown, number]> = [[value, 1]]
-  while (stack.length) {
-    const [v, depth] = stack.pop()!
-    if (depth > MAX_JSON_DEPTH) throw invalidField(field, `nested deeper than ${MAX_JSON_DEPTH} levels`)
-    for (const child of Array.isArray(v) ? v : Object.values(v as object))
-      if (child !== null && typeof child === 'object') stack.push([child, depth + 1])
+/** Why a body deeper than MAX_JSON_DEPTH is refused (after `body: `), the same on every route. */
+export const TOO_DEEP = `nested deeper than ${MAX_JSON_DEPTH} levels`
+
+/**
+ * Whether `value` nests objects and arrays deeper than MAX_JSON_DEPTH (the value itself is level
+ * 1). Walks without recursion, so no depth overflows it. Ingestion runs it on every batch: two
+ * flat stacks and `for...in` walk a 100-event batch about twice as fast as `Object.values` with
+ * a tuple per node (JSON.parse makes only own enumerable keys, so both see the same children).
+ */
+export function exceedsJsonDepth(value: unknown): boolean {
+  if (value === null || typeof value !== 'object') return false
+  const values: object[] = [value]
+  const depths: number[] = [1]
+  while (values.length) {
+    const v = values.pop()!
+    const depth = depths.pop()!
+    if (depth > MAX_JSON_DEPTH) return true
+    if (Array.isArray(v)) {
+      for (let i = 0; i < v.length; i++) {
+        const child = v[i]
+        if (child !== null && typeof child === 'object') {
+          values.push(child)
+          depths.push(depth + 1)
+        }
+      }
+    } else {
+      for (const k in v) {
+        const child = (v as Record<string, unknown>)[k]
+        if (child !== null && typeof child === 'object') {
+          values.push(child)
+          depths.push(depth + 1)
+        }
+      }
+    }
   }
+  return false
+}
+
+/** Throws 400 when `value` nests objects and arrays deeper than MAX_JSON_DEPTH. */
+export function checkDepth(value: unknown, field = 'body'): void {
+  if (exceedsJsonDepth(value)) throw invalidField(field, TOO_DEEP)
 }
 
 /** Throws 400 naming the first property that `schema` does not declare (closed objects only). */

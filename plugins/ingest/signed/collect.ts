@@ -5,7 +5,7 @@ import { rateHeaders } from '../../../core/ratelimit'
 import { decodeOtlp, encodingOf } from '../otlp/decode'
 import type { Signal } from '../otlp/proto'
 import { type Denial, protect } from '../privacy/privacy'
-import { type Ingestor, gunzip, parseJson, readBody } from './service'
+import { type Ingestor, boundedDepth, gunzip, parseJson, readBody } from './service'
 import {
   type EventError,
   type NormEvent,
@@ -154,13 +154,17 @@ export async function collect(
           items.push(null)
           continue
         }
+        let item: unknown
         try {
-          items.push(JSON.parse(line))
-          parsedLines++
+          item = JSON.parse(line)
         } catch {
           preRejected.push({ event_id: String(items.length), reason: 'invalid JSON' })
           items.push(null)
+          continue
         }
+        // Over-deep refuses the whole body, as in a JSON array: it is the body's bound, not a bad event.
+        items.push(boundedDepth(item))
+        parsedLines++
       }
       if (parsedLines === 0 && preRejected.some((r) => r.reason === 'invalid JSON'))
         throw new HttpError(400, 'invalid_payload', 'body: neither a JSON array nor NDJSON (no line is JSON)')

@@ -3,6 +3,7 @@ import { HttpError, readBounded } from '../../../core/http'
 import type { Logger } from '../../../core/log'
 import { type RateDecision, RateLimiter } from '../../../core/ratelimit'
 import type { SharedState } from '../../../core/shared'
+import { TOO_DEEP, exceedsJsonDepth } from '../../../core/strict'
 import type { Environment, GamesService } from '../../games/types'
 import type { GroupWriter } from '../persist/writer'
 import type { IngestConfig } from '../schema'
@@ -54,12 +55,25 @@ export async function gunzip(body: Uint8Array, limit: number): Promise<Uint8Arra
 /** Stateless without `stream`, so one serves every request. */
 const utf8 = new TextDecoder()
 
+/**
+ * A parsed body (or NDJSON line) as it came, or 400 invalid_payload past the depth every JSON
+ * route keeps (docs/security.md, "Input bounds"). These routes read their own bytes, so core's
+ * check never sees them; JSON.parse does not overflow, but what recurses after it does (the
+ * 64 KB event check's JSON.stringify answered 500 to 100,000 nested arrays).
+ */
+export function boundedDepth<T>(value: T): T {
+  if (exceedsJsonDepth(value)) throw new HttpError(400, 'invalid_payload', `body: ${TOO_DEEP}`)
+  return value
+}
+
 export function parseJson(body: Uint8Array): unknown {
+  let value: unknown
   try {
-    return JSON.parse(utf8.decode(body))
+    value = JSON.parse(utf8.decode(body))
   } catch {
     throw new HttpError(400, 'invalid_payload', 'body: malformed JSON')
   }
+  return boundedDepth(value)
 }
 
 /**
