@@ -12,6 +12,18 @@ const iso = (ms: number) => new Date(ms).toISOString()
  */
 export const MAX_OCCURRENCES = MAX_PERIODS * 8
 
+/** The stages an expansion reports in its `progress` (index 0). */
+export const STAGE = { reading: 1, walking: 2, stepping: 3 } as const
+
+/**
+ * Where an expansion is, in memory it shares with the thread that started it (ical-thread.ts):
+ * [stage, occurrences walked, when the current recurrence step began (epoch ms)]. A rule ical.js
+ * can never satisfy loops inside one step until the thread is ended from outside; only this tells
+ * that case from a calendar that is merely too big for the time allowed.
+ */
+export const progressOf = (shared: SharedArrayBuffer) => new Float64Array(shared, 0, 3)
+export const newProgressBuffer = () => new SharedArrayBuffer(3 * Float64Array.BYTES_PER_ELEMENT)
+
 /** Offsets of the TZIDs met so far (bounded: a calendar may name any number of made-up zones). */
 const zones = new Map<string, ((ms: number) => number) | undefined>()
 
@@ -48,7 +60,13 @@ const tzidOf = (ev: ICAL.Event, prop: string): string | undefined => {
  * window [from, until). ical.js does the parsing and the recurrence expansion. Overlapping or
  * touching shifts are merged, since a silence only asks whether any period covers an instant.
  */
-export function expandCalendar(text: string, from: number, until: number): StoredPeriod[] {
+export function expandCalendar(
+  text: string,
+  from: number,
+  until: number,
+  progress: Float64Array<ArrayBufferLike> = new Float64Array(3),
+): StoredPeriod[] {
+  progress[0] = STAGE.reading
   let root: ICAL.Component
   try {
     root = new ICAL.Component(ICAL.parse(text))
@@ -66,18 +84,26 @@ export function expandCalendar(text: string, from: number, until: number): Store
     added.push(tzid)
   }
   try {
-    return expand(root, from, until)
+    return expand(root, from, until, progress)
   } finally {
     for (const tzid of added) ICAL.TimezoneService.remove(tzid)
   }
 }
 
-function expand(root: ICAL.Component, from: number, until: number): StoredPeriod[] {
+function expand(
+  root: ICAL.Component,
+  from: number,
+  until: number,
+  progress: Float64Array<ArrayBufferLike>,
+): StoredPeriod[] {
   const vevents = root.getAllSubcomponents('vevent')
   const masters = new Map<string, ICAL.Event>()
   const exceptions: ICAL.Event[] = []
   for (const v of vevents) {
-    const ev = new ICAL.Event(v)
+    // `exceptions: []`: left to itself, ical.js relates to every event each override of the
+    // whole calendar, whatever its UID, building it again for each (20,000 events took a minute
+    // to read). Overrides are related below, to the event of their UID only (RFC 5545 3.8.4.4).
+    const ev = new ICAL.Event(v, { exceptions: [] })
     if (ev.isRecurrenceException()) exceptions.push(ev)
     else masters.set(ev.uid ?? `#${masters.size}`, ev)
   }
@@ -89,7 +115,8 @@ function expand(root: ICAL.Component, from: number, until: number): StoredPeriod
     if (e > from && s < until && e > s) out.push([s, e])
     // Far more occurrences than a roster may hold means the window is too wide for this calendar,
     // or its recurrences start too long before it.
-    if (++walked > MAX_OCCURRENCES)
+    progress[1] = ++walked
+    if (walked > MAX_OCCURRENCES)
       throw invalidField(
         'body',
         `the calendar's events recur more than ${MAX_OCCURRENCES} times up to the end of the window (a roster holds ${MAX_PERIODS} periods): import a narrower window, or a calendar whose recurrences start nearer to it`,
@@ -102,6 +129,15 @@ function expand(root: ICAL.Component, from: number, until: number): StoredPeriod
     const start = tzidOf(ev, 'dtstart')
     return { start, end: tzidOf(ev, 'dtend') ?? start }
   }
+  // A rule that never occurs loops inside ical.js, making its iterator or taking one step of it.
+  const inRule = <T>(f: () => T): T => {
+    progress[2] = Date.now()
+    progress[0] = STAGE.stepping
+    const out = f()
+    progress[0] = STAGE.walking
+    return out
+  }
+  progress[0] = STAGE.walking
   for (const ev of masters.values()) {
     if (!ev.startDate) continue
     const z = zonesOf(ev)
@@ -109,8 +145,8 @@ function expand(root: ICAL.Component, from: number, until: number): StoredPeriod
       push(instant(ev.startDate, z.start), instant(ev.endDate, z.end))
       continue
     }
-    const it = ev.iterator()
-    for (let next = it.next(); next; next = it.next()) {
+    const it = inRule(() => ev.iterator())
+    for (let next = inRule(() => it.next()); next; next = inRule(() => it.next())) {
       if (next.compare(windowEnd) >= 0) break
       const occ = ev.getOccurrenceDetails(next)
       const oz = occ.item === ev ? z : zonesOf(occ.item)

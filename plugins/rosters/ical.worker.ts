@@ -4,11 +4,12 @@
  * yields an occurrence is ended by `terminate()`.
  */
 import { HttpError } from '../../core/http'
-import { expandCalendar } from './ical'
+import { expandCalendar, progressOf } from './ical'
 
 declare const self: Worker
 
-export type ExpandRequest = { text: string; from: number; until: number }
+/** `progress`: shared with the caller, which reads it if it has to end the thread (ical.ts `progressOf`). */
+export type ExpandRequest = { text: string; from: number; until: number; progress: SharedArrayBuffer }
 export type ExpandReply =
   | { ok: true; periods: Array<{ start: string; end: string }> }
   | { ok: false; message: string; details?: unknown }
@@ -17,7 +18,7 @@ self.onmessage = (m: MessageEvent<ExpandRequest>) => {
   try {
     self.postMessage({
       ok: true,
-      periods: expandCalendar(m.data.text, m.data.from, m.data.until),
+      periods: expandCalendar(m.data.text, m.data.from, m.data.until, progressOf(m.data.progress)),
     } satisfies ExpandReply)
   } catch (e) {
     self.postMessage({

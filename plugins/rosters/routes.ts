@@ -94,7 +94,12 @@ export function rosterRoutes(ctx: PluginContext<RostersConfig>, store: RosterSto
             ? from + ctx.config.import_horizon_days * 86_400_000
             : instant(query.until, 'query.until')
         if (until <= from) throw invalidField('query.until', 'must be after from')
-        const periods = checkPeriods(await expandInThread(body, from, until, ctx.config.import_timeout_ms))
+        const periods = checkPeriods(
+          await expandInThread(body, from, until, {
+            timeoutMs: ctx.config.import_timeout_ms,
+            concurrency: ctx.config.import_concurrency,
+          }),
+        )
         return ok(await store.replace(params.id, undefined, periods, true), 'roster imported')
       },
       {
@@ -103,13 +108,22 @@ export function rosterRoutes(ctx: PluginContext<RostersConfig>, store: RosterSto
         parse: 'text',
         body: t.String(),
         query: t.Object({ from: t.Optional(t.String()), until: t.Optional(t.String()) }),
-        detail: tags(
-          "Replace a roster's periods from an iCalendar text (created when missing)",
-          'The body is the .ics text as calendar apps export it: VEVENTs with RRULE, RDATE, EXDATE, RECURRENCE-ID overrides and VTIMEZONE (TZID) definitions. ' +
-            'Occurrences touching [from, until) are kept (from defaults to now, until to from + import_horizon_days, 90); overlapping or touching shifts are merged. ' +
-            'The result obeys the roster rules (at most 512 periods). Expansion stops, with 400, past 4096 occurrences up to the end of the window (those before it count) ' +
-            'or after import_timeout_ms (3 s), and runs on a thread of its own.',
-        ),
+        detail: {
+          ...tags(
+            "Replace a roster's periods from an iCalendar text (created when missing)",
+            'The body is the .ics text as calendar apps export it: VEVENTs with RRULE, RDATE, EXDATE, RECURRENCE-ID overrides and VTIMEZONE (TZID) definitions. ' +
+              'Occurrences touching [from, until) are kept (from defaults to now, until to from + import_horizon_days, 90); overlapping or touching shifts are merged. ' +
+              'The result obeys the roster rules (at most 512 periods). Expansion stops, with 400, past 4096 occurrences up to the end of the window (those before it count) ' +
+              'or after import_timeout_ms (3 s), and runs on a thread of its own. ' +
+              'At most import_concurrency imports (2) run at once in a process; one more answers 429 with Retry-After.',
+          ),
+          responses: {
+            429: {
+              description:
+                'import_concurrency imports are running already (Retry-After: when the first ends at the latest)',
+            },
+          },
+        },
       },
     )
     .get(

@@ -31,6 +31,12 @@ export const RostersConfig = t.Object(
     import_horizon_days: t.Integer({ minimum: 1, maximum: 366, default: 90 }),
     /** How long one iCalendar import may take to parse and expand (on its own thread) before it is refused. */
     import_timeout_ms: t.Integer({ minimum: 100, maximum: 60_000, default: 3000 }),
+    /**
+     * How many iCalendar imports this process expands at once, each on a thread of its own; one
+     * more answers 429 with Retry-After at once instead of queueing (a queued import would spend
+     * its caller's time, and the server's memory for its body, waiting).
+     */
+    import_concurrency: t.Integer({ minimum: 1, maximum: 32, default: 2 }),
   },
   { additionalProperties: false, default: {} },
 )
