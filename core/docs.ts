@@ -37,6 +37,7 @@ export function docsAssets() {
   const headers = {
     'content-type': 'text/javascript; charset=utf-8',
     'cache-control': 'public, max-age=31536000, immutable',
+    'x-content-type-options': 'nosniff',
     vary: 'Accept-Encoding',
   }
   return new Elysia({ name: 'liveops.docs-assets' }).get(
@@ -53,10 +54,52 @@ export function docsAssets() {
 }
 
 /**
+ * The hash of the one inline script element of `/docs`: Scalar's configuration, held in its
+ * attribute; its content is a line break and four spaces of @elysiajs/openapi's page, no code.
+ * Without it the browser reports every load of the page as a violation.
+ */
+const CONFIG_SCRIPT_HASH = `sha256-${new Bun.CryptoHasher('sha256').update('\n    ').digest('base64')}`
+
+/**
+ * What `/docs` may load and reach: the console's policy (plugins/console/routes.ts) but for what
+ * the reference UI needs, the script element above and the styles it sets at run time, in
+ * elements and attributes ('unsafe-inline' for styles only; no script may be inlined). Its
+ * requests, "Test Request" included, go to this server only. Scalar probes `Function('')` and
+ * does without when refused, so no 'unsafe-eval'.
+ */
+export const DOCS_POLICY = [
+  "default-src 'self'",
+  `script-src 'self' '${CONFIG_SCRIPT_HASH}'`,
+  "style-src 'self' 'unsafe-inline'",
+  "connect-src 'self'",
+  "object-src 'none'",
+  "base-uri 'none'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+].join('; ')
+
+/** The console's protective headers, on `/docs` and `/v3/api-docs` alike. */
+const DOCS_HEADERS = {
+  'content-security-policy': DOCS_POLICY,
+  'x-frame-options': 'DENY',
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+}
+
+/**
  * The OpenAPI description (`/v3/api-docs`) and its reference UI (`/docs`): the document's
- * title, the error bodies of each API family and the credentials a route may name.
+ * title, the error bodies of each API family and the credentials a route may name. The hook
+ * applies to these two routes only (it is local to this plugin).
  */
 export function apiReference() {
+  return new Elysia({ name: 'liveops.api-reference' })
+    .onAfterHandle(({ set }) => {
+      Object.assign(set.headers, DOCS_HEADERS)
+    })
+    .use(reference())
+}
+
+function reference() {
   return openapi({
     path: '/docs',
     specPath: '/v3/api-docs',

@@ -18,6 +18,18 @@ test('renderText fills {{.name}} and {{ .a.b }}; unknown names render empty', ()
   })
 })
 
+test("only the data's own names render: inherited ones render empty at every step of a path (audit L5)", () => {
+  const vars = { a: { b: 'x' }, list: [1, 2], n: 5 }
+  for (const name of ['constructor', '__proto__', 'toString', 'valueOf', 'hasOwnProperty'])
+    for (const path of [name, `a.${name}`, `a.b.${name}`, `list.${name}`, `${name}.name`, `a.${name}.name`])
+      expect(renderText(`[{{.${path}}}]`, vars), path).toBe('[]')
+  expect(renderText('{{.a.b}} {{.list.length}} {{.list}} {{.n}}', vars)).toBe('x 2 [1,2] 5')
+  // A name the data itself holds renders, whatever it is called (params arrive as parsed JSON).
+  expect(
+    renderText('{{.constructor}} {{.__proto__}}', JSON.parse('{"constructor":"c","__proto__":"p"}')),
+  ).toBe('c p')
+})
+
 forEachEngine((engine) => {
   let t: TestApp
   beforeAll(async () => {
@@ -74,6 +86,11 @@ forEachEngine((engine) => {
     })
     expect(given.body.data.title).toBe('Deploy web 2')
     expect(given.body.data.body).toBe('By: ann')
+    const inherited = await t.req('POST', '/api/v1/templates/create', {
+      body: { ...tpl, id: 'inherited', title: '{{.constructor}}|{{.__proto__}}|{{.toString}}' },
+    })
+    expect(inherited.status).toBe(200)
+    expect((await t.req('POST', '/api/v1/templates/inherited/preview')).body.data.title).toBe('||')
     expect((await t.req('POST', '/api/v1/templates/none/preview', { body: {} })).status).toBe(404)
     expect((await t.req('POST', '/api/v1/templates/deploy/preview', { body: { params: 'x' } })).status).toBe(
       400,

@@ -51,14 +51,16 @@ const PLACEHOLDER = /\{\{\s*\.([A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*)*)\s*\}\}/g
 function lookup(vars: Record<string, unknown>, path: string): string {
   let v: unknown = vars
   for (const part of path.split('.')) {
-    if (!v || typeof v !== 'object') return ''
+    // Own properties only, at every step: what every object inherits (`{{.constructor}}`,
+    // `{{.__proto__}}`, `{{.a.toString}}`) is not the caller's data and renders as a missing name.
+    if (!v || typeof v !== 'object' || !Object.hasOwn(v, part)) return ''
     v = (v as Record<string, unknown>)[part]
   }
   if (v === undefined || v === null) return ''
   return typeof v === 'object' ? JSON.stringify(v) : String(v)
 }
 
-/** `{{.name}}` (and `{{.a.b}}`) placeholders, Go-template style; an unknown name renders empty. */
+/** `{{.name}}` (and `{{.a.b}}`) placeholders, Go-template style; an unknown or inherited name renders empty. */
 export function renderText(text: string, vars: Record<string, unknown>): string {
   return text.replace(PLACEHOLDER, (_, path: string) => lookup(vars, path))
 }

@@ -217,6 +217,36 @@ forEachEngine((engine) => {
       expect((await a.req('GET', '/api/users')).status).toBe(401)
     })
 
+    test('a field the user routes do not take (email on PUT) is 400 naming it, and nothing changes (audit L5)', async () => {
+      const t = await a.token('operator')
+      const c = await a.req('POST', '/api/users', {
+        token: t,
+        body: { email: 'fixed@y.z', password: 'password-123', roles: ['viewer'], name: 'Fixed' },
+      })
+      expect(c.status).toBe(200)
+      for (const [body, field] of [
+        [{ email: 'new@x.io' }, 'body.email'],
+        [{ name: 'Renamed', username: 'renamed' }, 'body.username'],
+        [{ name: 'Renamed', isAdmin: true }, 'body.isAdmin'],
+      ] as const) {
+        const r = await a.req('PUT', `/api/users/${c.body.id}`, { token: t, body })
+        expect(r.status).toBe(400)
+        expect(r.body).toMatchObject({ error: 'bad_request', path: `/api/users/${c.body.id}` })
+        expect(r.body.message).toContain(`${field}: unknown field`)
+      }
+      expect((await a.req('GET', `/api/users/${c.body.id}`, { token: t })).body).toMatchObject({
+        email: 'fixed@y.z',
+        name: 'Fixed',
+      })
+      const extra = await a.req('POST', '/api/users', {
+        token: t,
+        body: { email: 'extra@y.z', password: 'password-123', roles: ['viewer'], disabled: true },
+      })
+      expect(extra.status).toBe(400)
+      expect(extra.body.message).toContain('body.disabled: unknown field')
+      expect((await login('extra@y.z', 'password-123')).status).toBe(401)
+    })
+
     test('disabling a user stops its tokens and logins at once; deleting does too', async () => {
       const t = await a.token('admin')
       const u = (

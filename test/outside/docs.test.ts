@@ -2,7 +2,7 @@ import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { existsSync } from 'node:fs'
 import { gunzipSync } from 'node:zlib'
 import { chromium } from 'playwright-core'
-import { SCALAR_ASSET, SCALAR_VERSION } from '../../core/docs'
+import { DOCS_POLICY, SCALAR_ASSET, SCALAR_VERSION } from '../../core/docs'
 import pkg from '../../package.json'
 import { type TestApp, forEachEngine, makeApp } from '../helpers'
 
@@ -30,6 +30,21 @@ forEachEngine((engine) => {
     expect(scripts).toEqual([SCALAR_ASSET])
     expect(page).not.toMatch(/https?:\/\/(cdn\.|unpkg|fonts\.)/)
     expect(page).toContain('"withDefaultFonts":false')
+  })
+
+  test("the page and the document answer with the console's protective headers (audit L5)", async () => {
+    for (const path of ['/docs', '/v3/api-docs']) {
+      const r = await fetch(`${base}${path}`)
+      expect(r.status, path).toBe(200)
+      expect(r.headers.get('content-security-policy'), path).toBe(DOCS_POLICY)
+      expect(r.headers.get('x-frame-options'), path).toBe('DENY')
+      expect(r.headers.get('x-content-type-options'), path).toBe('nosniff')
+      expect(r.headers.get('referrer-policy'), path).toBe('no-referrer')
+    }
+    expect(DOCS_POLICY).toContain("frame-ancestors 'none'")
+    expect(DOCS_POLICY).not.toMatch(/script-src[^;]*'unsafe-(inline|eval)'/)
+    const asset = await fetch(`${base}${SCALAR_ASSET}`)
+    expect(asset.headers.get('x-content-type-options')).toBe('nosniff')
   })
 
   test('the bundle is served from the package, plain or gzipped, cacheable for a year', async () => {
@@ -64,6 +79,16 @@ forEachEngine((engine) => {
       })
       const errors: string[] = []
       page.on('pageerror', (e) => errors.push(String(e)))
+      // What the page's policy refused; Scalar's probe of `Function('')` is refused by design.
+      const refused: string[] = []
+      await page.exposeFunction('refused', (v: string) => refused.push(v))
+      await page.addInitScript(() =>
+        document.addEventListener('securitypolicyviolation', (e) =>
+          (window as unknown as { refused(v: string): void }).refused(
+            `${e.violatedDirective} ${e.blockedURI}`,
+          ),
+        ),
+      )
       await page.goto(`${base}/docs`)
       await page
         .getByText('Readiness: 503 until every configured dependency answers')
@@ -72,6 +97,7 @@ forEachEngine((engine) => {
       expect(await page.getByText('Open Group - games').count()).toBeGreaterThan(0)
       expect(errors).toEqual([])
       expect(offBox).toEqual([])
+      expect(refused.filter((v) => v !== 'script-src eval')).toEqual([])
     } finally {
       await browser.close()
     }
