@@ -42,3 +42,13 @@ export function jsonView<S>(schema: S): S {
   for (const k of Reflect.ownKeys(s)) out[k] = typeof k === 'symbol' ? s[k] : jsonView(s[k])
   return out as S
 }
+
+/**
+ * The largest page number a list takes (the analytics lists' bound too): past about 2^63 / size
+ * the offset left the engines' integers and the list answered 500 (PostgreSQL, SQLite).
+ */
+export const PAGE_MAX = 1_000_000
+
+/** A list's `page` query parameter: 0- or 1-based, at most `PAGE_MAX`. */
+export const PageNumber = (minimum: 0 | 1, description?: string) =>
+  t.Integer({ minimum, maximum: PAGE_MAX, ...(description ? { description } : {}) })

@@ -50,10 +50,14 @@ export function pointerToField(pointer: string | undefined): string {
 
 /**
  * Elysia 1.4 validates each coerced query parameter on its own (type `property`) and forgets its
- * name; the value it found is kept, so the name is recovered from the query string.
+ * name; the value it found is kept, so the name is recovered from the query string. A number is
+ * matched by value too: `page=99999999999999999999` or `1e20` was coerced to 1e20, whose text
+ * differs from what was sent.
  */
 export function queryFieldOf(url: URL, found: unknown): string | undefined {
   if (found === undefined) return undefined
-  const keys = [...url.searchParams].filter(([, v]) => v === String(found)).map(([k]) => k)
+  const same = (v: string) =>
+    v === String(found) || (typeof found === 'number' && v.trim() !== '' && Number(v) === found)
+  const keys = [...url.searchParams].filter(([, v]) => same(v)).map(([k]) => k)
   return keys.length === 1 ? `query.${keys[0]}` : undefined
 }

@@ -2,7 +2,7 @@ import { Elysia, t } from 'elysia'
 import type { RouteGuard } from '../audit'
 import type { Bus } from '../bus'
 import { NotFound, Unauthorized } from '../http'
-import { Enum } from '../schema'
+import { Enum, PageNumber } from '../schema'
 import { ROLES } from './roles'
 import { AuthService } from './service'
 import { clientAddress } from './throttle'
@@ -276,7 +276,7 @@ export function authRoutes(
       {
         permission: 'users:read',
         query: t.Object({
-          page: t.Optional(t.Integer({ minimum: 0 })),
+          page: t.Optional(PageNumber(0)),
           size: t.Optional(t.Integer({ minimum: 1, maximum: 200 })),
         }),
         detail: { tags: ['users'], summary: 'List users, paged (admin, operator)' },

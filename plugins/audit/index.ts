@@ -1,6 +1,7 @@
 import { Elysia, t } from 'elysia'
 import { invalidField, ok } from '../../core/http'
 import { definePlugin } from '../../core/plugin'
+import { PageNumber } from '../../core/schema'
 import m001 from './migrations/001_audit.sql' with { type: 'text' }
 import { auditStore } from './store'
 
@@ -8,7 +9,7 @@ const DAY = 86_400_000
 
 const Query = t.Object(
   {
-    page: t.Optional(t.Integer({ minimum: 1, description: '1-based; default 1' })),
+    page: t.Optional(PageNumber(1, '1-based; default 1')),
     size: t.Optional(t.Integer({ minimum: 1, maximum: 500, description: 'default 50' })),
     actor: t.Optional(t.String({ description: 'user name or id of who acted' })),
     action: t.Optional(

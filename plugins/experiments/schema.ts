@@ -1,5 +1,6 @@
 import type { TSchema } from '@sinclair/typebox'
 import { t } from 'elysia'
+import { PageNumber } from '../../core/schema'
 import { ReadOnly } from '../../core/strict'
 
 export const STATUSES = ['draft', 'running', 'paused'] as const
@@ -148,7 +149,7 @@ export const ListQuery = t.Object({
   gameId: t.Optional(t.String()),
   environment: t.Optional(t.String()),
   status: t.Optional(ExperimentStatus),
-  page: t.Optional(t.Integer({ minimum: 0, description: '0-based page; 0 when absent' })),
+  page: t.Optional(PageNumber(0, '0-based page; 0 when absent')),
   size: t.Optional(t.Integer({ minimum: 1, maximum: 100, description: 'page size; 20 when absent' })),
   sort: t.Optional(
     t.String({

@@ -1,5 +1,5 @@
 import { t } from 'elysia'
-import { Enum } from '../../core/schema'
+import { Enum, PageNumber } from '../../core/schema'
 import { ReadOnly } from '../../core/strict'
 import { ENV_TYPES, EnvironmentSettings, GAME_STATUSES, GENRES, PII_ACTIONS } from './types'
 
@@ -70,7 +70,7 @@ export const GameList = t.Object({
 })
 
 export const ListQuery = t.Object({
-  page: t.Optional(t.Integer({ minimum: 0, description: '0-based page; 0 when absent' })),
+  page: t.Optional(PageNumber(0, '0-based page; 0 when absent')),
   size: t.Optional(t.Integer({ minimum: 1, maximum: 100, description: 'page size; 20 when absent' })),
   sort: t.Optional(
     t.String({ description: 'field[,asc|desc]; fields: name, genre, status, createdAt, updatedAt' }),
@@ -79,7 +79,7 @@ export const ListQuery = t.Object({
   genre: t.Optional(Genre),
 })
 
-const SettingsPatch = t.Partial(
+export const SettingsPatch = t.Partial(
   t.Object({
     samplingRate: t.Number({ minimum: 0, maximum: 1 }),
     // Written out without defaults: Elysia fills defaults in, and a patch must not reset what it omits.
@@ -100,7 +100,6 @@ const SettingsPatch = t.Partial(
   { additionalProperties: false },
 )
 export type SettingsPatch = typeof SettingsPatch.static
-export { SettingsPatch }
 
 const ApiKeyRef = t.Object({ id: t.String(), name: t.String(), prefix: t.String(), createdAt: t.String() })
 

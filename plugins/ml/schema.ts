@@ -1,5 +1,6 @@
 import type { TSchema } from '@sinclair/typebox'
 import { t } from 'elysia'
+import { PageNumber } from '../../core/schema'
 import { SecretUrl } from '../../core/secrets'
 
 /**
@@ -122,7 +123,7 @@ export const ListQuery = t.Object({
   gameId: t.Optional(t.String()),
   type: t.Optional(ModelType),
   status: t.Optional(ModelStatus),
-  page: t.Optional(t.Integer({ minimum: 0, description: '0-based page; absent: 0' })),
+  page: t.Optional(PageNumber(0, '0-based page; absent: 0')),
   size: t.Optional(t.Integer({ minimum: 1, maximum: 100, description: 'absent: 20' })),
   sort: t.Optional(
     t.String({

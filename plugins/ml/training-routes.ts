@@ -2,6 +2,7 @@ import { Elysia, t } from 'elysia'
 import { fromJson, iso, newId } from '../../core/db'
 import { HttpError, invalidField } from '../../core/http'
 import type { PluginContext } from '../../core/plugin'
+import { PageNumber } from '../../core/schema'
 import { rejectUnknown } from '../../core/strict'
 import { scanCsv } from './csv-thread'
 import type { Trainer } from './jobs'
@@ -17,7 +18,7 @@ const tag = (summary: string, description?: string) => ({ tags: ['ml'], summary,
 const IdParams = t.Object({ id: t.String() })
 const JobParams = t.Object({ id: t.String(), jobId: t.String() })
 const PageQuery = t.Object({
-  page: t.Optional(t.Integer({ minimum: 0, description: 'absent: 0' })),
+  page: t.Optional(PageNumber(0, 'absent: 0')),
   size: t.Optional(t.Integer({ minimum: 1, maximum: 100, description: 'absent: 20' })),
 })
 const JobPage = t.Object({

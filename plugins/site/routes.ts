@@ -5,6 +5,7 @@ import { auditor } from '../../core/audit'
 import { PERMISSION_SECURITY } from '../../core/auth/guard'
 import { NotFound, invalidField, ok } from '../../core/http'
 import type { PluginContext } from '../../core/plugin'
+import { PageNumber } from '../../core/schema'
 import { maskSecrets, unmaskSecrets } from '../../core/secrets'
 import { rejectUnknown } from '../../core/strict'
 import { type Note, sendEmail } from './channels'
@@ -120,7 +121,7 @@ export function siteRoutes(
       {
         permission: 'messages:read',
         query: t.Object({
-          page: t.Optional(t.Integer({ minimum: 1 })),
+          page: t.Optional(PageNumber(1)),
           size: t.Optional(t.Integer({ minimum: 1, maximum: 500 })),
           unread: t.Optional(t.Boolean()),
           event: t.Optional(t.String()),

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseSort, reasonOf } from '../../core/http'
 import { createLogger } from '../../core/log'
+import { PAGE_MAX } from '../../core/schema'
 import { type TestApp, clearOfMinute, engineFree, forEachEngine, makeApp, until } from '../helpers'
 
 engineFree('logging', () => {
@@ -240,6 +241,33 @@ forEachEngine((engine) => {
             expect(r.body.message).toContain(`query.sort: unknown field '${field}'`)
           }
         expect((await a.req('GET', '/api/games?sort=name,asc', { token })).status).toBe(200)
+      } finally {
+        await a.stop()
+      }
+    })
+
+    test('a page past PAGE_MAX is 400 naming query.page (its offset left the engines’ integers: a 500)', async () => {
+      const a = await makeApp(engine, {
+        plugins: { games: {}, ingest: {}, experiments: {}, ml: {}, audit: {} },
+      })
+      try {
+        const viewer = await a.token('viewer')
+        const admin = await a.token('admin')
+        const lists = [
+          ['/api/games', viewer],
+          ['/api/experiments', viewer],
+          ['/api/ml-models', viewer],
+          ['/api/users', admin],
+          ['/api/v1/audit', admin],
+        ] as const
+        for (const [path, token] of lists) {
+          for (const page of ['99999999999999999999', '1e20', String(PAGE_MAX + 1)]) {
+            const r = await a.req('GET', `${path}?page=${page}`, { token })
+            expect([path, page, r.status]).toEqual([path, page, 400])
+            expect(JSON.stringify(r.body)).toContain('query.page')
+          }
+          expect((await a.req('GET', `${path}?page=${PAGE_MAX}`, { token })).status).toBe(200)
+        }
       } finally {
         await a.stop()
       }
