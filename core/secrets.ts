@@ -210,6 +210,16 @@ function unmask(schemas: TSchema[], next: unknown, prev: unknown, field: string)
       return [k, r.value]
     }),
   )
+  // A destination left out that was stored moves too (an explicit `security` dropped falls back
+  // to the port's default, which may be none).
+  if (prev !== undefined)
+    for (const k of Object.keys(p))
+      if (
+        !(k in (next as object)) &&
+        p[k] !== undefined &&
+        isDestination(schemas.flatMap((s) => childSchemas(s, k)))
+      )
+        moved.push(k)
   if (kept.length && moved.length) throw invalidField(kept[0], againMessage)
   return { value, kept }
 }

@@ -7,23 +7,35 @@ import { NO_ANSWER, OutboundRefused } from '../../core/outbound'
 import { type SendResult, definePlugin, defineProvider } from '../../core/plugin'
 import { Destination, Secret } from '../../core/secrets'
 
+/**
+ * One mail address, nothing else: no display name, group, list or line break. nodemailer reads
+ * `a@x.io, b@y.io` as two recipients and `v@x.io\r\nBcc: e@y.io` as a group named after the first,
+ * so one recipient entry could become others (security audit).
+ */
+const ADDRESS = '^[^\\s@,;:<>()\\[\\]"\\\\]+@[^\\s@,;:<>()\\[\\]"\\\\]+$'
+const isAddress = (a: string) => new RegExp(ADDRESS).test(a)
+
 export const SmtpSettings = T.Object(
   {
-    /** Where the password goes: a masked password sent back is kept only for the same host and port. */
+    /**
+     * Where and how the password goes: a masked password sent back is kept only while the host,
+     * port, transport security, certificate check, user and mechanism stay as stored (a `config`
+     * token could otherwise switch TLS off and have the stored password sent in clear).
+     */
     host: Destination(T.String({ minLength: 1 })),
     port: Destination(T.Integer({ minimum: 1, maximum: 65535, default: 587 })),
     /** ssl (implicit TLS), starttls (upgrade required), none; default from the port: 465 ssl, 587 starttls, else none. */
-    security: T.Optional(T.Union([T.Literal('ssl'), T.Literal('starttls'), T.Literal('none')])),
-    username: T.Optional(T.String()),
+    security: Destination(T.Optional(T.Union([T.Literal('ssl'), T.Literal('starttls'), T.Literal('none')]))),
+    username: Destination(T.Optional(T.String())),
     password: Secret(T.Optional(T.String())),
     /** SASL mechanism for the username and password; absent: the best the server offers. */
-    auth_method: T.Optional(T.Union([T.Literal('plain'), T.Literal('login')])),
+    auth_method: Destination(T.Optional(T.Union([T.Literal('plain'), T.Literal('login')]))),
     from: T.String({ minLength: 3 }),
     /** Used when a delivery names no recipients. */
-    to: T.Array(T.String(), { default: [] }),
+    to: T.Array(T.String({ pattern: ADDRESS, description: 'one address each' }), { default: [] }),
     timeout_ms: T.Integer({ minimum: 100, default: 30_000 }),
     /** Accept self-signed server certificates (test relays only). */
-    insecure_skip_verify: T.Boolean({ default: false }),
+    insecure_skip_verify: Destination(T.Boolean({ default: false })),
     /** Connect and greet the server before a runtime swap. */
     verify: T.Boolean({ default: true }),
   },
@@ -113,6 +125,10 @@ export const smtpProvider = defineProvider({
             retryable: false,
             error: 'smtp: no recipients (none in the request, none configured in to)',
           }
+        // Not echoed: the entry is the caller's text (it may hold line breaks).
+        const bad = to.findIndex((a) => !isAddress(a))
+        if (bad >= 0)
+          return { ok: false, retryable: false, error: `smtp: recipient ${bad + 1} is not one mail address` }
         try {
           await (await open()).sendMail({
             from: s.from,

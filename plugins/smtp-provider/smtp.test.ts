@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { escapeHtml, securityOf, smtpProvider, transportOptions } from '.'
+import { Value } from '@sinclair/typebox/value'
+import { SmtpSettings, escapeHtml, securityOf, smtpProvider, transportOptions } from '.'
 import { createLogger } from '../../core/log'
 import type { Delivery } from '../../core/plugin'
 import { type TestApp, forEachEngine, loopbackOutbound, makeApp, until } from '../../test/helpers'
@@ -94,6 +95,27 @@ test('sends to the delivery recipients, else the configured to; subject is the t
   await p.close?.()
 })
 
+test('each recipient is one address: a list or a line break in one is refused for good, nothing sent', async () => {
+  const p = await smtpProvider.create(base, { log, outbound: loopbackOutbound })
+  const sent = sink.mails.length
+  for (const [i, recipients] of [
+    [2, ['ok@example.com', 'a@x.io, b@evil.test']],
+    [1, ['victim@x.io\r\nBcc: evil@attacker.test']],
+    [1, ['Someone <s@x.io>']],
+  ] as const)
+    expect(await p.send({ ...delivery, recipients: [...recipients] })).toEqual({
+      ok: false,
+      retryable: false,
+      error: `smtp: recipient ${i} is not one mail address`,
+    })
+  expect(sink.mails.length).toBe(sent)
+  expect(await p.send({ ...delivery, recipients: ['user+tag@sub.example.com'] })).toEqual({ ok: true })
+  expect(sink.mails.at(-1)!.to).toEqual(['user+tag@sub.example.com'])
+  await p.close?.()
+  // The configured default recipients are checked when the settings are.
+  expect(Value.Check(SmtpSettings, { ...base, to: ['a@x.io, b@y.io'] })).toBe(false)
+})
+
 test('a 5xx reply is permanent, a 4xx reply temporary, an unreachable server temporary', async () => {
   const perm = smtpSink({ rejectRcpt: 550 })
   const temp = smtpSink({ rejectRcpt: 450 })
@@ -150,6 +172,20 @@ forEachEngine((engine) => {
     })
     expect(masked.status).toBe(400)
     expect(masked.body.message).toContain('enter the secret again')
+    // Nor for another way of sending it: TLS or the certificate check switched, another user or
+    // mechanism, or the stored security left out (the port's default then decides).
+    const { security: _, ...noSecurity } = cfg.body.data.config
+    for (const config of [
+      { ...cfg.body.data.config, security: 'starttls' },
+      { ...cfg.body.data.config, insecure_skip_verify: true },
+      { ...cfg.body.data.config, username: 'someone-else' },
+      { ...cfg.body.data.config, auth_method: 'login' },
+      noSecurity,
+    ]) {
+      const r = await t.req('PUT', '/api/v1/config/mail', { body: { config } })
+      expect([JSON.stringify(config), r.status]).toEqual([JSON.stringify(config), 400])
+      expect(r.body.message).toContain('enter the secret again')
+    }
     const bad = await t.req('PUT', '/api/v1/config/mail', {
       body: { config: { ...cfg.body.data.config, port: 1, password: 'hunter2-secret' } },
     })
