@@ -68,6 +68,28 @@ export function checkDepth(value: unknown, field = 'body'): void {
   if (exceedsJsonDepth(value)) throw invalidField(field, TOO_DEEP)
 }
 
+/**
+ * Throws 400 naming the first text (a value or a key) that holds U+0000. PostgreSQL's text cannot
+ * store it (a notify's title, a login's email answered 500 there) and SQLite and MariaDB can, so
+ * every engine refuses it alike, before a route runs. Recursive: bodies reach here after
+ * `checkDepth`, so at most 64 levels.
+ */
+export function checkNul(value: unknown, field = 'body'): void {
+  if (typeof value === 'string') {
+    if (value.includes('\0')) throw invalidField(field, 'holds a NUL character (U+0000)')
+    return
+  }
+  if (value === null || typeof value !== 'object') return
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) checkNul(value[i], `${field}[${i}]`)
+    return
+  }
+  for (const k in value) {
+    if (k.includes('\0')) throw invalidField(field, 'a key holds a NUL character (U+0000)')
+    checkNul((value as Record<string, unknown>)[k], `${field}.${k}`)
+  }
+}
+
 /** Throws 400 naming the first property that `schema` does not declare (closed objects only). */
 export function rejectUnknown(schema: TSchema, value: unknown, path: string): void {
   const s = schema as Schemaish
@@ -204,6 +226,7 @@ export function strictBodies(app: () => AnyElysia) {
     ({ request, route, body }) => {
       if (request.method === 'GET' || request.method === 'HEAD') return
       checkDepth(body)
+      checkNul(body)
       table ??= build()
       const entry = table.get(`${request.method} ${route}`)
       if (!entry) return

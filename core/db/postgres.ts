@@ -130,10 +130,25 @@ function afterLoss<T>(lost: { yes: boolean }, result: Promise<T>): Promise<T> {
   })
 }
 
+/**
+ * PostgreSQL's text cannot hold U+0000 (SQLite and MariaDB store it): a NUL in any statement's
+ * parameter failed as "invalid byte sequence" and the request answered 500, public routes
+ * included (a login's email, a config lookup's game id). Refused before it is sent: 400, which
+ * the error mapping answers from `status` (security audit).
+ */
+function refuseNul(params: readonly Param[]): void {
+  for (const p of params)
+    if (typeof p === 'string' && p.includes('\0'))
+      throw Object.assign(new Error('a text holds a NUL character (U+0000), which is not accepted'), {
+        status: 400,
+      })
+}
+
 function wrap(on: On, root: () => Db): Db {
   const self: Db = {
     dialect: 'postgres',
     async all<T = Row>(q: string, params: readonly Param[] = []) {
+      refuseNul(params)
       return (await on((sql) =>
         sql.unsafe(toPg(q), params as postgres.ParameterOrJSON<never>[], { prepare: true }),
       )) as unknown as T[]
@@ -143,11 +158,13 @@ function wrap(on: On, root: () => Db): Db {
       return rows[0]
     },
     async raw(q: string, params: readonly Param[] = []) {
+      refuseNul(params)
       return (await on(async (sql) =>
         sql.unsafe(toPg(q), params as postgres.ParameterOrJSON<never>[], { prepare: true }).raw(),
       )) as unknown as Array<Array<Uint8Array | null>>
     },
     async run(q: string, params: readonly Param[] = []) {
+      refuseNul(params)
       const res = await on((sql) =>
         sql.unsafe(toPg(q), params as postgres.ParameterOrJSON<never>[], { prepare: true }),
       )

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { ADMIN_PASSWORD, type TestApp, forEachEngine, makeApp, until } from '../../test/helpers'
+import { auditStore } from './store'
 
 forEachEngine((engine) => {
   let a: TestApp
@@ -20,6 +21,23 @@ forEachEngine((engine) => {
   afterAll(() => a.stop())
 
   describe('audit log', () => {
+    test('an entry whose text holds a NUL is kept, the NUL shown as U+FFFD (PostgreSQL cannot store it)', async () => {
+      await auditStore(a.db, () => []).record({
+        actor_kind: 'user',
+        actor_id: 'i\u0000d',
+        actor_name: 'x\u0000y',
+        action: 'test.nul',
+        target: 't\u0000',
+        ip: '10.0.0.\u00001',
+      })
+      const [e] = (await list('?action=test.nul')).items
+      expect(e).toMatchObject({
+        target: 't\uFFFD',
+        ip: '10.0.0.\uFFFD1',
+        actor: { name: 'x\uFFFDy', id: 'i\uFFFDd' },
+      })
+    })
+
     test('logins are recorded with who, when and from where; refused ones with ok=false', async () => {
       const ok = await a.req('POST', '/api/auth/login', {
         body: { email: 'admin@localhost', password: ADMIN_PASSWORD },

@@ -58,6 +58,13 @@ export function auditStore(db: Db, sensitive: () => readonly string[]) {
     details: r.details ? fromJson<Record<string, unknown>>(r.details, {}) : undefined,
   })
 
+  /**
+   * A caller's text as it can be kept on every engine: a NUL (U+0000), which PostgreSQL's text
+   * refuses, shown as U+FFFD. An entry about a request carrying one (a login name, a path) is
+   * the entry most worth keeping; it was dropped ("audit entry not stored").
+   */
+  const text = (v: string | undefined) => (v === undefined ? null : v.replaceAll('\0', '\uFFFD'))
+
   return {
     async record(e: AuditEntry): Promise<void> {
       const details = e.details ? maskByName(e.details, sensitive()) : undefined
@@ -67,11 +74,11 @@ export function auditStore(db: Db, sensitive: () => readonly string[]) {
           newId(),
           e.at ?? Date.now(),
           e.actor_kind,
-          e.actor_id ?? null,
-          e.actor_name ?? null,
+          text(e.actor_id),
+          text(e.actor_name),
           e.action,
-          e.target ?? null,
-          e.ip ?? null,
+          text(e.target),
+          text(e.ip),
           e.ok === false ? 0 : 1,
           details ? JSON.stringify(details) : null,
         ],
