@@ -1,4 +1,5 @@
 import type { Db, Row } from './db'
+import { bounded } from './event-bounds'
 import type { LogConsumer, LogEvent } from './event-log-types'
 
 /**
@@ -88,12 +89,13 @@ export function derivedConsumer<R, E>(d: Derivation<R, E>): LogConsumer & { init
       if (!events.length) return undefined
       if (!store) throw new Error(`derivation '${d.name}' used before init`)
       await ready
-      return d.gather(events)
+      // Every derivation sees its keys' text bounded, the same on every engine (event-bounds.ts).
+      return d.gather(events.map(bounded))
     },
     async handle(events, tx, prepared) {
       const batch = prepared as Gathered<R> | undefined
       if (!batch) return
-      const payments = paymentsOf(events)
+      const payments = paymentsOf(events.map(bounded))
       const stored: Stored = { payments: Promise.resolve(payments), hasPayments: payments.length > 0 }
       const early = d.early ? d.early(tx, batch.rows) : Promise.resolve(undefined as E)
       await Promise.all([early, d.write(tx, batch.rows, stored, early)])

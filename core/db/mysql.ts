@@ -1,7 +1,9 @@
 import type { Pool, PoolConnection } from 'mysql2'
 import { isConnectionFault } from './faults'
+import { ChangePoller } from './mysql-changes'
 import { insertReturning } from './mysql-returning'
 import { keyedColumns, mysqlDdl, numbered, splitUpdateReturning, toMysql } from './mysql-sql'
+import { widthGuard } from './mysql-widths'
 import type { Db, Param, Row } from './types'
 
 /**
@@ -46,7 +48,8 @@ function values(params: readonly Param[]): unknown[] {
   )
 }
 
-type Exec = (sql: string, params: readonly Param[]) => Promise<unknown>
+export type Exec = (sql: string, params: readonly Param[]) => Promise<unknown>
+type Strict = (exec: Exec) => Exec
 
 /**
  * One statement through mysql2's callback API, answering `[rows or result, fields]` as mysql2/promise
@@ -192,13 +195,18 @@ function wrap(exec: Exec, tx: Db['tx'], atomic: Atomic, root: () => Db, flavour:
 }
 
 /** One connection's transaction, nesting as savepoints; user locks (GET_LOCK) end with it. */
-function onConnection(conn: PoolConnection, root: () => Db, flavour: () => Promise<Flavour>): Db {
+function onConnection(
+  conn: PoolConnection,
+  root: () => Db,
+  flavour: () => Promise<Flavour>,
+  strict: Strict,
+): Db {
   let depth = 0
   let locks = false
-  const exec: Exec = async (sql, params) => {
+  const exec: Exec = strict(async (sql, params) => {
     if (/\bGET_LOCK\s*\(/i.test(sql)) locks = true
     return send(conn, sql, values(params))
-  }
+  })
   const savepoint: Db['tx'] = async (fn) => {
     const name = `sp${++depth}`
     await send(conn, `SAVEPOINT ${name}`)
@@ -254,8 +262,11 @@ export function openMysql(url: string, opts: MysqlOptions = {}): Db {
   pool.on('connection', (c) => {
     c.query(SESSION)
   })
-  const exec: Exec = (sql, params) =>
-    send(pool, sql, values(params), params.length && PREPARABLE.test(sql) ? 'execute' : 'query')
+  // INSERT IGNORE stays strict on every connection (mysql-widths.ts).
+  const strict = widthGuard((sql, params) => send(pool, sql, values(params)))
+  const exec: Exec = strict((sql, params) =>
+    send(pool, sql, values(params), params.length && PREPARABLE.test(sql) ? 'execute' : 'query'),
+  )
   // MariaDB returns rows from INSERT ... RETURNING, MySQL 8 answers a syntax error: the server's
   // version is asked once.
   const forced = opts.insertReturning ?? (process.env.LIVEOPS_MYSQL_RETURNING === 'off' ? false : undefined)
@@ -281,7 +292,7 @@ export function openMysql(url: string, opts: MysqlOptions = {}): Db {
     let broken = false
     try {
       await send(conn, 'BEGIN')
-      const tx = onConnection(conn, () => root, flavour) as Db & { releaseLocks(): Promise<void> }
+      const tx = onConnection(conn, () => root, flavour, strict) as Db & { releaseLocks(): Promise<void> }
       try {
         const out = await fn(tx)
         await send(conn, 'COMMIT')
@@ -319,80 +330,4 @@ export function openMysql(url: string, opts: MysqlOptions = {}): Db {
     },
   }
   return root
-}
-
-/** How often an instance reads the notices of the others. */
-export const CHANGE_POLL_MS = 50
-const CHANGE_KEEP_MS = 60_000
-
-/**
- * LISTEN/NOTIFY over a table (core migration 007, `liveops_changes`): a notice is a row, each
- * listener polls for rows past the last id it read every CHANGE_POLL_MS. A notice whose row
- * commits after a poll saw a later id (two inserts racing) is missed; the pollers of the plugins
- * that cache (core/changes.ts) catch up on it, as after a lost PostgreSQL notice.
- */
-class ChangePoller {
-  private channels = new Map<string, { last: number; fns: Set<(payload: string) => void> }>()
-  private timer: ReturnType<typeof setInterval> | undefined
-  private busy = false
-  private sent = 0
-
-  constructor(private readonly exec: Exec) {}
-
-  async listen(channel: string, fn: (payload: string) => void): Promise<() => Promise<void>> {
-    let ch = this.channels.get(channel)
-    if (!ch) {
-      const top = rowsOf<{ id: number | null }>(
-        await this.exec('SELECT MAX(id) AS id FROM liveops_changes WHERE channel = ?', [channel]),
-      )[0]
-      ch = { last: Number(top?.id ?? 0), fns: new Set() }
-      this.channels.set(channel, ch)
-    }
-    ch.fns.add(fn)
-    this.timer ??= setInterval(() => void this.poll(), CHANGE_POLL_MS)
-    return async () => {
-      ch.fns.delete(fn)
-      if (!ch.fns.size) this.channels.delete(channel)
-      if (!this.channels.size) await this.close()
-    }
-  }
-
-  async notify(channel: string, payload: string): Promise<void> {
-    const now = Date.now()
-    await this.exec('INSERT INTO liveops_changes (channel, payload, created_at) VALUES (?, ?, ?)', [
-      channel,
-      payload,
-      now,
-    ])
-    if (++this.sent % 100 === 0)
-      await this.exec('DELETE FROM liveops_changes WHERE created_at < ?', [now - CHANGE_KEEP_MS])
-  }
-
-  private async poll() {
-    if (this.busy) return
-    this.busy = true
-    try {
-      for (const [channel, ch] of this.channels) {
-        const rows = rowsOf<{ id: number; payload: string }>(
-          await this.exec(
-            'SELECT id, payload FROM liveops_changes WHERE channel = ? AND id > ? ORDER BY id',
-            [channel, ch.last],
-          ),
-        )
-        for (const r of rows) {
-          ch.last = Math.max(ch.last, Number(r.id))
-          for (const fn of ch.fns) fn(r.payload)
-        }
-      }
-    } catch {
-      // The store is down: the next poll tries again.
-    } finally {
-      this.busy = false
-    }
-  }
-
-  async close() {
-    clearInterval(this.timer)
-    this.timer = undefined
-  }
 }

@@ -1,5 +1,6 @@
 import type { Db, Param } from '../../../core/db'
 import { type Derivation, type Gathered as RollupBatch, pick, str } from '../../../core/derive'
+import { KEY_COLUMN_MAX, cut } from '../../../core/event-bounds'
 import type { LogEvent as NormEvent } from '../../../core/event-log-types'
 import { EVENTS } from '../../../sdk/events'
 import { GameZones } from '../lib/game-zones'
@@ -239,7 +240,9 @@ export class BehaviorRollup implements Derivation<BehaviorRows> {
         dayNo = d
         day = `${stream}${sep}${pad(d)}`
       }
-      const at = (kind: string, name: string) => `${day}${sep}${kind}${sep}${name}`
+      // Each part is at most 128 characters (core/event-bounds.ts); a two-part name (feature and
+      // dimension, episode and level) is cut whole to the narrowest key column, its second part.
+      const at = (kind: string, name: string) => `${day}${sep}${kind}${sep}${cut(name, KEY_COLUMN_MAX)}`
       const named = at('event', e.event)
       count(named, 1, 0, e.ts)
       see(named, e.userId)

@@ -1,4 +1,5 @@
 import { clean, pick, str } from '../../../core/derive'
+import { KEY_MAX } from '../../../core/event-bounds'
 import type { LogEvent } from '../../../core/event-log-types'
 /**
  * Event validation of spec 1 section 4 and 7 rule 2, and the mapping of accepted events to the
@@ -68,6 +69,20 @@ export function eventIdProblem(raw: Obj): string | undefined {
   return undefined
 }
 
+const TOO_LONG = `must be at most ${KEY_MAX} characters`
+
+/**
+ * The ids that become keys of the derived tables, where the top level or `attrs` holds them.
+ * Longer than `KEY_MAX` they are refused, as the event name is: stored, a 192-character one
+ * stopped a consumer on MySQL (core/event-bounds.ts), and cut it would merge players or sessions.
+ */
+const ID_FIELDS = ['user_id', 'uid', 'device_id', 'session_id'] as const
+
+/** The first id field of `raw` longer than `KEY_MAX`, or undefined. */
+export function longIdField(raw: Obj): string | undefined {
+  return ID_FIELDS.find((k) => (str(pick(raw, k))?.length ?? 0) > KEY_MAX)
+}
+
 export interface ValidateOptions {
   payments: boolean
   /** The `X-Game-Id` header: the default game and the one every event must name. */
@@ -91,6 +106,7 @@ export function validateEvents(
     const name = pick(raw, 'event')
     if (name === undefined || name === null || name === '') bad('event', 'required')
     else if (typeof name !== 'string') bad('event', 'must be a string')
+    else if (name.length > KEY_MAX) bad('event', TOO_LONG)
     const ts = pick(raw, 'ts')
     if (ts === undefined || ts === null || typeof ts === 'number')
       bad('ts', 'missing: ts must be a string of epoch milliseconds')
@@ -106,6 +122,8 @@ export function validateEvents(
     else if (typeof env !== 'string') bad('env', 'must be a string')
     const idProblem = eventIdProblem(raw)
     if (idProblem) bad('event_id', idProblem)
+    const longId = longIdField(raw)
+    if (longId) bad(longId, TOO_LONG)
     let payment: NormEvent['payment']
     if (opts.payments) {
       const orderId = pick(raw, 'order_id')
@@ -113,6 +131,7 @@ export function validateEvents(
       const amount = pick(raw, 'amount_cents')
       if (typeof orderId !== 'string' || orderId === '')
         bad('order_id', orderId === undefined ? 'required' : 'must be a non-empty string')
+      else if (orderId.length > KEY_MAX) bad('order_id', TOO_LONG)
       if (typeof status !== 'string' || !PAYMENT_STATUSES.includes(status as PaymentStatus))
         bad('status', status === undefined ? 'required' : `must be one of ${PAYMENT_STATUSES.join(', ')}`)
       if (typeof amount !== 'number' || !Number.isSafeInteger(amount) || amount <= 0)
@@ -175,6 +194,9 @@ export function batchItem(
   if (idProblem) return `event_id: ${idProblem}`
   const name = pick(raw, 'event_name') ?? pick(raw, 'event') ?? pick(raw, 'event_type')
   if (typeof name !== 'string' || name === '') return 'event_name: required'
+  if (name.length > KEY_MAX) return `event_name: ${TOO_LONG}`
+  const longId = longIdField(raw)
+  if (longId) return `${longId}: ${TOO_LONG}`
   const game = pick(raw, 'game_id')
   if (game !== undefined && game !== key.gameId) return `game_id: must be the API key's game '${key.gameId}'`
   const env = pick(raw, 'environment') ?? pick(raw, 'env')
