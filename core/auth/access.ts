@@ -79,6 +79,7 @@ export class AccessTokens {
       username: String(claims.username ?? ''),
       roles: Array.isArray(claims.roles) ? (claims.roles as string[]) : [],
       family,
+      gen,
     }
     if (this.cache.size > 50_000) this.cache.clear()
     this.cache.set(token, { principal, exp: claims.exp * 1000 })

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { type Db, fromJson, iso, newId } from '../db'
 import { NotFound } from '../http'
+import { confirmCaller } from './caller'
 import type { Principal } from './principal'
 import { VerifiedCache } from './verified'
 
@@ -58,22 +59,26 @@ export function scopedTokenStore(db: Db, kind: ScopedKind) {
   const cache = new VerifiedCache<AppPrincipal>()
   return {
     kind,
-    async create(name: string, scopes: Scope[], createdBy: string) {
+    /** `actor`: who asks, confirmed still trusted in the insert's transaction (`confirmCaller`). */
+    async create(name: string, scopes: Scope[], createdBy: string, actor?: Principal) {
       const token = `${prefix}${randomBytes(24).toString('base64url')}`
-      const row = await db.get<TokenRow>(
-        `INSERT INTO auth_app_tokens (id, name, scopes, token_hash, prefix, created_by, created_at, kind)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING ${COLS}`,
-        [
-          newId(),
-          name,
-          JSON.stringify(scopes),
-          sha256(token),
-          token.slice(0, 8),
-          createdBy,
-          Date.now(),
-          stored,
-        ],
-      )
+      const row = await db.tx(async (tx) => {
+        await confirmCaller(tx, actor)
+        return tx.get<TokenRow>(
+          `INSERT INTO auth_app_tokens (id, name, scopes, token_hash, prefix, created_by, created_at, kind)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING ${COLS}`,
+          [
+            newId(),
+            name,
+            JSON.stringify(scopes),
+            sha256(token),
+            token.slice(0, 8),
+            createdBy,
+            Date.now(),
+            stored,
+          ],
+        )
+      })
       return { ...toToken(row!), token }
     },
     async list() {

@@ -47,7 +47,7 @@ export function keyRoutes(auth: AuthService, guard: RouteGuard) {
       '/api/v1/app-tokens',
       async ({ body, principal }) =>
         ok(
-          await auth.appTokens.create(body.name, body.scopes, principal?.username ?? 'admin'),
+          await auth.appTokens.create(body.name, body.scopes, principal?.username ?? 'admin', principal),
           'application token created',
         ),
       {
@@ -81,7 +81,12 @@ export function keyRoutes(auth: AuthService, guard: RouteGuard) {
       async ({ body, principal, set }) => {
         checkCeiling(principal, body.scopes)
         set.status = 201
-        const { token, ...made } = await auth.serverKeys.create(body.name, body.scopes, principal.username)
+        const { token, ...made } = await auth.serverKeys.create(
+          body.name,
+          body.scopes,
+          principal.username,
+          principal,
+        )
         return ok({ ...made, key: token }, 'server key created')
       },
       {

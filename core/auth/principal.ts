@@ -24,6 +24,11 @@ export interface Principal {
   environment?: string
   /** The login family of a user's access token (every token rotated from one login). */
   family?: string
+  /**
+   * A user's access token: the token generation it was signed with. A write that grants trust
+   * compares it with the store's, in its transaction (core/auth/caller.ts).
+   */
+  gen?: number
 }
 
 /** The answer to a valid credential of a kind a route does not take: 403 naming the kind. */

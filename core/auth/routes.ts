@@ -248,7 +248,8 @@ export function authRoutes(
       // Closed, as the family's other bodies: a field the route does not take is a 400 naming it.
       body: t.Object(
         {
-          email: t.String({ minLength: 3 }),
+          // MySQL keeps emails in a VARCHAR(191), the narrowest of the three engines.
+          email: t.String({ minLength: 3, maxLength: 191 }),
           username: t.Optional(t.String({ minLength: 1, maxLength: 64 })),
           name: t.Optional(t.String({ maxLength: 200 })),
           password: t.String({ minLength: 8, description: 'at least 8 characters' }),

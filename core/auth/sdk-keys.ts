@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { type Db, iso, newId } from '../db'
 import { NotFound } from '../http'
+import { confirmCaller } from './caller'
 import type { Principal } from './principal'
 import { VerifiedCache } from './verified'
 
@@ -58,22 +59,27 @@ export function sdkKeyStore(db: Db) {
       gameId?: string
       environment?: string
       createdBy?: string
+      /** Who asks, confirmed still trusted in the insert's transaction (`confirmCaller`). */
+      actor?: Principal
     }): Promise<ApiKey & { key: string }> {
       const key = `${SDK_KEY_PREFIX}${randomBytes(24).toString('base64url')}`
-      const row = await db.get<KeyRow>(
-        `INSERT INTO api_keys (id, name, key_hash, prefix, game_id, environment, created_by, created_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING ${COLS}`,
-        [
-          newId(),
-          input.name,
-          sha256(key),
-          key.slice(0, 8),
-          input.gameId ?? null,
-          input.environment ?? null,
-          input.createdBy ?? null,
-          Date.now(),
-        ],
-      )
+      const row = await db.tx(async (tx) => {
+        await confirmCaller(tx, input.actor)
+        return tx.get<KeyRow>(
+          `INSERT INTO api_keys (id, name, key_hash, prefix, game_id, environment, created_by, created_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING ${COLS}`,
+          [
+            newId(),
+            input.name,
+            sha256(key),
+            key.slice(0, 8),
+            input.gameId ?? null,
+            input.environment ?? null,
+            input.createdBy ?? null,
+            Date.now(),
+          ],
+        )
+      })
       return { ...toKey(row!), key }
     },
 

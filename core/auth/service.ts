@@ -1,4 +1,4 @@
-import { timingSafeEqual } from 'node:crypto'
+import { createHash, timingSafeEqual } from 'node:crypto'
 import type { Changes } from '../changes'
 import type { Db } from '../db'
 import { Forbidden, Unauthorized, invalidField } from '../http'
@@ -144,7 +144,7 @@ export class AuthService {
       throw invalidField('body.username', 'letters, digits, dot, dash and underscore, 1-64')
     this.rules.create(actor, input.roles)
     const hash = await (passwordHash ?? Bun.password.hash(input.password))
-    return publicUser(await this.users.create(input, hash, username, email))
+    return publicUser(await this.users.create(input, hash, username, email, actor))
   }
 
   listUsers(page: number, size: number): Promise<{ items: User[]; total: number }> {
@@ -167,14 +167,14 @@ export class AuthService {
     // Refused before the costly hash; checked again on the row the transaction reads.
     check(await this.users.get(id))
     const hash = patch.password !== undefined ? await Bun.password.hash(patch.password) : null
-    const { user, trustChanged } = await this.users.update(id, patch, hash, check)
+    const { user, trustChanged } = await this.users.update(id, patch, hash, check, actor)
     if (trustChanged || patch.disabled !== undefined)
       await this.sessions.withdrawUser(id, user.tokenGen, !user.disabled)
     return publicUser(user)
   }
 
   async deleteUser(id: string, actor?: Principal): Promise<void> {
-    await this.users.remove(id, (before) => this.rules.remove(actor, before))
+    await this.users.remove(id, (before) => this.rules.remove(actor, before), actor)
     await this.sessions.withdrawUser(id, 0, false)
   }
 
@@ -189,7 +189,10 @@ export class AuthService {
     const id = by === 'email' ? value.trim().toLowerCase() : value.trim()
     const user = await this.users.find(by, id)
     // A known user is throttled by its id, so email and username logins share one budget.
-    const account = user ? user.id : `${by}:${id}`
+    // An unknown name is counted by its digest past 64 characters: the throttle's shared-state
+    // keys must fit MySQL's VARCHAR(191) (a 300-character email answered 500, audit-sec2 L2).
+    const unknown = id.length > 64 ? `#${createHash('sha256').update(id).digest('hex')}` : id
+    const account = user ? user.id : `${by}:${unknown}`
     await this.throttle.check(address, account)
     const valid = await Bun.password.verify(password, user ? user.passwordHash : DUMMY_HASH)
     if (!user || !valid) {
@@ -317,7 +320,14 @@ export class AuthService {
 
   // -- SDK keys -------------------------------------------------------------------------------
 
-  createApiKey(input: { name: string; gameId?: string; environment?: string; createdBy?: string }) {
+  /** `actor`: who asks, confirmed still trusted in the insert's transaction (core/auth/caller.ts). */
+  createApiKey(input: {
+    name: string
+    gameId?: string
+    environment?: string
+    createdBy?: string
+    actor?: Principal
+  }) {
     return this.sdkKeys.create(input)
   }
 

@@ -1,5 +1,7 @@
 import { type Db, fromJson, iso, newId } from '../db'
 import { Conflict, NotFound, invalidField } from '../http'
+import { confirmCaller } from './caller'
+import type { Principal } from './principal'
 import { ROLES } from './roles'
 
 export interface User {
@@ -119,30 +121,36 @@ export function userStore(db: Db) {
   const endSessions = (tx: Db, id: string, now: number) =>
     tx.run('UPDATE refresh_tokens SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL', [now, id])
 
+  const insert = async (tx: Db, input: NewUser, hash: string, username: string, email: string) => {
+    const now = Date.now()
+    const r = await tx.get<UserRow>(
+      `INSERT INTO users (id, email, username, name, password_hash, roles, disabled, created_at, updated_at)
+       VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?) ON CONFLICT DO NOTHING RETURNING ${COLS}`,
+      [newId(), email, username, input.name?.trim() || username, hash, JSON.stringify(input.roles), now, now],
+    )
+    if (!r) throw new Conflict(`a user with email '${email}' or username '${username}' exists`)
+    return toUser(r)
+  }
+
   return {
     async count(): Promise<number> {
       const r = await db.get<{ n: number }>('SELECT COUNT(*) AS n FROM users')
       return Number(r?.n ?? 0)
     },
 
-    async create(input: NewUser, hash: string, username: string, email: string): Promise<StoredUser> {
-      const now = Date.now()
-      const r = await db.get<UserRow>(
-        `INSERT INTO users (id, email, username, name, password_hash, roles, disabled, created_at, updated_at)
-         VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?) ON CONFLICT DO NOTHING RETURNING ${COLS}`,
-        [
-          newId(),
-          email,
-          username,
-          input.name?.trim() || username,
-          hash,
-          JSON.stringify(input.roles),
-          now,
-          now,
-        ],
-      )
-      if (!r) throw new Conflict(`a user with email '${email}' or username '${username}' exists`)
-      return toUser(r)
+    /** `actor`: who asks, confirmed still trusted in the insert's transaction (`confirmCaller`). */
+    async create(
+      input: NewUser,
+      hash: string,
+      username: string,
+      email: string,
+      actor?: Principal,
+    ): Promise<StoredUser> {
+      if (actor?.kind !== 'user') return insert(db, input, hash, username, email)
+      return db.tx(async (tx) => {
+        await confirmCaller(tx, actor)
+        return insert(tx, input, hash, username, email)
+      })
     },
 
     async list(page: number, size: number): Promise<{ items: User[]; total: number }> {
@@ -176,13 +184,16 @@ export function userStore(db: Db) {
     /**
      * Applies a patch in one transaction. `check` sees the user as it is inside the transaction
      * and throws to refuse. A new password (`hash`), other roles or disabling bump the token
-     * generation and revoke every refresh token of the user.
+     * generation and revoke every refresh token of the user. `actor`: who asks, confirmed still
+     * trusted before the write (`confirmCaller`), after the admins' lock: every write that takes
+     * both takes them in that order.
      */
     async update(
       id: string,
       patch: UserPatch,
       hash: string | null,
       check: (before: StoredUser) => void,
+      actor?: Principal,
     ): Promise<Updated> {
       return db.tx(async (tx) => {
         const r = await row(tx, id)
@@ -195,6 +206,7 @@ export function userStore(db: Db) {
         const demoting = rolesChanged && !patch.roles?.includes('admin')
         const removesAdmin = isActiveAdmin(before) && (demoting || disabling)
         if (removesAdmin) await lockAdmins(tx)
+        await confirmCaller(tx, actor, id)
         const now = Date.now()
         const after = await tx.get<UserRow>(
           `UPDATE users SET name = COALESCE(?, name), roles = COALESCE(?, roles), password_hash = COALESCE(?, password_hash),
@@ -216,14 +228,15 @@ export function userStore(db: Db) {
       })
     },
 
-    /** Deletes a user and revokes its refresh tokens; `check` as in `update`. */
-    async remove(id: string, check: (before: StoredUser) => void): Promise<void> {
+    /** Deletes a user and revokes its refresh tokens; `check` and `actor` as in `update`. */
+    async remove(id: string, check: (before: StoredUser) => void, actor?: Principal): Promise<void> {
       await db.tx(async (tx) => {
         const r = await row(tx, id)
         if (!r) throw new NotFound(`user '${id}' not found`)
         const before = toUser(r)
         check(before)
         if (isActiveAdmin(before)) await lockAdmins(tx)
+        await confirmCaller(tx, actor, id)
         await endSessions(tx, id, Date.now())
         await tx.run('DELETE FROM users WHERE id = ?', [id])
         if (isActiveAdmin(before)) await keepAnAdmin(tx)

@@ -208,7 +208,7 @@ export function gamesRoutes(ctx: PluginContext<unknown>, store: GamesStore) {
       async ({ body, principal, set }) => {
         await store.getEnv(body.gameId, body.environment)
         set.status = 201
-        return auth.createApiKey({ ...body, createdBy: principal.id })
+        return auth.createApiKey({ ...body, createdBy: principal.id, actor: principal })
       },
       {
         permission: 'apikeys:write',
