@@ -1,5 +1,5 @@
 import type { Db, Row } from './db'
-import { bounded } from './event-bounds'
+import { KEY_MAX, bounded, cut } from './event-bounds'
 import type { LogConsumer, LogEvent } from './event-log-types'
 
 /**
@@ -119,6 +119,16 @@ export function pick(e: Obj, key: string): unknown {
 
 /** PostgreSQL TEXT cannot hold NUL; one such character must not fail a whole transaction. */
 export const clean = (v: string): string => (v.includes('\0') ? v.replaceAll('\0', '') : v)
+
+/**
+ * A label a consumer takes from an event's properties (a feature, a platform, a variant): as
+ * text (`str`), cut to `KEY_MAX` characters, so it fits a key column on every engine
+ * (core/event-bounds.ts).
+ */
+export const label = (v: unknown): string | null => {
+  const s = str(v)
+  return s === null ? null : cut(s, KEY_MAX)
+}
 
 /** A field as text: non-empty strings and finite numbers, else null. */
 export const str = (v: unknown): string | null =>

@@ -25,58 +25,31 @@ export function cut(s: string, max: number): string {
 
 const cutOrNull = (s: string | null): string | null => (s === null ? null : cut(s, KEY_MAX))
 
-type Obj = Record<string, unknown>
-const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v)
-
-/** Whether any string of `o` (one level) is longer than `KEY_MAX`. */
-const hasLong = (o: Obj): boolean => {
-  for (const k in o) {
-    const v = o[k]
-    if (typeof v === 'string' && v.length > KEY_MAX) return true
-  }
-  return false
-}
-
-const cutStrings = (o: Obj): Obj => {
-  const out: Obj = {}
-  for (const k in o) {
-    const v = o[k]
-    out[k] = typeof v === 'string' ? cut(v, KEY_MAX) : v
-  }
-  return out
-}
-
 /**
- * The event as the consumers derive from it: every text it can give a key or dimension (the
- * fields of `LogEvent`, its payment's order, its call's function, and the strings at the top of
- * its properties and in `attrs`, where the consumers `pick` dimensions) cut to `KEY_MAX`.
- * Cutting, not skipping: the event still counts in every total; only a label past 128
- * characters is shortened, and two labels sharing their first 128 characters count as one.
- *
- * A view, lazy like the event itself: its properties (JSON text, parsed on first use by the
- * stored event; most consumers read them of few events) are parsed and cut only when a consumer
- * reads them. One view per event, shared by the consumers moving together.
+ * The event as the consumers derive from it, its own fields' text (name, user, session,
+ * currency, network, level, payment order, called function) cut to `KEY_MAX`. The same object
+ * when none is that long, the hot path: nothing allocated, and its properties (JSON text the
+ * stored event parses on first use) left unread. The labels consumers take from the properties
+ * are cut where they are taken (`label` in core/derive.ts). Cutting, not skipping: the event
+ * still counts in every total; only a label past 128 characters is shortened, and two labels
+ * sharing their first 128 characters count as one.
  */
 export function bounded(e: LogEvent): LogEvent {
-  let view = views.get(e)
-  if (!view) {
-    view = new BoundedEvent(e)
-    views.set(e, view)
-  }
-  return view
+  if (
+    e.event.length <= KEY_MAX &&
+    (e.userId?.length ?? 0) <= KEY_MAX &&
+    (e.sessionId?.length ?? 0) <= KEY_MAX &&
+    (e.currency?.length ?? 0) <= KEY_MAX &&
+    (e.network?.length ?? 0) <= KEY_MAX &&
+    (e.level?.length ?? 0) <= KEY_MAX &&
+    (e.payment?.orderId.length ?? 0) <= KEY_MAX &&
+    (e.invocation?.functionId.length ?? 0) <= KEY_MAX
+  )
+    return e
+  return new BoundedEvent(e)
 }
 
-const views = new WeakMap<LogEvent, LogEvent>()
-
-const cutProps = (props: Obj): Obj => {
-  const attrs = props.attrs
-  const longAttrs = isObj(attrs) && hasLong(attrs)
-  if (!hasLong(props) && !longAttrs) return props
-  const out = cutStrings(props)
-  if (longAttrs) out.attrs = cutStrings(attrs as Obj)
-  return out
-}
-
+/** A view of an event with a long field (rare): the fields cut, its properties read through. */
 class BoundedEvent implements LogEvent {
   readonly id: number
   readonly receivedAt: number
@@ -92,8 +65,7 @@ class BoundedEvent implements LogEvent {
   readonly network: string | null
   readonly level: string | null
   readonly payment?: LogEvent['payment']
-  private cutProps: Obj | undefined
-  private called: LogEvent['invocation'] | null = null
+  readonly invocation?: LogEvent['invocation']
 
   constructor(private readonly e: LogEvent) {
     this.id = e.id
@@ -110,23 +82,16 @@ class BoundedEvent implements LogEvent {
     this.network = cutOrNull(e.network)
     this.level = cutOrNull(e.level)
     const p = e.payment
-    this.payment = p && p.orderId.length > KEY_MAX ? { ...p, orderId: cut(p.orderId, KEY_MAX) } : p
+    this.payment = p && { ...p, orderId: cut(p.orderId, KEY_MAX) }
+    const i = e.invocation
+    this.invocation = i && { ...i, functionId: cut(i.functionId, KEY_MAX) }
   }
 
   get eventId(): string | null {
-    return cutOrNull(this.e.eventId)
+    return this.e.eventId
   }
 
-  get props(): Obj {
-    this.cutProps ??= cutProps(this.e.props)
-    return this.cutProps
-  }
-
-  get invocation(): LogEvent['invocation'] {
-    if (this.called === null) {
-      const i = this.e.invocation
-      this.called = i && i.functionId.length > KEY_MAX ? { ...i, functionId: cut(i.functionId, KEY_MAX) } : i
-    }
-    return this.called
+  get props(): Record<string, unknown> {
+    return this.e.props
   }
 }

@@ -1,5 +1,5 @@
 import type { Db, Param } from '../../core/db'
-import { type Derivation, type Gathered as RollupBatch, pick, str } from '../../core/derive'
+import { type Derivation, type Gathered as RollupBatch, label, pick } from '../../core/derive'
 import type { LogEvent as NormEvent } from '../../core/event-log-types'
 import { byStream, inOrder } from '../../core/order'
 import { writeExposures } from './exposures-write'
@@ -82,8 +82,8 @@ export class ExposureRollup implements Derivation<ExposureRows> {
       for (const i of at) {
         const e = events[i]
         if (e.event !== 'experiment_exposure' || !e.userId) continue
-        const exp = str(pick(e.props, 'exp'))
-        const variant = str(pick(e.props, 'variant'))
+        const exp = label(pick(e.props, 'exp'))
+        const variant = label(pick(e.props, 'variant'))
         if (!exp || !variant) continue
         let users = firsts.get(exp)
         if (!users) {

@@ -1,5 +1,5 @@
 import type { Db, Param } from '../../../core/db'
-import { type Derivation, type Gathered as RollupBatch, pick, str } from '../../../core/derive'
+import { type Derivation, type Gathered as RollupBatch, label, pick } from '../../../core/derive'
 import { KEY_COLUMN_MAX, cut } from '../../../core/event-bounds'
 import type { LogEvent as NormEvent } from '../../../core/event-log-types'
 import { EVENTS } from '../../../sdk/events'
@@ -65,7 +65,7 @@ const pad = (n: number) => String(n).padStart(16, '0')
 /** A dimension's value of an event, or undefined when it names none. */
 export function dimensionOf(e: Record<string, unknown>, d: Dimension): string | undefined {
   for (const key of DIMENSIONS[d]) {
-    const v = str(pick(e, key))
+    const v = label(pick(e, key))
     if (v) return d === 'app_version' ? v : v.toUpperCase()
   }
   return undefined
@@ -254,15 +254,15 @@ export class BehaviorRollup implements Derivation<BehaviorRows> {
           e.payment.orderId,
           e.payment.status,
           day,
-          str(pick(p, 'product_id')) ?? str(pick(p, 'productId')) ?? '',
-          str(pick(p, 'kind')) === 'subscription' ? 'subscription' : 'iap',
+          label(pick(p, 'product_id')) ?? label(pick(p, 'productId')) ?? '',
+          label(pick(p, 'kind')) === 'subscription' ? 'subscription' : 'iap',
           dimensionOf(p, 'platform') ?? '',
           e.currency ?? '',
         )
         continue
       }
       if (e.event === EVENTS.featureUse) {
-        const feature = str(pick(e.props, 'feature'))
+        const feature = label(pick(e.props, 'feature'))
         if (!feature) continue
         count(at('feature', feature), 1, 0, e.ts)
         see(at('feature', feature), e.userId)
@@ -276,9 +276,9 @@ export class BehaviorRollup implements Derivation<BehaviorRows> {
       }
       const kind = LEVEL_KINDS[e.event]
       if (kind === undefined) continue
-      const level = e.level ?? str(pick(e.props, 'level'))
+      const level = e.level ?? label(pick(e.props, 'level'))
       if (!level) continue
-      const name = `${str(pick(e.props, 'episode')) ?? ''}${sep}${level}`
+      const name = `${label(pick(e.props, 'episode')) ?? ''}${sep}${level}`
       count(at(kind, name), 1, 0, e.ts)
       see(at('level', name), e.userId)
       if (e.event === EVENTS.levelComplete && e.durationMs !== null && e.durationMs >= 0)
@@ -290,7 +290,7 @@ export class BehaviorRollup implements Derivation<BehaviorRows> {
           g.deaths.push(
             e.gameId,
             e.env,
-            str(pick(e.props, 'map')) ?? '',
+            label(pick(e.props, 'map')) ?? '',
             e.ts,
             id,
             Math.round(x * 1000),

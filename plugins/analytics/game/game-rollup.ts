@@ -1,4 +1,4 @@
-import { pick, str } from '../../../core/derive'
+import { label, pick } from '../../../core/derive'
 import type { LogEvent as NormEvent } from '../../../core/event-log-types'
 import { EVENTS, PERF_METRICS } from '../../../sdk/events'
 import { HOUR, floorTo } from '../lib/time'
@@ -48,8 +48,8 @@ export function countGame(part: Part, e: NormEvent): void {
   const day = part.s.zone.day(ts)
   const at = (metric: string, dim: string) => `${day}\u0001${metric}\u0001${dim}`
   if (e.payment) {
-    const kind = str(pick(e.props, 'kind')) === 'subscription' ? 'subscription' : 'iap'
-    const said = str(pick(e.props, 'platform'))?.toUpperCase()
+    const kind = label(pick(e.props, 'kind')) === 'subscription' ? 'subscription' : 'iap'
+    const said = label(pick(e.props, 'platform'))?.toUpperCase()
     const platform = said && PLATFORMS.has(said) ? said : ''
     part.payments.set(`${e.payment.orderId}\u0001${e.payment.status}`, [day, kind, platform])
     return
@@ -60,7 +60,7 @@ export function countGame(part: Part, e: NormEvent): void {
   }
   switch (e.event) {
     case EVENTS.sessionStart: {
-      const p = str(pick(e.props, 'platform'))?.toUpperCase()
+      const p = label(pick(e.props, 'platform'))?.toUpperCase()
       if (!userId || !p || !PLATFORMS.has(p)) return
       const k = `${day}\u0001${p}`
       let users = part.platforms.get(k)
@@ -97,7 +97,7 @@ export function countGame(part: Part, e: NormEvent): void {
       return
     }
     case EVENTS.perf: {
-      const metric = str(pick(e.props, 'metric'))?.toUpperCase()
+      const metric = label(pick(e.props, 'metric'))?.toUpperCase()
       const value = numberOf(e, 'value')
       if (!metric || !PERF.has(metric) || value === undefined) return
       // Thousandths, so fractional frame rates and megabytes add up exactly.
@@ -105,7 +105,7 @@ export function countGame(part: Part, e: NormEvent): void {
       return
     }
     case EVENTS.crash: {
-      const hash = str(pick(e.props, 'crashHash')) ?? str(pick(e.props, 'crash_hash')) ?? 'unknown'
+      const hash = label(pick(e.props, 'crashHash')) ?? label(pick(e.props, 'crash_hash')) ?? 'unknown'
       bump(part.gameHours, `${floorTo(ts, HOUR)}\u0001crash\u0001${hash}`, 1, 0, ts)
       return
     }
