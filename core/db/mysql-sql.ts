@@ -328,7 +328,7 @@ function topLevel(text: string, re: RegExp): number {
 }
 
 /** The `?` outside quotes. */
-function placeholders(text: string): number {
+export function placeholders(text: string): number {
   let n = 0
   let quoted = false
   for (const ch of text) {

@@ -1,4 +1,4 @@
-import { splitInsertReturning } from './mysql-sql'
+import { placeholders, splitInsertReturning } from './mysql-sql'
 import type { Param } from './types'
 
 type Exec = (sql: string, params: readonly Param[]) => Promise<unknown>
@@ -76,15 +76,4 @@ async function measure(
     })
     at += row.params
   })
-}
-
-/** The `?` outside quotes. */
-function placeholders(text: string): number {
-  let n = 0
-  let quoted = false
-  for (const ch of text) {
-    if (ch === "'") quoted = !quoted
-    else if (ch === '?' && !quoted) n++
-  }
-  return n
 }
