@@ -174,6 +174,9 @@ export function authRoutes(
           await auth.throttle.fail(from, 'token refresh')
           return auth.refuse(headers, { admin: true })
         }
+        // A login ends `refresh_ttl_s` after it began, however often its tokens were renewed.
+        if (principal.family && auth.loginEnds(principal.family) <= Date.now())
+          throw new Unauthorized('the login reached its lifetime (auth.refresh_ttl_s): sign in again')
         const user = await auth.users.maybe(principal.id)
         if (!user || user.disabled) throw new Unauthorized('user no longer exists or is disabled')
         // The renewed token stays in its login family, so ending the family ends it too.

@@ -204,6 +204,11 @@ export class AuthService {
     return user
   }
 
+  /** When the login `family` ends (`refresh_ttl_s` after it began), renewals included. */
+  loginEnds(family: string): number {
+    return this.sessions.loginEnds(family)
+  }
+
   /** An access token of the user's current generation; `family` ties it to a login. */
   accessToken(user: AccessSubject & { tokenGen?: number }, family?: string): string {
     return this.access.sign(user, user.tokenGen, family)

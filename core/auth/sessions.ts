@@ -28,6 +28,15 @@ const OVERLAP_MS = 60_000
 const sha256 = (s: string) => new Bun.CryptoHasher('sha256').update(s).digest('hex')
 
 /**
+ * When a login began: its family id is a UUIDv7 (`newId`), whose first 48 bits are the epoch ms
+ * it was made. Undefined for an id of another shape (none is made so).
+ */
+export function loginStart(family: string): number | undefined {
+  if (!/^[0-9a-f]{8}-[0-9a-f]{4}-7/i.test(family)) return undefined
+  return Number.parseInt(family.slice(0, 8) + family.slice(9, 13), 16)
+}
+
+/**
  * Logins (each one a family of rotating refresh tokens) and the propagation of withdrawn trust.
  *
  * A change of trust is applied to this instance's `AccessTokens` before the request that made it
@@ -79,13 +88,29 @@ export class Sessions {
     this.timer = undefined
   }
 
+  /**
+   * When a login ends, whatever its renewals: `refresh_ttl_s` after it began. Rotating refresh
+   * tokens and renewing access tokens (`/api/v1/auth/refresh`) once went on for ever, so a stolen
+   * token renewed every few minutes outlived every lifetime (security audit 2, L6).
+   */
+  loginEnds(family: string): number {
+    return (loginStart(family) ?? Date.now()) + this.refreshTtlS * 1000
+  }
+
   /** Spec 1 login answer: an access token and the first refresh token of a new family. */
   async issue(user: StoredUser, familyId = newId()): Promise<Tokens> {
     const refreshToken = randomBytes(32).toString('base64url')
     const now = Date.now()
     await this.db.run(
       'INSERT INTO refresh_tokens (id, family_id, user_id, token_hash, expires_at, created_at) VALUES (?, ?, ?, ?, ?, ?)',
-      [newId(), familyId, user.id, sha256(refreshToken), now + this.refreshTtlS * 1000, now],
+      [
+        newId(),
+        familyId,
+        user.id,
+        sha256(refreshToken),
+        Math.min(now + this.refreshTtlS * 1000, this.loginEnds(familyId)),
+        now,
+      ],
     )
     return {
       token: this.access.sign(user, user.tokenGen, familyId),
@@ -123,6 +148,9 @@ export class Sessions {
         return { error: 'refresh token reused; its session was revoked', family: row.family_id } as const
       }
       if (row.expires_at <= now) return { error: 'refresh token expired' } as const
+      // Also for a token issued before logins had an end (its expiry then slid with each rotation).
+      if (this.loginEnds(row.family_id) <= now)
+        return { error: 'the login reached its lifetime (auth.refresh_ttl_s): sign in again' } as const
       const claimed = await tx.run('UPDATE refresh_tokens SET used_at = ? WHERE id = ? AND used_at IS NULL', [
         now,
         row.id,
