@@ -7,6 +7,7 @@ import scalarBundle from '../node_modules/@scalar/api-reference/dist/browser/sta
   type: 'file',
 }
 import scalarPackage from '../node_modules/@scalar/api-reference/package.json'
+import { pagePolicy } from './page-policy'
 
 /** The pinned Scalar API Reference (package.json pins it exactly); its version names the asset. */
 export const SCALAR_VERSION: string = scalarPackage.version
@@ -67,16 +68,7 @@ const CONFIG_SCRIPT_HASH = `sha256-${new Bun.CryptoHasher('sha256').update('\n  
  * requests, "Test Request" included, go to this server only. Scalar probes `Function('')` and
  * does without when refused, so no 'unsafe-eval'.
  */
-export const DOCS_POLICY = [
-  "default-src 'self'",
-  `script-src 'self' '${CONFIG_SCRIPT_HASH}'`,
-  "style-src 'self' 'unsafe-inline'",
-  "connect-src 'self'",
-  "object-src 'none'",
-  "base-uri 'none'",
-  "form-action 'self'",
-  "frame-ancestors 'none'",
-].join('; ')
+export const DOCS_POLICY = pagePolicy({ script: [`'${CONFIG_SCRIPT_HASH}'`], style: ["'unsafe-inline'"] })
 
 /** The console's protective headers, on `/docs` and `/v3/api-docs` alike. */
 const DOCS_HEADERS = {

@@ -12,6 +12,14 @@ import type { LogEvent } from './event-log-types'
  */
 export const KEY_MAX = 128
 
+/**
+ * The latest event time taken, by ingestion and by the agents' reports: 9999-12-31T23:59:59.999Z,
+ * the last millisecond a Date (and every engine's timestamp) can show. Past JavaScript's last
+ * date (8.64e15 ms) a time is no day the warehouse can bucket: one such event, stored, stopped
+ * the analytics consumers for every game (each retry failed on it).
+ */
+export const TS_MAX = 253_402_300_799_999
+
 /** The narrowest key column on any engine: a key built of two parts is cut to it as a whole. */
 export const KEY_COLUMN_MAX = 191
 

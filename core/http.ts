@@ -314,9 +314,7 @@ export function errorHandler(
       case 'INVALID_COOKIE_SIGNATURE':
         return respond(path, 401, 'unauthorized', 'invalid cookie')
     }
-    const status = (error as { status?: number }).status
-    if (typeof status === 'number' && status >= 400 && status < 500)
-      return respond(path, status, 'bad_request', (error as Error).message ?? 'bad request')
+    // Anything else, an error's own 4xx status included, as on fast routes.
     return httpErrorResponse(path, error, families)
   }
   return new Elysia({ name: 'liveops.errors' })

@@ -1,4 +1,5 @@
 import { type TLiteral, type TUnion, Type as t } from '@sinclair/typebox'
+import { TS_MAX } from '../../core/event-bounds'
 
 // TypeBox's own types, not Elysia's `t`: Elysia's Integer and Number also take numeric strings,
 // and a body of the wrong JSON type is refused, never coerced.
@@ -16,8 +17,6 @@ const UnionEnum = <const V extends readonly string[]>(values: V, opts: Record<st
 export const QPS_MAX = 1e9
 const Qps = (description?: string) =>
   t.Number({ minimum: 0, maximum: QPS_MAX, ...(description ? { description } : {}) })
-/** 9999-12-31T23:59:59.999Z: the last millisecond a Date (and every engine's timestamp) can show. */
-export const TS_MAX = 253_402_300_799_999
 /** 2^31 - 1 ms (about 24.8 days): longer than any call, and an int column on every engine. */
 export const DURATION_MAX_MS = 2_147_483_647
 

@@ -2,23 +2,14 @@ import type { HTMLBundle } from 'bun'
 import { Elysia, t } from 'elysia'
 import { NotFound } from '../../core/http'
 import type { Logger } from '../../core/log'
+import { pagePolicy } from '../../core/page-policy'
 import { ASSET_PREFIX, type Asset, type ConsoleFiles, loadConsole } from './assets'
 
 /**
  * What the page may load and reach: its own scripts, styles and the API of this origin, nothing
  * else (no CDN, no inline script), and no page may frame it.
  */
-const PAGE_POLICY = [
-  "default-src 'self'",
-  "script-src 'self'",
-  "style-src 'self'",
-  "img-src 'self' data: blob:",
-  "connect-src 'self'",
-  "object-src 'none'",
-  "base-uri 'none'",
-  "form-action 'self'",
-  "frame-ancestors 'none'",
-].join('; ')
+const PAGE_POLICY = pagePolicy({ img: ['data:', 'blob:'] })
 
 const acceptsGzip = (r: Request) => /\bgzip\b/i.test(r.headers.get('accept-encoding') ?? '')
 

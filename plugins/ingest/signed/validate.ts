@@ -1,5 +1,5 @@
 import { clean, pick, str } from '../../../core/derive'
-import { KEY_MAX } from '../../../core/event-bounds'
+import { KEY_MAX, TS_MAX } from '../../../core/event-bounds'
 import type { LogEvent } from '../../../core/event-log-types'
 /**
  * Event validation of spec 1 section 4 and 7 rule 2, and the mapping of accepted events to the
@@ -49,12 +49,7 @@ export function canonicalName(name: string): string {
 
 const TS = /^\d{1,16}$/
 
-/**
- * The latest event time taken: 9999-12-31T23:59:59.999Z. Past it a time is no date the
- * warehouse can bucket (JavaScript's dates end at 8.64e15 ms): one such event, stored, stopped
- * the analytics consumers for every game (each retry failed on it). Refused per event instead.
- */
-export const TS_MAX = 253_402_300_799_999
+/** Refused per event: a time past `TS_MAX` (core/event-bounds.ts). */
 const TS_TOO_LATE = 'must be epoch milliseconds no later than 9999-12-31T23:59:59.999Z'
 
 /** Longest `event_id` kept for deduplication (a UUID has 36 characters). */
