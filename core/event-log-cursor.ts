@@ -72,7 +72,7 @@ export async function deliverable(c: LogConsumer, cur: CursorRow, entries: LogEn
 }
 
 /** One consumer's status from its row and what lies after its cursor. */
-export function statusOf(r: CursorRow, pending: Pending, now: number): ConsumerStatus {
+export function statusOf(r: CursorRow, pending: Pending, now: number, parked = 0): ConsumerStatus {
   const oldest = pending.oldestReceivedAt
   return {
     name: r.name,
@@ -84,6 +84,7 @@ export function statusOf(r: CursorRow, pending: Pending, now: number): ConsumerS
     leaseOwner: r.lease_until !== null && Number(r.lease_until) >= now ? r.lease_owner : null,
     lastError: r.last_error,
     rebuilding: r.until_seq !== null || r.rebuild_request !== null,
+    parked,
   }
 }
 
@@ -131,9 +132,34 @@ export function healthOf(all: ConsumerStatus[]): HealthResult {
       running_on: s.leaseOwner,
       rebuilding: s.rebuilding,
       last_error: s.lastError,
+      parked: s.parked,
     }
   }
   return failing.length
     ? { status: 'down', error: `consumer failing: ${failing.join(', ')}`, consumers }
     : { status: 'up', consumers }
+}
+
+/**
+ * PostgreSQL: the seq below which no row can still appear. The source may say it more closely
+ * (the transactions that can write the log, `LogSource.horizon`); else the oldest transaction
+ * still running on the server (its snapshot's xmin). Elsewhere, no limit.
+ */
+export class Horizon {
+  private last: { value: number; at: number } | undefined
+
+  async below(db: Db, source: LogSource | undefined): Promise<number> {
+    if (db.dialect !== 'postgres') return Number.MAX_SAFE_INTEGER
+    // Shared by the steps of the next 100 ms: an older horizon is a lower one, never unsafe, and
+    // reading pg_locks takes the server's lock-manager locks. Timed by the monotonic clock, as
+    // every wait of this process (a test's frozen wall clock must not freeze them).
+    const now = performance.now()
+    if (this.last && now - this.last.at < 100) return this.last.value
+    const own = await source?.horizon?.(db)
+    const value =
+      own ??
+      Number((await db.get<{ x: string }>('SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS x'))?.x)
+    this.last = { value, at: now }
+    return value
+  }
 }

@@ -152,6 +152,8 @@ export interface ConsumerStatus {
   leaseOwner: string | null
   lastError: string | null
   rebuilding: boolean
+  /** Rows set aside after its code failed on each alone (core/event-log-park.ts); a rebuild delivers them again. */
+  parked: number
 }
 
 /** A commit's rows as its provider hands them over (`EventLogService.notify`). */

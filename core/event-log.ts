@@ -2,6 +2,7 @@ import { consumerMigrations } from './auth/migrations'
 import { type Db, migrate } from './db'
 import {
   type CursorRow,
+  Horizon,
   LostLease,
   START,
   WHOLE,
@@ -13,12 +14,14 @@ import {
   rebuildUntil,
   statusOf,
 } from './event-log-cursor'
+import { Parking, consumerMetrics, parkRow, parkedCounts, unpark } from './event-log-park'
 import { SharedReads } from './event-log-reads'
 import type {
   Appended,
   ConsumerStatus,
   EventLogService,
   LogConsumer,
+  LogEntry,
   LogPosition,
   LogSource,
 } from './event-log-types'
@@ -62,10 +65,15 @@ export class EventLog implements EventLogService {
   private readonly consumers = new Map<string, LogConsumer>()
   private readonly busy = new Map<string, Promise<number>>()
   private readonly wakers = new Set<() => void>()
+  /** Woken by `stop` alone: a failing consumer's backoff. */
+  private readonly stopping = new Set<() => void>()
+  /** Failed batches narrowed down to the row that fails, and rows set aside (core/event-log-park.ts). */
+  private readonly parking = new Parking()
   /** Until when this instance holds each consumer's lease, as it last renewed it. */
   private readonly heldUntil = new Map<string, number>()
   /** Recent reads, shared by the consumers moving together (`SharedReads`). */
   private readonly reads = new SharedReads()
+  private readonly horizon = new Horizon()
   private running = false
   private loops: Promise<void>[] = []
   private readonly leaseMs: number
@@ -79,23 +87,7 @@ export class EventLog implements EventLogService {
     // Well inside a lease: a holder gathering rows must renew it before it lapses.
     this.gatherMs = Math.min(o.gatherMs ?? 500, this.leaseMs / 4)
     this.now = o.clock ?? Date.now
-    if (o.metrics) {
-      const lagS = o.metrics.gauge(
-        'svc_consumer_lag_seconds',
-        'Age of the oldest row a consumer has not taken in',
-        ['consumer'],
-      )
-      const lagN = o.metrics.gauge('svc_consumer_lag_events', 'Rows of the log a consumer has not taken in', [
-        'consumer',
-      ])
-      o.metrics.collect(async () => {
-        if (!this.source) return
-        for (const s of await this.status()) {
-          lagS.set({ consumer: s.name }, s.lagSeconds)
-          lagN.set({ consumer: s.name }, s.lagEvents)
-        }
-      })
-    }
+    if (o.metrics) consumerMetrics(o.metrics, () => (this.source ? this.status() : Promise.resolve([])))
   }
 
   /** Where the log, the cursors and the consumers' results live. */
@@ -143,6 +135,7 @@ export class EventLog implements EventLogService {
   async stop(): Promise<void> {
     this.running = false
     this.notify()
+    for (const w of this.stopping) w()
     await Promise.all(this.loops)
     await Promise.all(this.busy.values()).catch(() => undefined)
     this.heldUntil.clear()
@@ -160,6 +153,8 @@ export class EventLog implements EventLogService {
         n = await this.step(c.name)
       } catch (e) {
         this.o.log.error('consumer failed', { consumer: c.name, error: String(e) })
+        await wakeOrTimeout(this.stopping, this.parking.delay(c.name, this.pollMs))
+        continue
       }
       if (!this.running) continue
       // A full batch: more waits, after a turn; some rows: gather more a moment; none: sleep until
@@ -199,33 +194,12 @@ export class EventLog implements EventLogService {
     return true
   }
 
-  /**
-   * PostgreSQL: the seq below which no row can still appear. The source may say it more closely
-   * (the transactions that can write the log, `LogSource.horizon`); else the oldest transaction
-   * still running on the server (its snapshot's xmin).
-   */
-  private async horizon(db: Db): Promise<number> {
-    if (db.dialect !== 'postgres') return Number.MAX_SAFE_INTEGER
-    // Shared by the steps of the next 100 ms: an older horizon is a lower one, never unsafe, and
-    // reading pg_locks takes the server's lock-manager locks. Timed by the monotonic clock, as
-    // every wait of this process (a test's frozen wall clock must not freeze them).
-    const now = performance.now()
-    if (this.lastHorizon && now - this.lastHorizon.at < 100) return this.lastHorizon.value
-    const own = await this.source?.horizon?.(db)
-    const value =
-      own ??
-      Number((await db.get<{ x: string }>('SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS x'))?.x)
-    this.lastHorizon = { value, at: now }
-    return value
-  }
-  private lastHorizon: { value: number; at: number } | undefined
-
   private async stepNow(name: string): Promise<number> {
     const c = this.consumers.get(name)
     const source = this.source
     if (!c || !source) return 0
     if (!(await this.claim(name))) return 0
-    const hook: { after?: () => void } = {}
+    const hook: Attempt = {}
     try {
       const cur = await this.db.get<CursorRow>('SELECT * FROM liveops_consumers WHERE name = ?', [name])
       if (!cur) return 0
@@ -237,12 +211,20 @@ export class EventLog implements EventLogService {
             })
           : await this.take(c, cur, source, hook)
       hook.after?.()
+      if (n > 0) this.parking.succeeded(name)
       return n
     } catch (e) {
       // What the consumer remembered of the rolled-back batch is not stored.
       c.forget?.()
       this.heldUntil.delete(name)
       if (e instanceof LostLease) return 0
+      if (this.parking.failed(name, hook.entries ?? [], e) && hook.cursor && hook.entries)
+        return parkRow(this.db, c, hook.cursor, hook.entries[0], e, {
+          instanceId: this.o.instanceId,
+          now: this.now,
+          log: this.o.log,
+          parking: this.parking,
+        })
       await this.db
         .run('UPDATE liveops_consumers SET last_error = ? WHERE name = ?', [String(e).slice(0, 500), name])
         .catch(() => undefined)
@@ -255,12 +237,14 @@ export class EventLog implements EventLogService {
    * held while the consumer computes), then written with the cursor's move in one transaction,
    * conditional on the lease and on the cursor being where it was read.
    */
-  private async take(c: LogConsumer, cur: CursorRow, source: LogSource, hook: { after?: () => void }) {
+  private async take(c: LogConsumer, cur: CursorRow, source: LogSource, hook: Attempt) {
     const at = cursorOf(cur)
-    const below = await this.horizon(this.db)
-    const limit = c.batch ?? 1000
+    const below = await this.horizon.below(this.db, this.source)
+    const limit = this.parking.limit(c.name, at, c.batch ?? 1000)
     const entries = await this.reads.read(source, at, below, limit, this.db)
     if (!entries.length) return 0
+    hook.entries = entries
+    hook.cursor = cur
     // Each phase ends with a turn of the event loop: on SQLite a batch's read, gathering and write
     // each hold the thread for tens of ms, and requests (and ingestion's commits) get in between.
     await turn()
@@ -348,10 +332,11 @@ export class EventLog implements EventLogService {
    * was (or where an earlier unfinished rebuild was going), rows older than the date are not
    * delivered again: their results were kept.
    */
-  private async startRebuild(c: LogConsumer, cur: CursorRow, tx: Db, hook: { after?: () => void }) {
+  private async startRebuild(c: LogConsumer, cur: CursorRow, tx: Db, hook: Attempt) {
     const request = Number(cur.rebuild_request)
     const from = request === WHOLE ? undefined : request
     await c.reset(from, tx)
+    await unpark(tx, c.name, from === undefined ? undefined : (game) => c.replayFrom?.(game, from) ?? from)
     const until = rebuildUntil(cur)
     const moved = await tx.run(
       `UPDATE liveops_consumers SET seq = 0, pos = 0, updated_at = ?, rebuild_from = ?, until_seq = ?, until_pos = ?,
@@ -376,8 +361,9 @@ export class EventLog implements EventLogService {
       this.consumers.has(r.name),
     )
     const pending = await pendingOf(rows, this.source, this.db, o.counts !== false)
+    const parked = o.counts === false ? new Map<string, number>() : await parkedCounts(this.db)
     const now = this.now()
-    return rows.map((r) => statusOf(r, pending.get(r.name)!, now))
+    return rows.map((r) => statusOf(r, pending.get(r.name)!, now, parked.get(r.name) ?? 0))
   }
 
   async health(): Promise<HealthResult> {
@@ -392,3 +378,10 @@ export class EventLog implements EventLogService {
 }
 
 export { START as LOG_START }
+
+/** One step's attempt: what runs once it committed, and the rows it read from which cursor. */
+interface Attempt {
+  after?: () => void
+  entries?: LogEntry[]
+  cursor?: CursorRow
+}

@@ -7,6 +7,7 @@ import m005 from './migrations/005_trust.sql' with { type: 'text' }
 import m006 from './migrations/006_consumers.sql' with { type: 'text' }
 import m007 from './migrations/007_changes.sql' with { type: 'text' }
 import m008 from './migrations/008_consumer_rebuild.sql' with { type: 'text' }
+import m009 from './migrations/009_consumer_parked.sql' with { type: 'text' }
 
 /** Core's own migrations, recorded in the ledger under the name `core`. */
 export const coreMigrations: Migration[] = [
@@ -18,10 +19,12 @@ export const coreMigrations: Migration[] = [
   { id: 6, name: 'consumers', sql: m006 },
   { id: 7, name: 'changes', sql: m007 },
   { id: 8, name: 'consumer_rebuild', sql: m008 },
+  { id: 9, name: 'consumer_parked', sql: m009 },
 ]
 
 /** The consumers' cursor table alone, for a separate event store (core/event-log.ts). */
 export const consumerMigrations: Migration[] = [
   { id: 1, name: 'consumers', sql: m006 },
   { id: 2, name: 'consumer_rebuild', sql: m008 },
+  { id: 3, name: 'consumer_parked', sql: m009 },
 ]

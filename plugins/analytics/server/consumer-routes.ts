@@ -14,6 +14,11 @@ const Consumer = t.Object({
   lastError: t.Union([t.String(), t.Null()], {
     description: "its last batch's error, cleared by the next success",
   }),
+  parked: t.Integer({
+    description:
+      "rows it set aside: its code failed on each, read alone, three times with an error that was not the store's " +
+      '(logged with the error as "consumer parked a row"); a rebuild delivers them again',
+  }),
 })
 const Consumers = t.Object({ items: t.Array(Consumer) })
 const RebuildBody = t.Object(
@@ -41,6 +46,7 @@ const out = (s: ConsumerStatus) => ({
   runningOn: s.leaseOwner,
   rebuilding: s.rebuilding,
   lastError: s.lastError,
+  parked: s.parked,
 })
 
 /** A `YYYY-MM-DD` date as the epoch ms of its UTC midnight; a bad one is a 400 naming `field`. */
