@@ -96,6 +96,12 @@ export interface Updated {
   trustChanged: boolean
 }
 
+/** User creations take turns on engines with concurrent writers (SQLite has one writer). */
+const USERNAME_LOCK: Partial<Record<Db['dialect'], readonly [string, number | string]>> = {
+  postgres: ['SELECT pg_advisory_xact_lock(?)', 72_410_002],
+  mysql: ['SELECT GET_LOCK(?, 10) AS got', 'liveops_usernames'],
+}
+
 /**
  * The users table. Writes that could leave no active administrator (disabling, demoting or
  * deleting one) run under a lock on every active admin row, so two admins demoting each other at
@@ -122,6 +128,18 @@ export function userStore(db: Db) {
     tx.run('UPDATE refresh_tokens SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL', [now, id])
 
   const insert = async (tx: Db, input: NewUser, hash: string, username: string, email: string) => {
+    // A name that differs from a user's only by case ('Admin' beside 'admin') reads as that user
+    // in audit entries, notifications and rosters: refused. Creations take turns (a lock held to
+    // the transaction's end), so two at once cannot both pass the check.
+    const lock = USERNAME_LOCK[db.dialect]
+    if (lock) await tx.get(lock[0], [lock[1]])
+    const same = await tx.get<{ username: string }>('SELECT username FROM users WHERE lower(username) = ?', [
+      username.toLowerCase(),
+    ])
+    if (same)
+      throw new Conflict(
+        `a user with username '${same.username}' exists (usernames that differ only by case are one)`,
+      )
     const now = Date.now()
     const r = await tx.get<UserRow>(
       `INSERT INTO users (id, email, username, name, password_hash, roles, disabled, created_at, updated_at)
@@ -146,9 +164,8 @@ export function userStore(db: Db) {
       email: string,
       actor?: Principal,
     ): Promise<StoredUser> {
-      if (actor?.kind !== 'user') return insert(db, input, hash, username, email)
       return db.tx(async (tx) => {
-        await confirmCaller(tx, actor)
+        if (actor?.kind === 'user') await confirmCaller(tx, actor)
         return insert(tx, input, hash, username, email)
       })
     },

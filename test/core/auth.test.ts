@@ -207,6 +207,22 @@ forEachEngine((engine) => {
       const body = { email: 'dup@y.z', password: 'password-123', roles: ['viewer'] }
       expect((await a.req('POST', '/api/users', { token: t, body })).status).toBe(200)
       expect((await a.req('POST', '/api/users', { token: t, body })).status).toBe(409)
+      // A username that differs from a user's only by case would read as that user: 409.
+      const lookalike = await a.req('POST', '/api/users', {
+        token: t,
+        body: { email: 'other@y.z', username: 'ADMIN', password: 'password-123', roles: ['viewer'] },
+      })
+      expect(lookalike.status).toBe(409)
+      expect(lookalike.body.message).toContain("username 'admin'")
+      const twice = await Promise.all(
+        ['Case.Pair', 'case.pair'].map((username, i) =>
+          a.req('POST', '/api/users', {
+            token: t,
+            body: { email: `pair${i}@y.z`, username, password: 'password-123', roles: ['viewer'] },
+          }),
+        ),
+      )
+      expect(twice.map((r) => r.status).sort()).toEqual([200, 409])
       expect((await a.req('GET', '/api/users/nope', { token: t })).status).toBe(404)
       expect((await a.req('PUT', '/api/users/nope', { token: t, body: { name: 'x' } })).status).toBe(404)
       expect((await a.req('DELETE', '/api/users/nope', { token: t })).status).toBe(404)
