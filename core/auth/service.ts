@@ -1,6 +1,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto'
 import type { Changes } from '../changes'
 import type { Db } from '../db'
+import { KEY_COLUMN_MAX } from '../event-bounds'
 import { Forbidden, Unauthorized, invalidField } from '../http'
 import type { Logger } from '../log'
 import { type AccessSubject, AccessTokens } from './access'
@@ -137,6 +138,10 @@ export class AuthService {
   async createUser(input: NewUser, passwordHash?: Promise<string>, actor?: Principal): Promise<User> {
     const email = input.email.trim().toLowerCase()
     if (!/^[^@\s]+@[^@\s]+$/.test(email)) throw invalidField('body.email', 'must be an email address')
+    // Lowercasing can lengthen it ('İ' becomes two characters): the stored email must fit the
+    // column MySQL keeps it in, on every engine alike.
+    if (email.length > KEY_COLUMN_MAX)
+      throw invalidField('body.email', `at most ${KEY_COLUMN_MAX} characters once lowercased`)
     if (input.password.length < 8) throw invalidField('body.password', 'must be at least 8 characters')
     checkRoles(input.roles, 'body.roles')
     const username = (input.username ?? email.split('@')[0]).trim()
