@@ -219,12 +219,13 @@ export class EventLog implements EventLogService {
       this.heldUntil.delete(name)
       if (e instanceof LostLease) return 0
       if (this.parking.failed(name, hook.entries ?? [], e) && hook.cursor && hook.entries)
+        // Another instance took the consumer meanwhile: the row is its to park, or to count.
         return parkRow(this.db, c, hook.cursor, hook.entries[0], e, {
           instanceId: this.o.instanceId,
           now: this.now,
           log: this.o.log,
           parking: this.parking,
-        })
+        }).catch((pe) => (pe instanceof LostLease ? 0 : Promise.reject(pe)))
       await this.db
         .run('UPDATE liveops_consumers SET last_error = ? WHERE name = ?', [String(e).slice(0, 500), name])
         .catch(() => undefined)
