@@ -228,7 +228,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     const events = new EventLog({ db, instanceId: instance, log: log.child('events'), metrics })
     checks.add('consumers', () => events.health(), { critical: false })
 
-    const mon = monitoring({ db, metrics, config: core, guard, checks, families })
+    const mon = monitoring({ db, metrics, config: core, guard, auth, checks, families })
     stops.push(mon.close)
 
     const cors = new CorsPolicy(core.server.cors_origins)

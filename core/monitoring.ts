@@ -1,6 +1,8 @@
 import { RedisClient } from 'bun'
 import { Elysia, t } from 'elysia'
 import type { RouteGuard } from './audit'
+import { requestPrincipal } from './auth/guard'
+import type { AuthService } from './auth/service'
 import type { CoreConfig } from './config'
 import type { Db } from './db'
 import { storageFault } from './db/faults'
@@ -59,6 +61,24 @@ export class HealthChecks {
   }
 }
 
+/** Fields that carry an error's text in a check's detail. */
+const ERROR_FIELDS = new Set(['error', 'last_error'])
+
+/**
+ * The checks as a caller without credentials sees them: each status and figure, no error text.
+ * Those quote the store, the network and the consumers' code (a host and user in a refused
+ * connection, a table, a value of a client's event), which is for the studio's people only:
+ * a signed-in user (every role reads `ops`) or the admin token gets them whole, and the log has
+ * them too. Probes read the status code.
+ */
+export function withoutErrors(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(withoutErrors)
+  if (v === null || typeof v !== 'object') return v
+  const out: Record<string, unknown> = {}
+  for (const [k, x] of Object.entries(v)) if (!ERROR_FIELDS.has(k)) out[k] = withoutErrors(x)
+  return out
+}
+
 /**
  * Spec 3 "Health, metrics": `/healthz`, `/readyz`, the JSON metrics and the optional Prometheus
  * exposition. Platform gauges are computed when read, never sampled in the background.
@@ -69,6 +89,8 @@ export function monitoring(deps: {
   config: CoreConfig
   /** The app's one policy-macro instance (shared rate limiter). */
   guard: RouteGuard
+  /** Who asks `/healthz`: callers who may read `ops` see the checks' error texts. */
+  auth: AuthService
   checks: HealthChecks
   /** Where requests report the store faults they met. */
   families: ErrorFamilies
@@ -178,14 +200,26 @@ export function monitoring(deps: {
 
   const answer = async ({
     set,
-  }: { set: { status?: number | string; headers: Record<string, string | number> } }) => {
+    request,
+  }: {
+    set: { status?: number | string; headers: Record<string, string | number> }
+    request: Request
+  }) => {
     const h = await health()
     set.status = h.up ? 200 : 503
     if (!h.up) set.headers['retry-after'] = String(STORE_RETRY_AFTER_S)
-    return h.body
+    const who = requestPrincipal(deps.auth, request)
+    if (who && deps.auth.permissions.allows(who.roles, 'ops:read')) return h.body
+    return { ...h.body, checks: withoutErrors(h.body.checks) as typeof h.body.checks }
   }
   const healthRoute = (summary: string) => ({
-    detail: detail(summary),
+    detail: {
+      ...detail(summary),
+      description:
+        'Public. Every check with its status and figures; the error texts (`error`, `last_error`) only with credentials ' +
+        'that may read `ops` (a signed-in user of any role, or the admin token), as they quote the store, the network ' +
+        "and the consumers' code. The status code is the probe's answer.",
+    },
     response: { 200: HealthBody, 503: HealthBody },
   })
 

@@ -78,6 +78,15 @@ const rawHeaders = (h: globalThis.Headers): Headers => {
 const rawBearer = (h: globalThis.Headers): string | undefined => AuthService.bearer(rawHeaders(h))
 
 /**
+ * Who a raw request's user credentials name (a Bearer JWT, the `service_token` cookie sent from
+ * this site, else the `x-admin-token`), or undefined; refuses nobody (a public route's detail).
+ */
+export function requestPrincipal(auth: AuthService, request: Request): Principal | undefined {
+  const h = request.headers
+  return auth.verifyAccess(rawBearer(h)) ?? auth.verifyAdminToken(h.get('x-admin-token') ?? undefined)
+}
+
+/**
  * The `permission` macro for a raw request, for routes served from Bun's native router
  * (`ctx.fastRoute`), where no Elysia hook runs: the same credentials, the same 401 and 403, the
  * same count against the rate limit. `permission(name)` checks the name once (an undeclared area
@@ -91,10 +100,8 @@ export function requestGuard(d: GuardDeps) {
     permission(permission: Permission) {
       d.auth.permissions.check(permission)
       return (request: Request, headers: Record<string, string>): Principal | Promise<Principal> => {
-        const h = request.headers
-        const who =
-          d.auth.verifyAccess(rawBearer(h)) ?? d.auth.verifyAdminToken(h.get('x-admin-token') ?? undefined)
-        const principal = permitted(d, who, rawHeaders(h), request, permission)
+        const who = requestPrincipal(d.auth, request)
+        const principal = permitted(d, who, rawHeaders(request.headers), request, permission)
         if (principal instanceof Promise) return principal
         const counted = count(principal, headers)
         return counted instanceof Promise ? counted.then(() => principal) : principal

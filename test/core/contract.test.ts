@@ -129,13 +129,22 @@ forEachEngine((engine) => {
         config: { telemetry: { prometheus: { enabled: true, path: '/metrics/prometheus' } } },
       })
       try {
+        const viewer = await down.token('viewer')
         for (const path of ['/healthz', '/readyz']) {
-          const r = await down.req('GET', path)
+          // A signed-in user (any role reads `ops`) gets the error's text.
+          const r = await down.req('GET', path, { token: viewer })
           expect(r.status).toBe(503)
           expect(r.body).toMatchObject({
             status: 'unavailable',
             checks: { motd: { status: 'down', error: 'told to be down' } },
           })
+          // Without credentials, or with a forged one: the same status, no error text.
+          for (const token of [undefined, 'forged']) {
+            const anon = await down.req('GET', path, { token })
+            expect(anon.status).toBe(503)
+            expect(anon.body.checks.motd).toEqual({ status: 'down' })
+            expect(JSON.stringify(anon.body)).not.toContain('told to be down')
+          }
         }
         const text = (await down.req('GET', '/metrics/prometheus')).body as string
         expect(text).toContain('svc_health_check_up{check="motd"} 0')
