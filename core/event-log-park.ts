@@ -1,6 +1,6 @@
 import type { Db } from './db'
 import { type CursorRow, LostLease, before, cursorOf } from './event-log-cursor'
-import type { ConsumerStatus, LogConsumer, LogEntry, LogPosition } from './event-log-types'
+import type { ConsumerStatus, LogConsumer, LogEntry, LogPosition, ParkedEvent } from './event-log-types'
 import type { Logger } from './log'
 import type { Metrics } from './metrics'
 
@@ -134,6 +134,37 @@ export async function recordParked(tx: Db, p: ParkedRow, now: number): Promise<v
       now,
     ],
   )
+}
+
+/** A consumer's parked rows, newest first, at most `limit`, and how many there are. */
+export async function parkedRows(
+  db: Db,
+  consumer: string,
+  limit: number,
+): Promise<{ total: number; items: ParkedEvent[] }> {
+  const [rows, n] = await Promise.all([
+    db.all<Record<string, string | number | null>>(
+      `SELECT seq, pos, event_id, game_id, env, event, ts, error, parked_at FROM liveops_consumer_parked
+       WHERE consumer = ? ORDER BY parked_at DESC, seq DESC, pos DESC LIMIT ?`,
+      [consumer, limit],
+    ),
+    db.get<{ n: number | string }>('SELECT COUNT(*) AS n FROM liveops_consumer_parked WHERE consumer = ?', [
+      consumer,
+    ]),
+  ])
+  return {
+    total: Number(n?.n ?? 0),
+    items: rows.map((r) => ({
+      at: { seq: Number(r.seq), pos: Number(r.pos) },
+      eventId: r.event_id === null ? null : String(r.event_id),
+      gameId: String(r.game_id),
+      env: String(r.env),
+      event: String(r.event),
+      ts: Number(r.ts),
+      error: String(r.error),
+      parkedAt: Number(r.parked_at),
+    })),
+  }
 }
 
 /** Each consumer's parked rows, by name. */

@@ -156,6 +156,21 @@ export interface ConsumerStatus {
   parked: number
 }
 
+/** A row a consumer set aside (core/event-log-park.ts), as the admin route lists it. */
+export interface ParkedEvent {
+  at: LogPosition
+  eventId: string | null
+  gameId: string
+  env: string
+  event: string
+  /** The event's time (epoch ms). */
+  ts: number
+  /** What the consumer's code threw on it, the last time. */
+  error: string
+  /** When it was set aside (epoch ms). */
+  parkedAt: number
+}
+
 /** A commit's rows as its provider hands them over (`EventLogService.notify`). */
 export interface Appended {
   entries: readonly LogEntry[]
@@ -189,6 +204,8 @@ export interface EventLogService {
    */
   rebuild(name: string, from?: number): Promise<void>
   status(): Promise<ConsumerStatus[]>
+  /** The rows a consumer set aside, newest first, at most `limit`, and how many there are. */
+  parked(name: string, limit: number): Promise<{ total: number; items: ParkedEvent[] }>
   /** The time every consumer's results are complete to: the smallest `asOf`. */
   asOf(name?: string): Promise<number>
   names(): string[]

@@ -14,7 +14,7 @@ import {
   rebuildUntil,
   statusOf,
 } from './event-log-cursor'
-import { Parking, consumerMetrics, parkRow, parkedCounts, unpark } from './event-log-park'
+import { Parking, consumerMetrics, parkRow, parkedCounts, parkedRows, unpark } from './event-log-park'
 import { SharedReads } from './event-log-reads'
 import type {
   Appended,
@@ -365,6 +365,10 @@ export class EventLog implements EventLogService {
     const parked = o.counts === false ? new Map<string, number>() : await parkedCounts(this.db)
     const now = this.now()
     return rows.map((r) => statusOf(r, pending.get(r.name)!, now, parked.get(r.name) ?? 0))
+  }
+
+  parked(name: string, limit: number) {
+    return parkedRows(this.db, name, limit)
   }
 
   async health(): Promise<HealthResult> {

@@ -1,5 +1,5 @@
 import { Elysia, t } from 'elysia'
-import type { ConsumerStatus, EventLogService } from '../../../core/event-log-types'
+import type { ConsumerStatus, EventLogService, ParkedEvent } from '../../../core/event-log-types'
 import { NotFound, invalidField } from '../../../core/http'
 import type { PluginContext } from '../../../core/plugin'
 
@@ -35,6 +35,36 @@ const RebuildBody = t.Object(
   { additionalProperties: false },
 )
 const Name = t.Object({ name: t.String() })
+const Parked = t.Object({
+  total: t.Integer({ description: 'rows set aside, all told' }),
+  items: t.Array(
+    t.Object({
+      seq: t.Integer({ description: "the row's place in the log: its commit" }),
+      pos: t.Integer({ description: 'and its id in the log' }),
+      eventId: t.Union([t.String(), t.Null()], { description: "the client's event_id, when it sent one" }),
+      gameId: t.String(),
+      env: t.String(),
+      event: t.String(),
+      ts: t.String({ format: 'date-time', description: "the event's time" }),
+      error: t.String({ description: "what the consumer's code threw on it, the last time" }),
+      parkedAt: t.String({ format: 'date-time' }),
+    }),
+  ),
+})
+const ParkedQuery = t.Object({
+  limit: t.Optional(t.Integer({ minimum: 1, maximum: 1000, description: 'rows, newest first; absent: 100' })),
+})
+const parkedOut = (p: ParkedEvent) => ({
+  seq: p.at.seq,
+  pos: p.at.pos,
+  eventId: p.eventId,
+  gameId: p.gameId,
+  env: p.env,
+  event: p.event,
+  ts: new Date(p.ts).toISOString(),
+  error: p.error,
+  parkedAt: new Date(p.parkedAt).toISOString(),
+})
 const DATE = /^\d{4}-\d{2}-\d{2}$/
 
 const out = (s: ConsumerStatus) => ({
@@ -77,6 +107,26 @@ export function consumerRoutes(guard: PluginContext<unknown>['guard'], events: E
         summary: "The event log's consumers: lag, completeness (asOf), the instance running each, rebuilds",
       },
     })
+    .get(
+      '/api/v1/analytics/consumers/:name/parked',
+      async ({ params, query }) => {
+        known(params.name)
+        const { total, items } = await events.parked(params.name, query.limit ?? 100)
+        return { total, items: items.map(parkedOut) }
+      },
+      {
+        permission: 'analytics:read',
+        params: Name,
+        query: ParkedQuery,
+        response: { 200: Parked },
+        detail: {
+          tags: ['analytics'],
+          summary:
+            'The rows a consumer set aside: its code failed on each, read alone, three times (a rebuild delivers them again)',
+          responses: { 404: { description: 'no such consumer' } },
+        },
+      },
+    )
     .post(
       '/api/v1/analytics/consumers/:name/rebuild',
       async ({ params, body, set }) => {

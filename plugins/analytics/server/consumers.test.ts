@@ -100,6 +100,59 @@ forEachEngine((engine) => {
     expect(extra.status).toBe(400)
   })
 
+  test('the rows a consumer set aside: listed newest first for readers, 404 for an unknown consumer, forgotten by a rebuild', async () => {
+    // Set aside as the event log's parking does (core/event-log-park.ts, tested there with a
+    // consumer that fails): one row each, its error, when.
+    for (const [pos, at] of [
+      [11, 1_000],
+      [12, 2_000],
+    ])
+      await a.db.run(
+        `INSERT INTO liveops_consumer_parked (consumer, seq, pos, event_id, game_id, env, event, ts, error, parked_at)
+         VALUES ('behavior', 7, ?, ?, ?, 'prod', 'odd_event', ?, 'TypeError: cannot count it', ?)`,
+        [pos, `ev-${pos}`, gameId, Date.UTC(2026, 0, 2), Date.UTC(2026, 0, 3) + at],
+      )
+    const viewer = await a.token('viewer')
+    const r = await a.req('GET', '/api/v1/analytics/consumers/behavior/parked', { token: viewer })
+    expect(r.status).toBe(200)
+    expect(r.body.total).toBe(2)
+    expect(r.body.items.map((p: { pos: number }) => p.pos)).toEqual([12, 11])
+    expect(r.body.items[0]).toEqual({
+      seq: 7,
+      pos: 12,
+      eventId: 'ev-12',
+      gameId,
+      env: 'prod',
+      event: 'odd_event',
+      ts: '2026-01-02T00:00:00.000Z',
+      error: 'TypeError: cannot count it',
+      parkedAt: '2026-01-03T00:00:02.000Z',
+    })
+    const one = await a.req('GET', '/api/v1/analytics/consumers/behavior/parked?limit=1', { token: viewer })
+    expect([one.body.total, one.body.items.length]).toEqual([2, 1])
+    const status = await a.req('GET', '/api/v1/analytics/consumers', { token: viewer })
+    expect(status.body.items.find((c: { name: string }) => c.name === 'behavior').parked).toBe(2)
+    expect(
+      (await a.req('GET', '/api/v1/analytics/consumers/analytics/parked', { token: viewer })).body,
+    ).toEqual({ total: 0, items: [] })
+    for (const bad of ['0', '1001', 'x']) {
+      const b = await a.req('GET', `/api/v1/analytics/consumers/behavior/parked?limit=${bad}`, {
+        token: viewer,
+      })
+      expect(b.status).toBe(400)
+      expect(JSON.stringify(b.body)).toContain('limit')
+    }
+    expect((await a.req('GET', '/api/v1/analytics/consumers/nope/parked', { token: viewer })).status).toBe(
+      404,
+    )
+    expect((await a.req('GET', '/api/v1/analytics/consumers/behavior/parked')).status).toBe(401)
+    // A rebuild delivers them again: no longer set aside.
+    await a.req('POST', '/api/v1/analytics/consumers/behavior/rebuild', { token: admin, body: {} })
+    await a.events.drain()
+    const after = await a.req('GET', '/api/v1/analytics/consumers/behavior/parked', { token: viewer })
+    expect(after.body).toEqual({ total: 0, items: [] })
+  })
+
   test('only admins rebuild; an unknown consumer is 404', async () => {
     for (const role of ['operator', 'analyst', 'viewer']) {
       const r = await a.req('POST', '/api/v1/analytics/consumers/analytics/rebuild', {
