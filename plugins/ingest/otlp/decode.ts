@@ -1,6 +1,6 @@
 import { HttpError } from '../../../core/http'
 import { otlpRecords } from '../otlp'
-import { parseJson } from '../signed/service'
+import { boundedDepth, parseJson } from '../signed/service'
 import { SIGNALS, type Signal } from './proto'
 import { type DecodedItems, otlpSpans } from './traces'
 
@@ -56,7 +56,9 @@ export function decodeProtobuf(signal: Signal, body: Uint8Array): Record<string,
 
 export function decodeOtlp(signal: Signal, body: Uint8Array, encoding: Encoding): DecodedItems {
   let parsed: unknown
-  if (encoding === 'protobuf') parsed = decodeProtobuf(signal, body)
+  // The decoder stops at its own depth (about 100 messages); what it made is held to the JSON
+  // routes' 64 levels, as the same export in JSON is (`parseJson`).
+  if (encoding === 'protobuf') parsed = boundedDepth(decodeProtobuf(signal, body))
   else {
     parsed = parseJson(body)
     // An Export*ServiceRequest is an object; an array or a scalar is not an empty export.

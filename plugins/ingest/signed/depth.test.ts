@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { gzipSync } from 'node:zlib'
 import { signRequest } from '../../../sdk/sign'
 import { type TestApp, forEachEngine } from '../../../test/helpers'
+import { RpcStatus, SIGNALS } from '../otlp/proto'
 import { SECRET, ingestApp, signed } from '../testing'
 
 /*
@@ -106,6 +107,53 @@ forEachEngine((engine) => {
         expect(r.status).toBe(400)
         expect(r.body).toMatchObject({ ...TOO_DEEP, path: '/v1/logs' })
       }
+      expect(await stored()).toBe(before)
+    })
+
+    test('OTLP/protobuf logs past 64 levels are 400 as their JSON is (the decoder alone allows about 100)', async () => {
+      // An attribute's value: `levels` key-value lists, one in another (each is four JSON levels:
+      // the AnyValue, its kvlistValue, the values array, the pair), around a string.
+      const nested = (levels: number): Record<string, unknown> =>
+        levels === 0
+          ? { stringValue: 'leaf' }
+          : { kvlistValue: { values: [{ key: 'k', value: nested(levels - 1) }] } }
+      const body = (levels: number, event: string) =>
+        SIGNALS.logs.request
+          .encode(
+            SIGNALS.logs.request.fromObject({
+              resourceLogs: [
+                {
+                  scopeLogs: [
+                    {
+                      logRecords: [
+                        {
+                          timeUnixNano: String(Date.now() * 1e6),
+                          body: { stringValue: event },
+                          attributes: [{ key: 'x', value: nested(levels) }],
+                        },
+                      ],
+                    },
+                  ],
+                },
+              ],
+            }),
+          )
+          .finish()
+      const proto = (raw: Uint8Array) =>
+        a.app.handle(
+          new Request('http://localhost/v1/logs', {
+            method: 'POST',
+            body: raw as unknown as BodyInit,
+            headers: { 'x-api-key': key, 'content-type': 'application/x-protobuf' },
+          }),
+        )
+      // 13 lists: the leaf's AnyValue at level 62 of the request's JSON shape; 14: level 66.
+      expect((await proto(body(13, 'otlp_pb_ok'))).status).toBe(200)
+      const before = await stored()
+      const r = await proto(body(14, 'otlp_pb_deep'))
+      expect(r.status).toBe(400)
+      const status = RpcStatus.toObject(RpcStatus.decode(new Uint8Array(await r.arrayBuffer())))
+      expect(status.message).toBe('invalid_payload: body: nested deeper than 64 levels')
       expect(await stored()).toBe(before)
     })
   })
