@@ -20,6 +20,8 @@ const TRANSIENT =
 export const transient = (e: unknown) => TRANSIENT.test(String(e instanceof Error ? e.message : e))
 
 interface Trouble {
+  /** Where the batch that failed first was read from: a cursor moved back before it (a rebuild) reads whole again. */
+  start: LogPosition
   /** The last row of the batch that failed first: until the cursor passes it, reads are narrowed. */
   end: LogPosition
   /** Rows to read at once meanwhile: half of the last failed read. */
@@ -56,12 +58,13 @@ export class Parking {
 
   /**
    * Rows to read after `at`: the consumer's batch, or fewer while a failed batch is narrowed down.
-   * Kept by position, so a cursor another instance moved past the failed batch reads whole again.
+   * Kept by position, so a cursor another instance moved past the failed batch, or one a rebuild
+   * moved back before it, reads whole again.
    */
   limit(name: string, at: LogPosition, batch: number): number {
     const t = this.trouble.get(name)
     if (!t) return batch
-    if (!before(at, t.end)) {
+    if (before(at, t.start) || !before(at, t.end)) {
       this.trouble.delete(name)
       return batch
     }
@@ -75,11 +78,12 @@ export class Parking {
     if (t) t.alone = 0
   }
 
-  /** A step failed after reading `entries`: whether its one row is now to be parked. */
-  failed(name: string, entries: readonly LogEntry[], error: unknown): boolean {
+  /** A step failed after reading `entries` from `from`: whether its one row is now to be parked. */
+  failed(name: string, entries: readonly LogEntry[], error: unknown, from: LogPosition): boolean {
     this.failures.set(name, (this.failures.get(name) ?? 0) + 1)
     if (!entries.length || transient(error)) return false
     const t = this.trouble.get(name) ?? {
+      start: from,
       end: entries[entries.length - 1].at,
       limit: entries.length,
       alone: 0,

@@ -218,7 +218,8 @@ export class EventLog implements EventLogService {
       c.forget?.()
       this.heldUntil.delete(name)
       if (e instanceof LostLease) return 0
-      if (this.parking.failed(name, hook.entries ?? [], e) && hook.cursor && hook.entries)
+      const from = hook.cursor ? cursorOf(hook.cursor) : START
+      if (this.parking.failed(name, hook.entries ?? [], e, from) && hook.cursor && hook.entries)
         // Another instance took the consumer meanwhile: the row is its to park, or to count.
         return parkRow(this.db, c, hook.cursor, hook.entries[0], e, {
           instanceId: this.o.instanceId,
