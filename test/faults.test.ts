@@ -85,10 +85,14 @@ describe.if(isRoot)('a full disk (SQLite on a 24 MB tmpfs)', () => {
     expect(events?.status).toBe(503)
     expect(events?.body.error).toBe('storage_unavailable')
 
-    const ready = await a.req('GET', '/readyz')
+    // The error's text to an operator; the status to anyone.
+    const ready = await a.req('GET', '/readyz', { token: admin })
     expect(ready.status).toBe(503)
     expect(ready.body.checks.database).toMatchObject({ status: 'down' })
     expect(ready.body.checks.database.error).toContain('full')
+    const anonymous = (await a.req('GET', '/readyz')).body.checks.database
+    expect(anonymous.status).toBe('down')
+    expect(anonymous.error).toBeUndefined()
     for (const id of stored.slice(-3))
       expect((await a.req('GET', `/api/games/${id}`, { token: admin })).status).toBe(200)
 
