@@ -1,7 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto'
 import type { Changes } from '../changes'
 import type { Db } from '../db'
-import { KEY_COLUMN_MAX } from '../event-bounds'
 import { Forbidden, Unauthorized, invalidField } from '../http'
 import type { Logger } from '../log'
 import { type AccessSubject, AccessTokens } from './access'
@@ -26,6 +25,7 @@ import {
   type UserPatch,
   type UserStore,
   checkRoles,
+  newUserFields,
   publicUser,
   userStore,
 } from './users'
@@ -136,17 +136,7 @@ export class AuthService {
    * `actor`: who asks (the rules of `UserRules`); absent for the server itself.
    */
   async createUser(input: NewUser, passwordHash?: Promise<string>, actor?: Principal): Promise<User> {
-    const email = input.email.trim().toLowerCase()
-    if (!/^[^@\s]+@[^@\s]+$/.test(email)) throw invalidField('body.email', 'must be an email address')
-    // Lowercasing can lengthen it ('İ' becomes two characters): the stored email must fit the
-    // column MySQL keeps it in, on every engine alike.
-    if (email.length > KEY_COLUMN_MAX)
-      throw invalidField('body.email', `at most ${KEY_COLUMN_MAX} characters once lowercased`)
-    if (input.password.length < 8) throw invalidField('body.password', 'must be at least 8 characters')
-    checkRoles(input.roles, 'body.roles')
-    const username = (input.username ?? email.split('@')[0]).trim()
-    if (!/^[A-Za-z0-9._-]{1,64}$/.test(username))
-      throw invalidField('body.username', 'letters, digits, dot, dash and underscore, 1-64')
+    const { email, username } = newUserFields(input)
     this.rules.create(actor, input.roles)
     const hash = await (passwordHash ?? Bun.password.hash(input.password))
     return publicUser(await this.users.create(input, hash, username, email, actor))

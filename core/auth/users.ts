@@ -1,4 +1,5 @@
 import { type Db, fromJson, iso, newId } from '../db'
+import { KEY_COLUMN_MAX } from '../event-bounds'
 import { Conflict, NotFound, invalidField } from '../http'
 import { confirmCaller } from './caller'
 import type { Principal } from './principal'
@@ -65,6 +66,25 @@ export const toUser = (r: UserRow): StoredUser => ({
   passwordHash: r.password_hash,
   tokenGen: Number(r.token_gen),
 })
+
+/**
+ * A new user's email and username as stored (the email trimmed and lowercased, the username
+ * trimmed, by default the email's local part), or a 400 naming the first bad field.
+ */
+export function newUserFields(input: NewUser): { email: string; username: string } {
+  const email = input.email.trim().toLowerCase()
+  if (!/^[^@\s]+@[^@\s]+$/.test(email)) throw invalidField('body.email', 'must be an email address')
+  // Lowercasing can lengthen it ('İ' becomes two characters): the stored email must fit the
+  // column MySQL keeps it in, on every engine alike.
+  if (email.length > KEY_COLUMN_MAX)
+    throw invalidField('body.email', `at most ${KEY_COLUMN_MAX} characters once lowercased`)
+  if (input.password.length < 8) throw invalidField('body.password', 'must be at least 8 characters')
+  checkRoles(input.roles, 'body.roles')
+  const username = (input.username ?? email.split('@')[0]).trim()
+  if (!/^[A-Za-z0-9._-]{1,64}$/.test(username))
+    throw invalidField('body.username', 'letters, digits, dot, dash and underscore, 1-64')
+  return { email, username }
+}
 
 /** The API's view of a user: never the hash or the generation. */
 export const publicUser = (u: StoredUser): User => ({
