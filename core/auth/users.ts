@@ -1,4 +1,5 @@
 import { type Db, fromJson, iso, newId } from '../db'
+import { lockUntilCommit } from '../db/migrate'
 import { KEY_COLUMN_MAX } from '../event-bounds'
 import { Conflict, NotFound, invalidField } from '../http'
 import { confirmCaller } from './caller'
@@ -117,10 +118,7 @@ export interface Updated {
 }
 
 /** User creations take turns on engines with concurrent writers (SQLite has one writer). */
-const USERNAME_LOCK: Partial<Record<Db['dialect'], readonly [string, number | string]>> = {
-  postgres: ['SELECT pg_advisory_xact_lock(?)', 72_410_002],
-  mysql: ['SELECT GET_LOCK(?, 10) AS got', 'liveops_usernames'],
-}
+const USERNAME_LOCK = { pg: 72_410_002, mysql: 'liveops_usernames', waitS: 10 }
 
 /**
  * The users table. Writes that could leave no active administrator (disabling, demoting or
@@ -151,8 +149,7 @@ export function userStore(db: Db) {
     // A name that differs from a user's only by case ('Admin' beside 'admin') reads as that user
     // in audit entries, notifications and rosters: refused. Creations take turns (a lock held to
     // the transaction's end), so two at once cannot both pass the check.
-    const lock = USERNAME_LOCK[db.dialect]
-    if (lock) await tx.get(lock[0], [lock[1]])
+    await lockUntilCommit(tx, USERNAME_LOCK)
     const same = await tx.get<{ username: string }>('SELECT username FROM users WHERE lower(username) = ?', [
       username.toLowerCase(),
     ])

@@ -20,15 +20,20 @@ const LEDGER = `CREATE TABLE IF NOT EXISTS liveops_migrations (
 // Arbitrary constant shared by every liveops instance on one PostgreSQL database.
 const ADVISORY_LOCK = 72_410_001
 /**
- * One migrator at a time: PostgreSQL's advisory lock ends with the transaction; MySQL's named
- * lock (GET_LOCK, waiting up to 60 s) is released by the transaction's end too (core/db/mysql.ts).
- * SQLite's one writer needs none. MySQL commits each DDL statement by itself, so there a failed
- * migration leaves the statements before the failing one applied (and is not in the ledger).
+ * Takes a lock held to the transaction's end, where several writers can race (SQLite's one writer
+ * needs none): PostgreSQL's advisory lock `pg`; MySQL's named lock `mysql`, waiting up to `waitS`,
+ * released by the transaction's end too (core/db/mysql.ts).
  */
-const MIGRATION_LOCK: Partial<Record<Db['dialect'], readonly [string, number | string]>> = {
-  postgres: ['SELECT pg_advisory_xact_lock(?)', ADVISORY_LOCK],
-  mysql: ['SELECT GET_LOCK(?, 60) AS got', 'liveops_migrations'],
+export async function lockUntilCommit(tx: Db, lock: { pg: number; mysql: string; waitS: number }) {
+  if (tx.dialect === 'postgres') await tx.get('SELECT pg_advisory_xact_lock(?)', [lock.pg])
+  else if (tx.dialect === 'mysql') await tx.get(`SELECT GET_LOCK(?, ${lock.waitS}) AS got`, [lock.mysql])
 }
+
+/**
+ * One migrator at a time. MySQL commits each DDL statement by itself, so there a failed migration
+ * leaves the statements before the failing one applied (and is not in the ledger).
+ */
+const MIGRATION_LOCK = { pg: ADVISORY_LOCK, mysql: 'liveops_migrations', waitS: 60 }
 
 /**
  * The SQL a migration runs on this engine. SQLite's `INTEGER PRIMARY KEY` is a 64-bit rowid;
@@ -64,8 +69,7 @@ export async function migrate(db: Db, sets: readonly MigrationSet[]): Promise<st
     }, 0)
   await db.exec(migrationSql(db, { id: 0, name: 'ledger', sql: LEDGER }, keyedColumns([LEDGER])))
   return db.tx(async (tx) => {
-    const lock = MIGRATION_LOCK[tx.dialect]
-    if (lock) await tx.get(lock[0], [lock[1]])
+    await lockUntilCommit(tx, MIGRATION_LOCK)
     const keyed = keyedColumns(sets.flatMap((s) => s.migrations.map((m) => m.mysql ?? m.sql)))
     const rows = await tx.all<{ plugin: string; id: number; name: string; checksum: string }>(
       'SELECT plugin, id, name, checksum FROM liveops_migrations',
