@@ -8,6 +8,7 @@ import type {
   LogSource,
   Pending,
 } from './event-log-types'
+import type { Logger } from './log'
 import type { HealthResult } from './plugin'
 
 /** A row of `liveops_consumers` (core migrations 006 and 008): one consumer's cursor, lease and rebuild. */
@@ -161,5 +162,38 @@ export class Horizon {
       Number((await db.get<{ x: string }>('SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS x'))?.x)
     this.last = { value, at: now }
     return value
+  }
+}
+
+/**
+ * Now and then (every `everyMs` at most, on the monotonic clock) tells the source the position of
+ * this process's slowest consumer (`LogSource.trim`): what it keeps to count the rows after a
+ * cursor (ingest's commits) need not reach further back. Never in the way of a step: it runs
+ * beside them, one at a time, and a failure is only logged.
+ */
+export class Trimmer {
+  private last = performance.now()
+  private running = false
+
+  constructor(private readonly everyMs = 10_000) {}
+
+  maybe(db: Db, source: LogSource | undefined, names: { has(name: string): boolean }, log: Logger): void {
+    if (!source?.trim || this.running || performance.now() - this.last < this.everyMs) return
+    this.running = true
+    this.last = performance.now()
+    this.run(db, source, names)
+      .catch((e) => log.warn('event log trim failed', { error: String(e) }))
+      .finally(() => {
+        this.running = false
+      })
+  }
+
+  private async run(db: Db, source: LogSource, names: { has(name: string): boolean }) {
+    const rows = (await db.all<CursorRow>('SELECT name, seq, pos FROM liveops_consumers')).filter((r) =>
+      names.has(r.name),
+    )
+    if (!rows.length) return
+    const lowest = rows.map(cursorOf).reduce((a, b) => (before(b, a) ? b : a))
+    await source.trim!(lowest, db)
   }
 }

@@ -97,7 +97,16 @@ export interface LogSource {
    * anywhere on the server holds back).
    */
   horizon?(db: Db): Promise<number>
+  /**
+   * Optional: no consumer's cursor is before `lowest` any more, so what the source keeps to
+   * count the rows after a cursor (`pending`) may forget what lies before it. Called now and
+   * then by the log (`EventLog`), never while a consumer is back at the log's start.
+   */
+  trim?(lowest: LogPosition, db: Db): Promise<void>
 }
+
+/** The seq a PostgreSQL row carries: the id of the transaction writing it. */
+export const PG_SEQ_SQL = 'pg_current_xact_id()::text::bigint'
 
 /**
  * A named derivation of the log. `handle` writes its results through `tx`, the transaction that

@@ -4,6 +4,7 @@ import {
   type CursorRow,
   Horizon,
   LostLease,
+  Trimmer,
   START,
   WHOLE,
   before,
@@ -46,11 +47,12 @@ export interface EventLogOptions {
    * before its next step: one transaction then takes in many commits instead of one each.
    */
   gatherMs?: number
+  /** How often the source learns where the slowest consumer is (`LogSource.trim`); 10 s. */
+  trimMs?: number
   clock?: () => number
 }
 
-/** The seq a PostgreSQL row carries: the id of the transaction writing it. */
-export const PG_SEQ_SQL = 'pg_current_xact_id()::text::bigint'
+export { PG_SEQ_SQL } from './event-log-types'
 
 /**
  * The event log's consumers (`ctx.events`). Each consumer of a name runs on one instance at a time
@@ -74,6 +76,7 @@ export class EventLog implements EventLogService {
   /** Recent reads, shared by the consumers moving together (`SharedReads`). */
   private readonly reads = new SharedReads()
   private readonly horizon = new Horizon()
+  private readonly trimmer: Trimmer
   private running = false
   private loops: Promise<void>[] = []
   private readonly leaseMs: number
@@ -87,6 +90,7 @@ export class EventLog implements EventLogService {
     // Well inside a lease: a holder gathering rows must renew it before it lapses.
     this.gatherMs = Math.min(o.gatherMs ?? 500, this.leaseMs / 4)
     this.now = o.clock ?? Date.now
+    this.trimmer = new Trimmer(o.trimMs)
     if (o.metrics) consumerMetrics(o.metrics, () => (this.source ? this.status() : Promise.resolve([])))
   }
 
@@ -157,6 +161,7 @@ export class EventLog implements EventLogService {
         continue
       }
       if (!this.running) continue
+      this.trimmer.maybe(this.db, this.source, this.consumers, this.o.log)
       // A full batch: more waits, after a turn; some rows: gather more a moment; none: sleep until
       // a commit wakes it or the poll comes.
       if (n >= (c.batch ?? 1000)) await turn()

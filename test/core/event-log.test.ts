@@ -202,6 +202,31 @@ forEachEngine((engine) => {
     expect(seen.flatMap((s) => s.ids)).toEqual([1, 2, 3])
   })
 
+  test("the source learns now and then where the slowest of this process's consumers is", async () => {
+    const trims: Array<{ seq: number; pos: number }> = []
+    const log = new EventLog({ db: s.db, instanceId: 'a', log: quiet, pollMs: 20, trimMs: 0 })
+    s.track(log)
+    log.provide({ ...testSource(), trim: async (at) => void trims.push(at) })
+    // 'slow' holds its first batch until the gate opens (outside any transaction: `prepare`).
+    let open = () => undefined as void
+    const gate = new Promise<void>((r) => {
+      open = r
+    })
+    log.consume(counter('fast', []))
+    log.consume({ ...counter('slow', []), prepare: () => gate })
+    // Another process's consumer, at the log's start, is not this one's to wait for.
+    await s.db.run("INSERT INTO liveops_consumers (name, seq, pos) VALUES ('elsewhere', 0, 0)")
+    await log.start()
+    await append(s.db, [1, 2, 3])
+    const head = await testSource().head(s.db)
+    await until(async () => (await outIds(s.db, "fast")).length === 3 && trims.length > 0)
+    // Where a new consumer starts (core/event-log.ts `start`): 'slow' has not moved.
+    const start = { seq: 0, pos: Number.MAX_SAFE_INTEGER }
+    expect(trims.every((t) => t.seq === start.seq && t.pos === start.pos)).toBe(true)
+    open()
+    await until(async () => trims.some((t) => t.seq === head.seq && t.pos === head.pos))
+  })
+
   test('a rebuild from a date recomputes the later results from the log while appends go on', async () => {
     const seen: Array<{ ids: number[]; by: string }> = []
     const log = make('a')

@@ -1,4 +1,5 @@
 import type { Db, Param } from '../../../core/db'
+import { PG_SEQ_SQL } from '../../../core/event-log-types'
 import { EVENT_COLS, EVENT_WIRE_WIDTH } from '../store/event-cols'
 import { insertMany } from '../store/sql'
 
@@ -151,7 +152,8 @@ const PAYMENTS_TAIL = 'ON CONFLICT (game_id, env, order_id, status) DO NOTHING R
  * payments, invocations and the requests' nonces. Nothing else: what is derived from events
  * follows the log (`ctx.events`). On PostgreSQL each row's `seq` is its transaction's id (the
  * column's default); elsewhere the commit takes the next number from `ingest_log_head`, whose
- * row lock (SQLite: the write lock) is held to the commit, so numbers follow commit order.
+ * row lock (SQLite: the write lock) is held to the commit, so numbers follow commit order. The
+ * commit's seq and number of events go to `ingest_log_commits` (the consumers' lag).
  */
 export async function persist(db: Db, rows: CommitRows): Promise<number | undefined> {
   let known = knownStreams.get(db)
@@ -206,7 +208,10 @@ async function writeRows(
       claimed = await tx.copy('ingest_event_ids', EVENT_ID_COLS, idParams).catch((e) => {
         throw isStoredId(e) ? new Error(DUPLICATE_EVENTS) : e
       })
-    if (rows.events.props.length) await tx.copy('ingest_events', EVENT_COLS, eventParams(rows.events))
+    if (rows.events.props.length) {
+      await tx.copy('ingest_events', EVENT_COLS, eventParams(rows.events))
+      raw.push(counted(tx, undefined, rows.events.props.length))
+    }
   } else {
     if (idParams)
       raw.push(
@@ -226,6 +231,7 @@ async function writeRows(
       const head = await tx.get<{ seq: number }>('SELECT seq FROM ingest_log_head WHERE id = 1')
       seq = Number(head?.seq)
       raw.push(insertMany(tx, 'ingest_events', EVENT_COLS_SEQ, eventParams(rows.events, seq)))
+      raw.push(counted(tx, seq, rows.events.props.length))
     }
   }
   const payments = insertMany(tx, 'ingest_payments', PAYMENT_COLS, rows.payments, PAYMENTS_TAIL)
@@ -247,6 +253,15 @@ async function writeRows(
   if (paid.length * PAYMENT_COLS.length < rows.payments.length) throw new Error(DUPLICATE_PAYMENTS)
   return seq
 }
+
+/**
+ * The commit's row in `ingest_log_commits` (the consumers' lag counts by it): its seq (on
+ * PostgreSQL the transaction's id, as its rows'), how many events it stored.
+ */
+const counted = (tx: Db, seq: number | undefined, events: number) =>
+  seq === undefined
+    ? tx.run(`INSERT INTO ingest_log_commits (seq, events) VALUES (${PG_SEQ_SQL}, ?)`, [events])
+    : tx.run('INSERT INTO ingest_log_commits (seq, events) VALUES (?, ?)', [seq, events])
 
 /** PostgreSQL's unique violation (SQLSTATE 23505) on `ingest_event_ids`: an id stored already. */
 function isStoredId(e: unknown): boolean {

@@ -116,6 +116,32 @@ forEachEngine((engine) => {
       expect(await source.pending(all[n - 1].at, a.db)).toEqual({ rows: 0, oldestReceivedAt: null })
     })
 
+    test("each commit's events are counted in ingest_log_commits, and the lag is summed from them where they reach", async () => {
+      // A retry of a stored event_id beside a new one: the commit stores (and counts) the new one alone.
+      const once = ev('tap', { uid: 'c1', event_id: 'commit-count-1' })
+      expect((await signed(a, '/api/ingest/events', [once])).status).toBe(200)
+      expect((await signed(a, '/api/ingest/events', [once, ev('tap', { uid: 'c2' })])).status).toBe(200)
+      const stored = await count('SELECT COUNT(*) AS n FROM ingest_events WHERE seq > 0')
+      expect(await count('SELECT SUM(events) AS n FROM ingest_log_commits')).toBe(stored)
+      const source = eventLog(() => a.db)
+      const all = await source.read({ seq: 0, pos: 0 }, Number.MAX_SAFE_INTEGER, 1000, a.db)
+      const n = all.length
+      const last = all[n - 1].at
+      // Summed from the commits, not the rows: a commit said to hold 1,000 more shows them.
+      await a.db.run('UPDATE ingest_log_commits SET events = events + 1000 WHERE seq = ?', [last.seq])
+      expect((await source.pending(all[1].at, a.db)).rows).toBe(n - 2 + 1000)
+      // A cursor before the oldest commit kept (trimmed, or stored before the table existed):
+      // the rows themselves are counted.
+      await source.trim!(last, a.db)
+      expect(await count('SELECT COUNT(*) AS n FROM ingest_log_commits')).toBe(1)
+      expect((await source.pending(all[1].at, a.db)).rows).toBe(n - 2)
+      expect((await source.pending(all[1].at, a.db, { until: { at: all[4].at, rows: 7 } })).rows).toBe(3 + 7)
+      await a.db.run('UPDATE ingest_log_commits SET events = events - 1000 WHERE seq = ?', [last.seq])
+      // Within the kept commits, exact and up to `until` too: the last commit holds one row.
+      expect((await source.pending(all[n - 2].at, a.db)).rows).toBe(1)
+      expect((await source.pending(all[n - 2].at, a.db, { until: { at: last, rows: 4 } })).rows).toBe(1 + 4)
+    })
+
     test('an invocation row has the id of the event it came from', async () => {
       const list = Array.from({ length: 7 }, (_, i) =>
         ev('function.invoke', { attrs: { functionId: `fn-${i}`, outcome: 'success', durationMs: 3 } }),

@@ -34,7 +34,10 @@ interface EventRow {
   props: string
 }
 
-/** `pending` counts no further: a larger backlog shows as this many rows. */
+/**
+ * Where `pending` counts the rows themselves (a cursor before the commits `ingest_log_commits`
+ * keeps), it counts no further: a larger backlog shows as this many rows.
+ */
 export const PENDING_CAP = 100_000
 
 const n = (v: number | string | null) => (v === null ? null : Number(v))
@@ -142,6 +145,29 @@ export function committedEntries(e: EventRows, seq: number): LogEntry[] {
   return out
 }
 
+const END = Number.MAX_SAFE_INTEGER
+
+/** See `pending` of `eventLog`. */
+async function countAfter(db: Db, after: LogPosition, until: PendingOptions['until']): Promise<number> {
+  const to = until?.at ?? { seq: END, pos: END }
+  const behind = until?.rows ?? 0
+  const r = await db.get<Record<'low' | 'later' | 'own' | 'last', number | string | null>>(
+    `SELECT (SELECT MIN(seq) FROM ingest_log_commits) AS low,
+       (SELECT SUM(events) FROM ingest_log_commits WHERE seq > ? AND seq < ?) AS later,
+       (SELECT COUNT(*) FROM ingest_events WHERE seq = ? AND id > ? AND id <= ?) AS own,
+       (SELECT COUNT(*) FROM ingest_events WHERE seq = ? AND seq > ? AND id <= ?) AS last`,
+    [after.seq, to.seq, after.seq, after.pos, to.seq === after.seq ? to.pos : END, to.seq, after.seq, to.pos],
+  )
+  if (r && r.low !== null && after.seq >= Number(r.low))
+    return Number(r.later ?? 0) + Number(r.own) + Number(r.last) + behind
+  const n = await db.get<{ n: number | string }>(
+    `SELECT COUNT(*) AS n FROM (SELECT 1 AS x FROM ingest_events WHERE (seq, id) > (?, ?)${until ? ' AND (seq, id) <= (?, ?)' : ''} LIMIT ${PENDING_CAP}) t`,
+    until ? [after.seq, after.pos, to.seq, to.pos] : [after.seq, after.pos],
+  )
+  // Never fewer than the consumer ahead of it, whose count may be exact past the cap.
+  return Math.max(behind, Math.min(PENDING_CAP, Number(n?.n ?? 0) + behind))
+}
+
 /**
  * The event log over `ingest_events` (issue 35): rows in (seq, id) order, each once by the
  * ingest rules (event_id; a payment's order and status). Rows with seq 0 were stored before the
@@ -193,31 +219,31 @@ export function eventLog(store: () => Db, recent?: RecentRows): LogSource {
       return out
     },
     /**
-     * Counted up to `PENDING_CAP` rows, and the oldest taken as the next row in log order (one
-     * index probe): an exact count and MIN over a rebuild's backlog read every row after the
-     * cursor, four consumers at each status (`/consumers`, the metrics). During a 1 M-row rebuild
-     * on PostgreSQL that query was the server's busiest (58% of the samples with a backend
-     * active, scripts/bench/pg-activity.ts), and the status route timed out. `until` bounds the
-     * count at the next consumer's cursor (core's `status` counts the log behind them once).
+     * By commit where `ingest_log_commits` holds every commit after the cursor's (its seq is at or
+     * past the oldest kept there): the events of the later commits summed, and the rows of the
+     * cursor's own commit after it counted (one index range, at most one commit's rows); with
+     * `until`, up to it (and the rows of its commit before it), plus its rows. Exact, and cheap at
+     * any backlog. Else (a cursor back at the start: a rebuild, a new consumer) the
+     * rows themselves, counted up to `PENDING_CAP`: an exact count over a rebuild's backlog read
+     * every row after the cursor, four consumers at each status (`/consumers`, the metrics), and
+     * during a 1 M-row rebuild on PostgreSQL that query was the server's busiest. `until` bounds
+     * that count at the next consumer's cursor (core's `status` counts the log behind them once).
+     * The oldest is taken as the next row in log order (one index probe).
      */
     async pending(after: LogPosition, db: Db, o: PendingOptions = {}) {
       const { until, count = true } = o
-      const [r, first] = await Promise.all([
-        count
-          ? db.get<{ n: number | string }>(
-              `SELECT COUNT(*) AS n FROM (SELECT 1 AS x FROM ingest_events WHERE (seq, id) > (?, ?)${until ? ' AND (seq, id) <= (?, ?)' : ''} LIMIT ${PENDING_CAP}) t`,
-              until ? [after.seq, after.pos, until.at.seq, until.at.pos] : [after.seq, after.pos],
-            )
-          : undefined,
+      const [rows, first] = await Promise.all([
+        count ? countAfter(db, after, until) : 0,
         db.get<{ t: number | string }>(
           'SELECT received_at AS t FROM ingest_events WHERE (seq, id) > (?, ?) ORDER BY seq, id LIMIT 1',
           [after.seq, after.pos],
         ),
       ])
-      return {
-        rows: count ? Math.min(PENDING_CAP, Number(r?.n ?? 0) + (until?.rows ?? 0)) : 0,
-        oldestReceivedAt: first?.t == null ? null : Number(first.t),
-      }
+      return { rows, oldestReceivedAt: first?.t == null ? null : Number(first.t) }
+    },
+    /** Forgets the commits before the one every consumer is in or past (their counts are not needed). */
+    async trim(lowest: LogPosition, db: Db) {
+      await db.run('DELETE FROM ingest_log_commits WHERE seq < ?', [lowest.seq])
     },
     /**
      * PostgreSQL: only a transaction holding a lock on `ingest_events` can add rows to it, and
