@@ -208,10 +208,7 @@ forEachEngine((engine) => {
     s.track(log)
     log.provide({ ...testSource(), trim: async (at) => void trims.push(at) })
     // 'slow' holds its first batch until the gate opens (outside any transaction: `prepare`).
-    let open = () => undefined as void
-    const gate = new Promise<void>((r) => {
-      open = r
-    })
+    const { promise: gate, resolve: open } = Promise.withResolvers<void>()
     log.consume(counter('fast', []))
     log.consume({ ...counter('slow', []), prepare: () => gate })
     // Another process's consumer, at the log's start, is not this one's to wait for.
@@ -219,7 +216,7 @@ forEachEngine((engine) => {
     await log.start()
     await append(s.db, [1, 2, 3])
     const head = await testSource().head(s.db)
-    await until(async () => (await outIds(s.db, "fast")).length === 3 && trims.length > 0)
+    await until(async () => (await outIds(s.db, 'fast')).length === 3 && trims.length > 0)
     // Where a new consumer starts (core/event-log.ts `start`): 'slow' has not moved.
     const start = { seq: 0, pos: Number.MAX_SAFE_INTEGER }
     expect(trims.every((t) => t.seq === start.seq && t.pos === start.pos)).toBe(true)
