@@ -17,12 +17,13 @@ export const STAGE = { reading: 1, walking: 2, stepping: 3 } as const
 
 /**
  * Where an expansion is, in memory it shares with the thread that started it (ical-thread.ts):
- * [stage, occurrences walked, when the current recurrence step began (epoch ms)]. A rule ical.js
+ * [stage, occurrences walked, when the current recurrence step began, when the thread began this
+ * calendar (both epoch ms)]. A rule ical.js
  * can never satisfy loops inside one step until the thread is ended from outside; only this tells
  * that case from a calendar that is merely too big for the time allowed.
  */
-export const progressOf = (shared: SharedArrayBuffer) => new Float64Array(shared, 0, 3)
-export const newProgressBuffer = () => new SharedArrayBuffer(3 * Float64Array.BYTES_PER_ELEMENT)
+export const progressOf = (shared: SharedArrayBuffer) => new Float64Array(shared, 0, 4)
+export const newProgressBuffer = () => new SharedArrayBuffer(4 * Float64Array.BYTES_PER_ELEMENT)
 
 /** Offsets of the TZIDs met so far (bounded: a calendar may name any number of made-up zones). */
 const zones = new Map<string, ((ms: number) => number) | undefined>()
@@ -64,8 +65,9 @@ export function expandCalendar(
   text: string,
   from: number,
   until: number,
-  progress: Float64Array<ArrayBufferLike> = new Float64Array(3),
+  progress: Float64Array<ArrayBufferLike> = new Float64Array(4),
 ): StoredPeriod[] {
+  progress[3] = Date.now()
   progress[0] = STAGE.reading
   let root: ICAL.Component
   try {
