@@ -123,6 +123,14 @@ export type NotifyConfig = Static<typeof NotifyConfig>
 
 export const Level = oneOf(LEVELS)
 
+/**
+ * The most a notification's title and body may hold, given directly or rendered from a template
+ * (templates.ts `render`): a template's placeholders repeat their params, and without a bound a
+ * 30 KB template and a 100 KB param made a 500 MB body.
+ */
+export const MAX_TITLE = 10_000
+export const MAX_BODY = 500_000
+
 export const NotifyBody = t.Object(
   {
     type: t.String({ minLength: 1, maxLength: 200 }),
@@ -135,22 +143,25 @@ export const NotifyBody = t.Object(
     params: t.Optional(t.Record(t.String(), t.Unknown())),
     data: t.Optional(t.Record(t.String(), t.Unknown())),
     idempotency_key: t.Optional(t.String({ minLength: 1, maxLength: 256 })),
-    title: t.Optional(t.String({ maxLength: 10_000 })),
-    body: t.Optional(t.String({ maxLength: 500_000 })),
+    title: t.Optional(t.String({ maxLength: MAX_TITLE })),
+    body: t.Optional(t.String({ maxLength: MAX_BODY })),
   },
   { additionalProperties: true },
 )
 export type NotifyBody = Static<typeof NotifyBody>
 
-export const TemplateField = t.Object({ label: t.String(), value: t.String() }, Strict)
+export const TemplateField = t.Object(
+  { label: t.String({ maxLength: 1_000 }), value: t.String({ maxLength: MAX_TITLE }) },
+  Strict,
+)
 
 export const TemplateBody = t.Object(
   {
     id: t.Optional(t.String({ pattern: '^[a-zA-Z0-9][a-zA-Z0-9._-]{0,63}$' })),
     name: t.String({ minLength: 1, maxLength: 200 }),
-    title: t.String({ maxLength: 10_000 }),
+    title: t.String({ maxLength: MAX_TITLE }),
     /** Body text with placeholders; the fields follow it as `label: value` lines. */
-    body: t.Optional(t.String({ maxLength: 500_000 })),
+    body: t.Optional(t.String({ maxLength: MAX_BODY })),
     level: t.Optional(Level),
     fields: t.Optional(t.Array(TemplateField, { maxItems: 100 })),
     /** Params the preview renders with when it is given none. */

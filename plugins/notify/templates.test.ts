@@ -30,6 +30,27 @@ test("only the data's own names render: inherited ones render empty at every ste
   ).toBe('c p')
 })
 
+test('a rendering is held to what a notification may hold: 400 naming body.params, stopped at the placeholder that passed it', () => {
+  const at = (n: number) => ({ title: 't', body: '{{.a}}'.repeat(n), level: 'info', fields: [] })
+  // Exactly the most a body may hold renders; one more character does not.
+  expect(render(at(5), { a: 'x'.repeat(100_000) }).body).toHaveLength(500_000)
+  expect(() => render(at(5), { a: 'x'.repeat(100_001) })).toThrow(
+    "body.params: the template's body would be longer than 500,000 characters with these params and data",
+  )
+  // 5,000 copies of a 100 KB param (an object: rendered as its JSON, 100,002 characters with the
+  // quotes): the fifth copy stops it, the rest are never rendered.
+  let rendered = 0
+  const a = { toJSON: () => (rendered++, 'x'.repeat(100_000)) }
+  expect(() => render(at(5000), { a })).toThrow('body.params')
+  expect(rendered).toBe(5)
+  // The field lines count with the body, and the title has its own bound.
+  const fields = [{ label: '{{.a}}', value: '{{.a}}' }]
+  expect(() => render({ ...at(4), fields }, { a: 'x'.repeat(100_000) })).toThrow('body.params')
+  expect(() => render({ ...at(0), title: '{{.a}}{{.a}}' }, { a: 'x'.repeat(5_001) })).toThrow(
+    "body.params: the template's title would be longer than 10,000 characters",
+  )
+})
+
 forEachEngine((engine) => {
   let t: TestApp
   beforeAll(async () => {
@@ -116,6 +137,24 @@ forEachEngine((engine) => {
     })
     expect(badFields.status).toBe(400)
     expect(badFields.body.message).toContain('body.fields[0].value')
+    const longLabel = await t.req('POST', '/api/v1/templates/create', {
+      body: { name: 'n', title: 'x', fields: [{ label: 'l'.repeat(1_001), value: 'v' }] },
+    })
+    expect(longLabel.body.data.field).toBe('body.fields[0].label')
+    // A template that repeats its params: the preview and a notify through it answer 400, storing nothing.
+    const amp = { id: 'amp', name: 'amp', title: 'x', body: '{{.a}}'.repeat(5_000) }
+    expect((await t.req('POST', '/api/v1/templates/create', { body: amp })).status).toBe(200)
+    const big = { a: 'y'.repeat(100_000) }
+    const preview = await t.req('POST', '/api/v1/templates/amp/preview', { body: { params: big } })
+    expect(preview.status).toBe(400)
+    expect(preview.body.data).toMatchObject({ field: 'body.params' })
+    const before = Number((await t.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM notify_deliveries'))?.n)
+    const sent = await t.req('POST', '/api/v1/notify', { body: { type: 't', template: 'amp', params: big } })
+    expect(sent.status).toBe(400)
+    expect(sent.body.data).toMatchObject({ field: 'body.params' })
+    expect(Number((await t.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM notify_deliveries'))?.n)).toBe(
+      before,
+    )
     expect((await t.req('PUT', '/api/v1/templates/none', { body: tpl })).status).toBe(404)
     expect((await t.req('DELETE', '/api/v1/templates/none')).status).toBe(404)
   })

@@ -1,7 +1,7 @@
 import { type Db, fromJson, iso, newId } from '../../core/db'
 import { Generation } from '../../core/generation'
-import { Conflict, NotFound } from '../../core/http'
-import type { TemplateBody } from './schema'
+import { Conflict, NotFound, invalidField } from '../../core/http'
+import { MAX_BODY, MAX_TITLE, type TemplateBody } from './schema'
 
 export interface Template {
   id: string
@@ -60,30 +60,55 @@ function lookup(vars: Record<string, unknown>, path: string): string {
   return typeof v === 'object' ? JSON.stringify(v) : String(v)
 }
 
-/** `{{.name}}` (and `{{.a.b}}`) placeholders, Go-template style; an unknown or inherited name renders empty. */
-export function renderText(text: string, vars: Record<string, unknown>): string {
-  return text.replace(PLACEHOLDER, (_, path: string) => lookup(vars, path))
+/** A rendering would pass `max` characters: the 400 names what made it so. */
+const tooLong = (what: string, max: number) =>
+  invalidField(
+    'body.params',
+    `the template's ${what} would be longer than ${max.toLocaleString('en-US')} characters with these params and data`,
+  )
+
+/**
+ * `{{.name}}` (and `{{.a.b}}`) placeholders, Go-template style; an unknown or inherited name
+ * renders empty. Past `max` characters it stops at once (400 naming `what`): the text rendered so
+ * far is final, so each placeholder is checked as it is filled.
+ */
+export function renderText(
+  text: string,
+  vars: Record<string, unknown>,
+  max = Number.POSITIVE_INFINITY,
+  what = 'text',
+): string {
+  let grown = 0
+  return text.replace(PLACEHOLDER, (m: string, path: string, offset: number) => {
+    const v = lookup(vars, path)
+    if (offset + grown + v.length > max) throw tooLong(what, max)
+    grown += v.length - m.length
+    return v
+  })
 }
 
-/** Renders a template with data merged under params (params win on equal names). */
+/**
+ * Renders a template with data merged under params (params win on equal names), held to what a
+ * notification may hold (`MAX_TITLE`, `MAX_BODY` with its field lines): 400 past them.
+ */
 export function render(
   tpl: Pick<Template, 'title' | 'body' | 'level' | 'fields'>,
   params: Record<string, unknown>,
   data: Record<string, unknown> = {},
 ): Rendered {
   const vars = { ...data, ...params }
-  const fields = tpl.fields.map((f) => ({
-    label: renderText(f.label, vars),
-    value: renderText(f.value, vars),
-  }))
-  const lines = fields.map((f) => `${f.label}: ${f.value}`)
-  const head = renderText(tpl.body, vars)
-  return {
-    title: renderText(tpl.title, vars),
-    body: [head, ...lines].filter((s) => s !== '').join('\n'),
-    level: tpl.level,
-    fields,
+  // The rendered parts of the body together (their separators are counted at the end).
+  let left = MAX_BODY
+  const part = (text: string) => {
+    const out = renderText(text, vars, left, 'body')
+    left -= out.length
+    return out
   }
+  const head = part(tpl.body)
+  const fields = tpl.fields.map((f) => ({ label: part(f.label), value: part(f.value) }))
+  const body = [head, ...fields.map((f) => `${f.label}: ${f.value}`)].filter((s) => s !== '').join('\n')
+  if (body.length > MAX_BODY) throw tooLong('body', MAX_BODY)
+  return { title: renderText(tpl.title, vars, MAX_TITLE, 'title'), body, level: tpl.level, fields }
 }
 
 /**

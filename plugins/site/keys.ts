@@ -72,17 +72,26 @@ export const DEFAULTS = Object.fromEntries(KEY_NAMES.map((k) => [k, KEYS[k].defa
  * The site secret that is sent to a destination: the SMTP password goes to the SMTP host and port
  * (the signing secrets never leave the server: they sign what is sent).
  */
-const SENT_TO = { smtpPassword: ['smtpHost', 'smtpPort'] } as const satisfies Partial<
-  Record<KeyName, KeyName[]>
->
+const SENT_TO = {
+  smtpPassword: [
+    'smtpHost',
+    'smtpPort',
+    'smtpEncryption',
+    'smtpInsecureSkipVerify',
+    'smtpUser',
+    'smtpAuthType',
+  ],
+} as const satisfies Partial<Record<KeyName, KeyName[]>>
 
 type Entries = Record<KeyName, { value: unknown; origin: string }>
 
 /**
  * Why a change of `key` (from `before` to `after`) would send a stored secret somewhere it was
  * not entered for, or undefined. A secret is kept only for its destination: a password from the
- * YAML goes only to the YAML's host and port; one set through the API only to the host and port
- * it was set with. To move the destination, set the password to "" first, then enter it again.
+ * YAML goes only to the YAML's host, port, encryption, certificate check, user and mechanism; one
+ * set through the API only to those it was set with (as a notify channel's SMTP password, so an
+ * operator cannot turn off the encryption and read the YAML's password off the wire). To move the
+ * destination, set the password to "" first, then enter it again.
  */
 export function secretMoved(key: KeyName, before: Entries, after: Entries): string | undefined {
   for (const [secret, dests] of Object.entries(SENT_TO) as [KeyName, readonly KeyName[]][]) {

@@ -104,7 +104,9 @@ export class Ingestor {
    */
   signatureError(headers: Record<string, string | undefined>, body: Uint8Array): HttpError | undefined {
     const gameId = headers['x-game-id']
-    const secret = (gameId && this.config.game_secrets[gameId]) || this.sharedSecret
+    // The configured games' own keys only: `constructor` or `__proto__` is no game (a 500 before).
+    const secrets = this.config.game_secrets
+    const secret = (gameId && Object.hasOwn(secrets, gameId) && secrets[gameId]) || this.sharedSecret
     return signatureError(
       { timestamp: headers['x-timestamp'], nonce: headers['x-nonce'], signature: headers['x-signature'] },
       body,

@@ -199,6 +199,13 @@ forEachEngine((engine) => {
         // Signature and validation pass; the game itself does not exist in this app.
         const r = await signed(b, '/api/ingest/events', [e], { secret: 'secret-a', headers: h })
         expect([r.status, r.body.error]).toEqual([400, 'unknown_game'])
+        // A name every object inherits is no game: refused as any game without a secret (no
+        // shared one here: ingestion is off for it), on every signed route.
+        for (const name of ['constructor', '__proto__', 'toString', 'game-b'])
+          for (const path of ['/api/ingest/events', '/api/ingest/payments', '/v1/batch']) {
+            const r = await signed(b, path, [e], { secret: 'secret-a', headers: { 'x-game-id': name } })
+            expect([r.status, r.body.error]).toEqual([403, 'ingest_disabled'])
+          }
       } finally {
         await b.stop()
       }
