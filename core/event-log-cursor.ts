@@ -166,34 +166,51 @@ export class Horizon {
 }
 
 /**
- * Now and then (every `everyMs` at most, on the monotonic clock) tells the source the position of
- * this process's slowest consumer (`LogSource.trim`): what it keeps to count the rows after a
- * cursor (ingest's commits) need not reach further back. Never in the way of a step: it runs
- * beside them, one at a time, and a failure is only logged.
+ * Every `everyMs` (a timer while the log runs) tells the source the position of this process's
+ * slowest consumer, or the log's head when it has none (`LogSource.trim`): what the source keeps
+ * to count the rows after a cursor (ingest's commits) need not reach further back. Never in the
+ * way of a step: one at a time, beside them, and a failure is only logged.
  */
 export class Trimmer {
-  private last = performance.now()
+  private timer: ReturnType<typeof setInterval> | undefined
   private running = false
 
   constructor(private readonly everyMs = 10_000) {}
 
-  maybe(db: Db, source: LogSource | undefined, names: { has(name: string): boolean }, log: Logger): void {
-    if (!source?.trim || this.running || performance.now() - this.last < this.everyMs) return
-    this.running = true
-    this.last = performance.now()
-    this.run(db, source, names)
-      .catch((e) => log.warn('event log trim failed', { error: String(e) }))
-      .finally(() => {
-        this.running = false
-      })
+  start(
+    db: () => Db,
+    source: LogSource | undefined,
+    names: { has(name: string): boolean },
+    log: Logger,
+  ): void {
+    if (!source?.trim || this.timer) return
+    this.timer = setInterval(
+      () => {
+        if (this.running) return
+        this.running = true
+        this.run(db(), source, names)
+          .catch((e) => log.warn('event log trim failed', { error: String(e) }))
+          .finally(() => {
+            this.running = false
+          })
+      },
+      Math.max(10, this.everyMs),
+    )
+    this.timer.unref?.()
+  }
+
+  stop(): void {
+    clearInterval(this.timer)
+    this.timer = undefined
   }
 
   private async run(db: Db, source: LogSource, names: { has(name: string): boolean }) {
     const rows = (await db.all<CursorRow>('SELECT name, seq, pos FROM liveops_consumers')).filter((r) =>
       names.has(r.name),
     )
-    if (!rows.length) return
-    const lowest = rows.map(cursorOf).reduce((a, b) => (before(b, a) ? b : a))
+    const lowest = rows.length
+      ? rows.map(cursorOf).reduce((a, b) => (before(b, a) ? b : a))
+      : await source.head(db)
     await source.trim!(lowest, db)
   }
 }

@@ -98,9 +98,10 @@ export interface LogSource {
    */
   horizon?(db: Db): Promise<number>
   /**
-   * Optional: no consumer's cursor is before `lowest` any more, so what the source keeps to
-   * count the rows after a cursor (`pending`) may forget what lies before it. Called now and
-   * then by the log (`EventLog`), never while a consumer is back at the log's start.
+   * Optional: no consumer of this process is before `lowest` (its slowest cursor, or the head
+   * when it has none), so what the source keeps to count the rows after a cursor (`pending`) may
+   * forget what lies before it. Called every 10 s while the log runs (`EventLog`); a cursor
+   * before what was kept (a rebuild, another process's consumer) must still be counted.
    */
   trim?(lowest: LogPosition, db: Db): Promise<void>
 }

@@ -47,7 +47,7 @@ export interface EventLogOptions {
    * before its next step: one transaction then takes in many commits instead of one each.
    */
   gatherMs?: number
-  /** How often the source learns where the slowest consumer is (`LogSource.trim`); 10 s. */
+  /** How often the source learns where the slowest consumer is, or the head (`LogSource.trim`); 10 s. */
   trimMs?: number
   clock?: () => number
 }
@@ -134,10 +134,12 @@ export class EventLog implements EventLogService {
     }
     this.running = true
     this.loops = [...this.consumers.values()].map((c) => this.loop(c))
+    this.trimmer.start(() => this.db, this.source, this.consumers, this.o.log)
   }
 
   async stop(): Promise<void> {
     this.running = false
+    this.trimmer.stop()
     this.notify()
     for (const w of this.stopping) w()
     await Promise.all(this.loops)
@@ -161,7 +163,6 @@ export class EventLog implements EventLogService {
         continue
       }
       if (!this.running) continue
-      this.trimmer.maybe(this.db, this.source, this.consumers, this.o.log)
       // A full batch: more waits, after a turn; some rows: gather more a moment; none: sleep until
       // a commit wakes it or the poll comes.
       if (n >= (c.batch ?? 1000)) await turn()

@@ -222,6 +222,14 @@ forEachEngine((engine) => {
     expect(trims.every((t) => t.seq === start.seq && t.pos === start.pos)).toBe(true)
     open()
     await until(async () => trims.some((t) => t.seq === head.seq && t.pos === head.pos))
+    await log.stop()
+    // With no consumer in the process (analytics and experiments off), the head: nothing is kept.
+    const none = s.track(new EventLog({ db: s.db, instanceId: 'b', log: quiet, trimMs: 0 }))
+    const alone: Array<{ seq: number; pos: number }> = []
+    none.provide({ ...testSource(), trim: async (at) => void alone.push(at) })
+    await none.start()
+    await until(async () => alone.length > 0)
+    expect(alone[0]).toEqual(head)
   })
 
   test('a rebuild from a date recomputes the later results from the log while appends go on', async () => {
