@@ -13,7 +13,7 @@ import { notifyRoutes } from './routes'
 import { NotifyConfig } from './schema'
 import { queueStore } from './store'
 import { templateStore } from './templates'
-import { workerHub } from './workers'
+import { workerHub, workerToken } from './workers'
 
 export type { NotifyService } from './notify'
 
@@ -28,6 +28,7 @@ export type { NotifyService } from './notify'
 export default definePlugin({
   name: 'notify',
   config: NotifyConfig,
+  env: { NOTIFY_WORKER_TOKEN: 'workers.remote.token' },
   migrations: [
     { id: 1, name: 'notify', sql: m001 },
     { id: 2, name: 'app_tokens_to_core', sql: m002 },
@@ -78,8 +79,9 @@ export default definePlugin({
           resultTimeoutMs: remote.result_timeout_ms,
           outbound: ctx.core.outbound,
           log: ctx.log.child('notify-workers'),
-          // Workers receive channel settings (secrets included): always authenticated, whatever auth.enabled says.
-          authenticate: (headers) => ctx.auth.authenticateApp('config', headers, true),
+          // Workers receive channel settings, secrets unmasked: the configuration's own token only,
+          // whatever auth.enabled says (no user or application token may read those secrets).
+          authenticate: workerToken(remote.token),
           onCapacity: () => disp?.wake(),
         })
       : undefined

@@ -1,6 +1,7 @@
 import type { Static, TLiteral, TSchema, TUnion } from '@sinclair/typebox'
 import { t } from 'elysia'
 import type { OpenAPIV3 } from 'openapi-types'
+import { Secret } from '../../core/secrets'
 import { ReadOnly } from '../../core/strict'
 
 export const LEVELS = ['debug', 'info', 'warning', 'error', 'critical'] as const
@@ -100,6 +101,12 @@ export const NotifyConfig = t.Object(
         remote: t.Object(
           {
             enabled: t.Boolean({ default: false }),
+            /**
+             * What a remote worker sends as its Bearer token (env NOTIFY_WORKER_TOKEN). Deliveries
+             * carry the channels' secrets unmasked, which no user or application token may read, so
+             * only a holder of the configuration connects; empty refuses every worker with 403.
+             */
+            token: Secret(t.String({ default: '' })),
             /** Remote workers connect here by WebSocket (`/api/v1/workers/connect`); 0 picks a free port. */
             host: t.String({ default: '127.0.0.1' }),
             port: t.Integer({ minimum: 0, maximum: 65535, default: 8091 }),

@@ -2,8 +2,10 @@ import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { join } from 'node:path'
 import { type TestApp, forEachEngine, makeApp, until } from '../../test/helpers'
 import { httpSink } from './testing'
+import { workerToken } from './workers'
 
 const root = join(import.meta.dir, '..', '..')
+const WORKER_TOKEN = 'wk-Heron-Basalt-4417'
 
 function freePort(): number {
   const s = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response() })
@@ -29,7 +31,10 @@ forEachEngine((engine) => {
             // A third-party provider: the server loads the file, and so must the remote worker.
             sms: { type: 'sms', module: './test/example/sms-provider.ts', url: sink.url, sender: 'QUESTS' },
           },
-          workers: { local: false, remote: { enabled: true, port, heartbeat_s: 0.2, missed_heartbeats: 2 } },
+          workers: {
+            local: false,
+            remote: { enabled: true, port, heartbeat_s: 0.2, missed_heartbeats: 2, token: WORKER_TOKEN },
+          },
         },
       },
     })
@@ -45,27 +50,31 @@ forEachEngine((engine) => {
     expect(r.body).toEqual({ code: 0, message: 'ok', data: { count: 0, workers: [] } })
   }, 30_000)
 
-  test('the worker endpoint refuses a missing or wrong token, whatever auth.enabled says', async () => {
+  test('the worker endpoint takes the configured worker token alone, whatever auth.enabled says', async () => {
     const url = `http://127.0.0.1:${port}/api/v1/workers/connect`
     expect((await fetch(url)).status).toBe(401)
     expect((await fetch(url, { headers: { authorization: 'Bearer lat_wrong' } })).status).toBe(401)
-    const q = (
-      await t.req('POST', '/api/v1/app-tokens', {
-        token: await t.token('admin'),
-        body: { name: 'q', scopes: ['query'] },
-      })
+    // Deliveries carry the channels' secrets unmasked: no user and no application token, of any
+    // scope, connects (an operator's or a config token's connection read them, sixteenth audit).
+    const admin = await t.token('admin')
+    const config = (
+      await t.req('POST', '/api/v1/app-tokens', { token: admin, body: { name: 'c', scopes: ['config'] } })
     ).body.data.token
-    expect((await fetch(url, { headers: { authorization: `Bearer ${q}` } })).status).toBe(403)
+    for (const bearer of [config, admin, await t.token('operator'), `${WORKER_TOKEN}x`]) {
+      const r = await fetch(url, { headers: { authorization: `Bearer ${bearer}` } })
+      expect(r.status).toBe(401)
+      expect(await r.text()).not.toContain(WORKER_TOKEN)
+    }
+    // The right token passes the check (a plain GET is then no WebSocket upgrade: 426).
+    expect((await fetch(url, { headers: { authorization: `Bearer ${WORKER_TOKEN}` } })).status).toBe(426)
+    expect((await fetch(`${url}?token=${WORKER_TOKEN}`)).status).toBe(426)
     expect((await fetch(`http://127.0.0.1:${port}/elsewhere`)).status).toBe(404)
+    // No token configured: every worker refused, saying what to set.
+    expect(() => workerToken('')({ authorization: 'Bearer anything' })).toThrow('NOTIFY_WORKER_TOKEN')
   }, 30_000)
 
   test('a remote worker process connects, advertises capabilities, heartbeats, delivers and reports; offline after missed heartbeats', async () => {
-    const token = (
-      await t.req('POST', '/api/v1/app-tokens', {
-        token: await t.token('admin'),
-        body: { name: 'worker', scopes: ['config'] },
-      })
-    ).body.data.token
+    const token = WORKER_TOKEN
     // Queued before the worker exists: it waits in the store.
     const early = (
       await t.req('POST', '/api/v1/notify', { body: { type: 'x', channel: 'hook', title: 'early' } })

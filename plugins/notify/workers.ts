@@ -1,6 +1,6 @@
+import { createHash, timingSafeEqual } from 'node:crypto'
 import type { Server, ServerWebSocket } from 'bun'
-import type { Principal } from '../../core/auth/service'
-import { HttpError } from '../../core/http'
+import { Forbidden, HttpError, Unauthorized } from '../../core/http'
 import type { Logger } from '../../core/log'
 import type { OutboundSettings } from '../../core/outbound'
 import type { Delivery, SendResult } from '../../core/plugin'
@@ -33,7 +33,6 @@ export interface RemoteChannel {
 }
 
 interface Conn {
-  principal?: Principal
   worker?: RemoteWorker
 }
 
@@ -58,7 +57,7 @@ export interface HubOptions {
   outbound: OutboundSettings
   log: Logger
   /** Checks the connecting worker's credentials; throws an HttpError to refuse. */
-  authenticate(headers: Record<string, string | undefined>): Promise<Principal | undefined>
+  authenticate(headers: Record<string, string | undefined>): void
   /** A worker said hello or freed capacity: the dispatcher may hand out more. */
   onCapacity(): void
 }
@@ -169,8 +168,8 @@ export function workerHub(opts: HubOptions) {
           const token = url.searchParams.get('token')
           if (token && !headers.authorization) headers.authorization = `Bearer ${token}`
           try {
-            const principal = await opts.authenticate(headers)
-            if (srv.upgrade(req, { data: { principal } })) return undefined
+            opts.authenticate(headers)
+            if (srv.upgrade(req, { data: {} })) return undefined
             return new Response('expected a WebSocket upgrade', { status: 426 })
           } catch (e) {
             const status = e instanceof HttpError ? e.status : 500
@@ -256,3 +255,23 @@ export function workerHub(opts: HubOptions) {
   }
 }
 export type WorkerHub = ReturnType<typeof workerHub>
+
+/**
+ * The check of a connecting worker: its Bearer token (or `?token=`) must be the configured
+ * `notify.workers.remote.token`, compared in constant time. Deliveries carry the channels' secrets
+ * unmasked, which the API shows no one (an operator's or a `config` token's connection read a
+ * YAML-only header in clear, sixteenth session's audit): the worker's credential is the
+ * configuration's, and changing it (then restarting) is how a worker is revoked.
+ */
+export function workerToken(expected: string): (headers: Record<string, string | undefined>) => void {
+  const want = createHash('sha256').update(expected).digest()
+  return (headers) => {
+    if (!expected)
+      throw new Forbidden(
+        'remote workers connect with notify.workers.remote.token (env NOTIFY_WORKER_TOKEN), which is not set',
+      )
+    const given = /^Bearer\s+(\S+)$/i.exec(headers.authorization ?? '')?.[1]
+    if (!given || !timingSafeEqual(createHash('sha256').update(given).digest(), want))
+      throw new Unauthorized('a remote worker sends notify.workers.remote.token as its Bearer token')
+  }
+}

@@ -2,6 +2,14 @@ import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { type TestApp, forEachEngine, makeApp } from '../helpers'
 import { SECURITY_APP, allPluginsWith, signature } from './lib'
 
+/** A port nothing listens on now. */
+async function freePort(): Promise<number> {
+  const s = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response() })
+  const port = s.port as number
+  await s.stop(true)
+  return port
+}
+
 /*
  * The sixteenth session's audit, replayed as its attackers made them: an operator turning the
  * site's SMTP encryption off to read the YAML's password off the wire; an application token that
@@ -79,6 +87,31 @@ forEachEngine((engine) => {
     const preview = await a.req('POST', '/api/v1/templates/amp/preview', { headers, body: { params } })
     expect([preview.status, preview.body.data?.field]).toEqual([400, 'body.params'])
     expect(await count()).toBe(before)
+  })
+
+  test('no user, admin or application token connects as a remote worker (deliveries carry secrets unmasked)', async () => {
+    const port = await freePort()
+    const w = await makeApp(engine, {
+      ...SECURITY_APP,
+      plugins: { notify: { workers: { remote: { enabled: true, port, token: 'wk-Slate-Owl-3312' } } } },
+    })
+    try {
+      const url = `http://127.0.0.1:${port}/api/v1/workers/connect`
+      const config = (
+        await w.req('POST', '/api/v1/app-tokens', {
+          token: await w.token('admin'),
+          body: { name: 'c', scopes: ['config'] },
+        })
+      ).body.data.token
+      const bearers = [config, await w.token('operator'), await w.token('admin')]
+      for (const b of bearers)
+        expect((await fetch(url, { headers: { authorization: `Bearer ${b}` } })).status).toBe(401)
+      const admin = await fetch(url, { headers: { 'x-admin-token': 'test-admin-token' } })
+      expect(admin.status).toBe(401)
+      expect((await fetch(url, { headers: { authorization: 'Bearer wk-Slate-Owl-3312' } })).status).toBe(426)
+    } finally {
+      await w.stop()
+    }
   })
 
   test("a signed route's X-Game-Id naming what every object inherits is refused as a bad signature, not a 500", async () => {
