@@ -291,7 +291,7 @@ export class AuthService {
 
   /**
    * Spec 2 section 5: who an `appScope` route's caller is (core/auth/app-scope.ts). `strict`
-   * ignores `anonymousAppScopes` (remote workers receive secrets).
+   * ignores `anonymousAppScopes`.
    */
   authenticateApp(option: AppScopeOption, headers: Headers, strict = false): Promise<Principal | undefined> {
     return authenticateApp(this, AuthService.bearer(headers), option, headers, strict)

@@ -3,6 +3,7 @@ import { Value } from '@sinclair/typebox/value'
 import { Elysia, t } from 'elysia'
 import { auditor } from '../../core/audit'
 import { PERMISSION_SECURITY } from '../../core/auth/guard'
+import { REVOKED_END, whileTrusted } from '../../core/auth/while-trusted'
 import { NotFound, invalidField, ok } from '../../core/http'
 import type { PluginContext } from '../../core/plugin'
 import { PageNumber } from '../../core/schema'
@@ -136,21 +137,33 @@ export function siteRoutes(
       '/api/v1/site/messages/stream',
       async ({ headers, query, request }) => {
         ctx.auth.authorize(await ctx.auth.identify(headers, query), 'messages:read')
+        const revoked = whileTrusted(ctx.auth, { headers, query, gone: request.signal }, 'messages:read')
         let off: () => void = () => undefined
         let beat: Timer | undefined
         const stream = new ReadableStream<string>({
           start(c) {
             c.enqueue(': connected\n\n')
-            off = hub.subscribe(
-              (chunk) => c.enqueue(chunk),
+            const end = () => {
+              clearInterval(beat)
+              try {
+                c.close()
+              } catch {
+                // Already closed by the client.
+              }
+            }
+            off = hub.subscribe((chunk) => c.enqueue(chunk), end)
+            revoked.addEventListener(
+              'abort',
               () => {
-                clearInterval(beat)
+                off()
                 try {
-                  c.close()
+                  c.enqueue(REVOKED_END)
                 } catch {
                   // Already closed by the client.
                 }
+                end()
               },
+              { once: true },
             )
             beat = setInterval(() => c.enqueue(': keep-alive\n\n'), 15_000)
             request.signal.addEventListener('abort', () => {

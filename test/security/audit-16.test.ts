@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { type TestApp, forEachEngine, makeApp } from '../helpers'
-import { SECURITY_APP, allPluginsWith, signature } from './lib'
+import { GAME, SECURITY_APP, allPluginsWith, signature } from './lib'
 
 /** A port nothing listens on now. */
 async function freePort(): Promise<number> {
@@ -113,6 +113,72 @@ forEachEngine((engine) => {
       await w.stop()
     }
   })
+
+  test('an open event stream ends once its user is disabled, deleted or signs out, and a reconnect is 401', async () => {
+    const base = a.listen()
+    const g = await a.req('POST', '/api/games', { token: admin, body: { ...GAME, name: 'Stream Walk' } })
+    const streams = [
+      `/api/v1/analytics/realtime?gameId=${g.body.id}&env=prod`,
+      '/api/v1/site/messages/stream',
+    ]
+    let n = 0
+    const signIn = async () => {
+      n += 1
+      const k = n
+      const body = {
+        email: `watch${n}@studio.test`,
+        username: `watch${n}`,
+        password: 'Watcher-Pass-61!',
+        roles: ['viewer'],
+      }
+      const id = (await a.req('POST', '/api/users', { token: admin, body })).body.id
+      const login = await a.req('POST', '/api/auth/login', {
+        body: { email: body.email, password: body.password },
+      })
+      return { id: String(id), token: String(login.body.token), refresh: String(login.body.refreshToken) }
+    }
+    const ends = [
+      (u: { id: string }) => a.req('POST', `/api/users/${u.id}/disable`, { token: admin }),
+      (u: { id: string }) => a.req('DELETE', `/api/users/${u.id}`, { token: admin }),
+      (u: { token: string; refresh: string }) =>
+        a.req('POST', '/api/auth/logout', { token: u.token, body: { refreshToken: u.refresh } }),
+    ]
+    /** What the stream sends until it closes; throws if it is still open after `ms`. */
+    const rest = async (reader: ReadableStreamDefaultReader<string>, ms: number) => {
+      let text = ''
+      let timer: Timer | undefined
+      const late = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`still open after ${ms} ms: ${text}`)), ms)
+      })
+      try {
+        for (;;) {
+          const { value, done } = await Promise.race([reader.read(), late])
+          if (done) return text
+          text += value
+        }
+      } finally {
+        clearTimeout(timer)
+      }
+    }
+    // Each way a credential ends, on each stream, at once (the check runs every 2 s).
+    const cases = ends.flatMap((end) => streams.map((path) => ({ end, path })))
+    await Promise.all(
+      cases.map(async ({ end, path }) => {
+        const u = await signIn()
+        const url = `${base}${path}${path.includes('?') ? '&' : '?'}token=${u.token}`
+        const res = await fetch(url)
+        expect([path, res.status]).toEqual([path, 200])
+        const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader()
+        await reader.read()
+        expect((await end(u)).status).toBeLessThan(300)
+        // The stream says why and closes.
+        const text = await rest(reader, 10_000)
+        expect(text).toContain('event: end')
+        expect(text).toContain('"error":"unauthorized"')
+        expect((await fetch(url)).status).toBe(401)
+      }),
+    )
+  }, 60_000)
 
   test("a signed route's X-Game-Id naming what every object inherits is refused as a bad signature, not a 500", async () => {
     const raw = '[]'

@@ -1,5 +1,6 @@
 import { Elysia, t } from 'elysia'
 import { PERMISSION_SECURITY } from '../../../core/auth/guard'
+import { whileTrusted } from '../../../core/auth/while-trusted'
 import { NotFound } from '../../../core/http'
 import type { PluginContext } from '../../../core/plugin'
 import type { GamesService } from '../../games/types'
@@ -61,7 +62,8 @@ export function realtimeRoutes(ctx: Ctx, games: GamesService, hub: RealtimeHub, 
       async ({ query, headers, request }) => {
         const scope = { gameId: query.gameId, env: query.env }
         await knownScope(games, scope)
-        const stream = hub.open(scope, headers['last-event-id'] ?? query.lastEventId, request.signal)
+        const revoked = whileTrusted(ctx.auth, { headers, query, gone: request.signal }, 'analytics:read')
+        const stream = hub.open(scope, headers['last-event-id'] ?? query.lastEventId, request.signal, revoked)
         return new Response(stream, {
           headers: {
             'content-type': 'text/event-stream; charset=utf-8',

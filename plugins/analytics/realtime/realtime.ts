@@ -1,4 +1,5 @@
 import { t } from 'elysia'
+import { REVOKED_END } from '../../../core/auth/while-trusted'
 import type { Db } from '../../../core/db'
 import { HttpError } from '../../../core/http'
 import type { Logger } from '../../../core/log'
@@ -240,7 +241,13 @@ export class RealtimeHub {
    * the history) or the latest snapshot (computed now when none is fresh). Throws 503 with
    * Retry-After once the process holds `max_clients`.
    */
-  open(scope: Scope, lastEventId: string | undefined, signal?: AbortSignal): ReadableStream<Uint8Array> {
+  open(
+    scope: Scope,
+    lastEventId: string | undefined,
+    signal?: AbortSignal,
+    /** Fires when the caller's credential no longer holds: the stream ends (`event: end`). */
+    revoked?: AbortSignal,
+  ): ReadableStream<Uint8Array> {
     if (this.count >= this.settings.max_clients) {
       const retry = Math.ceil(this.settings.retry_ms / 1000)
       throw new HttpError(
@@ -257,6 +264,15 @@ export class RealtimeHub {
         start: (c) => {
           client = this.subscribe(scope, c, lastEventId)
           signal?.addEventListener('abort', () => client && this.drop(client, 'gone'), { once: true })
+          revoked?.addEventListener(
+            'abort',
+            () => {
+              if (!client) return
+              this.write(client, encoder.encode(REVOKED_END))
+              this.drop(client, 'close')
+            },
+            { once: true },
+          )
         },
         cancel: () => {
           if (client) this.drop(client, 'gone')
