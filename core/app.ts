@@ -22,13 +22,7 @@ import { HealthChecks, monitoring } from './monitoring'
 import { NativeRoutes } from './native'
 import { apiDocs } from './openapi'
 import { Outbound, OutboundPolicy } from './outbound'
-import {
-  type FastServer,
-  type PluginContext,
-  type PluginManifest,
-  ProviderRegistry,
-  type Services,
-} from './plugin'
+import { type PluginContext, type PluginManifest, ProviderRegistry, type Services } from './plugin'
 import { LimiterSlot, RateLimiter, SharedRateLimiter } from './ratelimit'
 import { Scheduler } from './schedule'
 import { databaseScheduleStore } from './schedule-store'
@@ -244,6 +238,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     const { bodyLimit, bodyLimitFor, smallest } = bodyLimits(core.server.body_limit_mb, ordered)
     // Route templates, not raw paths, label the request histogram (bounded cardinality).
     const started = new WeakMap<Request, number>()
+    const addresses = new WeakMap<Request, string | undefined>()
     const httpLog = log.child('http')
     const logRequest = (method: string, route: string, status: number, seconds: number) => {
       if (core.log.requests)
@@ -252,7 +247,11 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     app
       .onRequest(({ request }) => {
         started.set(request, performance.now())
-        if (!READS.has(request.method)) writesUnheard++
+        // A write's address while its socket is open: once answered, the server knows it no more.
+        if (!READS.has(request.method)) {
+          writesUnheard++
+          addresses.set(request, clientIp(request, app.server, core.server.trust_forwarded_for))
+        }
         // Refused with the family's error body before a byte is read; `listen` bounds bodies
         // sent without a length and hands them here with the length read.
         const length = Number(request.headers.get('content-length') ?? 0)
@@ -285,11 +284,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
             path: new URL(request.url).pathname,
             route: route || 'unmatched',
             status,
-            ip: clientIp(
-              request,
-              (c as { server?: FastServer | null }).server,
-              core.server.trust_forwarded_for,
-            ),
+            ip: addresses.get(request),
             principal: principal && { kind: principal.kind, id: principal.id, username: principal.username },
             audit: route ? auditOf(request, route, params ?? {}, body, responseValue) : undefined,
           })

@@ -83,7 +83,7 @@ forEachEngine((engine) => {
       expect(all.total).toBe(3)
       const e = all.items[0]
       expect(e.target).toBe('door-2')
-      expect(e.details).toEqual({ pin_code: 'set:15-2', smtpPassword: 'set:tery', note: 'kept' })
+      expect(e.details).toEqual({ pin_code: 'set', smtpPassword: 'set', note: 'kept' })
       const page2 = await list('?action=vault&size=2&page=2')
       expect(page2).toMatchObject({ total: 3, page: 2, size: 2 })
       expect(page2.items.map((x: { target: string }) => x.target)).toEqual(['door-0'])

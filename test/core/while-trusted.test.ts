@@ -47,7 +47,13 @@ test('fires when the permission is gone (a role taken away); stops checking once
   allowed = true
   let checks = 0
   const gone = new AbortController()
-  const counting = { identify: () => (checks++, viewer), authorize: (p: Principal | undefined) => p! }
+  const counting = {
+    identify: () => {
+      checks++
+      return viewer
+    },
+    authorize: (p: Principal | undefined) => p!,
+  }
   whileTrusted(counting, { headers: {}, gone: gone.signal }, 'analytics:read', 10)
   await until(async () => checks >= 2)
   gone.abort()

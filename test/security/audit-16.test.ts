@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { type TestApp, forEachEngine, makeApp } from '../helpers'
+import { type TestApp, forEachEngine, makeApp, until } from '../helpers'
 import { GAME, SECURITY_APP, allPluginsWith, signature } from './lib'
 
 /** A port nothing listens on now. */
@@ -126,8 +126,8 @@ forEachEngine((engine) => {
       n += 1
       const k = n
       const body = {
-        email: `watch${n}@studio.test`,
-        username: `watch${n}`,
+        email: `watch${k}@studio.test`,
+        username: `watch${k}`,
         password: 'Watcher-Pass-61!',
         roles: ['viewer'],
       }
@@ -179,6 +179,43 @@ forEachEngine((engine) => {
       }),
     )
   }, 60_000)
+
+  test("entries core derives name the peer's address; a user's password reads 'set' alone; a sign-out names who", async () => {
+    const base = a.listen()
+    const call = (method: string, path: string, token: string, body?: unknown) =>
+      fetch(`${base}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      })
+    const password = 'Quokka-Lantern-8841'
+    const made = await call('POST', '/api/users', admin, {
+      email: 'peer@studio.test',
+      username: 'peer-walker',
+      password,
+      roles: ['viewer'],
+    })
+    expect(made.status).toBe(200)
+    const login = await a.req('POST', '/api/auth/login', { body: { email: 'peer@studio.test', password } })
+    expect((await call('POST', '/api/auth/logout', login.body.token)).status).toBe(204)
+    type Entry = { action: string; actor: { name?: string }; target?: string; ip?: string; details?: unknown }
+    const entry = async (action: string, by: (e: Entry) => boolean) => {
+      let found: Entry | undefined
+      await until(async () => {
+        const r = await a.req('GET', `/api/v1/audit?action=${action}&size=100`, { token: admin })
+        found = (r.body.data.items as Entry[]).find((e) => e.action === action && by(e))
+        return found !== undefined
+      })
+      return found!
+    }
+    const created = await entry('user.create', (e) => JSON.stringify(e.details).includes('peer-walker'))
+    expect(created.ip).toMatch(/^(::ffff:)?127\.0\.0\.1$/)
+    expect(created.details).toMatchObject({ body: { password: 'set' } })
+    expect(JSON.stringify(created)).not.toContain(password.slice(-4))
+    const out = await entry('auth.logout', (e) => e.actor.name === 'peer-walker')
+    expect(out).toMatchObject({ actor: { kind: 'user', name: 'peer-walker' } })
+    expect(out.ip).toMatch(/^(::ffff:)?127\.0\.0\.1$/)
+  })
 
   test("a signed route's X-Game-Id naming what every object inherits is refused as a bad signature, not a 500", async () => {
     const raw = '[]'
