@@ -1,5 +1,6 @@
 import { Elysia, t } from 'elysia'
-import { clientIp, ok } from '../../core/http'
+import { auditor } from '../../core/audit'
+import { ok } from '../../core/http'
 import type { PluginContext } from '../../core/plugin'
 import { rejectUnknown } from '../../core/strict'
 import { agentAuth, agentKey } from './auth'
@@ -43,23 +44,7 @@ export interface AgentRouteDeps {
 
 export function agentRoutes(ctx: PluginContext<unknown>, d: AgentRouteDeps) {
   const { store } = d
-  const audit = (
-    action: string,
-    target: string,
-    ip: string | undefined,
-    actor: { kind: string; id?: string; name?: string },
-    details?: Record<string, unknown>,
-  ) =>
-    void ctx.bus.emit('audit', {
-      actor_kind: actor.kind,
-      actor_id: actor.id,
-      actor_name: actor.name,
-      action,
-      target,
-      ip,
-      ok: true,
-      details,
-    })
+  const audit = auditor(ctx)
 
   return new Elysia({ name: 'agents' })
     .use(ctx.guard)
@@ -71,14 +56,9 @@ export function agentRoutes(ctx: PluginContext<unknown>, d: AgentRouteDeps) {
         const { agent, created } = await store.register(body)
         set.status = created ? 201 : 200
         audit(
+          { request, server },
           created ? 'agents.register' : 'agents.reregister',
           agent.agent_id,
-          clientIp(request, server, ctx.core.server.trust_forwarded_for),
-          {
-            kind: 'agent',
-            id: agent.agent_id,
-            name: agent.name,
-          },
           {
             game_id: agent.game_id,
             env: agent.env,
@@ -86,6 +66,7 @@ export function agentRoutes(ctx: PluginContext<unknown>, d: AgentRouteDeps) {
             zone: agent.zone,
             functions: agent.functions.length,
           },
+          { kind: 'agent', id: agent.agent_id, name: agent.name },
         )
         return ok({
           ...agent,
@@ -199,17 +180,14 @@ export function agentRoutes(ctx: PluginContext<unknown>, d: AgentRouteDeps) {
       '/api/v1/agents/:id',
       async ({ params, principal, request, server }) => {
         await store.remove(params.id)
-        audit('agents.delete', params.id, clientIp(request, server, ctx.core.server.trust_forwarded_for), {
-          kind: principal.kind,
-          id: principal.id,
-          name: principal.username,
-        })
+        audit({ principal, request, server }, 'agents.delete', params.id)
         return ok(null, 'deleted')
       },
       {
         permission: 'agents:write',
-        // The handler records agents.delete itself.
-        audit: false,
+        // The handler records agents.delete (core then records nothing); a refused attempt
+        // (a viewer's 403) is recorded by core under the same action and target.
+        audit: { action: 'agents.delete', target: '{id}' },
         params: Params,
         detail: tag('Unregister an agent', 'A running agent registers again on its next start.'),
       },

@@ -64,6 +64,8 @@ export function backupRoutes(ctx: PluginContext<unknown>, store: BackupStore, ru
       },
       {
         permission: 'backups:write',
+        // The handler records backups.create; a refused attempt reads the same.
+        audit: 'backups.create',
         transform: ({ body }) => rejectUnknown(BackupCreate, body, 'body'),
         body: BackupCreate,
         response: { 202: Envelope(Backup) },
@@ -161,6 +163,7 @@ export function backupRoutes(ctx: PluginContext<unknown>, store: BackupStore, ru
       },
       {
         permission: 'backups:write',
+        audit: { action: 'backups.delete', target: '{id}' },
         params: Id,
         detail: tag(
           'Delete a backup record and its file (409 while pending or running, and on an instance that lacks the file: `data.instance` names the one that has it)',

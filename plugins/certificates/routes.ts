@@ -152,6 +152,8 @@ export function certRoutes(
       },
       {
         permission: 'certificates:write',
+        // Each write's handler records certificates.*; a refused attempt reads the same.
+        audit: 'certificates.register',
         transform: ({ body }) => rejectUnknown(CertificateCreate, body, 'body'),
         body: CertificateCreate,
         response: { 201: Envelope(CertificateWithPem) },
@@ -245,6 +247,7 @@ export function certRoutes(
       },
       {
         permission: 'certificates:write',
+        audit: { action: 'certificates.check_all', target: 'certificates' },
         response: { 200: Envelope(CheckAllResult) },
         detail: tag(
           'Re-check every enabled certificate (probes run concurrently, bounded) and evaluate the alert rules',
@@ -271,6 +274,7 @@ export function certRoutes(
       },
       {
         permission: 'certificates:write',
+        audit: 'certificates.alert_create',
         transform: ({ body }) => rejectUnknown(AlertCreate, body, 'body'),
         body: AlertCreate,
         response: { 201: Envelope(Alert) },
@@ -303,6 +307,7 @@ export function certRoutes(
       },
       {
         permission: 'certificates:write',
+        audit: 'certificates.alert_update',
         params: Id,
         transform: ({ body }) => rejectUnknown(AlertUpdate, body, 'body'),
         body: AlertUpdate,
@@ -317,7 +322,12 @@ export function certRoutes(
         audit({ principal, request, server }, 'certificates.alert_delete', params.id)
         return ok(null)
       },
-      { permission: 'certificates:write', params: Id, detail: tag('Delete an alert rule') },
+      {
+        permission: 'certificates:write',
+        audit: { action: 'certificates.alert_delete', target: '{id}' },
+        params: Id,
+        detail: tag('Delete an alert rule'),
+      },
     )
     .get('/api/v1/certificates/:id', async ({ params }) => ok(certWithPem(await store.get(params.id))), {
       permission: 'certificates:read',
@@ -335,7 +345,12 @@ export function certRoutes(
         })
         return ok(null)
       },
-      { permission: 'certificates:write', params: Id, detail: tag('Delete a certificate') },
+      {
+        permission: 'certificates:write',
+        audit: 'certificates.delete',
+        params: Id,
+        detail: tag('Delete a certificate'),
+      },
     )
     .post(
       '/api/v1/certificates/:id/check',
@@ -349,6 +364,7 @@ export function certRoutes(
       },
       {
         permission: 'certificates:write',
+        audit: 'certificates.check',
         params: Id,
         response: { 200: Envelope(CertificateWithPem) },
         detail: tag(

@@ -40,7 +40,12 @@ test('a rendering is held to what a notification may hold: 400 naming body.param
   // 5,000 copies of a 100 KB param (an object: rendered as its JSON, 100,002 characters with the
   // quotes): the fifth copy stops it, the rest are never rendered.
   let rendered = 0
-  const a = { toJSON: () => (rendered++, 'x'.repeat(100_000)) }
+  const a = {
+    toJSON: () => {
+      rendered++
+      return 'x'.repeat(100_000)
+    },
+  }
   expect(() => render(at(5000), { a })).toThrow('body.params')
   expect(rendered).toBe(5)
   // The field lines count with the body, and the title has its own bound.

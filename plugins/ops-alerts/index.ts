@@ -57,6 +57,8 @@ export default definePlugin({
         },
         {
           permission: 'ops_alerts:write',
+          // The handler records ops_alerts.*; a refused attempt reads the same.
+          audit: 'ops_alerts.create',
           transform: ({ body }) => rejectUnknown(RuleCreate, body, 'body'),
           body: RuleCreate,
           detail: tag(
@@ -96,6 +98,7 @@ export default definePlugin({
         },
         {
           permission: 'ops_alerts:write',
+          audit: { action: 'ops_alerts.update', target: '{id}' },
           params: Params,
           transform: ({ body }) => rejectUnknown(RuleUpdate, body, 'body'),
           body: RuleUpdate,
@@ -109,7 +112,12 @@ export default definePlugin({
           audit({ principal, request, server }, 'ops_alerts.delete', params.id, { before })
           return ok(null, 'deleted')
         },
-        { permission: 'ops_alerts:write', params: Params, detail: tag('Delete a rule') },
+        {
+          permission: 'ops_alerts:write',
+          audit: { action: 'ops_alerts.delete', target: '{id}' },
+          params: Params,
+          detail: tag('Delete a rule'),
+        },
       )
   },
 })

@@ -122,6 +122,8 @@ export default definePlugin({
         },
         {
           permission: 'rate_limits:write',
+          // The handler records rate_limits.put (and .delete); a refused attempt reads the same.
+          audit: 'rate_limits.put',
           transform: ({ body }) => rejectUnknown(RateLimitSet, body, 'body'),
           body: RateLimitSet,
           detail: tag(
@@ -147,7 +149,12 @@ export default definePlugin({
           audit({ principal, request, server }, 'rate_limits.delete', params.id, { before })
           return ok(null, 'deleted')
         },
-        { permission: 'rate_limits:write', params: Params, detail: tag('Delete a rule set') },
+        {
+          permission: 'rate_limits:write',
+          audit: { action: 'rate_limits.delete', target: '{id}' },
+          params: Params,
+          detail: tag('Delete a rule set'),
+        },
       )
       .post(
         '/api/v1/rate-limits/preview',

@@ -336,6 +336,8 @@ export function rulesRoutes(d: RulesRouteDeps) {
         return r.answer
       },
       {
+        // What the handler records (no caller here is a principal: a refusal is not recorded).
+        audit: 'alert.ack',
         body: t.Unknown(),
         detail: {
           ...tags(

@@ -282,6 +282,8 @@ export function siteRoutes(
       },
       {
         permission: 'site:write',
+        // The handler records site.set (site.clear below); a refused attempt reads the same.
+        audit: { action: 'site.set', target: '{key}' },
         params: KeyParams,
         body: T.Object({ value: T.Unknown() }, { additionalProperties: false }),
         detail: tag(
@@ -302,6 +304,7 @@ export function siteRoutes(
       },
       {
         permission: 'site:write',
+        audit: { action: 'site.clear', target: '{key}' },
         params: KeyParams,
         detail: tag(
           'Clear the override: back to the file value (or the default)',
