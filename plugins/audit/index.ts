@@ -126,7 +126,7 @@ export default definePlugin({
           tags: ['audit'],
           summary: 'The audit log, newest first, paged and filtered',
           description:
-            'Each entry: {id, at, actor: {kind, id, name}, action, target, ip, ok, details}. Every write is recorded: its action names the resource and what was done (rule.update, roster.import, notification.send, alert.ack, channel.update, game.publish, environment.create, experiment.publish, ml_model.deploy, ...), its target the resource (`channel:ops-mail`, `game:g1/environment:prod`); details carry the status and the body as its schema declares it (secrets masked as "set" plus the last 4; map values not recorded), or before and after. Also auth.login (refused ones with ok=false), site.set, site.clear, ops.notifications.put, rate_limits.*, ops_alerts.*, certificates.*, backups.*, agents.*. Refused writes of a known caller are recorded with ok=false.',
+            'Each entry: {id, at, actor: {kind, id, name}, action, target, ip, ok, details}. Every write is recorded: its action names the resource and what was done (rule.update, roster.import, notification.send, alert.ack, channel.update, game.publish, environment.create, experiment.publish, ml_model.deploy, ...), its target the resource (`channel:ops-mail`, `game:g1/environment:prod`); details carry the status and the body as its schema declares it (secrets masked as "set" plus the last 4, fields masked by name only as "set"; map values not recorded), or before and after. Also auth.login (refused ones with ok=false), site.set, site.clear, ops_notifications.put, rate_limits.*, ops_alerts.*, certificates.*, backups.*, agents.*. Refused writes of a known caller are recorded with ok=false.',
         },
       },
     )

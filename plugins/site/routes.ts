@@ -232,7 +232,7 @@ export function siteRoutes(
         }
         checkRouting(next)
         await store.setRouting(next)
-        audit({ principal, request, server }, 'ops.notifications.put', 'routing', {
+        audit({ principal, request, server }, 'ops_notifications.put', 'routing', {
           before: maskSecrets(Routing, before) as Record<string, unknown>,
           after: maskSecrets(Routing, next) as Record<string, unknown>,
         })
@@ -240,6 +240,8 @@ export function siteRoutes(
       },
       {
         permission: 'site:write',
+        // The handler records ops_notifications.put; a refused attempt reads the same.
+        audit: { action: 'ops_notifications.put', target: 'routing' },
         transform: ({ body }) => rejectUnknown(Routing, body, 'body'),
         body: Routing,
         detail: tag(

@@ -74,6 +74,14 @@ const CASES: Case[] = [
     action: 'ops_alerts.create',
   },
   {
+    what: 'the ops notification routing',
+    method: 'PUT',
+    path: '/api/v1/ops/notifications',
+    body: { channels: [], rules: [] },
+    action: 'ops_notifications.put',
+    target: 'routing',
+  },
+  {
     what: 'an agent delete',
     method: 'DELETE',
     path: '/api/v1/agents/names-agent',
