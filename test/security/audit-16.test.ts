@@ -217,6 +217,29 @@ forEachEngine((engine) => {
     expect(out.ip).toMatch(/^(::ffff:)?127\.0\.0\.1$/)
   })
 
+  test("a funnel step's properties are bounded: a viewer's step of many keys is a 400, not a held server", async () => {
+    const viewer = await a.token('viewer')
+    const g = await a.req('POST', '/api/games', { token: admin, body: { ...GAME, name: 'Funnel Walk' } })
+    const funnel = (properties: Record<string, unknown>) =>
+      a.req('POST', `/api/v1/analytics/behavior/funnel?gameId=${g.body.id}&env=prod`, {
+        token: viewer,
+        body: { steps: [{ event: 'session_start' }, { event: 'login', properties }] },
+      })
+    const keys = (n: number, name = (i: number) => `k${i}`) =>
+      Object.fromEntries(Array.from({ length: n }, (_, i) => [name(i), 1]))
+    expect((await funnel(keys(20))).status).toBe(200)
+    for (const properties of [
+      keys(21),
+      keys(600_000),
+      { ['k'.repeat(129)]: 1 },
+      { level: 'x'.repeat(1025) },
+    ]) {
+      const r = await funnel(properties)
+      expect([Object.keys(properties).length, r.status]).toEqual([Object.keys(properties).length, 400])
+      expect(r.body.data?.field ?? r.body.message).toContain('body.steps[1].properties')
+    }
+  })
+
   test("a signed route's X-Game-Id naming what every object inherits is refused as a bad signature, not a 500", async () => {
     const raw = '[]'
     for (const game of ['constructor', '__proto__', 'toString', 'hasOwnProperty'])

@@ -7,12 +7,12 @@ export interface FunnelStep {
 }
 export type FunnelOrder = 'ordered' | 'strict' | 'any'
 
-/** Whether an event's attribute equals a filter value (compared as text: "3" matches 3). */
-function matches(props: Record<string, unknown>, filter: Record<string, string | number | boolean>) {
+/** Whether an event's attributes equal a step's filter, `[name, value as text]` pairs ("3" matches 3). */
+function matches(props: Record<string, unknown>, filter: ReadonlyArray<readonly [string, string]>) {
   const attrs = props.attrs && typeof props.attrs === 'object' ? (props.attrs as Record<string, unknown>) : {}
-  for (const [k, want] of Object.entries(filter)) {
+  for (const [k, want] of filter) {
     const v = props[k] !== undefined ? props[k] : attrs[k]
-    if (v === undefined || v === null || typeof v === 'object' || String(v) !== String(want)) return false
+    if (v === undefined || v === null || typeof v === 'object' || String(v) !== want) return false
   }
   return true
 }
@@ -38,12 +38,15 @@ export async function funnel(
 ) {
   const S = q.steps.length
   const stepEvents = [...new Set(q.steps.map((s) => s.event))]
-  const filtered = q.steps.some((s) => s.properties && Object.keys(s.properties).length)
+  // Each step's filter as pairs once, not once per event read.
+  const filters = q.steps.map((s) =>
+    Object.entries(s.properties ?? {}).map(([k, v]) => [k, String(v)] as const),
+  )
+  const filtered = filters.some((f) => f.length)
   const mask = (event: string, props: Record<string, unknown> | undefined) => {
     let m = 0
     for (let k = 0; k < S; k++) {
-      const s = q.steps[k]
-      if (s.event === event && (!props || !s.properties || matches(props, s.properties))) m |= 1 << k
+      if (q.steps[k].event === event && (!props || matches(props, filters[k]))) m |= 1 << k
     }
     // Strict funnels keep every event: one matching no step breaks a sequence.
     return m || q.order === 'strict' ? m : undefined
