@@ -23,8 +23,8 @@ type Headers = Record<string, string | undefined>
  * An application token (`Authorization: Bearer lat_...` or `X-App-Token`) or a server key
  * (`X-API-Key: lsk_...`) needs exactly the route's scope; with `anonymousAppScopes` anyone may
  * call (token management stays admin-only); a user token (or the admin token) needs the route's
- * permission; an SDK key is 403 (it reaches only the SDK surface). `strict` ignores
- * `anonymousAppScopes`. `bearer` is the request's bearer token (AuthService.bearer).
+ * permission; an SDK key is 403 (it reaches only the SDK surface). `bearer` is the request's
+ * bearer token (AuthService.bearer).
  */
 export async function authenticateApp(
   auth: Pick<
@@ -40,7 +40,6 @@ export async function authenticateApp(
   bearer: string | undefined,
   option: AppScopeOption,
   headers: Headers,
-  strict: boolean,
 ): Promise<Principal | undefined> {
   const need = typeof option === 'string' ? option : option.scope
   const app = headers['x-app-token'] ?? (bearer?.startsWith(APP_TOKEN_PREFIX) ? bearer : undefined)
@@ -55,7 +54,7 @@ export async function authenticateApp(
     if (!p) throw new Unauthorized('invalid or revoked server key', 'invalid_api_key')
     return scoped(p, need, 'server key')
   }
-  if (auth.anonymousAppScopes && !strict && need !== 'admin') return undefined
+  if (auth.anonymousAppScopes && need !== 'admin') return undefined
   const user = auth.verifyAccess(bearer) ?? auth.verifyAdminToken(headers['x-admin-token'])
   if (user) {
     if (need === 'admin') {

@@ -289,12 +289,9 @@ export class AuthService {
 
   // -- scoped credentials ---------------------------------------------------------------------
 
-  /**
-   * Spec 2 section 5: who an `appScope` route's caller is (core/auth/app-scope.ts). `strict`
-   * ignores `anonymousAppScopes`.
-   */
-  authenticateApp(option: AppScopeOption, headers: Headers, strict = false): Promise<Principal | undefined> {
-    return authenticateApp(this, AuthService.bearer(headers), option, headers, strict)
+  /** Spec 2 section 5: who an `appScope` route's caller is (core/auth/app-scope.ts). */
+  authenticateApp(option: AppScopeOption, headers: Headers): Promise<Principal | undefined> {
+    return authenticateApp(this, AuthService.bearer(headers), option, headers)
   }
 
   private reach = new Map<Scope, Set<Permission>>()

@@ -1,18 +1,12 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { join } from 'node:path'
 import { type TestApp, forEachEngine, makeApp, until } from '../../test/helpers'
+import { freePort } from '../../test/own-postgres'
 import { httpSink } from './testing'
 import { workerToken } from './workers'
 
 const root = join(import.meta.dir, '..', '..')
 const WORKER_TOKEN = 'wk-Heron-Basalt-4417'
-
-function freePort(): number {
-  const s = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response() })
-  const port = s.port as number
-  s.stop(true)
-  return port
-}
 
 forEachEngine((engine) => {
   let t: TestApp

@@ -1,14 +1,8 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
+import { SseReader } from '../../plugins/analytics/realtime/realtime-testing'
 import { type TestApp, forEachEngine, makeApp, until } from '../helpers'
+import { freePort } from '../own-postgres'
 import { GAME, SECURITY_APP, allPluginsWith, signature } from './lib'
-
-/** A port nothing listens on now. */
-async function freePort(): Promise<number> {
-  const s = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response() })
-  const port = s.port as number
-  await s.stop(true)
-  return port
-}
 
 /*
  * The sixteenth session's audit, replayed as its attackers made them: an operator turning the
@@ -90,7 +84,7 @@ forEachEngine((engine) => {
   })
 
   test('no user, admin or application token connects as a remote worker (deliveries carry secrets unmasked)', async () => {
-    const port = await freePort()
+    const port = freePort()
     const w = await makeApp(engine, {
       ...SECURITY_APP,
       plugins: { notify: { workers: { remote: { enabled: true, port, token: 'wk-Slate-Owl-3312' } } } },
@@ -143,23 +137,6 @@ forEachEngine((engine) => {
       (u: { token: string; refresh: string }) =>
         a.req('POST', '/api/auth/logout', { token: u.token, body: { refreshToken: u.refresh } }),
     ]
-    /** What the stream sends until it closes; throws if it is still open after `ms`. */
-    const rest = async (reader: ReadableStreamDefaultReader<string>, ms: number) => {
-      let text = ''
-      let timer: Timer | undefined
-      const late = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`still open after ${ms} ms: ${text}`)), ms)
-      })
-      try {
-        for (;;) {
-          const { value, done } = await Promise.race([reader.read(), late])
-          if (done) return text
-          text += value
-        }
-      } finally {
-        clearTimeout(timer)
-      }
-    }
     // Each way a credential ends, on each stream, at once (the check runs every 2 s).
     const cases = ends.flatMap((end) => streams.map((path) => ({ end, path })))
     await Promise.all(
@@ -168,13 +145,13 @@ forEachEngine((engine) => {
         const url = `${base}${path}${path.includes('?') ? '&' : '?'}token=${u.token}`
         const res = await fetch(url)
         expect([path, res.status]).toEqual([path, 200])
-        const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader()
-        await reader.read()
+        const sse = new SseReader(res.body!)
+        await sse.next()
         expect((await end(u)).status).toBeLessThan(300)
         // The stream says why and closes.
-        const text = await rest(reader, 10_000)
-        expect(text).toContain('event: end')
-        expect(text).toContain('"error":"unauthorized"')
+        const last = await sse.next((f) => f.event === 'end')
+        expect(JSON.parse(last.data!)).toMatchObject({ error: 'unauthorized' })
+        await expect(sse.next(() => true)).rejects.toThrow('stream ended')
         expect((await fetch(url)).status).toBe(401)
       }),
     )
