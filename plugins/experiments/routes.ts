@@ -1,4 +1,5 @@
 import { Elysia, t } from 'elysia'
+import { NotFound } from '../../core/http'
 import type { PluginContext } from '../../core/plugin'
 import { rejectUnknown, withoutEchoed } from '../../core/strict'
 import { explain } from '../../sdk/assign'
@@ -141,11 +142,15 @@ export function experimentsRoutes(
         }
       },
       {
-        // Part of the SDK surface: the SDK key of the experiment's own game and environment too.
+        // Part of the SDK surface: the SDK key of the experiment's own game and environment too,
+        // for what the public configuration shows (running experiments). The key ships in every
+        // game client: a draft's or a paused experiment's variants are no one's outside the studio,
+        // so for the key such an experiment does not exist (404, as for an unknown id).
         sdkOr: {
           permission: 'experiments:read',
           owner: async ({ id }: Record<string, string>) => {
             const e = await store.get(id)
+            if (e.status !== 'running') throw new NotFound(`experiment '${id}' not found`)
             return { gameId: e.gameId, environment: e.environment }
           },
         },
@@ -155,8 +160,8 @@ export function experimentsRoutes(
         detail: tag(
           'The variant a user gets, computed by the SDK function itself',
           'bucket = murmur3_x86_32(UTF-8 of id:salt:userId, seed 0) mod 100, then the accumulated-weight walk. Optional platform and ' +
-            'country check the targeting. For support and debugging; works in every status. Users with experiments:read, ' +
-            "or the SDK key (x-api-key) of the experiment's game and environment (another game's key: 403).",
+            'country check the targeting. For support and debugging; works in every status for users with experiments:read. ' +
+            "The SDK key (x-api-key) of the experiment's game and environment reaches running experiments only (a draft or paused one: 404; another game's key: 403).",
         ),
       },
     )

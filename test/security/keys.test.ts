@@ -76,6 +76,24 @@ forEachEngine((engine) => {
       expect(other.status).toBe(403)
       expect(other.body.message).toContain('another game')
       expect((await call('GET', '/api/experiments/nope/assign?userId=u1', { headers: sdk })).status).toBe(404)
+      // What the public configuration does not show stays unknown to the key: a draft, a paused one.
+      const draft = await call('POST', '/api/experiments', {
+        headers: admin,
+        body: { gameId: game.a, environment: 'prod', name: 'unreleased', config: CONFIG },
+      })
+      const hidden = await call('GET', `/api/experiments/${draft.body.id}/assign?userId=u1`, { headers: sdk })
+      expect([hidden.status, JSON.stringify(hidden.body).includes('variant')]).toEqual([404, false])
+      const shown = await call('GET', `/api/experiments/${draft.body.id}/assign?userId=u1`, {
+        headers: admin,
+      })
+      expect([shown.status, shown.body.status]).toEqual([200, 'draft'])
+      await call('POST', `/api/experiments/${experiment.a}/pause`, { headers: admin })
+      const paused = await call('GET', `/api/experiments/${experiment.a}/assign?userId=u1`, { headers: sdk })
+      await call('POST', `/api/experiments/${experiment.a}/publish`, { headers: admin })
+      expect(paused.status).toBe(404)
+      expect(
+        (await call('GET', `/api/experiments/${experiment.a}/assign?userId=u1`, { headers: sdk })).status,
+      ).toBe(200)
       const batch = await call('POST', '/v1/batch', {
         headers: sdk,
         body: [

@@ -64,6 +64,8 @@ forEachEngine((engine) => {
         headers: admin,
         body: { gameId: g.body.id, environment: 'prod', name: `exp ${side}`, config: CONFIG },
       })
+      // Running: the SDK key's assignment reaches what the public configuration shows.
+      await call('POST', `/api/experiments/${e.body.id}/publish`, { headers: admin })
       games[side] = { id: g.body.id, experiment: e.body.id }
     }
     const sdk = await app.auth.createApiKey({ name: 'sdk', gameId: games.own.id, environment: 'prod' })
