@@ -110,14 +110,17 @@ export function rejectUnknown(schema: TSchema, value: unknown, path: string): vo
 /** Throws 400 naming the first field of `value` that `check` refuses, with every issue in `details`. */
 export function checkBody(check: TypeCheck<TSchema>, schema: TSchema, value: unknown): void {
   // Defaults the schema itself declares may fill what is absent; nothing else is coerced.
+  // (The copy only where the schema has a default to fill: a body of 500,000 keys took 370 ms to copy.)
   const v =
-    value !== null && typeof value === 'object' ? Value.Default(schema, structuredClone(value)) : value
+    value !== null && typeof value === 'object' && declaresDefault(schema)
+      ? Value.Default(schema, structuredClone(value))
+      : value
   if (check.Check(v)) return
   // A POST without a body (none, or empty) says what it needs, once.
   const absent = value === undefined || value === ''
   const errors = absent
     ? [{ field: 'body', reason: missingReason({ path: '', schema, value: undefined }, true) ?? 'required' }]
-    : [...check.Errors(v)].slice(0, 20).map((e) => ({
+    : firstErrors(check, v, 20).map((e) => ({
         field: ['body', pointerToField(e.path)].filter(Boolean).join('.'),
         reason: missingReason(e, true) ?? reasonOf(e),
       }))
@@ -129,6 +132,29 @@ export function checkBody(check: TypeCheck<TSchema>, schema: TSchema, value: unk
     reason: first.reason,
     errors: unique,
   })
+}
+
+/** The first `n` issues `check` finds, without listing the rest (one per unknown key of a huge body). */
+function firstErrors(check: TypeCheck<TSchema>, value: unknown, n: number) {
+  const out = []
+  for (const e of check.Errors(value)) {
+    out.push(e)
+    if (out.length >= n) break
+  }
+  return out
+}
+
+const withDefaults = new WeakMap<TSchema, boolean>()
+/** Whether a `default` is declared anywhere in `schema` (remembered per schema). */
+function declaresDefault(schema: TSchema): boolean {
+  let known = withDefaults.get(schema)
+  if (known === undefined) {
+    const walk = (s: unknown): boolean =>
+      s !== null && typeof s === 'object' && ('default' in s || Object.values(s).some(walk))
+    known = walk(schema)
+    withDefaults.set(schema, known)
+  }
+  return known
 }
 
 export class UnsupportedMediaType extends HttpError {
