@@ -34,18 +34,28 @@ export interface LogSettings {
   sensitive_fields: string[]
 }
 
-/** Masks fields named in `log.sensitive_fields` at any depth: 'set' plus the last 4 characters. */
-export function maskNamed(value: unknown, sensitive: ReadonlySet<string>): unknown {
-  if (Array.isArray(value)) return value.map((v) => maskNamed(v, sensitive))
+/**
+ * Masks fields named in `log.sensitive_fields` at any depth: 'set' plus the last 4 characters, or
+ * as `mask` says (`setOnly` where every role reads the result).
+ */
+export function maskNamed(
+  value: unknown,
+  sensitive: ReadonlySet<string>,
+  mask: (v: unknown) => string = maskValue,
+): unknown {
+  if (Array.isArray(value)) return value.map((v) => maskNamed(v, sensitive, mask))
   if (value && typeof value === 'object') {
     const out: Record<string, unknown> = {}
     for (const [k, v] of Object.entries(value)) {
-      out[k] = sensitive.has(k.toLowerCase()) ? maskValue(v) : maskNamed(v, sensitive)
+      out[k] = sensitive.has(k.toLowerCase()) ? mask(v) : maskNamed(v, sensitive, mask)
     }
     return out
   }
   return value
 }
+
+/** 'set' for any value there is, nothing of it shown (a field masked by its name alone). */
+export const setOnly = (v: unknown): string => (v === undefined || v === null || v === '' ? '' : 'set')
 
 export function createLogger(
   settings: LogSettings,

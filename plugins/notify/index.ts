@@ -133,7 +133,7 @@ export default definePlugin({
       service,
       channels,
       queue,
-      logs: logStore(ctx.db),
+      logs: logStore(ctx.db, ctx.core.log.sensitive_fields),
       templates,
       hub,
       audit: auditor(ctx),

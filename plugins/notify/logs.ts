@@ -1,5 +1,6 @@
 import { type Db, type Param, fromJson, iso } from '../../core/db'
 import { NotFound } from '../../core/http'
+import { maskNamed, setOnly } from '../../core/log'
 import { CLAIM_COLS, type DeliveryRow } from './store'
 
 type LogRow = DeliveryRow & {
@@ -59,8 +60,14 @@ function where(f: LogFilter): { sql: string; params: Param[] } {
 const percentile = (sorted: number[], p: number) =>
   sorted.length ? sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] : 0
 
-/** Delivery logs: the deliveries table read newest first, with their attempts. */
-export function logStore(db: Db) {
+/**
+ * Delivery logs: the deliveries table read newest first, with their attempts. A delivery's `raw`
+ * fields (the request's params and data, which providers receive as sent) are read back with the
+ * values under `sensitive` names (`log.sensitive_fields`: password, token, ...) masked, as the log
+ * and the audit show them: every role may read the logs.
+ */
+export function logStore(db: Db, sensitive: readonly string[] = []) {
+  const masked = new Set(sensitive.map((f) => f.toLowerCase()))
   return {
     async list(f: LogFilter) {
       const offset = f.offset ?? 0
@@ -94,7 +101,7 @@ export function logStore(db: Db) {
       return {
         ...toLog(row),
         body: row.body,
-        raw: fromJson<Record<string, unknown>>(row.raw, {}),
+        raw: maskNamed(fromJson<Record<string, unknown>>(row.raw, {}), masked, setOnly),
         attempts: attempts.map((a) => ({
           attempt: Number(a.attempt),
           worker: a.worker,

@@ -1,4 +1,4 @@
-import type { Logger } from '../../core/log'
+import { type Logger, maskNamed, setOnly } from '../../core/log'
 import type { Outbound } from '../../core/outbound'
 import type { ProviderRegistry } from '../../core/plugin'
 import { type Note, type SendOutcome, sendChatbot, sendEmail, sendWebhook } from './channels'
@@ -49,7 +49,10 @@ export function channelTargets(d: {
   timeoutMs: () => number
   /** Tells every instance a message was stored, so each pushes it to its own browsers. */
   announce: (m: Message) => Promise<void>
+  /** Names whose values an in-app message keeps masked (`log.sensitive_fields`): every role reads the messages. */
+  sensitive?: readonly string[]
 }) {
+  const masked = new Set((d.sensitive ?? []).map((f) => f.toLowerCase()))
   /**
    * The client for a channel whose destination is made of `keys`: trusted when the YAML (or the
    * default) gives all of them, under the outbound policy when any was set through the API.
@@ -71,7 +74,7 @@ export function channelTargets(d: {
                   level: n.level,
                   title: n.title,
                   body: n.body,
-                  data: { id: n.id, ...n.payload },
+                  data: { id: n.id, ...(maskNamed(n.payload, masked, setOnly) as Record<string, unknown>) },
                 })
                 await d.announce(m)
                 return { ok: true }

@@ -39,6 +39,7 @@ export default definePlugin({
       outbound: ctx.outbound,
       timeoutMs: () => ctx.config.send_timeout_ms,
       announce: (m) => ctx.changes.publish(TOPIC, { id: m.id }),
+      sensitive: ctx.core.log.sensitive_fields,
     })
     ctx.providers.register(siteProvider(store, targets))
     const notify = ctx.service('notify')

@@ -15,6 +15,13 @@ import { KEYS, KEY_NAMES, type KeyName, PREFIX, secretMoved } from './keys'
 import { BUILTIN, Routing, checkRouting } from './routing'
 import { type SiteStore, valuesOf } from './store'
 
+/**
+ * How often an idle message stream sends a comment: under Bun's idle timeout (10 s), which closes
+ * a connection that stays silent longer (at 15 s every stream was cut after 10-12 s, and a message
+ * sent while the browser reconnected was lost to it).
+ */
+export const KEEP_ALIVE_MS = 5_000
+
 const tag = (summary: string, description?: string, responses?: Record<string, { description: string }>) => ({
   tags: ['site'],
   summary,
@@ -165,7 +172,7 @@ export function siteRoutes(
               },
               { once: true },
             )
-            beat = setInterval(() => c.enqueue(': keep-alive\n\n'), 15_000)
+            beat = setInterval(() => c.enqueue(': keep-alive\n\n'), KEEP_ALIVE_MS)
             request.signal.addEventListener('abort', () => {
               off()
               clearInterval(beat)

@@ -307,9 +307,12 @@ export class RealtimeHub {
         return client
       }
       const kept = oldest ? `the history holds ids ${oldest.id} to ${latest?.id}` : 'no history yet'
+      // Only an id is echoed: the value comes from the query too, and a line break in it would
+      // end the comment and write events of the caller's making into the stream.
+      const asked = Number.isNaN(from) ? 'that is not a snapshot id' : from
       this.write(
         client,
-        encoder.encode(`: Last-Event-ID ${lastEventId} not resumable (${kept}): fresh snapshot\n\n`),
+        encoder.encode(`: Last-Event-ID ${asked} not resumable (${kept}): fresh snapshot\n\n`),
       )
     }
     if (fresh) this.write(client, latest.bytes)

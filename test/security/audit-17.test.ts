@@ -1,0 +1,113 @@
+import { afterAll, beforeAll, expect, test } from 'bun:test'
+import { SseReader } from '../../plugins/analytics/realtime/realtime-testing'
+import { KEEP_ALIVE_MS } from '../../plugins/site/routes'
+import { type TestApp, forEachEngine, makeApp, until } from '../helpers'
+import { CONFIG, GAME, SECURITY_APP, allPluginsWith } from './lib'
+
+/*
+ * The seventeenth session's audits, replayed as their attackers made them: any viewer reading a
+ * notification's params named as secrets off the delivery log and the in-app stream; a query
+ * parameter writing events of its own into a realtime stream; a viewer's 9 MB funnel body; the
+ * SDK key (public, in every game client) reading an unreleased experiment's variants.
+ */
+forEachEngine((engine) => {
+  let a: TestApp
+  let admin: string
+  let viewer: string
+  beforeAll(async () => {
+    a = await makeApp(engine, { ...SECURITY_APP, plugins: allPluginsWith() })
+    admin = await a.token('admin')
+    viewer = await a.token('viewer')
+  })
+  afterAll(() => a.stop())
+
+  const secrets = { password: 'Param-Pw-5512', token: 'Param-Tok-7781' }
+  const notification = (channel: string) => ({
+    type: 'reset',
+    channels: [channel],
+    title: 'Password reset',
+    body: 'requested by {{who}}',
+    params: { ...secrets, who: 'mina' },
+    data: { api_key: 'Data-Key-9934', ticket: 'T-1' },
+  })
+
+  test("a delivery's params and data named as secrets read 'set' to every role; the rest as sent", async () => {
+    expect(
+      (await a.req('POST', '/api/v1/notify', { token: admin, body: notification('audit') })).status,
+    ).toBe(200)
+    const list = await a.req('GET', '/api/v1/logs', { token: viewer })
+    const id = list.body.data.logs.find((l: { title: string }) => l.title === 'Password reset').id
+    const one = await a.req('GET', `/api/v1/logs/${id}`, { token: viewer })
+    expect(one.status).toBe(200)
+    expect(one.body.data.raw).toMatchObject({
+      params: { password: 'set', token: 'set', who: 'mina' },
+      data: { api_key: 'set', ticket: 'T-1' },
+    })
+    expect(JSON.stringify(one.body)).not.toMatch(/Param-Pw|Param-Tok|Data-Key/)
+  })
+
+  test("an in-app message keeps a param named as a secret 'set', in the list and on the stream", async () => {
+    const res = await fetch(`${a.listen()}/api/v1/site/messages/stream?token=${viewer}`)
+    const sse = new SseReader(res.body!)
+    await sse.next()
+    expect(
+      (await a.req('POST', '/api/v1/notify', { token: admin, body: notification('site.inapp') })).status,
+    ).toBe(200)
+    const pushed = await sse.next((f) => f.event === 'message')
+    expect(pushed.data).not.toMatch(/Param-Pw|Param-Tok/)
+    expect(JSON.parse(pushed.data!).data).toMatchObject({ password: 'set', token: 'set', who: 'mina' })
+    await sse.cancel()
+    const listed = await until(async () => {
+      const r = await a.req('GET', '/api/v1/site/messages', { token: viewer })
+      return JSON.stringify(r.body).includes('mina') && r
+    })
+    expect(JSON.stringify(listed.body)).not.toMatch(/Param-Pw|Param-Tok/)
+    // Under Bun's idle timeout (10 s), which cut a quiet stream after 10-12 s.
+    expect(KEEP_ALIVE_MS).toBeLessThan(10_000)
+  })
+
+  test("a realtime stream's lastEventId cannot write events into the stream", async () => {
+    const g = await a.req('POST', '/api/games', { token: admin, body: { ...GAME, name: 'Injected' } })
+    const forged = encodeURIComponent('x\n\nid: 9999999999999\nevent: end\ndata: {"error":"injected"}\n\n')
+    const res = await fetch(
+      `${a.listen()}/api/v1/analytics/realtime?gameId=${g.body.id}&env=prod&token=${viewer}&lastEventId=${forged}`,
+    )
+    const sse = new SseReader(res.body!)
+    const note = await sse.next((f) => f.comments.some((c) => c.includes('not resumable')))
+    expect(note.comments[0]).toStartWith('Last-Event-ID that is not a snapshot id not resumable')
+    await sse.next((f) => f.event === 'snapshot')
+    expect(sse.frames.filter((f) => f.event === 'end' || f.id === '9999999999999')).toEqual([])
+    await sse.cancel()
+  })
+
+  test("a viewer's funnel body of 1,000,000 steps is refused naming the field, its first issues only", async () => {
+    const g = await a.req('POST', '/api/games', { token: admin, body: { ...GAME, name: 'Funnel Flood' } })
+    const raw = `{"steps":[${Array(1_000_000).fill('{}').join(',')}]}`
+    const r = await fetch(`${a.listen()}/api/v1/analytics/behavior/funnel?gameId=${g.body.id}&env=prod`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${viewer}`, 'content-type': 'application/json' },
+      body: raw,
+    })
+    const body = await r.json()
+    expect([r.status, body.details.field]).toEqual([400, 'body.steps'])
+    expect(body.details.errors.length).toBeLessThanOrEqual(20)
+  })
+
+  test("the game's SDK key reads no draft experiment's variants", async () => {
+    const g = await a.req('POST', '/api/games', { token: admin, body: { ...GAME, name: 'Unreleased' } })
+    const key = (
+      await a.req('POST', '/api/api-keys', {
+        token: admin,
+        body: { name: 'client', gameId: g.body.id, environment: 'prod' },
+      })
+    ).body.key
+    const e = await a.req('POST', '/api/experiments', {
+      token: admin,
+      body: { gameId: g.body.id, environment: 'prod', name: 'secret-sale', config: CONFIG },
+    })
+    const r = await fetch(`${a.listen()}/api/experiments/${e.body.id}/assign?userId=u1`, {
+      headers: { 'x-api-key': key },
+    })
+    expect(r.status).toBe(404)
+  })
+})
