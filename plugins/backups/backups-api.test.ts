@@ -62,6 +62,38 @@ forEachEngine((engine) => {
       expect((await fx.a.req('GET', '/api/v1/backups', { token: fx.admin })).body.data.total).toBe(before)
     })
 
+    test("one at a time: while one is unfinished another is 409 and nothing is made; another instance's stale one holds it an hour at most", async () => {
+      const list = async () => (await fx.a.req('GET', '/api/v1/backups', { token: fx.admin })).body.data.total
+      const unfinished = async (instance: string, createdAt: number) => {
+        const id = `0000000000000000000000000${createdAt % 10_000_000}`
+        await fx.a.db.run(
+          `INSERT INTO backups (id, name, type, driver, trigger, status, created_at, instance_id)
+           VALUES (?, 'held', 'full', ?, 'api', 'running', ?, ?)`,
+          [id, engine, createdAt, instance],
+        )
+        return id
+      }
+      const mine = (await fx.a.db.get<{ i: string }>('SELECT instance_id AS i FROM backups LIMIT 1'))!.i
+      const held = await unfinished(mine, Date.now() - 5 * 3_600_000)
+      const before = await list()
+      const refused = await fx.a.req('POST', '/api/v1/backups', { token: fx.admin, body: { name: 'again' } })
+      expect([refused.status, refused.body.message]).toEqual([
+        409,
+        'a backup is already pending or running: ask again once it finished',
+      ])
+      expect(await list()).toBe(before)
+      await fx.a.db.run("UPDATE backups SET status = 'failed' WHERE id = ?", [held])
+      // Another instance's: within the hour it holds the API back, older it does not.
+      const recent = await unfinished('another-instance', Date.now() - 60_000)
+      expect((await fx.a.req('POST', '/api/v1/backups', { token: fx.admin, body: {} })).status).toBe(409)
+      await fx.a.db.run('UPDATE backups SET created_at = ? WHERE id = ?', [
+        Date.now() - 2 * 3_600_000,
+        recent,
+      ])
+      expect((await backup(fx.a, fx.admin)).status).toBe('succeeded')
+      await fx.a.db.run('DELETE FROM backups WHERE id IN (?, ?)', [held, recent])
+    })
+
     test('no token 401; viewers and analysts neither read nor make backups (403); an operator does', async () => {
       const b = (await fx.a.req('GET', '/api/v1/backups?status=succeeded', { token: fx.admin })).body.data
         .items[0]

@@ -11,6 +11,13 @@ import type { BackupRunner } from './runner'
 import { Backup, BackupCreate, ListQuery } from './schema'
 import { type BackupStore, backupView } from './store'
 
+/**
+ * How long another instance's unfinished backup holds a new one back: an instance that died
+ * mid-backup blocks the API for an hour at most, until it restarts and settles its row. This
+ * instance's own unfinished backup holds it back however long it runs.
+ */
+const IN_FLIGHT_WINDOW_MS = 3_600_000
+
 const Envelope = <S extends TSchema>(data: S) => t.Object({ code: t.Integer(), message: t.String(), data })
 const Id = t.Object({ id: t.String() })
 const tag = (summary: string, description?: string, responses?: Record<number, { description: string }>) => ({
@@ -47,6 +54,10 @@ export function backupRoutes(ctx: PluginContext<unknown>, store: BackupStore, ru
             'body.driver',
             `'${body.driver}' is not this server's store, which is ${runner.driver}`,
           )
+        // One at a time: each is a whole copy of the store, and an operator's loop of requests
+        // filled the disk (12 copies of a 59 MB store in 5 s), failing every write after it.
+        if (await store.busy(IN_FLIGHT_WINDOW_MS))
+          throw new Conflict('a backup is already pending or running: ask again once it finished')
         const row = await store.insert({
           name: body.name ?? 'backup',
           type: body.type ?? 'full',
@@ -72,7 +83,9 @@ export function backupRoutes(ctx: PluginContext<unknown>, store: BackupStore, ru
         detail: tag(
           'Start a backup of the connected store in the background (202, status pending)',
           'sqlite: a consistent online copy (VACUUM INTO on its own thread); postgres: pg_dump --format=plain --no-owner (password in the environment). ' +
-            'Backups run one at a time: pending -> running -> succeeded (location, size, sha256 checksum) or failed (error). Poll GET /api/v1/backups/{id}.',
+            'Backups run one at a time: pending -> running -> succeeded (location, size, sha256 checksum) or failed (error). Poll GET /api/v1/backups/{id}. ' +
+            "409 while one is pending or running (this instance's, or another's started within the hour).",
+          { 409: { description: 'a backup is already pending or running' } },
         ),
       },
     )
