@@ -170,6 +170,9 @@ function expand(
 
 /** The roster as an iCalendar text: one VEVENT per period, in UTC. */
 export function toCalendar(id: string, description: string, periods: StoredPeriod[]): string {
+  // ical.js escapes a line feed in a text value but writes a lone carriage return as it is, which
+  // ends the line for many readers: a roster writer's description added properties of its own.
+  const summary = (description || `${id} on call`).replace(/\r\n?/g, '\n')
   const cal = new ICAL.Component(['vcalendar', [], []])
   cal.addPropertyWithValue('prodid', '-//liveops//rosters//EN')
   cal.addPropertyWithValue('version', '2.0')
@@ -181,7 +184,7 @@ export function toCalendar(id: string, description: string, periods: StoredPerio
     ev.addPropertyWithValue('dtstamp', stamp)
     ev.addPropertyWithValue('dtstart', ICAL.Time.fromJSDate(new Date(p.start), true))
     ev.addPropertyWithValue('dtend', ICAL.Time.fromJSDate(new Date(p.end), true))
-    ev.addPropertyWithValue('summary', description || `${id} on call`)
+    ev.addPropertyWithValue('summary', summary)
     cal.addSubcomponent(ev)
   })
   return cal.toString()
