@@ -1,4 +1,5 @@
 import { describe, expect, test } from 'bun:test'
+import { rng } from '../../../test/outside/fuzz-gen'
 import { type FunnelOrder, NextStep, attempt } from './funnel'
 
 /** The attempt as it read every event of its window (the definition the indexed one must keep). */
@@ -33,20 +34,9 @@ function scanned(
   return times
 }
 
-/** A small deterministic generator (mulberry32), so a failure replays. */
-function rng(seed: number) {
-  let a = seed
-  return () => {
-    a = (a + 0x6d2b79f5) | 0
-    let t = Math.imul(a ^ (a >>> 15), 1 | a)
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
-
 describe('a funnel attempt found by index', () => {
   test('reaches the same steps at the same times as reading every event, on random lines of every order', () => {
-    const random = rng(35)
+    const random = rng(35).next
     let compared = 0
     for (let round = 0; round < 400; round++) {
       const S = 1 + Math.floor(random() * 5)
