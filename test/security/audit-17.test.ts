@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { SseReader } from '../../plugins/analytics/realtime/realtime-testing'
+import { signed } from '../../plugins/ingest/testing'
 import { KEEP_ALIVE_MS } from '../../plugins/site/routes'
 import { type TestApp, forEachEngine, makeApp, until } from '../helpers'
 import { CONFIG, GAME, SECURITY_APP, allPluginsWith } from './lib'
@@ -8,7 +9,9 @@ import { CONFIG, GAME, SECURITY_APP, allPluginsWith } from './lib'
  * The seventeenth session's audits, replayed as their attackers made them: any viewer reading a
  * notification's params named as secrets off the delivery log and the in-app stream; a query
  * parameter writing events of its own into a realtime stream; a viewer's 9 MB funnel body; the
- * SDK key (public, in every game client) reading an unreleased experiment's variants.
+ * SDK key (public, in every game client) reading an unreleased experiment's variants; the shared
+ * signing secret (in every client that uses it) writing events and refunds into a game that has a
+ * secret of its own.
  */
 forEachEngine((engine) => {
   let a: TestApp
@@ -109,5 +112,53 @@ forEachEngine((engine) => {
       headers: { 'x-api-key': key },
     })
     expect(r.status).toBe(404)
+  })
+
+  test('the shared signing secret writes no event, payment or batch item of a game with a secret of its own', async () => {
+    const b = await makeApp(engine, {
+      plugins: {
+        games: {},
+        ingest: { signing_secret: 'shared-secret-7731', game_secrets: { 'game-own': 'own-secret-4410' } },
+      },
+    })
+    try {
+      const ev = (game: string) => ({ event: 'forged', ts: String(Date.now()), game_id: game, env: 'prod' })
+      const pay = (game: string) => ({
+        ...ev(game),
+        order_id: 'o-1',
+        status: 'refunded',
+        amount_cents: 99_999,
+      })
+      const reason =
+        "game 'game-own' has a signing secret of its own: sign with it and name the game in X-Game-Id"
+      for (const [path, body] of [
+        ['/api/ingest/events', [ev('game-own')]],
+        ['/api/ingest/payments', [pay('game-own')]],
+      ] as const) {
+        const r = await signed(b, path, body, { secret: 'shared-secret-7731' })
+        expect([path, r.status, r.body.details?.errors]).toEqual([
+          path,
+          400,
+          [{ index: 0, field: 'game_id', reason }],
+        ])
+      }
+      const batch = await signed(b, '/v1/batch', [{ ...ev('game-own'), environment: 'prod' }], {
+        secret: 'shared-secret-7731',
+      })
+      expect(batch.body.rejected).toEqual([{ event_id: '0', reason: `game_id: ${reason}` }])
+      // Under its own secret the game's events pass the check (this app has no such game: unknown_game).
+      const own = await signed(b, '/api/ingest/events', [ev('game-own')], {
+        secret: 'own-secret-4410',
+        headers: { 'x-game-id': 'game-own' },
+      })
+      expect([own.status, own.body.error]).toEqual([400, 'unknown_game'])
+      // The shared secret still reaches every other game.
+      const other = await signed(b, '/api/ingest/events', [ev('game-shared')], {
+        secret: 'shared-secret-7731',
+      })
+      expect([other.status, other.body.error]).toEqual([400, 'unknown_game'])
+    } finally {
+      await b.stop()
+    }
   })
 })

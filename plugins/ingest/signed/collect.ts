@@ -9,6 +9,7 @@ import { type Ingestor, boundedDepth, gunzip, parseJson, readBody } from './serv
 import {
   type EventError,
   type NormEvent,
+  type ValidateOptions,
   batchItem,
   batchItemId,
   sameStreamAsPrevious,
@@ -37,15 +38,26 @@ export const clientIp = (server: Server, request: Request) => () =>
   server?.requestIP(request)?.address ?? 'unknown'
 
 /** A signed body, its signature already checked → validated events; the whole batch is refused when any event is bad. */
-export function signedEvents(body: Uint8Array, headers: Headers, payments: boolean): NormEvent[] {
+export function signedEvents(
+  ing: Pick<Ingestor, 'signedReach'>,
+  body: Uint8Array,
+  headers: Headers,
+  payments: boolean,
+): NormEvent[] {
   const list = parseJson(body)
   if (!Array.isArray(list))
     throw new HttpError(400, 'invalid_payload', 'body: must be a JSON array of event objects')
-  return checked(list, payments, headers['x-game-id'])
+  const gameId = headers['x-game-id']
+  return checked(list, payments, gameId, (g) => ing.signedReach(gameId, g))
 }
 
-export function checked(list: unknown[], payments: boolean, gameId?: string): NormEvent[] {
-  const { events, errors } = validateEvents(list, { payments, gameId })
+export function checked(
+  list: unknown[],
+  payments: boolean,
+  gameId?: string,
+  reach?: ValidateOptions['reach'],
+): NormEvent[] {
+  const { events, errors } = validateEvents(list, { payments, gameId, reach })
   if (errors.length) throw invalidEvents(errors, list.length)
   return events
 }
@@ -201,6 +213,8 @@ export async function collect(
       })
     if (!key && headers['x-game-id'] && itemKey.gameId !== headers['x-game-id'])
       return void rejected.push({ event_id: id, reason: 'game_id: must match X-Game-Id' })
+    const outOfReach = key ? undefined : ing.signedReach(headers['x-game-id'], itemKey.gameId)
+    if (outOfReach) return void rejected.push({ event_id: id, reason: `game_id: ${outOfReach}` })
     const ev = batchItem(raw, itemKey, now)
     if (typeof ev === 'string') return void rejected.push({ event_id: id, reason: ev })
     events.push(ev)

@@ -100,7 +100,7 @@ export function ingestRoutes(
       const set = { headers: {} as Record<string, string> }
       await accept(
         ing,
-        signedEvents(body, headers, payments),
+        signedEvents(ing, body, headers, payments),
         clientIp(server, request),
         set,
         headers['x-nonce'],

@@ -117,6 +117,21 @@ export class Ingestor {
   }
 
   /**
+   * Why a signed request may not write events of `gameId`, or undefined when it may. A game with a
+   * secret of its own is written only under that secret (X-Game-Id naming it); the shared secret,
+   * which ships in every game client that uses it, reaches the other games alone (it had written
+   * events and refunds into a game its operator had given a secret of its own).
+   */
+  signedReach(headerGame: string | undefined, gameId: string): string | undefined {
+    const secrets = this.config.game_secrets
+    if (headerGame && Object.hasOwn(secrets, headerGame))
+      return gameId === headerGame ? undefined : `must match X-Game-Id '${headerGame}'`
+    if (Object.hasOwn(secrets, gameId))
+      return `game '${gameId}' has a signing secret of its own: sign with it and name the game in X-Game-Id`
+    return undefined
+  }
+
+  /**
    * The replay check every instance shares (and a restart keeps): run after `signatureError`
    * passed, so only authentic requests reach the shared store. This process's own window
    * (in memory) already refused replays sent to it, at no cost.

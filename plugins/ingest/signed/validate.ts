@@ -82,6 +82,8 @@ export interface ValidateOptions {
   payments: boolean
   /** The `X-Game-Id` header: the default game and the one every event must name. */
   gameId?: string
+  /** Why the request's credential may not write a game's events (`Ingestor.signedReach`), else undefined. */
+  reach?: (gameId: string) => string | undefined
 }
 
 /**
@@ -112,6 +114,10 @@ export function validateEvents(
     if (gameId === undefined || gameId === '') bad('game_id', 'required')
     else if (typeof gameId !== 'string') bad('game_id', 'must be a string')
     else if (opts.gameId && gameId !== opts.gameId) bad('game_id', `must match X-Game-Id '${opts.gameId}'`)
+    else {
+      const refused = opts.reach?.(gameId)
+      if (refused) bad('game_id', refused)
+    }
     const env = pick(raw, 'env')
     if (env === undefined || env === '') bad('env', 'required')
     else if (typeof env !== 'string') bad('env', 'must be a string')
