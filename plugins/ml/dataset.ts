@@ -228,6 +228,9 @@ export interface ReadContext {
   progress: (share: number) => void
 }
 
+/** Rows per page of a dataset's scan (events of up to 64 KB of properties each). */
+const SCAN_PAGE = 1_000
+
 /** Every page of one scan; `each` sees the rows in store order. */
 async function scanAll(
   ctx: ReadContext,
@@ -240,13 +243,14 @@ async function scanAll(
   let seen = 0
   for (;;) {
     ctx.check()
-    const page = await ctx.events.scan({ gameId: ctx.gameId, ...q, afterId, limit: 5000 })
+    // Each row's props are read and parsed on the event loop: pages small enough to answer between.
+    const page = await ctx.events.scan({ gameId: ctx.gameId, ...q, afterId, limit: SCAN_PAGE })
     for (const e of page) {
       const r = each(e)
       if (r === false) return
       if (r !== null && ++seen >= max) return
     }
-    if (page.length < 5000) return
+    if (page.length < SCAN_PAGE) return
     afterId = page[page.length - 1].id
   }
 }

@@ -1,5 +1,6 @@
 import { describe, expect, test } from 'bun:test'
 import { forEachEngine } from '../../../test/helpers'
+import { signed } from '../../ingest/testing'
 import { behaviorSuite } from './behavior-fixture'
 
 const HOUR = 3_600_000
@@ -92,6 +93,33 @@ forEachEngine((engine) => {
       })
       expect(users(r)).toEqual([5, 3, 1])
       expect(r.body.steps[2].properties).toEqual({ screen: 'shop' })
+    })
+
+    test('a property filter over more events than one page of properties: every page is read (Jan 24)', async () => {
+      // 1,300 users open the shop and buy a minute later (local 12:00 in Tokyo): 2,600 events with
+      // properties, read in pages of 1,000 (raw.ts PROPS_PAGE); a walk ending after its first page
+      // would count 500.
+      const noon = Date.UTC(2026, 0, 24, 3)
+      const events = Array.from({ length: 1_300 }, (_, i) => [
+        {
+          event: 'shop_open',
+          ts: String(noon + i),
+          game_id: fx.gameId,
+          env: 'prod',
+          uid: `p${i}`,
+          attrs: { screen: 'shop' },
+        },
+        { event: 'shop_buy', ts: String(noon + 60_000 + i), game_id: fx.gameId, env: 'prod', uid: `p${i}` },
+      ]).flat()
+      for (let i = 0; i < events.length; i += 650)
+        expect((await signed(fx.a, '/api/ingest/events', events.slice(i, i + 650))).status).toBe(200)
+      const r = await funnel({
+        steps: [{ event: 'shop_open', properties: { screen: 'shop' } }, { event: 'shop_buy' }],
+        window,
+        startDate: '2026-01-24',
+        endDate: '2026-01-24',
+      })
+      expect(users(r)).toEqual([1_300, 1_300])
     })
 
     test('a window of 59 minutes loses u4 at step 2; one of 2 hours lets u4 and u5 through', async () => {

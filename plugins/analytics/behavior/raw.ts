@@ -13,6 +13,12 @@ import { TextTimelineBuilder, TimelineBuilder, type Timelines } from './timeline
 
 /** A page of the raw scan: at most this many rows per query. */
 export const PAGE = 10_000
+/**
+ * A page of the scan that reads the events' properties: each row's `props` (up to 64 KB, any SDK
+ * key can send them) is read and parsed on the event loop, which yields only between pages. At
+ * 10,000 rows of 17 KB one page held the loop 2 s (a viewer's funnel with a property filter).
+ */
+export const PROPS_PAGE = 1_000
 
 /**
  * The id ranges holding the stored events of client time `[from, to)` (`analytics_event_span`,
@@ -45,6 +51,7 @@ export function rawReads(db: Db, ingest: Pick<IngestService, 'scan' | 'timeline'
   /** Reads the range's id ranges page by page (`read(afterId, toId)`), in id order, handing each page to `each`. */
   async function pages<R extends { id: number }>(
     q: TimeScope,
+    limit: number,
     read: (afterId: number, toId: number) => Promise<R[]>,
     each: (page: R[]) => void,
   ): Promise<void> {
@@ -53,7 +60,7 @@ export function rawReads(db: Db, ingest: Pick<IngestService, 'scan' | 'timeline'
       for (;;) {
         const page = await read(after, hi)
         each(page)
-        if (page.length < PAGE) break
+        if (page.length < limit) break
         after = page[page.length - 1].id
         // SQLite reads run on the event loop: let requests (ingestion) in between pages.
         await new Promise((r) => setImmediate(r))
@@ -66,9 +73,11 @@ export function rawReads(db: Db, ingest: Pick<IngestService, 'scan' | 'timeline'
     q: TimeScope,
     opts: { events?: string[]; userId?: string; withProps: boolean },
     each: (page: ScannedEvent[]) => void,
-  ) =>
-    pages(
+  ) => {
+    const limit = opts.withProps ? PROPS_PAGE : PAGE
+    return pages(
       q,
+      limit,
       (afterId, toId) =>
         ingest.scan({
           gameId: q.gameId,
@@ -80,10 +89,11 @@ export function rawReads(db: Db, ingest: Pick<IngestService, 'scan' | 'timeline'
           events: opts.events,
           userId: opts.userId,
           withProps: opts.withProps,
-          limit: PAGE,
+          limit,
         }),
       each,
     )
+  }
 
   /** The range's events (optionally only `events`) as light rows (user, name, time), page by page, in id order. */
   async function walkLight<P>(
