@@ -59,6 +59,40 @@ forEachEngine((engine) => {
     expect(JSON.stringify(props)).not.toContain('jane.doe')
   })
 
+  test("the policy reaches nested objects, arrays of them and OpenTelemetry's names (user.email, client.address)", async () => {
+    const r = await signed(a, '/api/ingest/events', [
+      ev('profile_saved', {
+        profile: { email: 'nested@example.com', phone: '+1 555 000 1111', ip: '203.0.113.9', tier: 'vip' },
+        contacts: [{ mail: 'friend@example.com' }, 'plain text'],
+        'user.email': 'dotted@example.com',
+        'client.address': '203.0.113.7',
+      }),
+    ])
+    expect(r.status).toBe(200)
+    const props = await stored('profile_saved')
+    expect(props).toMatchObject({
+      profile: { email: 'n***@example.com', phone: '***1111', tier: 'vip' },
+      contacts: [{ mail: 'f***@example.com' }, 'plain text'],
+      'user.email': 'd***@example.com',
+    })
+    expect((props?.profile as Record<string, unknown>).ip).toBeUndefined()
+    expect(props?.['client.address']).toBeUndefined()
+    expect(JSON.stringify(props)).not.toMatch(/nested@|friend@|dotted@|203\.0\.113\.[79]/)
+    // Deny names the nested field.
+    expect((await policy({ pii: { email: 'deny' } })).status).toBe(200)
+    const denied = await signed(a, '/api/ingest/events', [
+      ev('deep', { a: { b: [{ 'user.email': 'x@y.io' }] } }),
+    ])
+    expect(denied.body.details?.errors).toEqual([
+      {
+        index: 0,
+        field: 'a.b[0].user.email',
+        reason: "personal data (email) is denied in environment 'prod'",
+      },
+    ])
+    expect((await policy({ pii: { email: 'mask' } })).status).toBe(200)
+  })
+
   test('deny refuses the whole signed batch naming the event and field; /v1/batch rejects just that item', async () => {
     expect((await policy({ pii: { email: 'deny' } })).status).toBe(200)
     const r = await signed(a, '/api/ingest/events', [

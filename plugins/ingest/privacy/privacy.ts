@@ -49,12 +49,28 @@ const RESERVED = new Set([
 ])
 
 const NONE = 'none'
+/**
+ * OpenTelemetry's attribute names of an address (semantic conventions, old and new), which an
+ * OTLP log's attributes carry as they are; other dotted names are judged by their last part
+ * (`user.email`, `client.ip`).
+ */
+const OTEL_ADDRESSES = new Set([
+  'client.address',
+  'source.address',
+  'network.peer.address',
+  'net.peer.ip',
+  'net.sock.peer.addr',
+  'http.client_ip',
+])
 /** Key name -> kind, remembered: a batch repeats the same few names. Bounded, as names come from clients. */
 const kinds = new Map<string, Kind | typeof NONE>()
 const kindOf = (key: string): Kind | undefined => {
   let k = kinds.get(key)
   if (k === undefined) {
-    k = KINDS.find(([, re]) => re.test(key))?.[0] ?? NONE
+    const last = key.slice(key.lastIndexOf('.') + 1)
+    k = OTEL_ADDRESSES.has(key.toLowerCase())
+      ? 'ip'
+      : (KINDS.find(([, re]) => re.test(key) || (last !== key && re.test(last)))?.[0] ?? NONE)
     if (kinds.size < 10_000) kinds.set(key, k)
   }
   return k === NONE ? undefined : k
@@ -98,21 +114,69 @@ function actionFor(
   return 'keep'
 }
 
-/** Whether applying the policy to one level (top or attrs) would change or refuse anything. */
-function touches(obj: Obj, policy: Policy, allow: Set<string> | undefined): boolean {
-  for (const key in obj) if (actionFor(key, policy, allow) !== 'keep') return true
-  return false
+/** Below this many levels a nested value is left as it is (JSON bodies nest at most 64). */
+const MAX_DEPTH = 64
+
+interface Applied {
+  /** The object or array with the policy applied: the same one when nothing changed (no copy). */
+  out: unknown
+  /** The path of the first field the policy refuses, and its kind. */
+  denied?: { field: string; kind: Kind | undefined }
 }
 
-/** Applies one level (top or attrs) of the policy in place; returns the first denied field. */
-function scrub(obj: Obj, policy: Policy, allow: Set<string> | undefined, prefix: string): string | undefined {
-  for (const key of Object.keys(obj)) {
+/**
+ * The policy over one object: the allow-list (when given) at this level, the personal-data kinds
+ * at every depth (a `profile.email`, an OTLP log's nested attributes), a nested object or array
+ * copied only where something changes. The top level and `attrs` take the allow-list; deeper
+ * levels only the kinds (the allow-list names an event's own fields).
+ */
+function apply(
+  obj: Obj,
+  policy: Policy,
+  allow: Set<string> | undefined,
+  path: string,
+  depth: number,
+): Applied {
+  let out: Obj | undefined
+  // for...in: no array of keys per object (JSON.parse makes own enumerable keys only); the
+  // changes go to the copy, never to what is being walked.
+  for (const key in obj) {
     const action = actionFor(key, policy, allow)
-    if (action === 'deny') return `${prefix}${key}`
-    if (action === 'drop') delete obj[key]
-    else if (action !== 'keep') obj[key] = mask(action, obj[key])
+    if (action === 'deny') return { out: obj, denied: { field: `${path}${key}`, kind: kindOf(key) } }
+    if (action === 'keep') {
+      const v = obj[key]
+      if (v === null || typeof v !== 'object' || depth >= MAX_DEPTH) continue
+      const inner = depth === 0 && key === 'attrs' && !Array.isArray(v) ? allow : undefined
+      const r = applyValue(v as object, policy, inner, `${path}${key}`, depth + 1)
+      if (r.denied) return r
+      if (r.out !== v) (out ??= { ...obj })[key] = r.out
+      continue
+    }
+    out ??= { ...obj }
+    if (action === 'drop') delete out[key]
+    else out[key] = mask(action, obj[key])
   }
-  return undefined
+  return { out: out ?? obj }
+}
+
+/** `apply` for a nested value: an object, or each object of an array. */
+function applyValue(
+  v: object,
+  policy: Policy,
+  allow: Set<string> | undefined,
+  path: string,
+  depth: number,
+): Applied {
+  if (!Array.isArray(v)) return apply(v as Obj, policy, allow, `${path}.`, depth)
+  let out: unknown[] | undefined
+  for (let i = 0; i < v.length; i++) {
+    const x = v[i]
+    if (x === null || typeof x !== 'object' || depth >= MAX_DEPTH) continue
+    const r = applyValue(x, policy, undefined, `${path}[${i}]`, depth + 1)
+    if (r.denied) return r
+    if (r.out !== x) (out ??= [...v])[i] = r.out
+  }
+  return { out: out ?? v }
 }
 
 /**
@@ -143,30 +207,17 @@ export function protect(
       kept.push(e)
       continue
     }
-    const nested =
-      e.props.attrs && typeof e.props.attrs === 'object' && !Array.isArray(e.props.attrs)
-        ? (e.props.attrs as Obj)
-        : undefined
     // Most events carry nothing the policy acts on: kept as they are, without copies.
-    if (!touches(e.props, settings, allow) && !(nested && touches(nested, settings, allow))) {
-      kept.push(e)
-      continue
-    }
-    const props: Obj = { ...e.props }
-    const attrs = nested ? { ...nested } : undefined
-    const field =
-      scrub(props, settings, allow, '') ?? (attrs ? scrub(attrs, settings, allow, 'attrs.') : undefined)
-    if (field) {
-      const kind = kindOf(field.replace(/^attrs\./, ''))
+    const r = apply(e.props, settings, allow, '', 0)
+    if (r.denied) {
       denied.push({
         index,
-        field,
-        reason: `personal data (${kind}) is denied in environment '${e.env}'`,
+        field: r.denied.field,
+        reason: `personal data (${r.denied.kind}) is denied in environment '${e.env}'`,
       })
       continue
     }
-    if (attrs) props.attrs = attrs
-    kept.push({ ...e, props })
+    kept.push(r.out === e.props ? e : { ...e, props: r.out as Obj })
   }
   return { kept, denied }
 }
