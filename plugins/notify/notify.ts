@@ -2,7 +2,7 @@ import { newId } from '../../core/db'
 import { invalidField } from '../../core/http'
 import type { ChannelManager } from './channels'
 import type { Dispatcher } from './queue'
-import type { NotifyBody, NotifyConfig, Route } from './schema'
+import { MAX_DELIVERY_RECIPIENTS, type NotifyBody, type NotifyConfig, type Route } from './schema'
 import type { DeliveryRow, NotificationRow, QueueStore } from './store'
 import { type TemplateStore, render } from './templates'
 
@@ -185,6 +185,14 @@ export function notifyService(opts: {
       const p = plan.get(ch)
       if (p) for (const r of rcpt) p.recipients.add(r)
     }
+    for (const [ch, p] of plan)
+      if (p.recipients.size > MAX_DELIVERY_RECIPIENTS) {
+        plan.delete(ch)
+        failed.push({
+          channel: ch,
+          error: `${p.recipients.size} recipients, more than one delivery carries (${MAX_DELIVERY_RECIPIENTS}): split the notification`,
+        })
+      }
     return { c, plan, failed, routed, explicit: refs.length > 0 }
   }
 

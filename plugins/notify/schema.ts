@@ -138,6 +138,15 @@ export const Level = oneOf(LEVELS)
 export const MAX_TITLE = 10_000
 export const MAX_BODY = 500_000
 
+/**
+ * Recipients a request may name for one channel, and that one delivery may carry once groups,
+ * people and the request's own are merged (past it the channel fails, nothing sent). A trigger
+ * token's 40,000 addresses went to one SMTP send, whose address handling grows with the square of
+ * the list: 20 s of the event loop, and the operator's mail account a relay.
+ */
+export const MAX_RECIPIENTS = 500
+export const MAX_DELIVERY_RECIPIENTS = 1_000
+
 export const NotifyBody = t.Object(
   {
     type: t.String({ minLength: 1, maxLength: 200 }),
@@ -145,7 +154,11 @@ export const NotifyBody = t.Object(
     channels: t.Optional(t.Array(t.String({ minLength: 1 }), { maxItems: 100 })),
     channel: t.Optional(t.String({ minLength: 1 })),
     audience: t.Optional(t.Array(t.String({ minLength: 1 }), { maxItems: 100 })),
-    recipients: t.Optional(t.Record(t.String(), t.Array(t.String()))),
+    recipients: t.Optional(
+      t.Record(t.String(), t.Array(t.String({ maxLength: 320 }), { maxItems: MAX_RECIPIENTS }), {
+        maxProperties: 100,
+      }),
+    ),
     template: t.Optional(t.String({ minLength: 1 })),
     params: t.Optional(t.Record(t.String(), t.Unknown())),
     data: t.Optional(t.Record(t.String(), t.Unknown())),

@@ -161,4 +161,34 @@ forEachEngine((engine) => {
       await b.stop()
     }
   })
+
+  test('a notification names at most 500 recipients a channel, and one delivery carries at most 1,000', async () => {
+    const many = (n: number, tag: string) => Array.from({ length: n }, (_, i) => `${tag}${i}@victims.example`)
+    const flood = await a.req('POST', '/api/v1/notify', {
+      token: admin,
+      body: { type: 'spam', channels: ['audit'], recipients: { audit: many(501, 'r') }, title: 'Buy now' },
+    })
+    expect([flood.status, flood.body.data?.field]).toEqual([400, 'body.recipients.audit'])
+    // Groups merged past what one delivery carries: that channel fails, nothing is sent on it.
+    for (const g of ['g1', 'g2', 'g3'])
+      expect(
+        (
+          await a.req('POST', '/api/v1/groups', {
+            token: admin,
+            body: { id: `flood-${g}`, members: [{ channel: 'audit', recipients: many(400, g) }] },
+          })
+        ).status,
+      ).toBe(200)
+    const merged = await a.req('POST', '/api/v1/notify', {
+      token: admin,
+      body: {
+        type: 'spam',
+        channels: ['group:flood-g1', 'group:flood-g2', 'group:flood-g3'],
+        title: 'Buy now',
+      },
+    })
+    expect(JSON.stringify(merged.body)).toContain('1200 recipients, more than one delivery carries (1000)')
+    const logs = await a.req('GET', '/api/v1/logs?limit=500', { token: admin })
+    expect(logs.body.data.logs.filter((l: { title: string }) => l.title === 'Buy now')).toEqual([])
+  })
 })
