@@ -7,7 +7,7 @@ import type { Logger } from '../../core/log'
 import type { Outbound } from '../../core/outbound'
 import type { Provider, ProviderRegistry } from '../../core/plugin'
 import type { ChannelConfig } from './schema'
-import { channelMasking, expandEnv, providerDefinition } from './settings'
+import { channelMasking, expandEnv, providerDefinition, splitConfig } from './settings'
 
 /** One configured channel: its settings and the live provider built from them, swapped as a whole. */
 export interface Slot {
@@ -29,19 +29,6 @@ export interface Slot {
 
 /** The target did not answer the pre-swap check: a runtime condition, not a configuration mistake. */
 class VerifyFailed extends Invalid {}
-
-const RESERVED = new Set(['type', 'module', 'enabled'])
-
-function splitConfig(c: ChannelConfig): {
-  type: string
-  module?: string
-  enabled?: boolean
-  settings: Record<string, unknown>
-} {
-  const settings: Record<string, unknown> = {}
-  for (const [k, v] of Object.entries(c)) if (!RESERVED.has(k)) settings[k] = v
-  return { type: c.type, module: c.module, enabled: c.enabled, settings }
-}
 
 type StoredRow = {
   name: string
@@ -80,6 +67,8 @@ export function channelManager(opts: {
   const env = opts.env ?? process.env
   /** Newest stored change seen, for picking up changes other instances made. */
   let seenUntil = 0
+  /** Name prefixes other plugins provide channels under (`reserve`): PUT /config refuses them. */
+  const reserved: string[] = []
 
   /**
    * Expands `$VAR` references (all variables for the YAML, the `api_env` ones for the API),
@@ -277,6 +266,11 @@ export function channelManager(opts: {
       for (const s of slots.values()) await s.provider?.close?.().catch(() => undefined)
     },
 
+    /** Channels named `prefix...` are another plugin's to provide: PUT /config refuses them. */
+    reserve(prefix: string) {
+      reserved.push(prefix)
+    },
+
     /**
      * A channel another plugin provides (the site plugin's operations channels): built now, never
      * stored here, configured only through that plugin, so PUT /config and enable/disable refuse it.
@@ -284,8 +278,13 @@ export function channelManager(opts: {
      */
     async provide(name: string, type: string, settings: Record<string, unknown>) {
       const prev = slots.get(name)
-      if (prev && prev.source !== 'plugin')
+      if (prev?.source === 'yaml')
         throw new Error(`channel '${name}' is configured in plugins.notify already`)
+      // One stored through PUT /config before its name was reserved gives way (it had stopped the start).
+      if (prev?.source === 'runtime') {
+        log.warn('a stored channel gives way to the one a plugin provides', { channel: name })
+        await db.run('DELETE FROM notify_channels WHERE name = ?', [name])
+      }
       const built = await build(name, type, undefined, settings, `channel ${name}`, 'plugin')
       const now = Date.now()
       slots.set(name, {
@@ -336,7 +335,7 @@ export function channelManager(opts: {
       if ('type' in body.config || 'enabled' in body.config)
         throw invalidField('body.config', "'type' and 'enabled' go beside config, not inside it")
       const prev = slots.get(name)
-      if (prev?.source === 'plugin') throw providedElsewhere(name)
+      if (prev?.source === 'plugin' || reserved.some((p) => name.startsWith(p))) throw providedElsewhere(name)
       const type = body.type ?? prev?.type
       if (!type) throw invalidField('body.type', `required: channel '${name}' does not exist yet`)
       const sameType = prev?.type === type

@@ -94,6 +94,8 @@ export interface NotifyService {
    * delivery ids and logs. Call it from `onStart` or later; calling again rebuilds it.
    */
   provideChannel(name: string, type: string, settings: Record<string, unknown>): Promise<void>
+  /** Reserves channel names starting with `prefix` for `provideChannel`: PUT /config refuses them. Call at setup. */
+  reserveChannels(prefix: string): void
 }
 
 declare module '../../core/plugin' {
@@ -354,6 +356,7 @@ export function notifyService(opts: {
       extraRoutes.push(fn)
     },
     provideChannel: (name, type, settings) => channels.provide(name, type, settings),
+    reserveChannels: (prefix) => channels.reserve(prefix),
     setRouter(fn) {
       router = fn
     },

@@ -2,6 +2,7 @@ import { Type as T, type TSchema } from '@sinclair/typebox'
 import { invalidField } from '../../core/http'
 import { type ProviderDefinition, type ProviderRegistry, loadProviderModule } from '../../core/plugin'
 import { maskSecrets, maskValue, unmaskSecrets } from '../../core/secrets'
+import type { ChannelConfig } from './schema'
 
 /**
  * The provider a channel's `type` names: a registered one, else the one its `module` file
@@ -115,4 +116,18 @@ export function channelMasking(registry: ProviderRegistry, sensitiveNames: reado
       return kept
     },
   }
+}
+
+const RESERVED = new Set(['type', 'module', 'enabled'])
+
+/** A YAML channel's own keys (type, module, enabled) and the provider's settings beside them. */
+export function splitConfig(c: ChannelConfig): {
+  type: string
+  module?: string
+  enabled?: boolean
+  settings: Record<string, unknown>
+} {
+  const settings: Record<string, unknown> = {}
+  for (const [k, v] of Object.entries(c)) if (!RESERVED.has(k)) settings[k] = v
+  return { type: c.type, module: c.module, enabled: c.enabled, settings }
 }

@@ -2,7 +2,7 @@ import { definePlugin } from '../../core/plugin'
 import { MessageHub, channelTargets } from './dispatch'
 import { type Settings, SiteConfig } from './keys'
 import m001 from './migrations/001_site.sql' with { type: 'text' }
-import { siteProvider, siteRouting } from './notify'
+import { channelName, siteProvider, siteRouting } from './notify'
 import { siteRoutes } from './routes'
 import { siteStore } from './store'
 
@@ -43,6 +43,8 @@ export default definePlugin({
     })
     ctx.providers.register(siteProvider(store, targets))
     const notify = ctx.service('notify')
+    // The routing's channels (`site.<id>`) are this plugin's: a `config` token cannot take their names.
+    notify.reserveChannels(channelName(''))
     const routing = siteRouting(store, targets, notify)
     notify.addRoutes((n) => routing.route(n))
     // After notify's start: its channel slots exist by then.

@@ -3,7 +3,7 @@ import { SseReader } from '../../plugins/analytics/realtime/realtime-testing'
 import { signed } from '../../plugins/ingest/testing'
 import { KEEP_ALIVE_MS } from '../../plugins/site/routes'
 import { type TestApp, forEachEngine, makeApp, until } from '../helpers'
-import { CONFIG, GAME, SECURITY_APP, allPluginsWith } from './lib'
+import { ADMIN_TOKEN, CONFIG, GAME, SECURITY_APP, allPluginsWith } from './lib'
 
 /*
  * The seventeenth session's audits, replayed as their attackers made them: any viewer reading a
@@ -190,5 +190,56 @@ forEachEngine((engine) => {
     expect(JSON.stringify(merged.body)).toContain('1200 recipients, more than one delivery carries (1000)')
     const logs = await a.req('GET', '/api/v1/logs?limit=500', { token: admin })
     expect(logs.body.data.logs.filter((l: { title: string }) => l.title === 'Buy now')).toEqual([])
+  })
+
+  test('a config token cannot take the name of a routing channel; one stored before gives way, and the server starts', async () => {
+    const routing = {
+      channels: [
+        {
+          id: 'certs-hook',
+          type: 'webhook',
+          url: 'http://127.0.0.1:9/real',
+          secret: 'whsec-real-0099887766',
+        },
+      ],
+      rules: [{ event: 'certificate_expiring', channels: ['certs-hook'], thresholdDays: 14 }],
+    }
+    expect((await a.req('PUT', '/api/v1/ops/notifications', { token: admin, body: routing })).status).toBe(
+      200,
+    )
+    const config = (
+      await a.req('POST', '/api/v1/app-tokens', {
+        token: admin,
+        body: { name: 'config-only', scopes: ['config'] },
+      })
+    ).body.data.token
+    const taken = await a.req('PUT', '/api/v1/config/site.oncall', {
+      headers: { authorization: `Bearer ${config}` },
+      body: { type: 'webhook', config: { url: 'http://127.0.0.1:9/hijack' } },
+    })
+    expect([taken.status, taken.body.message]).toEqual([
+      409,
+      "channel 'site.oncall' is provided by another plugin and configured there, not through /config",
+    ])
+    // As an older release let it be stored: the next start gives the name back to the routing (a
+    // second instance on the same store; a SQLite file has one process).
+    if (engine === 'sqlite') return
+    await a.db.run(
+      'INSERT INTO notify_channels (name, type, config, enabled, updated_at) VALUES (?, ?, ?, ?, ?)',
+      ['site.certs-hook', 'webhook', JSON.stringify({ url: 'http://127.0.0.1:9/hijack' }), 1, Date.now()],
+    )
+    const b = await makeApp(engine, { ...SECURITY_APP, plugins: allPluginsWith(), store: a })
+    try {
+      const view = await b.req('GET', '/api/v1/config/site.certs-hook', {
+        headers: { 'x-admin-token': ADMIN_TOKEN },
+      })
+      expect([view.status, view.body.data?.source]).toEqual([200, 'plugin'])
+      expect(JSON.stringify(view.body)).not.toContain('hijack')
+      expect(
+        await a.db.get("SELECT name FROM notify_channels WHERE name = 'site.certs-hook'"),
+      ).toBeUndefined()
+    } finally {
+      await b.stop()
+    }
   })
 })

@@ -149,7 +149,10 @@ function apply(
       const inner = depth === 0 && key === 'attrs' && !Array.isArray(v) ? allow : undefined
       const r = applyValue(v as object, policy, inner, `${path}${key}`, depth + 1)
       if (r.denied) return r
-      if (r.out !== v) (out ??= { ...obj })[key] = r.out
+      if (r.out !== v) {
+        out ??= { ...obj }
+        out[key] = r.out
+      }
       continue
     }
     out ??= { ...obj }
@@ -174,7 +177,10 @@ function applyValue(
     if (x === null || typeof x !== 'object' || depth >= MAX_DEPTH) continue
     const r = applyValue(x, policy, undefined, `${path}[${i}]`, depth + 1)
     if (r.denied) return r
-    if (r.out !== x) (out ??= [...v])[i] = r.out
+    if (r.out !== x) {
+      out ??= [...v]
+      out[i] = r.out
+    }
   }
   return { out: out ?? v }
 }
