@@ -120,6 +120,26 @@ forEachEngine((engine) => {
         'escalated',
       ])
     })
+
+    test('an acknowledgement ends when its alert resolves: the next firing escalates and takes a new one', async () => {
+      await fire('e-again')
+      expect((await as('POST', '/api/v1/alerts/e-again/ack', { acked_by: 'fay' })).status).toBe(200)
+      await as('POST', '/api/v1/notify', {
+        type: 'svc.down',
+        level: 'error',
+        title: 'up e-again',
+        params: { alert_id: 'e-again', status: 'resolved' },
+      })
+      expect((await as('GET', '/api/v1/alerts/e-again')).body.data).toEqual({
+        alert_id: 'e-again',
+        acknowledged: false,
+      })
+      await fire('e-again')
+      const hit = await until(() => escalated('e-again'), 5000)
+      expect(hit?.body).toMatchObject({ title: 'Escalation: down e-again' })
+      const ack = await as('POST', '/api/v1/alerts/e-again/ack', { acked_by: 'gus' })
+      expect(ack.body.data.acked_by).toBe('gus')
+    })
   })
 })
 

@@ -90,12 +90,20 @@ export function alertStore(db: Db, incidents: IncidentStore | undefined) {
         [alertId],
       )
     },
-    /** Cancels a pending escalation (the alert resolved). */
+    /**
+     * The alert resolved: its pending escalation is cancelled and its acknowledgement ends, so its
+     * next firing escalates and is acknowledged anew. (An acknowledgement kept forever silenced
+     * every later incident of the id, and a trigger token could raise, acknowledge and resolve an
+     * id ahead of the real alert.)
+     */
     async cancel(alertId: string, now = Date.now()) {
-      await db.run(
-        "UPDATE rules_escalations SET status = 'cancelled', finished_at = ? WHERE alert_id = ? AND status = 'pending'",
-        [now, alertId],
-      )
+      await db.tx(async (tx) => {
+        await tx.run(
+          "UPDATE rules_escalations SET status = 'cancelled', finished_at = ? WHERE alert_id = ? AND status = 'pending'",
+          [now, alertId],
+        )
+        await tx.run('DELETE FROM rules_acks WHERE alert_id = ?', [alertId])
+      })
     },
     /** Claims the due escalations; each is claimed by exactly one instance. */
     async claimDue(now = Date.now()): Promise<DueEscalation[]> {
