@@ -143,6 +143,53 @@ describe('group_by', () => {
     expect(folded[0].events.map((x) => x.title)).toEqual(['a2', 'a3'])
     expect(folded[0].channels).toEqual(['chat'])
   })
+
+  test("what a trigger token's notifications leave in memory is bounded: lines, text, keys and entries", () => {
+    const folded: Folded[] = []
+    const route = [{ channels: ['chat'] }]
+    const e = engineWith(
+      [
+        {
+          id: 'fold',
+          match: 'type == "disk"',
+          mode: 'active',
+          group_by: ['host'],
+          group_interval: '1h',
+          route,
+        },
+        { id: 'wait', match: 'type == "cpu"', mode: 'active', for: '1h', route },
+        {
+          id: 'quiet',
+          match: 'type == "net"',
+          mode: 'active',
+          inhibit: { source: 'type == "maint"', equal: ['host'], ttl: '1h' },
+          route,
+        },
+      ],
+      folded,
+    )
+    const big = 'x'.repeat(1_000_000)
+    for (let i = 0; i < 150; i++)
+      e.evaluate(n({ title: `t${i}${big}`, params: { host: big } }), false, T0 + i)
+    e.flush(T0 + 3_600_001)
+    expect(folded[0].count).toBe(149)
+    expect(folded[0].events).toHaveLength(100)
+    expect(Math.max(...folded[0].events.map((x) => x.title.length))).toBeLessThanOrEqual(257)
+    expect(String(folded[0].key.host)).toHaveLength(257)
+    // An inhibit source's key is kept as a hash, and still matches its own value only.
+    e.evaluate(n({ type: 'maint', params: { host: big } }), false, T0)
+    expect(e.evaluate(n({ type: 'net', params: { host: big } }), false, T0 + 1).outcome?.held?.reason).toBe(
+      'inhibited',
+    )
+    expect(
+      e.evaluate(n({ type: 'net', params: { host: `${big}y` } }), false, T0 + 1).outcome?.held,
+    ).toBeUndefined()
+    for (let i = 0; i < 10_050; i++) e.evaluate(n({ type: 'cpu', params: { alert_id: `a${i}` } }), false, T0)
+    const state = e as unknown as { sources: Map<string, Map<string, number>>; pending: Map<string, unknown> }
+    expect([...state.sources.get('quiet')!.keys()].every((k) => k.length <= 512)).toBe(true)
+    expect(state.pending.size).toBe(10_000)
+    e.stop()
+  })
 })
 
 forEachEngine((engine) => {

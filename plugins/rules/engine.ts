@@ -1,4 +1,13 @@
 import { rankOf, readSlots, slotCount } from './codegen'
+import {
+  type Folded,
+  type FoldedLine,
+  MAX_FOLDED_LINES,
+  MAX_STATE,
+  bound,
+  kept,
+  stateKey,
+} from './held-state'
 import type { MatchInput } from './match'
 import { type ChunkGuard, type Program, codeFor, finish, guardHolds, program } from './program'
 import { type CompiledRule, byEvaluationOrder, compileRule, offered, standIn } from './rule'
@@ -14,16 +23,15 @@ export interface Outcome {
   shadow: string[]
 }
 
-export interface Folded {
-  rule: CompiledRule
-  key: Record<string, unknown>
-  events: MatchInput[]
-  channels?: string[]
-}
-
 const NO_CHANNELS: string[] = []
 
-type Fold = { until: number; channels?: string[]; events: MatchInput[]; key: Record<string, unknown> }
+type Fold = {
+  until: number
+  channels?: string[]
+  events: FoldedLine[]
+  count: number
+  key: Record<string, unknown>
+}
 
 /**
  * The rule set of this instance: compiled rules in evaluation order (priority, then write order)
@@ -31,6 +39,8 @@ type Fold = { until: number; channels?: string[]; events: MatchInput[]; key: Rec
  * `inhibit`, which is kept per instance in memory. The rule list and the program are snapshots
  * replaced whole on a change, never edited, so an evaluation reads them without copying.
  */
+export type { Folded } from './held-state'
+
 export class RuleEngine {
   private rules: readonly CompiledRule[] = []
   /** The rules that are not off, in evaluation order: the program's rules, by position. */
@@ -181,7 +191,7 @@ export class RuleEngine {
   }
 
   private keyOf(names: string[], n: MatchInput): string {
-    return JSON.stringify(names.map((k) => (Object.hasOwn(n.params, k) ? n.params[k] : null)))
+    return stateKey(JSON.stringify(names.map((k) => (Object.hasOwn(n.params, k) ? n.params[k] : null))))
   }
 
   private routeOf(c: CompiledRule, n: MatchInput): string[] | undefined {
@@ -297,7 +307,11 @@ export class RuleEngine {
       const k = `${c.rule.id}\u0000${this.forKey(n)}`
       const p = this.pending.get(k)
       const since = p && now - p.last <= c.forMs ? p.since : now
-      if (!dryRun) this.pending.set(k, { since, last: now })
+      if (!dryRun) {
+        this.pending.delete(k)
+        this.pending.set(k, { since, last: now })
+        bound(this.pending)
+      }
       if (now - since < c.forMs)
         return {
           rule: c,
@@ -314,16 +328,21 @@ export class RuleEngine {
       const k = `${c.rule.id}\u0000${key}`
       const f = this.folds.get(k)
       if (f && now < f.until) {
-        if (!dryRun) f.events.push(n)
+        if (!dryRun) {
+          f.count++
+          if (f.events.length < MAX_FOLDED_LINES)
+            f.events.push({ type: n.type, level: n.level, title: kept(n.title) as string })
+        }
         return {
           rule: c,
           held: { reason: 'folded', detail: `folded into the group summary due in ${f.until - now} ms` },
           shadow,
         }
       }
-      if (!dryRun) {
-        const values = Object.fromEntries(c.groupBy.map((g) => [g, n.params[g] ?? null]))
-        this.folds.set(k, { until: now + c.groupMs, channels, events: [], key: values })
+      // Past MAX_STATE open groups a new one is not opened: its notifications go out unfolded.
+      if (!dryRun && this.folds.size < MAX_STATE) {
+        const values = Object.fromEntries(c.groupBy.map((g) => [g, kept(n.params[g] ?? null)]))
+        this.folds.set(k, { until: now + c.groupMs, channels, events: [], count: 0, key: values })
         this.arm()
       }
     }
@@ -345,7 +364,7 @@ export class RuleEngine {
       const key = this.keyOf(c.inhibit.equal, n)
       seen.delete(key)
       seen.set(key, now)
-      if (seen.size > 10_000) seen.delete(seen.keys().next().value as string)
+      bound(seen)
     }
   }
 
@@ -363,8 +382,8 @@ export class RuleEngine {
       if (f.until > now) continue
       this.folds.delete(k)
       const c = this.rules.find((r) => k.startsWith(`${r.rule.id}\u0000`))
-      if (c && f.events.length)
-        this.opts.onFolded({ rule: c, key: f.key, events: f.events, channels: f.channels })
+      if (c && f.count)
+        this.opts.onFolded({ rule: c, key: f.key, events: f.events, count: f.count, channels: f.channels })
     }
     if (this.folds.size) this.arm()
   }

@@ -78,9 +78,12 @@ export function rulesRuntime(opts: {
     await notify.notify({
       type: first.type,
       level: level as 'info',
-      title: `${f.events.length} more like: ${first.title}`,
-      body: f.events.map((e) => `- [${e.level}] ${e.title}`).join('\n'),
-      params: { ...f.key, folded: f.events.length, folded_by: f.rule.rule.id },
+      title: `${f.count} more like: ${first.title}`,
+      body: [
+        ...f.events.map((e) => `- [${e.level}] ${e.title}`),
+        ...(f.count > f.events.length ? [`- and ${f.count - f.events.length} more`] : []),
+      ].join('\n'),
+      params: { ...f.key, folded: f.count, folded_by: f.rule.rule.id },
       ...(f.channels ? { audience: f.channels } : {}),
     })
   }
