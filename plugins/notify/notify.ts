@@ -72,11 +72,23 @@ export interface DryRun {
 }
 
 /**
+ * An idempotency key as stored: the caller's and the request's together, hashed (a fixed width on
+ * every engine). Keys were shared by every caller: a trigger token's request with an operator's key
+ * got the operator's answer, and one sent first kept the operator's notification from being sent.
+ */
+const idempotencyKey = (caller: string | undefined, key: string) =>
+  new Bun.CryptoHasher('sha256').update(`${caller ?? 'platform'}\u0000${key}`).digest('hex')
+
+/**
  * Extension points for the plugins that come later (groups, rules): they register here, so
  * notify never reads their tables. A router answering undefined falls back to the static routes.
  */
 export interface NotifyService {
-  notify(body: NotifyBody): Promise<NotifyResult>
+  /**
+   * `caller` scopes the idempotency key (a principal's kind and id; the platform's own events
+   * when absent): one caller's key never recalls, nor pre-claims, another's answer.
+   */
+  notify(body: NotifyBody, caller?: string): Promise<NotifyResult>
   /** The routing decision for a notification, without storing or sending anything. */
   dryRun(body: NotifyBody): Promise<DryRun>
   setGroupResolver(fn: (id: string) => Promise<GroupMember[] | undefined>): void
@@ -220,7 +232,7 @@ export function notifyService(opts: {
     return first ? (JSON.parse(first) as NotifyResult) : result
   }
 
-  async function process(b: NotifyBody): Promise<NotifyResult> {
+  async function process(b: NotifyBody, key: string | undefined): Promise<NotifyResult> {
     const { c, plan, failed, routed } = await decide(b, false)
     if (routed?.held) {
       const result: NotifyResult = {
@@ -234,7 +246,7 @@ export function notifyService(opts: {
         },
       }
       // Held is accepted (code 0): its answer is recorded like any other.
-      return (await record(b.idempotency_key, undefined, [], result)) ?? result
+      return (await record(key, undefined, [], result)) ?? result
     }
     const notificationId = newId()
     const now = Date.now()
@@ -287,7 +299,7 @@ export function notifyService(opts: {
       },
     }
     const first = await record(
-      b.idempotency_key,
+      key,
       {
         id: notificationId,
         type: b.type,
@@ -310,9 +322,9 @@ export function notifyService(opts: {
   }
 
   return {
-    async notify(b) {
-      const key = b.idempotency_key
-      if (!key) return process(b)
+    async notify(b, caller) {
+      const key = b.idempotency_key === undefined ? undefined : idempotencyKey(caller, b.idempotency_key)
+      if (!key) return process(b, undefined)
       const twin = running.get(key)
       if (twin) {
         // A twin in this process may still be running; wait for it, and run anew only if it was not accepted.
@@ -321,7 +333,7 @@ export function notifyService(opts: {
       }
       const p = (async () => {
         const first = await store.recall(key)
-        return first ? (JSON.parse(first) as NotifyResult) : process(b)
+        return first ? (JSON.parse(first) as NotifyResult) : process(b, key)
       })()
       running.set(key, p)
       try {

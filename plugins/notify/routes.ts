@@ -91,9 +91,11 @@ export function notifyRoutes(d: RouteDeps) {
     .use(d.guard)
     .post(
       '/api/v1/notify',
-      async ({ body, query }) => {
+      async ({ body, query, principal }) => {
         const dry = member(query.dry_run, 'query.dry_run', ['true', 'false'] as const)
-        return dry === 'true' ? ok(await d.service.dryRun(body)) : d.service.notify(body)
+        return dry === 'true'
+          ? ok(await d.service.dryRun(body))
+          : d.service.notify(body, principal ? `${principal.kind}:${principal.id}` : 'anonymous')
       },
       {
         appScope: 'trigger',
@@ -110,7 +112,7 @@ export function notifyRoutes(d: RouteDeps) {
             'Accept a notification: HTTP 200 with code 0 (all or some channels accepted, `failed` lists the rest) or code 422 (all failed)',
           description:
             'Recipients are the union of channels, channel and audience (group:<id>, user:<name>, bare channel); without any, static routes pick channels by type and level. ' +
-            'The notification and its deliveries are stored before the answer. A repeated idempotency_key returns the first accepted answer (same notification_id and task_ids, nothing sent again) on every instance and after a restart, for the newest idempotency_entries keys (about 1000); a 422 is not recorded. ' +
+            'The notification and its deliveries are stored before the answer. A repeated idempotency_key of the same caller (a user, a token, a server key) returns the first accepted answer (same notification_id and task_ids, nothing sent again) on every instance and after a restart, for the newest idempotency_entries keys (about 1000); a 422 is not recorded. ' +
             'A rule may hold a notification back (suppressed, silenced, pending, folded, inhibited): code 0, no deliveries, and data.held {rule, reason, detail}. ' +
             '`?dry_run=true` answers the routing decision {dry_run, explicit, rule?, channels, failed?, held?, explain?} without storing or sending.',
         },

@@ -242,4 +242,26 @@ forEachEngine((engine) => {
       await b.stop()
     }
   })
+
+  test("an idempotency key is the caller's own: another's request neither recalls nor pre-claims its answer", async () => {
+    const trigger = (
+      await a.req('POST', '/api/v1/app-tokens', {
+        token: admin,
+        body: { name: 'trigger-only', scopes: ['trigger'] },
+      })
+    ).body.data.token
+    const operator = await a.token('operator')
+    const send = (headers: Record<string, string>, title: string) =>
+      a.req('POST', '/api/v1/notify', {
+        headers,
+        body: { type: 'billing', channels: ['audit'], title, idempotency_key: 'billing-outage-2026-11-30' },
+      })
+    const first = await send({ authorization: `Bearer ${trigger}` }, 'harmless')
+    const real = await send({ authorization: `Bearer ${operator}` }, 'BILLING DOWN')
+    expect(real.body.data.notification_id).not.toBe(first.body.data.notification_id)
+    const again = await send({ authorization: `Bearer ${operator}` }, 'BILLING DOWN')
+    expect(again.body.data.notification_id).toBe(real.body.data.notification_id)
+    const logs = (await a.req('GET', '/api/v1/logs?limit=500', { token: admin })).body.data.logs
+    expect(logs.filter((l: { title: string }) => l.title === 'BILLING DOWN')).toHaveLength(1)
+  })
 })
