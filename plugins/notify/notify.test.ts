@@ -143,15 +143,18 @@ forEachEngine((engine) => {
       body: {
         type: 'x',
         title: 't',
-        audience: ['user:alice', 'hook', 'user:bob', 'group:oncall'],
+        audience: ['user:alice', 'hook', 'user:bob', 'group:oncall', 'user:__proto__', 'user:constructor'],
         recipients: { hook: ['h@x'] },
       },
     })
     expect(r.body.code).toBe(0)
     expect(r.body.data.accepted).toEqual(['ops', 'hook'])
+    // A name every object inherits is no user either.
     expect(r.body.data.failed).toEqual([
       { channel: 'user:bob', error: 'user not found: bob' },
       { channel: 'group:oncall', error: 'groups are not configured' },
+      { channel: 'user:__proto__', error: 'user not found: __proto__' },
+      { channel: 'user:constructor', error: 'user not found: constructor' },
     ])
     const [opsId, hookId] = r.body.data.task_ids
     const ops = await t.req('GET', `/api/v1/logs/${opsId}`)

@@ -167,7 +167,7 @@ export function notifyService(opts: {
         else for (const m of members) add(m.channel, ref, m.recipients)
       } else if (ref.startsWith('user:')) {
         const name = ref.slice(5)
-        const user = config.users[name]
+        const user = Object.hasOwn(config.users, name) ? config.users[name] : undefined
         if (!user) failed.push({ channel: ref, error: `user not found: ${name}` })
         else for (const [ch, rcpt] of Object.entries(user)) add(ch, ref, rcpt)
       } else add(ref, ref)
