@@ -9,7 +9,7 @@ import { behaviorRoutes } from './behavior/behavior-routes'
 import { levelAnalytics } from './behavior/levels'
 import { gameAnalytics } from './game/game'
 import { gameRoutes } from './game/game-routes'
-import { migrations } from './migrations'
+import { RESULT_TABLES, migrations } from './migrations'
 import { RealtimeHub, realtimeStore } from './realtime/realtime'
 import { MinuteRollup } from './realtime/realtime-rollup'
 import { realtimeRoutes } from './realtime/realtime-routes'
@@ -57,6 +57,11 @@ export default definePlugin({
       let n = 0
       for (const d of [rollup, behaviorRollup, minutes]) n += await d.purge(db, env, cutoff)
       return n
+    })
+    // A deleted environment or game: every result kept of it (its day counters too), and the caches.
+    ingest.onForget(RESULT_TABLES, (s) => {
+      rollup.forgetGame(s.gameId)
+      behaviorRollup.forgetGame(s.gameId)
     })
     // A game's days follow its time zone from its next event on.
     games.onChange((c) => {

@@ -21,3 +21,34 @@ export const migrations: Migration[] = [
   { id: 8, name: 'first_seen_by_user', sql: m008 },
   { id: 9, name: 'platform_users', sql: m009, pg: pg(m009) },
 ]
+
+/**
+ * Every table of the consumers' results and of the environment's saved filters, each keyed by
+ * `game_id` and `env`: what a deleted environment or game takes along (`IngestService.onForget`).
+ * A table added here must be listed (forget.test.ts compares the list with the store's).
+ */
+export const RESULT_TABLES = [
+  'analytics_online',
+  'analytics_user_day',
+  'analytics_user_day_log',
+  'analytics_first_seen',
+  'analytics_daily',
+  'analytics_invocation_hour',
+  'analytics_invocation_hist',
+  'analytics_day_sketch',
+  'analytics_game_day',
+  'analytics_game_hour',
+  'analytics_payer_day',
+  'analytics_social_user',
+  'analytics_filters',
+  'analytics_behavior_day',
+  'analytics_behavior_sketch',
+  'analytics_event_span',
+  'analytics_death',
+  'analytics_transaction',
+  'analytics_cohort_day',
+  'analytics_user_week',
+  'analytics_cohort_week',
+  'analytics_minute',
+  'analytics_platform_user',
+] as const

@@ -54,7 +54,12 @@ export default definePlugin({
     // Exposures and the conversions of exposed users: a consumer of the event log, whose tables
     // live beside the log (a separate event store gets them too).
     ctx.service('ingest').storeTables({ plugin: 'experiments', migrations })
-    ctx.events.consume(derivedConsumer(new ExposureRollup()))
+    const exposures = new ExposureRollup()
+    ctx.events.consume(derivedConsumer(exposures))
+    // A deleted environment or game takes its exposures along; the exposed users are read again.
+    ctx
+      .service('ingest')
+      .onForget(['experiments_exposures', 'experiments_user_events'], () => exposures.forget())
     // The cache reads through the store and the store refreshes the cache after each write;
     // both closures run only after setup, when both exist.
     const cache = new PublicConfig(

@@ -23,7 +23,8 @@ import type { Environment, GamesService } from './types'
  * Games and environments. Reads by id go through a small cache kept current by this process's
  * writes and refreshed after `cacheTtlMs`, so other instances' writes show up within that bound.
  */
-export type GameChange = { gameId: string; environment?: string; deleted: boolean }
+/** `local`: made by this instance (a change heard from another is not). */
+export type GameChange = { gameId: string; environment?: string; deleted: boolean; local?: boolean }
 
 export function gamesStore(db: Db, cacheTtlMs: number, publish: (c: GameChange) => void = () => undefined) {
   const games = new Map<string, { game: Game | null; at: number }>()
@@ -34,7 +35,7 @@ export function gamesStore(db: Db, cacheTtlMs: number, publish: (c: GameChange) 
   }
   /** A change made here: listeners hear it, and so do other instances (`publish`). */
   const changed = (gameId: string, environment?: string, deleted = false) => {
-    tell({ gameId, environment, deleted })
+    tell({ gameId, environment, deleted, local: true })
     publish({ gameId, environment, deleted })
   }
   const fresh = (at: number) => Date.now() - at < cacheTtlMs

@@ -85,8 +85,13 @@ export interface GamesService {
   timezone(gameId: string): Promise<string | undefined>
   /** Every environment of every game (for purge jobs and the like). */
   environments(): Promise<Environment[]>
-  /** Called after any game or environment is created, changed or deleted. */
-  onChange(fn: (change: { gameId: string; environment?: string; deleted: boolean }) => void): void
+  /**
+   * Called after any game or environment is created, changed or deleted, here or on another
+   * instance (`local`: by this one; a deleted game names no environment).
+   */
+  onChange(
+    fn: (change: { gameId: string; environment?: string; deleted: boolean; local?: boolean }) => void,
+  ): void
 }
 
 declare module '../../core/plugin' {

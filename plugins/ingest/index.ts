@@ -11,6 +11,7 @@ import { serverWrite } from './signed/collect'
 import { ingestRoutes } from './signed/routes'
 import { Ingestor } from './signed/service'
 import { validateEvents } from './signed/validate'
+import { type Stream, forgetRaw, forgetTables } from './store/forget'
 import { eventLog } from './store/log'
 import { RecentRows } from './store/recent'
 import { DAY } from './store/sql'
@@ -125,6 +126,7 @@ export default definePlugin({
     }
     const storeSets: MigrationSet[] = []
     const purgers: Parameters<IngestService['onPurge']>[0][] = []
+    const forgetters: Array<{ tables: readonly string[]; after?: (s: Stream) => void }> = []
     // The committed events, in commit order, for the consumers of `ctx.events`.
     // PostgreSQL and MySQL: this process's last commits, which the log's reads take instead of
     // reading back rows they only need the positions of (store/recent.ts).
@@ -147,6 +149,9 @@ export default definePlugin({
       },
       onPurge(p) {
         purgers.push(p)
+      },
+      onForget(tables, after) {
+        forgetters.push({ tables, after })
       },
       write: (list, o) => serverWrite(ingestor, list, o.payments),
       invocations: (q) => invocations(db, q),
@@ -178,6 +183,23 @@ export default definePlugin({
       await db.run('DELETE FROM ingest_nonces WHERE expires_at <= ?', [Date.now()])
       await purgeEventIds(db, Date.now() - ctx.config.dedup_window_days * DAY)
     }
+    // A deleted environment or game takes what is stored of it along (on the instance that deleted
+    // it): the raw rows, then, once the consumers took in what was committed before, their results.
+    const forget = async (s: Stream) => {
+      let n = await forgetRaw(db, s)
+      await ctx.events.drain(undefined, 30_000).catch(() => undefined)
+      for (const f of forgetters) {
+        n += await forgetTables(db, f.tables, s)
+        f.after?.(s)
+      }
+      ctx.log.info('deleted stream forgotten', { gameId: s.gameId, env: s.env ?? '(every one)', rows: n })
+    }
+    games.onChange((c) => {
+      if (c.deleted && c.local && started)
+        void forget({ gameId: c.gameId, env: c.environment }).catch((e) =>
+          ctx.log.error('forgetting a deleted stream failed', { gameId: c.gameId, error: String(e) }),
+        )
+    })
     ctx.onStart(async () => {
       await open()
       const g = ctx.config.otlp.grpc

@@ -83,6 +83,13 @@ export interface IngestService {
    */
   onPurge(purge: (db: Db, env: { gameId: string; env: string }, cutoff: number) => Promise<number>): void
   /**
+   * A consumer's result tables, each keyed by `game_id` and `env`: when an environment is deleted
+   * (or a game, with every environment), ingest deletes its raw rows, lets the consumers take in
+   * what was committed before, then deletes its rows of these tables and calls `after` (to drop
+   * what the consumer caches of it). Call in `setup`.
+   */
+  onForget(tables: readonly string[], after?: (stream: { gameId: string; env?: string }) => void): void
+  /**
    * The event store: the main store, or the one `useStore` named (from start on). The event log
    * and its consumers' results live here.
    */
