@@ -2,7 +2,7 @@ import { createHmac } from 'node:crypto'
 import type { Logger } from '../../core/log'
 import { type Outbound, OutboundRefused, answerPrefix, outboundFailure } from '../../core/outbound'
 import type { ProviderRegistry } from '../../core/plugin'
-import type { Settings } from './keys'
+import { MAX_MAIL_RECIPIENTS, type Settings } from './keys'
 
 /** One notification, whatever channel carries it. */
 export interface Note {
@@ -136,6 +136,11 @@ export async function sendEmail(
   if (!s.smtpHost) return fail('email: notification.smtpHost is not set', false)
   if (!s.smtpFrom) return fail('email: notification.smtpFrom is not set', false)
   if (!recipients.length) return fail('email: no recipients (notification.emailTo is empty)', false)
+  if (recipients.length > MAX_MAIL_RECIPIENTS)
+    return fail(
+      `email: ${recipients.length} recipients, more than one mail carries (${MAX_MAIL_RECIPIENTS})`,
+      false,
+    )
   try {
     const provider = await def.create(
       {

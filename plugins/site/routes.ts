@@ -1,5 +1,5 @@
 import { Type as T } from '@sinclair/typebox'
-import { Value } from '@sinclair/typebox/value'
+import { Value, ValueErrorType } from '@sinclair/typebox/value'
 import { Elysia, t } from 'elysia'
 import { auditor } from '../../core/audit'
 import { PERMISSION_SECURITY } from '../../core/auth/guard'
@@ -279,7 +279,13 @@ export function siteRoutes(
         const before = all[name].value
         const value = unmaskSecrets(schema, body.value, before, 'body.value')
         const err = Value.Errors(schema, value).First()
-        if (err) throw invalidField('body.value', err.message)
+        // A pattern's reason is the schema's description (what it says in words), not the pattern.
+        const description = (err?.schema as { description?: string } | undefined)?.description
+        if (err)
+          throw invalidField(
+            'body.value',
+            err.type === ValueErrorType.StringPattern && description ? `must be ${description}` : err.message,
+          )
         const moved = secretMoved(name, all, await store.effective({ key: name, value }))
         if (moved) throw invalidField('body.value', moved)
         await store.setOverride(name, value, principal.username)

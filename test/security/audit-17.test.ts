@@ -264,4 +264,17 @@ forEachEngine((engine) => {
     const logs = (await a.req('GET', '/api/v1/logs?limit=500', { token: admin })).body.data.logs
     expect(logs.filter((l: { title: string }) => l.title === 'BILLING DOWN')).toHaveLength(1)
   })
+
+  test("the site's mail names at most 1,000 recipients", async () => {
+    const list = (n: number) => Array.from({ length: n }, (_, i) => `u${i}@victims.example`).join(',')
+    const put = (value: string) =>
+      a.req('PUT', '/api/v1/site/notification.emailTo', { token: admin, body: { value } })
+    const over = await put(list(1_001))
+    expect([over.status, over.body.message]).toEqual([
+      400,
+      'body.value: must be comma-separated recipients of notification mail, at most 1000',
+    ])
+    expect((await put(list(1_000))).status).toBe(200)
+    expect((await put('')).status).toBe(200)
+  })
 })
