@@ -188,15 +188,17 @@ export class AuthService {
     // keys must fit MySQL's VARCHAR(191) (a 300-character email answered 500, audit-sec2 L2).
     const unknown = id.length > 64 ? `#${createHash('sha256').update(id).digest('hex')}` : id
     const account = user ? user.id : `${by}:${unknown}`
-    await this.throttle.check(address, account)
-    const valid = await Bun.password.verify(password, user ? user.passwordHash : DUMMY_HASH)
-    if (!user || !valid) {
-      await this.throttle.fail(address, 'login', account)
-      throw new Unauthorized('invalid credentials', 'invalid_credentials')
-    }
-    if (user.disabled) throw new Unauthorized('user is disabled', 'user_disabled')
-    await this.throttle.succeed(address, account)
-    return user
+    return this.throttle.attempt(address, account, async () => {
+      await this.throttle.check(address, account)
+      const valid = await Bun.password.verify(password, user ? user.passwordHash : DUMMY_HASH)
+      if (!user || !valid) {
+        await this.throttle.fail(address, 'login', account)
+        throw new Unauthorized('invalid credentials', 'invalid_credentials')
+      }
+      if (user.disabled) throw new Unauthorized('user is disabled', 'user_disabled')
+      await this.throttle.succeed(address, account)
+      return user
+    })
   }
 
   /** When the login `family` ends (`refresh_ttl_s` after it began), renewals included. */

@@ -33,6 +33,29 @@ forEachEngine((engine) => {
   }
 
   test(
+    'guesses sent all at once are counted as they come: five 401s, then 429 for the rest, the right password among them',
+    async () => {
+      const ip = '198.51.100.60'
+      const other = {
+        email: 'burst.owner@example.org',
+        username: 'burst-owner',
+        password: 'burst-right-5531',
+      }
+      await a.auth.createUser({ ...other, roles: ['viewer'] })
+      const answers = await Promise.all(
+        Array.from({ length: 30 }, (_, i) =>
+          login(other.email, i === 29 ? other.password : `guess-${i}`, ip),
+        ),
+      )
+      const statuses = answers.map((r) => r.status)
+      expect(statuses.filter((s) => s === 401)).toHaveLength(5)
+      expect(statuses.filter((s) => s === 429)).toHaveLength(25)
+      tick(3600)
+    },
+    SLOW,
+  )
+
+  test(
     'one address guessing one account: 401 four times, then 429 with a doubling Retry-After, even for the right password',
     async () => {
       const ip = '198.51.100.7'
