@@ -88,7 +88,8 @@ export type Parsed =
 export function parsePem(text: string): Parsed {
   const blocks = blocksOf(text)
   if (!blocks) return { ok: false, error: `more than ${MAX_CHAIN} certificates in one PEM text` }
-  if (!blocks.length) return { ok: false, error: 'no PEM certificate block (-----BEGIN CERTIFICATE-----) found' }
+  if (!blocks.length)
+    return { ok: false, error: 'no PEM certificate block (-----BEGIN CERTIFICATE-----) found' }
   try {
     const [leaf, ...rest] = blocks.map((b) => new X509Certificate(b))
     return { ok: true, info: describe(leaf), chain: rest.map(describe), pem: blocks.join('\n'), leaf }
