@@ -1,6 +1,13 @@
 import type { Bus } from '../../core/bus'
 import type { Metrics } from '../../core/metrics'
 import type { Rule } from './schema'
+
+/**
+ * Series one rule fires for in one evaluation: a rule with no cooldown over a 500-agent metric
+ * stored 500 in-app messages every interval. The others wait for a later evaluation (with a cooldown,
+ * those fired now step aside).
+ */
+const MAX_FIRED = 50
 import type { AlertStore } from './store'
 
 type Series = { labels: Record<string, string | number>; value: number }
@@ -59,6 +66,8 @@ export class Evaluator {
         const n = (this.hits.get(key) ?? 0) + 1
         this.hits.set(key, n)
         if (n < rule.forCount) continue
+        // A rule over every series of a large fleet fires for at most MAX_FIRED of them an evaluation.
+        if (fired.filter((f) => f.rule_id === rule.id).length >= MAX_FIRED) continue
         if (!(await this.store.claim(rule.id, series, s.value, now, rule.cooldownSeconds * 1000))) continue
         fired.push({ rule_id: rule.id, series, value: s.value })
         await this.fire(rule, series, s, now)

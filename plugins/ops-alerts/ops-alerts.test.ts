@@ -108,6 +108,13 @@ forEachEngine((engine) => {
         [rule({ level: 'fatal' }), 'body.level'],
         [rule({ name: undefined }), 'body.name'],
         [rule({ colour: 'red' }), 'body.colour'],
+        // Bounded: each evaluation reads every rule.
+        [
+          rule({ labels: Object.fromEntries(Array.from({ length: 17 }, (_, i) => [`l${i}`, 'v'])) }),
+          'body.labels',
+        ],
+        [rule({ labels: { host: 'h'.repeat(257) } }), 'body.labels.host'],
+        [rule({ cooldownSeconds: 2_592_001 }), 'body.cooldownSeconds'],
       ] as const) {
         const r = await a.req('POST', '/api/v1/ops/alerts', { token: admin, body })
         expect(r.status, field).toBe(400)

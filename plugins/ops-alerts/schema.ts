@@ -8,9 +8,15 @@ const UnionEnum = <const V extends readonly string[]>(values: V, opts: Record<st
 
 const fields = {
   name: T.String({ minLength: 1, maxLength: 200 }),
-  metric: T.String({ pattern: '^svc_[a-zA-Z0-9_]+$', description: 'a svc_ gauge or counter' }),
-  labels: T.Record(T.String({ pattern: '^[a-zA-Z_][a-zA-Z0-9_]*$' }), T.String(), {
-    description: 'series of a labelled metric whose labels all equal these; {} or absent: every series',
+  metric: T.String({
+    pattern: '^svc_[a-zA-Z0-9_]+$',
+    maxLength: 128,
+    description: 'a svc_ gauge or counter',
+  }),
+  labels: T.Record(T.String({ pattern: '^[a-zA-Z_][a-zA-Z0-9_]{0,63}$' }), T.String({ maxLength: 256 }), {
+    maxProperties: 16,
+    description:
+      'series of a labelled metric whose labels all equal these (at most 16); {} or absent: every series',
   }),
   operator: UnionEnum(['gt', 'gte', 'lt', 'lte'] as const),
   threshold: T.Number(),
@@ -21,6 +27,7 @@ const fields = {
   }),
   cooldownSeconds: T.Integer({
     minimum: 0,
+    maximum: 2_592_000,
     description: 'no repeat of a series within this; 300 when absent',
   }),
   level: UnionEnum(['info', 'warning', 'error', 'critical'] as const),

@@ -1,5 +1,8 @@
 import { type Db, fromJson, iso, newId } from '../../core/db'
-import { NotFound } from '../../core/http'
+import { Conflict, NotFound } from '../../core/http'
+
+/** Ops alert rules kept at once. */
+export const MAX_RULES = 500
 import type { Rule, RuleCreate, RuleUpdate } from './schema'
 
 interface Row {
@@ -68,6 +71,9 @@ export function alertStore(db: Db) {
       return (await db.all<Row>(`SELECT ${COLS} FROM ops_alert_rules ORDER BY created_at, id`)).map(toRule)
     },
     async create(b: RuleCreate): Promise<Rule> {
+      // Each evaluation reads them all.
+      if (Number((await db.get<{ n: number }>('SELECT COUNT(*) AS n FROM ops_alert_rules'))?.n) >= MAX_RULES)
+        throw new Conflict(`at most ${MAX_RULES} ops alert rules: delete one first`)
       const id = newId()
       await write(
         {

@@ -127,6 +127,13 @@ forEachEngine((engine) => {
           base('x', { rules: [{ scope: 'service', key: 'a', limitQps: 1, percent: 5 }] }),
           'body.rules[0].match',
         ],
+        // Longer than any agent's label: it could match none, and only cost each heartbeat.
+        [
+          base('x', {
+            rules: [{ scope: 'service', key: 'a', limitQps: 1, match: { env: 'e'.repeat(129) }, percent: 5 }],
+          }),
+          'body.rules[0].match.env',
+        ],
         [
           base('x', {
             rules: [{ scope: 'service', key: 'a', limitQps: 1, match: {}, percent: 5, extra: 1 }],
@@ -156,6 +163,22 @@ forEachEngine((engine) => {
         400,
       )
       expect((await a.req('GET', '/api/v1/rate-limits/x', { token: admin })).status).toBe(404)
+    })
+
+    test('at most 100 sets: a new one past it is 409, a replaced one is not', async () => {
+      const listed = (await a.req('GET', '/api/v1/rate-limits', { token: admin })).body.data
+      const have = (listed.items ?? listed).length
+      for (let i = have; i < 100; i++)
+        expect(
+          (await a.req('PUT', '/api/v1/rate-limits', { token: admin, body: base(`fill-${i}`) })).status,
+        ).toBe(201)
+      const over = await a.req('PUT', '/api/v1/rate-limits', { token: admin, body: base('one-too-many') })
+      expect([over.status, over.body.message]).toEqual([409, 'at most 100 rate-limit sets: delete one first'])
+      expect(
+        (await a.req('PUT', '/api/v1/rate-limits', { token: admin, body: base('fill-99') })).status,
+      ).toBe(200)
+      for (let i = have; i < 100; i++)
+        await a.req('DELETE', `/api/v1/rate-limits/fill-${i}`, { token: admin })
     })
 
     test('no token 401 (even with a bad body); viewer may read but not write (403)', async () => {

@@ -9,7 +9,8 @@ const UnionEnum = <const V extends readonly string[]>(values: V, opts: Record<st
   ) as unknown as TUnion<TLiteral<V[number]>[]>
 
 const Id = t.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$' })
-const Label = t.String({ minLength: 1 })
+/** As an agent's own labels (128 characters): a longer one matches no agent and only costs each heartbeat. */
+const Label = t.String({ minLength: 1, maxLength: 128 })
 
 export const Rule = t.Object(
   {

@@ -1,5 +1,8 @@
 import { type Db, fromJson, iso } from '../../core/db'
-import { NotFound, invalidField } from '../../core/http'
+import { Conflict, NotFound, invalidField } from '../../core/http'
+
+/** Rate-limit sets kept at once (each up to 200 rules). */
+export const MAX_SETS = 100
 import type { PreviewBody, RateLimitSet, Rule, StoredSet } from './schema'
 
 interface Row {
@@ -60,6 +63,12 @@ export function rateLimitStore(db: Db) {
       const now = Date.now()
       const before = await db.tx(async (tx) => {
         const prev = await tx.get<Row>(`SELECT ${COLS} FROM rate_limits WHERE id = ?`, [s.rateLimitId])
+        // Every agent's heartbeat reads them all: a bounded number of sets.
+        if (
+          !prev &&
+          Number((await tx.get<{ n: number }>('SELECT COUNT(*) AS n FROM rate_limits'))?.n) >= MAX_SETS
+        )
+          throw new Conflict(`at most ${MAX_SETS} rate-limit sets: delete one first`)
         await tx.run(
           `INSERT INTO rate_limits (${COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
            ON CONFLICT (id) DO UPDATE SET name = excluded.name, resource = excluded.resource, limit_n = excluded.limit_n,
