@@ -262,6 +262,12 @@ export async function fromEvents(type: ModelType, cfg: DatasetConfig, ctx: ReadC
   const label = cfg.label === undefined ? undefined : parseLabel(cfg.label)
   if (type === 'TIME_SERIES') {
     const buckets = Math.ceil((q.to - q.from + 1) / q.interval)
+    // One row a bucket: the range is bounded as the rows are (a range of 55 million hours took a
+    // 444 MB array and the only training slot for minutes).
+    if (buckets > ctx.maxRows)
+      throw new Error(
+        `the range holds ${buckets} intervals, more than the ${ctx.maxRows} rows a training reads`,
+      )
     const y = new Float64Array(buckets)
     await scanAll(ctx, q, Number.POSITIVE_INFINITY, (e) => {
       const b = Math.floor((e.ts - q.from) / q.interval)

@@ -10,7 +10,8 @@ import {
   notTrainedHere,
   resolveHyperparameters,
 } from './algorithms'
-import { type Built, checkDatasetConfig, fromCsv, fromEvents } from './dataset'
+import { buildCsv } from './csv-thread'
+import { type Built, checkDatasetConfig, fromEvents } from './dataset'
 import type { DatasetConfig, JobStatus, TrainBody, TrainingJob } from './schema'
 import type { ModelsStore } from './store'
 import type { TrainReply, TrainRequest } from './training.worker'
@@ -85,10 +86,9 @@ const stop = (run: Running) => {
 }
 
 /**
- * Training jobs: created pending with the model moved to TRAINING, run at most
- * `maxConcurrentJobs` at a time (reading the data set on the event loop page by page, fitting
- * in a Worker), with progress written at most every 500 ms. Completed: a new model version.
- * Failed: the model goes to FAILED. Cancelled: the model returns to its status before training.
+ * Training jobs: created pending with the model moved to TRAINING, run at most `maxConcurrentJobs`
+ * at a time (events read page by page, a CSV built on a thread, fitting in a Worker), progress
+ * written at most every 500 ms. Completed: a new model version. Failed: the model goes to FAILED.
  */
 export class Trainer {
   private queue: string[] = []
@@ -335,7 +335,7 @@ export class Trainer {
           cfg.query,
         ])
         if (!ds) throw new Error(`dataset '${cfg.query}' was deleted`)
-        built = fromCsv(type, cfg, ds.content)
+        built = await buildCsv(type, cfg, ds.content)
       } else
         built = await fromEvents(type, cfg, {
           events: this.events(),

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { type TestApp, forEachEngine } from '../../test/helpers'
+import { type TestApp, forEachEngine, until } from '../../test/helpers'
 import { purgePredictions } from './log'
-import { churnCsv, mlApp, newGame, newModel, trainedClassifier } from './testing'
+import { churnCsv, mlApp, newGame, newModel, trainedClassifier, waitJob } from './testing'
 
 const DAY = 86_400_000
 
@@ -46,6 +46,57 @@ forEachEngine((engine) => {
       expect(ok.body).toMatchObject({ modelId: m.id, columns: ['level', 'won'], rows: 2, sizeBytes: 18 })
       expect((await a.req('GET', `/api/ml-models/${m.id}/datasets`, { token: admin })).body).toEqual([
         ok.body,
+      ])
+    })
+
+    test('an upload has at most 1,000 columns, two are read at once (429 past it), and a time series at most max_rows intervals', async () => {
+      const m = await newModel(a, admin, { gameId, type: 'CLASSIFICATION' })
+      const path = `/api/ml-models/${m.id}/datasets`
+      const wide = `${Array.from({ length: 1_001 }, (_, i) => `c${i}`).join(',')}\n${'1,'.repeat(1_000)}1\n`
+      const tooWide = await a.req('POST', path, {
+        token: admin,
+        raw: wide,
+        headers: { 'content-type': 'text/csv' },
+      })
+      expect([tooWide.status, tooWide.body.message]).toEqual([400, 'body: at most 1000 columns, got 1001'])
+      // Two uploads whose bodies have not ended hold both places; a third is 429 at once.
+      const open: Array<ReadableStreamDefaultController<Uint8Array>> = []
+      const slow = () =>
+        a.app.handle(
+          new Request(`http://localhost${path}`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${admin}`, 'content-type': 'text/csv' },
+            body: new ReadableStream<Uint8Array>({ start: (c) => void open.push(c) }),
+            duplex: 'half',
+          } as RequestInit),
+        )
+      const held = [slow(), slow()]
+      await until(() => open.length === 2)
+      await Bun.sleep(20)
+      const third = await a.req('POST', path, {
+        token: admin,
+        raw: 'a\n1\n',
+        headers: { 'content-type': 'text/csv' },
+      })
+      expect([third.status, third.headers.get('retry-after')]).toEqual([429, '1'])
+      for (const c of open) {
+        c.enqueue(new TextEncoder().encode('a\n1\n'))
+        c.close()
+      }
+      expect((await Promise.all(held)).map((r) => r.status)).toEqual([201, 201])
+      // A range of more intervals than max_rows fails before it allocates them.
+      const ts = await newModel(a, admin, { gameId, type: 'TIME_SERIES' })
+      const job = await a.req('POST', `/api/ml-models/${ts.id}/train`, {
+        token: admin,
+        body: {
+          datasetConfig: { source: 'events', query: 'from=0&to=20000000000000&interval=hour', features: [] },
+          hyperparameters: { seasonLength: 2 },
+        },
+      })
+      const done = await waitJob(a, admin, ts.id, job.body.id)
+      expect([done.status, done.error]).toEqual([
+        'failed',
+        expect.stringContaining('intervals, more than the'),
       ])
     })
 

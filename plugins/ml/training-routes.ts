@@ -1,6 +1,6 @@
 import { Elysia, t } from 'elysia'
 import { fromJson, iso, newId } from '../../core/db'
-import { HttpError, invalidField } from '../../core/http'
+import { HttpError, TooManyRequests, invalidField } from '../../core/http'
 import type { PluginContext } from '../../core/plugin'
 import { PageNumber } from '../../core/schema'
 import { rejectUnknown } from '../../core/strict'
@@ -15,6 +15,9 @@ import type { ModelsStore } from './store'
  */
 
 const tag = (summary: string, description?: string) => ({ tags: ['ml'], summary, description })
+/** Dataset uploads read at once in a process, and the columns one may have. */
+const MAX_UPLOADS = 2
+const MAX_COLUMNS = 1_000
 const IdParams = t.Object({ id: t.String() })
 const JobParams = t.Object({ id: t.String(), jobId: t.String() })
 const PageQuery = t.Object({
@@ -35,6 +38,55 @@ export function trainingRoutes(
   trainer: Trainer,
 ) {
   const db = ctx.db
+  let uploading = 0
+  /** A dataset upload: the CSV read whole (413 past max_csv_mb), scanned on a thread, stored. */
+  async function upload(
+    modelId: string,
+    name: string | undefined,
+    request: Request,
+    set: { status?: number | string },
+  ) {
+    const limit = ctx.config.max_csv_mb * 1024 * 1024
+    if (Number(request.headers.get('content-length') ?? 0) > limit)
+      throw new HttpError(413, 'body_too_large', `the CSV is larger than ${ctx.config.max_csv_mb} MB`)
+    const content = await request.text()
+    if (content.length > limit)
+      throw new HttpError(413, 'body_too_large', `the CSV is larger than ${ctx.config.max_csv_mb} MB`)
+    // Parsed on a thread of its own: a large upload never holds the event loop.
+    const scan = await scanCsv(content)
+    if (!scan.ok) throw invalidField('body', `not CSV: ${scan.error}`)
+    const columns = scan.columns
+    if (!columns.length || scan.rows < 1)
+      throw invalidField('body', 'needs a header line and at least one row')
+    if (new Set(columns).size !== columns.length) throw invalidField('body', 'column names must be unique')
+    // A training names at most 200 features; every listing of the model's datasets returns the columns.
+    if (columns.length > MAX_COLUMNS)
+      throw invalidField('body', `at most ${MAX_COLUMNS} columns, got ${columns.length}`)
+    const row = {
+      id: newId(),
+      modelId,
+      name: name ?? 'upload.csv',
+      columns,
+      rows: scan.rows,
+      sizeBytes: Buffer.byteLength(content),
+      createdAt: Date.now(),
+    }
+    await db.run(
+      'INSERT INTO ml_datasets (id, model_id, name, columns, rows_count, size_bytes, content, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+      [
+        row.id,
+        row.modelId,
+        row.name,
+        JSON.stringify(columns),
+        row.rows,
+        row.sizeBytes,
+        content,
+        row.createdAt,
+      ],
+    )
+    set.status = 201
+    return { ...row, createdAt: iso(row.createdAt)! }
+  }
   return new Elysia({ name: 'ml.training' })
     .use(ctx.guard)
     .model({ 'ml.TrainingJob': TrainingJob })
@@ -93,44 +145,19 @@ export function trainingRoutes(
       '/api/ml-models/:id/datasets',
       async ({ params, query, request, set }) => {
         await models.row(params.id)
-        const limit = ctx.config.max_csv_mb * 1024 * 1024
-        if (Number(request.headers.get('content-length') ?? 0) > limit)
-          throw new HttpError(413, 'body_too_large', `the CSV is larger than ${ctx.config.max_csv_mb} MB`)
-        const content = await request.text()
-        if (content.length > limit)
-          throw new HttpError(413, 'body_too_large', `the CSV is larger than ${ctx.config.max_csv_mb} MB`)
-        // Parsed on a thread of its own: a large upload never holds the event loop.
-        const scan = await scanCsv(content)
-        if (!scan.ok) throw invalidField('body', `not CSV: ${scan.error}`)
-        const columns = scan.columns
-        if (!columns.length || scan.rows < 1)
-          throw invalidField('body', 'needs a header line and at least one row')
-        if (new Set(columns).size !== columns.length)
-          throw invalidField('body', 'column names must be unique')
-        const row = {
-          id: newId(),
-          modelId: params.id,
-          name: query.name ?? 'upload.csv',
-          columns,
-          rows: scan.rows,
-          sizeBytes: Buffer.byteLength(content),
-          createdAt: Date.now(),
+        // Each upload is read whole and parsed on a thread: a few at once (6 grew the server 1 GB).
+        if (uploading >= MAX_UPLOADS)
+          throw new TooManyRequests(
+            `${MAX_UPLOADS} datasets are being read; retry in 1 s`,
+            1,
+            'too_many_uploads',
+          )
+        uploading++
+        try {
+          return await upload(params.id, query.name, request, set)
+        } finally {
+          uploading--
         }
-        await db.run(
-          'INSERT INTO ml_datasets (id, model_id, name, columns, rows_count, size_bytes, content, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
-          [
-            row.id,
-            row.modelId,
-            row.name,
-            JSON.stringify(columns),
-            row.rows,
-            row.sizeBytes,
-            content,
-            row.createdAt,
-          ],
-        )
-        set.status = 201
-        return { ...row, createdAt: iso(row.createdAt)! }
       },
       {
         permission: 'ml:write',
