@@ -94,6 +94,22 @@ forEachEngine((engine) => {
       await fx.a.db.run('DELETE FROM backups WHERE id IN (?, ?)', [held, recent])
     })
 
+    test('a backup that would not fit is refused with 507 naming the free space; nothing is made', async () => {
+      const last = (await fx.a.req('GET', '/api/v1/backups?status=succeeded', { token: fx.admin })).body.data
+        .items[0]
+      expect(last).toBeDefined()
+      // The newest backup said to be a petabyte: the next needs twice that free.
+      await fx.a.db.run('UPDATE backups SET size = ? WHERE id = ?', [1e15, last.id])
+      const before = (await fx.a.req('GET', '/api/v1/backups', { token: fx.admin })).body.data.total
+      const r = await fx.a.req('POST', '/api/v1/backups', { token: fx.admin, body: {} })
+      expect([r.status, r.body.message]).toEqual([
+        507,
+        expect.stringMatching(/^\d+ MB free where backups go; a backup needs \d+ MB/),
+      ])
+      expect((await fx.a.req('GET', '/api/v1/backups', { token: fx.admin })).body.data.total).toBe(before)
+      await fx.a.db.run('UPDATE backups SET size = ? WHERE id = ?', [last.size, last.id])
+    })
+
     test('no token 401; viewers and analysts neither read nor make backups (403); an operator does', async () => {
       const b = (await fx.a.req('GET', '/api/v1/backups?status=succeeded', { token: fx.admin })).body.data
         .items[0]

@@ -64,6 +64,8 @@ export default definePlugin({
     if (cfg.schedule_interval_s > 0)
       ctx.schedule('backups.scheduled', cfg.schedule_interval_s * 1000, async () => {
         if (await store.busy(cfg.schedule_interval_s * 1000)) return
+        const low = await runner.lowSpace()
+        if (low) return void ctx.log.error('scheduled backup skipped', { reason: low })
         const row = await store.insert({
           name: 'scheduled',
           type: 'full',

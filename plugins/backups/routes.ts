@@ -58,6 +58,8 @@ export function backupRoutes(ctx: PluginContext<unknown>, store: BackupStore, ru
         // filled the disk (12 copies of a 59 MB store in 5 s), failing every write after it.
         if (await store.busy(IN_FLIGHT_WINDOW_MS))
           throw new Conflict('a backup is already pending or running: ask again once it finished')
+        const low = await runner.lowSpace()
+        if (low) throw new HttpError(507, 'insufficient_storage', low)
         const row = await store.insert({
           name: body.name ?? 'backup',
           type: body.type ?? 'full',
@@ -85,7 +87,12 @@ export function backupRoutes(ctx: PluginContext<unknown>, store: BackupStore, ru
           'sqlite: a consistent online copy (VACUUM INTO on its own thread); postgres: pg_dump --format=plain --no-owner (password in the environment). ' +
             'Backups run one at a time: pending -> running -> succeeded (location, size, sha256 checksum) or failed (error). Poll GET /api/v1/backups/{id}. ' +
             "409 while one is pending or running (this instance's, or another's started within the hour).",
-          { 409: { description: 'a backup is already pending or running' } },
+          {
+            409: { description: 'a backup is already pending or running' },
+            507: {
+              description: 'too little free space where backups go (twice the last backup, at least 256 MB)',
+            },
+          },
         ),
       },
     )
