@@ -195,7 +195,8 @@ export class AuthService {
         await this.throttle.fail(address, 'login', account)
         throw new Unauthorized('invalid credentials', 'invalid_credentials')
       }
-      if (user.disabled) throw new Unauthorized('user is disabled', 'user_disabled')
+      // The same answer as a wrong password: a distinct one told a guesser the password was right.
+      if (user.disabled) throw new Unauthorized('invalid credentials', 'invalid_credentials')
       await this.throttle.succeed(address, account)
       return user
     })

@@ -277,7 +277,14 @@ forEachEngine((engine) => {
       expect((await a.req('GET', '/api/games', { token: session.token })).status).toBe(200)
       expect((await a.req('POST', `/api/users/${u.id}/disable`, { token: t })).body.disabled).toBe(true)
       expect((await a.req('GET', '/api/games', { token: session.token })).status).toBe(401)
-      expect((await login('gone@y.z', 'password-123')).status).toBe(401)
+      // The right password answers as a wrong one: nothing tells a guesser it was right.
+      const right = await login('gone@y.z', 'password-123')
+      const wrong = await login('gone@y.z', 'password-124')
+      expect([right.status, right.body.error, right.body.message]).toEqual([
+        401,
+        wrong.body.error,
+        wrong.body.message,
+      ])
       expect(
         (await a.req('POST', '/api/auth/refresh', { body: { refreshToken: session.refreshToken } })).status,
       ).toBe(401)
