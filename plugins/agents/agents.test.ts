@@ -234,6 +234,34 @@ forEachEngine((engine) => {
       expect(text).toContain('svc_agents_total 3')
       expect(text).toMatch(/svc_agent_jobs_duration_bucket\{le="0.25",agent_id="edge-seoul-02".*\} 3/)
       expect(text).toContain(`svc_functions_registered ${json.svc_functions_registered}`)
+      // Registered again under another environment: the old labels' durations leave the scrape.
+      const again = await a.req('POST', '/api/v1/agents', {
+        headers: { 'x-agent-token': TOKEN },
+        body: {
+          agent_id: 'edge-seoul-02',
+          game_id: gameId,
+          env: 'staging',
+          region: 'ap',
+          zone: 'ap-1',
+          functions: ['grant.item'],
+        },
+      })
+      expect(again.status).toBe(200)
+      const after = (await a.req('GET', '/metrics/prometheus')).body as string
+      expect(after).not.toMatch(
+        /svc_agent_jobs_duration_bucket\{le="0.25",agent_id="edge-seoul-02",[^}]*env="prod"/,
+      )
+      await a.req('POST', '/api/v1/agents', {
+        headers: { 'x-agent-token': TOKEN },
+        body: {
+          agent_id: 'edge-seoul-02',
+          game_id: gameId,
+          env: 'prod',
+          region: 'ap',
+          zone: 'ap-1',
+          functions: ['grant.item'],
+        },
+      })
     })
 
     test('an invocation ts outside 0..9999-12-31T23:59:59.999Z or a huge duration is 400 naming the field', async () => {

@@ -91,6 +91,14 @@ export default definePlugin({
         agentFns.set(l, a.functions.length)
         jobs.inc(l, a.jobs_executed)
       }
+      // The durations observed here stay, but only for agents as they are registered now: one
+      // deleted or registered again under other labels drops its series (an agent token's 8,000
+      // relabellings had left 8,000 series in every scrape).
+      const live = new Set(list.map((a) => `${a.agent_id}\u0000${a.game_id}\u0000${a.env}`))
+      for (const v of (await duration.get()).values) {
+        const { agent_id, game_id, env } = v.labels as Record<string, string>
+        if (!live.has(`${agent_id}\u0000${game_id}\u0000${env}`)) duration.remove({ agent_id, game_id, env })
+      }
     })
     // Informational: a fleet of offline agents is worth seeing, not a reason to take the platform out of rotation.
     ctx.health('agents', async () => ({ status: 'up', ...(await counts()) }), { critical: false })
