@@ -254,6 +254,9 @@ export interface PluginSchemas {
   [name: string]: { config?: TSchema; env?: Readonly<Record<string, string>> }
 }
 
+/** The shortest `auth.jwt_secret` and `auth.admin_token` a server starts with. */
+export const MIN_SECRET = 16
+
 /**
  * Parses, expands and validates a YAML text against the core schema and the schema of every
  * plugin it enables. Throws one ConfigError listing every problem with its path.
@@ -287,6 +290,16 @@ export function checkConfig(
   const raw = expand(parsed, env, '', errors) as Record<string, unknown>
   applyEnv(raw, env)
   const core = check(CoreConfigSchema, raw, '', errors)
+  // A short secret is guessed: a one-letter JWT_SECRET was found offline from a viewer's token
+  // (then re-signed as admin), ADMIN_TOKEN=zq in 667 requests. The value itself is never echoed.
+  for (const [key, env] of [
+    ['jwt_secret', 'JWT_SECRET'],
+    ['admin_token', 'ADMIN_TOKEN'],
+  ] as const) {
+    const v = core.auth?.[key]
+    if (typeof v === 'string' && v !== '' && v.length < MIN_SECRET)
+      errors.push(`auth.${key} (${env}): at least ${MIN_SECRET} characters when set, got ${v.length}`)
+  }
   for (const key of ['allow', 'deny'] as const) {
     const list = core.outbound?.[key]
     if (Array.isArray(list)) errors.push(...cidrErrors(list.map(String), `outbound.${key}`))

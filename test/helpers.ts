@@ -92,6 +92,9 @@ export function forEachEngine(fn: (engine: Engine) => void): void {
 
 export const ADMIN_PASSWORD = 'admin-password'
 
+/** The JWT secret of every test app (`makeApp`): tests sign expired or forged tokens with it. */
+export const TEST_JWT_SECRET = 'test-jwt-secret-0001'
+
 /**
  * The outbound policy of test apps: loopback allowed, since every sink a test starts listens
  * there (a deployed server denies loopback unless its `outbound.allow` lists it).
@@ -180,7 +183,7 @@ export async function makeApp(engine: Engine, opts: MakeAppOptions = {}): Promis
         : await freshSchema(opts.pgUrl)
   const base = {
     data_dir: dataDir,
-    auth: { jwt_secret: 'test-secret', admin_token: 'test-admin-token' },
+    auth: { jwt_secret: TEST_JWT_SECRET, admin_token: 'test-admin-token' },
     admin: { email: 'admin@localhost', password: ADMIN_PASSWORD },
     rate_limit: { requests_per_minute: 0, burst: 0 },
     outbound: TEST_OUTBOUND,

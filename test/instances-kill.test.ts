@@ -54,7 +54,7 @@ plugins:
         [process.execPath, 'core/main.ts', '--config', config],
         {
           DATABASE_URL: dbUrl,
-          JWT_SECRET: 'kill-test',
+          JWT_SECRET: 'kill-test-jwt-secret-01',
           ADMIN_PASSWORD: 'kill-test-password',
         },
         { cwd: root },

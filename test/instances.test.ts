@@ -23,7 +23,7 @@ async function instance(store: Awaited<ReturnType<typeof ownStore>>, name: strin
   const yaml = stringify({
     data_dir: `${store.dataDir}/${name}`,
     database: { url: store.url, pool: 4 },
-    auth: { jwt_secret: 'shared-secret', admin_token: 'shared-admin-token' },
+    auth: { jwt_secret: 'shared-jwt-secret-0001', admin_token: 'shared-admin-token' },
     admin: { email: 'admin@localhost', password: 'admin-password' },
     rate_limit: { requests_per_minute: 0, burst: 0 },
     log: { level: 'error' },

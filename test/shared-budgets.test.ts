@@ -27,7 +27,7 @@ async function instance(store: Store, o: Options) {
   const yaml = stringify({
     data_dir: `${store.dataDir}/${o.name}`,
     database: { url: store.url, pool: 4 },
-    auth: { jwt_secret: 'shared-secret', admin_token: ADMIN },
+    auth: { jwt_secret: 'shared-jwt-secret-0001', admin_token: ADMIN },
     admin: { email: 'admin@localhost', password: 'admin-password' },
     rate_limit: { requests_per_minute: 4, burst: 0 },
     redis: { url: o.redis ?? '' },

@@ -202,7 +202,7 @@ forEachEngine((engine) => {
     const yaml = stringify({
       data_dir: `${store.dataDir}/${name}`,
       database: { url: store.url, pool: 4 },
-      auth: { jwt_secret: 'shared', admin_token: 'shared-admin' },
+      auth: { jwt_secret: 'shared-jwt-secret-0001', admin_token: 'shared-admin-token-01' },
       admin: { email: 'admin@localhost', password: 'admin-password' },
       rate_limit: { requests_per_minute: 0, burst: 0 },
       log: { level: 'error' },
@@ -223,7 +223,7 @@ forEachEngine((engine) => {
     const g = await app.app.handle(
       new Request('http://localhost/api/games', {
         method: 'POST',
-        headers: { 'content-type': 'application/json', 'x-admin-token': 'shared-admin' },
+        headers: { 'content-type': 'application/json', 'x-admin-token': 'shared-admin-token-01' },
         body: JSON.stringify({ ...game, name }),
       }),
     )

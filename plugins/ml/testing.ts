@@ -163,7 +163,7 @@ export async function sameStoreInstance(
   const yaml = stringify({
     data_dir: a.dataDir,
     database: { url: loc.url, pool: 3 },
-    auth: { jwt_secret: 'test-secret', admin_token: 'test-admin-token' },
+    auth: { jwt_secret: 'test-jwt-secret-0001', admin_token: 'test-admin-token' },
     rate_limit: { requests_per_minute: 0, burst: 0 },
     outbound: TEST_OUTBOUND,
     log: { level: 'error' },

@@ -167,7 +167,7 @@ export async function appOn(
   const yaml = stringify({
     data_dir: store.dataDir,
     database: { url: store.url, pool: 5 },
-    auth: { jwt_secret: 'test-secret', admin_token: 'test-admin-token' },
+    auth: { jwt_secret: 'test-jwt-secret-0001', admin_token: 'test-admin-token' },
     admin: { email: 'admin@localhost', password: 'admin-password' },
     rate_limit: { requests_per_minute: 0, burst: 0 },
     outbound: TEST_OUTBOUND,

@@ -112,7 +112,10 @@ async function main() {
     dir,
     `analytics: { realtime: { interval_ms: ${intervalMs}, heartbeat_ms: ${heartbeatMs}, max_clients: ${clients + 100} } }, experiments: {}`,
   )
-  const env: Record<string, string> = { ADMIN_PASSWORD: 'bench-password', JWT_SECRET: 'bench' }
+  const env: Record<string, string> = {
+    ADMIN_PASSWORD: 'bench-password',
+    JWT_SECRET: 'bench-jwt-secret-0001',
+  }
   if (engine === 'postgres') env.DATABASE_URL = await freshPgDatabase('liveops_bench_realtime')
   const s = await startServer([process.execPath, 'core/main.ts', '--config', config], env, {
     timeoutMs: 60_000,

@@ -48,7 +48,10 @@ async function http() {
     config,
     `data_dir: ${dir}\nrate_limit: { requests_per_minute: 0, burst: 0 }\nlog: { level: info }\nplugins: { games: {}, ingest: {}, experiments: {} }\n`,
   )
-  const env: Record<string, string> = { ADMIN_PASSWORD: 'bench-password', JWT_SECRET: 'bench' }
+  const env: Record<string, string> = {
+    ADMIN_PASSWORD: 'bench-password',
+    JWT_SECRET: 'bench-jwt-secret-0001',
+  }
   if (engine === 'postgres') env.DATABASE_URL = await freshPgDatabase('liveops_bench_config')
   const s = await startServer([process.execPath, 'core/main.ts', '--config', config], {
     ...env,

@@ -49,7 +49,7 @@ async function server(dir: string, analytics = '{}'): Promise<Running> {
   const config = await benchConfig(dir, `analytics: ${analytics}, experiments: {}, console: {}`)
   return startServer(
     [process.execPath, 'core/main.ts', '--config', config],
-    { ADMIN_PASSWORD: PASSWORD, JWT_SECRET: 'bench' },
+    { ADMIN_PASSWORD: PASSWORD, JWT_SECRET: 'bench-jwt-secret-0001' },
     { timeoutMs: 120_000 },
   )
 }

@@ -68,7 +68,10 @@ async function pgDatabase(): Promise<{ url: string; drop: () => Promise<void> }>
 async function start(engine: EngineName): Promise<Side> {
   const dir = tempDir(`liveops-bench-${engine}-`)
   const config = await benchConfig(dir, 'analytics: {}, experiments: {}')
-  const env: Record<string, string> = { ADMIN_PASSWORD: 'bench-password', JWT_SECRET: 'bench' }
+  const env: Record<string, string> = {
+    ADMIN_PASSWORD: 'bench-password',
+    JWT_SECRET: 'bench-jwt-secret-0001',
+  }
   let stored: () => Promise<number>
   let serving: () => Promise<string[]>
   let drop: () => Promise<void>

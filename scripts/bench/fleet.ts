@@ -51,7 +51,7 @@ export async function startFleet(opts: {
           {
             DATABASE_URL: opts.databaseUrl,
             ADMIN_PASSWORD: 'bench-password',
-            JWT_SECRET: 'bench-shared',
+            JWT_SECRET: 'bench-shared-jwt-secret',
             ...(opts.redisUrl ? { REDIS_URL: opts.redisUrl } : {}),
           },
           { cwd: root, timeoutMs: 30_000 },

@@ -68,7 +68,7 @@ const config = await benchConfig(
   '',
   long ? [`auth: { access_ttl_s: ${seconds * 4 + 3600} }`] : [],
 )
-const env: Record<string, string> = { ADMIN_PASSWORD: 'bench-password', JWT_SECRET: 'bench' }
+const env: Record<string, string> = { ADMIN_PASSWORD: 'bench-password', JWT_SECRET: 'bench-jwt-secret-0001' }
 /** The bare ceiling's own PostgreSQL database, once it ran. */
 let bareUrl = ''
 /** liveops' PostgreSQL pool (core/db/postgres.ts), also the bare ceiling's. */

@@ -117,7 +117,10 @@ if (part === 'all' || part === 'predict') {
     config,
     `data_dir: ${dir}\nrate_limit: { requests_per_minute: 0, burst: 0 }\nlog: { level: info }\nplugins: { games: {}, ingest: {}, ml: { drift_check_minutes: 0 } }\n`,
   )
-  const env: Record<string, string> = { ADMIN_PASSWORD: 'bench-password', JWT_SECRET: 'bench' }
+  const env: Record<string, string> = {
+    ADMIN_PASSWORD: 'bench-password',
+    JWT_SECRET: 'bench-jwt-secret-0001',
+  }
   if (engine === 'postgres') env.DATABASE_URL = await freshPgDatabase('liveops_bench_ml')
   // ML_BENCH_PROFILE=<dir>: the server writes a CPU profile (markdown) there when it stops.
   const profile = process.env.ML_BENCH_PROFILE

@@ -71,7 +71,7 @@ async function startServer(
       server: { port, host: '127.0.0.1' },
       data_dir: dataDir,
       database: { url: dbUrl, pool: 10 },
-      auth: { jwt_secret: 'bench-secret' },
+      auth: { jwt_secret: 'bench-jwt-secret-0001' },
       admin: { email: 'admin@localhost', password: 'bench-password' },
       rate_limit: { requests_per_minute: 0, burst: 0 },
       log: { level: 'warn' },

@@ -50,7 +50,7 @@ async function app(
   const yaml = stringify({
     data_dir: dir,
     database: { url: opts.databaseUrl ?? join(dir, 'bench.sqlite') },
-    auth: { jwt_secret: 'bench-secret', admin_token: '' },
+    auth: { jwt_secret: 'bench-jwt-secret-0001', admin_token: '' },
     admin: { email: 'admin@localhost', password: 'bench-password' },
     rate_limit: { requests_per_minute: rate, burst: rate },
     redis: { url: opts.redis ?? '' },

@@ -37,7 +37,7 @@ plugins: { games: {}, ingest: { purge_interval_minutes: 0 }, analytics: {}, expe
 )
 const env: Record<string, string> = {
   ADMIN_PASSWORD: 'bench-password',
-  JWT_SECRET: 'bench',
+  JWT_SECRET: 'bench-jwt-secret-0001',
   INGEST_SIGNING_SECRET: 's',
 }
 if (engine === 'postgres') env.DATABASE_URL = await freshPgDatabase('liveops_bench_rebuild')

@@ -167,7 +167,7 @@ async function app(engine: string, withRules: boolean) {
   const yaml = stringify({
     data_dir: dir,
     database: { url: schema ? PG_URL : join(dir, 'bench.sqlite'), pool: 10 },
-    auth: { jwt_secret: 'bench', admin_token: 'bench-admin' },
+    auth: { jwt_secret: 'bench-jwt-secret-0001', admin_token: 'bench-admin-token-001' },
     admin: { email: 'admin@localhost', password: 'bench-password' },
     rate_limit: { requests_per_minute: 0, burst: 0 },
     log: { level: 'error' },
@@ -186,7 +186,7 @@ async function app(engine: string, withRules: boolean) {
     built.app.handle(
       new Request(`http://localhost${path}`, {
         method,
-        headers: { 'content-type': 'application/json', 'x-admin-token': 'bench-admin' },
+        headers: { 'content-type': 'application/json', 'x-admin-token': 'bench-admin-token-001' },
         body: JSON.stringify(body),
       }),
     )

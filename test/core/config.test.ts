@@ -99,10 +99,24 @@ describe('config', () => {
           DATABASE_URL: 'postgres://u@db/liveops',
           SMTP_PASSWORD: 'x',
           INGEST_SIGNING_SECRET: 's',
-          ADMIN_TOKEN: 't',
+          ADMIN_TOKEN: 'admin-token-of-the-example',
         }),
       ).not.toThrow()
     }
+  })
+
+  test('a JWT secret or admin token shorter than 16 characters stops the start, its value never echoed', () => {
+    const text = 'server: { port: 8080 }\n'
+    let message = ''
+    try {
+      load(text, { JWT_SECRET: 'k', ADMIN_TOKEN: 'zq-zq-zq' })
+    } catch (e) {
+      message = String(e)
+    }
+    expect(message).toContain('auth.jwt_secret (JWT_SECRET): at least 16 characters when set, got 1')
+    expect(message).toContain('auth.admin_token (ADMIN_TOKEN): at least 16 characters when set, got 8')
+    expect(message).not.toContain('zq-zq')
+    expect(() => load(text, { JWT_SECRET: 'a'.repeat(16), ADMIN_TOKEN: '' })).not.toThrow()
   })
 
   test('liveops check-config answers ok or lists every problem with exit code 2', async () => {

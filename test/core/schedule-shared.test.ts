@@ -43,7 +43,7 @@ forEachEngine((engine) => {
       data_dir: `${store.dataDir}/${name}`,
       instance_id: name,
       database: { url: store.url, pool: 3 },
-      auth: { jwt_secret: 'shared', admin_token: 'shared-admin' },
+      auth: { jwt_secret: 'shared-jwt-secret-0001', admin_token: 'shared-admin-token-01' },
       admin: { email: 'admin@localhost', password: 'admin-password' },
       rate_limit: { requests_per_minute: 0, burst: 0 },
       log: { level: 'error' },
@@ -63,7 +63,7 @@ forEachEngine((engine) => {
   // As an operator reads it: /healthz shows the jobs' error texts to credentials only.
   const get = async (app: LiveopsApp, path: string) => {
     const res = await app.app.handle(
-      new Request(`http://localhost${path}`, { headers: { 'x-admin-token': 'shared-admin' } }),
+      new Request(`http://localhost${path}`, { headers: { 'x-admin-token': 'shared-admin-token-01' } }),
     )
     return res.headers.get('content-type')?.includes('json') ? res.json() : res.text()
   }

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { Validator } from '@seriousme/openapi-schema-validator'
 import { signJwt } from '../../core/auth/jwt'
 import { plugins } from '../../plugins'
-import { type TestApp, forEachEngine, makeApp } from '../helpers'
+import { TEST_JWT_SECRET, type TestApp, forEachEngine, makeApp } from '../helpers'
 
 /*
  * Issue 15 points 3 and 7: the OpenAPI description passes the official OpenAPI 3.1 schema (an
@@ -121,7 +121,7 @@ forEachEngine((engine) => {
   test('every protected operation answers 401 without credentials and with an expired token, whatever its input', async () => {
     const expired = signJwt(
       { sub: 'someone', roles: ['admin'], iat: 1_600_000_000, exp: 1_600_000_060 },
-      'test-secret',
+      TEST_JWT_SECRET,
     )
     const protectedOps = ops().filter(({ op }) => (op.security?.length ?? 0) > 0)
     expect(protectedOps.length).toBeGreaterThan(50)

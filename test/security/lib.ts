@@ -1,6 +1,6 @@
 import { signJwt } from '../../core/auth/jwt'
 import { signRequest } from '../../sdk/sign'
-import { type Engine, type MakeAppOptions, type TestApp, makeApp } from '../helpers'
+import { type Engine, type MakeAppOptions, TEST_JWT_SECRET, type TestApp, makeApp } from '../helpers'
 
 /*
  * Shared by the attack suite (`test/security/*.test.ts`): a real server on a loopback socket,
@@ -152,7 +152,7 @@ export function expiredToken(userId: string): string {
   const now = Math.floor(Date.now() / 1000)
   return signJwt(
     { typ: 'access', sub: userId, username: 'x', roles: ['admin'], gen: 0, iat: now - 960, exp: now - 60 },
-    'test-secret',
+    TEST_JWT_SECRET,
   )
 }
 
