@@ -195,6 +195,17 @@ forEachEngine((engine) => {
       await a.req('DELETE', '/api/v1/rate-limits/rl-change', { token: admin })
       expect(await limitsOf('gw-us-1')).toEqual([])
     })
+
+    test("heartbeats keep the sets a second at most: another instance's change shows after it", async () => {
+      await put(set('rl-cached', { rules: [rule('service', 'gw-us-1', 40)] }))
+      expect((await limitsOf('gw-us-1')).map((l) => l.limitQps)).toEqual([40])
+      // Written to the store as another instance would: seen once the second the sets are kept passed.
+      const rules = JSON.stringify([rule('service', 'gw-us-1', 9)])
+      await a.db.run('UPDATE rate_limits SET rules = ? WHERE id = ?', [rules, 'rl-cached'])
+      await Bun.sleep(1_050)
+      expect((await limitsOf('gw-us-1')).map((l) => l.limitQps)).toEqual([9])
+      await a.req('DELETE', '/api/v1/rate-limits/rl-cached', { token: admin })
+    })
   })
 
   describe('who reads limits', () => {

@@ -66,8 +66,22 @@ export default definePlugin({
   setup(ctx) {
     const store = rateLimitStore(ctx.db)
     const agents = ctx.service('agents')
-    // Read at every heartbeat: a changed set reaches each agent at its next one, on every instance.
-    agents.limitsFrom(async (agent) => effectiveLimits(await store.list(), agent))
+    // Every agent's heartbeat asks (20 at once had parsed 9 MB sets 20 times over): the sets are
+    // read once a second at most. A change made here is read at the next heartbeat; another
+    // instance's within the second.
+    let sets: { at: number; list: ReturnType<typeof store.list> } | undefined
+    const current = () => {
+      if (!sets || Date.now() - sets.at >= 1_000) {
+        const read = { at: Date.now(), list: store.list() }
+        // A failed read is not kept: the next heartbeat reads again.
+        read.list.catch(() => {
+          if (sets === read) sets = undefined
+        })
+        sets = read
+      }
+      return sets.list
+    }
+    agents.limitsFrom(async (agent) => effectiveLimits(await current(), agent))
     const url = ctx.config.redis.url ?? ctx.core.redis.url
     const limiter = new GatewayLimiter(
       {
@@ -113,6 +127,7 @@ export default definePlugin({
         '/api/v1/rate-limits',
         async ({ body, set, principal, request, server }) => {
           const r = await store.put(body)
+          sets = undefined
           set.status = r.before ? 200 : 201
           audit({ principal, request, server }, 'rate_limits.put', r.set.rateLimitId, {
             before: r.before ?? null,
@@ -146,6 +161,7 @@ export default definePlugin({
         '/api/v1/rate-limits/:id',
         async ({ params, principal, request, server }) => {
           const before = await store.remove(params.id)
+          sets = undefined
           audit({ principal, request, server }, 'rate_limits.delete', params.id, { before })
           return ok(null, 'deleted')
         },
