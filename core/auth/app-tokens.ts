@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { type Db, fromJson, iso, newId } from '../db'
+import { sha256Hex } from '../digest'
 import { NotFound } from '../http'
 import { confirmCaller } from './caller'
 import type { Principal } from './principal'
@@ -23,8 +24,6 @@ export const SCOPED_KINDS = {
   serverKey: { stored: 'server', prefix: SERVER_KEY_PREFIX, label: 'serverkey' },
 } as const
 export type ScopedKind = keyof typeof SCOPED_KINDS
-
-const sha256 = (s: string) => new Bun.CryptoHasher('sha256').update(s).digest('hex')
 
 type TokenRow = {
   id: string
@@ -71,7 +70,7 @@ export function scopedTokenStore(db: Db, kind: ScopedKind) {
             newId(),
             name,
             JSON.stringify(scopes),
-            sha256(token),
+            sha256Hex(token),
             token.slice(0, 8),
             createdBy,
             Date.now(),
@@ -102,7 +101,7 @@ export function scopedTokenStore(db: Db, kind: ScopedKind) {
       cache.forget()
     },
     verify(token: string): Promise<AppPrincipal | undefined> {
-      const hash = sha256(token)
+      const hash = sha256Hex(token)
       return cache.verify(hash, async () => {
         const row = await db.get<TokenRow>(
           `SELECT ${COLS} FROM auth_app_tokens WHERE token_hash = ? AND kind = ?`,

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { type Db, iso, newId } from '../db'
+import { sha256Hex } from '../digest'
 import { NotFound } from '../http'
 import { confirmCaller } from './caller'
 import type { Principal } from './principal'
@@ -44,8 +45,6 @@ const toKey = (r: KeyRow): ApiKey => ({
   revokedAt: iso(r.revoked_at),
 })
 
-const sha256 = (s: string) => new Bun.CryptoHasher('sha256').update(s).digest('hex')
-
 /**
  * SDK keys (spec 1 `x-api-key`): public, since they ship inside game clients, and bound to one
  * game and environment. Stored as their SHA-256 and shown once. Verified keys are cached, unknown
@@ -71,7 +70,7 @@ export function sdkKeyStore(db: Db) {
           [
             newId(),
             input.name,
-            sha256(key),
+            sha256Hex(key),
             key.slice(0, 8),
             input.gameId ?? null,
             input.environment ?? null,
@@ -120,7 +119,7 @@ export function sdkKeyStore(db: Db) {
     },
 
     verify(key: string): Promise<Principal | undefined> {
-      const hash = sha256(key)
+      const hash = sha256Hex(key)
       return cache.verify(hash, async () => {
         const row = await db.get<KeyRow>(`SELECT ${COLS} FROM api_keys WHERE key_hash = ?`, [hash])
         return row && row.revoked_at === null

@@ -1,6 +1,7 @@
-import { createHash, timingSafeEqual } from 'node:crypto'
+import { timingSafeEqual } from 'node:crypto'
 import type { Changes } from '../changes'
 import type { Db } from '../db'
+import { keptKey } from '../digest'
 import { Forbidden, Unauthorized, invalidField } from '../http'
 import type { Logger } from '../log'
 import { type AccessSubject, AccessTokens } from './access'
@@ -186,7 +187,7 @@ export class AuthService {
     // A known user is throttled by its id, so email and username logins share one budget.
     // An unknown name is counted by its digest past 64 characters: the throttle's shared-state
     // keys must fit MySQL's VARCHAR(191) (a 300-character email answered 500, audit-sec2 L2).
-    const unknown = id.length > 64 ? `#${createHash('sha256').update(id).digest('hex')}` : id
+    const unknown = keptKey(id, 64)
     const account = user ? user.id : `${by}:${unknown}`
     return this.throttle.attempt(address, account, async () => {
       await this.throttle.check(address, account)

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import type { ChangeDetail, Changes } from '../changes'
 import { type Db, newId } from '../db'
+import { sha256Hex } from '../digest'
 import { Generation } from '../generation'
 import { Unauthorized } from '../http'
 import type { Logger } from '../log'
@@ -24,8 +25,6 @@ const TOPIC = 'auth'
 export const SYNC_MS = 5000
 /** Each read looks this far back: covers clocks apart between instances and slow commits. */
 const OVERLAP_MS = 60_000
-
-const sha256 = (s: string) => new Bun.CryptoHasher('sha256').update(s).digest('hex')
 
 /**
  * When a login began: its family id is a UUIDv7 (`newId`), whose first 48 bits are the epoch ms
@@ -107,7 +106,7 @@ export class Sessions {
         newId(),
         familyId,
         user.id,
-        sha256(refreshToken),
+        sha256Hex(refreshToken),
         Math.min(now + this.refreshTtlS * 1000, this.loginEnds(familyId)),
         now,
       ],
@@ -137,7 +136,7 @@ export class Sessions {
         revoked_at: number | null
       }>(
         'SELECT id, family_id, user_id, expires_at, used_at, revoked_at FROM refresh_tokens WHERE token_hash = ?',
-        [sha256(refreshToken)],
+        [sha256Hex(refreshToken)],
       )
       if (!row) return { error: 'invalid refresh token' } as const
       if (row.used_at !== null || row.revoked_at !== null) {

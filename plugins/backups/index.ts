@@ -52,7 +52,7 @@ export default definePlugin({
     ctx.health(
       'backups',
       async () => {
-        const last = (await store.list('succeeded'))[0]
+        const last = await store.lastSucceeded()
         return { status: 'up', last_succeeded_at: last ? iso(last.completed_at) : null }
       },
       { critical: false },

@@ -264,7 +264,7 @@ export function backupRunner(db: Db, store: BackupStore, log: Logger, s: RunnerS
       while (!existsSync(dir) && dirname(dir) !== dir) dir = dirname(dir)
       const fs = statfsSync(dir)
       const free = Number(fs.bavail) * Number(fs.bsize)
-      const last = (await store.list('succeeded'))[0]?.size ?? 0
+      const last = (await store.lastSucceeded())?.size ?? 0
       const need = Math.max(MIN_FREE, 2 * Number(last))
       if (free >= need) return undefined
       const mb = (n: number) => `${Math.round(n / 1_048_576)} MB`

@@ -79,6 +79,13 @@ export function backupStore(db: Db, instance: string) {
       )
     },
 
+    /** The newest backup that succeeded (the health check's, and the size a new one needs room for). */
+    lastSucceeded(): Promise<BackupRow | undefined> {
+      return db.get<BackupRow>(
+        "SELECT * FROM backups WHERE status = 'succeeded' ORDER BY created_at DESC, id DESC LIMIT 1",
+      )
+    },
+
     async running(id: string): Promise<void> {
       await db.run("UPDATE backups SET status = 'running', started_at = ? WHERE id = ?", [Date.now(), id])
     },

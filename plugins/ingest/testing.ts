@@ -16,10 +16,21 @@ export const game = {
   defaultCurrency: 'USD',
 }
 
-/** An app with games, ingest (signed with `SECRET`, no purge) and analytics, its admin's token, and a new `game`. */
-export async function ingestApp(engine: Engine): Promise<{ a: TestApp; admin: string; gameId: string }> {
+/**
+ * An app with games, ingest (signed with `SECRET`, no purge), analytics and any `more` plugins, its
+ * admin's token, and a new `game`.
+ */
+export async function ingestApp(
+  engine: Engine,
+  more: Record<string, unknown> = {},
+): Promise<{ a: TestApp; admin: string; gameId: string }> {
   const a = await makeApp(engine, {
-    plugins: { games: {}, ingest: { signing_secret: SECRET, purge_interval_minutes: 0 }, analytics: {} },
+    plugins: {
+      games: {},
+      ingest: { signing_secret: SECRET, purge_interval_minutes: 0 },
+      analytics: {},
+      ...more,
+    },
   })
   const admin = await a.token('admin')
   const g = await a.req('POST', '/api/games', { token: admin, body: game })

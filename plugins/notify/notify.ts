@@ -1,4 +1,5 @@
 import { newId } from '../../core/db'
+import { sha256Hex } from '../../core/digest'
 import { invalidField } from '../../core/http'
 import type { ChannelManager } from './channels'
 import type { Dispatcher } from './queue'
@@ -77,7 +78,7 @@ export interface DryRun {
  * got the operator's answer, and one sent first kept the operator's notification from being sent.
  */
 const idempotencyKey = (caller: string | undefined, key: string) =>
-  new Bun.CryptoHasher('sha256').update(`${caller ?? 'platform'}\u0000${key}`).digest('hex')
+  sha256Hex(`${caller ?? 'platform'}\u0000${key}`)
 
 /**
  * Extension points for the plugins that come later (groups, rules): they register here, so

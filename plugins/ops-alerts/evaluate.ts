@@ -54,6 +54,7 @@ export class Evaluator {
     const fired: Array<{ rule_id: string; series: string; value: number }> = []
     const seen = new Set<string>()
     for (const rule of rules) {
+      let firedByRule = 0
       for (const s of seriesOf(json[rule.metric])) {
         if (!Object.entries(rule.labels).every(([k, v]) => String(s.labels[k]) === v)) continue
         const series = keyOf(s.labels)
@@ -67,8 +68,9 @@ export class Evaluator {
         this.hits.set(key, n)
         if (n < rule.forCount) continue
         // A rule over every series of a large fleet fires for at most MAX_FIRED of them an evaluation.
-        if (fired.filter((f) => f.rule_id === rule.id).length >= MAX_FIRED) continue
+        if (firedByRule >= MAX_FIRED) continue
         if (!(await this.store.claim(rule.id, series, s.value, now, rule.cooldownSeconds * 1000))) continue
+        firedByRule++
         fired.push({ rule_id: rule.id, series, value: s.value })
         await this.fire(rule, series, s, now)
       }

@@ -1,3 +1,5 @@
+import { keptKey } from '../../core/digest'
+import { cut } from '../../core/event-bounds'
 import type { CompiledRule } from './rule'
 
 /*
@@ -35,7 +37,7 @@ export const MAX_STATE = 10_000
 
 /** A title or a grouping value as kept: text cut to MAX_KEPT_TEXT characters, a longer value of another kind named by its length. */
 export function kept(v: unknown): unknown {
-  if (typeof v === 'string') return v.length > MAX_KEPT_TEXT ? `${v.slice(0, MAX_KEPT_TEXT)}…` : v
+  if (typeof v === 'string') return v.length > MAX_KEPT_TEXT ? `${cut(v, MAX_KEPT_TEXT)}…` : v
   if (v === null || typeof v !== 'object') return v
   const json = JSON.stringify(v)
   return json.length > MAX_KEPT_TEXT ? `(a value of ${json.length} characters)` : v
@@ -48,5 +50,5 @@ export function bound(m: Map<string, unknown>) {
 
 /** A state's key as kept: past MAX_KEY characters, its SHA-256 (a grouping value of megabytes). */
 export function stateKey(key: string): string {
-  return key.length > MAX_KEY ? `#${new Bun.CryptoHasher('sha256').update(key).digest('hex')}` : key
+  return keptKey(key, MAX_KEY)
 }

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { type TestApp, forEachEngine, makeApp, until } from '../../../test/helpers'
+import { type TestApp, forEachEngine, until } from '../../../test/helpers'
 import { RESULT_TABLES } from '../../analytics/migrations'
-import { SECRET, game, signed } from '../testing'
+import { game, ingestApp, signed } from '../testing'
 
 /*
  * A deleted environment (or game) takes what is stored of it along: its raw rows, its event ids,
@@ -16,16 +16,7 @@ forEachEngine((engine) => {
   let admin: string
   let gameId: string
   beforeAll(async () => {
-    a = await makeApp(engine, {
-      plugins: {
-        games: {},
-        ingest: { signing_secret: SECRET, purge_interval_minutes: 0 },
-        analytics: {},
-        experiments: {},
-      },
-    })
-    admin = await a.token('admin')
-    gameId = (await a.req('POST', '/api/games', { token: admin, body: game })).body.id
+    ;({ a, admin, gameId } = await ingestApp(engine, { experiments: {} }))
   })
   afterAll(() => a.stop())
 
