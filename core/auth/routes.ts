@@ -3,6 +3,7 @@ import type { RouteGuard } from '../audit'
 import type { Bus } from '../bus'
 import { NotFound, Unauthorized } from '../http'
 import { Enum, PageNumber } from '../schema'
+import { Secret } from '../secrets'
 import { ROLES } from './roles'
 import { AuthService, type Principal } from './service'
 import { clientAddress } from './throttle'
@@ -35,8 +36,9 @@ const THROTTLE_DOC =
 const USER_RULES =
   "Beyond `users:write`: nobody grants a role they do not hold (a role is held when the caller's roles grant every " +
   'permission it grants; admin holds all); only an admin creates, changes, disables or deletes an admin or sets ' +
-  "another user's password; nobody changes their own roles (403). The last active admin cannot be disabled, " +
-  'demoted or deleted (409).'
+  "another user's password or enables a disabled user; nobody changes their own roles (403). A user changing its " +
+  'own password sends the current one as `currentPassword` (400 without it, 403 `invalid_credentials` when wrong, ' +
+  'counted by the login throttle). The last active admin cannot be disabled, demoted or deleted (409).'
 
 /**
  * Login and user management of spec 1 (`/api/auth`, `/api/users`) and the notification service's
@@ -293,31 +295,45 @@ export function authRoutes(
       response: { 200: 'auth.User' },
       detail: { tags: ['users'], summary: 'Read a user' },
     })
-    .put('/api/users/:id', ({ params, body, principal }) => auth.updateUser(params.id, body, principal), {
-      permission: 'users:write',
-      // Closed: `email` or `username` sent here answered 200 and changed nothing (audit L5);
-      // neither can be changed once the user exists, so they are refused, naming the field.
-      body: t.Object(
-        {
-          name: t.Optional(t.String({ maxLength: 200 })),
-          roles: t.Optional(t.Array(Role, { minItems: 1 })),
-          password: t.Optional(t.String({ minLength: 8 })),
-          disabled: t.Optional(t.Boolean()),
-        },
-        { additionalProperties: false },
-      ),
-      response: { 200: 'auth.User' },
-      detail: {
-        tags: ['users'],
-        summary:
-          "Update name, roles, password or the disabled flag; a new password, other roles or disabling end the user's sessions at once",
-        description: USER_RULES,
-        responses: {
-          403: { description: 'Refused by the rules above' },
-          409: { description: 'The last active admin would be disabled or demoted' },
+    .put(
+      '/api/users/:id',
+      ({ params, body, principal, request, server }) =>
+        auth.updateUser(params.id, body, principal, address(request, server)),
+      {
+        permission: 'users:write',
+        // Closed: `email` or `username` sent here answered 200 and changed nothing (audit L5);
+        // neither can be changed once the user exists, so they are refused, naming the field.
+        body: t.Object(
+          {
+            name: t.Optional(t.String({ maxLength: 200 })),
+            roles: t.Optional(t.Array(Role, { minItems: 1 })),
+            password: t.Optional(t.String({ minLength: 8 })),
+            currentPassword: t.Optional(
+              Secret(
+                t.String({
+                  minLength: 1,
+                  maxLength: 1024,
+                  description: 'required to change your own password',
+                }),
+              ),
+            ),
+            disabled: t.Optional(t.Boolean()),
+          },
+          { additionalProperties: false },
+        ),
+        response: { 200: 'auth.User' },
+        detail: {
+          tags: ['users'],
+          summary:
+            "Update name, roles, password or the disabled flag; a new password, other roles or disabling end the user's sessions at once",
+          description: USER_RULES,
+          responses: {
+            403: { description: 'Refused by the rules above' },
+            409: { description: 'The last active admin would be disabled or demoted' },
+          },
         },
       },
-    })
+    )
     .post(
       '/api/users/:id/disable',
       ({ params, principal }) => auth.updateUser(params.id, { disabled: true }, principal),

@@ -155,18 +155,37 @@ export class AuthService {
    * Changes a user. A new password, other roles or disabling end the user's sessions on every
    * instance before this resolves: its access tokens are refused, its refresh tokens revoked.
    */
-  async updateUser(id: string, patch: UserPatch, actor?: Principal): Promise<User> {
+  async updateUser(id: string, patch: UserPatch, actor?: Principal, address = 'unknown'): Promise<User> {
     if (patch.roles) checkRoles(patch.roles, 'body.roles')
     if (patch.password !== undefined && patch.password.length < 8)
       throw invalidField('body.password', 'must be at least 8 characters')
     const check = (before: User) => this.rules.update(actor, before, patch)
     // Refused before the costly hash; checked again on the row the transaction reads.
-    check(await this.users.get(id))
+    const before = await this.users.get(id)
+    check(before)
+    if (patch.password !== undefined && actor?.kind === 'user' && actor.id === id)
+      await this.confirmOwnPassword(before, patch.currentPassword, address)
     const hash = patch.password !== undefined ? await Bun.password.hash(patch.password) : null
     const { user, trustChanged } = await this.users.update(id, patch, hash, check, actor)
     if (trustChanged || patch.disabled !== undefined)
       await this.sessions.withdrawUser(id, user.tokenGen, !user.disabled)
     return publicUser(user)
+  }
+
+  /**
+   * A user changing its own password proves it knows the current one, through the login
+   * throttle (a stolen session guessing it here is counted and locked as at login).
+   */
+  private async confirmOwnPassword(user: StoredUser, current: string | undefined, address: string) {
+    if (current === undefined)
+      throw invalidField('body.currentPassword', 'required to change your own password')
+    await this.throttle.attempt(address, user.id, async () => {
+      await this.throttle.check(address, user.id)
+      if (await Bun.password.verify(current, user.passwordHash))
+        return this.throttle.succeed(address, user.id)
+      await this.throttle.fail(address, 'login', user.id)
+      throw new Forbidden('body.currentPassword: is not your current password', 'invalid_credentials')
+    })
   }
 
   async deleteUser(id: string, actor?: Principal): Promise<void> {

@@ -8,7 +8,12 @@ import type { User, UserPatch } from './users'
  * - nobody grants a role they do not hold: a role is held when the caller's roles grant every
  *   permission that role grants (admin holds every role);
  * - only an admin creates, changes, disables or deletes an admin, or sets another user's password;
- * - nobody changes their own roles.
+ * - nobody changes their own roles;
+ * - only an admin enables a disabled user (anyone who manages users may disable one: a quick
+ *   stop; giving the access back is the admin's call, or a disabled account came back through
+ *   any operator);
+ * - a user changes their own password only with the current one (`currentPassword`, checked by
+ *   the service through the login throttle), so a stolen session cannot keep the account.
  * The last active admin (409) is kept by the store, inside the write's transaction.
  * `actor` absent: the server itself (the bootstrap admin, `liveops` commands), never refused.
  */
@@ -52,6 +57,8 @@ export class UserRules {
     const self = actor.kind === 'user' && actor.id === target.id
     if (patch.password !== undefined && !self && !actor.roles.includes('admin'))
       throw new Forbidden("only an admin may set another user's password")
+    if (patch.disabled === false && target.disabled && !actor.roles.includes('admin'))
+      throw new Forbidden('only an admin may enable a disabled user')
     if (!patch.roles) return
     const added = patch.roles.filter((r) => !target.roles.includes(r))
     const removed = target.roles.filter((r) => !patch.roles?.includes(r))

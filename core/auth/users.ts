@@ -35,6 +35,8 @@ export interface UserPatch {
   name?: string
   roles?: string[]
   password?: string
+  /** The caller's own current password, when it changes its own (`UserRules`); never stored. */
+  currentPassword?: string
   disabled?: boolean
 }
 

@@ -56,6 +56,31 @@ forEachEngine((engine) => {
   )
 
   test(
+    'a stolen session guessing its own current password (to change it) is counted as logins are, and locks them',
+    async () => {
+      const ip = '198.51.100.61'
+      const op = { email: 'stolen.op@example.org', username: 'stolen-op', password: 'op-right-7781' }
+      const { id } = await a.auth.createUser({ ...op, roles: ['operator'] })
+      const token = (await login(op.email, op.password, ip)).body.token
+      const guess = (currentPassword: string) =>
+        a.req('PUT', `/api/users/${id}`, {
+          token,
+          headers: from(ip),
+          body: { password: 'taken-over-123', currentPassword },
+        })
+      const answers: number[] = []
+      for (let i = 0; i < 7; i++) answers.push((await guess(`guess-${i}`)).status)
+      expect(answers.slice(0, 4)).toEqual([403, 403, 403, 403])
+      expect(answers.slice(5)).toEqual([429, 429])
+      // Locked: the right one is not checked, and the account's login from there waits too.
+      expect((await guess(op.password)).status).toBe(429)
+      expect((await login(op.email, op.password, ip)).status).toBe(429)
+      tick(3600)
+    },
+    SLOW,
+  )
+
+  test(
     'one address guessing one account: 401 four times, then 429 with a doubling Retry-After, even for the right password',
     async () => {
       const ip = '198.51.100.7'

@@ -91,15 +91,14 @@ forEachEngine((engine) => {
       }
       // The admin is untouched: still enabled, still its password.
       expect((await login(call, admin.email)).user.id).toBe(admin.id)
-      // An operator sets its own password; an admin sets anyone's and manages admins.
-      expect(
-        (
-          await call('PUT', `/api/users/${op.id}`, {
-            headers: as(op.token),
-            body: { password: 'new-password-1' },
-          })
-        ).status,
-      ).toBe(200)
+      // An operator sets its own password with the current one; an admin sets anyone's and manages admins.
+      const own = (body: object) => call('PUT', `/api/users/${op.id}`, { headers: as(op.token), body })
+      const bare = await own({ password: 'new-password-1' })
+      expect([bare.status, bare.body.message]).toEqual([400, expect.stringContaining('body.currentPassword')])
+      const wrong = await own({ password: 'new-password-1', currentPassword: 'not-it-at-all' })
+      expect([wrong.status, wrong.body.error]).toEqual([403, 'invalid_credentials'])
+      expect((await own({ password: 'new-password-1', currentPassword: PASSWORD })).status).toBe(200)
+      expect((await login(call, op.email, 'new-password-1')).user.id).toBe(op.id)
       expect(
         (
           await call('PUT', `/api/users/${other.id}`, {
@@ -113,6 +112,30 @@ forEachEngine((engine) => {
       expect(
         (await call('DELETE', `/api/users/${second.body.id}`, { headers: as(admin.token) })).status,
       ).toBe(204)
+    })
+
+    test('only an admin enables a disabled user; any user manager may disable one', async () => {
+      const op = await person(['operator'])
+      const admin = await person(['admin'])
+      const other = await person(['analyst'])
+      const enable = (token: string) =>
+        call('PUT', `/api/users/${other.id}`, { headers: as(token), body: { disabled: false } })
+      expect(
+        (await call('POST', `/api/users/${other.id}/disable`, { headers: as(admin.token) })).status,
+      ).toBe(200)
+      const back = await enable(op.token)
+      expect([back.status, back.body.message]).toEqual([403, 'only an admin may enable a disabled user'])
+      expect(
+        (await call('POST', '/api/auth/login', { body: { email: other.email, password: PASSWORD } })).status,
+      ).toBe(401)
+      // An operator's own stop is the admin's to lift too; `disabled: false` on an enabled user is no change.
+      expect((await enable(admin.token)).body.disabled).toBe(false)
+      expect((await enable(op.token)).status).toBe(200)
+      expect((await call('POST', `/api/users/${other.id}/disable`, { headers: as(op.token) })).status).toBe(
+        200,
+      )
+      expect((await enable(op.token)).status).toBe(403)
+      expect((await enable(admin.token)).body.disabled).toBe(false)
     })
 
     test('nobody changes their own roles, admins included; sending them back unchanged is no change', async () => {
