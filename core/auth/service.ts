@@ -13,6 +13,7 @@ import {
   type ScopedTokenStore,
   scopedTokenStore,
 } from './app-tokens'
+import { bearerOf } from './bearer'
 import { type Principal, wrongKind } from './principal'
 import { type Permission, Permissions, primaryRole } from './roles'
 import { type ApiKey, type SdkKeyStore, sdkKeyStore } from './sdk-keys'
@@ -35,6 +36,7 @@ export type { Principal, PrincipalKind } from './principal'
 export { REACH } from './principal'
 export type { AppNeed, AppScopeOption } from './app-scope'
 export { userPermission } from './app-scope'
+export { cookieFromOwnSite } from './bearer'
 export type { ApiKey } from './sdk-keys'
 export type { Tokens } from './sessions'
 export type { NewUser, User } from './users'
@@ -257,12 +259,7 @@ export class AuthService {
    * `cookieFromOwnSite`), then the query parameter `token`.
    */
   static bearer(headers: Headers, query?: Record<string, unknown>): string | undefined {
-    const h = headers.authorization
-    if (h?.startsWith('Bearer ')) return h.slice(7).trim()
-    const cookie = headers.cookie?.match(/(?:^|;\s*)service_token=([^;]+)/)?.[1]
-    if (cookie && cookieFromOwnSite(headers)) return decodeURIComponent(cookie)
-    const q = query?.token
-    return typeof q === 'string' && q ? q : undefined
+    return bearerOf(headers, query)
   }
 
   /** Throws 401 without a principal and 403 when none of its roles grants the permission. */
@@ -388,28 +385,4 @@ export class AuthService {
         'wrong_game',
       )
   }
-}
-
-/**
- * Whether a request's cookie may stand for its sender. A browser attaches a site's cookies to
- * requests any other page makes to it (a form's POST, an image), so a cookie alone would let a
- * foreign page act as the signed-in user (cross-site request forgery: a bodyless
- * `POST /api/games/{id}/publish` took a form content type). Browsers say where a request comes
- * from (`Sec-Fetch-Site`, `Origin`), and a page cannot forge either; the cookie counts only when
- * neither names another site. Clients that send neither (curl, a server) are not browsers.
- * `Origin` is compared with the host the request was sent to (`Host`, or `X-Forwarded-Host`
- * behind a proxy: a cross-site form cannot set that header either).
- */
-export function cookieFromOwnSite(headers: Headers): boolean {
-  const site = headers['sec-fetch-site']
-  if (site && site !== 'same-origin' && site !== 'none') return false
-  const origin = headers.origin
-  if (!origin) return true
-  let host: string
-  try {
-    host = new URL(origin).host
-  } catch {
-    return false
-  }
-  return host === headers.host || host === headers['x-forwarded-host']
 }

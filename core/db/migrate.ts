@@ -1,3 +1,4 @@
+import { convertPaddedTables } from './mysql'
 import { keyedColumns, mysqlDdl } from './mysql-sql'
 import type { Db, Migration } from './types'
 
@@ -68,7 +69,7 @@ export async function migrate(db: Db, sets: readonly MigrationSet[]): Promise<st
       return m.id
     }, 0)
   await db.exec(migrationSql(db, { id: 0, name: 'ledger', sql: LEDGER }, keyedColumns([LEDGER])))
-  return db.tx(async (tx) => {
+  const done = await db.tx(async (tx) => {
     await lockUntilCommit(tx, MIGRATION_LOCK)
     const keyed = keyedColumns(sets.flatMap((s) => s.migrations.map((m) => m.mysql ?? m.sql)))
     const rows = await tx.all<{ plugin: string; id: number; name: string; checksum: string }>(
@@ -98,4 +99,6 @@ export async function migrate(db: Db, sets: readonly MigrationSet[]): Promise<st
     }
     return done
   })
+  if (db.dialect === 'mysql') await convertPaddedTables(db)
+  return done
 }

@@ -164,7 +164,8 @@ export function splitUpdateReturning(sql: string): UpdateReturning | undefined {
  * index anywhere in `keyed`) becomes `VARCHAR(191)` (InnoDB indexes at most 3072 bytes, four
  * utf8mb4 columns of 191), any other TEXT `LONGTEXT` (unbounded, as TEXT is on the other two);
  * `INTEGER PRIMARY KEY` is `BIGINT`, `BLOB` `LONGBLOB`, `WITHOUT ROWID` goes, and every table is
- * InnoDB in utf8mb4 with a binary collation (case-sensitive, as on the other engines).
+ * InnoDB in utf8mb4 with a binary collation (case-sensitive, as on the other engines; the driver
+ * makes it the server's NO PAD one, core/db/mysql.ts `noPadCollation`).
  */
 export function mysqlDdl(sql: string, keyed: ReadonlySet<string>): string {
   const statements = sql

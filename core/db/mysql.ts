@@ -10,7 +10,7 @@ import type { Db, Param, Row } from './types'
  * MySQL 8 / MariaDB 10.11 through mysql2. Every session speaks the ANSI flavour the statements
  * are written in (double-quoted identifiers, `||` concatenation), strict (a value that does not
  * fit fails instead of being cut), READ COMMITTED as PostgreSQL, in UTF-8 with a binary
- * collation. InnoDB commits durably when `innodb_flush_log_at_trx_commit = 1` (the default):
+ * collation without padding (`noPadCollation`). InnoDB commits durably when `innodb_flush_log_at_trx_commit = 1` (the default):
  * a statement resolves after its commit, so acknowledged means committed.
  */
 const SESSION =
@@ -160,6 +160,35 @@ interface Flavour {
 }
 
 /**
+ * The tables' collation: binary (case- and accent-sensitive) and NO PAD, so `'abc '` is another
+ * key than `'abc'` as on SQLite and PostgreSQL. `utf8mb4_bin` pads with spaces on both servers:
+ * an SDK key's event id `'x '` collided with `'x'` in a primary key and failed the group commit of
+ * every game's requests, and a signed request to `'<game> '` found that game's environment under
+ * the shared secret (eighteenth session's audits).
+ */
+export const noPadCollation = (mariadb: boolean) => (mariadb ? 'utf8mb4_nopad_bin' : 'utf8mb4_0900_bin')
+
+/**
+ * Tables made before the collation above (with `utf8mb4_bin`) are converted to it, once, at the
+ * start after the migrations: each `ALTER TABLE ... CONVERT` rebuilds its table. NO PAD only
+ * tells apart values PAD SPACE counted equal, so no key the tables hold collides after it.
+ */
+export async function convertPaddedTables(db: Db): Promise<string[]> {
+  const version = await db.get<{ v: string }>('SELECT VERSION() AS v')
+  const collation = noPadCollation(/mariadb/i.test(String(version?.v)))
+  const tables = await db.all<{ t: string }>(
+    `SELECT DISTINCT table_name AS t FROM information_schema.columns
+     WHERE table_schema = DATABASE() AND collation_name LIKE 'utf8mb4%' AND collation_name <> ?`,
+    [collation],
+  )
+  for (const { t } of tables)
+    await db.run(
+      `ALTER TABLE "${t.replaceAll('"', '""')}" CONVERT TO CHARACTER SET utf8mb4 COLLATE ${collation}`,
+    )
+  return tables.map((r) => r.t)
+}
+
+/**
  * Runs the several statements that stand for one (`... RETURNING` without the server's) as one:
  * a transaction of their own, or a savepoint in the caller's.
  */
@@ -185,8 +214,13 @@ function wrap(exec: Exec, tx: Db['tx'], atomic: Atomic, root: () => Db, flavour:
     tx,
     // DDL is written once for every engine: a CREATE or ALTER TABLE is translated (mysqlDdl).
     async exec(sql: string) {
+      const { mariadb } = await flavour()
       const text = /\b(CREATE|ALTER) TABLE\b/i.test(sql) ? mysqlDdl(sql, keyedColumns([sql])) : sql
-      await execDdl(exec, text, (await flavour()).mariadb)
+      await execDdl(
+        exec,
+        text.replace(/\bCOLLATE=utf8mb4_bin\b/g, `COLLATE=${noPadCollation(mariadb)}`),
+        mariadb,
+      )
     },
     ping: () => root().ping(),
     close: () => root().close(),

@@ -1,3 +1,6 @@
+import { oversizedResource } from './otlp/bounds'
+import type { DecodedItems } from './otlp/traces'
+
 /**
  * OTLP/HTTP logs in the JSON encoding (ExportLogsServiceRequest): each log record becomes one
  * event. Resource attributes are merged under the record's own; the event name is the
@@ -32,14 +35,25 @@ const ALIASES: Array<[string, string[]]> = [
   ['session_id', ['session.id']],
 ]
 
-/** Plain event objects in the `/v1/batch` item shape; a record that is not an object maps to a rejection string. */
-export function otlpRecords(body: unknown): unknown[] {
+/**
+ * Plain event objects in the `/v1/batch` item shape; a record that is not an object maps to a
+ * rejection string. The records of a resource larger than `maxEventBytes` are refused as
+ * `event_too_large` without being built (each would carry all of it).
+ */
+export function otlpRecords(body: unknown, maxEventBytes: number): DecodedItems {
   const out: unknown[] = []
+  const rejected: DecodedItems['rejected'] = []
   for (const rl of arr(isObj(body) ? body.resourceLogs : undefined)) {
     if (!isObj(rl)) continue
     const resource = attributes(isObj(rl.resource) ? rl.resource.attributes : undefined)
+    const oversized = oversizedResource(resource, maxEventBytes)
     for (const sl of arr(rl.scopeLogs)) {
       for (const rec of arr(isObj(sl) ? sl.logRecords : undefined)) {
+        if (oversized) {
+          rejected.push({ event_id: String(out.length), reason: 'event_too_large' })
+          out.push(null)
+          continue
+        }
         if (!isObj(rec)) {
           out.push(rec)
           continue
@@ -62,5 +76,5 @@ export function otlpRecords(body: unknown): unknown[] {
       }
     }
   }
-  return out
+  return { items: out, rejected }
 }

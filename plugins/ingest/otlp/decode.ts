@@ -1,6 +1,7 @@
 import { HttpError } from '../../../core/http'
 import { otlpRecords } from '../otlp'
 import { boundedDepth, parseJson } from '../signed/service'
+import { MESSAGES_PER_ENTRY, checkExportShape, countMessages } from './bounds'
 import { SIGNALS, type Signal } from './proto'
 import { type DecodedItems, otlpSpans } from './traces'
 
@@ -35,9 +36,23 @@ function hexIds(v: unknown): unknown {
   return out
 }
 
-/** A protobuf Export*ServiceRequest in its OTLP/JSON shape; 400 naming why it does not decode. */
-export function decodeProtobuf(signal: Signal, body: Uint8Array): Record<string, unknown> {
+/** What an export may carry: `/v1/batch`'s events per request and bytes per event. */
+export interface OtlpLimits {
+  maxEntries: number
+  maxEntryBytes: number
+}
+
+/**
+ * A protobuf Export*ServiceRequest in its OTLP/JSON shape; 400 naming why it does not decode,
+ * 413 past what `limits` allow (counted on the wire, then on the decoded message: bounds.ts).
+ */
+export function decodeProtobuf(
+  signal: Signal,
+  body: Uint8Array,
+  limits: OtlpLimits,
+): Record<string, unknown> {
   const type = SIGNALS[signal].request
+  countMessages(type, body, limits.maxEntries * MESSAGES_PER_ENTRY)
   let message: ReturnType<typeof type.decode>
   try {
     message = type.decode(body)
@@ -48,17 +63,23 @@ export function decodeProtobuf(signal: Signal, body: Uint8Array): Record<string,
       `body: not a protobuf ${type.name}: ${e instanceof Error ? e.message : String(e)}`,
     )
   }
+  checkExportShape(signal, message, limits.maxEntries)
   return hexIds(type.toObject(message, { longs: String, bytes: String, defaults: false })) as Record<
     string,
     unknown
   >
 }
 
-export function decodeOtlp(signal: Signal, body: Uint8Array, encoding: Encoding): DecodedItems {
+export function decodeOtlp(
+  signal: Signal,
+  body: Uint8Array,
+  encoding: Encoding,
+  limits: OtlpLimits,
+): DecodedItems {
   let parsed: unknown
   // The decoder stops at its own depth (about 100 messages); what it made is held to the JSON
   // routes' 64 levels, as the same export in JSON is (`parseJson`).
-  if (encoding === 'protobuf') parsed = boundedDepth(decodeProtobuf(signal, body))
+  if (encoding === 'protobuf') parsed = boundedDepth(decodeProtobuf(signal, body, limits))
   else {
     parsed = parseJson(body)
     // An Export*ServiceRequest is an object; an array or a scalar is not an empty export.
@@ -69,6 +90,7 @@ export function decodeOtlp(signal: Signal, body: Uint8Array, encoding: Encoding)
         `body: must be an OTLP ${SIGNALS[signal].request.name} object`,
       )
   }
-  if (signal === 'traces') return otlpSpans(parsed)
-  return { items: otlpRecords(parsed), rejected: [] }
+  checkExportShape(signal, parsed, limits.maxEntries)
+  if (signal === 'traces') return otlpSpans(parsed, limits.maxEntryBytes)
+  return otlpRecords(parsed, limits.maxEntryBytes)
 }

@@ -1,4 +1,5 @@
 import { attributes } from '../otlp'
+import { oversizedResource } from './bounds'
 
 /**
  * OTLP spans (an ExportTraceServiceRequest in its JSON shape; protobuf is decoded to it first)
@@ -54,14 +55,21 @@ export interface DecodedItems {
   rejected: Array<{ event_id: string; reason: string }>
 }
 
-export function otlpSpans(body: unknown): DecodedItems {
+/** The spans of a resource larger than `maxEventBytes` are `event_too_large`, unbuilt (each would carry all of it). */
+export function otlpSpans(body: unknown, maxEventBytes: number): DecodedItems {
   const items: unknown[] = []
   const rejected: DecodedItems['rejected'] = []
   for (const rs of arr(isObj(body) ? body.resourceSpans : undefined)) {
     if (!isObj(rs)) continue
     const resource = attributes(isObj(rs.resource) ? rs.resource.attributes : undefined)
+    const oversized = oversizedResource(resource, maxEventBytes)
     for (const ss of arr(rs.scopeSpans)) {
       for (const span of arr(isObj(ss) ? ss.spans : undefined)) {
+        if (oversized) {
+          rejected.push({ event_id: String(items.length), reason: 'event_too_large' })
+          items.push(null)
+          continue
+        }
         if (!isObj(span)) {
           items.push(span)
           continue

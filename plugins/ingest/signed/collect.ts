@@ -146,7 +146,10 @@ export async function collect(
   const preRejected: Array<{ event_id: string; reason: string }> = []
   if (otlp) {
     // Protobuf or JSON, both decoded to the JSON shape; a refused entry stands as `null`.
-    const decoded = decodeOtlp(otlp, body, encodingOf(headers['content-type']))
+    const decoded = decodeOtlp(otlp, body, encodingOf(headers['content-type']), {
+      maxEntries: cfg.batch_max_events,
+      maxEntryBytes: cfg.batch_max_event_kb * 1024,
+    })
     items = decoded.items
     preRejected.push(...decoded.rejected)
   } else {

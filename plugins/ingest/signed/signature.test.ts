@@ -1,7 +1,7 @@
 import { describe, expect, test } from 'bun:test'
 import { createHash, createHmac } from 'node:crypto'
 import { HttpError } from '../../../core/http'
-import { NonceCache, signatureError, verifySignature } from './signature'
+import { MAX_NONCE, NonceCache, signatureError, verifySignature } from './signature'
 
 const SECRET = 'unit-secret'
 const body = new TextEncoder().encode('[{"event":"x","ts":"1"}]')
@@ -20,6 +20,14 @@ describe('signature check', () => {
   test('the canonical Base64 signature passes', () => {
     const n = 'n-canonical'
     expect(check(sign(n), n)).toBeUndefined()
+  })
+
+  test('a nonce past 128 characters is refused with 401 invalid_nonce, even rightly signed (it is kept as a key)', () => {
+    const long = 'n'.repeat(MAX_NONCE + 1)
+    const e = check(sign(long), long)
+    expect([e?.status, (e as HttpError).code]).toEqual([401, 'invalid_nonce'])
+    const longest = 'n'.repeat(MAX_NONCE)
+    expect(check(sign(longest), longest)).toBeUndefined()
   })
 
   test('unpadded and URL-safe Base64 of the same bytes pass, as any decoder would read them', () => {
