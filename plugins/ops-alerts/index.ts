@@ -5,6 +5,7 @@ import { definePlugin } from '../../core/plugin'
 import { rejectUnknown } from '../../core/strict'
 import { Evaluator } from './evaluate'
 import m001 from './migrations/001_ops_alerts.sql' with { type: 'text' }
+import m002 from './migrations/002_fired_label.sql' with { type: 'text' }
 import { RuleCreate, RuleUpdate } from './schema'
 import { alertStore } from './store'
 
@@ -26,7 +27,10 @@ export default definePlugin({
     },
     { additionalProperties: false, default: {} },
   ),
-  migrations: [{ id: 1, name: 'ops_alerts', sql: m001 }],
+  migrations: [
+    { id: 1, name: 'ops_alerts', sql: m001 },
+    { id: 2, name: 'fired_label', sql: m002 },
+  ],
   permissions: { ops_alerts: { write: ['operator'] } },
   setup(ctx) {
     const store = alertStore(ctx.db)

@@ -147,5 +147,20 @@ forEachEngine((engine) => {
       }
       expect(actions).toEqual(['ops_alerts.update', 'ops_alerts.create'])
     })
+
+    test('a series of any length fires and keeps its cooldown on every engine (MySQL keys are 191 characters)', async () => {
+      // An agent of a 128-character id in a fleet: its series passed 191 characters and every
+      // evaluation failed on MariaDB, stopping the rules after it (eighteenth session's audit).
+      const r = await create(rule({ name: 'long series' }))
+      const store = alertStore(a.db)
+      const series = `agent_id=${'a'.repeat(128)},env=staging,game_id=${'g'.repeat(60)}`
+      const now = Date.now()
+      expect(await store.claim(r.id, series, 1, now, 60_000)).toBe(true)
+      expect(await store.claim(r.id, series, 1, now + 1, 60_000)).toBe(false)
+      expect(await store.claim(r.id, `${series}x`, 1, now + 1, 60_000)).toBe(true)
+      const got = (await a.req('GET', `/api/v1/ops/alerts/${r.id}`, { token: admin })).body.data
+      expect(got.fired.map((f: { series: string }) => f.series).sort()).toEqual([series, `${series}x`])
+      await a.req('DELETE', `/api/v1/ops/alerts/${r.id}`, { token: admin })
+    })
   })
 })

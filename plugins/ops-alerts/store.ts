@@ -1,4 +1,5 @@
 import { type Db, fromJson, iso, newId } from '../../core/db'
+import { keptKey } from '../../core/digest'
 import { Conflict, NotFound } from '../../core/http'
 
 /** Ops alert rules kept at once. */
@@ -19,6 +20,9 @@ interface Row {
   created_at: number | string
   updated_at: number | string
 }
+/** A series' text is its key up to this many characters, past it its digest (MySQL keys are VARCHAR(191)). */
+const SERIES_KEY = 160
+
 const COLS =
   'id, name, metric, labels, operator, threshold, for_count, cooldown_s, level, enabled, created_at, updated_at'
 
@@ -118,15 +122,16 @@ export function alertStore(db: Db) {
       now: number,
       cooldownMs: number,
     ): Promise<boolean> {
+      const key = keptKey(series, SERIES_KEY)
       return db.tx(async (tx) => {
         const changed = await tx.run(
           'UPDATE ops_alert_fired SET last_fired_at = ?, last_value = ? WHERE rule_id = ? AND series = ? AND last_fired_at <= ?',
-          [now, value, ruleId, series, now - cooldownMs],
+          [now, value, ruleId, key, now - cooldownMs],
         )
         if (changed) return true
         const inserted = await tx.run(
-          'INSERT INTO ops_alert_fired (rule_id, series, last_fired_at, last_value) VALUES (?, ?, ?, ?) ON CONFLICT (rule_id, series) DO NOTHING',
-          [ruleId, series, now, value],
+          'INSERT INTO ops_alert_fired (rule_id, series, label, last_fired_at, last_value) VALUES (?, ?, ?, ?, ?) ON CONFLICT (rule_id, series) DO NOTHING',
+          [ruleId, key, series, now, value],
         )
         return inserted > 0
       })
@@ -136,13 +141,15 @@ export function alertStore(db: Db) {
     ): Promise<Array<{ series: string; lastFiredAt: string; lastValue: number }>> {
       const rows = await db.all<{
         series: string
+        label: string | null
         last_fired_at: number | string
         last_value: number | string
-      }>('SELECT series, last_fired_at, last_value FROM ops_alert_fired WHERE rule_id = ? ORDER BY series', [
-        ruleId,
-      ])
+      }>(
+        'SELECT series, label, last_fired_at, last_value FROM ops_alert_fired WHERE rule_id = ? ORDER BY series',
+        [ruleId],
+      )
       return rows.map((r) => ({
-        series: r.series,
+        series: r.label ?? r.series,
         lastFiredAt: iso(Number(r.last_fired_at))!,
         lastValue: Number(r.last_value),
       }))

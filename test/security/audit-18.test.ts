@@ -1,0 +1,100 @@
+import { afterAll, beforeAll, expect, test } from 'bun:test'
+import { SIGNALS } from '../../plugins/ingest/otlp/proto'
+import { type TestApp, forEachEngine, makeApp } from '../helpers'
+import { CONFIG, GAME, SECURITY_APP, allPluginsWith } from './lib'
+
+/*
+ * The eighteenth session's audits, replayed as their attackers made them, on every engine: an SDK
+ * key (public, in every game client) sending event ids that differ by a trailing space (MariaDB's
+ * PAD SPACE collation failed the group commit of every game's requests); one OTLP export with that
+ * key holding the event loop for seconds (500,000 empty records, a resource of 20,000 attributes
+ * copied into every record); names the schema took and MariaDB's keys did not (500).
+ */
+forEachEngine((engine) => {
+  let a: TestApp
+  let admin: string
+  let gameId: string
+  let key: string
+  beforeAll(async () => {
+    a = await makeApp(engine, { ...SECURITY_APP, plugins: allPluginsWith() })
+    admin = await a.token('admin')
+    gameId = (await a.req('POST', '/api/games', { token: admin, body: { ...GAME, name: 'Padded' } })).body.id
+    key = (
+      await a.req('POST', '/api/api-keys', {
+        token: admin,
+        body: { name: 'client', gameId, environment: 'prod' },
+      })
+    ).body.key
+  })
+  afterAll(() => a.stop())
+
+  const batch = (events: object[]) =>
+    a.req('POST', '/v1/batch', { headers: { 'x-api-key': key }, body: events })
+  const ev = (event_id: string) => ({ event_id, event: 'tap', ts: new Date().toISOString(), user_id: 'u1' })
+
+  test('event ids that differ only by trailing spaces are two events, in one batch and across batches', async () => {
+    const first = await batch([ev('abc')])
+    const second = await batch([ev('abc ')])
+    const both = await batch([ev('x'), ev('x '), ev('x  ')])
+    expect([first.status, second.status, both.status]).toEqual([200, 200, 200])
+    expect(second.body.accepted).toEqual(['abc '])
+    expect(both.body).toEqual({ accepted: ['x', 'x ', 'x  '], rejected: [] })
+    // The same id again is the duplicate it is on every engine.
+    expect((await batch([ev('abc ')])).status).toBe(200)
+  })
+
+  test("an OTLP export's cost is bounded before the work: 500,000 empty records, a resource of 129 attributes", async () => {
+    const Logs = SIGNALS.logs.request
+    const records = Logs.encode(
+      Logs.fromObject({
+        resourceLogs: [{ scopeLogs: [{ logRecords: Array.from({ length: 20_000 }, () => ({})) }] }],
+      }),
+    ).finish()
+    const flood = await a.req('POST', '/v1/logs', {
+      headers: { 'x-api-key': key, 'content-type': 'application/x-protobuf' },
+      raw: records,
+    })
+    // Answered as google.rpc.Status in protobuf, as the export came.
+    expect([flood.status, String(flood.body)]).toEqual([
+      413,
+      expect.stringContaining('batch_too_large: body: at most 500 entries'),
+    ])
+    const attributes = Array.from({ length: 129 }, (_, i) => ({ key: `k${i}`, value: { stringValue: 'v' } }))
+    const wide = await a.req('POST', '/v1/logs', {
+      headers: { 'x-api-key': key },
+      body: {
+        resourceLogs: [
+          { resource: { attributes }, scopeLogs: [{ logRecords: [{ body: { stringValue: 'tap' } }] }] },
+        ],
+      },
+    })
+    expect([wide.status, wide.body.message]).toEqual([
+      400,
+      expect.stringContaining('resourceLogs[0].resource.attributes: at most 128 attributes'),
+    ])
+  })
+
+  test('experiment and model names are 191 characters at most on every engine (a longer one was 500 on MariaDB)', async () => {
+    const experiment = (name: string) =>
+      a.req('POST', '/api/experiments', {
+        token: admin,
+        body: { gameId, environment: 'prod', name, config: CONFIG },
+      })
+    const model = (name: string) =>
+      a.req('POST', '/api/ml-models', {
+        token: admin,
+        body: {
+          gameId,
+          name,
+          type: 'CLASSIFICATION',
+          algorithm: 'logistic_regression',
+          framework: 'liveops',
+        },
+      })
+    for (const create of [experiment, model]) {
+      expect((await create('n'.repeat(191))).status).toBeOneOf([200, 201])
+      const long = await create('m'.repeat(192))
+      expect([long.status, long.body.message]).toEqual([400, expect.stringContaining('name')])
+    }
+  })
+})
