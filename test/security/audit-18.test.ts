@@ -52,7 +52,7 @@ forEachEngine((engine) => {
     ).finish()
     const flood = await a.req('POST', '/v1/logs', {
       headers: { 'x-api-key': key, 'content-type': 'application/x-protobuf' },
-      raw: records,
+      raw: Buffer.from(records),
     })
     // Answered as google.rpc.Status in protobuf, as the export came.
     expect([flood.status, String(flood.body)]).toEqual([
