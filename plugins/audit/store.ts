@@ -1,5 +1,9 @@
 import { type Db, fromJson, iso, newId } from '../../core/db'
+import { cut } from '../../core/event-bounds'
 import type { AuditEntry } from '../../core/events'
+
+/** The most characters kept of an entry's actor name, target and address. */
+const TEXT_MAX = 512
 
 interface Row {
   id: string
@@ -61,11 +65,13 @@ export function auditStore(db: Db, sensitive: () => readonly string[]) {
   })
 
   /**
-   * A caller's text as it can be kept on every engine: a NUL (U+0000), which PostgreSQL's text
+   * A caller's text as it can be kept on every engine, at most `TEXT_MAX` characters (a name,
+   * an address, a target: a 9 MB login name was kept whole, twice): a NUL (U+0000), which PostgreSQL's text
    * refuses, shown as U+FFFD. An entry about a request carrying one (a login name, a path) is
    * the entry most worth keeping; it was dropped ("audit entry not stored").
    */
-  const text = (v: string | undefined) => (v === undefined ? null : v.replaceAll('\0', '\uFFFD'))
+  const text = (v: string | undefined) =>
+    v === undefined ? null : cut(v, TEXT_MAX).replaceAll('\0', '\uFFFD')
 
   return {
     async record(e: AuditEntry): Promise<void> {

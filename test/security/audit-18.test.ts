@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
+import { connect } from 'node:net'
 import { SIGNALS } from '../../plugins/ingest/otlp/proto'
 import { type TestApp, forEachEngine, makeApp } from '../helpers'
 import { CONFIG, GAME, SECURITY_APP, allPluginsWith } from './lib'
@@ -72,6 +73,53 @@ forEachEngine((engine) => {
       400,
       expect.stringContaining('resourceLogs[0].resource.attributes: at most 128 attributes'),
     ])
+  })
+
+  test("a stranger's body sent without a length is refused before it is read (it was read whole first)", async () => {
+    // The body never ends until the answer came: answered only after reading it, this would hang.
+    let answered = () => {}
+    const open = new Promise<void>((resolve) => {
+      answered = resolve
+    })
+    const body = new ReadableStream<Uint8Array>({
+      async start(c) {
+        c.enqueue(new Uint8Array(64 * 1024).fill(0x20))
+        await open
+        c.close()
+      },
+    })
+    const r = await fetch(`${a.listen()}/api/games`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body,
+      duplex: 'half',
+    } as RequestInit)
+    answered()
+    expect(r.status).toBe(401)
+  })
+
+  test('a short Host routes as its path says: the limits, CORS and the audit see the route that runs', async () => {
+    const { port } = new URL(a.listen())
+    const raw = (head: string, body = '') =>
+      new Promise<string>((resolve, reject) => {
+        const socket = connect(Number(port), '127.0.0.1', () => socket.end(`${head}\r\n\r\n${body}`))
+        let got = ''
+        socket.on('data', (d) => {
+          got += d.toString('latin1')
+        })
+        socket.on('end', () => resolve(got.split('\r\n')[0] ?? ''))
+        socket.on('error', reject)
+      })
+    const login = JSON.stringify({ email: 'x'.repeat(100_000), password: 'p' })
+    const post = (path: string, host: string) =>
+      raw(
+        `POST ${path} HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/json\r\nContent-Length: ${login.length}\r\nConnection: close`,
+        login,
+      )
+    // Elysia had routed `/zz/api/auth/login` as the login (past its 64 KB limit) under `Host: x`.
+    expect(await post('/zz/api/auth/login', 'x')).toBe('HTTP/1.1 404 Not Found')
+    expect(await post('/api/auth/login', 'x')).toBe('HTTP/1.1 413 Payload Too Large')
+    expect(await raw('GET /healthz HTTP/1.1\r\nHost: ops\r\nConnection: close')).toBe('HTTP/1.1 200 OK')
   })
 
   test('experiment and model names are 191 characters at most on every engine (a longer one was 500 on MariaDB)', async () => {
