@@ -13,9 +13,9 @@ import type { Db, Param, Row } from './types'
  * collation without padding (`noPadCollation`). InnoDB commits durably when `innodb_flush_log_at_trx_commit = 1` (the default):
  * a statement resolves after its commit, so acknowledged means committed.
  */
-const SESSION =
+const session = (mariadb: boolean) =>
   "SET SESSION sql_mode = 'ANSI_QUOTES,PIPES_AS_CONCAT,STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION,NO_ZERO_DATE', " +
-  "time_zone = '+00:00', group_concat_max_len = 67108864, NAMES utf8mb4 COLLATE utf8mb4_bin; " +
+  `time_zone = '+00:00', group_concat_max_len = 67108864, NAMES utf8mb4 COLLATE ${noPadCollation(mariadb)}; ` +
   'SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED'
 
 export interface MysqlOptions {
@@ -293,8 +293,10 @@ export function openMysql(url: string, opts: MysqlOptions = {}): Db {
     maxPreparedStatements: 256,
   })
   // Every new connection is set up before its first statement (mysql2 runs them in order).
+  // The session's collation is the tables' (a CAST's text is the session's: COALESCE of one and a
+  // column of another collation is an error). mysql2 tells MariaDB by the handshake.
   pool.on('connection', (c) => {
-    c.query(SESSION)
+    c.query(session((c as unknown as { _isMariaDB?: boolean })._isMariaDB === true))
   })
   // INSERT IGNORE stays strict on every connection (mysql-widths.ts).
   const strict = widthGuard((sql, params) => send(pool, sql, values(params)))

@@ -102,7 +102,7 @@ forEachEngine((engine) => {
     const { port } = new URL(a.listen())
     const raw = (head: string, body = '') =>
       new Promise<string>((resolve, reject) => {
-        const socket = connect(Number(port), '127.0.0.1', () => socket.end(`${head}\r\n\r\n${body}`))
+        const socket = connect(Number(port), '127.0.0.1', () => socket.write(`${head}\r\n\r\n${body}`))
         let got = ''
         socket.on('data', (d) => {
           got += d.toString('latin1')
