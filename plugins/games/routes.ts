@@ -207,8 +207,18 @@ export function gamesRoutes(ctx: PluginContext<unknown>, store: GamesStore) {
       '/api/api-keys',
       async ({ body, principal, set }) => {
         await store.getEnv(body.gameId, body.environment)
+        const created = await auth.createApiKey({ ...body, createdBy: principal.id, actor: principal })
+        // An environment deleted meanwhile revoked the keys it found, before this one was stored:
+        // read again after the write, so a key never outlives its environment (it reached the next
+        // environment made under that name; eighteenth session's audit).
+        try {
+          await store.getEnv(body.gameId, body.environment)
+        } catch (e) {
+          await auth.revokeApiKey(created.id)
+          throw e
+        }
         set.status = 201
-        return auth.createApiKey({ ...body, createdBy: principal.id, actor: principal })
+        return created
       },
       {
         permission: 'apikeys:write',

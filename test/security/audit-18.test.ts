@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { connect } from 'node:net'
 import { SIGNALS } from '../../plugins/ingest/otlp/proto'
-import { type TestApp, forEachEngine, makeApp } from '../helpers'
+import { type TestApp, forEachEngine, makeApp, until } from '../helpers'
 import { CONFIG, GAME, SECURITY_APP, allPluginsWith } from './lib'
 
 /*
@@ -120,6 +120,44 @@ forEachEngine((engine) => {
     expect(await post('/zz/api/auth/login', 'x')).toBe('HTTP/1.1 404 Not Found')
     expect(await post('/api/auth/login', 'x')).toBe('HTTP/1.1 413 Payload Too Large')
     expect(await raw('GET /healthz HTTP/1.1\r\nHost: ops\r\nConnection: close')).toBe('HTTP/1.1 200 OK')
+  })
+
+  test('a key made while its environment is deleted does not outlive it, nor reach the next one of the name', async () => {
+    const env = (method: string) =>
+      a.req(method, `/api/games/${gameId}/environments${method === 'POST' ? '' : '/race'}`, {
+        token: admin,
+        body: method === 'POST' ? { name: 'race', type: 'STAGING' } : undefined,
+      })
+    expect((await env('POST')).status).toBe(201)
+    // The key's insert waits until the deletion (and its revocation of the env's keys) is done.
+    const keys = a.auth.sdkKeys
+    const create = keys.create
+    let deleted = () => {}
+    const gone = new Promise<void>((resolve) => {
+      deleted = resolve
+    })
+    let entered = false
+    keys.create = async (input) => {
+      entered = true
+      await gone
+      return create.call(keys, input)
+    }
+    try {
+      const made = a.req('POST', '/api/api-keys', {
+        token: admin,
+        body: { name: 'ci', gameId, environment: 'race' },
+      })
+      await until(() => entered, { what: 'the key being stored' })
+      expect((await env('DELETE')).status).toBe(204)
+      deleted()
+      const r = await made
+      expect(r.status).toBe(404)
+    } finally {
+      keys.create = create
+    }
+    expect((await env('POST')).status).toBe(201)
+    const live = await a.req('GET', `/api/api-keys?gameId=${gameId}&environment=race`, { token: admin })
+    expect(live.body.filter((k: { revokedAt?: string }) => !k.revokedAt)).toEqual([])
   })
 
   test('experiment and model names are 191 characters at most on every engine (a longer one was 500 on MariaDB)', async () => {
