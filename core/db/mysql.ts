@@ -13,10 +13,10 @@ import type { Db, Param, Row } from './types'
  * collation without padding (`noPadCollation`). InnoDB commits durably when `innodb_flush_log_at_trx_commit = 1` (the default):
  * a statement resolves after its commit, so acknowledged means committed.
  */
+const MODES = 'ANSI_QUOTES,PIPES_AS_CONCAT,STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION,NO_ZERO_DATE'
 const session = (mariadb: boolean) =>
-  "SET SESSION sql_mode = 'ANSI_QUOTES,PIPES_AS_CONCAT,STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION,NO_ZERO_DATE', " +
-  `time_zone = '+00:00', group_concat_max_len = 67108864, NAMES utf8mb4 COLLATE ${noPadCollation(mariadb)}; ` +
-  'SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED'
+  `SET SESSION sql_mode = '${MODES}', time_zone = '+00:00', group_concat_max_len = 67108864, ` +
+  `NAMES utf8mb4 COLLATE ${noPadCollation(mariadb)}; SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED`
 
 export interface MysqlOptions {
   max?: number
