@@ -1,4 +1,5 @@
 import { type Db, fromJson, iso } from '../../core/db'
+import { alertKey } from './alert-id'
 import type { IncidentStore } from './incidents'
 
 type AckRow = { alert_id: string; acked_by: string; source: string; acked_at: number }
@@ -22,11 +23,13 @@ export interface DueEscalation {
 /**
  * Acknowledgements and pending escalations, both in the store: an escalation due while the
  * process was down fires after it starts, and an acknowledgement taken by any instance cancels
- * the escalation every other instance would fire (the claim is a conditional update).
+ * the escalation every other instance would fire (the claim is a conditional update). Every
+ * method takes an alert id as sent and keeps and compares it as `alertKey` does.
  */
 export function alertStore(db: Db, incidents: IncidentStore | undefined) {
   return {
-    async get(alertId: string) {
+    async get(raw: string) {
+      const alertId = alertKey(raw)
       const row = await db.get<AckRow>(
         'SELECT alert_id, acked_by, source, acked_at FROM rules_acks WHERE alert_id = ?',
         [alertId],
@@ -36,7 +39,8 @@ export function alertStore(db: Db, incidents: IncidentStore | undefined) {
         : { alert_id: alertId, acknowledged: false }
     },
     /** Whether the alert was raised: an incident or an escalation names it, or it was acknowledged. */
-    async exists(alertId: string): Promise<boolean> {
+    async exists(raw: string): Promise<boolean> {
+      const alertId = alertKey(raw)
       const row = await db.get(
         `SELECT 1 AS one FROM rules_incidents WHERE alert_id = ?
          UNION ALL SELECT 1 AS one FROM rules_escalations WHERE alert_id = ?
@@ -46,7 +50,8 @@ export function alertStore(db: Db, incidents: IncidentStore | undefined) {
       return !!row
     },
     /** Idempotent: the first acknowledgement is kept and returned to every repeat. */
-    async ack(alertId: string, ackedBy: string, source: string, now = Date.now()): Promise<AckRecord> {
+    async ack(raw: string, ackedBy: string, source: string, now = Date.now()): Promise<AckRecord> {
+      const alertId = alertKey(raw)
       return db.tx(async (tx) => {
         const inserted = await tx.get<AckRow>(
           `INSERT INTO rules_acks (alert_id, acked_by, source, acked_at) VALUES (?, ?, ?, ?)
@@ -69,7 +74,8 @@ export function alertStore(db: Db, incidents: IncidentStore | undefined) {
       })
     },
     /** Arms the alert's escalation unless it is acknowledged or one is already pending. */
-    async arm(e: DueEscalation, now = Date.now()): Promise<boolean> {
+    async arm(raw: DueEscalation, now = Date.now()): Promise<boolean> {
+      const e = { ...raw, alert_id: alertKey(raw.alert_id) }
       return db.tx(async (tx) => {
         if (await tx.get('SELECT alert_id FROM rules_acks WHERE alert_id = ?', [e.alert_id])) return false
         const n = await tx.run(
@@ -84,7 +90,8 @@ export function alertStore(db: Db, incidents: IncidentStore | undefined) {
         return n > 0
       })
     },
-    async pending(alertId: string) {
+    async pending(raw: string) {
+      const alertId = alertKey(raw)
       return db.get<{ status: string; due_at: number }>(
         'SELECT status, due_at FROM rules_escalations WHERE alert_id = ?',
         [alertId],
@@ -96,7 +103,8 @@ export function alertStore(db: Db, incidents: IncidentStore | undefined) {
      * every later incident of the id, and a trigger token could raise, acknowledge and resolve an
      * id ahead of the real alert.)
      */
-    async cancel(alertId: string, now = Date.now()) {
+    async cancel(raw: string, now = Date.now()) {
+      const alertId = alertKey(raw)
       await db.tx(async (tx) => {
         await tx.run(
           "UPDATE rules_escalations SET status = 'cancelled', finished_at = ? WHERE alert_id = ? AND status = 'pending'",

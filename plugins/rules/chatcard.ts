@@ -1,5 +1,6 @@
 import { createDecipheriv, createHash, timingSafeEqual } from 'node:crypto'
 import { HttpError, Invalid, NotFound, ServiceUnavailable, Unauthorized, invalidField } from '../../core/http'
+import { alertKey } from './alert-id'
 import type { AlertStore } from './alerts'
 
 class NotImplemented extends HttpError {
@@ -105,7 +106,7 @@ export function chatcard(opts: {
       })
     const store = opts.alerts()
     if (!store) throw new ServiceUnavailable('acknowledgement store is not configured')
-    const id = String(alertId)
+    const id = alertKey(String(alertId))
     // An alert never raised cannot be acknowledged ahead of time: that would silence its escalation.
     if (!(await store.exists(id))) throw new NotFound(`alert '${id}' not found`)
     const operator = obj(event.operator)

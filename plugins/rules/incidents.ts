@@ -1,5 +1,6 @@
 import { type Db, fromJson, iso, newId } from '../../core/db'
 import { NotFound } from '../../core/http'
+import { alertKey } from './alert-id'
 
 type IncidentRow = {
   id: string
@@ -48,19 +49,21 @@ async function event(tx: Db, incident: string, at: number, kind: string, detail:
 /**
  * The incident ledger: one open incident per alert id at a time, opened by a rule-routed
  * delivery, acknowledged by the first ack, resolved when the alert says so or its rule stops
- * matching it. Every change leaves a timeline entry {at, kind, detail}.
+ * matching it. Every change leaves a timeline entry {at, kind, detail}. Alert ids are taken as
+ * sent and kept and compared as `alertKey` does.
  */
 export function incidentStore(db: Db) {
   return {
     /** A rule-routed delivery for an alert: opens an incident or adds the event to the open one. */
     async record(
       ruleId: string,
-      alertId: string,
+      raw: string,
       n: { title: string; level: string },
       channels: string[],
       notificationId: string,
       now = Date.now(),
     ) {
+      const alertId = alertKey(raw)
       await db.tx(async (tx) => {
         const open = await tx.get<IncidentRow>(
           `SELECT ${COLS} FROM rules_incidents WHERE alert_id = ? AND resolved_at IS NULL ORDER BY opened_at DESC`,
@@ -93,20 +96,23 @@ export function incidentStore(db: Db) {
       })
     },
     /** Marks the alert's open incident acknowledged (inside the ack's transaction). */
-    async ack(tx: Db, alertId: string, at: number, by: string, source: string) {
+    async ack(tx: Db, raw: string, at: number, by: string, source: string) {
+      const alertId = alertKey(raw)
       const rows = await tx.all<{ id: string }>(
         'UPDATE rules_incidents SET acked_at = ? WHERE alert_id = ? AND resolved_at IS NULL AND acked_at IS NULL RETURNING id',
         [at, alertId],
       )
       for (const r of rows) await event(tx, r.id, at, 'acknowledged', { acked_by: by, source })
     },
-    async openFor(alertId: string): Promise<{ id: string; rule_id: string } | undefined> {
+    async openFor(raw: string): Promise<{ id: string; rule_id: string } | undefined> {
+      const alertId = alertKey(raw)
       return db.get(
         'SELECT id, rule_id FROM rules_incidents WHERE alert_id = ? AND resolved_at IS NULL ORDER BY opened_at DESC',
         [alertId],
       )
     },
-    async resolve(alertId: string, reason: string, now = Date.now()) {
+    async resolve(raw: string, reason: string, now = Date.now()) {
+      const alertId = alertKey(raw)
       await db.tx(async (tx) => {
         const rows = await tx.all<{ id: string }>(
           'UPDATE rules_incidents SET resolved_at = ? WHERE alert_id = ? AND resolved_at IS NULL RETURNING id',
@@ -115,7 +121,8 @@ export function incidentStore(db: Db) {
         for (const r of rows) await event(tx, r.id, now, 'resolved', { reason })
       })
     },
-    async note(alertId: string, kind: string, detail: Record<string, unknown>, now = Date.now()) {
+    async note(raw: string, kind: string, detail: Record<string, unknown>, now = Date.now()) {
+      const alertId = alertKey(raw)
       await db.tx(async (tx) => {
         const open = await tx.get<{ id: string }>(
           'SELECT id FROM rules_incidents WHERE alert_id = ? AND resolved_at IS NULL ORDER BY opened_at DESC',
@@ -125,11 +132,12 @@ export function incidentStore(db: Db) {
       })
     },
     async list(f: { status?: IncidentStatus; rule_id?: string; alert_id?: string; limit: number }) {
+      const alertId = f.alert_id === undefined ? null : alertKey(f.alert_id)
       const where = ['(CAST(? AS TEXT) IS NULL OR rule_id = ?)', '(CAST(? AS TEXT) IS NULL OR alert_id = ?)']
       if (f.status) where.push(STATUS_SQL[f.status])
       const rows = await db.all<IncidentRow>(
         `SELECT ${COLS} FROM rules_incidents WHERE ${where.join(' AND ')} ORDER BY opened_at DESC, id DESC LIMIT ?`,
-        [f.rule_id ?? null, f.rule_id ?? null, f.alert_id ?? null, f.alert_id ?? null, f.limit],
+        [f.rule_id ?? null, f.rule_id ?? null, alertId, alertId, f.limit],
       )
       return rows.map(toIncident)
     },

@@ -4,6 +4,7 @@ import { newId } from '../../core/db'
 import { NotFound, ServiceUnavailable, invalidField, ok } from '../../core/http'
 import type { PluginContext } from '../../core/plugin'
 import { rejectUnknown } from '../../core/strict'
+import { alertKey } from './alert-id'
 import type { AlertStore } from './alerts'
 import type { chatcard } from './chatcard'
 import { INCIDENT_STATUSES, type IncidentStatus, type IncidentStore } from './incidents'
@@ -241,7 +242,7 @@ export function rulesRoutes(d: RulesRouteDeps) {
       params: Id,
       detail: tags(
         'alerts',
-        'Acknowledgement state {alert_id, acknowledged, ack?}; 503 without the ack store',
+        'Acknowledgement state {alert_id, acknowledged, ack?}; 503 without the ack store. An alert id of more than 191 characters is kept, and answered, as `#` and its SHA-256 (hex); the long id and that form both reach it.',
       ),
     })
     .post(
@@ -251,7 +252,7 @@ export function rulesRoutes(d: RulesRouteDeps) {
         const by = ackedBy(body) ?? principal?.username ?? ''
         // As the card callback: acknowledging an alert never raised would stop `arm()` from ever
         // arming its escalation, so a guessed id (e.g. `ops-alerts:<rule>`) could be silenced in advance.
-        if (!(await store.exists(params.id))) throw new NotFound(`alert '${params.id}' not found`)
+        if (!(await store.exists(params.id))) throw new NotFound(`alert '${alertKey(params.id)}' not found`)
         return ok(await store.ack(params.id, by, 'api'), 'alert acknowledged')
       },
       {

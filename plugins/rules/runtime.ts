@@ -1,6 +1,7 @@
 import { Generation } from '../../core/generation'
 import type { Logger } from '../../core/log'
 import type { NotifyService, RouteDecision, RoutingInput } from '../notify/notify'
+import { alertKey } from './alert-id'
 import type { AlertStore } from './alerts'
 import { type Folded, RuleEngine } from './engine'
 import type { IncidentStore } from './incidents'
@@ -16,7 +17,7 @@ export interface RosterSource {
 
 const alertIdOf = (p: Record<string, unknown>): string | undefined => {
   const a = Object.hasOwn(p, 'alert_id') ? p.alert_id : undefined
-  return (typeof a === 'string' && a !== '') || typeof a === 'number' ? String(a) : undefined
+  return (typeof a === 'string' && a !== '') || typeof a === 'number' ? alertKey(String(a)) : undefined
 }
 
 /**

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, expect, spyOn, test } from 'bun:test'
 import { RuleEngine } from '../../plugins/rules/engine'
-import { type TestApp, forEachEngine, makeApp } from '../helpers'
+import { type TestApp, forEachEngine, makeApp, until } from '../helpers'
 import { SECURITY_APP, allPluginsWith } from './lib'
 
 /*
@@ -47,5 +47,44 @@ forEachEngine((engine) => {
     } finally {
       evaluate.mockRestore()
     }
+  })
+
+  test('an alert id past 191 characters is kept as its hash on every engine, and the long id still reaches it', async () => {
+    const rule = {
+      id: 'fx',
+      match: 'type == "fx"',
+      mode: 'active',
+      route: [{ channels: ['audit'] }],
+      escalation: { ack_timeout: '1h', to: ['audit'] },
+    }
+    expect((await a.req('POST', '/api/v1/rules', { token: admin, body: rule })).status).toBe(200)
+    const viewer = await a.token('viewer')
+    const incidentsOf = async (query: string) =>
+      (await a.req('GET', `/api/v1/incidents?${query}`, { token: viewer })).body.data.incidents
+    // 205 characters had lost its incident and escalation on MariaDB ("Data too long").
+    const long = `ops-alerts:${'r'.repeat(36)}:${'s'.repeat(158)}`
+    expect((await notify({ type: 'fx', params: { alert_id: long } })).body.code).toBe(0)
+    const [inc] = await until(() => incidentsOf(`alert_id=${long}`).then((l) => l.length && l))
+    expect(inc.alert_id).toMatch(/^#[0-9a-f]{64}$/)
+    const path = `/api/v1/alerts/${encodeURIComponent(long)}`
+    expect((await a.req('GET', path, { token: viewer })).body.data).toEqual({
+      alert_id: inc.alert_id,
+      acknowledged: false,
+    })
+    const ack = await a.req('POST', `${path}/ack`, { headers: trigger, body: { acked_by: 'oncall' } })
+    expect([ack.status, ack.body.data.alert_id]).toEqual([200, inc.alert_id])
+    // The kept form reaches the same alert, and a resolve sent with the long id resolves it.
+    const kept = await a.req('GET', `/api/v1/alerts/${encodeURIComponent(inc.alert_id)}`, { token: viewer })
+    expect(kept.body.data.acknowledged).toBe(true)
+    await notify({ type: 'fx', params: { alert_id: long, status: 'resolved' } })
+    expect((await incidentsOf(`alert_id=${long}&status=resolved`)).map((i: { id: string }) => i.id)).toEqual([
+      inc.id,
+    ])
+    // 4 MB ids: each incident lists under 200 characters of id.
+    const big = 'B'.repeat(4 * 1024 * 1024)
+    for (let i = 0; i < 3; i++)
+      expect((await notify({ type: 'fx', params: { alert_id: `${i}-${big}` } })).body.code).toBe(0)
+    const listed = await until(() => incidentsOf('rule_id=fx&status=open').then((l) => l.length === 3 && l))
+    expect(listed.every((i: { alert_id: string }) => i.alert_id.length <= 191)).toBe(true)
   })
 })
