@@ -7,7 +7,13 @@ import { rejectUnknown } from '../../core/strict'
 import { alertKey } from './alert-id'
 import type { AlertStore } from './alerts'
 import type { chatcard } from './chatcard'
-import { INCIDENT_STATUSES, type IncidentStatus, type IncidentStore } from './incidents'
+import {
+  INCIDENT_STATUSES,
+  type IncidentStatus,
+  type IncidentStore,
+  TIMELINE_DEFAULT,
+  TIMELINE_MAX,
+} from './incidents'
 import { compileRule, normalize } from './rule'
 import type { RulesRuntime } from './runtime'
 import { AckBody, GroupBody, IncidentsQuery, RuleBody, type RulesConfig } from './schema'
@@ -314,11 +320,30 @@ export function rulesRoutes(d: RulesRouteDeps) {
         ),
       },
     )
-    .get('/api/v1/incidents/:id', async ({ params }) => ok(await incidents().get(params.id)), {
-      appScope: { scope: 'query', permission: 'incidents:read' },
-      params: Id,
-      detail: tags('incidents', 'One incident with its timeline [{at, kind, detail}]; 404 when unknown'),
-    })
+    .get(
+      '/api/v1/incidents/:id',
+      async ({ params, query }) => {
+        let limit = TIMELINE_DEFAULT
+        if (query.limit !== undefined) {
+          limit = Number(query.limit)
+          if (!/^\d+$/.test(query.limit) || limit < 1 || limit > TIMELINE_MAX)
+            throw invalidField(
+              'query.limit',
+              `must be an integer from 1 to ${TIMELINE_MAX}, got '${query.limit}'`,
+            )
+        }
+        return ok(await incidents().get(params.id, limit))
+      },
+      {
+        appScope: { scope: 'query', permission: 'incidents:read' },
+        params: Id,
+        query: t.Object({ limit: t.Optional(t.String()) }),
+        detail: tags(
+          'incidents',
+          `One incident with its newest timeline entries [{at, kind, detail}], oldest first: limit 1-${TIMELINE_MAX} (${TIMELINE_DEFAULT}); timeline_total counts them all. 400 naming query.limit; 404 when unknown`,
+        ),
+      },
+    )
     .post(
       '/api/v1/callbacks/chatcard',
       async ({ body, request, server }) => {

@@ -87,4 +87,40 @@ forEachEngine((engine) => {
     const listed = await until(() => incidentsOf('rule_id=fx&status=open').then((l) => l.length === 3 && l))
     expect(listed.every((i: { alert_id: string }) => i.alert_id.length <= 191)).toBe(true)
   })
+
+  test("one alert's 205 events read as the newest 200 with their count, titles cut; stats read no titles", async () => {
+    const rule = { id: 'tl', match: 'type == "tl"', mode: 'active', route: [{ channels: ['audit'] }] }
+    expect((await a.req('POST', '/api/v1/rules', { token: admin, body: rule })).status).toBe(200)
+    const title = 'T'.repeat(10_000)
+    for (let i = 0; i < 205; i++)
+      expect((await notify({ type: 'tl', title, params: { alert_id: 'tl-1', n: i } })).body.code).toBe(0)
+    const viewer = await a.token('viewer')
+    const [inc] = await until(async () => {
+      const l = (await a.req('GET', '/api/v1/incidents?alert_id=tl-1', { token: viewer })).body.data.incidents
+      return l[0]?.events === 205 && l
+    })
+    const read = (q = '') => a.req('GET', `/api/v1/incidents/${inc.id}${q}`, { token: viewer })
+    const full = (await read()).body.data
+    expect([full.timeline.length, full.timeline_total]).toEqual([200, 205])
+    // The newest, oldest first: the opening entry and the first four events are left out.
+    expect(full.timeline.some((e: { kind: string }) => e.kind === 'opened')).toBe(false)
+    const at = full.timeline.map((e: { at: string }) => e.at)
+    expect(at).toEqual([...at].sort())
+    expect(Math.max(...full.timeline.map((e: { detail: { title: string } }) => e.detail.title.length))).toBe(
+      256,
+    )
+    expect((await read('?limit=3')).body.data.timeline).toHaveLength(3)
+    const bad = await read('?limit=5000')
+    expect([bad.status, bad.body.data.field]).toEqual([400, 'query.limit'])
+    const all = spyOn(a.db, 'all')
+    try {
+      const stats = await a.req('GET', '/api/v1/incidents/stats', { token: viewer })
+      expect(stats.body.data.total).toBeGreaterThanOrEqual(1)
+      const rows = (await Promise.all(all.mock.results.map((r) => r.value as Promise<object[]>))).flat()
+      expect(rows.length).toBeGreaterThan(0)
+      expect(rows.some((r) => 'title' in r)).toBe(false)
+    } finally {
+      all.mockRestore()
+    }
+  })
 })
