@@ -5,7 +5,7 @@ import { rejectUnknown } from '../../core/strict'
 import { toCalendar } from './ical'
 import { expandInThread } from './ical-thread'
 import { ID_PATTERN, RosterBody, type RostersConfig, checkPeriods, instant } from './schema'
-import type { RosterStore } from './store'
+import { MAX_ROSTERS, type RosterStore } from './store'
 
 const tags = (summary: string, description?: string) => ({
   tags: ['notify rosters'],
@@ -24,11 +24,29 @@ export function rosterRoutes(ctx: PluginContext<RostersConfig>, store: RosterSto
     })
     .get(
       '/api/v1/rosters',
-      async () => {
-        const rosters = await store.list()
-        return ok({ rosters, count: rosters.length })
+      async ({ query }) => {
+        let limit = MAX_ROSTERS
+        if (query.limit !== undefined) {
+          limit = Number(query.limit)
+          if (!/^\d+$/.test(query.limit) || limit < 1 || limit > MAX_ROSTERS)
+            throw invalidField(
+              'query.limit',
+              `must be an integer from 1 to ${MAX_ROSTERS}, got '${query.limit}'`,
+            )
+        }
+        const rosters = await store.list(limit + 1, query.after)
+        const more = rosters.length > limit
+        if (more) rosters.length = limit
+        return ok({ rosters, count: rosters.length, ...(more ? { next_after: rosters[limit - 1].id } : {}) })
       },
-      { appScope: read, detail: tags('Every roster with its periods') },
+      {
+        appScope: read,
+        query: t.Object({ limit: t.Optional(t.String()), after: t.Optional(t.String({ maxLength: 64 })) }),
+        detail: tags(
+          `The rosters with their periods, by id: at most limit (1-${MAX_ROSTERS}, ${MAX_ROSTERS}, as many as there may be) after the id \`after\``,
+          `A store holds at most ${MAX_ROSTERS} rosters, so one answer lists them all; next_after (the last id) is present when more follow: send it as after. 400 naming query.limit.`,
+        ),
+      },
     )
     .post(
       '/api/v1/rosters',
@@ -44,7 +62,7 @@ export function rosterRoutes(ctx: PluginContext<RostersConfig>, store: RosterSto
         transform: ({ body }) => rejectUnknown(RosterBody, body, 'body'),
         body: RosterBody,
         detail: tags(
-          'Create a roster {id, description?, periods: [{start, end}]}; 409 for a taken id',
+          `Create a roster {id, description?, periods: [{start, end}]}; 409 for a taken id, or past ${MAX_ROSTERS} rosters`,
           'Periods are RFC 3339 timestamps with offset, pushed whole by an external scheduler. Refused with 400: a missing timestamp, ' +
             'a zero-length or inverted period, overlapping periods (touching ones are fine), more than 512, none. Out-of-order periods are sorted by start. ' +
             'A rule with silence {roster} is silenced while a period covers now.',
@@ -118,6 +136,7 @@ export function rosterRoutes(ctx: PluginContext<RostersConfig>, store: RosterSto
               'At most import_concurrency imports (2) run at once in a process; one more answers 429 with Retry-After.',
           ),
           responses: {
+            409: { description: `A new roster past the ${MAX_ROSTERS} a store holds: delete one first` },
             429: {
               description:
                 'import_concurrency imports are running already (Retry-After: when the first ends at the latest)',

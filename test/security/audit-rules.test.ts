@@ -123,4 +123,59 @@ forEachEngine((engine) => {
       all.mockRestore()
     }
   })
+
+  test("rosters: a config key's own writes are not read back by the sync; at most 200, listed by pages", async () => {
+    const key = await a.req('POST', '/api/v1/server-keys', {
+      token: admin,
+      body: { name: 'scheduler', scopes: ['config'] },
+    })
+    const config = { 'x-api-key': key.body.data.key }
+    const day = Date.UTC(2030, 0, 1)
+    const periods = Array.from({ length: 512 }, (_, i) => ({
+      start: new Date(day + i * 7_200_000).toISOString(),
+      end: new Date(day + i * 7_200_000 + 3_600_000).toISOString(),
+    }))
+    const post = (id: string, ps = periods.slice(0, 1)) =>
+      a.req('POST', '/api/v1/rosters', { headers: config, body: { id, periods: ps } })
+    expect((await post('bulk-000', periods)).status).toBe(200)
+    const put = await a.req('PUT', '/api/v1/rosters/bulk-000', { headers: config, body: { periods } })
+    expect(put.status).toBe(200)
+    // The next syncs find the revision this instance wrote: they read no roster back.
+    const all = spyOn(a.db, 'all')
+    const get = spyOn(a.db, 'get')
+    try {
+      await until(
+        () => get.mock.calls.filter((c) => String(c[0]).includes('FROM rosters_revision')).length >= 2,
+      )
+      expect(all.mock.calls.filter((c) => String(c[0]).includes('FROM rosters'))).toEqual([])
+    } finally {
+      all.mockRestore()
+      get.mockRestore()
+    }
+    for (let i = 1; i < 200; i++) expect((await post(`bulk-${String(i).padStart(3, '0')}`)).status).toBe(200)
+    const over = await post('bulk-200')
+    expect([over.status, over.body.message]).toEqual([409, 'at most 200 rosters: delete one first'])
+    const vevent = [
+      'BEGIN:VEVENT',
+      'UID:1',
+      'DTSTART:20300101T000000Z',
+      'DTEND:20300101T010000Z',
+      'END:VEVENT',
+    ]
+    const ics = await a.req('POST', '/api/v1/rosters/bulk-201/import?from=2029-12-31T00:00:00Z', {
+      headers: { ...config, 'content-type': 'text/plain' },
+      raw: ['BEGIN:VCALENDAR', 'VERSION:2.0', ...vevent, 'END:VCALENDAR', ''].join('\r\n'),
+    })
+    expect(ics.status).toBe(409)
+    const viewer = await a.token('viewer')
+    const list = (q: string) => a.req('GET', `/api/v1/rosters${q}`, { token: viewer })
+    const whole = (await list('')).body.data
+    expect([whole.count, whole.next_after]).toEqual([200, undefined])
+    const first = (await list('?limit=150')).body.data
+    expect([first.count, first.next_after]).toEqual([150, 'bulk-149'])
+    const rest = (await list(`?limit=150&after=${first.next_after}`)).body.data
+    expect([rest.count, rest.rosters[0].id, rest.next_after]).toEqual([50, 'bulk-150', undefined])
+    const bad = await list('?limit=201')
+    expect([bad.status, bad.body.data.field]).toEqual([400, 'query.limit'])
+  })
 })
