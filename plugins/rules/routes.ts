@@ -184,8 +184,8 @@ export function rulesRoutes(d: RulesRouteDeps) {
       '/api/v1/groups',
       async ({ body }) => {
         groupsOn()
-        const g = await store.createGroup({ ...body, id: body.id ?? newId() })
-        runtime.putGroup(g)
+        const { rev, ...g } = await store.createGroup({ ...body, id: body.id ?? newId() })
+        runtime.putGroup({ ...g, rev })
         return ok(g, 'group created')
       },
       {
@@ -203,9 +203,7 @@ export function rulesRoutes(d: RulesRouteDeps) {
       '/api/v1/groups/:id',
       async ({ params }) => {
         groupsOn()
-        const g = (await store.listGroups()).find((x) => x.id === params.id)
-        if (!g) throw new NotFound(`group '${params.id}' not found`)
-        return ok(g)
+        return ok(await store.getGroup(params.id))
       },
       {
         appScope: { scope: 'query', permission: 'rules:read' },
@@ -217,8 +215,8 @@ export function rulesRoutes(d: RulesRouteDeps) {
       '/api/v1/groups/:id',
       async ({ params, body }) => {
         groupsOn()
-        const g = await store.updateGroup({ ...body, id: params.id })
-        runtime.putGroup(g)
+        const { rev, ...g } = await store.updateGroup({ ...body, id: params.id })
+        runtime.putGroup({ ...g, rev })
         return ok(g, 'group updated')
       },
       {
@@ -233,8 +231,7 @@ export function rulesRoutes(d: RulesRouteDeps) {
       '/api/v1/groups/:id',
       async ({ params }) => {
         groupsOn()
-        await store.deleteGroup(params.id)
-        runtime.removeGroup(params.id)
+        runtime.removeGroup(params.id, await store.deleteGroup(params.id))
         return ok({ id: params.id }, 'group deleted')
       },
       {

@@ -60,9 +60,10 @@ export function rulesRuntime(opts: {
 
   /** Rule and group writes this instance applied itself (`put`, `remove`, `putGroup`, `removeGroup`), for `sync`. */
   const ownWrites = new Generation()
-  const ownWrite = (rev: number) => {
+  const ownWrite = (rev: number, kind: 'rules' | 'groups' = 'rules') => {
     ownWrites.bump()
-    if (revs.rules === rev - 1) revs = { ...revs, rules: rev }
+    // No revision row yet is revision 0 (the first write of a kind makes 1).
+    if ((revs[kind] ?? 0) === rev - 1) revs = { ...revs, [kind]: rev }
   }
 
   const engine = new RuleEngine({
@@ -221,14 +222,19 @@ export function rulesRuntime(opts: {
       ownWrite(rev)
       opts.publish?.()
     },
-    putGroup(g: GroupRecord) {
-      groups.set(g.id, g)
-      ownWrites.bump()
+    /**
+     * A group this instance saved or removed, with the revision its write made: when it was the
+     * only write since the last sync, the sync reloads nothing (it had re-read every group).
+     */
+    putGroup(g: GroupRecord & { rev: number }) {
+      const { rev, ...group } = g
+      groups.set(g.id, group)
+      ownWrite(rev, 'groups')
       opts.publish?.()
     },
-    removeGroup(id: string) {
+    removeGroup(id: string, rev: number) {
       groups.delete(id)
-      ownWrites.bump()
+      ownWrite(rev, 'groups')
       opts.publish?.()
     },
     sync,

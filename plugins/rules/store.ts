@@ -1,5 +1,5 @@
 import { type Db, fromJson, iso } from '../../core/db'
-import { Conflict, NotFound } from '../../core/http'
+import { Conflict, NotFound, invalidField } from '../../core/http'
 import type { GroupBody, RuleBody } from './schema'
 
 /** A rule as stored: the saved body with its id, mode and action filled in. */
@@ -22,6 +22,24 @@ export interface GroupRecord {
   members: { channel: string; recipients?: string[] }[]
   created_at: string
   updated_at: string
+}
+
+/**
+ * At most MAX_GROUPS groups, each naming at most MAX_GROUP_RECIPIENTS recipients in all (what one
+ * delivery carries): 20 groups of 200 members x 500 recipients (4.6 MB each) were parsed whole at
+ * every read of one group and every sync, and could never have been delivered.
+ */
+export const MAX_GROUPS = 200
+export const MAX_GROUP_RECIPIENTS = 1_000
+
+/** 400 naming `body.members` past MAX_GROUP_RECIPIENTS recipients. */
+function checkRecipients(g: GroupBody) {
+  const n = g.members.reduce((sum, m) => sum + (m.recipients?.length ?? 0), 0)
+  if (n > MAX_GROUP_RECIPIENTS)
+    throw invalidField(
+      'body.members',
+      `at most ${MAX_GROUP_RECIPIENTS} recipients in a group in all, got ${n}`,
+    )
 }
 
 type RuleRow = { id: string; seq: number; body: string; created_at: number; updated_at: number }
@@ -141,6 +159,14 @@ export function rulesStore(db: Db) {
         return bump(tx, 'rules')
       })
     },
+    async getGroup(id: string): Promise<GroupRecord> {
+      const row = await db.get<GroupRow>(
+        'SELECT id, description, members, created_at, updated_at FROM rules_groups WHERE id = ?',
+        [id],
+      )
+      if (!row) throw new NotFound(`group '${id}' not found`)
+      return toGroup(row)
+    },
     async listGroups(): Promise<GroupRecord[]> {
       return (
         await db.all<GroupRow>(
@@ -148,20 +174,24 @@ export function rulesStore(db: Db) {
         )
       ).map(toGroup)
     },
-    async createGroup(g: GroupBody & { id: string }): Promise<GroupRecord> {
+    /** The group, and the groups revision its write made (the runtime's own write). */
+    async createGroup(g: GroupBody & { id: string }): Promise<GroupRecord & { rev: number }> {
+      checkRecipients(g)
       const now = Date.now()
       return db.tx(async (tx) => {
+        const n = await tx.get<{ n: number }>('SELECT COUNT(*) AS n FROM rules_groups')
+        if (Number(n?.n) >= MAX_GROUPS) throw new Conflict(`at most ${MAX_GROUPS} groups: delete one first`)
         const row = await tx.get<GroupRow>(
           `INSERT INTO rules_groups (id, description, members, created_at, updated_at) VALUES (?, ?, ?, ?, ?)
            ON CONFLICT (id) DO NOTHING RETURNING id, description, members, created_at, updated_at`,
           [g.id, g.description ?? '', JSON.stringify(g.members), now, now],
         )
         if (!row) throw new Conflict(`group '${g.id}' already exists`)
-        await bump(tx, 'groups')
-        return toGroup(row)
+        return { ...toGroup(row), rev: await bump(tx, 'groups') }
       })
     },
-    async updateGroup(g: GroupBody & { id: string }): Promise<GroupRecord> {
+    async updateGroup(g: GroupBody & { id: string }): Promise<GroupRecord & { rev: number }> {
+      checkRecipients(g)
       return db.tx(async (tx) => {
         const row = await tx.get<GroupRow>(
           `UPDATE rules_groups SET description = ?, members = ?, updated_at = ? WHERE id = ?
@@ -169,15 +199,15 @@ export function rulesStore(db: Db) {
           [g.description ?? '', JSON.stringify(g.members), Date.now(), g.id],
         )
         if (!row) throw new NotFound(`group '${g.id}' not found`)
-        await bump(tx, 'groups')
-        return toGroup(row)
+        return { ...toGroup(row), rev: await bump(tx, 'groups') }
       })
     },
-    async deleteGroup(id: string): Promise<void> {
-      await db.tx(async (tx) => {
+    /** The groups revision the deletion made. */
+    async deleteGroup(id: string): Promise<number> {
+      return db.tx(async (tx) => {
         if (!(await tx.run('DELETE FROM rules_groups WHERE id = ?', [id])))
           throw new NotFound(`group '${id}' not found`)
-        await bump(tx, 'groups')
+        return bump(tx, 'groups')
       })
     },
   }

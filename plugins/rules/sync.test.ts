@@ -80,8 +80,7 @@ forEachEngine((engine) => {
       await held.reached(2)
       // Meanwhile this instance saves a group and removes one.
       runtime.putGroup(await store.createGroup({ id: 'local', members: members('cy') }))
-      await store.deleteGroup('first')
-      runtime.removeGroup('first')
+      runtime.removeGroup('first', await store.deleteGroup('first'))
       expect(runtime.group('local')).toEqual(members('cy'))
       release()
       await syncing

@@ -178,4 +178,53 @@ forEachEngine((engine) => {
     const bad = await list('?limit=201')
     expect([bad.status, bad.body.data.field]).toEqual([400, 'query.limit'])
   })
+
+  test("groups: one read reads one group, a config key's own writes are not read back, 1,000 recipients and 200 groups at most", async () => {
+    const key = await a.req('POST', '/api/v1/server-keys', {
+      token: admin,
+      body: { name: 'grouper', scopes: ['config'] },
+    })
+    const config = { 'x-api-key': key.body.data.key }
+    // A member names at most 500 recipients: larger groups span members.
+    const members = (n: number, tag: string) =>
+      Array.from({ length: Math.ceil(n / 500) }, (_, m) => ({
+        channel: 'email',
+        recipients: Array.from(
+          { length: Math.min(500, n - m * 500) },
+          (_, i) => `${tag}${m * 500 + i}@studio.example`,
+        ),
+      }))
+    const post = (id: string, n = 1) =>
+      a.req('POST', '/api/v1/groups', { headers: config, body: { id, members: members(n, id) } })
+    // 200 members x 500 recipients could never be delivered (1,000 a delivery) and was parsed at every read.
+    const wide = await post('wide', 1_001)
+    expect([wide.status, wide.body.message]).toEqual([400, expect.stringContaining('body.members')])
+    expect((await post('gfx', 1_000)).status).toBe(200)
+    const put = await a.req('PUT', '/api/v1/groups/gfx', {
+      headers: config,
+      body: { members: members(2, 'x') },
+    })
+    expect(put.status).toBe(200)
+    const all = spyOn(a.db, 'all')
+    const get = spyOn(a.db, 'get')
+    try {
+      const viewer = await a.token('viewer')
+      const one = await a.req('GET', '/api/v1/groups/gfx', { token: viewer })
+      expect(one.body.data.members).toEqual(members(2, 'x'))
+      expect((await a.req('GET', '/api/v1/groups/nope', { token: viewer })).status).toBe(404)
+      // The syncs after this instance's own write find its revision: no group is read back.
+      await until(
+        () => all.mock.calls.filter((c) => String(c[0]).includes('FROM rules_revisions')).length >= 2,
+      )
+      expect(all.mock.calls.filter((c) => String(c[0]).includes('FROM rules_groups'))).toEqual([])
+    } finally {
+      all.mockRestore()
+      get.mockRestore()
+    }
+    for (let i = 1; i < 200; i++) expect((await post(`g-${i}`)).status).toBe(200)
+    const over = await post('g-200')
+    expect([over.status, over.body.message]).toEqual([409, 'at most 200 groups: delete one first'])
+    expect((await a.req('DELETE', '/api/v1/groups/g-1', { headers: config })).status).toBe(200)
+    expect((await post('g-200')).status).toBe(200)
+  }, 60_000)
 })
