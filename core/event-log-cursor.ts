@@ -214,3 +214,10 @@ export class Trimmer {
     await source.trim!(lowest, db)
   }
 }
+
+/** One step's attempt: what runs once it committed, and the rows it read from which cursor. */
+export interface Attempt {
+  after?: () => void
+  entries?: LogEntry[]
+  cursor?: CursorRow
+}

@@ -201,11 +201,15 @@ export interface EventLogService {
    * keep up then take them from memory instead of reading them back (core/event-log-tail.ts).
    */
   notify(appended?: Appended): void
-  /** Resolves when every consumer (or the named one) has taken in the log as it stood at the call. */
+  /**
+   * Resolves when every consumer (or the named one) has taken in the log as it stood at the call;
+   * rejects once `timeoutMs` passed (checked before every step, so a long backlog ends it too).
+   */
   drain(name?: string, timeoutMs?: number): Promise<void>
   /**
-   * A reader's wait: like `drain` but bounded and never failing; answers `asOf` afterwards (the
-   * time every consumer's results are complete to).
+   * A reader's wait: like `drain` but never failing, and never longer than `timeoutMs` (not even
+   * for a step under way); answers `asOf` afterwards (the time every consumer's results are
+   * complete to).
    */
   settle(timeoutMs: number): Promise<number>
   /**

@@ -17,3 +17,19 @@ export function wakeOrTimeout(wakers: Set<() => void>, ms: number): Promise<void
     wakers.add(done)
   })
 }
+
+/** Resolves when `p` does or after `ms`, whichever comes first (`p` goes on; its outcome is dropped). */
+export async function within(p: Promise<unknown>, ms: number): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const bound = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, ms)
+  })
+  await Promise.race([
+    p.then(
+      () => undefined,
+      () => undefined,
+    ),
+    bound,
+  ])
+  clearTimeout(timer)
+}
