@@ -60,6 +60,11 @@ export default definePlugin({
     )
     ctx.metrics.collect(() => listeners.set(hub.size))
     ctx.bus.on('server.draining', () => hub.closeAll())
-    return siteRoutes(ctx as never, { store, hub, targets })
+    return siteRoutes(ctx as never, {
+      store,
+      hub,
+      targets,
+      maxStreams: () => ctx.config.max_streams_per_principal,
+    })
   },
 })

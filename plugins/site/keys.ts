@@ -69,6 +69,11 @@ export const SiteConfig = T.Object(
     notification: T.Object(SettingsSchema.properties, { additionalProperties: false, default: {} }),
     /** Per-request timeout of webhook and chat robot sends. */
     send_timeout_ms: T.Integer({ minimum: 1, default: 10_000 }),
+    /**
+     * In-app message streams one caller (a user) holds open at once in this process; beyond: 429
+     * naming it (one viewer's thousands of streams each cost a socket and a timer).
+     */
+    max_streams_per_principal: T.Integer({ minimum: 1, maximum: 1_000_000, default: 16 }),
   },
   { additionalProperties: false, default: {} },
 )

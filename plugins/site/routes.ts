@@ -2,12 +2,13 @@ import { Type as T } from '@sinclair/typebox'
 import { Value, ValueErrorType } from '@sinclair/typebox/value'
 import { Elysia, t } from 'elysia'
 import { auditor } from '../../core/audit'
-import { PERMISSION_SECURITY } from '../../core/auth/guard'
+import { PERMISSION_SECURITY, rateLimiting } from '../../core/auth/guard'
 import { REVOKED_END, whileTrusted } from '../../core/auth/while-trusted'
 import { NotFound, invalidField, ok } from '../../core/http'
 import type { PluginContext } from '../../core/plugin'
 import { PageNumber } from '../../core/schema'
 import { maskSecrets, unmaskSecrets } from '../../core/secrets'
+import { StreamSlots } from '../../core/stream-slots'
 import { rejectUnknown } from '../../core/strict'
 import { type Note, sendEmail } from './channels'
 import type { MessageHub, Target, Targets } from './dispatch'
@@ -40,9 +41,19 @@ function keyOf(key: string, field: string, unknown: (m: string) => Error): KeyNa
 
 export function siteRoutes(
   ctx: PluginContext<unknown>,
-  d: { store: SiteStore; hub: MessageHub; targets: Targets },
+  d: {
+    store: SiteStore
+    hub: MessageHub
+    targets: Targets
+    /** `max_streams_per_principal` of the settings. */
+    maxStreams: () => number
+  },
 ) {
   const { store, hub, targets } = d
+  // The stream reads ?token= (EventSource), which the `permission` macro does not: it counts
+  // against the rate limit here, and each caller holds a bounded number of streams.
+  const count = rateLimiting(ctx.rateLimiter)
+  const slots = new StreamSlots(d.maxStreams, 'in-app message')
   const audit = auditor(ctx)
   const masked = (name: KeyName, value: unknown) => maskSecrets(KEYS[name].schema, value)
   const entry = async (name: KeyName) => {
@@ -142,23 +153,31 @@ export function siteRoutes(
     )
     .get(
       '/api/v1/site/messages/stream',
-      async ({ headers, query, request }) => {
-        ctx.auth.authorize(await ctx.auth.identify(headers, query), 'messages:read')
+      async ({ headers, query, request, set }) => {
+        const who = ctx.auth.authorize(await ctx.auth.identify(headers, query), 'messages:read')
+        await count(who, set.headers)
+        const release = slots.take(who)
         const revoked = whileTrusted(ctx.auth, { headers, query, gone: request.signal }, 'messages:read')
-        let off: () => void = () => undefined
+        let unsubscribe: () => void = () => undefined
+        // Every way the stream ends comes here (it may come more than once): the slot is freed.
+        const off = () => {
+          unsubscribe()
+          release()
+        }
         let beat: Timer | undefined
         const stream = new ReadableStream<string>({
           start(c) {
             c.enqueue(': connected\n\n')
             const end = () => {
               clearInterval(beat)
+              release()
               try {
                 c.close()
               } catch {
                 // Already closed by the client.
               }
             }
-            off = hub.subscribe((chunk) => c.enqueue(chunk), end)
+            unsubscribe = hub.subscribe((chunk) => c.enqueue(chunk), end)
             revoked.addEventListener(
               'abort',
               () => {
@@ -201,6 +220,10 @@ export function siteRoutes(
               '200': { description: 'text/event-stream of `event: message` entries' },
               '401': { description: 'Missing, invalid or expired token' },
               '403': { description: 'The token does not grant messages:read' },
+              '429': {
+                description:
+                  'The caller’s rate limit, or `too_many_streams`: it holds `max_streams_per_principal` streams (16) in this process',
+              },
             },
           ),
         },

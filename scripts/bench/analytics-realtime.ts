@@ -110,7 +110,7 @@ async function main() {
   const dir = tempDir('liveops-realtime-bench-')
   const config = await benchConfig(
     dir,
-    `analytics: { realtime: { interval_ms: ${intervalMs}, heartbeat_ms: ${heartbeatMs}, max_clients: ${clients + 100} } }, experiments: {}`,
+    `analytics: { realtime: { interval_ms: ${intervalMs}, heartbeat_ms: ${heartbeatMs}, max_clients: ${clients + 100}, max_clients_per_principal: ${clients + 100} } }, experiments: {}`,
   )
   const env: Record<string, string> = {
     ADMIN_PASSWORD: 'bench-password',

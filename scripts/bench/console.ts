@@ -260,7 +260,10 @@ async function realtime(browser: Browser) {
   const clients = Number(arg('clients', '1000'))
   const seconds = Number(arg('seconds', '20'))
   return inDir(async (dir) => {
-    const s = await server(dir, `{ realtime: { max_clients: ${clients + 100} } }`)
+    const s = await server(
+      dir,
+      `{ realtime: { max_clients: ${clients + 100}, max_clients_per_principal: ${clients + 100} } }`,
+    )
     try {
       const { token, gameId } = await bootstrap(s.base)
       const pool = shapes(gameId)

@@ -14,7 +14,7 @@ if (!existsSync(CHROMIUM))
 // One app whose hub the tests drive (realtime-fixture.ts): snapshots, replays, clients, series.
 forEachEngine((engine) => {
   describe('realtime stream and series', () => {
-    const fx = realtimeSuite(engine, { history: 3, max_clients: 40 })
+    const fx = realtimeSuite(engine, { history: 3, max_clients: 40, max_clients_per_principal: 100 })
     const path = (q = '') => `/api/v1/analytics/realtime?gameId=${fx.gameId}&env=prod${q}`
     const open = async (
       opts: { token?: string | null; q?: string; headers?: Record<string, string> } = {},

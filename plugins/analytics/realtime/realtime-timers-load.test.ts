@@ -7,7 +7,7 @@ import { SseReader, rawStream } from './realtime-testing'
 // The hub on apps of their own (realtime-fixture.ts): 1,000 streams at once, and its own timers.
 forEachEngine((engine) => {
   describe('1,000 streams at once', () => {
-    const fx = realtimeSuite(engine, { max_clients: 2000 })
+    const fx = realtimeSuite(engine, { max_clients: 2000, max_clients_per_principal: 2000 })
 
     test('every one of 1,000 clients receives a snapshot and the server still answers', async () => {
       const base = fx.a.listen()

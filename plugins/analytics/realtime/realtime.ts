@@ -3,6 +3,7 @@ import { REVOKED_END } from '../../../core/auth/while-trusted'
 import type { Db } from '../../../core/db'
 import { HttpError } from '../../../core/http'
 import type { Logger } from '../../../core/log'
+import { StreamSlots } from '../../../core/stream-slots'
 import { HyperLogLog } from '../lib/hll'
 import { MINUTE, floorTo } from '../lib/time'
 import { zone } from '../lib/zone'
@@ -30,6 +31,11 @@ export const RealtimeConfig = t.Object(
     history: t.Integer({ minimum: 1, maximum: 10_000, default: 120 }),
     /** Connected clients this process holds at most; beyond: 503 with Retry-After. */
     max_clients: t.Integer({ minimum: 1, maximum: 1_000_000, default: 10_000 }),
+    /**
+     * Streams one caller (a user, a key) holds open at once in this process; beyond: 429 naming
+     * it. Without it one viewer's streams took every one of `max_clients`.
+     */
+    max_clients_per_principal: t.Integer({ minimum: 1, maximum: 1_000_000, default: 16 }),
   },
   { additionalProperties: false, default: {} },
 )
@@ -156,6 +162,8 @@ const MAX_QUEUED = 64
 interface Client {
   c: ReadableStreamDefaultController<Uint8Array>
   ch: Channel
+  /** Frees what the stream holds beyond the hub (its caller's slot, `StreamSlots`). */
+  release?: () => void
 }
 
 interface Entry {
@@ -193,6 +201,8 @@ export class RealtimeHub {
   private channels = new Map<string, Channel>()
   private count = 0
   private timers: Timer[] = []
+  /** The streams each caller holds open (`max_clients_per_principal`); the route takes a slot before `open`. */
+  readonly slots = new StreamSlots(() => this.settings.max_clients_per_principal, 'realtime')
 
   constructor(
     private settings: RealtimeConfig,
@@ -247,6 +257,8 @@ export class RealtimeHub {
     signal?: AbortSignal,
     /** Fires when the caller's credential no longer holds: the stream ends (`event: end`). */
     revoked?: AbortSignal,
+    /** Called once when the stream ends, however it ends. */
+    release?: () => void,
   ): ReadableStream<Uint8Array> {
     if (this.count >= this.settings.max_clients) {
       const retry = Math.ceil(this.settings.retry_ms / 1000)
@@ -263,6 +275,7 @@ export class RealtimeHub {
       {
         start: (c) => {
           client = this.subscribe(scope, c, lastEventId)
+          client.release = release
           signal?.addEventListener('abort', () => client && this.drop(client, 'gone'), { once: true })
           revoked?.addEventListener(
             'abort',
@@ -369,6 +382,7 @@ export class RealtimeHub {
     const { ch } = client
     if (!ch.subscribers.delete(client)) return
     this.count--
+    client.release?.()
     if (!ch.subscribers.size) ch.idleSince = this.clock()
     try {
       if (how === 'close') client.c.close()
