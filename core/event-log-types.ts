@@ -203,12 +203,13 @@ export interface EventLogService {
   notify(appended?: Appended): void
   /**
    * Resolves when every consumer (or the named one) has taken in the log as it stood at the call;
-   * rejects once `timeoutMs` passed (checked before every step, so a long backlog ends it too).
+   * rejects once `timeoutMs` passed without a step finding rows (a backlog it works through
+   * keeps it going, to the head it read at the call).
    */
   drain(name?: string, timeoutMs?: number): Promise<void>
   /**
-   * A reader's wait: like `drain` but never failing, and never longer than `timeoutMs` (not even
-   * for a step under way); answers `asOf` afterwards (the time every consumer's results are
+   * A reader's wait: a `drain`, waited for `timeoutMs` at most (not even for a step under way;
+   * the drain goes on behind), never failing; answers `asOf` afterwards (the time every consumer's results are
    * complete to).
    */
   settle(timeoutMs: number): Promise<number>
