@@ -48,6 +48,8 @@ export const IngestConfig = t.Object(
             /** 4317 is OTLP/gRPC's registered port; 0 picks a free one (logged). */
             port: t.Integer({ minimum: 0, maximum: 65535, default: 4317 }),
             host: t.String({ minLength: 1, default: '0.0.0.0' }),
+            /** A call whose request message has not fully arrived this long after it began is ended (DEADLINE_EXCEEDED). */
+            read_timeout_ms: t.Integer({ minimum: 100, maximum: 600_000, default: 30_000 }),
           },
           { additionalProperties: false, default: {} },
         ),

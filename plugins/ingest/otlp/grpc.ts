@@ -1,10 +1,11 @@
 import * as grpc from '@grpc/grpc-js'
 import type { AuthService } from '../../../core/auth/service'
-import { HttpError, httpErrorResponse } from '../../../core/http'
+import { HttpError, Unauthorized, httpErrorResponse } from '../../../core/http'
 import type { Logger } from '../../../core/log'
 import { collect } from '../signed/collect'
 import type { Ingestor } from '../signed/service'
 import { GRPC, exportResponseBytes, grpcCode, refusalText } from './answer'
+import { callGuard, peerAddress } from './grpc-guard'
 import { OTLP_PATHS } from './http'
 import { SIGNALS, type Signal } from './proto'
 
@@ -16,10 +17,13 @@ import { SIGNALS, type Signal } from './proto'
  * over the message bytes, with an optional `x-game-id`), and the same limits apply. Refusals
  * are gRPC status codes: UNAUTHENTICATED (401), PERMISSION_DENIED (403), INVALID_ARGUMENT (400,
  * 415), RESOURCE_EXHAUSTED (413, 429; grpc-js itself for a message over the body limit).
+ * The credential is checked on the metadata before the message is read (grpc-guard.ts).
  */
 export interface OtlpGrpcOptions {
   host: string
   port: number
+  /** A call whose message has not arrived this long after its start is ended (DEADLINE_EXCEEDED). */
+  read_timeout_ms: number
   /** Told of every answered call: the service (`logs`, `traces`) and the gRPC status code's name. */
   onCall?: (signal: Signal, code: string) => void
 }
@@ -29,14 +33,25 @@ const CODE_NAMES = new Map(Object.entries(grpc.status).map(([name, n]) => [n as 
 /** The headers `collect` reads, taken from the call's metadata. */
 const CREDENTIALS = ['x-api-key', 'x-game-id', 'x-timestamp', 'x-nonce', 'x-signature'] as const
 
-/** `ipv4:127.0.0.1:5000`, `ipv6:[::1]:5000` or `127.0.0.1:5000` → the address alone. */
-function peerAddress(peer: string): string {
-  const s = peer.replace(/^ipv[46]:/, '')
-  const bracket = s.match(/^\[(.*)\]:\d+$/)
-  if (bracket) return bracket[1]
-  const i = s.lastIndexOf(':')
-  return i > 0 ? s.slice(0, i) : s
+function credentials(metadata: grpc.Metadata): Record<string, string | undefined> {
+  const headers: Record<string, string | undefined> = {}
+  for (const name of CREDENTIALS) {
+    const v = metadata.get(name)[0]
+    if (v !== undefined) headers[name] = String(v)
+  }
+  return headers
 }
+
+/** Streams one connection may have open at once (grpc-js sets no bound of its own). */
+const MAX_STREAMS = 32
+/** Calls whose message is being read at once: from one address, and in all (each holds up to the body limit). */
+const MAX_READING_PER_PEER = 16
+const MAX_READING = 64
+/** A connection is asked to go away after this long, and cut after the grace (at least the read timeout). */
+const CONNECTION_AGE_MS = 10 * 60_000
+const CONNECTION_GRACE_MS = 30_000
+/** A connection with no call for this long is closed. */
+const CONNECTION_IDLE_MS = 5 * 60_000
 
 /** A service definition passing the message bytes through untouched: the signature covers them. */
 const rawService = (signal: Signal): grpc.ServiceDefinition => ({
@@ -58,18 +73,42 @@ export async function startOtlpGrpc(
   o: OtlpGrpcOptions,
 ): Promise<{ port: number; stop(): Promise<void> }> {
   const limit = ing.config.batch_max_body_kb * 1024
+  const signalOf = new Map<string, Signal>(
+    (['logs', 'traces'] as const).map((s) => [`/${SIGNALS[s].service}/Export`, s]),
+  )
   const server = new grpc.Server({
     // A message over the body limit: RESOURCE_EXHAUSTED from grpc-js before it is handed over.
     'grpc.max_receive_message_length': limit,
+    // What one connection may hold: streams at once, and how long it lives. An exporter's channel
+    // reconnects when told to go away (GOAWAY); a call under way gets the grace to finish.
+    'grpc.max_concurrent_streams': MAX_STREAMS,
+    'grpc.max_connection_age_ms': CONNECTION_AGE_MS,
+    'grpc.max_connection_age_grace_ms': Math.max(CONNECTION_GRACE_MS, o.read_timeout_ms),
+    'grpc.max_connection_idle_ms': CONNECTION_IDLE_MS,
+    interceptors: [
+      callGuard({
+        check: async (metadata) => {
+          const headers = credentials(metadata)
+          const key = headers['x-api-key']
+          if (!key) return ing.signatureHeadersError(headers)
+          const p = await auth.verifyApiKey(key)
+          if (!p) return new Unauthorized('missing or invalid x-api-key', 'invalid_api_key')
+          return undefined
+        },
+        readTimeoutMs: o.read_timeout_ms,
+        maxReading: MAX_READING,
+        maxReadingPerPeer: MAX_READING_PER_PEER,
+        onRefuse: (path, code) => {
+          const signal = signalOf.get(path)
+          if (signal) o.onCall?.(signal, CODE_NAMES.get(code) ?? String(code))
+        },
+      }),
+    ],
   })
   const exportCall =
     (signal: Signal): grpc.handleUnaryCall<Buffer, Uint8Array> =>
     (call, callback) => {
-      const headers: Record<string, string | undefined> = { 'content-type': 'application/x-protobuf' }
-      for (const name of CREDENTIALS) {
-        const v = call.metadata.get(name)[0]
-        if (v !== undefined) headers[name] = String(v)
-      }
+      const headers = { 'content-type': 'application/x-protobuf', ...credentials(call.metadata) }
       const body = call.request
       const request = new Request(`http://otlp-grpc${OTLP_PATHS[signal]}`, {
         method: 'POST',

@@ -8,8 +8,14 @@ import type { Environment, GamesService } from '../../games/types'
 import type { GroupWriter } from '../persist/writer'
 import type { IngestConfig } from '../schema'
 import type { IngestFilter } from '../types'
-import { NonceCache, replayError, signatureError } from './signature'
+import { NonceCache, replayError, signatureError, signatureHeadersError } from './signature'
 import { type NormEvent, sameStreamAsPrevious, streamKey } from './validate'
+
+const signatureHeaders = (headers: Record<string, string | undefined>) => ({
+  timestamp: headers['x-timestamp'],
+  nonce: headers['x-nonce'],
+  signature: headers['x-signature'],
+})
 
 const tooLarge = (what: string, limit: number) =>
   new HttpError(413, 'body_too_large', `${what} is larger than ${limit} bytes`, { limit })
@@ -103,17 +109,25 @@ export class Ingestor {
    * (X-Game-Id) picks a per-game secret.
    */
   signatureError(headers: Record<string, string | undefined>, body: Uint8Array): HttpError | undefined {
-    const gameId = headers['x-game-id']
-    // The configured games' own keys only: `constructor` or `__proto__` is no game (a 500 before).
-    const secrets = this.config.game_secrets
-    const secret = (gameId && Object.hasOwn(secrets, gameId) && secrets[gameId]) || this.sharedSecret
     return signatureError(
-      { timestamp: headers['x-timestamp'], nonce: headers['x-nonce'], signature: headers['x-signature'] },
+      signatureHeaders(headers),
       body,
-      secret,
+      this.secretFor(headers),
       this.nonces,
       this.config.max_skew_s,
     )
+  }
+
+  /** `signatureError`'s checks that need no body (OTLP/gRPC asks before it reads a message). */
+  signatureHeadersError(headers: Record<string, string | undefined>): HttpError | undefined {
+    return signatureHeadersError(signatureHeaders(headers), this.secretFor(headers), this.config.max_skew_s)
+  }
+
+  private secretFor(headers: Record<string, string | undefined>): string | undefined {
+    const gameId = headers['x-game-id']
+    // The configured games' own keys only: `constructor` or `__proto__` is no game (a 500 before).
+    const secrets = this.config.game_secrets
+    return (gameId && Object.hasOwn(secrets, gameId) && secrets[gameId]) || this.sharedSecret
   }
 
   /**

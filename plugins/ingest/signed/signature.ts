@@ -49,17 +49,13 @@ function sameText(a: string, b: string): boolean {
 }
 
 /**
- * Spec 1 section 5 rule 4: X-Signature = base64(HMAC-SHA256(secret, timestamp + "\n" + nonce +
- * "\n" + lowercase hex SHA-256 of the raw body)). Runs over the raw bytes before any parsing.
- * Returns (never throws, so a refused request costs no unwinding) 403 ingest_disabled without a
- * secret (whatever the headers), 401 for missing headers, a bad or skewed timestamp and a bad
- * signature, 429 duplicate_nonce for a replay; undefined when the request is authentic.
+ * The part of `signatureError` that needs no body: a secret, the three headers, the timestamp's
+ * form and skew, the nonce's length. OTLP/gRPC asks it before it reads a message, so a call
+ * without a credential is refused before its bytes are held.
  */
-export function signatureError(
+export function signatureHeadersError(
   h: SignatureHeaders,
-  body: Uint8Array,
   secret: string | undefined,
-  nonces: NonceCache,
   maxSkewS: number,
   now = Date.now(),
 ): HttpError | undefined {
@@ -86,6 +82,26 @@ export function signatureError(
       `X-Timestamp is ${Math.round(skew)} s from the server clock (at most ${maxSkewS} s)`,
       'timestamp_skew',
     )
+  return undefined
+}
+
+/**
+ * Spec 1 section 5 rule 4: X-Signature = base64(HMAC-SHA256(secret, timestamp + "\n" + nonce +
+ * "\n" + lowercase hex SHA-256 of the raw body)). Runs over the raw bytes before any parsing.
+ * Returns (never throws, so a refused request costs no unwinding) 403 ingest_disabled without a
+ * secret (whatever the headers), 401 for missing headers, a bad or skewed timestamp and a bad
+ * signature, 429 duplicate_nonce for a replay; undefined when the request is authentic.
+ */
+export function signatureError(
+  h: SignatureHeaders,
+  body: Uint8Array,
+  secret: string | undefined,
+  nonces: NonceCache,
+  maxSkewS: number,
+  now = Date.now(),
+): HttpError | undefined {
+  const e = signatureHeadersError(h, secret, maxSkewS, now)
+  if (e || !secret || !h.signature || !h.nonce) return e
   const digest = Bun.SHA256.hash(body, 'hex')
   const expected = new Bun.CryptoHasher('sha256', secret)
     .update(`${h.timestamp}\n${h.nonce}\n${digest}`)
