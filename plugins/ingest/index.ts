@@ -206,6 +206,7 @@ export default definePlugin({
       if (g.enabled)
         grpc = await startOtlpGrpc(ingestor, ctx.auth, ctx.log, {
           ...g,
+          host: g.host ?? ctx.core.server.host,
           onCall: (signal, code) => grpcCalls.inc({ service: signal, code }),
         })
       if (ctx.config.purge_interval_minutes > 0) {

@@ -47,7 +47,8 @@ export const IngestConfig = t.Object(
             enabled: t.Boolean({ default: false }),
             /** 4317 is OTLP/gRPC's registered port; 0 picks a free one (logged). */
             port: t.Integer({ minimum: 0, maximum: 65535, default: 4317 }),
-            host: t.String({ minLength: 1, default: '0.0.0.0' }),
+            /** Unset: the HTTP server's (`server.host`, env HOST), so the port is no more exposed than the API. */
+            host: t.Optional(t.String({ minLength: 1 })),
             /** A call whose request message has not fully arrived this long after it began is ended (DEADLINE_EXCEEDED). */
             read_timeout_ms: t.Integer({ minimum: 100, maximum: 600_000, default: 30_000 }),
           },

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { readFileSync } from 'node:fs'
 import http2 from 'node:http2'
 import { freePort } from '../../plugins/ingest/otlp/exporters'
 import { type TestApp, forEachEngine, makeApp } from '../helpers'
@@ -51,6 +52,22 @@ function heldCall(session: http2.ClientHttp2Session, metadata: Record<string, st
   })
 }
 
+/** The local addresses listening on `port`, from the kernel's socket tables (`0.0.0.0`, `127.0.0.1`, `::`). */
+function listeningOn(port: number): string[] {
+  const hexPort = port.toString(16).toUpperCase().padStart(4, '0')
+  const out: string[] = []
+  for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    for (const line of readFileSync(table, 'utf8').split('\n').slice(1)) {
+      const [, local, , state] = line.trim().split(/\s+/)
+      if (state !== '0A' || !local?.endsWith(`:${hexPort}`)) continue
+      const hex = local.slice(0, -5)
+      if (hex.length === 8) out.push(Buffer.from(hex, 'hex').reverse().join('.'))
+      else out.push(/^0+$/.test(hex) ? '::' : hex === '00000000000000000000000001000000' ? '::1' : hex)
+    }
+  }
+  return out
+}
+
 forEachEngine((engine) => {
   let a: TestApp
   let port: number
@@ -71,9 +88,11 @@ forEachEngine((engine) => {
           signing_secret: SIGNING_SECRET,
           purge_interval_minutes: 0,
           batch_max_body_kb: LIMIT_KB,
-          otlp: { grpc: { enabled: true, host: '127.0.0.1', port, read_timeout_ms: READ_TIMEOUT_MS } },
+          // No host of its own: the HTTP server's.
+          otlp: { grpc: { enabled: true, port, read_timeout_ms: READ_TIMEOUT_MS } },
         },
       },
+      config: { server: { host: '127.0.0.1' } },
     })
     const admin = await a.token('admin')
     const g = await a.req('POST', '/api/games', { token: admin, body: { ...GAME, name: 'Otlp Grpc' } })
@@ -87,6 +106,10 @@ forEachEngine((engine) => {
   afterAll(async () => {
     for (const s of sessions) s.destroy()
     await a.stop()
+  })
+
+  test("OTLP/gRPC listens on the HTTP server's host unless given one of its own", () => {
+    expect(listeningOn(port)).toEqual(['127.0.0.1'])
   })
 
   describe('OTLP/gRPC holds no message for a caller it cannot trust', () => {

@@ -141,8 +141,11 @@ export async function startOtlpGrpc(
   for (const signal of ['logs', 'traces'] as const)
     server.addService(rawService(signal), { Export: exportCall(signal) })
   const port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync(`${o.host}:${o.port}`, grpc.ServerCredentials.createInsecure(), (err, bound) =>
-      err ? reject(err) : resolve(bound),
+    // An IPv6 address (`::1`, `::`) is bracketed in a gRPC target.
+    server.bindAsync(
+      `${o.host.includes(':') && !o.host.startsWith('[') ? `[${o.host}]` : o.host}:${o.port}`,
+      grpc.ServerCredentials.createInsecure(),
+      (err, bound) => (err ? reject(err) : resolve(bound)),
     ),
   )
   log.info('OTLP/gRPC listening', { host: o.host, port })
