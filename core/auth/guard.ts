@@ -7,14 +7,14 @@ import { type AppScopeOption, AuthService, type Principal, userPermission } from
 type Headers = Record<string, string | undefined>
 
 /**
- * Counts a request against its principal's budget (the admin token is exempt), sets the
- * X-RateLimit-* headers, and throws 429 with Retry-After past the limit.
+ * Counts a request against the budget of `key` (`kind:id`), sets the X-RateLimit-* headers, and
+ * throws 429 with Retry-After past the limit.
  */
-export function rateLimiting(limiter: Limiter) {
+export function bucketCounting(limiter: Limiter) {
   // Synchronous when the limiter is (core's in-memory one) or off: a fast route awaits nothing.
-  return (principal: Principal, headers: Record<string, unknown>): void | Promise<void> => {
-    if (!limiter.enabled || principal.kind === 'admin') return
-    const d = limiter.hit(`${principal.kind}:${principal.id}`)
+  return (key: string, headers: Record<string, unknown>): void | Promise<void> => {
+    if (!limiter.enabled) return
+    const d = limiter.hit(key)
     if (!(d instanceof Promise)) {
       Object.assign(headers, rateHeaders(d))
       return
@@ -23,6 +23,13 @@ export function rateLimiting(limiter: Limiter) {
       Object.assign(headers, rateHeaders(r))
     })
   }
+}
+
+/** `bucketCounting` under the principal's own key; the admin token is exempt. */
+export function rateLimiting(limiter: Limiter) {
+  const count = bucketCounting(limiter)
+  return (principal: Principal, headers: Record<string, unknown>): void | Promise<void> =>
+    principal.kind === 'admin' ? undefined : count(`${principal.kind}:${principal.id}`, headers)
 }
 
 /** What the OpenAPI description shows as the security of a `permission` route. */
@@ -97,6 +104,11 @@ export function requestPrincipal(auth: AuthService, request: Request): Principal
 export function requestGuard(d: GuardDeps) {
   const count = rateLimiting(d.limiter)
   return {
+    /**
+     * Counts a request of a credential that is no principal (an agent's) in the same bucket as
+     * users and keys, under `key`: `rateLimiting`'s headers and 429.
+     */
+    count: bucketCounting(d.limiter),
     permission(permission: Permission) {
       d.auth.permissions.check(permission)
       return (request: Request, headers: Record<string, string>): Principal | Promise<Principal> => {

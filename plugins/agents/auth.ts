@@ -35,7 +35,12 @@ export function readAgentToken(token: string, sent: string | undefined): { agent
   return same(Buffer.from(sig, 'base64url'), mac(token, agentId)) ? { agent: agentId } : undefined
 }
 
-type Ctx = { headers: Record<string, string | undefined>; params?: Record<string, string> }
+type Ctx = {
+  request: Request
+  headers: Record<string, string | undefined>
+  params?: Record<string, string>
+  set: { headers: Record<string, unknown> }
+}
 
 /** What the OpenAPI description shows as an agent route's security. */
 const AGENT_SECURITY = [{ agentToken: [] }]
@@ -57,7 +62,7 @@ export function agentAuth(token: () => string, guard: RequestGuard) {
       throw new Forbidden('agent registration is disabled: set plugins.agents.token', 'agents_disabled')
     const who = readAgentToken(expected, sent)
     if (!who) throw new Unauthorized('missing or invalid X-Agent-Token', 'invalid_agent_token')
-    if (who.agent === '*') return
+    if (who.agent === '*') return who
     const target = ctx.params?.id
     if (target === undefined)
       throw new Forbidden('registering takes the shared agent token, not an agent key', 'agent_key_scope')
@@ -66,22 +71,35 @@ export function agentAuth(token: () => string, guard: RequestGuard) {
         `this agent key belongs to agent '${who.agent}', not '${target}'`,
         'agent_key_scope',
       )
+    return who
+  }
+  // Agents count in the gateway bucket like users and keys (300 heartbeats at once had all been
+  // answered while a user got 429): an agent key under its agent, the shared token's calls
+  // under one key, whichever agent they name. Once per request: `parse` and `transform` both check.
+  const counted = new WeakSet<Request>()
+  const admit = (ctx: Ctx) => {
+    const who = check(ctx)
+    if (counted.has(ctx.request)) return
+    counted.add(ctx.request)
+    return guard.count(`agent:${who.agent}`, ctx.set.headers)
   }
   return new Elysia({ name: 'agents.auth' }).macro({
     agentToken: (_: true) => ({
       detail: { security: AGENT_SECURITY },
       // Arrow functions, as in core/auth/guard.ts: Elysia could not read the minified method.
       parse: async (ctx: Ctx) => {
-        check(ctx)
+        await admit(ctx)
       },
-      transform: check,
+      transform: async (ctx: Ctx) => {
+        await admit(ctx)
+      },
     }),
     agentOr: (permission: Permission) => {
       const user = guard.permission(permission)
       return {
         detail: { security: [...AGENT_SECURITY, { bearer: [] }, { adminToken: [] }] },
-        transform: async (ctx: Ctx & { request: Request; set: { headers: Record<string, unknown> } }) => {
-          if (ctx.headers['x-agent-token'] !== undefined) return check(ctx)
+        transform: async (ctx: Ctx) => {
+          if (ctx.headers['x-agent-token'] !== undefined) return admit(ctx)
           const headers: Record<string, string> = {}
           await user(ctx.request, headers)
           Object.assign(ctx.set.headers, headers)

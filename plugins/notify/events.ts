@@ -74,6 +74,7 @@ export function subscribePlatformEvents(bus: Bus, service: NotifyService, log: L
     bus.on('function.invoked', (e) => {
       const failed = e.invocations.filter((i) => i.outcome !== 'success')
       const fns = [...new Set(e.invocations.map((i) => i.function_id))].join(', ')
+      const minute = new Date().toISOString().slice(0, 16)
       return send({
         type: 'function.invoked',
         level: failed.length ? 'error' : 'info',
@@ -84,7 +85,9 @@ export function subscribePlatformEvents(bus: Bus, service: NotifyService, log: L
             (i) =>
               `${i.function_id} ${i.outcome}${i.duration_ms !== undefined ? ` in ${i.duration_ms} ms` : ''}`,
           )
-          .join('; ')}`,
+          .join(
+            '; ',
+          )}${failed.length ? `. Later failed reports of ${e.agent_id} this minute (${minute} UTC) are not notified again: the invocation analytics list them.` : ''}`,
         params: {
           agent_id: e.agent_id,
           game_id: e.game_id,
@@ -92,6 +95,10 @@ export function subscribePlatformEvents(bus: Bus, service: NotifyService, log: L
           failed: failed.length,
           invocations: e.invocations.slice(0, 100),
         },
+        // A report with a failure reaches every built-in channel (in-app, mail, chat): one agent
+        // reporting 1,000 failures had put 1,000 messages in the admin's inbox. The first such
+        // report of an agent in a minute is notified; the rest recall its answer.
+        ...(failed.length ? { idempotency_key: `function.invoked:failed:${e.agent_id}:${minute}` } : {}),
       })
     }),
   ]
