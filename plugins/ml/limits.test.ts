@@ -66,13 +66,17 @@ forEachEngine((engine) => {
           new Request(`http://localhost${path}`, {
             method: 'POST',
             headers: { authorization: `Bearer ${admin}`, 'content-type': 'text/csv' },
-            body: new ReadableStream<Uint8Array>({ start: (c) => void open.push(c) }),
+            // Pulled once the route took its place and reads the body.
+            body: new ReadableStream<Uint8Array>({
+              start: (c) => void open.push(c),
+              pull: () => void reading++,
+            }),
             duplex: 'half',
           } as RequestInit),
         )
+      let reading = 0
       const held = [slow(), slow()]
-      await until(() => open.length === 2)
-      await Bun.sleep(20)
+      await until(() => reading >= 2, { what: 'both uploads reading their bodies' })
       const third = await a.req('POST', path, {
         token: admin,
         raw: 'a\n1\n',
