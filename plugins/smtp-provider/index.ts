@@ -143,7 +143,10 @@ export const smtpProvider = defineProvider({
           return failure(e)
         }
       },
+      // A host the outbound policy refuses is refused when configured, with `verify: false` too
+      // (it was stored and failed only at the first send); `verify` decides the connection test.
       async verify() {
+        await outbound.refuseEarly(s.host)
         if (!s.verify) return
         try {
           await (await open()).verify()

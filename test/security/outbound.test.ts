@@ -164,15 +164,17 @@ forEachEngine((engine) => {
     expect((await as('GET', '/api/v1/config/probe')).status).toBe(404)
   })
 
-  test('an SMTP host is checked the same way', async () => {
-    for (const host of ['169.254.169.254', '127.0.0.1', 'localhost']) {
-      const r = await as('PUT', '/api/v1/config/mailer', {
-        type: 'smtp',
-        config: { host, port: mail.port, from: 'ops@example.com', security: 'none' },
-      })
-      expect(r.status, host).toBe(400)
-      expect(r.body.message, host).toContain('not an allowed destination')
-    }
+  test('an SMTP host is checked the same way, with its connection test off too', async () => {
+    for (const host of ['169.254.169.254', '127.0.0.1', 'localhost', '2130706433'])
+      for (const verify of [true, false]) {
+        const r = await as('PUT', '/api/v1/config/mailer', {
+          type: 'smtp',
+          config: { host, port: mail.port, from: 'ops@example.com', security: 'none', verify },
+        })
+        expect([host, verify, r.status]).toEqual([host, verify, 400])
+        expect(r.body.message, host).toContain('not an allowed destination')
+      }
+    expect((await as('GET', '/api/v1/config/mailer')).status).toBe(404)
     expect(mail.mails).toHaveLength(0)
   })
 
