@@ -82,7 +82,18 @@ export default definePlugin({
       if (origin === 'remote') return cache.refresh(String(d.gameId), String(d.environment))
     })
     games.onChange((change) => {
-      if (change.deleted) cache.drop(change.gameId, change.environment)
+      if (!change.deleted) return
+      cache.drop(change.gameId, change.environment)
+      // The instance that deleted it deletes the experiments, before its answer; the others hear
+      // of it through the experiments change notices.
+      if (change.local)
+        return store.forget(change.gameId, change.environment, Date.now()).catch((e) =>
+          ctx.log.error('deleting the experiments of a deleted environment failed', {
+            gameId: change.gameId,
+            environment: change.environment ?? '(every one)',
+            error: String(e),
+          }),
+        )
     })
 
     ctx.onStart(async () => {

@@ -282,6 +282,31 @@ export function experimentsStore(
       return write(e, "status = 'paused'", [])
     },
 
+    /**
+     * A deleted environment (or every one of a deleted game) takes its experiments along: they are
+     * found by name, so a running one would come back, with its salt and variants, in an
+     * environment created later under the same name. Only those created by `before` (the deletion)
+     * go, so an experiment of a name already created again stays.
+     */
+    async forget(gameId: string, environment: string | undefined, before: number): Promise<void> {
+      const envs =
+        environment !== undefined
+          ? [environment]
+          : (
+              await db.all<{ environment: string }>(
+                'SELECT DISTINCT environment FROM experiments WHERE game_id = ?',
+                [gameId],
+              )
+            ).map((r) => r.environment)
+      for (const env of envs) {
+        const n = await db.run(
+          'DELETE FROM experiments WHERE game_id = ? AND environment = ? AND created_at <= ?',
+          [gameId, env, before],
+        )
+        if (n) await changed(gameId, env)
+      }
+    },
+
     /** The public read of one environment, oldest first so the order is stable. */
     async running(gameId: string, environment: string): Promise<PublicExperiment[]> {
       const rows = await db.all<Pick<Row, 'id' | 'salt' | 'config'>>(

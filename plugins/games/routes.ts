@@ -93,7 +93,9 @@ export function gamesRoutes(ctx: PluginContext<unknown>, store: GamesStore) {
       {
         permission: 'games:write',
         params: GameParams,
-        detail: tag('Delete a game that is not LIVE (409 when LIVE); its API keys are revoked'),
+        detail: tag(
+          'Delete a game that is not LIVE (409 when LIVE); its API keys are revoked and its experiments deleted',
+        ),
       },
     )
     .post('/api/games/:gameId/publish', ({ params }) => store.publish(params.gameId), {
@@ -174,7 +176,9 @@ export function gamesRoutes(ctx: PluginContext<unknown>, store: GamesStore) {
       {
         permission: 'environments:write',
         params: EnvParams,
-        detail: tag('Delete an environment; its API keys are revoked', ['environments']),
+        detail: tag('Delete an environment; its API keys are revoked and its experiments deleted', [
+          'environments',
+        ]),
       },
     )
     .get(

@@ -29,14 +29,17 @@ export type GameChange = { gameId: string; environment?: string; deleted: boolea
 export function gamesStore(db: Db, cacheTtlMs: number, publish: (c: GameChange) => void = () => undefined) {
   const games = new Map<string, { game: Game | null; at: number }>()
   const envs = new Map<string, { env: Environment | null; at: number }>()
-  const listeners: Array<(c: GameChange) => void> = []
-  const tell = (c: GameChange) => {
-    for (const fn of listeners) fn(c)
-  }
-  /** A change made here: listeners hear it, and so do other instances (`publish`). */
+  const listeners: Array<(c: GameChange) => void | Promise<void>> = []
+  const tell = (c: GameChange) => Promise.all(listeners.map((fn) => fn(c)))
+  /**
+   * A change made here: listeners hear it, and so do other instances (`publish`). A deletion
+   * answers after the listeners' promises settle, so what they delete with it (experiments) is gone
+   * before the name can be created again.
+   */
   const changed = (gameId: string, environment?: string, deleted = false) => {
-    tell({ gameId, environment, deleted, local: true })
+    const heard = tell({ gameId, environment, deleted, local: true })
     publish({ gameId, environment, deleted })
+    return heard
   }
   const fresh = (at: number) => Date.now() - at < cacheTtlMs
   /**
@@ -140,7 +143,7 @@ export function gamesStore(db: Db, cacheTtlMs: number, publish: (c: GameChange) 
     /** Another instance changed this game: its cached rows go, and listeners hear it. */
     changedElsewhere(c: GameChange) {
       forgetGame(c.gameId)
-      tell(c)
+      void tell(c)
     },
 
     async createGame(input: {
@@ -259,7 +262,7 @@ export function gamesStore(db: Db, cacheTtlMs: number, publish: (c: GameChange) 
         throw new Conflict(`game '${id}' is ${g.status}; unpublish it before deleting`, { field: 'status' })
       }
       forgetGame(id)
-      changed(id, undefined, true)
+      await changed(id, undefined, true)
     },
 
     publish: (id: string) =>
@@ -367,7 +370,7 @@ export function gamesStore(db: Db, cacheTtlMs: number, publish: (c: GameChange) 
       const n = await db.run('DELETE FROM environments WHERE game_id = ? AND name = ?', [gameId, name])
       if (!n) throw new NotFound(`environment '${name}' of game '${gameId}' not found`)
       keepEnv(`${gameId}/${name}`, undefined)
-      changed(gameId, name, true)
+      await changed(gameId, name, true)
     },
   }
 }

@@ -87,10 +87,16 @@ export interface GamesService {
   environments(): Promise<Environment[]>
   /**
    * Called after any game or environment is created, changed or deleted, here or on another
-   * instance (`local`: by this one; a deleted game names no environment).
+   * instance (`local`: by this one; a deleted game names no environment). A deletion made here
+   * answers after the promise `fn` returns settles (it should not reject).
    */
   onChange(
-    fn: (change: { gameId: string; environment?: string; deleted: boolean; local?: boolean }) => void,
+    fn: (change: {
+      gameId: string
+      environment?: string
+      deleted: boolean
+      local?: boolean
+    }) => void | Promise<void>,
   ): void
 }
 
