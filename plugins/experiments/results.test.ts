@@ -166,6 +166,8 @@ forEachEngine((engine) => {
         srm: { pValue: null, mismatch: false },
       })
       expect(empty.body.primary.variants[1].vsControl).toBeNull()
+      // Exposures count for an experiment clients could see: running (or paused since), not a draft.
+      expect((await a.req('POST', `/api/experiments/${e.id}/publish`, { token: admin })).status).toBe(200)
       await ingest([
         {
           event: 'experiment_exposure',

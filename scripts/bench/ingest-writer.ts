@@ -34,6 +34,7 @@ import { BehaviorRollup } from '../../plugins/analytics/behavior/behavior-rollup
 import { migrations as analyticsMigrations } from '../../plugins/analytics/migrations'
 import { MinuteRollup } from '../../plugins/analytics/realtime/realtime-rollup'
 import { AnalyticsRollup } from '../../plugins/analytics/store/rollup'
+import { scopeOf } from '../../plugins/experiments/exposed'
 import { ExposureRollup } from '../../plugins/experiments/exposures'
 import m002 from '../../plugins/experiments/migrations/002_take_exposures.sql' with { type: 'text' }
 import { ingestMigrations } from '../../plugins/ingest/migrations'
@@ -90,7 +91,8 @@ const consumers = {
   analytics: () => new AnalyticsRollup(),
   behavior: () => new BehaviorRollup(),
   realtime: () => new MinuteRollup(),
-  exposures: () => new ExposureRollup(),
+  // The bench's events name experiments of g1/prod it does not create: every one counts.
+  exposures: () => new ExposureRollup(async (ids) => new Map(ids.map((id) => [id, scopeOf('g1', 'prod')]))),
 }
 const only = arg('only', '')
 const logs = new Map<string, EventLog>()

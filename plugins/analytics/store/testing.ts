@@ -3,6 +3,7 @@ import { type Db, type MigrationSet, migrate } from '../../../core/db'
 import { derivedConsumer } from '../../../core/derive'
 import { EventLog } from '../../../core/event-log'
 import { createLogger } from '../../../core/log'
+import { countedIn } from '../../experiments/exposed'
 import { ExposureRollup } from '../../experiments/exposures'
 import { eventLog } from '../../ingest/store/log'
 import { BehaviorRollup } from '../behavior/behavior-rollup'
@@ -33,7 +34,7 @@ export async function derive(
   log.consume(derivedConsumer(new AnalyticsRollup(o.timezone)))
   log.consume(derivedConsumer(new BehaviorRollup(o.timezone)))
   log.consume(derivedConsumer(new MinuteRollup()))
-  if (o.exposures) log.consume(derivedConsumer(new ExposureRollup()))
+  if (o.exposures) log.consume(derivedConsumer(new ExposureRollup(countedIn(db))))
   await log.start()
   try {
     await log.drain()

@@ -29,6 +29,26 @@ forEachEngine((engine) => {
         ])
       )?.n,
     )
+  /** A running experiment per environment: exposures count only for one of their environment. */
+  const exps: Record<string, string> = {}
+  const runExperiment = async (env: string) => {
+    const e = await a.req('POST', '/api/experiments', {
+      token: admin,
+      body: {
+        gameId,
+        environment: env,
+        name: `forget-${env}`,
+        config: {
+          variants: [
+            { name: 'a', weight: 50 },
+            { name: 'b', weight: 50 },
+          ],
+        },
+      },
+    })
+    expect((await a.req('POST', `/api/experiments/${e.body.id}/publish`, { token: admin })).status).toBe(200)
+    exps[env] = e.body.id
+  }
   const send = (env: string, id: string) =>
     signed(a, '/api/ingest/events', [
       { event: 'session_start', ts: String(Date.now()), game_id: gameId, env, uid: 'u1', event_id: id },
@@ -39,7 +59,7 @@ forEachEngine((engine) => {
         env,
         uid: 'u1',
         event_id: `${id}-x`,
-        attrs: { exp: '01a22b00-0000-7000-8000-000000000001', variant: 'a' },
+        attrs: { exp: exps[env] ?? 'none', variant: 'a' },
       },
     ])
   const newUsers = async (env: string) =>
@@ -52,9 +72,14 @@ forEachEngine((engine) => {
       body: { name: 'qa', type: 'STAGING' },
     })
     expect(qa.status).toBeLessThan(300)
+    for (const env of ['qa', 'prod']) await runExperiment(env)
     for (const env of ['qa', 'prod']) expect((await send(env, `e-${env}`)).status).toBe(200)
     await until(
       async () => (await rows('analytics_daily', 'qa')) > 0 && (await rows('analytics_daily', 'prod')) > 0,
+    )
+    await until(
+      async () =>
+        (await rows('experiments_exposures', 'qa')) > 0 && (await rows('experiments_exposures', 'prod')) > 0,
     )
     expect(await newUsers('qa')).toBe(1)
     const kept = Object.fromEntries(
