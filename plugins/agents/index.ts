@@ -3,6 +3,7 @@ import { definePlugin } from '../../core/plugin'
 import { Secret } from '../../core/secrets'
 import m001 from './migrations/001_agents.sql' with { type: 'text' }
 import m002 from './migrations/002_agent_details.sql' with { type: 'text' }
+import m003 from './migrations/003_agent_key_nonce.sql' with { type: 'text' }
 import { agentRoutes } from './routes'
 import type { LimitsSource } from './schema'
 import { agentsStore } from './store'
@@ -31,10 +32,18 @@ export default definePlugin({
   migrations: [
     { id: 1, name: 'agents', sql: m001 },
     { id: 2, name: 'agent_details', sql: m002 },
+    { id: 3, name: 'agent_key_nonce', sql: m003 },
   ],
   permissions: { agents: { write: ['operator'] } },
   setup(ctx) {
-    const store = agentsStore(ctx.db, () => ctx.config.offline_after_s)
+    // A registration or deletion ends agent keys: every instance forgets the registrations its
+    // key checks had read (agents.keys), as this one does at once.
+    const store = agentsStore(ctx.db, () => ctx.config.offline_after_s, {
+      changed: () => void ctx.changes.publish('agents.keys', {}),
+    })
+    ctx.changes.on('agents.keys', (_d, origin) => {
+      if (origin === 'remote') store.forgetKeys()
+    })
     const events = ctx.service('ingest')
     // The rate-limits plugin (which depends on this one) registers how an agent's limits are found.
     let limits: LimitsSource = async () => []
@@ -107,6 +116,7 @@ export default definePlugin({
       agentRoutes(ctx as never, {
         store,
         token: () => ctx.config.token,
+        registration: (id) => store.registration(id),
         heartbeatIntervalS: () => Math.max(1, Math.floor(ctx.config.offline_after_s / 3)),
         limits: (agent) => limits(agent),
         async report(agent, r) {

@@ -15,7 +15,7 @@ import {
   Register,
   RegisterAnswer,
 } from './schema'
-import type { AgentsStore } from './store'
+import type { AgentsStore, Registration } from './store'
 
 const tag = (summary: string, description?: string, responses?: Record<string, { description: string }>) => ({
   tags: ['agents'],
@@ -25,7 +25,10 @@ const tag = (summary: string, description?: string, responses?: Record<string, {
 })
 const Params = t.Object({ id: t.String() })
 const AGENT_AUTH = {
-  '401': { description: 'Missing or wrong X-Agent-Token' },
+  '401': {
+    description:
+      'Missing or wrong X-Agent-Token, or an agent key its agent no longer holds (the agent was deleted; its id may be registered again)',
+  },
   '403': {
     description: "No agent token configured (agents_disabled), or another agent's key (agent_key_scope)",
   },
@@ -35,6 +38,8 @@ export interface AgentRouteDeps {
   store: AgentsStore
   /** The shared agent token; empty refuses every agent call with 403 agents_disabled. */
   token: () => string
+  /** An agent's current registration, which its key is checked against on each use. */
+  registration(agentId: string): Promise<Registration | undefined>
   heartbeatIntervalS: () => number
   /** The rate limits the agent enforces (none without the rate-limits plugin). */
   limits(agent: Agent): Promise<EffectiveLimit[]>
@@ -48,12 +53,12 @@ export function agentRoutes(ctx: PluginContext<unknown>, d: AgentRouteDeps) {
 
   return new Elysia({ name: 'agents' })
     .use(ctx.guard)
-    .use(agentAuth(d.token, ctx.requestGuard))
+    .use(agentAuth(d.token, (id) => d.registration(id), ctx.requestGuard))
     .model({ 'agents.Agent': Agent })
     .post(
       '/api/v1/agents',
       async ({ body, set, request, server }) => {
-        const { agent, created } = await store.register(body)
+        const { agent, created, registration } = await store.register(body)
         set.status = created ? 201 : 200
         audit(
           { request, server },
@@ -71,7 +76,7 @@ export function agentRoutes(ctx: PluginContext<unknown>, d: AgentRouteDeps) {
         return ok({
           ...agent,
           heartbeat_interval_s: d.heartbeatIntervalS(),
-          agent_key: agentKey(d.token(), agent.agent_id),
+          agent_key: agentKey(d.token(), agent.agent_id, registration),
         })
       },
       {
@@ -84,7 +89,7 @@ export function agentRoutes(ctx: PluginContext<unknown>, d: AgentRouteDeps) {
         },
         detail: tag(
           'Register an agent (X-Agent-Token)',
-          "Takes the shared agent token. 201 for a new agent, 200 when the agent_id was registered before (labels and functions are replaced, job counters kept); 409 when it was registered under another game_id (an agent keeps its game). The answer names the heartbeat interval (an agent missing heartbeats for `offline_after_s` counts as offline) and the agent's own key, `agent_key` (`lak_...`): sent as X-Agent-Token, it reaches only this agent's routes.",
+          "Takes the shared agent token. 201 for a new agent, 200 when the agent_id was registered before (labels and functions are replaced, job counters kept); 409 when it was registered under another game_id (an agent keeps its game). The answer names the heartbeat interval (an agent missing heartbeats for `offline_after_s` counts as offline) and the agent's own key, `agent_key` (`lak_...`): sent as X-Agent-Token, it reaches only this agent's routes, and only while this registration lasts: registering again under the same game answers the same key; once the agent is deleted the key is 401, also after its agent_id is registered again.",
           {
             '200': { description: 'Registered again' },
             '201': { description: 'Registered' },

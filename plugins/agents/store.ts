@@ -1,3 +1,5 @@
+import { randomBytes } from 'node:crypto'
+import { VerifiedCache } from '../../core/auth/verified'
 import { type Db, fromJson, iso } from '../../core/db'
 import { Conflict, NotFound } from '../../core/http'
 import { type Agent, type AgentQuery, type Heartbeat, QPS_MAX, type Register } from './schema'
@@ -21,6 +23,13 @@ interface Row {
 const COLS =
   'id, name, game_id, env, region, zone, version, functions, qps, qps_1m, jobs_executed, jobs_failed, registered_at, last_heartbeat_at'
 
+/** What an agent key is checked against (auth.ts): the registration's game and random value. */
+export interface Registration {
+  game_id: string | null
+  /** NULL for a row registered before keys were bound to registrations (its key is the id's alone). */
+  key_nonce: string | null
+}
+
 /** One minute, the window of qps_1m. */
 const WINDOW_S = 60
 
@@ -38,7 +47,19 @@ export function smooth(prev: number, qps: number, elapsedS: number): number {
   return Math.round((from * keep + now * (1 - keep)) * 1000) / 1000
 }
 
-export function agentsStore(db: Db, offlineAfterS: () => number, now: () => number = Date.now) {
+export function agentsStore(
+  db: Db,
+  offlineAfterS: () => number,
+  opts: { now?: () => number; changed?: () => void } = {},
+) {
+  const now = opts.now ?? Date.now
+  // Agent keys are checked on every heartbeat: the registrations they were checked against are
+  // kept, unknown ids too, until a registration or deletion here or on another instance.
+  const registrations = new VerifiedCache<Registration>()
+  const keysChanged = () => {
+    registrations.forget()
+    opts.changed?.()
+  }
   const toAgent = (r: Row): Agent => {
     const last = Number(r.last_heartbeat_at)
     return {
@@ -69,11 +90,24 @@ export function agentsStore(db: Db, offlineAfterS: () => number, now: () => numb
   return {
     get,
 
+    /** The registration an agent key of `id` is checked against; undefined when not registered. */
+    registration(id: string): Promise<Registration | undefined> {
+      return registrations.verify(id, async () => {
+        const r = await db.get<Registration>('SELECT game_id, key_nonce FROM agents WHERE id = ?', [id])
+        return r ? { game_id: r.game_id ?? null, key_nonce: r.key_nonce ?? null } : null
+      })
+    },
+
+    /** Drops the registrations kept for key checks (another instance registered or deleted an agent). */
+    forgetKeys(): void {
+      registrations.forget()
+    },
+
     /**
      * Registers or re-registers (same agent_id): labels and functions are replaced, counters stay;
      * the game cannot change (409).
      */
-    async register(b: Register): Promise<{ agent: Agent; created: boolean }> {
+    async register(b: Register): Promise<{ agent: Agent; created: boolean; registration: Registration }> {
       const t = now()
       const qps = b.qps ?? 0
       const created = await db.tx(async (tx) => {
@@ -86,10 +120,16 @@ export function agentsStore(db: Db, offlineAfterS: () => number, now: () => numb
           throw new Conflict(
             `agent_id '${b.agent_id}' is registered under another game; an agent keeps the game it registered with (unregister it, or use another agent_id)`,
           )
+        // The key's random value is kept while the agent registers again under its game (its
+        // running replicas keep their key) and filled in for a row from before it existed; a new
+        // row or a new game gets a new one. It is set first: MySQL applies the SETs in order, so
+        // agents.game_id is still the old game here on every engine.
         await tx.run(
-          `INSERT INTO agents (id, name, game_id, env, region, zone, version, functions, qps, qps_1m, registered_at, last_heartbeat_at)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-           ON CONFLICT (id) DO UPDATE SET name = excluded.name, game_id = excluded.game_id, env = excluded.env,
+          `INSERT INTO agents (id, name, game_id, env, region, zone, version, functions, qps, qps_1m, registered_at, last_heartbeat_at, key_nonce)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+           ON CONFLICT (id) DO UPDATE SET
+             key_nonce = CASE WHEN agents.game_id = excluded.game_id THEN COALESCE(agents.key_nonce, excluded.key_nonce) ELSE excluded.key_nonce END,
+             name = excluded.name, game_id = excluded.game_id, env = excluded.env,
              region = excluded.region, zone = excluded.zone, version = excluded.version, functions = excluded.functions,
              qps = excluded.qps, last_heartbeat_at = excluded.last_heartbeat_at`,
           [
@@ -105,11 +145,21 @@ export function agentsStore(db: Db, offlineAfterS: () => number, now: () => numb
             qps,
             t,
             t,
+            randomBytes(18).toString('base64url'),
           ],
         )
         return !had
       })
-      return { agent: await get(b.agent_id), created }
+      keysChanged()
+      const agent = await get(b.agent_id)
+      const reg = await db.get<Registration>('SELECT game_id, key_nonce FROM agents WHERE id = ?', [
+        b.agent_id,
+      ])
+      return {
+        agent,
+        created,
+        registration: { game_id: reg?.game_id ?? null, key_nonce: reg?.key_nonce ?? null },
+      }
     },
 
     async heartbeat(id: string, b: Heartbeat): Promise<Agent> {
@@ -163,6 +213,7 @@ export function agentsStore(db: Db, offlineAfterS: () => number, now: () => numb
     async remove(id: string): Promise<void> {
       if (!(await db.run('DELETE FROM agents WHERE id = ?', [id])))
         throw new NotFound(`agent '${id}' is not registered`)
+      keysChanged()
     },
   }
 }
