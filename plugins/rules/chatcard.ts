@@ -1,5 +1,6 @@
 import { createDecipheriv, createHash, timingSafeEqual } from 'node:crypto'
 import { HttpError, Invalid, NotFound, ServiceUnavailable, Unauthorized, invalidField } from '../../core/http'
+import type { SharedState } from '../../core/shared'
 import { alertKey } from './alert-id'
 import type { AlertStore } from './alerts'
 
@@ -39,6 +40,41 @@ const same = (a: string, b: string) => {
   return x.length === y.length && timingSafeEqual(x, y)
 }
 
+/** How far a callback's time may be from this server's: Lark's own advice for its callbacks. */
+export const CALLBACK_SKEW_MS = 5 * 60_000
+
+/** A time as Lark writes it (seconds in X-Lark-Request-Timestamp, milliseconds in header.create_time) in ms. */
+function millis(v: unknown): number | undefined {
+  const n = typeof v === 'number' ? v : typeof v === 'string' && /^\d{1,19}$/.test(v) ? Number(v) : Number.NaN
+  if (!Number.isFinite(n) || n <= 0) return undefined
+  return n < 1e11 ? n * 1000 : n < 1e14 ? n : n / 1000
+}
+
+/**
+ * When the callback was made and what names it: the 2.0 body's `header.create_time` and
+ * `header.event_id` (inside the encryption when the body is encrypted), else Lark's request
+ * headers X-Lark-Request-Timestamp and X-Lark-Request-Nonce. A confirm captured once was taken
+ * again days later (it acknowledged a new occurrence of its alert, whose escalation then never
+ * fired): a time more than 5 minutes off is 401, and the id is claimed once.
+ */
+function stamp(body: Obj, headers: Record<string, string | undefined>, now: number) {
+  const header = obj(body.header)
+  const [field, raw] =
+    header?.create_time !== undefined
+      ? ['body.header.create_time', header.create_time]
+      : ['X-Lark-Request-Timestamp', headers['x-lark-request-timestamp']]
+  if (raw === undefined) return undefined
+  const at = millis(raw)
+  if (at === undefined) throw invalidField(field, 'must be a time in seconds or milliseconds since the epoch')
+  if (Math.abs(now - at) > CALLBACK_SKEW_MS)
+    throw new Unauthorized(
+      `${field} is more than 5 minutes from this server's time: a callback is taken only when it is fresh`,
+      'callback_stale',
+    )
+  const id = str(header?.event_id) ?? headers['x-lark-request-nonce']
+  return { at, id: id || undefined }
+}
+
 /** What a confirm action did: the audit entry names the operator and the alert. */
 export interface CardAck {
   alert_id: string
@@ -60,9 +96,16 @@ export function chatcard(opts: {
   encryptKey: string
   verificationToken: string
   alerts: () => AlertStore | undefined
+  /** Where the callbacks taken are remembered, by every instance alike. */
+  shared: SharedState
+  now?: () => number
 }) {
+  const now = opts.now ?? Date.now
   /** The answer, and the acknowledgement taken (for the audit entry). */
-  return async (raw: unknown): Promise<{ answer: object; ack?: CardAck }> => {
+  return async (
+    raw: unknown,
+    headers: Record<string, string | undefined> = {},
+  ): Promise<{ answer: object; ack?: CardAck }> => {
     if (!opts.encryptKey && !opts.verificationToken)
       throw new NotImplemented(
         'the chat-card callback is not configured (plugins.rules.chatcard.encrypt_key or verification_token)',
@@ -79,6 +122,7 @@ export function chatcard(opts: {
       const token = str(body.token) ?? str(obj(body.header)?.token)
       if (token === undefined || !same(token, opts.verificationToken)) throw unproven()
     }
+    const when = stamp(body, headers, now())
     if (body.type === 'url_verification') {
       const challenge = str(body.challenge)
       if (challenge === undefined) throw invalidField('body.challenge', 'required for url_verification')
@@ -109,10 +153,33 @@ export function chatcard(opts: {
     const id = alertKey(String(alertId))
     // An alert never raised cannot be acknowledged ahead of time: that would silence its escalation.
     if (!(await store.exists(id))) throw new NotFound(`alert '${id}' not found`)
+    // A confirm acts, so it must say when it was made (Lark's callbacks always do); one without a
+    // time could be sent again at any later date.
+    if (!when)
+      throw new Unauthorized(
+        'a confirm callback needs its time (header.create_time, or the X-Lark-Request-Timestamp header)',
+        'callback_stale',
+      )
+    // Claimed for twice the allowed skew, so a copy is a replay all the while its time is accepted.
+    // Without an id, the callback itself (its time and content) names it; hashed either way, so a
+    // long id is no long key in the shared state.
+    const claim = `chatcard:${createHash('sha256')
+      .update(
+        when.id !== undefined ? `id\u0000${when.id}` : `body\u0000${when.at}\u0000${JSON.stringify(body)}`,
+      )
+      .digest('base64url')}`
+    if (!(await opts.shared.claimOnce(claim, 2 * CALLBACK_SKEW_MS)))
+      return {
+        answer: { code: 0, message: 'already handled', data: { alert_id: id, duplicate: true } },
+      }
     const operator = obj(event.operator)
     const by =
       str(event.open_id) ?? str(operator?.open_id) ?? str(event.user_id) ?? str(operator?.user_id) ?? ''
-    const rec = await store.ack(id, by, 'chatcard')
+    // A confirm that did not take effect may come again (Lark retries a callback that failed).
+    const rec = await store.ack(id, by, 'chatcard').catch(async (e) => {
+      await opts.shared.remove([claim]).catch(() => undefined)
+      throw e
+    })
     return {
       answer: {
         code: 0,

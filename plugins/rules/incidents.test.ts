@@ -154,7 +154,8 @@ forEachEngine((engine) => {
   })
 
   describe('chat-card callback', () => {
-    const cb = (body: unknown) => a.req('POST', '/api/v1/callbacks/chatcard', { body })
+    const cb = (body: unknown, headers: Record<string, string> = {}) =>
+      a.req('POST', '/api/v1/callbacks/chatcard', { body, headers })
 
     test('url_verification echoes the challenge when encrypted with the key, without a Bearer token', async () => {
       // Only a key is configured: plaintext proves nothing (issue 34 point 4).
@@ -165,12 +166,19 @@ forEachEngine((engine) => {
 
     test('the confirm action acknowledges the alert in the ack store and its incident; first ack wins', async () => {
       await lag('db-card', 60)
-      const r = await cb({
-        encrypt: encrypt({
-          open_id: 'ou_ivy',
-          action: { tag: 'button', value: { alert_id: 'db-card', action: 'confirm' } },
-        }),
-      })
+      const r = await cb(
+        {
+          encrypt: encrypt({
+            open_id: 'ou_ivy',
+            action: { tag: 'button', value: { alert_id: 'db-card', action: 'confirm' } },
+          }),
+          // A 1.0 card callback's time and nonce come in Lark's request headers.
+        },
+        {
+          'x-lark-request-timestamp': String(Math.floor(Date.now() / 1000)),
+          'x-lark-request-nonce': 'n-card-1',
+        },
+      )
       expect(r.status).toBe(200)
       expect(r.body).toEqual({
         code: 0,
@@ -180,6 +188,7 @@ forEachEngine((engine) => {
       const v2 = await cb({
         encrypt: encrypt({
           schema: '2.0',
+          header: { create_time: String(Date.now()), event_id: 'ev-card-2' },
           event: { operator: { open_id: 'ou_jo' }, action: { value: { alert_id: 'db-card' } } },
         }),
       })

@@ -75,6 +75,7 @@ export default definePlugin({
         encryptKey: cfg.chatcard.encrypt_key,
         verificationToken: cfg.chatcard.verification_token,
         alerts: () => alerts,
+        shared: ctx.shared,
       }),
     })
   },

@@ -343,8 +343,8 @@ export function rulesRoutes(d: RulesRouteDeps) {
     )
     .post(
       '/api/v1/callbacks/chatcard',
-      async ({ body, request, server }) => {
-        const r = await d.callback(body)
+      async ({ body, headers, request, server }) => {
+        const r = await d.callback(body, headers)
         if (r.ack)
           audit(
             { request, server },
@@ -370,12 +370,22 @@ export function rulesRoutes(d: RulesRouteDeps) {
               'An encrypted body {encrypt} must decrypt with the key (AES-256-CBC, key SHA-256 of it, IV the first 16 bytes); a plaintext one is taken only with a configured verification_token it carries (token, or header.token); ' +
               'with both configured, the decrypted body carries the token too. Anything else is 401; an encrypted body without a configured key is 501. ' +
               'Confirm ({action: {value: {alert_id}}}) answers {alert_id, acknowledged, acked_by}; 404 when no incident or escalation names the alert; 503 without the ack store. ' +
+              'A callback whose time (header.create_time, else X-Lark-Request-Timestamp) is more than 5 minutes off is 401 callback_stale naming it; a confirm needs a time. ' +
+              "A confirm's header.event_id (else X-Lark-Request-Nonce) is taken once on every instance: a copy within 10 minutes answers {code: 0, message: 'already handled', data: {alert_id, duplicate: true}} and acknowledges nothing. " +
               'Bodies over 64 KB are refused with 413 before they are read.',
           ),
           security: [],
           responses: {
             401: {
-              description: 'The callback did not prove itself (no token, wrong token, does not decrypt)',
+              description:
+                'The callback did not prove itself (no token, wrong token, does not decrypt), or its time is more than 5 minutes off or missing from a confirm (callback_stale)',
+            },
+            200: {
+              description: 'Challenge echoed, alert acknowledged, or a confirm already handled (duplicate)',
+            },
+            400: {
+              description:
+                'The callback time is not a number (names header.create_time or X-Lark-Request-Timestamp)',
             },
             404: { description: 'The alert was never raised' },
             413: { description: 'The body is over 64 KB' },

@@ -20,7 +20,14 @@ function encrypt(body: unknown, key = KEY): string {
   return Buffer.concat([iv, c.update(JSON.stringify(body), 'utf8'), c.final()]).toString('base64')
 }
 
-const callback = (a: TestApp, body: unknown) => a.req('POST', '/api/v1/callbacks/chatcard', { body })
+const callback = (a: TestApp, body: unknown, headers: Record<string, string> = {}) =>
+  a.req('POST', '/api/v1/callbacks/chatcard', { body, headers })
+
+/** The headers Lark sends with a card callback: the time in seconds and a nonce. */
+const larkHeaders = (at = Date.now()) => ({
+  'x-lark-request-timestamp': String(Math.floor(at / 1000)),
+  'x-lark-request-nonce': `n-${randomBytes(8).toString('hex')}`,
+})
 
 /** An app whose rule opens an incident for every `disk` notification with params.alert_id. */
 async function appWith(engine: Parameters<typeof surfaceApp>[0], chatcard: Record<string, string>) {
@@ -109,7 +116,7 @@ forEachEngine((engine) => {
       await t.raise('disk-db2')
       const r = await callback(t.a, {
         schema: '2.0',
-        header: { token: TOKEN },
+        header: { token: TOKEN, create_time: String(Date.now()), event_id: 'ev-db2' },
         event: { operator: { open_id: 'ou_mia' }, action: { value: { alert_id: 'disk-db2' } } },
       })
       expect(r.status).toBe(200)
@@ -137,14 +144,103 @@ forEachEngine((engine) => {
       ])
         expect((await callback(a, body)).status, JSON.stringify(body)).toBe(401)
       expect(await acked('disk-db3')).toBe(false)
-      const ok = await callback(a, {
-        encrypt: encrypt({ ...ATTACK, action: { value: { alert_id: 'disk-db3' } } }),
-      })
+      const ok = await callback(
+        a,
+        { encrypt: encrypt({ ...ATTACK, action: { value: { alert_id: 'disk-db3' } } }) },
+        larkHeaders(),
+      )
       expect(ok.status).toBe(200)
       expect(await acked('disk-db3')).toBe(true)
     } finally {
       await a.stop()
     }
+  })
+
+  describe('a captured confirm sent again (the rules audit: replay.sh)', () => {
+    let t: Awaited<ReturnType<typeof appWith>>
+    beforeAll(async () => {
+      t = await appWith(engine, { verification_token: TOKEN, encrypt_key: KEY })
+    })
+    afterAll(() => t.a.stop())
+    const incidents = async (alert: string) =>
+      (await t.a.req('GET', `/api/v1/incidents?alert_id=${alert}`, { headers: t.admin })).body.data
+        .incidents as Array<{ acked_at?: string; resolved_at?: string }>
+    const resolve = (alert: string) =>
+      t.a.req('POST', '/api/v1/notify', {
+        headers: t.admin,
+        body: { type: 'disk', level: 'error', title: 'ok', params: { alert_id: alert, status: 'resolved' } },
+      })
+    const confirm = (alert: string) => ({
+      token: TOKEN,
+      open_id: 'ou_alice',
+      action: { value: { alert_id: alert, action: 'confirm' } },
+    })
+
+    test("the same request again acknowledges nothing: the alert's next occurrence stays open", async () => {
+      await t.raise('disk-rp1')
+      const captured = { body: confirm('disk-rp1'), headers: larkHeaders() }
+      const first = await callback(t.a, captured.body, captured.headers)
+      expect(first.body.data).toMatchObject({ acknowledged: true, acked_by: 'ou_alice' })
+      await resolve('disk-rp1')
+      await t.raise('disk-rp1')
+      expect((await incidents('disk-rp1')).filter((i) => !i.resolved_at && !i.acked_at)).toHaveLength(1)
+      const again = await callback(t.a, captured.body, captured.headers)
+      expect(again.status).toBe(200)
+      expect(again.body).toEqual({
+        code: 0,
+        message: 'already handled',
+        data: { alert_id: 'disk-rp1', duplicate: true },
+      })
+      expect((await incidents('disk-rp1')).filter((i) => !i.resolved_at && !i.acked_at)).toHaveLength(1)
+      expect(await t.acked('disk-rp1')).toBe(false)
+    })
+
+    test('a callback more than 5 minutes old, or a confirm with no time, is 401 naming why', async () => {
+      await t.raise('disk-rp2')
+      const old = await callback(t.a, confirm('disk-rp2'), larkHeaders(Date.now() - 6 * 60_000))
+      expect(old.status).toBe(401)
+      expect(old.body.message).toContain('X-Lark-Request-Timestamp is more than 5 minutes')
+      const sealed = await callback(t.a, {
+        encrypt: encrypt({
+          schema: '2.0',
+          header: { token: TOKEN, create_time: String(Date.now() - 3 * 86_400_000), event_id: 'ev-rp2' },
+          event: { operator: { open_id: 'ou_bob' }, action: { value: { alert_id: 'disk-rp2' } } },
+        }),
+      })
+      expect(sealed.status).toBe(401)
+      expect(sealed.body.message).toContain('body.header.create_time is more than 5 minutes')
+      const untimed = await callback(t.a, confirm('disk-rp2'))
+      expect(untimed.status).toBe(401)
+      expect(untimed.body.message).toContain('X-Lark-Request-Timestamp')
+      const garbled = await callback(t.a, confirm('disk-rp2'), { 'x-lark-request-timestamp': 'soon' })
+      expect(garbled.status).toBe(400)
+      expect(garbled.body.message).toContain('X-Lark-Request-Timestamp')
+      expect(await t.acked('disk-rp2')).toBe(false)
+      // The URL check acts on nothing and needs no time.
+      const challenge = await callback(t.a, { token: TOKEN, type: 'url_verification', challenge: 'c-rp' })
+      expect(challenge.body.data).toEqual({ challenge: 'c-rp' })
+    })
+
+    test('an encrypted 2.0 confirm is taken once by its event id; a fresh one acts', async () => {
+      await t.raise('disk-rp3')
+      const body = (event_id: string) => ({
+        encrypt: encrypt({
+          schema: '2.0',
+          header: { token: TOKEN, create_time: String(Date.now()), event_id },
+          event: { operator: { open_id: 'ou_cy' }, action: { value: { alert_id: 'disk-rp3' } } },
+        }),
+      })
+      const captured = body('ev-rp3')
+      expect((await callback(t.a, captured)).body.data).toMatchObject({ acknowledged: true })
+      await resolve('disk-rp3')
+      await t.raise('disk-rp3')
+      // Encrypted again with another IV: the same event, so still a copy.
+      for (const copy of [captured, body('ev-rp3')])
+        expect((await callback(t.a, copy)).body.data).toEqual({ alert_id: 'disk-rp3', duplicate: true })
+      expect(await t.acked('disk-rp3')).toBe(false)
+      expect((await callback(t.a, body('ev-rp3-next'))).body.data).toMatchObject({ acknowledged: true })
+      expect(await t.acked('disk-rp3')).toBe(true)
+    })
   })
 
   test('the anonymous route takes 64 KB: larger bodies are refused before they are read', async () => {
