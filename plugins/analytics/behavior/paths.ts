@@ -1,7 +1,9 @@
+import { turn } from '../../../core/turn'
 import { MINUTE } from '../lib/time'
 import { type TimeScope, iso, round } from './behavior'
+import { PathTally } from './path-tally'
 import type { RawReads } from './raw'
-import { cmpText } from './timeline'
+import { walkSlice } from './timeline'
 
 /** A new path session after this long without an event (or at a `session_start`). */
 export const SESSION_GAP = 30 * MINUTE
@@ -34,43 +36,29 @@ export async function paths(
   })
   const start = q.startEvent === undefined ? -1 : (index.get(q.startEvent) ?? -2)
   const sessionStart = index.get('session_start') ?? -2
-  // A path is a number in base (names + 1), its first step the leading digit, while that fits
-  // a double exactly (it does for up to ~1,500 names at length 5): no string per path.
-  const base = names.length + 1
-  const numeric = base ** q.length < Number.MAX_SAFE_INTEGER
-  const counts = new Map<number | string, number>()
+  const tally = new PathTally(q.length)
   let total = 0
   const codes = lines.code
   const times = lines.ts
-  /** The path of events `lo` up to `hi`. */
+  /** Counts the path of events `lo` up to `hi`. */
   const take = (lo: number, hi: number) => {
     let from = lo
     if (start !== -1) {
       while (from < hi && codes[from] !== start) from++
       if (from === hi) return
     }
-    let key: number | string = numeric ? 0 : ''
-    let steps = 0
-    let prev = -1
-    for (let i = from; i < hi && steps < q.length; i++) {
-      const c = codes[i]
-      if (c === prev) continue
-      key = numeric ? (key as number) * base + c + 1 : `${key}${steps ? ',' : ''}${c}`
-      prev = c
-      steps++
-    }
-    counts.set(key, (counts.get(key) ?? 0) + 1)
+    tally.count(codes, from, hi)
     total++
   }
-  const decode = (key: number | string): string[] => {
-    if (typeof key === 'string') return key.split(',').map((i) => names[Number(i)])
-    const out: string[] = []
-    for (let k = key; k > 0; k = Math.floor(k / base)) out.push(names[(k % base) - 1])
-    return out.reverse()
-  }
+  let pause = walkSlice.rows
   for (let u = 0; u < lines.users; u++) {
     const lo = lines.start[u]
     const hi = lines.start[u + 1]
+    // A turn of the event loop every slice of rows: a day's walk is a million rows and more.
+    if (hi >= pause) {
+      await turn()
+      pause = hi + walkSlice.rows
+    }
     if (q.by === 'user') {
       take(lo, hi)
       continue
@@ -82,19 +70,7 @@ export async function paths(
         begin = i
       }
   }
-  // Only paths counted at least as often as the top-th one can be in the answer (there may be
-  // tens of thousands of distinct paths); ties go in the order of their names' text, so an
-  // answer never depends on the order events came in.
-  const cut = [...counts.values()].sort((a, b) => b - a)[q.top - 1] ?? 0
-  const top = [...counts.entries()]
-    .filter(([, count]) => count >= cut)
-    .map(([k, count]) => {
-      const path = decode(k)
-      return { path, count, label: path.join('\u0001') }
-    })
-    .sort((a, b) => b.count - a.count || cmpText(a.label, b.label))
-    .slice(0, q.top)
-    .map(({ path, count }) => ({ path, count }))
+  const top = await tally.top(q.top, names)
   return {
     startDate: iso(q.from),
     endDate: iso(q.to),

@@ -12,7 +12,7 @@ const read = (t: Timelines) =>
   )
 
 // The per-user grouping funnels and paths run on (rows grouped by a hash of the user id).
-test('rows grouped per user, each sorted by time, equal times in row order', () => {
+test('rows grouped per user, each sorted by time, equal times in row order', async () => {
   const b = new TimelineBuilder()
   const rows: Array<[string, number, number]> = [
     ['a', 30, 1],
@@ -23,7 +23,7 @@ test('rows grouped per user, each sorted by time, equal times in row order', () 
     ['b', 20, 6],
   ]
   for (const [u, ts, c] of rows) b.add(u, ts, c)
-  const got = read(b.done())
+  const got = read(await b.done())
   expect(got.length).toBe(3)
   // Users come in hash order: compare as a set of timelines.
   expect(got.sort((x, y) => x[0][1] - y[0][1])).toEqual([
@@ -40,7 +40,7 @@ test('rows grouped per user, each sorted by time, equal times in row order', () 
   ])
 })
 
-test('two user ids with the same 32-bit hash stay two users', () => {
+test('two user ids with the same 32-bit hash stay two users', async () => {
   // user-129599 and user-732382 share their FNV-1a hash (1997192002): found by a search.
   const b = new TimelineBuilder()
   b.add('user-129599', 2, 1)
@@ -48,7 +48,7 @@ test('two user ids with the same 32-bit hash stay two users', () => {
   b.add('user-129599', 1, 3)
   b.add('user-732382', 3, 4)
   b.add('other', 9, 9)
-  const got = read(b.done()).sort((x, y) => x[0][1] - y[0][1])
+  const got = read(await b.done()).sort((x, y) => x[0][1] - y[0][1])
   expect(got).toEqual([
     [
       [1, 2],
@@ -62,8 +62,8 @@ test('two user ids with the same 32-bit hash stay two users', () => {
   ])
 })
 
-test('no rows: no users', () => {
-  const t = new TimelineBuilder().done()
+test('no rows: no users', async () => {
+  const t = await new TimelineBuilder().done()
   expect([t.users, Array.from(t.start), t.ts.length]).toEqual([0, [0], 0])
 })
 
@@ -82,7 +82,7 @@ const joinedPage = (rows: Array<[string, string, number]>, since = 0): TimelineT
 /** Timelines as a set: each user's (time, code) pairs, users ordered by their first pair. */
 const set = (t: Timelines) => read(t).sort((x, y) => x[0][0] - y[0][0] || x[0][1] - y[0][1])
 
-test('joined pages: rows grouped per user, each sorted by time, equal times in row order', () => {
+test('joined pages: rows grouped per user, each sorted by time, equal times in row order', async () => {
   const codes: Record<string, number> = { a: 1, b: 2, c: 3 }
   const asked: string[] = []
   const b = new TextTimelineBuilder((name) => {
@@ -105,7 +105,7 @@ test('joined pages: rows grouped per user, each sorted by time, equal times in r
   // The next page: the same users again, one as a page of columns (a page holding U+0001).
   b.add({ userId: ['u1', '✓ ü 😀', 'x\u0001y'], event: ['c', 'a', 'a'], ts: [T + 10, T + 20, T + 7] })
   b.add(joinedPage([['✓ ü 😀', 'c', T - 5]], T - 100))
-  expect(set(b.done())).toEqual([
+  expect(set(await b.done())).toEqual([
     [
       [T - 5, 3],
       [T + 10, 2],
@@ -123,7 +123,7 @@ test('joined pages: rows grouped per user, each sorted by time, equal times in r
   expect(asked.sort()).toEqual(['a', 'b', 'c', 'skip'])
 })
 
-test('joined pages: two user ids with the same hash stay two users; no rows, no users', () => {
+test('joined pages: two user ids with the same hash stay two users; no rows, no users', async () => {
   // The bytes of user-129599 and user-732382 share their FNV-1a hash (ASCII: bytes are UTF-16 units).
   const b = new TextTimelineBuilder(() => 0)
   b.add(
@@ -135,9 +135,9 @@ test('joined pages: two user ids with the same hash stay two users; no rows, no 
       ['other', 'e', 9],
     ]),
   )
-  const t = b.done()
+  const t = await b.done()
   expect(read(t).map((u) => u.map((p) => p[0]))).toEqual(expect.arrayContaining([[1, 2], [1, 3], [9]]))
   expect(t.users).toBe(3)
-  const none = new TextTimelineBuilder(() => 0).done()
+  const none = await new TextTimelineBuilder(() => 0).done()
   expect([none.users, Array.from(none.start), none.ts.length]).toEqual([0, [0], 0])
 })
