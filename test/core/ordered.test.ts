@@ -47,4 +47,38 @@ describe('inPartOrder', () => {
     await expect(done).rejects.toThrow('earlier')
     expect(seen).toEqual(['a1'])
   })
+
+  test("held pages are handed over a turn of the event loop apart, in order, the part's later pages behind them", async () => {
+    const a = part(['a1'])
+    let emitB!: (p: string) => void
+    let goB!: () => void
+    const gateB = new Promise<void>((r) => {
+      goB = r
+    })
+    const b = async (emit: (p: string) => void) => {
+      emitB = emit
+      for (const p of ['b1', 'b2', 'b3']) emit(p)
+      await gateB
+    }
+    const seen: string[] = []
+    let ticking = true
+    // A request waiting on the event loop: it runs at each turn the walk takes.
+    const tick = () => {
+      if (!ticking) return
+      if (seen.at(-1) !== 'turn') seen.push('turn')
+      setImmediate(tick)
+    }
+    const done = inPartOrder([a.run, b], (p) => {
+      seen.push(p)
+      // A page of the part being handed over comes in meanwhile.
+      if (p === 'b1') emitB('b4')
+    })
+    a.go()
+    setImmediate(tick)
+    goB()
+    await done
+    ticking = false
+    expect(seen.filter((p) => p !== 'turn')).toEqual(['a1', 'b1', 'b2', 'b3', 'b4'])
+    expect(seen.slice(seen.indexOf('b1'))).toEqual(['b1', 'turn', 'b2', 'turn', 'b3', 'turn', 'b4'])
+  })
 })

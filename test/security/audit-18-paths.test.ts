@@ -77,4 +77,24 @@ forEachEngine((engine) => {
     const labels = r.body.paths.map((p: { path: string[] }) => p.path.join('\u0001'))
     expect(labels).toEqual([...labels].sort())
   }, 60_000)
+
+  test('a strict funnel walks the same way: /healthz answers first, the funnel as ever', async () => {
+    walkSlice.rows = 1
+    const order: string[] = []
+    TextTimelineBuilder.prototype.done = function (this: TextTimelineBuilder) {
+      setImmediate(() => {
+        a.req('GET', '/healthz').then((r) => order.push(`healthz ${r.status}`))
+      })
+      return done.call(this)
+    }
+    const r = await a.req('POST', `/api/v1/analytics/behavior/funnel?gameId=${gameId}&env=prod`, {
+      token: viewer,
+      body: { order: 'strict', steps: [{ event: 'e0' }, { event: 'e1' }] },
+    })
+    order.push(`funnel ${r.status}`)
+    expect(order).toEqual(['healthz 200', 'funnel 200'])
+    // e0 is among the five steps of users i with i % 50 in 46..49 or 0 (8 each), followed at
+    // once by e1 unless it is their last step (i % 50 = 46).
+    expect([r.body.users, r.body.converted]).toEqual([40, 32])
+  }, 60_000)
 })

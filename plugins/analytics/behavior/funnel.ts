@@ -1,5 +1,7 @@
+import { turn } from '../../../core/turn'
 import { type TimeScope, iso, round } from './behavior'
 import type { RawReads } from './raw'
+import { walkSlice } from './timeline'
 
 export interface FunnelStep {
   event: string
@@ -61,9 +63,15 @@ export async function funnel(
   // Only an event of the first step (any step, for any order) starts an attempt.
   const starts = q.order === 'any' ? ~0 : 1
   const next = new NextStep(S)
+  let pause = walkSlice.rows
   for (let u = 0; u < lines.users; u++) {
     const lo = lines.start[u]
     const hi = lines.start[u + 1]
+    // A turn of the event loop every slice of rows, as the walk's grouping takes (`walkSlice`).
+    if (hi >= pause) {
+      await turn()
+      pause = hi + walkSlice.rows
+    }
     next.index(lines.code, lo, hi)
     let best: number[] = []
     for (let i = lo; i < hi && best.length < S; i++) {
