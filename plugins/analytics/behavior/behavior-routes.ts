@@ -10,6 +10,7 @@ import { DIMENSIONS, type Dimension } from './behavior-rollup'
 import type { levelAnalytics } from './levels'
 import { levelRoutes } from './levels-routes'
 import { Days, Int, MAX_RAW_MS, Paging, Times, doc, list, scope, scoping } from './route-scope'
+import { WalkGate } from './walk-gate'
 
 type Behavior = ReturnType<typeof behaviorAnalytics>
 type Levels = ReturnType<typeof levelAnalytics>
@@ -74,12 +75,33 @@ const behaviorEventsDoc = doc(
   'Filters: event name, userId, range (default the last 24 hours, at most 7 days). Pages reach the 10,000 newest matches.',
 )
 
-const behaviorPathsDoc = doc(
+/** A walk's doc: its 429 beside the 404 (see `WalkGate`). */
+const walkDoc = (summary: string, description: string) => {
+  const d = doc(
+    summary,
+    `${description} One paths or funnel read per caller at a time in a process: 429 past it.`,
+  )
+  return {
+    ...d,
+    detail: {
+      ...d.detail,
+      responses: {
+        ...d.detail.responses,
+        429: {
+          description:
+            'the caller’s rate limit, or `too_many_walks`: a paths or funnel read of the caller is running',
+        },
+      },
+    },
+  }
+}
+
+const behaviorPathsDoc = walkDoc(
   'Top paths: the most frequent sequences of event names per session (or per user), with counts and share',
   'Per user, events in client-time order; a session begins at each session_start or after 30 minutes without an event. Repeats in a row count as one step; a path keeps its first `length` steps, from its first startEvent when given (sessions without it are left out). share = count / paths counted. From raw events of the range (default the last 24 hours, at most 7 days); events without a user are left out.',
 )
 
-const behaviorFunnelDoc = doc(
+const behaviorFunnelDoc = walkDoc(
   'Funnel: users reaching each of 2-10 ordered steps within a conversion window, conversion and drop-off per step, median times',
   'Per user, each occurrence of the first step starts an attempt (any step, for order any); the user counts at the furthest step any attempt reached, times from the earliest attempt reaching it. Every step happens within the window of the first (inclusive: exactly the window still converts). ordered: in order, other events between allowed; strict: in order, no other event of the user between two steps; any: the steps in any order, step k = users who did any k distinct steps. conversionFromFirst = users / users of step 1; conversionFromPrevious = users / users of the step before; dropOff = users of the step before - users. Every step inside the range (default the last 24 hours, at most 7 days), from raw events; events without a user are left out.',
 )
@@ -116,6 +138,7 @@ export function behaviorRoutes(
   levels: () => Levels,
 ) {
   const { days, times, paging } = scoping(games)
+  const walks = new WalkGate()
   const aggregates = {
     query: t.Object({
       ...Days(7, 92),
@@ -173,15 +196,17 @@ export function behaviorRoutes(
       )
       .get(
         '/api/v1/analytics/behavior/paths',
-        async ({ query }) =>
-          behavior().paths({
-            ...(await times(query, DAY, MAX_RAW_MS)),
-            top: intParam(query.top, 'top', 1, 100, 10),
-            length: intParam(query.length, 'length', 2, 20, 5),
-            by: query.by ?? 'session',
-            startEvent: query.startEvent,
-            exclude: list(query.exclude),
-          }),
+        async ({ query, principal }) =>
+          walks.run(principal, async () =>
+            behavior().paths({
+              ...(await times(query, DAY, MAX_RAW_MS)),
+              top: intParam(query.top, 'top', 1, 100, 10),
+              length: intParam(query.length, 'length', 2, 20, 5),
+              by: query.by ?? 'session',
+              startEvent: query.startEvent,
+              exclude: list(query.exclude),
+            }),
+          ),
         {
           query: t.Object({
             ...Times('24 hours', '7 days'),
@@ -200,7 +225,7 @@ export function behaviorRoutes(
       )
       .post(
         '/api/v1/analytics/behavior/funnel',
-        async ({ query, body }) => {
+        async ({ query, body, principal }) => {
           // The scope from the query, as every analytics route (spec 1); the range in the body.
           const r = await times(
             { ...query, startDate: body.startDate, endDate: body.endDate },
@@ -210,7 +235,9 @@ export function behaviorRoutes(
           )
           const window = body.window ? body.window.value * UNITS[body.window.unit] : DAY
           if (window > MAX_RAW_MS) throw invalidField('body.window', 'must be at most 7 days')
-          return behavior().funnel({ ...r, steps: body.steps, window, order: body.order ?? 'ordered' })
+          return walks.run(principal, () =>
+            behavior().funnel({ ...r, steps: body.steps, window, order: body.order ?? 'ordered' }),
+          )
         },
         {
           // A query sent as POST: nothing changes.
