@@ -58,22 +58,3 @@ export function countedIn(db: Db): CountedExperiments {
     return out
   }
 }
-
-/** Which of `users` of one environment have an exposure stored (index experiments_exposures_user). */
-export async function exposedIn(
-  db: Db,
-  gameId: string,
-  env: string,
-  users: readonly string[],
-): Promise<Set<string>> {
-  const out = new Set<string>()
-  for (let i = 0; i < users.length; i += CHUNK) {
-    const part = users.slice(i, i + CHUNK)
-    const rows = await db.all<{ user_id: string }>(
-      `SELECT DISTINCT user_id FROM experiments_exposures WHERE game_id = ? AND env = ? AND user_id IN (${part.map(() => '?').join(', ')})`,
-      [gameId, env, ...part],
-    )
-    for (const r of rows) out.add(r.user_id)
-  }
-  return out
-}

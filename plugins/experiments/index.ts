@@ -4,10 +4,9 @@ import { definePlugin } from '../../core/plugin'
 import '../games/types'
 import '../ingest/types'
 import { countedIn } from './exposed'
-import { EXPOSED_USERS_KEPT, ExposureRollup } from './exposures'
+import { ExposureRollup } from './exposures'
 import m001 from './migrations/001_experiments.sql' with { type: 'text' }
 import m002 from './migrations/002_take_exposures.sql' with { type: 'text' }
-import m003 from './migrations/003_exposed_users.sql' with { type: 'text' }
 import { PublicConfig } from './public'
 import { experimentsRoutes } from './routes'
 import { experimentsStore } from './store'
@@ -15,7 +14,6 @@ import { experimentsStore } from './store'
 const migrations = [
   { id: 1, name: 'experiments', sql: m001 },
   { id: 2, name: 'take_exposures', sql: m002 },
-  { id: 3, name: 'exposed_users', sql: m003 },
 ]
 
 const plain = /^[A-Za-z0-9._~-]+$/
@@ -48,11 +46,6 @@ export default definePlugin({
        * acknowledged before it (0: never); the answer's `X-As-Of` says how complete it is.
        */
       read_wait_ms: T.Integer({ minimum: 0, maximum: 60_000, default: 2000 }),
-      /**
-       * How many users the exposures consumer remembers as exposed or not (per game and
-       * environment); the others are looked up in its tables, once per batch.
-       */
-      exposed_users_kept: T.Integer({ minimum: 1, maximum: 10_000_000, default: EXPOSED_USERS_KEPT }),
     },
     { additionalProperties: false },
   ),
@@ -63,7 +56,7 @@ export default definePlugin({
     // live beside the log (a separate event store gets them too).
     ctx.service('ingest').storeTables({ plugin: 'experiments', migrations })
     // Exposures count for the experiments of the main store (the consumer's tables may be elsewhere).
-    const exposures = new ExposureRollup(countedIn(ctx.db), ctx.config.exposed_users_kept)
+    const exposures = new ExposureRollup(countedIn(ctx.db))
     ctx.events.consume(derivedConsumer(exposures))
     // A deleted environment or game takes its exposures along; the exposed users are read again.
     ctx

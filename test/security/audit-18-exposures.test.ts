@@ -4,9 +4,9 @@ import { type TestApp, forEachEngine, makeApp } from '../helpers'
 import { CONFIG, GAME, SECURITY_APP } from './lib'
 
 /*
- * The nineteenth session's experiments audit, replayed as its attackers made it: the SDK key
+ * The eighteenth session's experiments audit, replayed as its attackers made it: the SDK key
  * (public, in every game client) storing exposures for experiment ids that do not exist (200,000
- * rows), each exposed user kept in memory for good (500,000 events, +279 MB); an environment
+ * rows, each of their users kept in memory: 500,000 events, +279 MB); an environment
  * deleted and created again under the same name got back the experiments its predecessor had
  * running (they are found by name), and the new environment's SDK key reached them.
  */
@@ -16,8 +16,7 @@ forEachEngine((engine) => {
   beforeAll(async () => {
     a = await makeApp(engine, {
       ...SECURITY_APP,
-      // Two users remembered: the rest of the exposed users are read back from the store.
-      plugins: { games: {}, ingest: { purge_interval_minutes: 0 }, experiments: { exposed_users_kept: 2 } },
+      plugins: { games: {}, ingest: { purge_interval_minutes: 0 }, experiments: {} },
     })
     admin = await a.token('admin')
   })
@@ -73,7 +72,7 @@ forEachEngine((engine) => {
       ...users.map((u, i) => track('experiment_exposure', u, { exp: running, variant: i % 2 ? 'b' : 'a' })),
     ])
     await a.events.drain()
-    // A later batch: its users are known exposed from the store, the memory keeping two of them.
+    // A later batch: only the counted exposures made their users followed.
     await batch(
       key,
       [...users, 'made-up-1', 'drafted', 'misplaced'].map((u) => track('buy', u)),
