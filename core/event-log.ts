@@ -32,6 +32,7 @@ import type { HealthResult } from './plugin'
 import { turn, wakeOrTimeout, within } from './turn'
 
 export type * from './event-log-types'
+export { PG_SEQ_SQL } from './event-log-types'
 
 export interface EventLogOptions {
   db: Db
@@ -52,8 +53,6 @@ export interface EventLogOptions {
   clock?: () => number
 }
 
-export { PG_SEQ_SQL } from './event-log-types'
-
 /**
  * The event log's consumers (`ctx.events`). Each consumer of a name runs on one instance at a time
  * (a lease row in `liveops_consumers`, renewed every step, taken over once it lapses); each step
@@ -66,6 +65,11 @@ export class EventLog implements EventLogService {
   private source: LogSource | undefined
   private readonly consumers = new Map<string, LogConsumer>()
   private readonly busy = new Map<string, Promise<number>>()
+  /** The drain reads wait for (`settle`, at most its time: a backlog held every read 10-30 s) while it runs. */
+  private settling: Promise<void> | undefined
+  private readonly settled = () => {
+    this.settling = undefined
+  }
   private readonly wakers = new Set<() => void>()
   /** Woken by `stop` alone: a failing consumer's backoff. */
   private readonly stopping = new Set<() => void>()
@@ -305,15 +309,11 @@ export class EventLog implements EventLogService {
   }
 
   async settle(timeoutMs: number): Promise<number> {
-    // A drain goes on while its steps find rows, to the head it read (a backlog of a rebuild or
-    // a flood of events held every read 10-30 s, eighteenth session's audit): a read waits for it
-    // `timeoutMs` at most, the step under way included, and answers with what is derived, its
-    // asOf saying so; the drain finishes in the background.
-    if (timeoutMs > 0 && this.consumers.size && this.source)
-      await within(
-        this.drain(undefined, timeoutMs).catch(() => undefined),
-        timeoutMs,
-      )
+    // One drain for every read while it runs: a drain each polled the cursors behind answered reads.
+    if (timeoutMs > 0 && this.consumers.size && this.source) {
+      this.settling ??= this.drain(undefined, timeoutMs).then(this.settled, this.settled)
+      await within(this.settling, timeoutMs)
+    }
     return this.asOf()
   }
 
