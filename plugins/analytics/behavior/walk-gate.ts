@@ -1,5 +1,6 @@
 import type { Principal } from '../../../core/auth/principal'
 import { TooManyRequests } from '../../../core/http'
+import { CallerSlots } from '../../../core/stream-slots'
 
 /**
  * One raw walk (a paths or funnel read) per caller at a time in this process. A walk over a day of
@@ -9,24 +10,24 @@ import { TooManyRequests } from '../../../core/http'
  * the read that runs keeps its pace. The admin token is not counted (the rate limit exempts it too).
  */
 export class WalkGate {
-  private readonly busy = new Set<string>()
-
-  /** Runs `walk` for `who`, or throws 429 `too_many_walks` while another of theirs runs. */
-  async run<T>(who: Principal, walk: () => Promise<T>): Promise<T> {
-    if (who.kind === 'admin') return walk()
-    const key = `${who.kind}:${who.id}`
-    if (this.busy.has(key))
-      throw new TooManyRequests(
+  private readonly slots = new CallerSlots(
+    () => 1,
+    () =>
+      new TooManyRequests(
         'one paths or funnel read at a time per caller: wait for the one running',
         1,
         'too_many_walks',
         { max_walks: 1, retry_after: 1 },
-      )
-    this.busy.add(key)
+      ),
+  )
+
+  /** Runs `walk` for `who`, or throws 429 `too_many_walks` while another of theirs runs. */
+  async run<T>(who: Principal, walk: () => Promise<T>): Promise<T> {
+    const release = this.slots.take(who)
     try {
       return await walk()
     } finally {
-      this.busy.delete(key)
+      release()
     }
   }
 }
