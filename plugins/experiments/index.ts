@@ -99,6 +99,17 @@ export default definePlugin({
     })
 
     ctx.onStart(async () => {
+      // Experiments whose environment is gone (deleted before deletions took their experiments
+      // along, or by a process that stopped before it did) would come back, salt and variants, in
+      // an environment created later under that name: they go now.
+      for (const [gameId, environment] of await store.scopes())
+        if (!(await games.environment(gameId, environment))) {
+          ctx.log.warn('deleting the experiments of an environment that no longer exists', {
+            gameId,
+            environment,
+          })
+          await store.forget(gameId, environment, Date.now())
+        }
       const fingerprints = await store.fingerprints()
       await cache.preload([...fingerprints.keys()].map((k) => k.split('\n') as [string, string]))
       if (ctx.config.refresh_ms > 0) {

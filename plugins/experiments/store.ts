@@ -307,6 +307,14 @@ export function experimentsStore(
       }
     },
 
+    /** Every game and environment that has experiments of any status. */
+    async scopes(): Promise<[string, string][]> {
+      const rows = await db.all<{ game_id: string; environment: string }>(
+        'SELECT DISTINCT game_id, environment FROM experiments',
+      )
+      return rows.map((r) => [r.game_id, r.environment])
+    },
+
     /** The public read of one environment, oldest first so the order is stable. */
     async running(gameId: string, environment: string): Promise<PublicExperiment[]> {
       const rows = await db.all<Pick<Row, 'id' | 'salt' | 'config'>>(
