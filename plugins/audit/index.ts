@@ -43,9 +43,12 @@ export default definePlugin({
   name: 'audit',
   config: t.Object(
     {
-      /** Field names masked in audit details ('set' plus the last 4), matched as parts of keys in any case. */
+      /**
+       * Field names masked in audit details ('set'), matched as parts of keys in any case; a name of
+       * several words also at a key's end however joined (`private_key`: `privateKey`, `api_key`: `apiKey`).
+       */
       sensitive_fields: t.Array(t.String({ minLength: 1 }), {
-        default: ['password', 'token', 'secret', 'authorization', 'api_key'],
+        default: ['password', 'token', 'secret', 'authorization', 'api_key', 'private_key'],
       }),
       /** Entries older than this many days are deleted (daily); 0 keeps them forever. */
       keep_days: t.Integer({ minimum: 0, default: 365 }),

@@ -30,24 +30,55 @@ export interface AuditQuery {
   to?: number
 }
 
+/** A key's words in lower case: `tlsPrivateKey` is tls private key, `X-Api-Key` x api key. */
+const wordsOf = (k: string) =>
+  k
+    .replace(/([a-z0-9])([A-Z])/g, '$1 $2')
+    .toLowerCase()
+    .split(/[^a-z0-9]+/)
+    .filter(Boolean)
+
 /**
- * Masks, by name, every field of `details` the `sensitive_fields` setting lists (a key containing
- * one of them, any case): the second line of defence behind producers that mask by schema. As
- * `set` alone: what is masked by name only (a user's password, a PIN) is no configuration key
- * whose last 4 characters tell two apart, and the last 4 of an admin's new password were readable
- * by every operator (sixteenth session's audit).
+ * Whether a key is named by one of `names`: it contains the name (any case: `password` names
+ * `newPassword`, `api_key` names `x_api_key`), or, for a name of several words, ends with those
+ * words however they are joined (`private_key` names `privateKey` and `tls-private-key`, `api_key`
+ * names `apiKey`). Only at the end: `apiKeyId` is an id, not a key.
+ */
+export function namedSensitive(names: readonly string[]): (key: string) => boolean {
+  const parts = names.map((n) => ({ text: n.toLowerCase(), words: wordsOf(n) }))
+  return (key) => {
+    const lower = key.toLowerCase()
+    let words: string[] | undefined
+    return parts.some((n) => {
+      if (lower.includes(n.text)) return true
+      if (n.words.length < 2) return false
+      words ??= wordsOf(key)
+      return words.length >= n.words.length && words.slice(-n.words.length).join(' ') === n.words.join(' ')
+    })
+  }
+}
+
+/**
+ * Masks, by name, every field of `details` the `sensitive_fields` setting lists (`namedSensitive`):
+ * the second line of defence behind producers that mask by schema. As `set` alone: what is masked
+ * by name only (a user's password, a PIN) is no configuration key whose last 4 characters tell two
+ * apart, and the last 4 of an admin's new password were readable by every operator (sixteenth
+ * session's audit).
  */
 export function maskByName(value: unknown, names: readonly string[]): unknown {
-  if (Array.isArray(value)) return value.map((v) => maskByName(v, names))
+  return maskWith(value, namedSensitive(names))
+}
+
+function maskWith(value: unknown, secret: (key: string) => boolean): unknown {
+  if (Array.isArray(value)) return value.map((v) => maskWith(v, secret))
   if (!value || typeof value !== 'object') return value
   return Object.fromEntries(
     Object.entries(value).map(([k, v]) => {
-      const key = k.toLowerCase()
-      const secret = names.some((n) => key.includes(n.toLowerCase()))
+      const hidden = secret(k)
       // An already masked value ('set:abcd') is kept as it is.
-      if (secret && typeof v === 'string' && !/^set(:.{4})?$/.test(v) && v !== '') return [k, 'set']
-      if (secret && v !== null && typeof v === 'object') return [k, 'set']
-      return [k, maskByName(v, names)]
+      if (hidden && typeof v === 'string' && !/^set(:.{4})?$/.test(v) && v !== '') return [k, 'set']
+      if (hidden && v !== null && typeof v === 'object') return [k, 'set']
+      return [k, maskWith(v, secret)]
     }),
   )
 }

@@ -1,5 +1,6 @@
 import { Type as T } from '@sinclair/typebox'
 import { t } from 'elysia'
+import { Secret } from '../../core/secrets'
 
 // Body numbers use TypeBox's own Integer: Elysia's t.Integer also accepts a numeric string.
 
@@ -41,13 +42,16 @@ export const CertificateCreate = t.Object(
           'PEM certificate (leaf first, chain after). Absent: the certificate is read by a live TLS probe, now and on every check',
       }),
     ),
+    // Secret: an audit entry of a refused registration (409, 400) records the body as declared.
     privateKey: t.Optional(
-      t.String({
-        minLength: 1,
-        maxLength: 262_144,
-        description:
-          'PEM private key, checked to match the certificate (400 when not) and then discarded: only hasPrivateKey is kept',
-      }),
+      Secret(
+        t.String({
+          minLength: 1,
+          maxLength: 262_144,
+          description:
+            'PEM private key, checked to match the certificate (400 when not) and then discarded: only hasPrivateKey is kept',
+        }),
+      ),
     ),
     thresholdDays: t.Optional(
       T.Integer({
