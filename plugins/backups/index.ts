@@ -66,13 +66,14 @@ export default definePlugin({
         if (await store.busy(cfg.schedule_interval_s * 1000)) return
         const low = await runner.lowSpace()
         if (low) return void ctx.log.error('scheduled backup skipped', { reason: low })
-        const row = await store.insert({
+        // The check again with the insert, as one step (store.claim): an API request may be claiming now.
+        const row = await store.claim(cfg.schedule_interval_s * 1000, {
           name: 'scheduled',
           type: 'full',
           driver: runner.driver,
           trigger: 'schedule',
         })
-        void runner.enqueue(row)
+        if (row) void runner.enqueue(row)
       })
     ctx.onStop(() => runner.stop())
     return backupRoutes(ctx, store, runner)

@@ -17,6 +17,7 @@ import { type BackupStore, backupView } from './store'
  * instance's own unfinished backup holds it back however long it runs.
  */
 const IN_FLIGHT_WINDOW_MS = 3_600_000
+const BUSY = 'a backup is already pending or running: ask again once it finished'
 
 const Envelope = <S extends TSchema>(data: S) => t.Object({ code: t.Integer(), message: t.String(), data })
 const Id = t.Object({ id: t.String() })
@@ -56,16 +57,17 @@ export function backupRoutes(ctx: PluginContext<unknown>, store: BackupStore, ru
           )
         // One at a time: each is a whole copy of the store, and an operator's loop of requests
         // filled the disk (12 copies of a 59 MB store in 5 s), failing every write after it.
-        if (await store.busy(IN_FLIGHT_WINDOW_MS))
-          throw new Conflict('a backup is already pending or running: ask again once it finished')
+        if (await store.busy(IN_FLIGHT_WINDOW_MS)) throw new Conflict(BUSY)
         const low = await runner.lowSpace()
         if (low) throw new HttpError(507, 'insufficient_storage', low)
-        const row = await store.insert({
+        // Checked again with the insert, as one step: requests at once all passed the first check.
+        const row = await store.claim(IN_FLIGHT_WINDOW_MS, {
           name: body.name ?? 'backup',
           type: body.type ?? 'full',
           driver: runner.driver,
           trigger: 'api',
         })
+        if (!row) throw new Conflict(BUSY)
         void runner.enqueue(row)
         audit({ principal, request, server }, 'backups.create', row.id, {
           name: row.name,
