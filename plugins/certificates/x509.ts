@@ -160,7 +160,9 @@ export async function probe(
   timeoutMs: number,
   address = domain,
 ): Promise<ProbeResult> {
-  const target = `${address}:${port}`
+  // The caller's text in the answer: an address that is no plain host name is quoted (a line break
+  // in `domain-info?address=` had reached the message as it was).
+  const target = `${/^[A-Za-z0-9_.:[\]-]+$/.test(address) ? address : JSON.stringify(address)}:${port}`
   let checked: string
   try {
     checked = await outbound.address(address)

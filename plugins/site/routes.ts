@@ -334,10 +334,18 @@ export function siteRoutes(
       '/api/v1/site/:key',
       async ({ params, principal, request, server }) => {
         const name = keyOf(params.key, 'params.key', (m) => new NotFound(m))
-        const moved = secretMoved(name, await store.effective(), await store.effective({ key: name }))
+        const all = await store.effective()
+        const after = await store.effective({ key: name })
+        const moved = secretMoved(name, all, after)
         if (moved) throw invalidField('params.key', moved)
         const had = await store.clearOverride(name)
-        if (had) audit({ principal, request, server }, 'site.clear', PREFIX + name, {})
+        // What was cleared and what holds now, masked as site.set records them.
+        if (had)
+          audit({ principal, request, server }, 'site.clear', PREFIX + name, {
+            key: PREFIX + name,
+            before: masked(name, all[name].value) as never,
+            after: masked(name, after[name].value) as never,
+          })
         return ok(await entry(name))
       },
       {
