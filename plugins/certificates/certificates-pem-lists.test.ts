@@ -60,22 +60,24 @@ forEachEngine((engine) => {
       expect(gone).toMatchObject({ status: 'expired', daysLeft: -2 })
     })
 
-    test('a PEM that does not parse is kept as unknown with the parse error', async () => {
-      const d = await register({
-        domain: 'broken.tidewater.example',
-        certificate: '-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----',
-      })
-      expect(d.status).toBe('unknown')
-      expect(d.error).toContain('certificate does not parse')
-      expect(d.validTo).toBeUndefined()
-      const checked = await fx.a.req('POST', `/api/v1/certificates/${d.id}/check`, { token: fx.admin })
-      expect(checked.body.data).toMatchObject({ status: 'unknown' })
-      expect(checked.body.data.error).toContain('does not parse')
-      const text = await register({ domain: 'text.tidewater.example', certificate: 'hello' })
-      expect(text).toMatchObject({
-        status: 'unknown',
-        error: expect.stringContaining('no PEM certificate block'),
-      })
+    test('a PEM that does not parse is 400 naming body.certificate, and nothing is stored', async () => {
+      const before = await count()
+      for (const [certificate, reason] of [
+        [
+          '-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----',
+          'certificate does not parse',
+        ],
+        ['hello', 'no PEM certificate block'],
+      ]) {
+        const r = await fx.a.req('POST', '/api/v1/certificates', {
+          token: fx.admin,
+          body: { domain: 'broken.tidewater.example', certificate },
+        })
+        expect(r.status).toBe(400)
+        expect(r.body).toMatchObject({ code: 400, data: { field: 'body.certificate' } })
+        expect(r.body.message).toContain(reason)
+      }
+      expect(await count()).toBe(before)
     })
 
     test('a private key is checked against the certificate and never stored', async () => {

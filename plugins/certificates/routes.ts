@@ -21,8 +21,8 @@ import {
   Stats,
 } from './schema'
 import type { CertService } from './service'
-import { type CertStore, alertView, certView, certWithPem } from './store'
-import { type CertInfo, ProbeError, daysLeft, keyMismatch, probe } from './x509'
+import { type CertStore, MAX_ALERTS, MAX_CERTIFICATES, alertView, certView, certWithPem } from './store'
+import { type CertInfo, ProbeError, daysLeft, keyMismatch, parsePem, probe } from './x509'
 
 const DAY_MS = 86_400_000
 
@@ -108,6 +108,11 @@ export function certRoutes(
       async ({ body, set, principal, request, server }) => {
         const port = body.port ?? 443
         const thresholdDays = body.thresholdDays ?? settings.default_threshold_days
+        // Text that is no certificate is refused, not stored: each was kept whole (256 KB) as unknown.
+        if (body.certificate !== undefined) {
+          const parsed = parsePem(body.certificate)
+          if (!parsed.ok) throw invalidField('body.certificate', parsed.error)
+        }
         let hasPrivateKey = false
         if (body.privateKey !== undefined) {
           if (body.certificate === undefined)
@@ -120,6 +125,7 @@ export function certRoutes(
           hasPrivateKey = true
         }
         const source = body.certificate === undefined ? 'probe' : 'manual'
+        await store.room()
         // A target the outbound policy refuses is refused now, not stored to fail every check.
         if (source === 'probe') await ctx.outbound.refuseEarly(body.address ?? body.domain)
         const outcome = await svc.inspect({
@@ -159,8 +165,11 @@ export function certRoutes(
         response: { 201: Envelope(CertificateWithPem) },
         detail: tag(
           'Register a certificate from the form (PEM) or, without a PEM, from a live TLS probe',
-          'A PEM that does not parse, or a probe that fails, is still registered: status unknown with the reason in `error`, so a later check can succeed. ' +
-            'A private key is checked against the certificate (400 `body.privateKey` when it does not match) and is never stored. 409 when domain and port are already registered.',
+          [
+            'A PEM that does not parse is 400 naming `body.certificate`, nothing stored; a probe that fails is still registered: status unknown with the reason in `error`, so a later check can succeed.',
+            'A private key is checked against the certificate (400 `body.privateKey` when it does not match) and is never stored.',
+            `409 when domain and port are already registered, or past ${MAX_CERTIFICATES} certificates.`,
+          ].join(' '),
         ),
       },
     )
@@ -251,7 +260,7 @@ export function certRoutes(
         response: { 200: Envelope(CheckAllResult) },
         detail: tag(
           'Re-check every enabled certificate (probes run concurrently, bounded) and evaluate the alert rules',
-          'Also runs on the schedule of `plugins.certificates.check_interval_s` (daily by default).',
+          'Also runs on the schedule of `plugins.certificates.check_interval_s` (daily by default). One run at a time in a process: a call while one is under way (another call, the schedule) waits for it and answers its result.',
         ),
       },
     )
@@ -279,7 +288,7 @@ export function certRoutes(
         body: AlertCreate,
         response: { 201: Envelope(Alert) },
         detail: tag(
-          'Create an alert rule (thresholdDays default 30, active default true)',
+          `Create an alert rule (thresholdDays default 30, active default true); 409 past ${MAX_ALERTS} rules`,
           'On every check the rule raises `certificate_expiring` once when the soonest certificate of its domain enters the window, and `certificate_expired` once when it expires; ' +
             'lastTriggeredAt holds the last trigger. A renewed certificate opens a new window. The rule is evaluated once at creation against the stored certificates.',
         ),

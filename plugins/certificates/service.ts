@@ -2,7 +2,14 @@ import type { Bus } from '../../core/bus'
 import type { CertificateEvent } from '../../core/events'
 import type { Logger } from '../../core/log'
 import { type Outbound, outboundFailure } from '../../core/outbound'
-import { type AlertRecord, type CertRecord, type CertStore, type CheckOutcome, certView } from './store'
+import {
+  type AlertRecord,
+  type CertRecord,
+  type CertStore,
+  type CertSummary,
+  type CheckOutcome,
+  certView,
+} from './store'
 import { ProbeError, daysLeft, parsePem, probe, statusOf } from './x509'
 
 const DAY_MS = 86_400_000
@@ -28,6 +35,9 @@ async function pool<T>(items: T[], limit: number, fn: (item: T) => Promise<void>
  * server on each check (a renewed certificate shows at once); a manual one re-reads its PEM.
  */
 export function certService(store: CertStore, bus: Bus, log: Logger, settings: CheckSettings) {
+  /** The check-all under way, which a second caller joins. */
+  let running: Promise<{ checked: number; durationMs: number }> | undefined
+
   /** What checking one entry finds, without writing it. */
   async function inspect(
     row: Pick<CertRecord, 'source' | 'pem' | 'domain' | 'port' | 'address' | 'threshold_days'>,
@@ -62,7 +72,8 @@ export function certService(store: CertStore, bus: Bus, log: Logger, settings: C
   function fromPem(pem: string | undefined, threshold: number): CheckOutcome {
     if (pem === undefined) return { status: 'unknown', error: 'no certificate' }
     const parsed = parsePem(pem)
-    if (!parsed.ok) return { status: 'unknown', pem, error: parsed.error }
+    // Text that does not parse is never stored (registration refuses it; an older row keeps its own).
+    if (!parsed.ok) return { status: 'unknown', error: parsed.error }
     return {
       pem: parsed.pem,
       info: parsed.info,
@@ -86,7 +97,7 @@ export function certService(store: CertStore, bus: Bus, log: Logger, settings: C
       (r) => !domains || domains.has(r.domain),
     )
     if (!rules.length) return 0
-    const soonest = new Map<string, CertRecord>()
+    const soonest = new Map<string, CertSummary>()
     for (const c of await store.list()) {
       if (c.valid_to === null) continue
       const prev = soonest.get(c.domain)
@@ -101,7 +112,7 @@ export function certService(store: CertStore, bus: Bus, log: Logger, settings: C
     return fired
   }
 
-  async function fire(rule: AlertRecord, cert: CertRecord, now: number): Promise<boolean> {
+  async function fire(rule: AlertRecord, cert: CertSummary, now: number): Promise<boolean> {
     const validTo = Number(cert.valid_to)
     const threshold = Number(rule.threshold_days)
     const last = rule.last_triggered_at === null ? null : Number(rule.last_triggered_at)
@@ -147,21 +158,33 @@ export function certService(store: CertStore, bus: Bus, log: Logger, settings: C
       return row
     },
 
-    /** Every enabled entry, `concurrency` at a time; one entry's failure never stops the rest. */
-    async checkAll(): Promise<{ checked: number; durationMs: number }> {
-      const t0 = performance.now()
-      const rows = await store.list({ enabledOnly: true })
-      await pool(rows, settings.concurrency, async (row) => {
-        try {
-          await checkOne(row)
-        } catch (e) {
-          // Deleted while being checked, or the store refused: the rest still get their check.
-          log.warn('certificate check failed', { id: row.id, domain: row.domain, error: String(e) })
-        }
+    /**
+     * Every enabled entry, `concurrency` at a time; one entry's failure never stops the rest. One
+     * run at a time in a process: a caller while one is under way (another request, the schedule)
+     * shares its answer (20 at once had each probed every target, 685 sockets held).
+     */
+    checkAll(): Promise<{ checked: number; durationMs: number }> {
+      running ??= checkEvery().finally(() => {
+        running = undefined
       })
-      await evaluateAlerts()
-      return { checked: rows.length, durationMs: Math.round((performance.now() - t0) * 10) / 10 }
+      return running
     },
+  }
+
+  async function checkEvery(): Promise<{ checked: number; durationMs: number }> {
+    const t0 = performance.now()
+    const rows = await store.list({ enabledOnly: true })
+    // Each entry's PEM is read when its turn comes: at most `concurrency` of them held at once.
+    await pool(rows, settings.concurrency, async (row) => {
+      try {
+        await checkOne(await store.get(row.id))
+      } catch (e) {
+        // Deleted while being checked, or the store refused: the rest still get their check.
+        log.warn('certificate check failed', { id: row.id, domain: row.domain, error: String(e) })
+      }
+    })
+    await evaluateAlerts()
+    return { checked: rows.length, durationMs: Math.round((performance.now() - t0) * 10) / 10 }
   }
 }
 

@@ -1,5 +1,6 @@
 import type { Static } from '@sinclair/typebox'
 import { type Db, fromJson, iso, newId } from '../../core/db'
+import { lockUntilCommit } from '../../core/db/migrate'
 import { Conflict, NotFound } from '../../core/http'
 import type { Alert, Certificate, CertificateWithPem } from './schema'
 import { type CertInfo, type CertStatus, daysLeft } from './x509'
@@ -44,11 +45,32 @@ type AlertRow = {
 }
 
 export type CertRecord = CertRow
+/** A certificate as lists and alert rules read it: every column but the PEM. */
+export type CertSummary = Omit<CertRow, 'pem'>
 export type AlertRecord = AlertRow
+
+/**
+ * What a list reads: every column but `pem` (up to 256 KB a row), which only the reads of one
+ * certificate answer. Each viewer's list, each check-all and each rule evaluation had loaded every
+ * row's PEM to drop it (1 GB and a 0.5 s stall at 5,000 rows).
+ */
+const SUMMARY = `id, domain, port, address, source, has_private_key, threshold_days, enabled, status, subject,
+  issuer, common_name, sans, serial_number, fingerprint256, algorithm, chain_length, valid_from, valid_to,
+  last_checked, error, created_at, updated_at`
+
+/**
+ * At most MAX_CERTIFICATES certificates and MAX_ALERTS alert rules (409 for a new one past it),
+ * counted under a lock held to the transaction's end so two registrations at once cannot both pass.
+ */
+export const MAX_CERTIFICATES = 1000
+export const MAX_ALERTS = 200
+const CERT_LOCK = { pg: 72_410_003, mysql: 'liveops_certificates', waitS: 10 }
+const ALERT_LOCK = { pg: 72_410_004, mysql: 'liveops_certificate_alerts', waitS: 10 }
+const full = (what: string, max: number) => new Conflict(`at most ${max} ${what}: delete one first`)
 
 const opt = <T>(v: T | null) => (v === null ? undefined : v)
 
-export function certView(r: CertRow, now = Date.now()): Static<typeof Certificate> {
+export function certView(r: CertSummary, now = Date.now()): Static<typeof Certificate> {
   return {
     id: r.id,
     domain: r.domain,
@@ -95,6 +117,9 @@ export function alertView(r: AlertRow): Static<typeof Alert> {
   }
 }
 
+const count = async (db: Db, table: 'certificates' | 'certificate_alerts') =>
+  Number((await db.get<{ n: number }>(`SELECT COUNT(*) AS n FROM ${table}`))?.n ?? 0)
+
 const isUnique = (e: unknown) => /unique|duplicate (key|entry)/i.test(String((e as Error)?.message ?? e))
 
 /** What a check learned: the certificate (when one was read) and the error (when one happened). */
@@ -108,6 +133,11 @@ export interface CheckOutcome {
 
 export function certStore(db: Db) {
   return {
+    /** 409 when no certificate can be added: before a registration probes its target. */
+    async room(): Promise<void> {
+      if ((await count(db, 'certificates')) >= MAX_CERTIFICATES) throw full('certificates', MAX_CERTIFICATES)
+    },
+
     async insert(c: {
       domain: string
       port: number
@@ -122,38 +152,43 @@ export function certStore(db: Db) {
       const o = c.outcome
       const i = o.info
       try {
-        const row = await db.get<CertRow>(
-          `INSERT INTO certificates (id, domain, port, address, source, pem, has_private_key, threshold_days,
+        const row = await db.tx(async (tx) => {
+          await lockUntilCommit(tx, CERT_LOCK)
+          if ((await count(tx, 'certificates')) >= MAX_CERTIFICATES)
+            throw full('certificates', MAX_CERTIFICATES)
+          return tx.get<CertRow>(
+            `INSERT INTO certificates (id, domain, port, address, source, pem, has_private_key, threshold_days,
              enabled, status, subject, issuer, common_name, sans, serial_number, fingerprint256, algorithm,
              chain_length, valid_from, valid_to, last_checked, error, created_at, updated_at)
            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *`,
-          [
-            newId(),
-            c.domain,
-            c.port,
-            c.address ?? null,
-            c.source,
-            o.pem ?? null,
-            c.hasPrivateKey ? 1 : 0,
-            c.thresholdDays,
-            c.enabled ? 1 : 0,
-            o.status,
-            i?.subject ?? null,
-            i?.issuer ?? null,
-            i?.commonName ?? null,
-            JSON.stringify(i?.sans ?? []),
-            i?.serialNumber ?? null,
-            i?.fingerprint256 ?? null,
-            i?.algorithm ?? null,
-            o.chainLength ?? 0,
-            i?.validFrom ?? null,
-            i?.validTo ?? null,
-            now,
-            o.error ?? null,
-            now,
-            now,
-          ],
-        )
+            [
+              newId(),
+              c.domain,
+              c.port,
+              c.address ?? null,
+              c.source,
+              o.pem ?? null,
+              c.hasPrivateKey ? 1 : 0,
+              c.thresholdDays,
+              c.enabled ? 1 : 0,
+              o.status,
+              i?.subject ?? null,
+              i?.issuer ?? null,
+              i?.commonName ?? null,
+              JSON.stringify(i?.sans ?? []),
+              i?.serialNumber ?? null,
+              i?.fingerprint256 ?? null,
+              i?.algorithm ?? null,
+              o.chainLength ?? 0,
+              i?.validFrom ?? null,
+              i?.validTo ?? null,
+              now,
+              o.error ?? null,
+              now,
+              now,
+            ],
+          )
+        })
         return row!
       } catch (e) {
         if (isUnique(e)) throw new Conflict(`certificate for ${c.domain}:${c.port} already registered`)
@@ -203,9 +238,9 @@ export function certStore(db: Db) {
       return row
     },
 
-    list(f: { status?: string; domain?: string; enabledOnly?: boolean } = {}): Promise<CertRow[]> {
-      return db.all<CertRow>(
-        `SELECT * FROM certificates
+    list(f: { status?: string; domain?: string; enabledOnly?: boolean } = {}): Promise<CertSummary[]> {
+      return db.all<CertSummary>(
+        `SELECT ${SUMMARY} FROM certificates
          WHERE (CAST(? AS TEXT) IS NULL OR status = ?) AND (CAST(? AS TEXT) IS NULL OR domain = ?)
            AND (? = 0 OR enabled = 1)
          ORDER BY domain, port`,
@@ -214,17 +249,18 @@ export function certStore(db: Db) {
     },
 
     /** Certificates not yet expired whose expiry falls before `until`, soonest first. */
-    expiringBefore(now: number, until: number): Promise<CertRow[]> {
-      return db.all<CertRow>(
-        'SELECT * FROM certificates WHERE valid_to > ? AND valid_to <= ? ORDER BY valid_to, domain',
+    expiringBefore(now: number, until: number): Promise<CertSummary[]> {
+      return db.all<CertSummary>(
+        `SELECT ${SUMMARY} FROM certificates WHERE valid_to > ? AND valid_to <= ? ORDER BY valid_to, domain`,
         [now, until],
       )
     },
 
-    withStatus(status: CertStatus): Promise<CertRow[]> {
-      return db.all<CertRow>('SELECT * FROM certificates WHERE status = ? ORDER BY valid_to, domain', [
-        status,
-      ])
+    withStatus(status: CertStatus): Promise<CertSummary[]> {
+      return db.all<CertSummary>(
+        `SELECT ${SUMMARY} FROM certificates WHERE status = ? ORDER BY valid_to, domain`,
+        [status],
+      )
     },
 
     async remove(id: string): Promise<void> {
@@ -252,11 +288,16 @@ export function certStore(db: Db) {
 
     async insertAlert(a: { domain: string; thresholdDays: number; active: boolean }): Promise<AlertRow> {
       const now = Date.now()
-      const row = await db.get<AlertRow>(
-        `INSERT INTO certificate_alerts (id, domain, threshold_days, active, created_at, updated_at)
-         VALUES (?, ?, ?, ?, ?, ?) RETURNING *`,
-        [newId(), a.domain, a.thresholdDays, a.active ? 1 : 0, now, now],
-      )
+      const row = await db.tx(async (tx) => {
+        await lockUntilCommit(tx, ALERT_LOCK)
+        if ((await count(tx, 'certificate_alerts')) >= MAX_ALERTS)
+          throw full('certificate alert rules', MAX_ALERTS)
+        return tx.get<AlertRow>(
+          `INSERT INTO certificate_alerts (id, domain, threshold_days, active, created_at, updated_at)
+           VALUES (?, ?, ?, ?, ?, ?) RETURNING *`,
+          [newId(), a.domain, a.thresholdDays, a.active ? 1 : 0, now, now],
+        )
+      })
       return row!
     },
 
