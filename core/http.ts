@@ -224,6 +224,15 @@ function validationResponse(families: ErrorFamilies, url: URL, error: unknown) {
     message?: string
     value?: unknown
   }
+  // An answer that fails its own schema is the server's fault (bad stored data, a handler bug):
+  // a 500, logged with where it failed, and nothing of it told to the caller.
+  if (e.type === 'response') {
+    const where = (e.all ?? (e.valueError ? [e.valueError] : []))
+      .slice(0, 5)
+      .map((i) => `response${i.path ? `.${pointerToField(i.path)}` : ''}: ${i.message ?? 'invalid'}`)
+    logUnexpected(`response validation failed: ${where.join('; ') || 'invalid'}`, path)
+    return errorResponse(families, path, 500, 'internal_error', 'internal server error')
+  }
   const where =
     (e.type === 'property' ? queryFieldOf(url, e.value) : undefined) ??
     (e.type === 'property' ? 'query' : (e.type ?? 'body'))

@@ -2,7 +2,8 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { parseSort, reasonOf } from '../../core/http'
+import { Elysia, t } from 'elysia'
+import { coreFamilies, errorHandler, parseSort, reasonOf } from '../../core/http'
 import { createLogger } from '../../core/log'
 import { PAGE_MAX } from '../../core/schema'
 import { type TestApp, clearOfMinute, engineFree, forEachEngine, makeApp, until } from '../helpers'
@@ -302,5 +303,37 @@ engineFree('validation reasons', () => {
         schema: { anyOf: [{ type: 'string' }, { type: 'number' }] },
       }),
     ).toBe('Expected union value')
+  })
+})
+
+engineFree('response validation', () => {
+  test("an answer failing its own schema is the server's fault: 500 internal_error, logged, nothing of it told", async () => {
+    const app = new Elysia()
+      .use(errorHandler(coreFamilies))
+      .get('/api/things/1', () => ({ rmse: null as unknown as number, secret: 'stored-value' }), {
+        response: { 200: t.Object({ rmse: t.Number(), secret: t.String() }) },
+      })
+      .post('/api/things', ({ body }) => body, { body: t.Object({ n: t.Number() }) })
+    const logged: string[] = []
+    const error = console.error
+    console.error = (line: string) => void logged.push(line)
+    try {
+      const r = await app.handle(new Request('http://localhost/api/things/1'))
+      const body = await r.json()
+      expect([r.status, body.error, body.message]).toEqual([500, 'internal_error', 'internal server error'])
+      expect(JSON.stringify(body)).not.toContain('rmse')
+      expect(logged.join('\n')).toContain('response validation failed: response.rmse')
+    } finally {
+      console.error = error
+    }
+    // A request's own bad input stays a 400 naming the field.
+    const bad = await app.handle(
+      new Request('http://localhost/api/things', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: '{"n":"x"}',
+      }),
+    )
+    expect([bad.status, (await bad.json()).details.field]).toEqual([400, 'body.n'])
   })
 })
