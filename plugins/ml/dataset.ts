@@ -1,9 +1,10 @@
-import { parse } from 'csv-parse/sync'
 import { invalidField } from '../../core/http'
 import type { EventsService, ScannedEvent } from '../ingest/types'
 import type { ModelType } from './algorithms'
-import type { Dataset } from './algorithms/data'
+import { type Built, RowBuilder, toNumber } from './rows'
 import type { DatasetConfig } from './schema'
+
+export type { Built } from './rows'
 
 const DAY = 86_400_000
 const HOUR = 3_600_000
@@ -102,122 +103,6 @@ function field(e: ScannedEvent, name: string): unknown {
   return attrs && typeof attrs === 'object' ? (attrs as Record<string, unknown>)[name] : undefined
 }
 
-/** A number from a JSON value or CSV cell: numbers, numeric strings, booleans (0/1); else NaN. */
-export function toNumber(v: unknown): number {
-  if (typeof v === 'number') return Number.isFinite(v) ? v : Number.NaN
-  if (typeof v === 'boolean') return v ? 1 : 0
-  if (typeof v === 'string' && v.trim() !== '') {
-    if (v === 'true') return 1
-    if (v === 'false') return 0
-    return Number(v)
-  }
-  return Number.NaN
-}
-
-/** Rows appended one at a time into doubling Float64Arrays. */
-class Rows {
-  x: Float64Array
-  y: Float64Array
-  n = 0
-  constructor(readonly d: number) {
-    this.x = new Float64Array(1024 * Math.max(1, d))
-    this.y = new Float64Array(1024)
-  }
-  push(values: number[], y: number) {
-    if (this.n === this.y.length) {
-      const x = new Float64Array(this.x.length * 2)
-      x.set(this.x)
-      this.x = x
-      const yy = new Float64Array(this.y.length * 2)
-      yy.set(this.y)
-      this.y = yy
-    }
-    this.x.set(values, this.n * this.d)
-    this.y[this.n++] = y
-  }
-  done(features: string[]): Dataset {
-    return { x: this.x.slice(0, this.n * this.d), y: this.y.slice(0, this.n), n: this.n, d: this.d, features }
-  }
-}
-
-export interface Built {
-  data: Dataset
-  classes?: [string, string]
-  rowsUsed: number
-  rowsSkipped: number
-}
-
-/** Two label values as classes 0 and 1: numeric order when both are numbers, false before true, else text order. */
-function classesOf(values: Set<string>): [string, string] {
-  if (values.size !== 2)
-    throw new Error(
-      `binary classification needs exactly two label values, found ${values.size}: ${[...values].slice(0, 5).join(', ')}`,
-    )
-  const [a, b] = [...values]
-  const na = toNumber(a)
-  const nb = toNumber(b)
-  if (!Number.isNaN(na) && !Number.isNaN(nb)) return na <= nb ? [a, b] : [b, a]
-  return a <= b ? [a, b] : [b, a]
-}
-
-/**
- * Turns raw rows into the numeric set: rows lacking a feature or the label are skipped (and
- * counted); classification labels become 0/1.
- */
-function assemble(
-  type: ModelType,
-  features: string[],
-  raw: Array<{ values: unknown[]; label: unknown }>,
-  useLabel: boolean,
-  fixed?: [string, string],
-): Built {
-  const rows = new Rows(features.length)
-  let skipped = 0
-  const binary = useLabel && (type === 'CLASSIFICATION' || type === 'ANOMALY_DETECTION')
-  const seen = new Set<string>()
-  if (binary)
-    for (const r of raw)
-      if (r.label !== undefined && r.label !== null && r.label !== '') seen.add(String(r.label))
-  const classes = binary ? (fixed ?? classesOf(seen)) : undefined
-  for (const r of raw) {
-    const v = r.values.map(toNumber)
-    let y = 0
-    if (useLabel) {
-      if (classes) y = String(r.label) === classes[1] ? 1 : String(r.label) === classes[0] ? 0 : Number.NaN
-      else y = toNumber(r.label)
-    }
-    if (Number.isNaN(y) || v.some(Number.isNaN)) skipped++
-    else rows.push(v, y)
-  }
-  return { data: rows.done(features), classes, rowsUsed: rows.n, rowsSkipped: skipped }
-}
-
-export function fromCsv(type: ModelType, cfg: DatasetConfig, content: string): Built {
-  const records = parse(content, { columns: true, skip_empty_lines: true, trim: true }) as Record<
-    string,
-    string
-  >[]
-  if (type === 'TIME_SERIES') {
-    const col = cfg.label ?? cfg.features[0]
-    const y = records.map((r) => toNumber(r[col])).filter((v) => !Number.isNaN(v))
-    return {
-      data: { x: new Float64Array(0), y: Float64Array.from(y), n: y.length, d: 0, features: [] },
-      rowsUsed: y.length,
-      rowsSkipped: records.length - y.length,
-    }
-  }
-  const useLabel = cfg.label !== undefined
-  return assemble(
-    type,
-    cfg.features,
-    records.map((r) => ({
-      values: cfg.features.map((f) => r[f]),
-      label: useLabel ? r[cfg.label!] : undefined,
-    })),
-    useLabel,
-  )
-}
-
 export interface ReadContext {
   events: EventsService
   gameId: string
@@ -280,67 +165,78 @@ export async function fromEvents(type: ModelType, cfg: DatasetConfig, ctx: ReadC
       rowsSkipped: 0,
     }
   }
-  const raw: Array<{ values: unknown[]; label: unknown; user: string | null; ts: number }> = []
+  // Each event's values go straight into the numeric set, page by page (a turn of the event loop
+  // between pages): a row that is not usable is counted, not kept (300k events lacking every
+  // feature held 500 MB as row objects, then the loop for 1.5 s).
+  const computed = label !== undefined && label.kind !== 'field' ? label : undefined
+  const binary = label !== undefined && (type === 'CLASSIFICATION' || type === 'ANOMALY_DETECTION')
+  const rows = new RowBuilder(
+    cfg.features,
+    label === undefined || computed ? { kind: 'none' } : binary ? { kind: 'binary' } : { kind: 'number' },
+  )
+  const window = computed ? computed.days * DAY : 0
+  // Computed labels: each kept row's user (as an index into `users`) and time.
+  const users = new Map<string, number>()
+  const rowUser: number[] = []
+  const rowTs: number[] = []
+  let censored = 0
   await scanAll(ctx, q, max, (e) => {
-    const values = cfg.features.map((f) => field(e, f))
     const own = label?.kind === 'field' ? field(e, label.name) : undefined
     // Without event names every event is read: those lacking a feature or the label are not rows.
-    if (!q.events && (values.some((v) => v === undefined) || (label?.kind === 'field' && own === undefined)))
-      return null
-    raw.push({
-      values,
-      label: own,
-      user: e.userId,
-      ts: e.ts,
-    })
+    if (!q.events) {
+      if (label?.kind === 'field' && own === undefined) return null
+      for (const f of cfg.features) if (field(e, f) === undefined) return null
+    }
+    // A row whose window is not over yet has no label yet (censored), and leaves the set.
+    if (computed && (e.userId === null || e.ts + window > ctx.now)) {
+      censored++
+      return undefined
+    }
+    if (rows.add((j) => field(e, cfg.features[j]), own) && computed) {
+      let u = users.get(e.userId!)
+      if (u === undefined) {
+        u = users.size
+        users.set(e.userId!, u)
+      }
+      rowUser.push(u)
+      rowTs.push(e.ts)
+    }
     return undefined
   })
   ctx.progress(0.5)
-  let skipped = 0
-  let rows = raw
-  if (label && label.kind !== 'field') {
-    const window = label.days * DAY
-    // A row whose window is not over yet has no label yet (censored), and leaves the set.
-    rows = raw.filter((r) => r.user !== null && r.ts + window <= ctx.now)
-    skipped = raw.length - rows.length
-    const users = new Set(rows.map((r) => r.user!))
-    const times = new Map<string, number[]>()
-    await scanAll(
-      ctx,
-      {
-        env: q.env,
-        events: label.kind === 'next' ? [label.event] : undefined,
-        from: q.from,
-        to: q.to + window,
-      },
-      Number.POSITIVE_INFINITY,
-      (e) => {
-        if (!e.userId || !users.has(e.userId)) return undefined
-        if (
-          label.kind === 'payer' &&
-          !((e.amountCents ?? 0) > 0 && (field(e, 'status') ?? 'success') === 'success')
-        )
-          return undefined
-        const list = times.get(e.userId)
-        if (list) list.push(e.ts)
-        else times.set(e.userId, [e.ts])
+  if (!computed) return rows.done()
+  // The label: each kept row's user's later events, by user.
+  const times: number[][] = []
+  await scanAll(
+    ctx,
+    {
+      env: q.env,
+      events: computed.kind === 'next' ? [computed.event] : undefined,
+      from: q.from,
+      to: q.to + window,
+    },
+    Number.POSITIVE_INFINITY,
+    (e) => {
+      const u = e.userId === null ? undefined : users.get(e.userId)
+      if (u === undefined) return undefined
+      if (
+        computed.kind === 'payer' &&
+        !((e.amountCents ?? 0) > 0 && (field(e, 'status') ?? 'success') === 'success')
+      )
         return undefined
-      },
-    )
-    for (const list of times.values()) list.sort((a, b) => a - b)
-    for (const r of rows) {
-      const hit = within(times.get(r.user!), r.ts, r.ts + window)
-      r.label = label.kind === 'churn' ? (hit ? 0 : 1) : hit ? 1 : 0
-    }
-  }
-  const built = assemble(
-    type,
-    cfg.features,
-    rows,
-    label !== undefined,
-    label && label.kind !== 'field' ? ['0', '1'] : undefined,
+      const list = times[u]
+      if (list) list.push(e.ts)
+      else times[u] = [e.ts]
+      return undefined
+    },
   )
-  built.rowsSkipped += skipped
+  for (const list of times) list?.sort((a, b) => a - b)
+  for (let i = 0; i < rows.n; i++) {
+    const hit = within(times[rowUser[i]], rowTs[i], rowTs[i] + window)
+    rows.y[i] = computed.kind === 'churn' ? (hit ? 0 : 1) : hit ? 1 : 0
+  }
+  const built = rows.done(['0', '1'])
+  built.rowsSkipped += censored
   return built
 }
 

@@ -1,4 +1,4 @@
-import { type Db, fromJson, iso, newId } from '../../core/db'
+import { type Db, fromJson, newId } from '../../core/db'
 import { Conflict, Invalid, NotFound, invalidField } from '../../core/http'
 import type { Logger } from '../../core/log'
 import type { EventsService } from '../ingest/types'
@@ -12,52 +12,10 @@ import {
 } from './algorithms'
 import { buildCsv } from './csv-thread'
 import { type Built, checkDatasetConfig, fromEvents } from './dataset'
-import type { DatasetConfig, JobStatus, TrainBody, TrainingJob } from './schema'
+import { COLS, type JobRow, toJob } from './job-rows'
+import type { DatasetConfig, TrainBody, TrainingJob } from './schema'
 import type { ModelsStore } from './store'
 import type { TrainReply, TrainRequest } from './training.worker'
-
-type JobRow = {
-  id: string
-  model_id: string
-  status: string
-  progress: number
-  stage: string
-  dataset_config: string
-  hyperparameters: string
-  metrics: string | null
-  error: string | null
-  version: number | null
-  rows_used: number | null
-  rows_skipped: number | null
-  previous_status: string
-  created_at: number
-  started_at: number | null
-  finished_at: number | null
-}
-
-const COLS =
-  'id, model_id, status, progress, stage, dataset_config, hyperparameters, metrics, error, version, rows_used, rows_skipped, previous_status, created_at, started_at, finished_at'
-
-function toJob(r: JobRow): TrainingJob {
-  const j: TrainingJob = {
-    id: r.id,
-    modelId: r.model_id,
-    status: r.status as JobStatus,
-    progress: Number(r.progress),
-    stage: r.stage,
-    datasetConfig: fromJson<DatasetConfig>(r.dataset_config, { source: 'events', query: '', features: [] }),
-    hyperparameters: fromJson<Record<string, number>>(r.hyperparameters, {}),
-    createdAt: iso(r.created_at)!,
-  }
-  if (r.metrics) j.metrics = fromJson<Metrics>(r.metrics, {})
-  if (r.error) j.error = r.error
-  if (r.version !== null) j.version = Number(r.version)
-  if (r.rows_used !== null) j.rowsUsed = Number(r.rows_used)
-  if (r.rows_skipped !== null) j.rowsSkipped = Number(r.rows_skipped)
-  if (r.started_at !== null) j.startedAt = iso(r.started_at)
-  if (r.finished_at !== null) j.finishedAt = iso(r.finished_at)
-  return j
-}
 
 /** The worker's module: next to this file from source; in the compiled binary by its path from the repository root. */
 function workerEntry(): string {
@@ -335,7 +293,7 @@ export class Trainer {
           cfg.query,
         ])
         if (!ds) throw new Error(`dataset '${cfg.query}' was deleted`)
-        built = await buildCsv(type, cfg, ds.content)
+        built = await buildCsv(type, cfg, ds.content, this.config.maxRows)
       } else
         built = await fromEvents(type, cfg, {
           events: this.events(),

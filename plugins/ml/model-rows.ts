@@ -79,6 +79,17 @@ export function toModel(r: ModelRow, metrics?: Metrics): Model {
   return m
 }
 
+/**
+ * Stored metrics as the API answers them: numbers only. A NaN or an Infinity a release before
+ * fits were checked stored became null in the JSON, and failed every read of its model.
+ */
+export function readMetrics(json: string | null): Metrics {
+  const m = fromJson<Record<string, unknown>>(json, {})
+  const out: Metrics = {}
+  for (const [k, v] of Object.entries(m ?? {})) if (typeof v === 'number') out[k] = v
+  return out
+}
+
 export interface VersionRow {
   model_id: string
   version: number

@@ -4,6 +4,7 @@ import { Conflict, NotFound } from '../../core/http'
 import type { Artifact, Metrics } from './algorithms'
 import { binOf, psi } from './algorithms/data'
 import { type PredictionLog, bucketValueUs } from './log'
+import { readMetrics } from './model-rows'
 import type { Stats } from './schema'
 import type { ModelsStore } from './store'
 
@@ -61,7 +62,7 @@ export function monitoring(
     const v = await models.version(modelId, version)
     return v
       ? {
-          metrics: fromJson<Metrics>(v.metrics, {}),
+          metrics: readMetrics(v.metrics),
           artifact: fromJson<Artifact | undefined>(v.artifact, undefined),
         }
       : { metrics: {} }

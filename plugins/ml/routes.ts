@@ -42,7 +42,7 @@ export function isPredictBody(b: unknown): b is { features: Record<string, unkno
 }
 
 export function mlRoutes(
-  ctx: PluginContext<{ max_csv_mb: number }>,
+  ctx: PluginContext<{ max_csv_mb: number; max_rows: number }>,
   models: ModelsStore,
   trainer: Trainer,
   serving: Serving,

@@ -33,13 +33,13 @@ const JobPage = t.Object({
 })
 
 export function trainingRoutes(
-  ctx: PluginContext<{ max_csv_mb: number }>,
+  ctx: PluginContext<{ max_csv_mb: number; max_rows: number }>,
   models: ModelsStore,
   trainer: Trainer,
 ) {
   const db = ctx.db
   let uploading = 0
-  /** A dataset upload: the CSV read whole (413 past max_csv_mb), scanned on a thread, stored. */
+  /** A dataset upload: the CSV read whole (413 past max_csv_mb), scanned on a thread (400 past max_rows rows), stored. */
   async function upload(
     modelId: string,
     name: string | undefined,
@@ -53,11 +53,18 @@ export function trainingRoutes(
     if (content.length > limit)
       throw new HttpError(413, 'body_too_large', `the CSV is larger than ${ctx.config.max_csv_mb} MB`)
     // Parsed on a thread of its own: a large upload never holds the event loop.
-    const scan = await scanCsv(content)
+    const maxRows = ctx.config.max_rows
+    const scan = await scanCsv(content, maxRows)
     if (!scan.ok) throw invalidField('body', `not CSV: ${scan.error}`)
     const columns = scan.columns
     if (!columns.length || scan.rows < 1)
       throw invalidField('body', 'needs a header line and at least one row')
+    // A training reads at most max_rows rows: a longer set is refused whole, not cut silently.
+    if (scan.rows > maxRows)
+      throw invalidField(
+        'body',
+        `more than ${maxRows} rows (plugins.ml.max_rows); split the set or raise the limit`,
+      )
     if (new Set(columns).size !== columns.length) throw invalidField('body', 'column names must be unique')
     // A training names at most 200 features; every listing of the model's datasets returns the columns.
     if (columns.length > MAX_COLUMNS)
@@ -168,7 +175,7 @@ export function trainingRoutes(
         detail: {
           ...tag(
             'Upload a CSV training set (text/csv, header line first)',
-            'Train with datasetConfig {source: csv, query: <the returned id>}; features and label name columns. Over max_csv_mb: 413.',
+            'Train with datasetConfig {source: csv, query: <the returned id>}; features and label name columns. Over max_csv_mb: 413; over max_rows rows: 400.',
           ),
           requestBody: {
             required: true,

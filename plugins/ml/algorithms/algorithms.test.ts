@@ -1,6 +1,7 @@
 import { describe, expect, test } from 'bun:test'
 import { robustScore, trainRobustZ } from './anomaly'
 import { type Dataset, binOf, profile, psi, rng } from './data'
+import { checkFit, checkScale } from './finite'
 import { holtWintersForecast, trainHoltWinters } from './holtwinters'
 import { ALGORITHMS, canonicalAlgorithm, predict, resolveHyperparameters, train } from './index'
 import { kmeansDistances, trainKMeans } from './kmeans'
@@ -234,5 +235,34 @@ describe('train and predict through the registry', () => {
     expect(p.prediction).toBe('stays')
     expect(p.probability).toBeLessThan(0.05)
     expect(p.confidence).toBeGreaterThan(0.95)
+  })
+})
+
+describe('finite fits', () => {
+  test('a fit whose metrics or model hold a NaN or an Infinity throws, naming it; a finite one passes', () => {
+    const artifact = { model: { weights: [1, 2], bias: 0 }, profile: [{ edges: [0, 1] }] }
+    expect(() => checkFit({ artifact, metrics: { rmse: 1, r2: 0.5 } })).not.toThrow()
+    expect(() => checkFit({ artifact, metrics: { rmse: Number.NaN, r2: 0.5 } })).toThrow(
+      'the fit is not usable (metrics.rmse = NaN)',
+    )
+    expect(() =>
+      checkFit({ artifact: { model: { weights: [1, Number.POSITIVE_INFINITY] } }, metrics: { rmse: 1 } }),
+    ).toThrow('(model.model.weights[1] = Infinity)')
+  })
+
+  test('values whose sum or spread overflows are refused before fitting, naming the feature', () => {
+    const x = Float64Array.from([1e308, 1e308, 1, 2])
+    const data: Dataset = { x, y: new Float64Array(4), n: 4, d: 1, features: ['gold'] }
+    expect(() => checkScale(data)).toThrow("feature 'gold' has values too large to fit")
+    expect(() => checkScale({ ...data, x: Float64Array.from([1, 2, 3, 4]) })).not.toThrow()
+    // Robust z-scores take any finite value.
+    const { values } = resolveHyperparameters('robust_zscore', {})
+    const out = train({
+      type: 'ANOMALY_DETECTION',
+      algorithm: 'robust_zscore',
+      hyperparameters: values,
+      data,
+    })
+    expect(out.metrics.rows).toBe(4)
   })
 })

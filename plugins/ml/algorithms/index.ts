@@ -1,5 +1,6 @@
 import { type RobustZModel, robustScore, trainRobustZ } from './anomaly'
 import { type Dataset, type FeatureProfile, profile, split } from './data'
+import { checkFit, checkScale } from './finite'
 import { type HoltWintersModel, holtWintersForecast, trainHoltWinters } from './holtwinters'
 import { type KMeansModel, kmeansDistances, silhouette, trainKMeans } from './kmeans'
 import { type LinearModel, linearPredict, trainLinear } from './linear'
@@ -183,11 +184,25 @@ export interface TrainInput {
 /**
  * Trains on a seeded split and scores the holdout; the model kept is the one fitted on the
  * training share (what the metrics describe). Time series hold out the last points instead.
+ * Values too large to fit, and a fit that is not finite, throw: a version is never stored with
+ * a NaN or an Infinity.
  */
 export function train(
   input: TrainInput,
   progress: (share: number) => void = () => undefined,
 ): { artifact: Artifact; metrics: Metrics } {
+  // The fits that standardize by mean and spread (robust z-scores use medians, and take any finite value).
+  if (input.algorithm !== 'robust_zscore')
+    checkScale(
+      input.data,
+      input.type === 'TIME_SERIES' ? 'series' : input.type === 'REGRESSION' ? 'label' : undefined,
+    )
+  const out = fit(input, progress)
+  checkFit(out)
+  return out
+}
+
+function fit(input: TrainInput, progress: (share: number) => void): { artifact: Artifact; metrics: Metrics } {
   const h = input.hyperparameters
   const { type, algorithm, data } = input
   const base = { type, algorithm, features: data.features }
