@@ -23,7 +23,7 @@ export default definePlugin({
     {
       /** Training jobs run at once per instance; more wait as pending. */
       max_concurrent_jobs: T.Integer({ minimum: 1, maximum: 16, default: 1 }),
-      /** Rows read into one training set at most. */
+      /** Rows read into one training set at most; a CSV upload of more is refused (400). */
       max_rows: T.Integer({ minimum: 1, default: 2_000_000 }),
       /** Size limit of an uploaded CSV training set (server.body_limit_mb caps every request too). */
       max_csv_mb: T.Number({ minimum: 0.001, default: 10 }),
@@ -63,7 +63,8 @@ export default definePlugin({
   },
   setup(ctx) {
     const c = ctx.config
-    const models = modelsStore(ctx.db, ctx.service('games'))
+    const games = ctx.service('games')
+    const models = modelsStore(ctx.db, games)
     // Off the event loop when the store can be opened by another thread (not an in-memory SQLite).
     const thread = ctx.db.location && new LogThread(ctx.db.location)
     const log = new PredictionLog(
@@ -117,7 +118,32 @@ export default definePlugin({
       { critical: false },
     )
 
+    // A deleted game's models go with it, before its deletion answers: their jobs stop, the
+    // predictions still buffered are written first so that none stays behind, and every
+    // instance's cached deployment goes (the ml.models notices).
+    const forgetGame = async (gameId: string) => {
+      await trainer.forget(await models.idsOf(gameId))
+      await log.flush()
+      for (const id of await models.removeGame(gameId)) serving.invalidate(id)
+    }
+    games.onChange((change) => {
+      if (!change.deleted || change.environment !== undefined || !change.local) return
+      return forgetGame(change.gameId).catch((e) =>
+        ctx.log.error('deleting the ML models of a deleted game failed', {
+          gameId: change.gameId,
+          error: String(e),
+        }),
+      )
+    })
+
     ctx.onStart(async () => {
+      // Models of a game that no longer exists (deleted before deletions took its models along,
+      // or by a process that stopped before it did) would still serve and train: they go now.
+      for (const gameId of await models.gameIds())
+        if (!(await games.gameExists(gameId))) {
+          ctx.log.warn('deleting the ML models of a game that no longer exists', { gameId })
+          await forgetGame(gameId)
+        }
       await trainer.sweep()
     })
     // This instance's jobs say they are alive on every instance; the rest runs once per tick

@@ -176,6 +176,23 @@ export class Trainer {
       )
   }
 
+  /**
+   * Stops this instance's jobs of these models (their game is being deleted): nothing they make
+   * is stored. Other instances' jobs stop at their next progress write, which finds no job.
+   */
+  async forget(modelIds: string[]): Promise<void> {
+    if (!modelIds.length) return
+    const jobs = await this.db.all<{ id: string }>(
+      `SELECT id FROM ml_training_jobs WHERE status IN ('pending', 'running') AND model_id IN (${modelIds.map(() => '?').join(', ')})`,
+      modelIds,
+    )
+    for (const { id } of jobs) {
+      const run = this.running.get(id)
+      if (run) stop(run)
+      this.queue = this.queue.filter((q) => q !== id)
+    }
+  }
+
   /** Stops every job of this instance; they are failed as interrupted. */
   async close(): Promise<void> {
     this.closed = true

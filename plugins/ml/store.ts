@@ -9,10 +9,29 @@ import {
   builtinAlgorithm,
   canonicalAlgorithm,
 } from './algorithms'
-import { type AbTestState, COLS, type ModelRow, SORTABLE, type VersionRow, toModel } from './model-rows'
+import {
+  type AbTestState,
+  COLS,
+  type ModelRow,
+  SORTABLE,
+  type VersionRow,
+  readMetrics,
+  toModel,
+} from './model-rows'
 import type { DatasetConfig, ListQuery, Model, ModelCreate, ModelUpdate } from './schema'
 
 export { type AbTestState, type ModelRow, type VersionRow, servingEndpoint, toModel } from './model-rows'
+
+/** What a model has besides its row, each by `model_id`: deleted with it. */
+const MODEL_TABLES = [
+  'ml_model_versions',
+  'ml_training_jobs',
+  'ml_datasets',
+  'ml_predictions',
+  'ml_daily',
+  'ml_latency',
+  'ml_drift_alerts',
+]
 
 const num = (v: unknown) => (v === null || v === undefined ? undefined : Number(v))
 
@@ -35,7 +54,7 @@ export function modelsStore(db: Db, games: GamesService) {
       'SELECT metrics FROM ml_model_versions WHERE model_id = ? AND version = ?',
       [r.id, v],
     )
-    return m ? fromJson<Metrics>(m.metrics, {}) : undefined
+    return m ? readMetrics(m.metrics) : undefined
   }
 
   async function find(id: string): Promise<Model> {
@@ -246,17 +265,38 @@ export function modelsStore(db: Db, games: GamesService) {
           [id],
         )
         if (!n) throw new Conflict(`model '${id}' changed concurrently; read it again and retry`)
-        for (const table of [
-          'ml_model_versions',
-          'ml_training_jobs',
-          'ml_datasets',
-          'ml_predictions',
-          'ml_daily',
-          'ml_latency',
-          'ml_drift_alerts',
-        ])
-          await tx.run(`DELETE FROM ${table} WHERE model_id = ?`, [id])
+        for (const table of MODEL_TABLES) await tx.run(`DELETE FROM ${table} WHERE model_id = ?`, [id])
       })
+    },
+
+    /**
+     * A deleted game's models go with it, whatever their status, with everything `remove` takes;
+     * the ids of the models deleted. (The caller stops their jobs and drops their cached deployments.)
+     */
+    async removeGame(gameId: string): Promise<string[]> {
+      return db.tx(async (tx) => {
+        const ids = await tx.all<{ id: string }>('SELECT id FROM ml_models WHERE game_id = ?', [gameId])
+        if (!ids.length) return []
+        for (const table of MODEL_TABLES)
+          await tx.run(
+            `DELETE FROM ${table} WHERE model_id IN (SELECT id FROM ml_models WHERE game_id = ?)`,
+            [gameId],
+          )
+        await tx.run('DELETE FROM ml_models WHERE game_id = ?', [gameId])
+        return ids.map((r) => r.id)
+      })
+    },
+
+    /** Every game that has models. */
+    async gameIds(): Promise<string[]> {
+      const rows = await db.all<{ game_id: string }>('SELECT DISTINCT game_id FROM ml_models')
+      return rows.map((r) => r.game_id)
+    },
+
+    /** The ids of a game's models. */
+    async idsOf(gameId: string): Promise<string[]> {
+      const rows = await db.all<{ id: string }>('SELECT id FROM ml_models WHERE game_id = ?', [gameId])
+      return rows.map((r) => r.id)
     },
 
     async version(id: string, version: number): Promise<VersionRow | undefined> {
@@ -288,7 +328,7 @@ export function modelsStore(db: Db, games: GamesService) {
                   : ('retired' as const),
           jobId: v.job_id,
           algorithm: v.algorithm,
-          metrics: fromJson<Metrics>(v.metrics, {}),
+          metrics: readMetrics(v.metrics),
           hyperparameters: fromJson<Record<string, number>>(v.hyperparameters, {}),
           datasetConfig: fromJson<DatasetConfig>(v.dataset_config, {
             source: 'events',
