@@ -42,14 +42,18 @@ const ALIASES: Record<string, string> = {
   tripleexponentialsmoothing: 'holt_winters',
 }
 
-/** The canonical name of `name` when it is a built-in algorithm of `type` (any case and separators). */
-/** The built-in algorithm a name stands for, of any type (any case and separators). */
+/**
+ * The built-in algorithm a name stands for, of any type (any case and separators). Own entries
+ * only: 'constructor' is no algorithm.
+ */
 export function builtinAlgorithm(name: string): string | undefined {
-  return ALIASES[name.toLowerCase().replace(/[^a-z0-9]/g, '')]
+  const key = name.toLowerCase().replace(/[^a-z0-9]/g, '')
+  return Object.hasOwn(ALIASES, key) ? ALIASES[key] : undefined
 }
 
+/** The canonical name of `name` when it is a built-in algorithm of `type` (any case and separators). */
 export function canonicalAlgorithm(type: ModelType, name: string): string | undefined {
-  const c = ALIASES[name.toLowerCase().replace(/[^a-z0-9]/g, '')]
+  const c = builtinAlgorithm(name)
   return c && ALGORITHMS[type].includes(c) ? c : undefined
 }
 
@@ -134,11 +138,12 @@ export function resolveHyperparameters(
   algorithm: string,
   given: Record<string, number>,
 ): { values: Record<string, number>; problems: Array<{ field: string; reason: string }> } {
-  const specs = HYPERPARAMETERS[algorithm] ?? {}
+  // Own entries only: '__proto__' or 'constructor' is no hyperparameter.
+  const specs = Object.hasOwn(HYPERPARAMETERS, algorithm) ? HYPERPARAMETERS[algorithm] : {}
   const problems: Array<{ field: string; reason: string }> = []
   const values: Record<string, number> = {}
   for (const [k, v] of Object.entries(given)) {
-    const s = specs[k]
+    const s = Object.hasOwn(specs, k) ? specs[k] : undefined
     const field = `body.hyperparameters.${k}`
     if (!s)
       problems.push({ field, reason: `unknown for ${algorithm}; known: ${Object.keys(specs).join(', ')}` })
