@@ -2,11 +2,14 @@ import { definePlugin } from '../../core/plugin'
 import { MessageHub, channelTargets } from './dispatch'
 import { type Settings, SiteConfig } from './keys'
 import m001 from './migrations/001_site.sql' with { type: 'text' }
+import m002 from './migrations/002_site_revision.sql' with { type: 'text' }
 import { channelName, siteProvider, siteRouting } from './notify'
 import { siteRoutes } from './routes'
 import { siteStore } from './store'
 
 const TOPIC = 'site.message'
+/** A write of the settings or the routing: every instance drops its copy. */
+const SETTINGS = 'site.settings'
 
 /**
  * The platform's notification channels (spec 3): the `notification.*` site settings (YAML
@@ -22,7 +25,10 @@ export default definePlugin({
   name: 'site',
   dependsOn: ['notify'],
   config: SiteConfig,
-  migrations: [{ id: 1, name: 'site', sql: m001 }],
+  migrations: [
+    { id: 1, name: 'site', sql: m001 },
+    { id: 2, name: 'site_revision', sql: m002 },
+  ],
   permissions: {
     // Channel settings hold credentials: operators and admins only, reads too.
     site: { write: ['operator'], read: ['operator'] },
@@ -30,7 +36,17 @@ export default definePlugin({
     messages: { write: ['operator', 'analyst', 'developer'] },
   },
   setup(ctx) {
-    const store = siteStore(ctx.db, () => ctx.config.notification as Partial<Settings>)
+    const store = siteStore(
+      ctx.db,
+      () => ctx.config.notification as Partial<Settings>,
+      () => void ctx.changes.publish(SETTINGS, {}),
+    )
+    // The copy of the settings the notifications use (store.current): another instance's write
+    // drops it at its notice; the revision check catches a notice lost while a connection was down.
+    ctx.changes.on(SETTINGS, (_d, origin) => {
+      if (origin === 'remote') store.drop()
+    })
+    ctx.schedule('site.sync', ctx.config.sync_ms, () => store.sync(), { perInstance: true })
     const hub = new MessageHub()
     const targets = channelTargets({
       store,

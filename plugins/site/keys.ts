@@ -10,7 +10,22 @@ import { Secret, SecretUrl } from '../../core/secrets'
 
 const UnionEnum = <const V extends readonly string[]>(values: V) =>
   T.Union(values.map((v) => T.Literal(v))) as unknown as TUnion<TLiteral<V[number]>[]>
-const Url = T.String({ pattern: '^(https?://.+)?$', description: 'http(s) URL; empty turns the channel off' })
+/**
+ * Lengths of the text keys: a URL as browsers and proxies keep one, a host name as DNS has it, an
+ * address as SMTP has it, a secret well past any signing key or password. Every routed notification
+ * reads them (an operator's four 9 MB values had held the event loop 2.5 s under 20 notifications).
+ */
+export const MAX_URL = 2_048
+export const MAX_HOST = 253
+export const MAX_ADDRESS = 320
+export const MAX_SECRET = 1_024
+const Url = T.String({
+  pattern: '^(https?://.+)?$',
+  maxLength: MAX_URL,
+  description: 'http(s) URL; empty turns the channel off',
+})
+const Text = (maxLength: number, description?: string) =>
+  T.String({ maxLength, ...(description ? { description } : {}) })
 
 /** Recipients of one notification mail (`emailTo`), as notify caps one delivery. */
 export const MAX_MAIL_RECIPIENTS = 1_000
@@ -22,20 +37,20 @@ export const MAX_MAIL_RECIPIENTS = 1_000
 export const KEYS = {
   inAppEnabled: { schema: T.Boolean(), default: true },
   chatbotUrl: { schema: SecretUrl(Url), default: '' },
-  chatbotSecret: { schema: Secret(T.String()), default: '' },
+  chatbotSecret: { schema: Secret(Text(MAX_SECRET)), default: '' },
   webhookUrl: { schema: SecretUrl(Url), default: '' },
-  webhookSecret: { schema: Secret(T.String()), default: '' },
+  webhookSecret: { schema: Secret(Text(MAX_SECRET)), default: '' },
   emailEnabled: { schema: T.Boolean(), default: false },
-  smtpHost: { schema: T.String(), default: '' },
+  smtpHost: { schema: Text(MAX_HOST, 'the SMTP server: a host name or address'), default: '' },
   smtpPort: {
     schema: T.Union([T.Integer({ minimum: 1, maximum: 65535 }), T.String({ pattern: '^[0-9]{1,5}$' })], {
       description: '465 with ssl, 587 with starttls; a number or a string of digits',
     }),
     default: 587,
   },
-  smtpUser: { schema: T.String(), default: '' },
-  smtpPassword: { schema: Secret(T.String()), default: '' },
-  smtpFrom: { schema: T.String(), default: '' },
+  smtpUser: { schema: Text(MAX_ADDRESS), default: '' },
+  smtpPassword: { schema: Secret(Text(MAX_SECRET)), default: '' },
+  smtpFrom: { schema: Text(MAX_ADDRESS, 'the sender address'), default: '' },
   smtpEncryption: { schema: UnionEnum(['none', 'ssl', 'starttls'] as const), default: 'starttls' },
   smtpAuthType: { schema: UnionEnum(['plain', 'login'] as const), default: 'plain' },
   smtpInsecureSkipVerify: { schema: T.Boolean(), default: false },
@@ -74,6 +89,11 @@ export const SiteConfig = T.Object(
      * naming it (one viewer's thousands of streams each cost a socket and a timer).
      */
     max_streams_per_principal: T.Integer({ minimum: 1, maximum: 1_000_000, default: 16 }),
+    /**
+     * How often each instance checks the settings' revision, dropping its copy of the settings and
+     * routing when another instance changed them and its notice was lost (a notice drops it at once).
+     */
+    sync_ms: T.Integer({ minimum: 10, default: 1_000 }),
   },
   { additionalProperties: false, default: {} },
 )

@@ -27,8 +27,9 @@ function noteOf(d: Delivery): Note {
 
 /**
  * Provider type `site`: one site channel (`{channel: 'webhook'}`), sent with the site settings and
- * routing as they are at send time, so a change through `/api/v1/site/{key}` or
- * `/api/v1/ops/notifications` applies to the next send, on every instance. A channel switched
+ * routing as they are at send time (the copy of the current revision, `store.current`), so a change
+ * through `/api/v1/site/{key}` or `/api/v1/ops/notifications` applies to the next send, on every
+ * instance once its notice arrives. A channel switched
  * off or unconfigured meanwhile fails without a retry; a receiver that failed is retried by
  * notify (4xx answers are not).
  */
@@ -38,7 +39,7 @@ export function siteProvider(store: SiteStore, targets: Targets) {
     config: T.Object({ channel: T.String({ minLength: 1 }) }, { additionalProperties: false }),
     create: ({ channel }) => ({
       async send(d: Delivery) {
-        const [e, r] = await Promise.all([store.effective(), store.routing()])
+        const { effective: e, routing: r } = await store.current()
         const t = targets.target(channel, e, r)
         if (!t)
           return {
@@ -79,7 +80,7 @@ export function siteRouting(store: SiteStore, targets: Targets, notify: NotifySe
     async route(n: RoutingInput): Promise<string[]> {
       if (!(EVENTS as readonly string[]).includes(n.type)) return []
       const event = n.type as RoutedEvent
-      const [s, r] = await Promise.all([store.effective(), store.routing()])
+      const { effective: s, routing: r } = await store.current()
       const named = r.rules.filter((rule) => rule.event === event)
       const days = Number(n.params.days_left)
       let ids: string[]

@@ -307,7 +307,11 @@ export function siteRoutes(
         if (err)
           throw invalidField(
             'body.value',
-            err.type === ValueErrorType.StringPattern && description ? `must be ${description}` : err.message,
+            err.type === ValueErrorType.StringPattern && description
+              ? `must be ${description}`
+              : err.type === ValueErrorType.StringMaxLength
+                ? `${PREFIX + name} is at most ${(err.schema as { maxLength?: number }).maxLength} characters`
+                : err.message,
           )
         const moved = secretMoved(name, all, await store.effective({ key: name, value }))
         if (moved) throw invalidField('body.value', moved)

@@ -1,6 +1,7 @@
 import { type Static, Type as T, type TLiteral, type TUnion } from '@sinclair/typebox'
 import { invalidField } from '../../core/http'
 import { Secret, SecretUrl } from '../../core/secrets'
+import { MAX_SECRET, MAX_URL } from './keys'
 
 const UnionEnum = <const V extends readonly string[]>(values: V, opts: Record<string, unknown> = {}) =>
   T.Union(
@@ -32,8 +33,9 @@ export const Routing = T.Object(
           type: UnionEnum(['webhook', 'chatbot'] as const, {
             description: 'webhook: signed JSON POST; chatbot: the chat robot, signed as the site chat robot',
           }),
-          url: SecretUrl(T.String({ pattern: '^https?://.+' })),
-          secret: T.Optional(Secret(T.String())),
+          // As the site keys' (keys.ts): every routed notification reads the routing.
+          url: SecretUrl(T.String({ pattern: '^https?://.+', maxLength: MAX_URL })),
+          secret: T.Optional(Secret(T.String({ maxLength: MAX_SECRET }))),
         },
         { additionalProperties: false },
       ),

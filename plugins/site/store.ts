@@ -47,16 +47,29 @@ export type Effective = { [K in KeyName]: { value: Settings[K]; origin: Origin }
 export const valuesOf = (e: Effective): Settings =>
   Object.fromEntries(KEY_NAMES.map((k) => [k, e[k].value])) as Settings
 
-export function siteStore(db: Db, file: () => Partial<Settings>) {
-  /**
-   * Every key with its effective value and where it comes from: override, else file, else
-   * default. With `change`: as it would be after setting (`value`) or clearing that override.
-   */
-  const effective = async (change?: { key: KeyName; value?: unknown }): Promise<Effective> => {
-    const rows = await db.all<{ key: string; value: string }>('SELECT key, value FROM site_settings')
-    const overrides = new Map(rows.map((r) => [r.key, fromJson<unknown>(r.value, undefined)]))
-    if (change && 'value' in change) overrides.set(change.key, change.value)
-    else if (change) overrides.delete(change.key)
+/** Bumps the revision inside the writer's transaction, so every instance's copy is dropped. */
+async function bump(tx: Db): Promise<void> {
+  await tx.run(
+    'INSERT INTO site_revision (id, rev) VALUES (1, 1) ON CONFLICT (id) DO UPDATE SET rev = site_revision.rev + 1',
+  )
+}
+const revision = async (db: Db) =>
+  Number((await db.get<{ rev: number | string }>('SELECT rev FROM site_revision WHERE id = 1'))?.rev ?? 0)
+
+/** The settings and routing as a routed notification reads them: one copy per revision. */
+export interface Current {
+  effective: Effective
+  routing: Routing
+}
+
+/**
+ * `changed` tells the other instances a write happened (their copy is dropped on hearing it). The
+ * API's reads and writes read the store itself; the notification path reads `current()`, a copy
+ * taken once per revision: every routed notification had read and parsed every setting twice
+ * (its routing, then each channel's send).
+ */
+export function siteStore(db: Db, file: () => Partial<Settings>, changed: () => void = () => undefined) {
+  const compose = (overrides: Map<string, unknown>): Effective => {
     const f = file()
     return Object.fromEntries(
       KEY_NAMES.map((k) => {
@@ -67,34 +80,111 @@ export function siteStore(db: Db, file: () => Partial<Settings>) {
       }),
     ) as never
   }
+  const overrides = async () => {
+    const rows = await db.all<{ key: string; value: string }>('SELECT key, value FROM site_settings')
+    return new Map(rows.map((r) => [r.key, fromJson<unknown>(r.value, undefined)]))
+  }
+  /**
+   * Every key with its effective value and where it comes from: override, else file, else
+   * default. With `change`: as it would be after setting (`value`) or clearing that override.
+   */
+  const effective = async (change?: { key: KeyName; value?: unknown }): Promise<Effective> => {
+    const o = await overrides()
+    if (change && 'value' in change) o.set(change.key, change.value)
+    else if (change) o.delete(change.key)
+    return compose(o)
+  }
+  const routing = async (): Promise<Routing> => {
+    const r = await db.get<{ value: string }>("SELECT value FROM site_routing WHERE id = 'ops'")
+    return r ? fromJson<Routing>(r.value, EMPTY_ROUTING) : EMPTY_ROUTING
+  }
+
+  let copy: (Current & { rev: number }) | undefined
+  let loading: Promise<Current> | undefined
+  /** Moves on each write and each notice: a read under way meanwhile is not kept. */
+  let generation = 0
+  const drop = () => {
+    generation++
+    copy = undefined
+  }
+  /**
+   * Reads the copy (the revision first: a write landing between the reads leaves a copy older by
+   * its revision, which the next `sync` drops). A read met by a write or a notice is read again,
+   * and never kept once five were: it could put back what the change replaced.
+   */
+  async function load(): Promise<Current> {
+    for (let attempt = 1; ; attempt++) {
+      const g = generation
+      const rev = await revision(db)
+      const [o, r] = await Promise.all([overrides(), routing()])
+      const read = { rev, effective: compose(o), routing: r }
+      if (g === generation) {
+        copy = read
+        return read
+      }
+      if (attempt >= 5) return read
+    }
+  }
+  const wrote = () => {
+    drop()
+    changed()
+  }
 
   return {
     effective,
+    routing,
+    /** The settings and routing a routed notification and its sends use, read once per revision. */
+    current(): Promise<Current> {
+      if (copy) return Promise.resolve(copy)
+      // Callers meanwhile share the one read.
+      loading ??= load().finally(() => {
+        loading = undefined
+      })
+      return loading
+    },
+    /** Another instance wrote: the copy is read again when next needed. */
+    drop,
+    /** The safety net for a lost notice: drops the copy when the stored revision moved. */
+    async sync(): Promise<void> {
+      const held = copy
+      if (!held) return
+      const rev = await revision(db)
+      if (copy === held && rev !== held.rev) drop()
+    },
     async settings(): Promise<Settings> {
       return valuesOf(await effective())
     },
     async setOverride(key: KeyName, value: unknown, by: string): Promise<void> {
-      await db.run(
-        `INSERT INTO site_settings (key, value, updated_at, updated_by) VALUES (?, ?, ?, ?)
-         ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at, updated_by = excluded.updated_by`,
-        [key, JSON.stringify(value), Date.now(), by],
-      )
+      await db.tx(async (tx) => {
+        await tx.run(
+          `INSERT INTO site_settings (key, value, updated_at, updated_by) VALUES (?, ?, ?, ?)
+           ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at, updated_by = excluded.updated_by`,
+          [key, JSON.stringify(value), Date.now(), by],
+        )
+        await bump(tx)
+      })
+      wrote()
     },
     /** Whether there was an override to clear. */
     async clearOverride(key: KeyName): Promise<boolean> {
-      return (await db.run('DELETE FROM site_settings WHERE key = ?', [key])) > 0
-    },
-
-    async routing(): Promise<Routing> {
-      const r = await db.get<{ value: string }>("SELECT value FROM site_routing WHERE id = 'ops'")
-      return r ? fromJson<Routing>(r.value, EMPTY_ROUTING) : EMPTY_ROUTING
+      const had = await db.tx(async (tx) => {
+        const n = await tx.run('DELETE FROM site_settings WHERE key = ?', [key])
+        if (n > 0) await bump(tx)
+        return n > 0
+      })
+      if (had) wrote()
+      return had
     },
     async setRouting(r: Routing): Promise<void> {
-      await db.run(
-        `INSERT INTO site_routing (id, value, updated_at) VALUES ('ops', ?, ?)
-         ON CONFLICT (id) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`,
-        [JSON.stringify(r), Date.now()],
-      )
+      await db.tx(async (tx) => {
+        await tx.run(
+          `INSERT INTO site_routing (id, value, updated_at) VALUES ('ops', ?, ?)
+           ON CONFLICT (id) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`,
+          [JSON.stringify(r), Date.now()],
+        )
+        await bump(tx)
+      })
+      wrote()
     },
 
     async addMessage(m: Omit<Message, 'id' | 'at' | 'read' | 'readAt'>): Promise<Message> {
