@@ -28,7 +28,8 @@ const fields = {
   cooldownSeconds: T.Integer({
     minimum: 0,
     maximum: 2_592_000,
-    description: 'no repeat of a series within this; 300 when absent',
+    description:
+      'no repeat of a series within this; at least eval_interval_s (400 below it); 300 when absent (or eval_interval_s when longer)',
   }),
   level: UnionEnum(['info', 'warning', 'error', 'critical'] as const),
   enabled: T.Boolean({ description: 'true when absent' }),

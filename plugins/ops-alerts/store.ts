@@ -2,9 +2,12 @@ import { type Db, fromJson, iso, newId } from '../../core/db'
 import { keptKey } from '../../core/digest'
 import { Conflict, NotFound } from '../../core/http'
 
+import type { Rule, RuleCreate, RuleUpdate } from './schema'
+
 /** Ops alert rules kept at once. */
 export const MAX_RULES = 500
-import type { Rule, RuleCreate, RuleUpdate } from './schema'
+/** A rule's cooldown when it names none (or the evaluation interval, when longer). */
+export const DEFAULT_COOLDOWN_S = 300
 
 interface Row {
   id: string
@@ -41,7 +44,7 @@ const toRule = (r: Row): Rule => ({
   updatedAt: iso(Number(r.updated_at))!,
 })
 
-export function alertStore(db: Db) {
+export function alertStore(db: Db, opts: { defaultCooldownS?: () => number } = {}) {
   const get = async (id: string): Promise<Rule> => {
     const r = await db.get<Row>(`SELECT ${COLS} FROM ops_alert_rules WHERE id = ?`, [id])
     if (!r) throw new NotFound(`alert rule '${id}' not found`)
@@ -88,7 +91,7 @@ export function alertStore(db: Db) {
           operator: b.operator,
           threshold: b.threshold,
           forCount: b.forCount ?? 1,
-          cooldownSeconds: b.cooldownSeconds ?? 300,
+          cooldownSeconds: b.cooldownSeconds ?? opts.defaultCooldownS?.() ?? DEFAULT_COOLDOWN_S,
           level: b.level,
           enabled: b.enabled ?? true,
         },
