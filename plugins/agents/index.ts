@@ -6,7 +6,7 @@ import m002 from './migrations/002_agent_details.sql' with { type: 'text' }
 import m003 from './migrations/003_agent_key_nonce.sql' with { type: 'text' }
 import { agentRoutes } from './routes'
 import type { LimitsSource } from './schema'
-import { agentsStore } from './store'
+import { MAX_AGENTS, agentsStore } from './store'
 
 /**
  * Agents (spec 3): the processes next to game servers that register functions and heartbeat
@@ -23,6 +23,11 @@ export default definePlugin({
     {
       /** Seconds without a heartbeat after which an agent counts as offline (three missed heartbeats). */
       offline_after_s: T.Integer({ minimum: 1, default: 30 }),
+      /**
+       * Agents registered at once: a new one past it is 409 (each preview, metrics read and agent
+       * list reads them all, each with up to 1,000 functions).
+       */
+      max_agents: T.Integer({ minimum: 1, default: MAX_AGENTS }),
       /** The token agents send in X-Agent-Token (env AGENT_TOKEN); empty refuses agents with 403. */
       token: Secret(T.String({ default: '' })),
     },
@@ -40,6 +45,7 @@ export default definePlugin({
     // key checks had read (agents.keys), as this one does at once.
     const store = agentsStore(ctx.db, () => ctx.config.offline_after_s, {
       changed: () => void ctx.changes.publish('agents.keys', {}),
+      maxAgents: () => ctx.config.max_agents,
     })
     ctx.changes.on('agents.keys', (_d, origin) => {
       if (origin === 'remote') store.forgetKeys()

@@ -93,7 +93,10 @@ export function agentRoutes(ctx: PluginContext<unknown>, d: AgentRouteDeps) {
           {
             '200': { description: 'Registered again' },
             '201': { description: 'Registered' },
-            '409': { description: 'The agent_id is registered under another game' },
+            '409': {
+              description:
+                'The agent_id is registered under another game, or `max_agents` (10,000) agents are registered and this one is new',
+            },
             ...AGENT_AUTH,
           },
         ),

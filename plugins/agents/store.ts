@@ -47,10 +47,13 @@ export function smooth(prev: number, qps: number, elapsedS: number): number {
   return Math.round((from * keep + now * (1 - keep)) * 1000) / 1000
 }
 
+/** Agents registered at once, unless `plugins.agents.max_agents` says otherwise. */
+export const MAX_AGENTS = 10_000
+
 export function agentsStore(
   db: Db,
   offlineAfterS: () => number,
-  opts: { now?: () => number; changed?: () => void } = {},
+  opts: { now?: () => number; changed?: () => void; maxAgents?: () => number } = {},
 ) {
   const now = opts.now ?? Date.now
   // Agent keys are checked on every heartbeat: the registrations they were checked against are
@@ -120,6 +123,13 @@ export function agentsStore(
           throw new Conflict(
             `agent_id '${b.agent_id}' is registered under another game; an agent keeps the game it registered with (unregister it, or use another agent_id)`,
           )
+        // Every preview, metrics read and agent list reads them all: a new agent past the cap is
+        // refused (the shared token had registered 1,000 agents of 1,000 functions in a minute).
+        const max = opts.maxAgents?.() ?? MAX_AGENTS
+        if (!had && Number((await tx.get<{ n: number }>('SELECT COUNT(*) AS n FROM agents'))?.n) >= max)
+          throw new Conflict(
+            `at most ${max} agents are registered: delete one first (plugins.agents.max_agents)`,
+          )
         // The key's random value is kept while the agent registers again under its game (its
         // running replicas keep their key) and filled in for a row from before it existed; a new
         // row or a new game gets a new one. It is set first: MySQL applies the SETs in order, so
@@ -162,19 +172,22 @@ export function agentsStore(
       }
     },
 
+    /** The agent as this heartbeat left it (the row it read and what it wrote: one read). */
     async heartbeat(id: string, b: Heartbeat): Promise<Agent> {
       const t = now()
-      await db.tx(async (tx) => {
+      const row = await db.tx(async (tx) => {
         const r = await tx.get<Row>(`SELECT ${COLS} FROM agents WHERE id = ?`, [id])
         if (!r) throw new NotFound(`agent '${id}' is not registered; register again`)
         const qps = b.qps ?? Number(r.qps)
         const qps1m = b.qps_1m ?? smooth(Number(r.qps_1m), qps, (t - Number(r.last_heartbeat_at)) / 1000)
+        const functions = b.functions ? JSON.stringify(b.functions) : r.functions
         await tx.run(
           `UPDATE agents SET qps = ?, qps_1m = ?, last_heartbeat_at = ?${b.functions ? ', functions = ?' : ''} WHERE id = ?`,
-          b.functions ? [qps, qps1m, t, JSON.stringify(b.functions), id] : [qps, qps1m, t, id],
+          b.functions ? [qps, qps1m, t, functions, id] : [qps, qps1m, t, id],
         )
+        return { ...r, qps, qps_1m: qps1m, last_heartbeat_at: t, functions }
       })
-      return get(id)
+      return toAgent(row)
     },
 
     async countJobs(id: string, executed: number, failed: number): Promise<void> {

@@ -3,10 +3,11 @@ import { auditor } from '../../core/audit'
 import { ok } from '../../core/http'
 import { definePlugin } from '../../core/plugin'
 import { rejectUnknown } from '../../core/strict'
+import type { Agent, EffectiveLimit } from '../agents/schema'
 import { GatewayLimiter } from './limiter'
-import { effectiveLimits } from './limits'
+import { type RuleIndex, agentFingerprint, effectiveLimits, indexRules } from './limits'
 import m001 from './migrations/001_rate_limits.sql' with { type: 'text' }
-import { preview } from './preview'
+import { MAX_PREVIEW_AGENTS, preview } from './preview'
 import { PreviewBody, RateLimitSet, StoredSet } from './schema'
 import { checkRules, rateLimitStore } from './store'
 
@@ -67,21 +68,48 @@ export default definePlugin({
     const store = rateLimitStore(ctx.db)
     const agents = ctx.service('agents')
     // Every agent's heartbeat asks (20 at once had parsed 9 MB sets 20 times over): the sets are
-    // read once a second at most. A change made here is read at the next heartbeat; another
-    // instance's within the second.
-    let sets: { at: number; list: ReturnType<typeof store.list> } | undefined
+    // read once a second at most, indexed by what can bind them, and each agent's limits kept
+    // while its name, labels and functions stay the same. A change made here is read at the next
+    // heartbeat; another instance's within the second.
+    type Snapshot = {
+      at: number
+      ready: Promise<{
+        index: RuleIndex
+        limits: Map<string, { fp: bigint | number; limits: EffectiveLimit[] }>
+      }>
+    }
+    let sets: Snapshot | undefined
     const current = () => {
       if (!sets || Date.now() - sets.at >= 1_000) {
-        const read = { at: Date.now(), list: store.list() }
+        const read: Snapshot = {
+          at: Date.now(),
+          ready: store.list().then((list) => ({ index: indexRules(list), limits: new Map() })),
+        }
         // A failed read is not kept: the next heartbeat reads again.
-        read.list.catch(() => {
+        read.ready.catch(() => {
           if (sets === read) sets = undefined
         })
         sets = read
       }
-      return sets.list
+      return sets.ready
     }
-    agents.limitsFrom(async (agent) => effectiveLimits(await current(), agent))
+    agents.limitsFrom(async (agent) => {
+      const { index, limits } = await current()
+      const fp = agentFingerprint(agent)
+      const kept = limits.get(agent.agent_id)
+      if (kept?.fp === fp) return kept.limits
+      const l = effectiveLimits(index, agent)
+      limits.set(agent.agent_id, { fp, limits: l })
+      return l
+    })
+    // Previews under way at once share one read of the agents.
+    let reading: Promise<Agent[]> | undefined
+    const registered = () => {
+      reading ??= agents.list().finally(() => {
+        reading = undefined
+      })
+      return reading
+    }
     const url = ctx.config.redis.url ?? ctx.core.redis.url
     const limiter = new GatewayLimiter(
       {
@@ -176,7 +204,7 @@ export default definePlugin({
         '/api/v1/rate-limits/preview',
         async ({ body }) => {
           checkRules(body)
-          return ok(preview(body, await agents.list()))
+          return ok(preview(body, await registered()))
         },
         {
           permission: 'rate_limits:write',
@@ -186,7 +214,7 @@ export default definePlugin({
           body: PreviewBody,
           detail: tag(
             'Preview a rule set against the registered agents',
-            "The body is a rule set as for PUT (rateLimitId optional); nothing is stored. Needs rate_limits:write: previewing is a step of editing. Answers {matched, agents: [{agent_id, game_id, env, region, zone, qps, qps_1m, status}], rules: [{index, scope, key, effective_qps, agents, current_qps, rollout}]}: a service rule binds the agents whose labels equal its match and whose agent_id or name is its key (* for all); a function rule binds matching agents serving that function; effective_qps = limitQps x percent / 100. With a rateLimitId, rollout lists the bound agents inside the rule's percent (stable bucket of rateLimitId:agent_id below it): those whose heartbeat will carry the rule once the set is stored and on.",
+            `The body is a rule set as for PUT (rateLimitId optional); nothing is stored. Needs rate_limits:write: previewing is a step of editing. Answers {matched, agents: [{agent_id, game_id, env, region, zone, qps, qps_1m, status}], rules: [{index, scope, key, effective_qps, matched, agents, current_qps, rollout_matched, rollout}]}; each list of agents holds at most ${MAX_PREVIEW_AGENTS} (the first by agent_id), the counts and current_qps cover all of them. A service rule binds the agents whose labels equal its match and whose agent_id or name is its key (* for all); a function rule binds matching agents serving that function; effective_qps = limitQps x percent / 100. With a rateLimitId, rollout lists the bound agents inside the rule's percent (stable bucket of rateLimitId:agent_id below it): those whose heartbeat will carry the rule once the set is stored and on.`,
           ),
         },
       )
