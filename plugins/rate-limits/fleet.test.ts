@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, spyOn, test } from 'bun:test'
 import type { Param } from '../../core/db'
 import { type TestApp, forEachEngine, makeApp, until } from '../../test/helpers'
 import * as limits from './limits'
-import { MAX_PREVIEW_AGENTS } from './preview'
+import { MAX_PREVIEW_AGENTS, MAX_RULE_AGENTS } from './preview'
 import * as store from './store'
 
 /**
@@ -133,7 +133,8 @@ forEachEngine((engine) => {
         const byKey = Object.fromEntries(d.rules.map((x: { key: string }) => [x.key, x]))
         expect(byKey['zz-0']).toMatchObject({ matched: 0, agents: [], rollout_matched: 0, rollout: [] })
         expect(byKey['fn-7']).toMatchObject({ matched: BULK + 1, current_qps: BULK + 1 })
-        expect(byKey['fn-7'].agents).toHaveLength(MAX_PREVIEW_AGENTS)
+        expect(byKey['fn-7'].agents).toHaveLength(MAX_RULE_AGENTS)
+        expect(byKey['fn-7'].rollout).toHaveLength(MAX_RULE_AGENTS)
         expect(byKey['fn-7'].rollout_matched).toBe(BULK + 1)
         expect(byKey['*']).toMatchObject({ matched: BULK })
         expect(byKey.big).toMatchObject({ matched: 1, agents: ['big'], rollout: ['big'] })

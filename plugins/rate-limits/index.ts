@@ -7,7 +7,7 @@ import type { Agent, EffectiveLimit } from '../agents/schema'
 import { GatewayLimiter } from './limiter'
 import { type RuleIndex, agentFingerprint, effectiveLimits, indexRules } from './limits'
 import m001 from './migrations/001_rate_limits.sql' with { type: 'text' }
-import { MAX_PREVIEW_AGENTS, preview } from './preview'
+import { MAX_PREVIEW_AGENTS, MAX_RULE_AGENTS, preview } from './preview'
 import { PreviewBody, RateLimitSet, StoredSet } from './schema'
 import { checkRules, rateLimitStore } from './store'
 
@@ -214,7 +214,7 @@ export default definePlugin({
           body: PreviewBody,
           detail: tag(
             'Preview a rule set against the registered agents',
-            `The body is a rule set as for PUT (rateLimitId optional); nothing is stored. Needs rate_limits:write: previewing is a step of editing. Answers {matched, agents: [{agent_id, game_id, env, region, zone, qps, qps_1m, status}], rules: [{index, scope, key, effective_qps, matched, agents, current_qps, rollout_matched, rollout}]}; each list of agents holds at most ${MAX_PREVIEW_AGENTS} (the first by agent_id), the counts and current_qps cover all of them. A service rule binds the agents whose labels equal its match and whose agent_id or name is its key (* for all); a function rule binds matching agents serving that function; effective_qps = limitQps x percent / 100. With a rateLimitId, rollout lists the bound agents inside the rule's percent (stable bucket of rateLimitId:agent_id below it): those whose heartbeat will carry the rule once the set is stored and on.`,
+            `The body is a rule set as for PUT (rateLimitId optional); nothing is stored. Needs rate_limits:write: previewing is a step of editing. Answers {matched, agents: [{agent_id, game_id, env, region, zone, qps, qps_1m, status}], rules: [{index, scope, key, effective_qps, matched, agents, current_qps, rollout_matched, rollout}]}; agents holds at most ${MAX_PREVIEW_AGENTS} agents and each rule's agents and rollout at most ${MAX_RULE_AGENTS} ids (the first by agent_id); matched, rollout_matched and current_qps cover them all. A service rule binds the agents whose labels equal its match and whose agent_id or name is its key (* for all); a function rule binds matching agents serving that function; effective_qps = limitQps x percent / 100. With a rateLimitId, rollout lists the bound agents inside the rule's percent (stable bucket of rateLimitId:agent_id below it): those whose heartbeat will carry the rule once the set is stored and on.`,
           ),
         },
       )
