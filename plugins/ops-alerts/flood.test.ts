@@ -91,7 +91,7 @@ forEachEngine((engine) => {
 
     test('POST /ops/alerts/evaluate is single-flight: a second caller shares the evaluation under way', async () => {
       expect((await create(rule({ name: 'shared' }))).status).toBe(201)
-      let open = () => undefined as void
+      let open: () => void = () => undefined
       const gate = new Promise<void>((r) => {
         open = r
       })

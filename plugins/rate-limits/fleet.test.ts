@@ -148,7 +148,7 @@ forEachEngine((engine) => {
     })
 
     test('previews asked at once share one read of the agents', async () => {
-      let open = () => undefined as void
+      let open: () => void = () => undefined
       const gate = new Promise<void>((r) => {
         open = r
       })
