@@ -47,6 +47,11 @@ export const DEFAULT_DENY = [
   'fc00::/7',
   'fe80::/10',
   'ff00::/8',
+  // IPv6 forms whose IPv4 sits elsewhere than the last 32 bits (parseAddress maps the others):
+  // local-use NAT64 (RFC 8215; where the IPv4 sits depends on the prefix length the network
+  // chose) and 6to4 (RFC 3056, deprecated by RFC 7526), each a way to an IPv4 host behind them.
+  '64:ff9b:1::/48',
+  '2002::/16',
   // Cloud metadata and platform endpoints (AWS, GCP, Azure, OpenStack, ECS, Alibaba, Oracle).
   '169.254.169.254/32',
   '169.254.170.2/32',
@@ -98,15 +103,22 @@ function parseV6(input: string): bigint | undefined {
   return all.reduce((v, w) => (v << 16n) | w, 0n)
 }
 
-/** An address as a family and a number; IPv4 inside IPv6 (mapped `::ffff:a.b.c.d`, NAT64) as IPv4. */
+/**
+ * The IPv6 networks whose last 32 bits are an IPv4 address, by their first 96 bits: IPv4-mapped
+ * `::ffff:0:0/96`, IPv4-translated (SIIT) `::ffff:0:0:0/96`, IPv4-compatible `::/96` (deprecated,
+ * RFC 4291; `::` and `::1` stay IPv6), well-known NAT64 `64:ff9b::/96`. A host or gateway that
+ * speaks one of them reaches the IPv4 address, so the IPv4 rules judge it.
+ */
+const EMBEDS_V4 = new Set([0xffffn, 0xffff0000n, 0n, 0x0064ff9b0000000000000000n])
+
+/** An address as a family and a number; IPv4 inside IPv6 (EMBEDS_V4) as IPv4. */
 export function parseAddress(s: string): { family: Family; value: bigint } | undefined {
   const bare = s.startsWith('[') && s.endsWith(']') ? s.slice(1, -1) : s
   const v4 = parseV4(bare)
   if (v4 !== undefined) return { family: 4, value: v4 }
   const v6 = parseV6(bare)
   if (v6 === undefined) return undefined
-  if (v6 >> 32n === 0xffffn || v6 >> 32n === 0x0064ff9b0000000000000000n)
-    return { family: 4, value: v6 & 0xffffffffn }
+  if (EMBEDS_V4.has(v6 >> 32n) && v6 > 1n) return { family: 4, value: v6 & 0xffffffffn }
   return { family: 6, value: v6 }
 }
 

@@ -46,6 +46,30 @@ describe('the policy', () => {
       expect(p.allows(a), a).toBe(false)
   })
 
+  test('IPv6 forms embedding an IPv4 address are judged by it, or denied unless allowed (audit 19)', () => {
+    const p = policy()
+    // IPv4-compatible ::/96 and SIIT ::ffff:0:0:0/96: the IPv4 address decides.
+    for (const a of [
+      '::10.0.0.1',
+      '::a00:1',
+      '::127.0.0.1',
+      '::169.254.169.254',
+      '::ffff:0:10.0.0.1',
+      '::ffff:0:7f00:1',
+    ])
+      expect(p.allows(a), a).toBe(false)
+    for (const a of ['::8.8.8.8', '::ffff:0:8.8.8.8', '64:ff9b::8.8.8.8']) expect(p.allows(a), a).toBe(true)
+    // `::` and `::1` stay IPv6 (unspecified, loopback), refused as such.
+    expect([p.allows('::'), p.allows('::1')]).toEqual([false, false])
+    expect(policy(['::1']).allows('::1')).toBe(true)
+    expect(policy(['::1']).allows('0.0.0.1')).toBe(false)
+    // Local-use NAT64 and 6to4 place the IPv4 elsewhere: refused whatever it is, unless allowed.
+    for (const a of ['64:ff9b:1::7f00:1', '64:ff9b:1:ff00::808:808', '2002:7f00:1::1', '2002:808:808::1'])
+      expect(p.allows(a), a).toBe(false)
+    expect(policy(['2002::/16']).allows('2002:808:808::1')).toBe(true)
+    expect(policy(['::ffff:0:127.0.0.0/104']).allows('::127.0.0.1')).toBe(true)
+  })
+
   test('the most specific entry wins: allowing a network does not open the metadata address in it', () => {
     const p = policy(['169.254.0.0/16', '100.64.0.0/10', '127.0.0.0/8'], ['8.8.8.0/24'])
     expect(p.allows('169.254.1.1')).toBe(true)
