@@ -6,8 +6,10 @@ import { invalidField } from './http'
  * what the schema marks: no list of field names decides what is secret.
  *
  * - `Secret(T.String())`: the whole value is secret ('set' plus its last 4 characters).
- * - `SecretUrl(T.String())`: a URL whose credentials (`user:password@`), path and query values
- *   are secret (chat webhooks carry their token in the path); scheme, host and port stay readable.
+ * - `SecretUrl(T.String())`: a URL whose credentials (`user:password@`, the user too: a token is
+ *   often the user with an empty password), path, query values (a key without a value: the key)
+ *   and fragment are secret (chat webhooks carry their token in the path); scheme, host and port
+ *   and the names of query values stay readable.
  * - `SecretValues(T.Record(T.String(), T.String()))`: a map whose every value is secret (HTTP
  *   headers: `X-Api-Key`, `Authorization`, signing secrets).
  */
@@ -42,7 +44,30 @@ export function maskValue(v: unknown): string {
   return `set${s.length > 8 ? `:${s.slice(-4)}` : ''}`
 }
 
-/** A URL with its password and query values masked; text that is no URL is masked whole. */
+/** A URL part as written, its escapes decoded when they decode. */
+function decoded(part: string): string {
+  try {
+    return decodeURIComponent(part)
+  } catch {
+    return part
+  }
+}
+
+/** One query entry masked: its value, or the key itself when it has none (`?TOKEN`). */
+function maskEntry(k: string, val: string): string {
+  const q = new URLSearchParams()
+  if (val !== '') {
+    q.append(k, maskValue(val))
+    return q.toString()
+  }
+  q.append(maskValue(k), '')
+  return q.toString().slice(0, -1)
+}
+
+/**
+ * A URL with its user, password, path, query values (a key without a value: the key) and
+ * fragment masked; text that is no URL is masked whole.
+ */
 export function maskUrl(v: unknown): unknown {
   if (typeof v !== 'string' || v === '') return v
   let u: URL
@@ -51,9 +76,11 @@ export function maskUrl(v: unknown): unknown {
   } catch {
     return maskValue(v)
   }
-  if (u.password) u.password = maskValue(decodeURIComponent(u.password))
+  if (u.username) u.username = maskValue(decoded(u.username))
+  if (u.password) u.password = maskValue(decoded(u.password))
   if (u.pathname.length > 1) u.pathname = `/${maskValue(u.pathname.slice(1))}`
-  for (const [k, val] of [...u.searchParams]) u.searchParams.set(k, maskValue(val))
+  if (u.search.length > 1) u.search = [...u.searchParams].map(([k, val]) => maskEntry(k, val)).join('&')
+  if (u.hash.length > 1) u.hash = maskValue(decoded(u.hash.slice(1)))
   return u.toString()
 }
 
@@ -129,7 +156,10 @@ export function maskSecrets(schema: TSchema | TSchema[], value: unknown): unknow
   return value
 }
 
-/** Whether `next` carries one of the masked parts of the stored URL `prev` (its password, a query value). */
+/**
+ * Whether `next` carries one of the masked parts of the stored URL `prev` (its user, password,
+ * path, a query value or a key without one, its fragment).
+ */
 function carriesMaskedPart(next: unknown, prev: unknown): boolean {
   if (typeof next !== 'string' || typeof prev !== 'string') return false
   let n: URL
@@ -140,9 +170,13 @@ function carriesMaskedPart(next: unknown, prev: unknown): boolean {
   } catch {
     return next === maskValue(prev)
   }
-  if (p.password && decodeURIComponent(n.password) === maskValue(decodeURIComponent(p.password))) return true
+  const same = (np: string, pp: string) => pp !== '' && decoded(np) === maskValue(decoded(pp))
+  if (same(n.username, p.username) || same(n.password, p.password)) return true
   if (p.pathname.length > 1 && n.pathname === `/${maskValue(p.pathname.slice(1))}`) return true
-  return [...p.searchParams].some(([k, v]) => n.searchParams.getAll(k).includes(maskValue(v)))
+  if (same(n.hash.slice(1), p.hash.slice(1))) return true
+  return [...p.searchParams].some(([k, v]) =>
+    v === '' ? n.searchParams.has(maskValue(k)) : n.searchParams.getAll(k).includes(maskValue(v)),
+  )
 }
 
 const againMessage =
