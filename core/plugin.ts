@@ -252,6 +252,8 @@ export interface ProviderDefinition<S extends TSchema = TSchema> {
   /**
    * `outbound` is the client every connection of the provider goes through: the policy for
    * channels configured through the API, `Outbound.trusted` for channels the YAML configures.
+   * A setting it refuses throws: `invalidField('headers.Host', reason)` (core/http.ts) names the
+   * setting, which notify reports under the channel's `config` (`body.config.headers.Host`).
    */
   create(settings: Static<S>, env: ProviderEnv): Provider | Promise<Provider>
 }

@@ -7,7 +7,7 @@ import type { Logger } from '../../core/log'
 import type { Outbound } from '../../core/outbound'
 import type { Provider, ProviderRegistry } from '../../core/plugin'
 import type { ChannelConfig } from './schema'
-import { channelMasking, expandEnv, providerDefinition, splitConfig } from './settings'
+import { channelMasking, expandEnv, providerDefinition, refusedSetting, splitConfig } from './settings'
 
 /** One configured channel: its settings and the live provider built from them, swapped as a whole. */
 export interface Slot {
@@ -114,7 +114,7 @@ export function channelManager(opts: {
       })
     } catch (e) {
       throw new Invalid(`channel '${name}': ${(e as Error).message}`, {
-        field: `${field}.config`,
+        field: `${field}.config${refusedSetting(e)}`,
         reason: (e as Error).message,
       })
     }

@@ -1,5 +1,5 @@
 import { Type as T, type TSchema } from '@sinclair/typebox'
-import { invalidField } from '../../core/http'
+import { Invalid, invalidField } from '../../core/http'
 import { type ProviderDefinition, type ProviderRegistry, loadProviderModule } from '../../core/plugin'
 import { maskSecrets, maskValue, unmaskSecrets } from '../../core/secrets'
 import type { ChannelConfig } from './schema'
@@ -30,6 +30,15 @@ export async function providerDefinition(
       `unknown provider type '${type}'; known: ${registry.list().join(', ')}`,
     )
   return def
+}
+
+/**
+ * The setting a provider's `create` refused, as a path under the channel's `config`: a provider
+ * names it with `invalidField('headers.Host', ...)`; '' for any other error.
+ */
+export function refusedSetting(e: unknown): string {
+  const at = e instanceof Invalid ? (e.details as { field?: unknown } | undefined)?.field : undefined
+  return typeof at === 'string' ? `.${at}` : ''
 }
 
 /** A whole top-level value `$NAME` (not `${NAME}`) names an environment variable. */

@@ -1,5 +1,6 @@
 import { Type as T } from '@sinclair/typebox'
 import { Elysia } from 'elysia'
+import { invalidField } from '../../core/http'
 import { NO_ANSWER, OutboundRefused, answerPrefix } from '../../core/outbound'
 import { type SendResult, definePlugin, defineProvider } from '../../core/plugin'
 import { SecretUrl, SecretValues } from '../../core/secrets'
@@ -16,13 +17,30 @@ export const WebhookSettings = T.Object(
     url: SecretUrl(T.Optional(T.String())),
     /** Only POST and PUT work; GET and DELETE fail each send with 'method X not yet implemented'. */
     method: T.Optional(T.Union([Method, T.String({ pattern: '^\\$' })])),
-    /** Sent on every request, overriding Content-Type when named; values are secret and never `$`-expanded. */
+    /**
+     * Sent on every request, overriding Content-Type when named; values are secret and never
+     * `$`-expanded. `Host`, pseudo headers (`:authority`), `X-Forwarded-Host` and `Forwarded` are
+     * refused: the destination is the url's alone.
+     */
     headers: SecretValues(T.Optional(T.Record(T.String(), T.String()))),
     /** Request timeout; spec 2 says 30 seconds, lower it only for tests and benches. */
     timeout_ms: T.Optional(T.Integer({ minimum: 1, maximum: 300_000 })),
   },
   { additionalProperties: false },
 )
+
+/**
+ * Headers that name the request's destination, which only `url` says: `Host`, HTTP/2 pseudo
+ * headers (`:authority`) and the forwarding ones a proxy routes by. Set beside a stored secret
+ * header, they moved it to another virtual host behind the same front (a `config` token sent the
+ * masked read back with `Host: attacker-vhost`), past the rule that a masked secret is kept only
+ * for its destination.
+ */
+const DESTINATION_HEADERS = new Set(['host', 'x-forwarded-host', 'forwarded'])
+const namesDestination = (name: string) => {
+  const n = name.trim().toLowerCase()
+  return DESTINATION_HEADERS.has(n) || n.startsWith(':')
+}
 
 /** Spec 2 section 8: the webhook request timeout. */
 export const DEFAULT_TIMEOUT_MS = 30_000
@@ -59,7 +77,14 @@ export const webhookProvider = defineProvider({
     if (!['POST', 'PUT', 'GET', 'DELETE'].includes(method))
       throw new Error('webhook: method must be POST, PUT, GET or DELETE')
     const headers: Record<string, string> = { 'content-type': 'application/json' }
-    for (const [k, v] of Object.entries(s.headers ?? {})) headers[k.toLowerCase()] = v
+    for (const [k, v] of Object.entries(s.headers ?? {})) {
+      if (namesDestination(k))
+        throw invalidField(
+          `headers.${k}`,
+          'names where the request goes, which only url says (Host, :authority, X-Forwarded-Host and Forwarded are refused)',
+        )
+      headers[k.toLowerCase()] = v
+    }
     const timeoutMs = s.timeout_ms ?? DEFAULT_TIMEOUT_MS
     return {
       // A target the outbound policy refuses is refused when configured, not at the first send;
