@@ -137,6 +137,7 @@ export default definePlugin({
       templates,
       hub,
       audit: auditor(ctx),
+      auth: ctx.auth,
     })
   },
 })

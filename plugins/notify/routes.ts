@@ -1,6 +1,7 @@
 import type { Static } from '@sinclair/typebox'
 import { Elysia, t } from 'elysia'
 import type { RouteGuard, auditor } from '../../core/audit'
+import type { AuthService } from '../../core/auth/service'
 import { invalidField, ok } from '../../core/http'
 import { withoutEchoed } from '../../core/strict'
 import type { ChannelManager } from './channels'
@@ -17,6 +18,7 @@ import {
   TemplateUpdate,
   envelope,
 } from './schema'
+import { statusAnswer } from './status'
 import type { QueueStore } from './store'
 import { type TemplateStore, render } from './templates'
 import type { WorkerHub } from './workers'
@@ -31,6 +33,8 @@ export interface RouteDeps {
   hub?: WorkerHub
   /** Records the channel changes with their before and after (core/audit.ts). */
   audit: ReturnType<typeof auditor>
+  /** Who asks the public status: the error texts only for callers who may read channels. */
+  auth: AuthService
 }
 
 const tags = (tag: string) => ({ tags: [`notify ${tag}`] })
@@ -118,25 +122,16 @@ export function notifyRoutes(d: RouteDeps) {
         },
       },
     )
-    .get(
-      '/api/v1/status',
-      () => {
-        const list = channels.list()
-        const healthy = list.every((s) => !s.enabled || s.status === 'available')
-        return ok({
-          status: healthy ? 'ok' : 'degraded',
-          providers: list.map((s) => ({ name: s.name, type: s.type, status: s.status, enabled: s.enabled })),
-        })
+    .get('/api/v1/status', statusAnswer(channels, d.auth), {
+      detail: {
+        responses: envelope(Docs.status),
+        ...tags('providers'),
+        summary: 'Public: service status and each channel (degraded when an enabled channel is unavailable)',
+        description:
+          "A channel's status is `available` or `error`; callers who may read channels (GET /config/{name}: a `query` token, " +
+          'a user with `channels:read`) read why (`error: <reason>`), as /healthz keeps its error texts for signed-in callers.',
       },
-      {
-        detail: {
-          responses: envelope(Docs.status),
-          ...tags('providers'),
-          summary:
-            'Public: service status and each channel (degraded when an enabled channel is unavailable)',
-        },
-      },
-    )
+    })
     .get('/api/v1/providers', () => ok({ providers: channels.list().map(providerView) }), {
       appScope: 'query',
       detail: {
