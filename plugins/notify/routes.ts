@@ -16,6 +16,7 @@ import {
   STATUSES,
   TemplateBody,
   TemplateUpdate,
+  checkParamsSize,
   envelope,
 } from './schema'
 import { statusAnswer } from './status'
@@ -97,6 +98,7 @@ export function notifyRoutes(d: RouteDeps) {
       '/api/v1/notify',
       async ({ body, query, principal }) => {
         const dry = member(query.dry_run, 'query.dry_run', ['true', 'false'] as const)
+        checkParamsSize({ params: body.params, data: body.data })
         return dry === 'true'
           ? ok(await d.service.dryRun(body))
           : d.service.notify(body, principal ? `${principal.kind}:${principal.id}` : 'anonymous')
@@ -118,7 +120,8 @@ export function notifyRoutes(d: RouteDeps) {
             'Recipients are the union of channels, channel and audience (group:<id>, user:<name>, bare channel); without any, static routes pick channels by type and level. ' +
             'The notification and its deliveries are stored before the answer. A repeated idempotency_key of the same caller (a user, a token, a server key) returns the first accepted answer (same notification_id and task_ids, nothing sent again) on every instance and after a restart, for the newest idempotency_entries keys (about 1000); a 422 is not recorded. ' +
             'A rule may hold a notification back (suppressed, silenced, pending, folded, inhibited): code 0, no deliveries, and data.held {rule, reason, detail}. ' +
-            '`?dry_run=true` answers the routing decision {dry_run, explicit, rule?, channels, failed?, held?, explain?} without storing or sending.',
+            '`?dry_run=true` answers the routing decision {dry_run, explicit, rule?, channels, failed?, held?, explain?} without storing or sending. ' +
+            '`params` and `data`: at most 1,000 names each and 64 KB as JSON together (400 naming the larger).',
         },
       },
     )
@@ -340,6 +343,7 @@ export function notifyRoutes(d: RouteDeps) {
           if (v !== undefined && (typeof v !== 'object' || v === null || Array.isArray(v)))
             throw invalidField(`body.${k}`, 'must be an object')
         }
+        checkParamsSize({ params: b.params, data: b.data })
         const tpl = await d.templates.get(params.id)
         return ok(
           render(

@@ -1,6 +1,7 @@
 import type { Static, TLiteral, TSchema, TUnion } from '@sinclair/typebox'
 import { t } from 'elysia'
 import type { OpenAPIV3 } from 'openapi-types'
+import { invalidField } from '../../core/http'
 import { Secret } from '../../core/secrets'
 import { ReadOnly } from '../../core/strict'
 
@@ -123,6 +124,11 @@ export const NotifyConfig = t.Object(
     ),
     /** Idempotency records kept in the database, shared by every instance and kept across restarts (spec 2: about 1000, FIFO). */
     idempotency_entries: t.Integer({ minimum: 1, default: 1000 }),
+    /**
+     * Finished deliveries (the delivery log, with their attempts) and notifications older than this
+     * many days are deleted, daily; 0 keeps them forever. Pending deliveries stay whatever their age.
+     */
+    retention_days: t.Integer({ minimum: 0, default: 90 }),
   },
   { ...Strict, default: {} },
 )
@@ -147,6 +153,37 @@ export const MAX_BODY = 500_000
 export const MAX_RECIPIENTS = 500
 export const MAX_DELIVERY_RECIPIENTS = 1_000
 
+/**
+ * The most a notification's `params` and `data` may hold together as JSON (bytes), and the most
+ * names each may have; the same for a template's `sample_params`. Every delivery row keeps them,
+ * and so does the in-app message every role reads: a trigger token's 9 MB params had added 80 MB
+ * to the store per request and made a viewer's inbox page 108 MB, and 900,000 names held the event
+ * loop 5.8 s.
+ */
+export const MAX_PARAMS_BYTES = 65_536
+export const MAX_PARAMS_KEYS = 1_000
+const Params = () => t.Record(t.String(), t.Unknown(), { maxProperties: MAX_PARAMS_KEYS })
+
+/**
+ * 400 naming the larger of `fields` (`body.params`, `body.data`) when together they pass
+ * MAX_PARAMS_BYTES as JSON. Checked before anything is rendered, stored or sent.
+ */
+export function checkParamsSize(fields: Record<string, unknown>): void {
+  let total = 0
+  let largest = { name: '', bytes: -1 }
+  for (const [name, v] of Object.entries(fields)) {
+    if (v === undefined) continue
+    const bytes = Buffer.byteLength(JSON.stringify(v))
+    total += bytes
+    if (bytes > largest.bytes) largest = { name, bytes }
+  }
+  if (total > MAX_PARAMS_BYTES)
+    throw invalidField(
+      `body.${largest.name}`,
+      `${Object.keys(fields).join(' and ')} take ${total.toLocaleString('en-US')} bytes as JSON, more than ${MAX_PARAMS_BYTES.toLocaleString('en-US')}`,
+    )
+}
+
 export const NotifyBody = t.Object(
   {
     type: t.String({ minLength: 1, maxLength: 200 }),
@@ -160,8 +197,8 @@ export const NotifyBody = t.Object(
       }),
     ),
     template: t.Optional(t.String({ minLength: 1 })),
-    params: t.Optional(t.Record(t.String(), t.Unknown())),
-    data: t.Optional(t.Record(t.String(), t.Unknown())),
+    params: t.Optional(Params()),
+    data: t.Optional(Params()),
     idempotency_key: t.Optional(t.String({ minLength: 1, maxLength: 256 })),
     title: t.Optional(t.String({ maxLength: MAX_TITLE })),
     body: t.Optional(t.String({ maxLength: MAX_BODY })),
@@ -185,7 +222,7 @@ export const TemplateBody = t.Object(
     level: t.Optional(Level),
     fields: t.Optional(t.Array(TemplateField, { maxItems: 100 })),
     /** Params the preview renders with when it is given none. */
-    sample_params: t.Optional(t.Record(t.String(), t.Unknown())),
+    sample_params: t.Optional(Params()),
   },
   Strict,
 )

@@ -1,7 +1,7 @@
 import { type Db, fromJson, iso, newId } from '../../core/db'
 import { Generation } from '../../core/generation'
 import { Conflict, NotFound, invalidField } from '../../core/http'
-import { MAX_BODY, MAX_TITLE, type TemplateBody } from './schema'
+import { MAX_BODY, MAX_TITLE, type TemplateBody, checkParamsSize } from './schema'
 
 export interface Template {
   id: string
@@ -149,14 +149,18 @@ export function templateStore(db: Db, publish: (id: string) => void = () => unde
     publish(id)
   }
 
-  const values = (b: TemplateBody) => [
-    b.name,
-    b.title,
-    b.body ?? '',
-    b.level ?? 'info',
-    JSON.stringify(b.fields ?? []),
-    JSON.stringify(b.sample_params ?? {}),
-  ]
+  const values = (b: TemplateBody) => {
+    // Kept in every instance's copy and in every list: bounded as a notification's params are.
+    checkParamsSize({ sample_params: b.sample_params })
+    return [
+      b.name,
+      b.title,
+      b.body ?? '',
+      b.level ?? 'info',
+      JSON.stringify(b.fields ?? []),
+      JSON.stringify(b.sample_params ?? {}),
+    ]
+  }
 
   return {
     /** Another instance changed the templates (or may have): the next read loads them again. */

@@ -36,6 +36,31 @@ export class MessageHub {
 export type Target = { id: string; send: (n: Note) => Promise<SendOutcome> }
 
 /**
+ * The most an in-app message keeps of its notification's params (`data`, as JSON, bytes): every
+ * role reads each message in every page of the inbox (up to 500 a page) and on the stream. Notify
+ * bounds what a request sends to as much; a larger payload (a platform event's) keeps its
+ * top-level numbers, booleans and texts (each cut to MAX_MESSAGE_TEXT characters) while they fit,
+ * and `truncated: true`. A trigger token's 9 MB params had made one inbox page 108 MB.
+ */
+export const MAX_MESSAGE_DATA = 65_536
+const MAX_MESSAGE_TEXT = 1_000
+
+export function messageData(id: string, payload: Record<string, unknown>): Record<string, unknown> {
+  const data = { id, ...payload }
+  if (Buffer.byteLength(JSON.stringify(data)) <= MAX_MESSAGE_DATA) return data
+  const out: Record<string, unknown> = { id, truncated: true }
+  let size = Buffer.byteLength(JSON.stringify(out))
+  for (const [k, v] of Object.entries(payload)) {
+    if (k === 'id' || k === 'truncated' || (v !== null && typeof v === 'object')) continue
+    const kept = typeof v === 'string' && v.length > MAX_MESSAGE_TEXT ? v.slice(0, MAX_MESSAGE_TEXT) : v
+    size += Buffer.byteLength(JSON.stringify({ [k]: kept })) - 1
+    if (size > MAX_MESSAGE_DATA) break
+    out[k] = kept
+  }
+  return out
+}
+
+/**
  * The site channels as senders: the built-in ones (in-app, chat robot, webhook, mail) when their
  * switch is on and they are configured, and the routing's own channels. Notify's `site` provider
  * sends through them (plugins/site/notify.ts), and the test route sends one at once.
@@ -74,7 +99,7 @@ export function channelTargets(d: {
                   level: n.level,
                   title: n.title,
                   body: n.body,
-                  data: { id: n.id, ...(maskNamed(n.payload, masked, setOnly) as Record<string, unknown>) },
+                  data: messageData(n.id, maskNamed(n.payload, masked, setOnly) as Record<string, unknown>),
                 })
                 await d.announce(m)
                 return { ok: true }
