@@ -3,10 +3,11 @@ import { definePlugin } from '../../core/plugin'
 import { channelManager } from './channels'
 import { subscribePlatformEvents } from './events'
 import { logProvider } from './log-provider'
-import { logStore } from './logs'
+import { logStore, purgeLogs } from './logs'
 import m001 from './migrations/001_notify.sql' with { type: 'text' }
 import m002 from './migrations/002_app_tokens_to_core.sql' with { type: 'text' }
 import m003 from './migrations/003_idempotency.sql' with { type: 'text' }
+import m004 from './migrations/004_retention.sql' with { type: 'text' }
 import { notifyService } from './notify'
 import { type Dispatcher, dispatcher } from './queue'
 import { notifyRoutes } from './routes'
@@ -16,6 +17,8 @@ import { templateStore } from './templates'
 import { workerHub, workerToken } from './workers'
 
 export type { NotifyService } from './notify'
+
+const DAY = 86_400_000
 
 /**
  * The notification service (spec 2): notify, the durable queue and its workers, providers and
@@ -33,6 +36,7 @@ export default definePlugin({
     { id: 1, name: 'notify', sql: m001 },
     { id: 2, name: 'app_tokens_to_core', sql: m002 },
     { id: 3, name: 'idempotency', sql: m003 },
+    { id: 4, name: 'retention', sql: m004 },
   ],
   // Spec 2 is one notification service: rules, groups, rosters and incidents check users against it too.
   permissions: {
@@ -121,6 +125,16 @@ export default definePlugin({
       },
       { perInstance: true },
     )
+    if (config.retention_days)
+      ctx.schedule(
+        'notify.retention',
+        DAY,
+        async () => {
+          const n = await purgeLogs(ctx.db, Date.now() - config.retention_days * DAY)
+          if (n.deliveries || n.notifications) ctx.log.info('notify retention purge', n)
+        },
+        { runAtStart: true },
+      )
     ctx.onStop(async () => {
       unsubscribe()
       await disp?.stop()

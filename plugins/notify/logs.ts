@@ -155,3 +155,43 @@ export function logStore(db: Db, sensitive: readonly string[] = []) {
     },
   }
 }
+
+/** Rows a purge deletes per statement: the SQLite writer is never held for long. */
+const PURGE_SLICE = 500
+
+/**
+ * `retention_days`: deletes the finished deliveries created before `before` with their attempts,
+ * and the notifications of that age. Pending deliveries stay whatever their age (a disabled
+ * channel's queue waits for it). Answers how many deliveries and notifications went.
+ */
+export async function purgeLogs(
+  db: Db,
+  before: number,
+): Promise<{ deliveries: number; notifications: number }> {
+  let deliveries = 0
+  let notifications = 0
+  for (;;) {
+    const ids = (
+      await db.all<{ id: string }>(
+        `SELECT id FROM notify_deliveries WHERE created_at < ? AND status <> 'pending' LIMIT ${PURGE_SLICE}`,
+        [before],
+      )
+    ).map((r) => r.id)
+    if (!ids.length) break
+    const marks = ids.map(() => '?').join(', ')
+    await db.tx(async (tx) => {
+      await tx.run(`DELETE FROM notify_attempts WHERE delivery_id IN (${marks})`, ids)
+      deliveries += await tx.run(`DELETE FROM notify_deliveries WHERE id IN (${marks})`, ids)
+    })
+    if (ids.length < PURGE_SLICE) break
+  }
+  for (;;) {
+    const n = await db.run(
+      `DELETE FROM notify_notifications WHERE id IN (SELECT id FROM notify_notifications WHERE created_at < ? LIMIT ${PURGE_SLICE})`,
+      [before],
+    )
+    notifications += n
+    if (n < PURGE_SLICE) break
+  }
+  return { deliveries, notifications }
+}

@@ -10,6 +10,7 @@ import { siteStore } from './store'
 const TOPIC = 'site.message'
 /** A write of the settings or the routing: every instance drops its copy. */
 const SETTINGS = 'site.settings'
+const DAY = 86_400_000
 
 /**
  * The platform's notification channels (spec 3): the `notification.*` site settings (YAML
@@ -76,6 +77,17 @@ export default definePlugin({
     )
     ctx.metrics.collect(() => listeners.set(hub.size))
     ctx.bus.on('server.draining', () => hub.closeAll())
+    const keepDays = ctx.config.message_retention_days
+    if (keepDays)
+      ctx.schedule(
+        'site.message-retention',
+        DAY,
+        async () => {
+          const n = await store.purgeMessages(Date.now() - keepDays * DAY)
+          if (n) ctx.log.info('in-app message retention purge', { deleted: n })
+        },
+        { runAtStart: true },
+      )
     return siteRoutes(ctx as never, {
       store,
       hub,

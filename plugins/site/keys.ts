@@ -94,6 +94,8 @@ export const SiteConfig = T.Object(
      * routing when another instance changed them and its notice was lost (a notice drops it at once).
      */
     sync_ms: T.Integer({ minimum: 10, default: 1_000 }),
+    /** In-app messages older than this many days are deleted (daily), read or not; 0 keeps them forever. */
+    message_retention_days: T.Integer({ minimum: 0, default: 90 }),
   },
   { additionalProperties: false, default: {} },
 )

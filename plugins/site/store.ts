@@ -239,6 +239,18 @@ export function siteStore(db: Db, file: () => Partial<Settings>, changed: () => 
     async markAllRead(): Promise<number> {
       return db.run('UPDATE site_messages SET read_at = ? WHERE read_at IS NULL', [Date.now()])
     },
+    /** `message_retention_days`: deletes the messages stored before `before`, in slices; answers how many. */
+    async purgeMessages(before: number): Promise<number> {
+      let deleted = 0
+      for (;;) {
+        const n = await db.run(
+          'DELETE FROM site_messages WHERE id IN (SELECT id FROM site_messages WHERE at < ? LIMIT 500)',
+          [before],
+        )
+        deleted += n
+        if (n < 500) return deleted
+      }
+    },
   }
 }
 export type SiteStore = ReturnType<typeof siteStore>
