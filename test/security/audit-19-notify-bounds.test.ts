@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { purgeLogs } from '../../plugins/notify/logs'
 import { MAX_PARAMS_BYTES } from '../../plugins/notify/schema'
-import { httpSink } from '../../plugins/notify/testing'
 import { MAX_MESSAGE_DATA } from '../../plugins/site/dispatch'
 import { siteStore } from '../../plugins/site/store'
 import { type TestApp, forEachEngine, makeApp, until } from '../helpers'
@@ -17,7 +16,6 @@ import { surfaceApp } from './surface-app'
 const DAY = 86_400_000
 
 forEachEngine((engine) => {
-  const sink = httpSink()
   let a: TestApp
   let admin: string
   let viewer: string
@@ -35,10 +33,7 @@ forEachEngine((engine) => {
     config = await mint('config')
     query = await mint('query')
   })
-  afterAll(async () => {
-    await a.stop()
-    sink.stop()
-  })
+  afterAll(() => a.stop())
   const app = (token: string) => ({ 'x-app-token': token })
   const deliveries = async () =>
     Number((await a.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM notify_deliveries'))?.n ?? 0)
@@ -137,24 +132,20 @@ forEachEngine((engine) => {
           await a.req('GET', '/api/v1/site/messages?event=keys&size=500', { token: viewer })
         ).body.data.items.find((x: { title: string }) => x.title === 'old one'),
       )
-      // A disabled channel's delivery waits in the queue: pending, whatever its age.
-      await a.req('PUT', '/api/v1/config/parked', {
-        token: admin,
-        body: { type: 'webhook', enabled: false, config: { url: sink.url } },
-      })
-      const parked = (
-        await a.req('POST', '/api/v1/notify', {
-          token: admin,
-          body: { type: 'keys', channels: ['parked', 'site.inapp'], title: 'parked' },
-        })
-      ).body.data
+      // A delivery still queued (a disabled channel's, one waiting for its retry) stays, whatever its age.
+      const queued = (await notify({ title: 'queued' })).body.data.task_ids[0] as string
+      await until(
+        async () =>
+          (await a.req('GET', `/api/v1/logs/${queued}`, { token: admin })).body.data?.status === 'success',
+      )
+      await a.db.run("UPDATE notify_deliveries SET status = 'pending', next_at = ? WHERE id = ?", [
+        Date.now() + DAY,
+        queued,
+      ])
+      const recent = (await notify({ title: 'recent' })).body.data.task_ids[0] as string
       // Sent 100 days ago.
       const old = Date.now() - 100 * DAY
-      await a.db.run('UPDATE notify_deliveries SET created_at = ? WHERE notification_id IN (?, ?)', [
-        old,
-        nid,
-        parked.notification_id,
-      ])
+      await a.db.run('UPDATE notify_deliveries SET created_at = ? WHERE id IN (?, ?)', [old, id, queued])
       await a.db.run('UPDATE notify_notifications SET created_at = ? WHERE id = ?', [old, nid])
       await a.db.run('UPDATE site_messages SET at = ? WHERE id = ?', [old, msg.id])
       const attempts = async () =>
@@ -180,9 +171,10 @@ forEachEngine((engine) => {
           await a.req('GET', '/api/v1/site/messages?event=keys&size=500', { token: viewer })
         ).body.data.items.map((x: { id: string }) => x.id),
       ).not.toContain(msg.id)
-      // The parked delivery is still queued; the recent ones stay.
-      const parkedLog = await a.req('GET', `/api/v1/logs/${parked.task_ids[0]}`, { token: admin })
-      expect(parkedLog.body.data.status).toBe('pending')
+      // The queued delivery and the recent one stay.
+      const kept = await a.req('GET', `/api/v1/logs/${queued}`, { token: admin })
+      expect(kept.body.data.status).toBe('pending')
+      expect((await a.req('GET', `/api/v1/logs/${recent}`, { token: admin })).status).toBe(200)
     })
 
     test('the purges are scheduled daily jobs (retention_days, message_retention_days: 90), run at start', async () => {
