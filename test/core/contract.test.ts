@@ -109,7 +109,7 @@ forEachEngine((engine) => {
       expect(s.body).toEqual({
         greeting: 'Hello from the environment',
         translate_key: 'set:wxyz',
-        archive_url: 'https://bob:set%3Along@archive.example/set?token=set%3A3456',
+        archive_url: 'https://set:set%3Along@archive.example/set?token=set%3A3456',
         healthy: true,
       })
       expect(JSON.stringify(s.body)).not.toContain('hunter2')
