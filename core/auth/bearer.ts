@@ -9,9 +9,24 @@ export function bearerOf(headers: Headers, query?: Record<string, unknown>): str
   const h = headers.authorization
   if (h?.startsWith('Bearer ')) return h.slice(7).trim()
   const cookie = headers.cookie?.match(/(?:^|;\s*)service_token=([^;]+)/)?.[1]
-  if (cookie && cookieFromOwnSite(headers)) return decodeURIComponent(cookie)
+  if (cookie && cookieFromOwnSite(headers)) {
+    const token = decoded(cookie)
+    if (token) return token
+  }
   const q = query?.token
   return typeof q === 'string' && q ? q : undefined
+}
+
+/**
+ * A cookie's value percent-decoded, or undefined when it is no valid encoding (`%E0%A4%A`): such
+ * a cookie is no credential, as if absent (it threw a URIError, a 500 on every guarded route).
+ */
+function decoded(cookie: string): string | undefined {
+  try {
+    return decodeURIComponent(cookie)
+  } catch {
+    return undefined
+  }
 }
 
 /**
