@@ -8,6 +8,7 @@ import m006 from './migrations/006_consumers.sql' with { type: 'text' }
 import m007 from './migrations/007_changes.sql' with { type: 'text' }
 import m008 from './migrations/008_consumer_rebuild.sql' with { type: 'text' }
 import m009 from './migrations/009_consumer_parked.sql' with { type: 'text' }
+import m010 from './migrations/010_refresh_gen.sql' with { type: 'text' }
 
 /** Core's own migrations, recorded in the ledger under the name `core`. */
 export const coreMigrations: Migration[] = [
@@ -20,6 +21,7 @@ export const coreMigrations: Migration[] = [
   { id: 7, name: 'changes', sql: m007 },
   { id: 8, name: 'consumer_rebuild', sql: m008 },
   { id: 9, name: 'consumer_parked', sql: m009 },
+  { id: 10, name: 'refresh_gen', sql: m010 },
 ]
 
 /** The consumers' cursor table alone, for a separate event store (core/event-log.ts). */

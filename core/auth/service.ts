@@ -242,7 +242,7 @@ export class AuthService {
   /** Ends the login a user access token belongs to: its refresh and access tokens stop working. */
   async signOut(principal: Principal): Promise<void> {
     if (!principal.family) throw new Unauthorized("only a signed-in user's access token can sign out")
-    await this.sessions.endFamily(principal.family)
+    await this.sessions.endFamily(principal.family, principal.id)
   }
 
   refresh(refreshToken: string, address = 'unknown'): Promise<Tokens> {

@@ -26,6 +26,9 @@ export const SYNC_MS = 5000
 /** Each read looks this far back: covers clocks apart between instances and slow commits. */
 const OVERLAP_MS = 60_000
 
+/** What a rotation came to: the new tokens, or the refusal (`family`: the login to withdraw). */
+type Rotated = { tokens: Tokens } | { error: string; family?: string }
+
 /**
  * When a login began: its family id is a UUIDv7 (`newId`), whose first 48 bits are the epoch ms
  * it was made. Undefined for an id of another shape (none is made so).
@@ -97,11 +100,18 @@ export class Sessions {
   }
 
   /** Spec 1 login answer: an access token and the first refresh token of a new family. */
-  async issue(user: StoredUser, familyId = newId()): Promise<Tokens> {
+  issue(user: StoredUser, familyId = newId()): Promise<Tokens> {
+    return this.issueIn(this.db, user, familyId, Date.now())
+  }
+
+  /**
+   * Inserts a new refresh token of `familyId` in `db` (a refresh's transaction) under the user's
+   * token generation as read, so a password change committed since refuses it at its refresh.
+   */
+  private async issueIn(db: Db, user: StoredUser, familyId: string, now: number): Promise<Tokens> {
     const refreshToken = randomBytes(32).toString('base64url')
-    const now = Date.now()
-    await this.db.run(
-      'INSERT INTO refresh_tokens (id, family_id, user_id, token_hash, expires_at, created_at) VALUES (?, ?, ?, ?, ?, ?)',
+    await db.run(
+      'INSERT INTO refresh_tokens (id, family_id, user_id, token_hash, expires_at, created_at, token_gen) VALUES (?, ?, ?, ?, ?, ?, ?)',
       [
         newId(),
         familyId,
@@ -109,6 +119,7 @@ export class Sessions {
         sha256Hex(refreshToken),
         Math.min(now + this.refreshTtlS * 1000, this.loginEnds(familyId)),
         now,
+        user.tokenGen,
       ],
     )
     return {
@@ -122,50 +133,74 @@ export class Sessions {
   /**
    * Rotates a refresh token: each is good once. Presenting a used one means it leaked, so the
    * whole family (every token descended from that login, access tokens included) is revoked.
+   *
+   * One transaction under the lock on the user's row reads and claims the token and inserts its
+   * successor: a sign-out, a password change or a disable (which take that lock too) either
+   * committed first, and the token is refused here, or waits until the successor exists and
+   * revokes it. Claimed in a transaction of its own, with the successor inserted after it
+   * committed, a token being rotated during a sign-out or a password reset survived them on
+   * PostgreSQL (audit 19 H1).
    */
   async refresh(refreshToken: string, address = 'unknown'): Promise<Tokens> {
     await this.throttle.check(address)
+    const hash = sha256Hex(refreshToken)
+    const known = await this.db.get<{ user_id: string }>(
+      'SELECT user_id FROM refresh_tokens WHERE token_hash = ?',
+      [hash],
+    )
     const now = Date.now()
-    const outcome = await this.db.tx(async (tx) => {
-      const row = await tx.get<{
-        id: string
-        family_id: string
-        user_id: string
-        expires_at: number
-        used_at: number | null
-        revoked_at: number | null
-      }>(
-        'SELECT id, family_id, user_id, expires_at, used_at, revoked_at FROM refresh_tokens WHERE token_hash = ?',
-        [sha256Hex(refreshToken)],
-      )
-      if (!row) return { error: 'invalid refresh token' } as const
-      if (row.used_at !== null || row.revoked_at !== null) {
-        await tx.run('UPDATE refresh_tokens SET revoked_at = ? WHERE family_id = ? AND revoked_at IS NULL', [
-          now,
-          row.family_id,
-        ])
-        return { error: 'refresh token reused; its session was revoked', family: row.family_id } as const
-      }
-      if (row.expires_at <= now) return { error: 'refresh token expired' } as const
-      // Also for a token issued before logins had an end (its expiry then slid with each rotation).
-      if (this.loginEnds(row.family_id) <= now)
-        return { error: 'the login reached its lifetime (auth.refresh_ttl_s): sign in again' } as const
-      const claimed = await tx.run('UPDATE refresh_tokens SET used_at = ? WHERE id = ? AND used_at IS NULL', [
-        now,
-        row.id,
-      ])
-      if (!claimed) return { error: 'invalid refresh token' } as const
-      return { userId: row.user_id, familyId: row.family_id } as const
-    })
+    const outcome: Rotated = known
+      ? await this.db.tx((tx) => this.rotate(tx, hash, known.user_id, now))
+      : { error: 'invalid refresh token' }
     if ('error' in outcome) {
       if (outcome.family) await this.withdrawFamily(outcome.family, now)
       await this.throttle.fail(address, 'token refresh')
       throw new Unauthorized(outcome.error, 'invalid_refresh_token')
     }
-    const user = await this.users.maybe(outcome.userId)
-    if (!user || user.disabled)
-      throw new Unauthorized('user no longer exists or is disabled', 'invalid_refresh_token')
-    return this.issue(user, outcome.familyId)
+    return outcome.tokens
+  }
+
+  private async rotate(tx: Db, hash: string, userId: string, now: number): Promise<Rotated> {
+    const user = await this.users.lock(tx, userId)
+    const row = await tx.get<{
+      id: string
+      family_id: string
+      expires_at: number | string
+      used_at: number | null
+      revoked_at: number | null
+      token_gen: number | string
+    }>(
+      'SELECT id, family_id, expires_at, used_at, revoked_at, token_gen FROM refresh_tokens WHERE token_hash = ?',
+      [hash],
+    )
+    if (!row) return { error: 'invalid refresh token' }
+    const family = row.family_id
+    if (row.used_at !== null || row.revoked_at !== null) {
+      await tx.run('UPDATE refresh_tokens SET revoked_at = ? WHERE family_id = ? AND revoked_at IS NULL', [
+        now,
+        family,
+      ])
+      return { error: 'refresh token reused; its session was revoked', family }
+    }
+    if (Number(row.expires_at) <= now) return { error: 'refresh token expired' }
+    // Also for a token issued before logins had an end (its expiry then slid with each rotation).
+    if (this.loginEnds(family) <= now)
+      return { error: 'the login reached its lifetime (auth.refresh_ttl_s): sign in again' }
+    if (!user || user.disabled) return { error: 'user no longer exists or is disabled' }
+    // Issued before a password or role change (a login whose password check preceded it).
+    if (Number(row.token_gen) !== user.tokenGen)
+      return { error: "the user's password or roles changed since this login: sign in again" }
+    const revoked = await tx.get(
+      'SELECT id FROM refresh_tokens WHERE family_id = ? AND revoked_at IS NOT NULL LIMIT 1',
+      [family],
+    )
+    if (revoked) return { error: 'this login was signed out', family }
+    const claimed = await tx.run(
+      'UPDATE refresh_tokens SET used_at = ? WHERE id = ? AND used_at IS NULL AND revoked_at IS NULL',
+      [now, row.id],
+    )
+    if (!claimed) return { error: 'invalid refresh token' }
+    return { tokens: await this.issueIn(tx, user, family, now) }
   }
 
   /** A user's trust changed in the store (password, roles, disabled, deleted): applies and tells everyone. */
@@ -177,14 +212,33 @@ export class Sessions {
 
   /**
    * Signing out: revokes the login family's refresh tokens in the store (where other instances
-   * and restarts read it) and withdraws its access tokens everywhere.
+   * and restarts read it) and withdraws its access tokens everywhere. Under the lock on the
+   * user's row a refresh holds from its claim to its successor's insert (`rotate`): a token
+   * rotated meanwhile is revoked here. A login without a live refresh token (a spec 2 login,
+   * which hands none out) is recorded revoked by a row of its own that no token matches.
    */
-  async endFamily(family: string): Promise<void> {
+  async endFamily(family: string, userId: string): Promise<void> {
     const now = Date.now()
-    await this.db.run('UPDATE refresh_tokens SET revoked_at = ? WHERE family_id = ? AND revoked_at IS NULL', [
-      now,
-      family,
-    ])
+    await this.db.tx(async (tx) => {
+      await this.users.lock(tx, userId)
+      const ended = await tx.run(
+        'UPDATE refresh_tokens SET revoked_at = ? WHERE family_id = ? AND used_at IS NULL AND revoked_at IS NULL',
+        [now, family],
+      )
+      if (!ended)
+        await tx.run(
+          'INSERT INTO refresh_tokens (id, family_id, user_id, token_hash, expires_at, created_at, revoked_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
+          [
+            newId(),
+            family,
+            userId,
+            sha256Hex(randomBytes(32).toString('base64url')),
+            this.loginEnds(family),
+            now,
+            now,
+          ],
+        )
+    })
     await this.withdrawFamily(family, now)
   }
 

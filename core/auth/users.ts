@@ -144,8 +144,18 @@ export function userStore(db: Db) {
         'the last active admin cannot be disabled, demoted or deleted; make another admin first',
       )
   }
+  /**
+   * Revokes the user's live refresh tokens, under the lock on its row the caller's write holds
+   * (the UPDATE or DELETE of it), which a refresh takes before it claims a token and keeps until
+   * the token it issues is inserted (core/auth/sessions.ts): a token rotated meanwhile is revoked
+   * here or refused there. Used ones are left as they are: presented again, they revoke their
+   * login as reused.
+   */
   const endSessions = (tx: Db, id: string, now: number) =>
-    tx.run('UPDATE refresh_tokens SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL', [now, id])
+    tx.run(
+      'UPDATE refresh_tokens SET revoked_at = ? WHERE user_id = ? AND used_at IS NULL AND revoked_at IS NULL',
+      [now, id],
+    )
 
   const insert = async (tx: Db, input: NewUser, hash: string, username: string, email: string) => {
     // A name that differs from a user's only by case ('Admin' beside 'admin') reads as that user
@@ -204,6 +214,19 @@ export function userStore(db: Db) {
       const r = await row(db, id)
       if (!r) throw new NotFound(`user '${id}' not found`)
       return toUser(r)
+    },
+
+    /**
+     * The user's row in `tx`, locked to its end (PostgreSQL, MySQL; SQLite runs one write
+     * transaction at a time): the lock `confirmCaller` and every change of the user take, so
+     * what changes trust and what renews a token (core/auth/sessions.ts) take turns.
+     */
+    async lock(tx: Db, id: string): Promise<StoredUser | undefined> {
+      const r = await tx.get<UserRow>(
+        `SELECT ${COLS} FROM users WHERE id = ?${tx.dialect === 'sqlite' ? '' : ' FOR UPDATE'}`,
+        [id],
+      )
+      return r && toUser(r)
     },
 
     /** The user, or undefined when it does not exist; a store fault throws (answered 503, never 401). */
@@ -273,8 +296,9 @@ export function userStore(db: Db) {
         check(before)
         if (isActiveAdmin(before)) await lockAdmins(tx)
         await confirmCaller(tx, actor, id)
-        await endSessions(tx, id, Date.now())
+        // Deleted first: the DELETE locks the row (the admin token's call took no lock before).
         await tx.run('DELETE FROM users WHERE id = ?', [id])
+        await endSessions(tx, id, Date.now())
         if (isActiveAdmin(before)) await keepAnAdmin(tx)
       })
     },
