@@ -219,6 +219,10 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
       metrics,
     })
     checks.add('schedule', () => scheduler.health(), { critical: false })
+    // Refresh tokens nobody can use any more are deleted (they were kept for ever, audit 19 L2).
+    scheduler.add('auth.refresh-token-purge', 3_600_000, (s) => auth.purgeRefreshTokens(s), {
+      runAtStart: true,
+    })
     const events = new EventLog({ db, instanceId: instance, log: log.child('events'), metrics })
     checks.add('consumers', () => events.health(), { critical: false })
 
@@ -298,7 +302,7 @@ export async function createApp(config: LoadedConfig, opts: AppOptions): Promise
     app.use(strictBodies(() => app))
     app
       .use(mon.app)
-      .use(authRoutes(auth, guard, { trustForwardedFor: core.server.trust_forwarded_for, bus }))
+      .use(authRoutes(auth, guard, { trustForwardedFor: core.server.trust_forwarded_for, bus, limiter }))
       .use(keyRoutes(auth, guard))
       .use(sdkAsset())
     const routes = new NativeRoutes(metrics, logRequest, families, cors)

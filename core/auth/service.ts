@@ -1,6 +1,6 @@
 import { timingSafeEqual } from 'node:crypto'
 import type { Changes } from '../changes'
-import type { Db } from '../db'
+import { type Db, newId } from '../db'
 import { keptKey } from '../digest'
 import { Forbidden, Unauthorized, invalidField } from '../http'
 import type { Logger } from '../log'
@@ -17,7 +17,7 @@ import { bearerOf } from './bearer'
 import { type Principal, wrongKind } from './principal'
 import { type Permission, Permissions, primaryRole } from './roles'
 import { type ApiKey, type SdkKeyStore, sdkKeyStore } from './sdk-keys'
-import { Sessions, type Tokens } from './sessions'
+import { type Charge, Sessions, type Tokens } from './sessions'
 import { LoginThrottle, type ThrottleSettings, type ThrottleStore } from './throttle'
 import { UserRules } from './user-rules'
 import {
@@ -239,14 +239,25 @@ export class AuthService {
     return this.sessions.issue(user)
   }
 
+  /** Spec 2 login answer: an access token of a new login family; no refresh token (none is handed out). */
+  startLogin(user: StoredUser): string {
+    return this.access.sign(user, user.tokenGen, newId())
+  }
+
   /** Ends the login a user access token belongs to: its refresh and access tokens stop working. */
   async signOut(principal: Principal): Promise<void> {
     if (!principal.family) throw new Unauthorized("only a signed-in user's access token can sign out")
     await this.sessions.endFamily(principal.family, principal.id)
   }
 
-  refresh(refreshToken: string, address = 'unknown'): Promise<Tokens> {
-    return this.sessions.refresh(refreshToken, address)
+  /** `charge`: counts the rotation in its user's rate-limit budget (`Sessions.refresh`). */
+  refresh(refreshToken: string, address = 'unknown', charge?: Charge): Promise<Tokens> {
+    return this.sessions.refresh(refreshToken, address, charge)
+  }
+
+  /** Deletes the refresh tokens nobody can use any more (`Sessions.purge`); a scheduled job. */
+  async purgeRefreshTokens(signal?: AbortSignal): Promise<void> {
+    await this.sessions.purge(signal)
   }
 
   /** The principal behind an access token, or undefined when missing, invalid, expired or withdrawn. */

@@ -25,6 +25,12 @@ const TOPIC = 'auth'
 export const SYNC_MS = 5000
 /** Each read looks this far back: covers clocks apart between instances and slow commits. */
 const OVERLAP_MS = 60_000
+const DAY_MS = 24 * 3600 * 1000
+/** Refresh tokens deleted per statement of a purge. */
+const PURGE_BATCH = 1000
+
+/** Counts a refresh of the user's token in its rate-limit budget; throws 429 past it. */
+export type Charge = (userId: string) => void | Promise<void>
 
 /** What a rotation came to: the new tokens, or the refusal (`family`: the login to withdraw). */
 type Rotated = { tokens: Tokens } | { error: string; family?: string }
@@ -133,6 +139,8 @@ export class Sessions {
   /**
    * Rotates a refresh token: each is good once. Presenting a used one means it leaked, so the
    * whole family (every token descended from that login, access tokens included) is revoked.
+   * `charge`: counts the rotation in its user's rate-limit budget, before anything is claimed
+   * (a 429 leaves the token good for a later try).
    *
    * One transaction under the lock on the user's row reads and claims the token and inserts its
    * successor: a sign-out, a password change or a disable (which take that lock too) either
@@ -141,13 +149,14 @@ export class Sessions {
    * committed, a token being rotated during a sign-out or a password reset survived them on
    * PostgreSQL (audit 19 H1).
    */
-  async refresh(refreshToken: string, address = 'unknown'): Promise<Tokens> {
+  async refresh(refreshToken: string, address = 'unknown', charge?: Charge): Promise<Tokens> {
     await this.throttle.check(address)
     const hash = sha256Hex(refreshToken)
     const known = await this.db.get<{ user_id: string }>(
       'SELECT user_id FROM refresh_tokens WHERE token_hash = ?',
       [hash],
     )
+    if (known) await charge?.(known.user_id)
     const now = Date.now()
     const outcome: Rotated = known
       ? await this.db.tx((tx) => this.rotate(tx, hash, known.user_id, now))
@@ -240,6 +249,27 @@ export class Sessions {
         )
     })
     await this.withdrawFamily(family, now)
+  }
+
+  /**
+   * Deletes refresh tokens nobody can use any more (none was ever deleted, audit 19 L2): past
+   * their expiry (a login's tokens all expire when it ends), or revoked longer ago than any
+   * instance reads revocations back (`start`, `sync`), a day at least. In batches, so SQLite's
+   * one writer is not held for long. Runs on the core schedule (`auth.refresh-token-purge`).
+   */
+  async purge(signal?: AbortSignal, now = Date.now()): Promise<number> {
+    const keep = Math.max(DAY_MS, 2 * (this.access.ttlS * 1000 + OVERLAP_MS))
+    let deleted = 0
+    for (;;) {
+      const n = await this.db.run(
+        `DELETE FROM refresh_tokens WHERE id IN (SELECT id FROM refresh_tokens WHERE expires_at <= ? OR revoked_at <= ? LIMIT ${PURGE_BATCH})`,
+        [now, now - keep],
+      )
+      deleted += n
+      if (n < PURGE_BATCH || signal?.aborted) break
+    }
+    if (deleted) this.log.info('refresh tokens purged', { deleted })
+    return deleted
   }
 
   async withdrawFamily(family: string, at = Date.now()): Promise<void> {
