@@ -142,6 +142,8 @@ export interface MakeAppOptions {
   store?: TestApp
   /** On PostgreSQL: the server to use (one the test runs itself) instead of the shared one. */
   pgUrl?: string
+  /** The rate limiter's clock (core/app.ts `clock`): a fixed one keeps a test's requests in one window. */
+  clock?: () => number
 }
 
 function merge(a: Record<string, unknown>, b: Record<string, unknown>): Record<string, unknown> {
@@ -208,6 +210,7 @@ export async function makeApp(engine: Engine, opts: MakeAppOptions = {}): Promis
     pgSchema: pg?.schema,
     log: createLogger(config.core.log),
     hashPassword: hashOnce,
+    clock: opts.clock,
   })
   const tokens = new Map<string, string>()
 
