@@ -32,6 +32,17 @@ export default definePlugin({
           deleted: d.deleted === true,
         })
     })
+    // Rows found and ids that named none (at most 1,000 of each kind: anyone may ask for made-up ids).
+    const cached = ctx.metrics.gauge('svc_games_cache_entries', 'Reads by id the games cache holds', [
+      'cache',
+      'kind',
+    ])
+    ctx.metrics.collect(() => {
+      for (const [cache, size] of Object.entries(store.cached())) {
+        cached.set({ cache, kind: 'rows' }, size.hits)
+        cached.set({ cache, kind: 'misses' }, size.misses)
+      }
+    })
     ctx.provide('games', store.service)
     return gamesRoutes(ctx, store)
   },

@@ -119,8 +119,16 @@ export const Environment = t.Object({
   updatedAt: t.String(),
 })
 
+/** The longest environment name (`EnvName`): a longer one names none. */
+export const ENV_NAME_MAX = 32
+/**
+ * Game ids are UUIDs (36 characters, made by the service): a path or query id longer than this
+ * names no game, and is answered 404 without a read (not remembered either).
+ */
+export const GAME_ID_MAX = 64
+
 export const EnvName = t.String({
-  pattern: '^[a-z][a-z0-9-]{0,31}$',
+  pattern: `^[a-z][a-z0-9-]{0,${ENV_NAME_MAX - 1}}$`,
   description: 'lower case, the key in paths',
 })
 

@@ -1,6 +1,7 @@
 import { type Db, newId } from '../../core/db'
 import { Generation } from '../../core/generation'
 import { Conflict, NotFound, parseSort } from '../../core/http'
+import { ReadCache } from './read-cache'
 import {
   DEFAULT_ENVIRONMENTS,
   ENV_COLS,
@@ -16,7 +17,7 @@ import {
   toEnv,
   toGame,
 } from './rows'
-import type { Game, SettingsPatch } from './schema'
+import { ENV_NAME_MAX, GAME_ID_MAX, type Game, type SettingsPatch } from './schema'
 import type { Environment, GamesService } from './types'
 
 /**
@@ -27,8 +28,8 @@ import type { Environment, GamesService } from './types'
 export type GameChange = { gameId: string; environment?: string; deleted: boolean; local?: boolean }
 
 export function gamesStore(db: Db, cacheTtlMs: number, publish: (c: GameChange) => void = () => undefined) {
-  const games = new Map<string, { game: Game | null; at: number }>()
-  const envs = new Map<string, { env: Environment | null; at: number }>()
+  const games = new ReadCache<Game>(cacheTtlMs)
+  const envs = new ReadCache<Environment>(cacheTtlMs)
   const listeners: Array<(c: GameChange) => void | Promise<void>> = []
   const tell = (c: GameChange) => Promise.all(listeners.map((fn) => fn(c)))
   /**
@@ -41,7 +42,6 @@ export function gamesStore(db: Db, cacheTtlMs: number, publish: (c: GameChange) 
     publish({ gameId, environment, deleted })
     return heard
   }
-  const fresh = (at: number) => Date.now() - at < cacheTtlMs
   /**
    * Every change of the cached rows made here or heard of (`keepGame`, `keepEnv`, `forgetGame`). A
    * read for the cache under way meanwhile may be older than the change (on PostgreSQL it waits on
@@ -52,22 +52,24 @@ export function gamesStore(db: Db, cacheTtlMs: number, publish: (c: GameChange) 
   const changes = new Generation()
   const keepGame = (id: string, game: Game) => {
     changes.bump()
-    games.set(id, { game, at: Date.now() })
+    games.set(id, game)
   }
   const keepEnv = (key: string, env: Environment | undefined) => {
     changes.bump()
-    if (env) envs.set(key, { env, at: Date.now() })
+    if (env) envs.set(key, env)
     else envs.delete(key)
   }
 
   async function findGame(id: string): Promise<Game | null> {
+    // No game has such an id: answered without a read, and not remembered.
+    if (id.length > GAME_ID_MAX) return null
     const c = games.get(id)
-    if (c && fresh(c.at)) return c.game
+    if (c !== undefined) return c
     const { value: row, settled } = await changes.settled(() =>
       db.get<GameRow>(`SELECT ${GAME_COLS} FROM games WHERE id = ?`, [id]),
     )
     const game = row ? toGame(row) : null
-    if (settled) games.set(id, { game, at: Date.now() })
+    if (settled) games.set(id, game)
     return game
   }
 
@@ -78,14 +80,15 @@ export function gamesStore(db: Db, cacheTtlMs: number, publish: (c: GameChange) 
   }
 
   async function findEnv(gameId: string, name: string): Promise<Environment | null> {
+    if (gameId.length > GAME_ID_MAX || name.length > ENV_NAME_MAX) return null
     const key = `${gameId}/${name}`
     const c = envs.get(key)
-    if (c && fresh(c.at)) return c.env
+    if (c !== undefined) return c
     const { value: row, settled } = await changes.settled(() =>
       db.get<EnvRow>(`SELECT ${ENV_COLS} FROM environments WHERE game_id = ? AND name = ?`, [gameId, name]),
     )
     const env = row ? toEnv(row) : null
-    if (settled) envs.set(key, { env, at: Date.now() })
+    if (settled) envs.set(key, env)
     return env
   }
 
@@ -99,7 +102,7 @@ export function gamesStore(db: Db, cacheTtlMs: number, publish: (c: GameChange) 
   function forgetGame(id: string) {
     changes.bump()
     games.delete(id)
-    for (const k of envs.keys()) if (k.startsWith(`${id}/`)) envs.delete(k)
+    envs.deletePrefixed(`${id}/`)
   }
 
   /** Compare-and-set on status, so two concurrent transitions cannot both win. */
@@ -140,6 +143,8 @@ export function gamesStore(db: Db, cacheTtlMs: number, publish: (c: GameChange) 
     service,
     getGame,
     getEnv,
+    /** Keys the read caches hold: rows found, and ids that named none (`MISSES_KEPT` at most). */
+    cached: () => ({ games: games.size, environments: envs.size }),
     /** Another instance changed this game: its cached rows go, and listeners hear it. */
     changedElsewhere(c: GameChange) {
       forgetGame(c.gameId)
