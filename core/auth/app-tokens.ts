@@ -80,10 +80,17 @@ export function scopedTokenStore(db: Db, kind: ScopedKind) {
       })
       return { ...toToken(row!), token }
     },
-    async list() {
+    /** By id (the time they were made): at most `limit` after the id `after` (all when absent). */
+    async list(page: { limit?: number; after?: string } = {}) {
       const rows = await db.all<TokenRow>(
-        `SELECT ${COLS} FROM auth_app_tokens WHERE kind = ? ORDER BY created_at, id`,
-        [stored],
+        `SELECT ${COLS} FROM auth_app_tokens WHERE kind = ?${page.after !== undefined ? ' AND id > ?' : ''} ORDER BY id${
+          page.limit !== undefined ? ' LIMIT ?' : ''
+        }`,
+        [
+          stored,
+          ...(page.after !== undefined ? [page.after] : []),
+          ...(page.limit !== undefined ? [page.limit] : []),
+        ],
       )
       return rows.map(toToken)
     },

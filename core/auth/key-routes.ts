@@ -13,6 +13,31 @@ const ScopedBody = t.Object(
   { additionalProperties: false },
 )
 const Id = t.Object({ id: t.String() })
+/** The most one page of keys or tokens lists. */
+export const KEYS_PAGE_MAX = 1_000
+/** Opt-in paging of a key list: without `limit`, every one, as before. */
+export const KeyPage = t.Object({
+  limit: t.Optional(
+    t.Integer({
+      minimum: 1,
+      maximum: KEYS_PAGE_MAX,
+      description: `at most this many (1-${KEYS_PAGE_MAX}); all when absent`,
+    }),
+  ),
+  after: t.Optional(t.String({ maxLength: 64, description: 'the id listed last on the page before' })),
+})
+/** One page of `limit` (read one more to know whether more follow), with `next_after` then. */
+async function paged<T extends { id: string }>(
+  q: typeof KeyPage.static,
+  list: (page: { limit?: number; after?: string }) => Promise<T[]>,
+): Promise<{ items: T[]; next_after?: string }> {
+  const items = await list({ after: q.after, limit: q.limit === undefined ? undefined : q.limit + 1 })
+  if (q.limit === undefined || items.length <= q.limit) return { items }
+  items.length = q.limit
+  return { items, next_after: items[q.limit - 1].id }
+}
+const pageNote =
+  'By id, the order they were made. limit (1-1,000) and after page the list: next_after (the last id) is present when more follow, send it as after; without limit, all of them.'
 const ok = <T>(data: T, message = 'ok') => ({ code: 0, message, data })
 const tag = (summary: string, description?: string, responses?: Record<string, { description: string }>) => ({
   tags: ['auth'],
@@ -60,11 +85,15 @@ export function keyRoutes(auth: AuthService, guard: RouteGuard) {
     )
     .get(
       '/api/v1/app-tokens',
-      async () => {
-        const tokens = await auth.appTokens.list()
-        return ok({ tokens, count: tokens.length })
+      async ({ query }) => {
+        const { items: tokens, next_after } = await paged(query, (p) => auth.appTokens.list(p))
+        return ok({ tokens, count: tokens.length, ...(next_after ? { next_after } : {}) })
       },
-      { appScope: 'admin', detail: tag('Application tokens (without their secrets)') },
+      {
+        appScope: 'admin',
+        query: KeyPage,
+        detail: tag('Application tokens (without their secrets)', pageNote),
+      },
     )
     .delete(
       '/api/v1/app-tokens/:id',
@@ -107,11 +136,15 @@ export function keyRoutes(auth: AuthService, guard: RouteGuard) {
     )
     .get(
       '/api/v1/server-keys',
-      async () => {
-        const keys = await auth.serverKeys.list()
-        return ok({ keys, count: keys.length })
+      async ({ query }) => {
+        const { items: keys, next_after } = await paged(query, (p) => auth.serverKeys.list(p))
+        return ok({ keys, count: keys.length, ...(next_after ? { next_after } : {}) })
       },
-      { permission: 'apikeys:read', detail: tag('Server keys (without their secrets)') },
+      {
+        permission: 'apikeys:read',
+        query: KeyPage,
+        detail: tag('Server keys (without their secrets)', pageNote),
+      },
     )
     .delete(
       '/api/v1/server-keys/:id',

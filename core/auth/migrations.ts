@@ -9,6 +9,8 @@ import m007 from './migrations/007_changes.sql' with { type: 'text' }
 import m008 from './migrations/008_consumer_rebuild.sql' with { type: 'text' }
 import m009 from './migrations/009_consumer_parked.sql' with { type: 'text' }
 import m010 from './migrations/010_refresh_gen.sql' with { type: 'text' }
+import m011my from './migrations/011_api_keys_game.mysql.sql' with { type: 'text' }
+import m011 from './migrations/011_api_keys_game.sql' with { type: 'text' }
 
 /** Core's own migrations, recorded in the ledger under the name `core`. */
 export const coreMigrations: Migration[] = [
@@ -22,6 +24,7 @@ export const coreMigrations: Migration[] = [
   { id: 8, name: 'consumer_rebuild', sql: m008 },
   { id: 9, name: 'consumer_parked', sql: m009 },
   { id: 10, name: 'refresh_gen', sql: m010 },
+  { id: 11, name: 'api_keys_game', sql: m011, mysql: m011my },
 ]
 
 /** The consumers' cursor table alone, for a separate event store (core/event-log.ts). */

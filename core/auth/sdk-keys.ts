@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto'
 import { type Db, iso, newId } from '../db'
+import { lockUntilCommit } from '../db/migrate'
 import { sha256Hex } from '../digest'
-import { NotFound } from '../http'
+import { Conflict, NotFound } from '../http'
 import { confirmCaller } from './caller'
 import type { Principal } from './principal'
 import { VerifiedCache } from './verified'
@@ -46,6 +47,25 @@ const toKey = (r: KeyRow): ApiKey => ({
 })
 
 /**
+ * Active SDK keys a game may hold (409 for one more): an environment's list shows its active
+ * keys, and 1,700 environments beside 1,000 keys had made one list 650 KB (the keys were read once
+ * per environment).
+ */
+export const MAX_ACTIVE_KEYS_PER_GAME = 1_000
+/** Key creations of a game take turns on engines with concurrent writers, so two cannot both pass the cap. */
+const KEYS_LOCK = { pg: 72_410_003, mysql: 'liveops_sdk_keys', waitS: 10 }
+
+/** What `list` filters on; `limit` keys by id after `after` (all when absent). */
+export interface KeyFilter {
+  gameId?: string
+  environment?: string
+  /** Only keys not revoked. */
+  active?: boolean
+  limit?: number
+  after?: string
+}
+
+/**
  * SDK keys (spec 1 `x-api-key`): public, since they ship inside game clients, and bound to one
  * game and environment. Stored as their SHA-256 and shown once. Verified keys are cached, unknown
  * ones too (guessing costs no query); `forget()` drops the cache (`VerifiedCache`).
@@ -64,6 +84,18 @@ export function sdkKeyStore(db: Db) {
       const key = `${SDK_KEY_PREFIX}${randomBytes(24).toString('base64url')}`
       const row = await db.tx(async (tx) => {
         await confirmCaller(tx, input.actor)
+        if (input.gameId !== undefined) {
+          await lockUntilCommit(tx, KEYS_LOCK)
+          const active = await tx.get<{ n: number }>(
+            'SELECT COUNT(*) AS n FROM api_keys WHERE game_id = ? AND revoked_at IS NULL',
+            [input.gameId],
+          )
+          if (Number(active?.n ?? 0) >= MAX_ACTIVE_KEYS_PER_GAME)
+            throw new Conflict(
+              `game '${input.gameId}' has ${MAX_ACTIVE_KEYS_PER_GAME} active API keys, the most it may hold: revoke one first`,
+              { field: 'gameId', max: MAX_ACTIVE_KEYS_PER_GAME },
+            )
+        }
         return tx.get<KeyRow>(
           `INSERT INTO api_keys (id, name, key_hash, prefix, game_id, environment, created_by, created_at)
            VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING ${COLS}`,
@@ -82,15 +114,28 @@ export function sdkKeyStore(db: Db) {
       return { ...toKey(row!), key }
     },
 
-    async list(filter: { gameId?: string; environment?: string } = {}): Promise<ApiKey[]> {
+    /** By id (the time they were made): only the conditions given, so the game's index serves. */
+    async list(filter: KeyFilter = {}): Promise<ApiKey[]> {
+      const where: string[] = []
+      const args: (string | number)[] = []
+      if (filter.gameId !== undefined) {
+        where.push('game_id = ?')
+        args.push(filter.gameId)
+      }
+      if (filter.environment !== undefined) {
+        where.push('environment = ?')
+        args.push(filter.environment)
+      }
+      if (filter.active) where.push('revoked_at IS NULL')
+      if (filter.after !== undefined) {
+        where.push('id > ?')
+        args.push(filter.after)
+      }
       const rows = await db.all<KeyRow>(
-        `SELECT ${COLS} FROM api_keys WHERE (CAST(? AS TEXT) IS NULL OR game_id = ?) AND (CAST(? AS TEXT) IS NULL OR environment = ?) ORDER BY created_at, id`,
-        [
-          filter.gameId ?? null,
-          filter.gameId ?? null,
-          filter.environment ?? null,
-          filter.environment ?? null,
-        ],
+        `SELECT ${COLS} FROM api_keys${where.length ? ` WHERE ${where.join(' AND ')}` : ''} ORDER BY id${
+          filter.limit !== undefined ? ' LIMIT ?' : ''
+        }`,
+        filter.limit !== undefined ? [...args, filter.limit] : args,
       )
       return rows.map(toKey)
     },

@@ -16,7 +16,7 @@ import {
 import { bearerOf } from './bearer'
 import { type Principal, wrongKind } from './principal'
 import { type Permission, Permissions, primaryRole } from './roles'
-import { type ApiKey, type SdkKeyStore, sdkKeyStore } from './sdk-keys'
+import { type ApiKey, type KeyFilter, type SdkKeyStore, sdkKeyStore } from './sdk-keys'
 import { type Charge, Sessions, type Tokens } from './sessions'
 import { LoginThrottle, type ThrottleSettings, type ThrottleStore } from './throttle'
 import { UserRules } from './user-rules'
@@ -359,7 +359,8 @@ export class AuthService {
     return this.sdkKeys.create(input)
   }
 
-  listApiKeys(filter: { gameId?: string; environment?: string } = {}): Promise<ApiKey[]> {
+  /** By id; `active`: not revoked; `limit` after the id `after` (all when absent). */
+  listApiKeys(filter: KeyFilter = {}): Promise<ApiKey[]> {
     return this.sdkKeys.list(filter)
   }
 

@@ -1,4 +1,6 @@
 import { Elysia, t } from 'elysia'
+import { KeyPage } from '../../core/auth/key-routes'
+import type { ApiKey as ApiKeyRow } from '../../core/auth/sdk-keys'
 import type { PluginContext } from '../../core/plugin'
 import { rejectUnknown, withoutEchoed } from '../../core/strict'
 import {
@@ -19,21 +21,33 @@ import {
 import type { GamesStore } from './store'
 import { EnvironmentSettings } from './types'
 
-const tag = (summary: string, tags = ['games']) => ({ tags, summary })
+const tag = (summary: string, tags = ['games'], more: { description?: string } = {}) => ({
+  tags,
+  summary,
+  ...more,
+})
 const GameParams = t.Object({ gameId: t.String() })
 const EnvParams = t.Object({ gameId: t.String(), environmentName: EnvName })
 
 export function gamesRoutes(ctx: PluginContext<unknown>, store: GamesStore) {
   const { auth } = ctx
+  /** The API's form of a key bound to an environment (the key itself is shown only at creation). */
+  const ref = (k: ApiKeyRow) => ({ id: k.id, name: k.name, prefix: k.prefix, createdAt: k.createdAt })
   /** The environment as the API shows it: with the active API keys bound to it. */
   const withKeys = async <E extends { gameId: string; name: string }>(env: E) => {
-    const keys = await auth.listApiKeys({ gameId: env.gameId, environment: env.name })
-    return {
-      ...env,
-      apiKeys: keys
-        .filter((k) => !k.revokedAt)
-        .map((k) => ({ id: k.id, name: k.name, prefix: k.prefix, createdAt: k.createdAt })),
+    const keys = await auth.listApiKeys({ gameId: env.gameId, environment: env.name, active: true })
+    return { ...env, apiKeys: keys.map(ref) }
+  }
+  /** Every environment of a game with its keys: the game's active keys in one read, not one per environment. */
+  const allWithKeys = async <E extends { gameId: string; name: string }>(gameId: string, envs: E[]) => {
+    const byEnv = new Map<string, ReturnType<typeof ref>[]>()
+    for (const k of await auth.listApiKeys({ gameId, active: true })) {
+      if (k.environment === null) continue
+      const list = byEnv.get(k.environment)
+      if (list) list.push(ref(k))
+      else byEnv.set(k.environment, [ref(k)])
     }
+    return envs.map((env) => ({ ...env, apiKeys: byEnv.get(env.name) ?? [] }))
   }
 
   return new Elysia({ name: 'games' })
@@ -127,7 +141,7 @@ export function gamesRoutes(ctx: PluginContext<unknown>, store: GamesStore) {
     )
     .get(
       '/api/games/:gameId/environments',
-      async ({ params }) => Promise.all((await store.listEnvs(params.gameId)).map(withKeys)),
+      async ({ params }) => allWithKeys(params.gameId, await store.listEnvs(params.gameId)),
       {
         permission: 'games:read',
         params: GameParams,
@@ -235,12 +249,31 @@ export function gamesRoutes(ctx: PluginContext<unknown>, store: GamesStore) {
         ),
       },
     )
-    .get('/api/api-keys', ({ query }) => auth.listApiKeys(query), {
-      permission: 'apikeys:read',
-      query: t.Object({ gameId: t.Optional(t.String()), environment: t.Optional(t.String()) }),
-      response: { 200: t.Array(ApiKey) },
-      detail: tag('List API keys (never the keys themselves)', ['api-keys']),
-    })
+    .get(
+      '/api/api-keys',
+      async ({ query, set }) => {
+        const { limit, ...filter } = query
+        const keys = await auth.listApiKeys({ ...filter, limit: limit === undefined ? undefined : limit + 1 })
+        if (limit !== undefined && keys.length > limit) {
+          keys.length = limit
+          set.headers['x-next-after'] = keys[limit - 1].id
+        }
+        return keys
+      },
+      {
+        permission: 'apikeys:read',
+        query: t.Composite([
+          t.Object({ gameId: t.Optional(t.String()), environment: t.Optional(t.String()) }),
+          KeyPage,
+        ]),
+        response: { 200: t.Array(ApiKey) },
+        detail: tag('List API keys (never the keys themselves)', ['api-keys'], {
+          description:
+            'By id, the order they were made, revoked ones included. limit (1-1,000) and after page the list, which stays an array: ' +
+            'the X-Next-After header (the last id) is present when more follow, send it as after; without limit, all of them.',
+        }),
+      },
+    )
     .delete('/api/api-keys/:id', ({ params }) => auth.revokeApiKey(params.id), {
       permission: 'apikeys:write',
       response: { 200: 'games.ApiKey' },

@@ -1,6 +1,6 @@
 import { Value } from '@sinclair/typebox/value'
-import { fromJson, iso } from '../../core/db'
-import { invalidField } from '../../core/http'
+import { type Db, fromJson, iso } from '../../core/db'
+import { Conflict, NotFound, invalidField } from '../../core/http'
 import type { Game, SettingsPatch } from './schema'
 import { type Environment, EnvironmentSettings, type GAME_STATUSES } from './types'
 
@@ -19,6 +19,31 @@ export const NEXT: Record<Status, readonly Status[]> = {
   LIVE: ['MAINTENANCE'],
   MAINTENANCE: ['LIVE', 'DISCONTINUED'],
   DISCONTINUED: [],
+}
+
+/**
+ * Environments a game may hold (409 for one more): each is listed, with its keys, in every read
+ * of the game's environments (1,700 of them had made one list 650 KB).
+ */
+export const MAX_ENVIRONMENTS = 100
+
+/**
+ * Refuses one more environment past `MAX_ENVIRONMENTS` (409), in the creating transaction. The
+ * game's row is locked (PostgreSQL, MySQL; SQLite has one writer), so creations in one game take
+ * turns and two at once cannot both pass the cap.
+ */
+export async function roomForEnvironment(tx: Db, gameId: string): Promise<void> {
+  const game = await tx.get(
+    `SELECT id FROM games WHERE id = ?${tx.dialect === 'sqlite' ? '' : ' FOR UPDATE'}`,
+    [gameId],
+  )
+  if (!game) throw new NotFound(`game '${gameId}' not found`)
+  const n = await tx.get<{ n: number }>('SELECT COUNT(*) AS n FROM environments WHERE game_id = ?', [gameId])
+  if (Number(n?.n ?? 0) >= MAX_ENVIRONMENTS)
+    throw new Conflict(`game '${gameId}' has ${MAX_ENVIRONMENTS} environments, the most it may hold`, {
+      field: 'name',
+      max: MAX_ENVIRONMENTS,
+    })
 }
 
 /** Every new game gets these, with the recommended retention. */

@@ -14,6 +14,7 @@ import {
   checkTimezone,
   completeSettings,
   mergeSettings,
+  roomForEnvironment,
   toEnv,
   toGame,
 } from './rows'
@@ -312,20 +313,23 @@ export function gamesStore(db: Db, cacheTtlMs: number, publish: (c: GameChange) 
         }),
         input.settings,
       )
-      const row = await db.get<EnvRow>(
-        `INSERT INTO environments (${ENV_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (game_id, name) DO NOTHING RETURNING ${ENV_COLS}`,
-        [
-          newId(),
-          gameId,
-          input.name,
-          input.type,
-          input.displayName ?? input.name,
-          input.description ?? '',
-          JSON.stringify(settings),
-          now,
-          now,
-        ],
-      )
+      const row = await db.tx(async (tx) => {
+        await roomForEnvironment(tx, gameId)
+        return tx.get<EnvRow>(
+          `INSERT INTO environments (${ENV_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (game_id, name) DO NOTHING RETURNING ${ENV_COLS}`,
+          [
+            newId(),
+            gameId,
+            input.name,
+            input.type,
+            input.displayName ?? input.name,
+            input.description ?? '',
+            JSON.stringify(settings),
+            now,
+            now,
+          ],
+        )
+      })
       if (!row)
         throw new Conflict(`environment '${input.name}' already exists in game '${gameId}'`, {
           field: 'name',
