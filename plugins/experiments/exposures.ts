@@ -161,40 +161,88 @@ export class ExposureRollup implements Derivation<ExposureRows> {
   }
 }
 
-/** Per variant: users whose first exposure named it, and of them those who sent each metric event at or after it. */
+/**
+ * Unexpected variants (names the experiment does not configure, sent with the public SDK key)
+ * listed by name in results: the ones with the most exposures; the rest are counted in one line.
+ * 400,000 made-up names had made one results answer 10 MB.
+ */
+export const UNEXPECTED_SHOWN = 20
+
+/**
+ * Per variant: users whose first exposure named it, and of them those who sent each metric event
+ * at or after it. Null-prototype records: variant and metric names are free text (`constructor`,
+ * `__proto__`), read with `Object.hasOwn`.
+ */
 export interface ExperimentCounts {
   variants: Record<string, { exposures: number; conversions: Record<string, number> }>
+  /** Unexpected variants counted, not listed (past the `UNEXPECTED_SHOWN` with most exposures). */
+  rest?: { variants: number; exposures: number }
 }
 
 const n = (v: unknown) => Number(v ?? 0)
+/** A record no name reaches through its prototype. */
+export const record = <V>(): Record<string, V> => Object.create(null)
+const marks = (k: number) => Array(k).fill('?').join(', ')
 
-/** Counts for one experiment from the exposure rollup. A user counts once, in the variant of their first exposure. */
+/**
+ * Counts for one experiment from the exposure rollup. A user counts once, in the variant of their
+ * first exposure. `configured` variants are read whatever their counts; of the others, the
+ * `UNEXPECTED_SHOWN` with most exposures, and the rest as one count (`rest`).
+ */
 export async function experimentCounts(
   db: Db,
-  q: { gameId: string; environment: string; experimentId: string; metrics: string[] },
+  q: {
+    gameId: string
+    environment: string
+    experimentId: string
+    metrics: string[]
+    configured?: readonly string[]
+  },
 ): Promise<ExperimentCounts> {
   const base = [q.gameId, q.environment, q.experimentId]
-  const exposures = await db.all<{ variant: string; n: number }>(
-    'SELECT variant, COUNT(*) AS n FROM experiments_exposures WHERE game_id = ? AND env = ? AND experiment_id = ? GROUP BY variant',
-    base,
-  )
-  const out: ExperimentCounts = { variants: {} }
-  for (const r of exposures)
-    out.variants[r.variant] = {
-      exposures: n(r.n),
-      conversions: Object.fromEntries(q.metrics.map((m) => [m, 0])),
-    }
-  if (!q.metrics.length || !exposures.length) return out
+  const scope = 'FROM experiments_exposures WHERE game_id = ? AND env = ? AND experiment_id = ?'
+  const configured = [...new Set(q.configured ?? [])]
+  const others = configured.length ? ` AND variant NOT IN (${marks(configured.length)})` : ''
+  const [known, unexpected] = await Promise.all([
+    configured.length
+      ? db.all<{ variant: string; n: number }>(
+          `SELECT variant, COUNT(*) AS n ${scope} AND variant IN (${marks(configured.length)}) GROUP BY variant`,
+          [...base, ...configured],
+        )
+      : [],
+    db.all<{ variant: string; n: number }>(
+      `SELECT variant, COUNT(*) AS n ${scope}${others} GROUP BY variant ORDER BY n DESC, variant LIMIT ?`,
+      [...base, ...configured, UNEXPECTED_SHOWN],
+    ),
+  ])
+  const out: ExperimentCounts = { variants: record() }
+  const conversions = () => {
+    const c = record<number>()
+    for (const m of q.metrics) c[m] = 0
+    return c
+  }
+  for (const r of [...known, ...unexpected])
+    out.variants[r.variant] = { exposures: n(r.n), conversions: conversions() }
+  if (unexpected.length === UNEXPECTED_SHOWN) {
+    const all = await db.get<{ v: number; n: number }>(
+      `SELECT COUNT(DISTINCT variant) AS v, COUNT(*) AS n ${scope}${others}`,
+      [...base, ...configured],
+    )
+    const shown = unexpected.reduce((a, r) => a + n(r.n), 0)
+    if (n(all?.v) > UNEXPECTED_SHOWN)
+      out.rest = { variants: n(all?.v) - UNEXPECTED_SHOWN, exposures: n(all?.n) - shown }
+  }
+  const names = Object.keys(out.variants)
+  if (!q.metrics.length || !names.length) return out
   const conv = await db.all<{ variant: string; event: string; n: number }>(
     `SELECT x.variant, u.event, COUNT(*) AS n FROM experiments_exposures x
      JOIN experiments_user_events u ON u.game_id = x.game_id AND u.env = x.env AND u.user_id = x.user_id
-     WHERE x.game_id = ? AND x.env = ? AND x.experiment_id = ? AND u.event IN (${q.metrics.map(() => '?').join(', ')}) AND u.last_ts >= x.ts
+     WHERE x.game_id = ? AND x.env = ? AND x.experiment_id = ? AND x.variant IN (${marks(names.length)})
+       AND u.event IN (${marks(q.metrics.length)}) AND u.last_ts >= x.ts
      GROUP BY x.variant, u.event`,
-    [...base, ...q.metrics],
+    [...base, ...names, ...q.metrics],
   )
-  for (const r of conv) {
-    const v = out.variants[r.variant]
-    if (v) v.conversions[r.event] = n(r.n)
-  }
+  for (const r of conv)
+    if (Object.hasOwn(out.variants, r.variant)) out.variants[r.variant].conversions[r.event] = n(r.n)
   return out
 }

@@ -178,6 +178,7 @@ export function experimentsRoutes(
           environment: e.environment,
           experimentId: e.id,
           metrics: [...new Set(metrics)],
+          configured: e.config.variants.map((v) => v.name),
         })
         const results = analyze(e, counts)
         // The SRM check runs here; a running experiment that fails it raises the platform event

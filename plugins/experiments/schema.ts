@@ -241,8 +241,20 @@ export const Results = t.Object({
     ),
     mismatch: t.Boolean({ description: 'pValue < 0.001' }),
   }),
-  unexpectedVariants: t.Array(t.Object({ name: t.String(), exposures: t.Integer() }), {
-    description: 'exposures naming no configured variant',
-  }),
+  unexpectedVariants: t.Array(
+    t.Object({
+      name: t.String(),
+      exposures: t.Integer(),
+      others: t.Optional(
+        t.Integer({
+          description: 'present on the last line only, which counts this many names beyond the 20 listed',
+        }),
+      ),
+    }),
+    {
+      description:
+        'exposures naming no configured variant: the 20 names with the most, then, when there are more, one line counting the rest (`others`)',
+    },
+  ),
 })
 export type Results = typeof Results.static

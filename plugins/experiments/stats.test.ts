@@ -202,3 +202,21 @@ describe('analyze', () => {
     expect(r.exposures.map((e) => e.share)).toEqual([0, 0])
   })
 })
+
+describe('analyze with names from Object.prototype', () => {
+  test('configured variants named toString, constructor, valueOf, hasOwnProperty, __proto__ without counts read as none', () => {
+    const names = ['toString', 'constructor', 'valueOf', 'hasOwnProperty', '__proto__']
+    const r = analyze(
+      {
+        id: 'e2',
+        status: 'running',
+        config: { variants: names.map((name) => ({ name, weight: 20 })), metrics: { primary: 'buy' } },
+      },
+      // A plain object, as a caller may build one: its prototype's members are no variants.
+      { variants: { toString: { exposures: 4, conversions: { buy: 1 } } } as never },
+    )
+    expect(r.exposures.map((e) => e.exposures)).toEqual([4, 0, 0, 0, 0])
+    expect(r.primary!.variants.map((v) => v.conversions)).toEqual([1, 0, 0, 0, 0])
+    expect(r.unexpectedVariants).toEqual([])
+  })
+})

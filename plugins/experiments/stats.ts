@@ -3,7 +3,7 @@
  * confidence intervals and a chi-square sample-ratio-mismatch test. Pure functions over counts,
  * so they are tested against values worked out by hand.
  */
-import type { ExperimentCounts } from './exposures'
+import { type ExperimentCounts, UNEXPECTED_SHOWN } from './exposures'
 import type { Experiment, Results } from './schema'
 
 /** z for a two-sided 95% interval. */
@@ -174,12 +174,15 @@ type AnalyzedExperiment = Pick<Experiment, 'id' | 'status' | 'config'>
 export function analyze(exp: AnalyzedExperiment, counts: ExperimentCounts): Results {
   const variants = exp.config.variants
   const configured = new Set(variants.map((v) => v.name))
-  const exposures = variants.map((v) => counts.variants[v.name]?.exposures ?? 0)
+  // Names are free text: `toString` or `__proto__` must not find Object.prototype's members.
+  const of = (name: string) => (Object.hasOwn(counts.variants, name) ? counts.variants[name] : undefined)
+  const exposures = variants.map((v) => of(v.name)?.exposures ?? 0)
   const total = exposures.reduce((a, b) => a + b, 0)
   const metric = (name: string) => {
     const rows = variants.map((v, i) => {
       const n = exposures[i]
-      const x = counts.variants[v.name]?.conversions[name] ?? 0
+      const c = of(v.name)?.conversions
+      const x = c && Object.hasOwn(c, name) ? c[name] : 0
       return { name: v.name, n, x }
     })
     const control = rows[0]
@@ -213,8 +216,28 @@ export function analyze(exp: AnalyzedExperiment, counts: ExperimentCounts): Resu
       exposures,
       variants.map((v) => v.weight),
     ),
-    unexpectedVariants: Object.entries(counts.variants)
-      .filter(([name]) => !configured.has(name))
-      .map(([name, c]) => ({ name, exposures: c.exposures })),
+    unexpectedVariants: unexpected(counts, configured),
   }
+}
+
+/**
+ * Exposures naming no configured variant: the `UNEXPECTED_SHOWN` with the most, then one line
+ * counting the rest (`others` names), so a flood of made-up names keeps the answer small.
+ */
+function unexpected(
+  counts: ExperimentCounts,
+  configured: ReadonlySet<string>,
+): Results['unexpectedVariants'] {
+  const all = Object.keys(counts.variants)
+    .filter((name) => !configured.has(name))
+    .map((name) => ({ name, exposures: counts.variants[name].exposures }))
+    .sort((a, b) => b.exposures - a.exposures || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+  const shown: Results['unexpectedVariants'] = all.slice(0, UNEXPECTED_SHOWN)
+  const others = all.length - shown.length + (counts.rest?.variants ?? 0)
+  if (others > 0) {
+    const exposures =
+      all.slice(UNEXPECTED_SHOWN).reduce((a, v) => a + v.exposures, 0) + (counts.rest?.exposures ?? 0)
+    shown.push({ name: `${others} other ${others === 1 ? 'name' : 'names'}`, exposures, others })
+  }
+  return shown
 }

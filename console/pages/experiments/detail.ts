@@ -40,7 +40,7 @@ interface Results {
   primary: Metric | null
   secondary: Metric[]
   srm: { chiSquare: number | null; pValue: number | null; mismatch: boolean }
-  unexpectedVariants: Array<{ name: string; exposures: number }>
+  unexpectedVariants: Array<{ name: string; exposures: number; others?: number }>
 }
 
 const signed = (v: number) => `${v > 0 ? '+' : ''}${(v * 100).toFixed(1)}%`
