@@ -15,6 +15,10 @@ export interface ExposureRows {
 const EXPERIMENTS_KEPT = 10_000
 /** How long an id that names no counted experiment is taken as such (a draft may be published since). */
 const NOT_COUNTED_MS = 5_000
+/** Exposed users kept in memory in all, unless told (`experiments.exposed_users_in_memory`). */
+export const EXPOSED_USERS_KEPT = 1_000_000
+/** The most users one lookup in the store names; fewer are padded to a power of two (a few statement texts). */
+const LOOKUP_MAX = 4_096
 
 /**
  * Experiment analysis without scanning raw events, a consumer of the event log: each user's
@@ -24,20 +28,39 @@ const NOT_COUNTED_MS = 5_000
  * Exposure events come with the SDK key, public in every game client: only those naming an
  * experiment of their own game and environment that is not a draft count (`CountedExperiments`,
  * looked up once per batch for the ids not remembered), so neither the tables nor the users kept
- * in memory grow with made-up experiment ids. The exposed users of counted experiments are kept
- * in memory, as each batch's conversions are matched against them on the event loop (a store
- * lookup per batch took the ingest benchmark from 126,773 to 31,121 events/s).
+ * in memory grow with made-up experiment ids. Each batch's conversions are matched against the
+ * exposed users on the event loop: those of every game and environment are kept in memory while
+ * they number at most `usersKept` in all (a store lookup per batch took the ingest benchmark
+ * from 126,773 to 31,121 events/s). Past it, the environments with the most go to the store: a
+ * batch's users of such an environment are looked up there, in one read (of up to 4,096 users),
+ * so made-up users sent for a real experiment cost no memory (0.5 KB each had been kept for good).
  */
 export class ExposureRollup implements Derivation<ExposureRows> {
   readonly name = 'exposures'
   readonly write = writeExposures
-  /** `game \u0001 env` -> users with an exposure: only their events feed the conversion rows. */
+  /**
+   * `game \u0001 env` -> users with an exposure, of the environments kept in memory: only their
+   * events feed the conversion rows.
+   */
   private exposed = new Map<string, Set<string>>()
+  /** Users in `exposed`, all environments together. */
+  private kept = 0
+  /** Environments whose exposed users are looked up in the store, batch by batch (too many to keep). */
+  private inStore = new Set<string>()
   /** Experiment id -> its `game \u0001 env` when exposures count for it, else null, and when it was read. */
   private experiments = new Lru<string, { scope: string | null; at: number }>(EXPERIMENTS_KEPT)
   private db: Db | undefined
 
-  constructor(private readonly counted: CountedExperiments) {}
+  constructor(
+    private readonly counted: CountedExperiments,
+    /** Exposed users kept in memory in all (`experiments.exposed_users_in_memory`). */
+    private readonly usersKept = EXPOSED_USERS_KEPT,
+  ) {}
+
+  /** Exposed users in memory, and the environments looked up in the store instead. */
+  held(): { users: number; inStore: number } {
+    return { users: this.kept, inStore: this.inStore.size }
+  }
 
   async init(db: Db): Promise<void> {
     this.db = db
@@ -47,6 +70,8 @@ export class ExposureRollup implements Derivation<ExposureRows> {
   /** A batch rolled back, another instance stored exposures, a rebuild or a deleted stream: read again. */
   forget(): void {
     this.exposed.clear()
+    this.kept = 0
+    this.inStore.clear()
     this.loaded = false
     this.experiments.clear()
   }
@@ -70,24 +95,75 @@ export class ExposureRollup implements Derivation<ExposureRows> {
   }
 
   private loaded = false
+  /**
+   * Reads the exposed users again: of the environments with the fewest first, while they fit in
+   * `usersKept`; the others are looked up in the store.
+   */
   private async load(): Promise<void> {
     if (this.loaded || !this.db) return
+    const db = this.db
     this.exposed.clear()
-    const rows = await this.db.all<{ game_id: string; env: string; user_id: string }>(
-      'SELECT DISTINCT game_id, env, user_id FROM experiments_exposures',
+    this.kept = 0
+    this.inStore.clear()
+    const scopes = await db.all<{ game_id: string; env: string; n: number }>(
+      'SELECT game_id, env, COUNT(DISTINCT user_id) AS n FROM experiments_exposures GROUP BY game_id, env',
     )
-    for (const r of rows) this.users(r.game_id, r.env).add(r.user_id)
+    scopes.sort((a, b) => Number(a.n) - Number(b.n))
+    for (const s of scopes) {
+      const scope = scopeOf(s.game_id, s.env)
+      if (this.kept + Number(s.n) > this.usersKept) {
+        this.inStore.add(scope)
+        continue
+      }
+      const users = await db.all<{ user_id: string }>(
+        'SELECT DISTINCT user_id FROM experiments_exposures WHERE game_id = ? AND env = ?',
+        [s.game_id, s.env],
+      )
+      this.exposed.set(scope, new Set(users.map((r) => r.user_id)))
+      this.kept += users.length
+    }
     this.loaded = true
   }
 
-  private users(gameId: string, env: string): Set<string> {
-    const k = scopeOf(gameId, env)
-    let s = this.exposed.get(k)
-    if (!s) {
-      s = new Set()
-      this.exposed.set(k, s)
+  /** The users of a batch's events (`at`) exposed in an environment kept in the store. */
+  private async storedUsers(
+    gameId: string,
+    env: string,
+    events: readonly NormEvent[],
+    at: readonly number[],
+  ) {
+    const asked = new Set<string>()
+    for (const i of at) {
+      const u = events[i].userId
+      if (u) asked.add(u)
     }
-    return s
+    const out = new Set<string>()
+    const ids = [...asked]
+    for (let i = 0; i < ids.length; i += LOOKUP_MAX) {
+      const part = ids.slice(i, i + LOOKUP_MAX)
+      let size = 16
+      while (size < part.length) size *= 2
+      // Padded with its first id: one statement text per size.
+      while (part.length < size) part.push(part[0])
+      const rows = await this.db!.all<{ user_id: string }>(
+        `SELECT DISTINCT user_id FROM experiments_exposures WHERE game_id = ? AND env = ? AND user_id IN (${part.map(() => '?').join(', ')})`,
+        [gameId, env, ...part],
+      )
+      for (const r of rows) out.add(r.user_id)
+    }
+    return out
+  }
+
+  /** Past `usersKept`, the environments with the most users go to the store until the rest fit. */
+  private spill(): void {
+    while (this.kept > this.usersKept) {
+      let most: [string, Set<string>] | undefined
+      for (const e of this.exposed) if (!most || e[1].size > most[1].size) most = e
+      if (!most) return
+      this.exposed.delete(most[0])
+      this.kept -= most[1].size
+      this.inStore.add(most[0])
+    }
   }
 
   /** The experiment ids the batch's exposures name, looked up (those not remembered) in one read. */
@@ -112,7 +188,15 @@ export class ExposureRollup implements Derivation<ExposureRows> {
     const out: ExposureRows = { exposures: [], userEvents: [] }
     for (const { gameId: g, env, at } of byStream(events)) {
       const scope = scopeOf(g, env)
-      const exposed = this.users(g, env)
+      // In memory (its users kept), else this batch's users looked up in the store.
+      let exposed = this.exposed.get(scope)
+      const inMemory = !this.inStore.has(scope)
+      if (!inMemory) exposed = await this.storedUsers(g, env, events, at)
+      else if (!exposed) {
+        exposed = new Set()
+        this.exposed.set(scope, exposed)
+      }
+      const before = exposed.size
       /** experiment -> user -> [variant, ts] */
       const firsts = new Map<string, Map<string, [string, number]>>()
       for (const i of at) {
@@ -130,6 +214,7 @@ export class ExposureRollup implements Derivation<ExposureRows> {
         if (!prev || e.ts < prev[1]) users.set(e.userId, [variant, e.ts])
         exposed.add(e.userId)
       }
+      if (inMemory) this.kept += exposed.size - before
       for (const exp of inOrder(firsts)) {
         const users = firsts.get(exp)!
         for (const user of inOrder(users)) {
@@ -157,6 +242,7 @@ export class ExposureRollup implements Derivation<ExposureRows> {
         for (const event of inOrder(byEvent)) out.userEvents.push(g, env, user, event, byEvent.get(event)!)
       }
     }
+    this.spill()
     return out.exposures.length || out.userEvents.length ? { rows: out } : undefined
   }
 }

@@ -4,9 +4,10 @@ import { definePlugin } from '../../core/plugin'
 import '../games/types'
 import '../ingest/types'
 import { countedIn } from './exposed'
-import { ExposureRollup } from './exposures'
+import { EXPOSED_USERS_KEPT, ExposureRollup } from './exposures'
 import m001 from './migrations/001_experiments.sql' with { type: 'text' }
 import m002 from './migrations/002_take_exposures.sql' with { type: 'text' }
+import m003 from './migrations/003_exposed_users.sql' with { type: 'text' }
 import { PublicConfig } from './public'
 import { experimentsRoutes } from './routes'
 import { experimentsStore } from './store'
@@ -14,6 +15,7 @@ import { experimentsStore } from './store'
 const migrations = [
   { id: 1, name: 'experiments', sql: m001 },
   { id: 2, name: 'take_exposures', sql: m002 },
+  { id: 3, name: 'exposed_users', sql: m003 },
 ]
 
 const plain = /^[A-Za-z0-9._~-]+$/
@@ -46,6 +48,12 @@ export default definePlugin({
        * acknowledged before it (0: never); the answer's `X-As-Of` says how complete it is.
        */
       read_wait_ms: T.Integer({ minimum: 0, maximum: 60_000, default: 2000 }),
+      /**
+       * Exposed users the exposures consumer keeps in memory, all games and environments together:
+       * each batch's events are matched against them on the event loop. Past it, the environments
+       * with the most are looked up in the store instead, one read per batch (0: every one).
+       */
+      exposed_users_in_memory: T.Integer({ minimum: 0, default: EXPOSED_USERS_KEPT }),
     },
     { additionalProperties: false },
   ),
@@ -56,8 +64,21 @@ export default definePlugin({
     // live beside the log (a separate event store gets them too).
     ctx.service('ingest').storeTables({ plugin: 'experiments', migrations })
     // Exposures count for the experiments of the main store (the consumer's tables may be elsewhere).
-    const exposures = new ExposureRollup(countedIn(ctx.db))
+    const exposures = new ExposureRollup(countedIn(ctx.db), ctx.config.exposed_users_in_memory)
     ctx.events.consume(derivedConsumer(exposures))
+    const held = ctx.metrics.gauge(
+      'svc_experiments_exposed_users',
+      'Exposed users the exposures consumer keeps in memory (at most exposed_users_in_memory)',
+    )
+    const inStore = ctx.metrics.gauge(
+      'svc_experiments_exposed_envs_in_store',
+      'Environments whose exposed users are too many to keep in memory, looked up in the store per batch',
+    )
+    ctx.metrics.collect(() => {
+      const h = exposures.held()
+      held.set(h.users)
+      inStore.set(h.inStore)
+    })
     // A deleted environment or game takes its exposures along; the exposed users are read again.
     ctx
       .service('ingest')

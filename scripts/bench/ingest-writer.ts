@@ -4,7 +4,7 @@
  * second the event store with its rollups takes. Isolates the store's share of an ingest run.
  *
  *   bun scripts/bench/ingest-writer.ts [--engine=sqlite|postgres] [--events=1000000] [--commit=2000]
- *     [--days=30] [--warm=0] [--event-ids=1] [--consumers=0|1]
+ *     [--days=30] [--warm=0] [--event-ids=1] [--consumers=0|1] [--exposed-users=1000000]
  *
  * The events' times span `--days` simulated days (the HTTP benchmark's 10 M events span 30, about
  * 333,000 a day). The first `--warm` events are written before the timing starts, so the
@@ -37,6 +37,7 @@ import { AnalyticsRollup } from '../../plugins/analytics/store/rollup'
 import { scopeOf } from '../../plugins/experiments/exposed'
 import { ExposureRollup } from '../../plugins/experiments/exposures'
 import m002 from '../../plugins/experiments/migrations/002_take_exposures.sql' with { type: 'text' }
+import m003 from '../../plugins/experiments/migrations/003_exposed_users.sql' with { type: 'text' }
 import { ingestMigrations } from '../../plugins/ingest/migrations'
 import { GroupWriter } from '../../plugins/ingest/persist/writer'
 import { validateEvents } from '../../plugins/ingest/signed/validate'
@@ -59,7 +60,13 @@ const db: Db = openDb(url, dir)
 await migrate(db, [
   { plugin: 'ingest', migrations: ingestMigrations },
   { plugin: 'analytics', migrations: analyticsMigrations },
-  { plugin: 'experiments', migrations: [{ id: 2, name: 'take_exposures', sql: m002 }] },
+  {
+    plugin: 'experiments',
+    migrations: [
+      { id: 2, name: 'take_exposures', sql: m002 },
+      { id: 3, name: 'exposed_users', sql: m003 },
+    ],
+  },
 ])
 const quiet = createLogger({ level: 'error', format: 'json', sensitive_fields: [] } as never)
 const writer = new GroupWriter(db, quiet)
@@ -92,7 +99,12 @@ const consumers = {
   behavior: () => new BehaviorRollup(),
   realtime: () => new MinuteRollup(),
   // The bench's events name experiments of g1/prod it does not create: every one counts.
-  exposures: () => new ExposureRollup(async (ids) => new Map(ids.map((id) => [id, scopeOf('g1', 'prod')]))),
+  // `--exposed-users=N`: the users it keeps in memory (0: every environment looked up in the store).
+  exposures: () =>
+    new ExposureRollup(
+      async (ids) => new Map(ids.map((id) => [id, scopeOf('g1', 'prod')])),
+      Number(arg('exposed-users', '1000000')),
+    ),
 }
 const only = arg('only', '')
 const logs = new Map<string, EventLog>()
