@@ -53,7 +53,7 @@ const toKey = (r: KeyRow): ApiKey => ({
  */
 export const MAX_ACTIVE_KEYS_PER_GAME = 1_000
 /** Key creations of a game take turns on engines with concurrent writers, so two cannot both pass the cap. */
-const KEYS_LOCK = { pg: 72_410_003, mysql: 'liveops_sdk_keys', waitS: 10 }
+const KEYS_LOCK = { pg: 72_410_006, mysql: 'liveops_sdk_keys', waitS: 10 }
 
 /** What `list` filters on; `limit` keys by id after `after` (all when absent). */
 export interface KeyFilter {

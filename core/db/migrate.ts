@@ -23,7 +23,10 @@ const ADVISORY_LOCK = 72_410_001
 /**
  * Takes a lock held to the transaction's end, where several writers can race (SQLite's one writer
  * needs none): PostgreSQL's advisory lock `pg`; MySQL's named lock `mysql`, waiting up to `waitS`,
- * released by the transaction's end too (core/db/mysql.ts).
+ * released by the transaction's end too (core/db/mysql.ts). The PostgreSQL keys in use, each
+ * with its MySQL name beside it: 72_410_001 migrations, 002 usernames (core/auth/users.ts), 003
+ * certificates and 004 certificate alert rules (plugins/certificates/store.ts), 005 backups
+ * (plugins/backups/store.ts), 006 SDK keys (core/auth/sdk-keys.ts); a new lock takes the next.
  */
 export async function lockUntilCommit(tx: Db, lock: { pg: number; mysql: string; waitS: number }) {
   if (tx.dialect === 'postgres') await tx.get('SELECT pg_advisory_xact_lock(?)', [lock.pg])
