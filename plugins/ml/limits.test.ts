@@ -66,11 +66,15 @@ forEachEngine((engine) => {
           new Request(`http://localhost${path}`, {
             method: 'POST',
             headers: { authorization: `Bearer ${admin}`, 'content-type': 'text/csv' },
-            // Pulled once the route took its place and reads the body.
-            body: new ReadableStream<Uint8Array>({
-              start: (c) => void open.push(c),
-              pull: () => void reading++,
-            }),
+            // Pulled once the route took its place and reads the body: with no queue to fill
+            // (highWaterMark 0), a stream is pulled only when read, not as soon as it starts.
+            body: new ReadableStream<Uint8Array>(
+              {
+                start: (c) => void open.push(c),
+                pull: () => void reading++,
+              },
+              { highWaterMark: 0 },
+            ),
             duplex: 'half',
           } as RequestInit),
         )
