@@ -189,7 +189,13 @@ export class Sessions {
         now,
         family,
       ])
-      return { error: 'refresh token reused; its session was revoked', family }
+      return {
+        error:
+          row.used_at !== null
+            ? 'refresh token reused; its session was revoked'
+            : 'this login was signed out (or its tokens revoked): sign in again',
+        family,
+      }
     }
     if (Number(row.expires_at) <= now) return { error: 'refresh token expired' }
     // Also for a token issued before logins had an end (its expiry then slid with each rotation).

@@ -101,6 +101,8 @@ forEachEngine((engine) => {
         expect((await a.req('GET', '/api/games', { token })).status).toBe(401)
       const again = await a.req('POST', '/api/auth/refresh', { body: { refreshToken: renewed.refreshToken } })
       expect(again.status).toBe(401)
+      // Said as what happened: signed out, not reused.
+      expect(again.body.message).toContain('signed out')
       expect((await a.req('GET', '/api/games', { token: other.token })).status).toBe(200)
     })
 
