@@ -1,4 +1,5 @@
 import { type Db, fromJson, iso, newId } from '../../core/db'
+import { full } from '../../core/db/room'
 import { keptKey } from '../../core/digest'
 import { Conflict, NotFound } from '../../core/http'
 
@@ -50,8 +51,8 @@ export function alertStore(db: Db, opts: { defaultCooldownS?: () => number } = {
     if (!r) throw new NotFound(`alert rule '${id}' not found`)
     return toRule(r)
   }
-  const write = async (r: Omit<Rule, 'createdAt' | 'updatedAt'>, created: number) => {
-    await db.run(
+  const write = async (r: Omit<Rule, 'createdAt' | 'updatedAt'>, created: number, tx: Db = db) => {
+    await tx.run(
       `INSERT INTO ops_alert_rules (${COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
        ON CONFLICT (id) DO UPDATE SET name = excluded.name, metric = excluded.metric, labels = excluded.labels,
          operator = excluded.operator, threshold = excluded.threshold, for_count = excluded.for_count,
@@ -78,25 +79,35 @@ export function alertStore(db: Db, opts: { defaultCooldownS?: () => number } = {
       return (await db.all<Row>(`SELECT ${COLS} FROM ops_alert_rules ORDER BY created_at, id`)).map(toRule)
     },
     async create(b: RuleCreate): Promise<Rule> {
-      // Each evaluation reads them all.
-      if (Number((await db.get<{ n: number }>('SELECT COUNT(*) AS n FROM ops_alert_rules'))?.n) >= MAX_RULES)
-        throw new Conflict(`at most ${MAX_RULES} ops alert rules: delete one first`)
       const id = newId()
-      await write(
-        {
-          id,
-          name: b.name,
-          metric: b.metric,
-          labels: b.labels ?? {},
-          operator: b.operator,
-          threshold: b.threshold,
-          forCount: b.forCount ?? 1,
-          cooldownSeconds: b.cooldownSeconds ?? opts.defaultCooldownS?.() ?? DEFAULT_COOLDOWN_S,
-          level: b.level,
-          enabled: b.enabled ?? true,
-        },
-        Date.now(),
-      )
+      // Each evaluation reads them all: counted with the insert, under a lock.
+      await db.tx(async (tx) => {
+        if (
+          await full(
+            tx,
+            { pg: 72_410_011, mysql: 'liveops_ops_alert_rules', waitS: 10 },
+            'ops_alert_rules',
+            MAX_RULES,
+          )
+        )
+          throw new Conflict(`at most ${MAX_RULES} ops alert rules: delete one first`)
+        await write(
+          {
+            id,
+            name: b.name,
+            metric: b.metric,
+            labels: b.labels ?? {},
+            operator: b.operator,
+            threshold: b.threshold,
+            forCount: b.forCount ?? 1,
+            cooldownSeconds: b.cooldownSeconds ?? opts.defaultCooldownS?.() ?? DEFAULT_COOLDOWN_S,
+            level: b.level,
+            enabled: b.enabled ?? true,
+          },
+          Date.now(),
+          tx,
+        )
+      })
       return get(id)
     },
     /** Changes only the fields named; answers the rule before and after. */

@@ -1,4 +1,5 @@
 import { type Db, fromJson, iso } from '../../core/db'
+import { full } from '../../core/db/room'
 import { Conflict, NotFound, invalidField } from '../../core/http'
 
 /** Rate-limit sets kept at once (each up to 200 rules). */
@@ -66,7 +67,12 @@ export function rateLimitStore(db: Db) {
         // Every agent's heartbeat reads them all: a bounded number of sets.
         if (
           !prev &&
-          Number((await tx.get<{ n: number }>('SELECT COUNT(*) AS n FROM rate_limits'))?.n) >= MAX_SETS
+          (await full(
+            tx,
+            { pg: 72_410_009, mysql: 'liveops_rate_limits', waitS: 10 },
+            'rate_limits',
+            MAX_SETS,
+          ))
         )
           throw new Conflict(`at most ${MAX_SETS} rate-limit sets: delete one first`)
         await tx.run(

@@ -1,4 +1,5 @@
 import { type Db, fromJson, iso } from '../../core/db'
+import { full } from '../../core/db/room'
 import { Conflict, NotFound, invalidField } from '../../core/http'
 import type { GroupBody, RuleBody } from './schema'
 
@@ -179,8 +180,15 @@ export function rulesStore(db: Db) {
       checkRecipients(g)
       const now = Date.now()
       return db.tx(async (tx) => {
-        const n = await tx.get<{ n: number }>('SELECT COUNT(*) AS n FROM rules_groups')
-        if (Number(n?.n) >= MAX_GROUPS) throw new Conflict(`at most ${MAX_GROUPS} groups: delete one first`)
+        if (
+          await full(
+            tx,
+            { pg: 72_410_008, mysql: 'liveops_rule_groups', waitS: 10 },
+            'rules_groups',
+            MAX_GROUPS,
+          )
+        )
+          throw new Conflict(`at most ${MAX_GROUPS} groups: delete one first`)
         const row = await tx.get<GroupRow>(
           `INSERT INTO rules_groups (id, description, members, created_at, updated_at) VALUES (?, ?, ?, ?, ?)
            ON CONFLICT (id) DO NOTHING RETURNING id, description, members, created_at, updated_at`,
