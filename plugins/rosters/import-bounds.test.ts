@@ -2,6 +2,7 @@ import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { type TestApp, engineFree, forEachEngine, makeApp } from '../../test/helpers'
 import { MAX_OCCURRENCES, STAGE, expandCalendar } from './ical'
 import { timedOut } from './ical-thread'
+import { MAX_ICS_CHARS } from './routes'
 import { recurringCalendar } from './testing'
 
 // Audit L4: every import held a thread, its calendar's memory and a core until it ended, with no
@@ -66,6 +67,19 @@ forEachEngine((engine) => {
     const later = await importCal('later', recurringCalendar(Date.now() + DAY, 'FREQ=DAILY;COUNT=3'))
     expect(later.status).toBe(200)
     expect(later.body.data.periods).toHaveLength(3)
+  })
+
+  test('a calendar text past MAX_ICS_CHARS is 400 naming body before it is parsed; one at it is parsed', async () => {
+    // Real exports are kilobytes; 9.5 MB calendars had grown the server by ~300 MB it kept.
+    const event = vevent('big', 'DTSTART:20261201T090000Z', 'DTEND:20261201T100000Z')
+    const at = calendar(event)
+    const padded = (n: number) => `${at.slice(0, -2)}${' '.repeat(n - at.length)}\r\n`
+    const over = await importCal('too-long', padded(MAX_ICS_CHARS + 1))
+    expect(over.status).toBe(400)
+    expect(over.body.data.field).toBe('body')
+    expect((await a.req('GET', '/api/v1/rosters/too-long', { token: admin })).status).toBe(404)
+    const fits = await importCal('long-enough', padded(MAX_ICS_CHARS))
+    expect(fits.status).toBe(200)
   })
 })
 

@@ -7,6 +7,9 @@ import { expandInThread } from './ical-thread'
 import { ID_PATTERN, RosterBody, type RostersConfig, checkPeriods, instant } from './schema'
 import { MAX_ROSTERS, type RosterStore } from './store'
 
+/** The longest iCalendar text an import takes, in characters (1 MiB of ASCII). */
+export const MAX_ICS_CHARS = 1_048_576
+
 const tags = (summary: string, description?: string) => ({
   tags: ['notify rosters'],
   summary,
@@ -124,13 +127,16 @@ export function rosterRoutes(ctx: PluginContext<RostersConfig>, store: RosterSto
         appScope: write,
         params: Id,
         parse: 'text',
-        body: t.String(),
+        // Real exports are kilobytes; the parser builds many times the text (9.5 MB calendars
+        // grew the server by ~300 MB that it kept), so a larger text is refused before it is parsed.
+        body: t.String({ maxLength: MAX_ICS_CHARS }),
         query: t.Object({ from: t.Optional(t.String()), until: t.Optional(t.String()) }),
         detail: {
           ...tags(
             "Replace a roster's periods from an iCalendar text (created when missing)",
             'The body is the .ics text as calendar apps export it: VEVENTs with RRULE, RDATE, EXDATE, RECURRENCE-ID overrides and VTIMEZONE (TZID) definitions. ' +
               'Occurrences touching [from, until) are kept (from defaults to now, until to from + import_horizon_days, 90); overlapping or touching shifts are merged. ' +
+              'The text is at most 1,048,576 characters (MAX_ICS_CHARS; 400 naming body). ' +
               'The result obeys the roster rules (at most 512 periods). Expansion stops, with 400, past 4096 occurrences up to the end of the window (those before it count) ' +
               'or after import_timeout_ms (3 s), and runs on a thread of its own. ' +
               'At most import_concurrency imports (2) run at once in a process; one more answers 429 with Retry-After.',
