@@ -74,6 +74,12 @@ export default definePlugin({
     })
     let disp: Dispatcher | undefined
     const remote = config.workers.remote
+    // It receives every channel's secrets unmasked: as long as the admin token must be (a
+    // two-letter one passed, and the worker port answered 50,000 guesses a second).
+    if (remote.enabled && remote.token && remote.token.length < 16)
+      throw new Error(
+        `plugins.notify.workers.remote.token (NOTIFY_WORKER_TOKEN): at least 16 characters, got ${remote.token.length}`,
+      )
     const hub = remote.enabled
       ? workerHub({
           host: remote.host,

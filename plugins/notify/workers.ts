@@ -67,8 +67,24 @@ export interface HubOptions {
  * can send, heartbeat, receive deliveries and report results. A worker that disconnects or stays
  * silent fails its in-flight deliveries as retryable, so the queue re-delivers them.
  */
+/** Workers listed at once (online, and offline ones kept for the hour): past it a new one is refused. */
+export const MAX_WORKERS = 1_000
+/** A worker message's largest frame: hellos, heartbeats and results are a few hundred bytes. */
+export const MAX_FRAME = 64 * 1024
+/** A worker id, and each capability, at most this many characters; at most MAX_CAPABILITIES of them. */
+const MAX_NAME = 128
+const MAX_CAPABILITIES = 64
+/** A failure a worker reports is kept to this many characters in the delivery's log. */
+const MAX_ERROR = 2_000
+/** Refused connection attempts an address may make a minute before it is answered 429 unchecked. */
+const FAILURES_PER_MINUTE = 20
+
+const name = (v: unknown): v is string => typeof v === 'string' && v.length > 0 && v.length <= MAX_NAME
+
 export function workerHub(opts: HubOptions) {
   const workers = new Map<string, RemoteWorker>()
+  /** Refused attempts by address in the current minute: guessing the token is bounded, and logged once a minute. */
+  let failures = new Map<string, number>()
   let server: Server<Conn> | undefined
   const staleMs = () => opts.heartbeatS * 1000 * opts.missedHeartbeats
   const online = (w: RemoteWorker) => !w.closed && Date.now() - w.lastHeartbeat <= staleMs()
@@ -94,30 +110,66 @@ export function workerHub(opts: HubOptions) {
         }
         if (w.closed && now - w.lastHeartbeat > 3_600_000) workers.delete(id)
       }
+      if (now - failuresSince >= 60_000) {
+        failures = new Map()
+        failuresSince = now
+      }
     },
     Math.max(50, (opts.heartbeatS * 1000) / 2),
   )
   sweeper.unref?.()
+  let failuresSince = Date.now()
 
+  /** Room for a new worker id: the offline entries kept longest go first; false when all are online. */
+  function room(): boolean {
+    if (workers.size < MAX_WORKERS) return true
+    for (const [id, w] of workers)
+      if (w.closed) {
+        workers.delete(id)
+        return true
+      }
+    return false
+  }
+
+  /**
+   * A worker's frame. Anything but the protocol's messages closes that connection (4400), never
+   * more: a `null`, a capability or an error that is no string had thrown out of the handler and
+   * ended the whole process (audit 19b).
+   */
   function onMessage(ws: ServerWebSocket<Conn>, text: string) {
-    let msg: WorkerMessage
     try {
-      msg = JSON.parse(text) as WorkerMessage
-    } catch {
+      const msg = JSON.parse(text) as unknown
+      if (!msg || typeof msg !== 'object' || Array.isArray(msg))
+        return ws.close(4400, 'a message is a JSON object')
+      handle(ws, msg as WorkerMessage)
+    } catch (e) {
+      opts.log.warn('worker message refused', { error: String(e).slice(0, 200) })
       ws.close(4400, 'malformed message')
-      return
     }
+  }
+
+  function handle(ws: ServerWebSocket<Conn>, msg: WorkerMessage) {
     const w = ws.data.worker
     if (msg.type === 'hello') {
-      if (!msg.worker_id || !Array.isArray(msg.capabilities))
-        return ws.close(4400, 'hello needs worker_id and capabilities')
+      // One worker a connection: hellos repeated on one had filled the list (100,000 in 1.3 s).
+      if (w) return ws.close(4400, 'one hello per connection')
+      const caps = msg.capabilities as unknown
+      if (!name(msg.worker_id) || !Array.isArray(caps) || caps.length > MAX_CAPABILITIES || !caps.every(name))
+        return ws.close(
+          4400,
+          `hello needs worker_id and capabilities (at most ${MAX_CAPABILITIES}, each a text of 1-${MAX_NAME} characters)`,
+        )
       const prior = workers.get(msg.worker_id)
       if (prior && !prior.closed) drop(prior, 'replaced by a new connection')
+      if (!prior && !room()) return ws.close(4429, `${MAX_WORKERS} workers are connected`)
       const now = Date.now()
       const worker: RemoteWorker = {
         id: msg.worker_id,
-        capabilities: msg.capabilities.map(String),
-        concurrency: Math.max(1, Math.min(1024, Number(msg.concurrency) || 16)),
+        capabilities: caps,
+        concurrency: Math.max(
+          1,
+          Math.min(1024, typeof msg.concurrency === 'number' ? Math.trunc(msg.concurrency) || 16 : 16),
+        ),
         connectedAt: now,
         lastHeartbeat: now,
         closed: false,
@@ -134,6 +186,7 @@ export function workerHub(opts: HubOptions) {
     if (!w) return ws.close(4400, 'say hello first')
     w.lastHeartbeat = Date.now()
     if (msg.type === 'result') {
+      if (typeof msg.id !== 'string') return
       const f = w.inflight.get(msg.id)
       if (!f) return
       clearTimeout(f.timer)
@@ -144,7 +197,9 @@ export function workerHub(opts: HubOptions) {
           : {
               ok: false,
               retryable: msg.retryable !== false,
-              error: String(msg.error ?? 'worker reported a failure'),
+              // A text, cut: 8 MB errors had gone whole into the delivery and its attempts.
+              error:
+                typeof msg.error === 'string' ? msg.error.slice(0, MAX_ERROR) : 'worker reported a failure',
             },
       )
       opts.onCapacity()
@@ -167,16 +222,32 @@ export function workerHub(opts: HubOptions) {
           })
           const token = url.searchParams.get('token')
           if (token && !headers.authorization) headers.authorization = `Bearer ${token}`
+          const address = srv.requestIP(req)?.address ?? 'unknown'
+          const refused = failures.get(address) ?? 0
+          if (refused >= FAILURES_PER_MINUTE)
+            return Response.json(
+              {
+                code: 429,
+                message: 'too many refused attempts from this address: retry in a minute',
+                data: null,
+              },
+              { status: 429, headers: { 'retry-after': '60' } },
+            )
           try {
             opts.authenticate(headers)
             if (srv.upgrade(req, { data: {} })) return undefined
             return new Response('expected a WebSocket upgrade', { status: 426 })
           } catch (e) {
+            if (e instanceof Unauthorized) {
+              failures.set(address, refused + 1)
+              if (!refused) opts.log.warn('worker connection refused: wrong token', { address })
+            }
             const status = e instanceof HttpError ? e.status : 500
             return Response.json({ code: status, message: (e as Error).message, data: null }, { status })
           }
         },
         websocket: {
+          maxPayloadLength: MAX_FRAME,
           message: (ws, m) => onMessage(ws, typeof m === 'string' ? m : new TextDecoder().decode(m)),
           close(ws) {
             const w = ws.data.worker
