@@ -19,7 +19,8 @@ const USAGE = `usage: liveops worker --server URL --token TOKEN [--id ID] [--cap
 
 Connects to a liveops server's worker endpoint (plugins.notify.workers.remote), advertises the
 provider types it can send, heartbeats, sends the deliveries it receives and reports results.
-TOKEN is an application token with the config scope, or a user token allowed notify:write.
+TOKEN is the server's plugins.notify.workers.remote.token (NOTIFY_WORKER_TOKEN), also read from
+that variable when --token is not given; no user or application token connects.
 --module loads a third-party provider file (its default export made by defineProvider), as the
 server does for a channel's \`module:\`; its type joins the capabilities. Repeatable.`
 
@@ -139,7 +140,7 @@ export async function workerCommand(args: string[]): Promise<void> {
   }
   const modules = args.flatMap((a, i) => (a === '--module' && args[i + 1] ? [args[i + 1]] : []))
   const server = flag('--server')
-  const token = flag('--token') ?? process.env.LIVEOPS_WORKER_TOKEN
+  const token = flag('--token') ?? process.env.NOTIFY_WORKER_TOKEN ?? process.env.LIVEOPS_WORKER_TOKEN
   if (!server || !token || args.includes('--help')) {
     console.error(USAGE)
     process.exit(2)
