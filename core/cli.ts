@@ -129,6 +129,17 @@ async function serve(file: string | undefined) {
   process.on('SIGINT', () => void shutdown('SIGINT'))
 }
 
+/** Turns off the listeners of their own that plugins open beside the HTTP server: notify's remote workers, OTLP/gRPC. */
+function sidePortsOff(settings: Record<string, unknown>) {
+  const at = (o: unknown, ...keys: string[]) =>
+    keys.reduce<unknown>(
+      (v, k) => (v && typeof v === 'object' ? (v as Record<string, unknown>)[k] : undefined),
+      o,
+    )
+  for (const side of [at(settings, 'notify', 'workers', 'remote'), at(settings, 'ingest', 'otlp', 'grpc')])
+    if (side && typeof side === 'object') (side as { enabled?: boolean }).enabled = false
+}
+
 /**
  * `liveops rebuild CONSUMER [--from DATE]`: asks for the rebuild through the store (the instance
  * holding the consumer's lease does it: a running server, else this process), then reports
@@ -145,6 +156,8 @@ async function rebuild(name: string | undefined, fromText: string | undefined, f
   const config = load(readConfig(file).text)
   // An instance of its own: a server on the same data directory keeps its lease (and its memory).
   config.core.instance_id = `rebuild-${process.pid}`
+  // Nor does it open the side ports a running server holds (EADDRINUSE beside one, its use).
+  sidePortsOff(config.plugins)
   const built = await createApp(config, { plugins, log: createLogger({ ...config.core.log, level: 'warn' }) })
   try {
     if (!built.events.names().includes(name))

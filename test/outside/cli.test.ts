@@ -2,6 +2,7 @@ import { afterAll, expect, test } from 'bun:test'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { freePort } from '../own-postgres'
 
 /* Issue 15 point 9, the command line: problems are said plainly with exit status 2, never a stack trace. */
 const dir = mkdtempSync(join(tmpdir(), 'liveops-cli-'))
@@ -53,7 +54,8 @@ test('rebuild: beside a running server the holder of the lease does it; a bad na
   const file = join(data, 'liveops.yaml')
   writeFileSync(
     file,
-    `data_dir: ${data}\nplugins: { games: {}, ingest: { signing_secret: cli-secret }, analytics: {} }\n`,
+    // With the side ports a server opens (OTLP/gRPC, remote workers): the rebuild opens neither.
+    `data_dir: ${data}\nplugins: { games: {}, ingest: { signing_secret: cli-secret, otlp: { grpc: { enabled: true, port: ${freePort()} } } }, analytics: {}, notify: { workers: { remote: { enabled: true, port: ${freePort()}, token: wk-cli-rebuild-token } } } }\n`,
   )
   const env = { ADMIN_PASSWORD: 'cli-rebuild-pw' }
   const s = await startServer([process.execPath, main, '--config', file], env)
