@@ -25,6 +25,18 @@ export const IngestConfig = t.Object(
     batch_max_event_kb: t.Integer({ minimum: 1, default: 64 }),
     batch_max_events: t.Integer({ minimum: 1, default: 500 }),
     /**
+     * The oldest event time taken, in days before the receive time: an older `ts` (`ts_client`,
+     * an OTLP time) is refused per event naming the field. Longer than the longest retention
+     * (recommended production 365), so late sends from offline play still count; each day named
+     * becomes rollup rows that no purge reaches, and a 1970 event made its user's first day 1970.
+     */
+    max_event_age_days: t.Integer({ minimum: 1, default: 400 }),
+    /**
+     * The latest event time taken, in seconds after the receive time (device clocks run ahead):
+     * a later one is refused per event naming the field (a future day escapes every purge).
+     */
+    max_event_future_s: t.Integer({ minimum: 0, default: 86_400 }),
+    /**
      * Events carrying an `event_id` are stored once per game and environment within this many days
      * by receive time (their ids are purged after it, with the retention purge).
      */

@@ -39,6 +39,10 @@ export async function ingestApp(
 }
 export const DAY = 86_400_000
 
+/** The reason of an event time outside the ingest plugin's window (`eventWindow`, signed/validate.ts). */
+export const OUTSIDE_WINDOW =
+  /must be epoch milliseconds from \S+Z to \S+Z \(at most max_event_age_days \d+ days old and max_event_future_s \d+ s ahead of the server's clock\)$/
+
 /** A request signed the way the SDK signs it. */
 export async function signed(
   a: TestApp,

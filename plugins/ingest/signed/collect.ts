@@ -8,10 +8,12 @@ import { type Denial, protect } from '../privacy/privacy'
 import { type Ingestor, boundedDepth, gunzip, parseJson, readBody } from './service'
 import {
   type EventError,
+  type EventWindow,
   type NormEvent,
   type ValidateOptions,
   batchItem,
   batchItemId,
+  eventWindow,
   sameStreamAsPrevious,
   streamKey,
   validateEvents,
@@ -39,7 +41,7 @@ export const clientIp = (server: Server, request: Request) => () =>
 
 /** A signed body, its signature already checked → validated events; the whole batch is refused when any event is bad. */
 export function signedEvents(
-  ing: Pick<Ingestor, 'signedReach'>,
+  ing: Pick<Ingestor, 'signedReach' | 'config'>,
   body: Uint8Array,
   headers: Headers,
   payments: boolean,
@@ -48,7 +50,13 @@ export function signedEvents(
   if (!Array.isArray(list))
     throw new HttpError(400, 'invalid_payload', 'body: must be a JSON array of event objects')
   const gameId = headers['x-game-id']
-  return checked(list, payments, gameId, (g) => ing.signedReach(gameId, g))
+  return checked(
+    list,
+    payments,
+    gameId,
+    (g) => ing.signedReach(gameId, g),
+    eventWindow(ing.config, Date.now()),
+  )
 }
 
 export function checked(
@@ -56,8 +64,9 @@ export function checked(
   payments: boolean,
   gameId?: string,
   reach?: ValidateOptions['reach'],
+  window?: EventWindow,
 ): NormEvent[] {
-  const { events, errors } = validateEvents(list, { payments, gameId, reach })
+  const { events, errors } = validateEvents(list, { payments, gameId, reach, window })
   if (errors.length) throw invalidEvents(errors, list.length)
   return events
 }
@@ -194,6 +203,7 @@ export async function collect(
     )
 
   const now = Date.now()
+  const window = eventWindow(cfg, now)
   const taken = new Set(preRejected.map((r) => r.event_id))
   const rejected = [...preRejected]
   const events: NormEvent[] = []
@@ -218,7 +228,7 @@ export async function collect(
       return void rejected.push({ event_id: id, reason: 'game_id: must match X-Game-Id' })
     const outOfReach = key ? undefined : ing.signedReach(headers['x-game-id'], itemKey.gameId)
     if (outOfReach) return void rejected.push({ event_id: id, reason: `game_id: ${outOfReach}` })
-    const ev = batchItem(raw, itemKey, now)
+    const ev = batchItem(raw, itemKey, now, window)
     if (typeof ev === 'string') return void rejected.push({ event_id: id, reason: ev })
     events.push(ev)
     ids.push(id)
@@ -259,7 +269,7 @@ export async function collect(
  * ingestion and bound by the same privacy policy, but never sampled.
  */
 export async function serverWrite(ing: Ingestor, body: unknown[], payments: boolean) {
-  const events = checked(body, payments)
+  const events = checked(body, payments, undefined, undefined, eventWindow(ing.config, Date.now()))
   const envs = await ing.environments(
     events.map((e, i) => ({ gameId: e.gameId, env: e.env, field: `body[${i}]` })),
   )

@@ -52,7 +52,8 @@ export function ingestRoutes(
               ts: {
                 type: 'string',
                 pattern: '^[0-9]+$',
-                description: 'epoch milliseconds as a string (a number is rejected as a missing ts)',
+                description:
+                  "epoch milliseconds as a string (a number is rejected as a missing ts), at most the ingest plugin's max_event_age_days (400) old and max_event_future_s (86,400) ahead",
               },
               game_id: {
                 type: 'string',

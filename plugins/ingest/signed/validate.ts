@@ -49,8 +49,41 @@ export function canonicalName(name: string): string {
 
 const TS = /^\d{1,16}$/
 
-/** Refused per event: a time past `TS_MAX` (core/event-bounds.ts). */
+const DAY_MS = 86_400_000
+
+/** Refused per event without a window (events built for the store directly): a time past `TS_MAX`. */
 const TS_TOO_LATE = 'must be epoch milliseconds no later than 9999-12-31T23:59:59.999Z'
+
+/**
+ * The event times taken, epoch ms inclusive, from the plugin's `max_event_age_days` and
+ * `max_event_future_s` around the receive time (docs/security.md, "Input bounds"). An event
+ * outside it is refused: each day named became rollup rows no purge reaches (a future day
+ * escapes every `< cutoff` purge), and a 1970 event made its user's first day 1970 (audit 19 M4).
+ */
+export interface EventWindow {
+  min: number
+  max: number
+  ageDays: number
+  futureS: number
+}
+
+/** The window of a request received at `now`; never past `TS_MAX` (core/event-bounds.ts). */
+export function eventWindow(
+  cfg: { max_event_age_days: number; max_event_future_s: number },
+  now: number,
+): EventWindow {
+  return {
+    min: Math.max(0, now - cfg.max_event_age_days * DAY_MS),
+    max: Math.min(TS_MAX, now + cfg.max_event_future_s * 1000),
+    ageDays: cfg.max_event_age_days,
+    futureS: cfg.max_event_future_s,
+  }
+}
+
+/** Why a time outside `w` is refused: the bounds, as settings and as dates (built only on refusal). */
+const outsideWindow = (w: EventWindow): string =>
+  `must be epoch milliseconds from ${new Date(w.min).toISOString()} to ${new Date(w.max).toISOString()} ` +
+  `(at most max_event_age_days ${w.ageDays} days old and max_event_future_s ${w.futureS} s ahead of the server's clock)`
 
 /** Longest `event_id` kept for deduplication (a UUID has 36 characters). */
 export const EVENT_ID_MAX = 128
@@ -84,6 +117,12 @@ export interface ValidateOptions {
   gameId?: string
   /** Why the request's credential may not write a game's events (`Ingestor.signedReach`), else undefined. */
   reach?: (gameId: string) => string | undefined
+  /**
+   * The event times taken (`eventWindow`); an event outside it is refused naming `ts`. Every
+   * ingestion route passes one; without it (events built for the store directly, in tests and
+   * benchmarks) only `TS_MAX` bounds `ts`.
+   */
+  window?: EventWindow
 }
 
 /**
@@ -108,7 +147,11 @@ export function validateEvents(
     if (ts === undefined || ts === null || typeof ts === 'number')
       bad('ts', 'missing: ts must be a string of epoch milliseconds')
     else if (typeof ts !== 'string' || !TS.test(ts)) bad('ts', 'must be a string of epoch milliseconds')
-    else if (Number(ts) > TS_MAX) bad('ts', TS_TOO_LATE)
+    else {
+      const n = Number(ts)
+      const w = opts.window
+      if (w ? n < w.min || n > w.max : n > TS_MAX) bad('ts', w ? outsideWindow(w) : TS_TOO_LATE)
+    }
     let gameId = pick(raw, 'game_id')
     if (gameId === undefined && opts.gameId) gameId = opts.gameId
     if (gameId === undefined || gameId === '') bad('game_id', 'required')
@@ -183,12 +226,13 @@ export function normalize(
 /**
  * `/v1/batch` items (upstream fields event_id, game_id, environment, event_type, event_name,
  * device_id, ts_client): game and environment come from the API key; an item naming another is
- * rejected. Returns the event or the rejection reason.
+ * rejected, as is a `ts_client` outside `window`. Returns the event or the rejection reason.
  */
 export function batchItem(
   raw: unknown,
   key: { gameId: string; env: string },
   now: number,
+  window: EventWindow,
 ): NormEvent | string {
   if (!isObj(raw)) return 'must be a JSON object'
   const idProblem = eventIdProblem(raw)
@@ -216,7 +260,7 @@ export function batchItem(
             : Number.NaN
     if (!Number.isFinite(parsed) || parsed < 0)
       return 'ts_client: must be epoch milliseconds or an ISO 8601 date-time'
-    if (parsed > TS_MAX) return `ts_client: ${TS_TOO_LATE}`
+    if (parsed < window.min || parsed > window.max) return `ts_client: ${outsideWindow(window)}`
     ts = Math.round(parsed)
   }
   const ev = normalize(raw, { gameId: key.gameId, env: key.env, event: name, ts })
