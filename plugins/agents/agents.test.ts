@@ -47,7 +47,13 @@ forEachEngine((engine) => {
     a = await makeApp(engine, {
       plugins: {
         games: {},
-        ingest: { purge_interval_minutes: 0 },
+        // The event window wide open: the invocation ts test below is about times up to 9999 on
+        // purpose (the default window refuses them: plugins/ingest/signed/event-window.test.ts).
+        ingest: {
+          purge_interval_minutes: 0,
+          max_event_age_days: 3_000_000,
+          max_event_future_s: 300_000_000_000,
+        },
         // The invocation analytics belong to the analytics plugin since the ingest split.
         analytics: {},
         agents: { token: TOKEN, offline_after_s: 2 },

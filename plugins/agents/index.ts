@@ -1,4 +1,5 @@
 import { Elysia, t as T } from 'elysia'
+import { invalidField } from '../../core/http'
 import { definePlugin } from '../../core/plugin'
 import { Secret } from '../../core/secrets'
 import m001 from './migrations/001_agents.sql' with { type: 'text' }
@@ -127,6 +128,11 @@ export default definePlugin({
         limits: (agent) => limits(agent),
         async report(agent, r) {
           const now = Date.now()
+          // A call's time is an event's: within the ingest plugin's window, or 400 naming it.
+          r.invocations.forEach((i, n) => {
+            const why = i.ts === undefined ? undefined : events.eventTimeProblem(i.ts, now)
+            if (why) throw invalidField(`body.invocations[${n}].ts`, why)
+          })
           const calls = r.invocations.map((i) => ({ ...i, ts: i.ts ?? now }))
           await events.ingest(
             calls.map((c) => ({

@@ -69,7 +69,8 @@ export const Invocation = t.Object(
       t.Integer({
         minimum: 0,
         maximum: TS_MAX,
-        description: 'Epoch ms of the call, at most 9999-12-31T23:59:59.999Z; the report time when absent',
+        description:
+          "Epoch ms of the call, within the ingest plugin's event window (max_event_age_days, max_event_future_s: 400 days back, 1 day ahead by default; 400 naming it otherwise) and at most 9999-12-31T23:59:59.999Z; the report time when absent",
       }),
     ),
     duration_ms: t.Optional(t.Number({ minimum: 0, maximum: DURATION_MAX_MS })),

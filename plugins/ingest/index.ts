@@ -10,7 +10,7 @@ import { secretRoutes, signingSecret } from './secret'
 import { serverWrite } from './signed/collect'
 import { ingestRoutes } from './signed/routes'
 import { Ingestor } from './signed/service'
-import { validateEvents } from './signed/validate'
+import { eventWindow, outsideWindow, validateEvents } from './signed/validate'
 import { type Stream, forgetRaw, forgetTables } from './store/forget'
 import { eventLog } from './store/log'
 import { RecentRows } from './store/recent'
@@ -161,10 +161,15 @@ export default definePlugin({
       idle: () => writer.idle(),
       setFilter: (gameId, env, f) => ingestor.setFilter(gameId, env, f),
       async ingest(list) {
-        const { events, errors } = validateEvents(list, { payments: false })
+        const window = eventWindow(ctx.config, Date.now())
+        const { events, errors } = validateEvents(list, { payments: false, window })
         if (errors.length) throw new Invalid(`${errors.length} invalid events`, { errors })
         await writer.write(events)
         return { accepted: events.length }
+      },
+      eventTimeProblem(ts, now) {
+        const w = eventWindow(ctx.config, now)
+        return ts < w.min || ts > w.max ? outsideWindow(w) : undefined
       },
     }
     ctx.provide('ingest', service)

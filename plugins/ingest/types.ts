@@ -110,6 +110,13 @@ export interface IngestService {
    * durable.
    */
   ingest(events: Array<Record<string, unknown>>): Promise<{ accepted: number }>
+  /**
+   * Why an event time `ts` (epoch ms) received at `now` is refused, or undefined: outside
+   * `max_event_age_days` before and `max_event_future_s` after `now` (docs/analytics.md, "Event
+   * times"). For plugins that take event times of their own (the agents' reports), so they name
+   * their field; `write` and `ingest` refuse such events anyway.
+   */
+  eventTimeProblem(ts: number, now: number): string | undefined
   /** Stored invocations, newest first, paged (the invocation list is a raw read). */
   invocations(
     q: InvocationQuery,

@@ -12,6 +12,7 @@ import { eventWindow } from './validate'
  * signed routes refuse the batch listing index and field, `/v1/batch` and OTLP list the item.
  */
 const EPOCH_1970 = '1000'
+const AGENT_TOKEN = 'event-window-agent-token'
 const YEAR_9999 = String(Date.UTC(9999, 5, 1))
 
 forEachEngine((engine) => {
@@ -38,7 +39,7 @@ forEachEngine((engine) => {
     })
 
   beforeAll(async () => {
-    ;({ a, admin, gameId } = await ingestApp(engine))
+    ;({ a, admin, gameId } = await ingestApp(engine, { agents: { token: AGENT_TOKEN } }))
     const k = await a.req('POST', '/api/api-keys', {
       token: admin,
       body: { name: 'sdk', gameId, environment: 'prod' },
@@ -116,6 +117,34 @@ forEachEngine((engine) => {
         { index: 1, field: 'ts', reason: expect.stringMatching(OUTSIDE_WINDOW) },
       ])
       expect(await stored('s_now')).toBe(0)
+    })
+
+    test("agents' invocation reports: a call timed 1970 or 9999 is 400 naming body.invocations[i].ts", async () => {
+      const agent = (method: string, path: string, body: unknown) =>
+        a.req(method, path, { body, headers: { 'x-agent-token': AGENT_TOKEN } })
+      const reg = await agent('POST', '/api/v1/agents', {
+        agent_id: 'edge-window-01',
+        game_id: gameId,
+        env: 'prod',
+        region: 'ap',
+        zone: 'ap-1',
+        functions: ['grant.item'],
+      })
+      expect(reg.status).toBe(201)
+      const call = (ts: number) => ({ function_id: 'grant.item', outcome: 'success', ts })
+      for (const ts of [Number(EPOCH_1970), Number(YEAR_9999)]) {
+        const r = await agent('POST', '/api/v1/agents/edge-window-01/invocations', {
+          invocations: [call(Date.now()), call(ts)],
+        })
+        expect(r.status).toBe(400)
+        expect(r.body.message).toMatch(/^body\.invocations\[1\]\.ts: must be epoch milliseconds from /)
+      }
+      expect(await stored('function.invoke')).toBe(0)
+      const ok = await agent('POST', '/api/v1/agents/edge-window-01/invocations', {
+        invocations: [call(Date.now() - 300 * DAY), call(Date.now() + 3_600_000)],
+      })
+      expect(ok.status).toBe(202)
+      expect(await stored('function.invoke')).toBe(2)
     })
   })
 

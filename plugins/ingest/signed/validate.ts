@@ -81,7 +81,7 @@ export function eventWindow(
 }
 
 /** Why a time outside `w` is refused: the bounds, as settings and as dates (built only on refusal). */
-const outsideWindow = (w: EventWindow): string =>
+export const outsideWindow = (w: EventWindow): string =>
   `must be epoch milliseconds from ${new Date(w.min).toISOString()} to ${new Date(w.max).toISOString()} ` +
   `(at most max_event_age_days ${w.ageDays} days old and max_event_future_s ${w.futureS} s ahead of the server's clock)`
 
