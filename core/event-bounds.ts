@@ -103,3 +103,33 @@ class BoundedEvent implements LogEvent {
     return this.e.props
   }
 }
+
+/**
+ * The largest amount of one payment ingestion takes, in minor units (`amount_cents`): 10^12, ten
+ * billion of a currency's main unit, above any real purchase even in currencies of small units
+ * (IDR, KRW, VND). Up to 2^53 was taken, and a few of them overflowed the day counters: a REAL
+ * on SQLite, and on PostgreSQL and MariaDB a BIGINT error that stopped the analytics, behavior
+ * and realtime consumers for every game (audit 19 M3).
+ */
+export const AMOUNT_CENTS_MAX = 1_000_000_000_000
+
+/**
+ * Where a money sum a consumer keeps stops growing: 2^53 − 1, exact in JavaScript and within
+ * BIGINT on every engine. At `AMOUNT_CENTS_MAX` a day's counter reaches it after about 9,000
+ * payments, so the bound alone does not keep sums in range: they saturate (`addCapped` in
+ * JavaScript, `cappedSql` in an upsert), and a stored sum never fails a consumer's commit.
+ */
+export const SUM_MAX = Number.MAX_SAFE_INTEGER
+
+/** `a + b`, at most `SUM_MAX` (both at most `SUM_MAX`: the double sum is never past 2^54). */
+export const addCapped = (a: number, b: number): number => {
+  const s = a + b
+  return s > SUM_MAX ? SUM_MAX : s
+}
+
+/**
+ * SQL for `cur + add`, at most `SUM_MAX`, portable and with no intermediate past BIGINT (both
+ * non-negative and at most `SUM_MAX`): for an upsert's `SET x = …`.
+ */
+export const cappedSql = (cur: string, add: string): string =>
+  `CASE WHEN ${cur} > ${SUM_MAX} - ${add} THEN ${SUM_MAX} ELSE ${cur} + ${add} END`

@@ -1,6 +1,7 @@
 import type { Db, Param, Row } from '../../../core/db'
 import { type Table, insertRows as insertMany } from '../../../core/db/bulk'
 import type { Stored } from '../../../core/derive'
+import { addCapped, cappedSql } from '../../../core/event-bounds'
 import type { BehaviorRows } from './behavior-rollup'
 
 /**
@@ -15,7 +16,7 @@ const UPSERT = {
     table: table('analytics_behavior_day', ['day', 'n', 'total', 'first_ts', 'last_ts']),
     cols: ['game_id', 'env', 'day', 'kind', 'name', 'n', 'total', 'first_ts', 'last_ts'],
     tail: `ON CONFLICT (game_id, env, day, kind, name) DO UPDATE SET n = analytics_behavior_day.n + excluded.n,
-      total = analytics_behavior_day.total + excluded.total,
+      total = ${cappedSql('analytics_behavior_day.total', 'excluded.total')},
       first_ts = CASE WHEN excluded.first_ts < analytics_behavior_day.first_ts THEN excluded.first_ts ELSE analytics_behavior_day.first_ts END,
       last_ts = CASE WHEN excluded.last_ts > analytics_behavior_day.last_ts THEN excluded.last_ts ELSE analytics_behavior_day.last_ts END`,
   },
@@ -134,7 +135,7 @@ function matchPayments(meta: Param[], paid: Row[]) {
     if (!c) counters.set(k, [1, cents, ts, ts])
     else {
       c[0]++
-      c[1] += cents
+      c[1] = addCapped(c[1], cents)
       c[2] = Math.min(c[2], ts)
       c[3] = Math.max(c[3], ts)
     }

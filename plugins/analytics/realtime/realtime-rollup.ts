@@ -1,6 +1,7 @@
 import type { Db, Param } from '../../../core/db'
 import { insertRows as insertMany } from '../../../core/db/bulk'
 import type { Derivation, Gathered as RollupBatch, Stored } from '../../../core/derive'
+import { addCapped, cappedSql } from '../../../core/event-bounds'
 import type { LogEvent as NormEvent } from '../../../core/event-log-types'
 import { MINUTE, floorTo } from '../lib/time'
 
@@ -10,7 +11,7 @@ export type MinuteRows = Param[]
 const TABLE = { name: 'analytics_minute', bigint: ['minute', 'events', 'revenue_cents'] }
 const COLS = ['game_id', 'env', 'minute', 'events', 'revenue_cents']
 const TAIL = `ON CONFLICT (game_id, env, minute) DO UPDATE SET events = analytics_minute.events + excluded.events,
-  revenue_cents = analytics_minute.revenue_cents + excluded.revenue_cents`
+  revenue_cents = ${cappedSql('analytics_minute.revenue_cents', 'excluded.revenue_cents')}`
 
 /**
  * Events per minute of event time, per game and environment, for the realtime stream and its
@@ -92,7 +93,7 @@ async function writeRealtime(tx: Db, rows: MinuteRows, stored: Stored): Promise<
       row = [String(p.game_id), String(p.env), minute, 0, 0]
       merged.set(k, row)
     }
-    row[4] = Number(row[4]) + Number(p.amount_cents)
+    row[4] = addCapped(Number(row[4]), Number(p.amount_cents))
   }
   if (merged.size) await insertMany(tx, TABLE, COLS, inKeyOrder(merged), TAIL)
 }

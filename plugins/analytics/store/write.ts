@@ -6,6 +6,7 @@ import {
   tableSelect as jsonSelect,
 } from '../../../core/db/bulk'
 import type { Stored } from '../../../core/derive'
+import { addCapped, cappedSql } from '../../../core/event-bounds'
 import { DAY, floorTo } from '../lib/time'
 import { countMergedCohorts, firstDay, weekOf } from '../server/cohort'
 import type { AnalyticsRows } from './rollup-parts'
@@ -18,9 +19,12 @@ import { USER_DAYS, USER_WEEKS, firstDaysOf, mergeLeftoverUserDays, weeksOf } fr
 
 const table = (name: string, bigint: string[]): Table => ({ name, bigint })
 
-/** Counters add; the first and last time seen move outward (CASE: portable where MIN/MAX of two values are not). */
+/**
+ * Counters add (totals, revenue among them, saturate at `SUM_MAX`: core/event-bounds.ts); the
+ * first and last time seen move outward (CASE: portable where MIN/MAX of two values are not).
+ */
 const counterTail = (t: string, unit: string) =>
-  `ON CONFLICT (game_id, env, ${unit}, metric, dim) DO UPDATE SET n = ${t}.n + excluded.n, total = ${t}.total + excluded.total,
+  `ON CONFLICT (game_id, env, ${unit}, metric, dim) DO UPDATE SET n = ${t}.n + excluded.n, total = ${cappedSql(`${t}.total`, 'excluded.total')},
    first_ts = CASE WHEN excluded.first_ts < ${t}.first_ts THEN excluded.first_ts ELSE ${t}.first_ts END,
    last_ts = CASE WHEN excluded.last_ts > ${t}.last_ts THEN excluded.last_ts ELSE ${t}.last_ts END`
 
@@ -87,7 +91,8 @@ const UPSERT = {
     table: table('analytics_daily', ['day', 'dau', 'new_users', 'revenue_cents', 'refunds_cents', 'failed']),
     cols: ['game_id', 'env', 'day', 'dau', 'new_users', 'revenue_cents', 'refunds_cents', 'failed'],
     tail: `ON CONFLICT (game_id, env, day) DO UPDATE SET dau = analytics_daily.dau + excluded.dau, new_users = analytics_daily.new_users + excluded.new_users,
-         revenue_cents = analytics_daily.revenue_cents + excluded.revenue_cents, refunds_cents = analytics_daily.refunds_cents + excluded.refunds_cents,
+         revenue_cents = ${cappedSql('analytics_daily.revenue_cents', 'excluded.revenue_cents')},
+         refunds_cents = ${cappedSql('analytics_daily.refunds_cents', 'excluded.refunds_cents')},
          failed = analytics_daily.failed + excluded.failed`,
   },
 } as const
@@ -174,7 +179,7 @@ function dayCounters(active: Row[], fresh: Row[] = [], paid: ReturnType<typeof w
       }
       last = d
     }
-    d[i] += by
+    d[i] = addCapped(d[i], by)
   }
   for (const r of active) bump(r.game_id, r.env, Number(r.day), 3, 1)
   for (const r of fresh) bump(r.game_id, r.env, Number(r.first_day), 4, 1)
@@ -328,7 +333,7 @@ async function gameDays(tx: Db, rows: AnalyticsRows, paid: Paid[]): Promise<void
     if (!v) merged.set(k, [g, env, day, metric, dim, n, total, ts, ts])
     else {
       v[5] = Number(v[5]) + n
-      v[6] = Number(v[6]) + total
+      v[6] = addCapped(Number(v[6]), total)
     }
   }
   // The event-loop half's rows are one per key already: kept whole, first and last time included.

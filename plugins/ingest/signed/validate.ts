@@ -1,5 +1,5 @@
 import { clean, pick, str } from '../../../core/derive'
-import { KEY_MAX, TS_MAX } from '../../../core/event-bounds'
+import { AMOUNT_CENTS_MAX, KEY_MAX, TS_MAX } from '../../../core/event-bounds'
 import type { LogEvent } from '../../../core/event-log-types'
 /**
  * Event validation of spec 1 section 4 and 7 rule 2, and the mapping of accepted events to the
@@ -84,6 +84,8 @@ export function eventWindow(
 export const outsideWindow = (w: EventWindow): string =>
   `must be epoch milliseconds from ${new Date(w.min).toISOString()} to ${new Date(w.max).toISOString()} ` +
   `(at most max_event_age_days ${w.ageDays} days old and max_event_future_s ${w.futureS} s ahead of the server's clock)`
+/** Refused per event: one payment past `AMOUNT_CENTS_MAX` (core/event-bounds.ts). */
+const AMOUNT_TOO_LARGE = `must be at most ${AMOUNT_CENTS_MAX} (10^12 minor units)`
 
 /** Longest `event_id` kept for deduplication (a UUID has 36 characters). */
 export const EVENT_ID_MAX = 128
@@ -180,6 +182,7 @@ export function validateEvents(
         bad('status', status === undefined ? 'required' : `must be one of ${PAYMENT_STATUSES.join(', ')}`)
       if (typeof amount !== 'number' || !Number.isSafeInteger(amount) || amount <= 0)
         bad('amount_cents', amount === undefined ? 'required' : 'must be an integer greater than 0')
+      else if (amount > AMOUNT_CENTS_MAX) bad('amount_cents', AMOUNT_TOO_LARGE)
       if (errors.length === before)
         payment = {
           orderId: clean(orderId as string),

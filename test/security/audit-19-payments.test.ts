@@ -1,0 +1,90 @@
+import { afterAll, beforeAll, expect, test } from 'bun:test'
+import { AMOUNT_CENTS_MAX, SUM_MAX } from '../../core/event-bounds'
+import { SECRET, signed } from '../../plugins/ingest/testing'
+import { type TestApp, forEachEngine, makeApp, until } from '../helpers'
+import { GAME } from './lib'
+
+/*
+ * The nineteenth session's pipeline audit (payments), replayed as its attacker made it with the
+ * shared signing secret: amount_cents up to 2^53 overflowed the day counters, and on PostgreSQL
+ * and MariaDB the BIGINT error stopped the analytics, behavior and realtime consumers for every
+ * game (M3).
+ */
+
+forEachEngine((engine) => {
+  let a: TestApp
+  let admin: string
+  let gameId: string
+  beforeAll(async () => {
+    a = await makeApp(engine, {
+      plugins: { games: {}, ingest: { signing_secret: SECRET, purge_interval_minutes: 0 }, analytics: {} },
+    })
+    admin = await a.token('admin')
+    const made = await a.req('POST', '/api/games', { token: admin, body: { ...GAME, name: 'Paid' } })
+    gameId = String(made.body.id)
+  })
+  afterAll(() => a.stop())
+
+  const now = Date.now()
+  const pay = (
+    orderId: string,
+    status: string,
+    amount: number,
+    o: { uid?: string; event?: string } = {},
+  ) => ({
+    event: o.event ?? 'payment',
+    ts: String(now),
+    game_id: gameId,
+    env: 'prod',
+    uid: o.uid ?? 'buyer',
+    order_id: orderId,
+    status,
+    amount_cents: amount,
+  })
+  interface Consumer {
+    name: string
+    lagEvents: number
+    lastError: string | null
+    parked: number
+  }
+  const consumers = async () =>
+    (await a.req('GET', '/api/v1/analytics/consumers', { token: admin })).body.items as Consumer[]
+  /** Every consumer at the head of the log, or failing (then the test sees its error). */
+  const settled = () =>
+    until(async () => {
+      const all = await consumers()
+      return all.every((c) => c.lagEvents === 0 || c.lastError || c.parked) && all
+    })
+  const revenue = async () =>
+    (
+      await a.req('GET', `/api/v1/analytics/warehouse/revenue?gameId=${gameId}&env=prod&days=1`, {
+        token: admin,
+      })
+    ).body.points[0] as { revenueCents: number; refundsCents: number }
+
+  test('M3: a payment past AMOUNT_CENTS_MAX is refused naming amount_cents', async () => {
+    const r = await signed(a, '/api/ingest/payments', [
+      pay('ok-1', 'success', 100),
+      pay('big-1', 'success', Number.MAX_SAFE_INTEGER),
+      pay('big-2', 'success', AMOUNT_CENTS_MAX + 1),
+    ])
+    expect(r.status).toBe(400)
+    expect(r.body.details.errors.map((e: { index: number; field: string }) => [e.index, e.field])).toEqual([
+      [1, 'amount_cents'],
+      [2, 'amount_cents'],
+    ])
+    const at = await signed(a, '/api/ingest/payments', [pay('max-0', 'success', AMOUNT_CENTS_MAX)])
+    expect(at.status).toBe(200)
+  })
+
+  test('M3: payments at the cap past BIGINT-sized sums leave every consumer healthy; the day saturates', async () => {
+    // 20 × 500 payments of 10^12: 10^16, past SUM_MAX (2^53 − 1) in one day, one minute, one product.
+    for (let r = 0; r < 20; r++) {
+      const body = Array.from({ length: 500 }, (_, i) => pay(`max-${r}-${i}`, 'success', AMOUNT_CENTS_MAX))
+      expect((await signed(a, '/api/ingest/payments', body)).status).toBe(200)
+    }
+    const all = await settled()
+    expect(all.map((c) => [c.name, c.lastError, c.parked])).toEqual(all.map((c) => [c.name, null, 0]))
+    expect((await revenue()).revenueCents).toBe(SUM_MAX)
+  })
+})
