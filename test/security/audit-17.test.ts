@@ -125,6 +125,7 @@ forEachEngine((engine) => {
       const ev = (game: string) => ({ event: 'forged', ts: String(Date.now()), game_id: game, env: 'prod' })
       const pay = (game: string) => ({
         ...ev(game),
+        event: 'payment',
         order_id: 'o-1',
         status: 'refunded',
         amount_cents: 99_999,

@@ -8,7 +8,7 @@ import { GAME } from './lib'
  * The nineteenth session's pipeline audit (payments), replayed as its attacker made it with the
  * shared signing secret: amount_cents up to 2^53 overflowed the day counters, and on PostgreSQL
  * and MariaDB the BIGINT error stopped the analytics, behavior and realtime consumers for every
- * game (M3).
+ * game (M3); any event name on the payments route counted as revenue (L5).
  */
 
 forEachEngine((engine) => {
@@ -86,5 +86,24 @@ forEachEngine((engine) => {
     const all = await settled()
     expect(all.map((c) => [c.name, c.lastError, c.parked])).toEqual(all.map((c) => [c.name, null, 0]))
     expect((await revenue()).revenueCents).toBe(SUM_MAX)
+  })
+
+  test('L5: an event other than payment on a payments route is refused naming event; nothing counts', async () => {
+    const before = await revenue()
+    for (const path of ['/api/ingest/payments'])
+      for (const event of ['session_start', 'level_complete']) {
+        const r = await signed(a, path, [pay(`l5-${event}`, 'success', 1, { event })])
+        expect([r.status, r.body.details?.errors]).toEqual([
+          400,
+          [{ index: 0, field: 'event', reason: "must be 'payment' on a payments route" }],
+        ])
+      }
+    const server = await a.req('POST', '/api/v1/analytics/payments/ingest', {
+      token: admin,
+      body: [pay('l5-server', 'success', 1, { event: 'session_start' })],
+    })
+    expect(server.status).toBe(400)
+    await settled()
+    expect(await revenue()).toEqual(before)
   })
 })

@@ -172,6 +172,10 @@ export function validateEvents(
     if (longId) bad(longId, TOO_LONG)
     let payment: NormEvent['payment']
     if (opts.payments) {
+      // Every event of a payments route is a payment (spec 1 §4): another name had counted as
+      // revenue, and its behavior counters (a session_start's) carried the payment too.
+      if (typeof name === 'string' && name !== '' && name.length <= KEY_MAX && name !== 'payment')
+        bad('event', "must be 'payment' on a payments route")
       const orderId = pick(raw, 'order_id')
       const status = pick(raw, 'status')
       const amount = pick(raw, 'amount_cents')
