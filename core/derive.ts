@@ -47,7 +47,7 @@ export interface Gathered<R> {
 
 /** A batch's payments, as the derivations that count money read them. */
 export interface Stored {
-  /** `game_id, env, order_id, status, amount_cents, ts, user_id` of each payment in the batch. */
+  /** `game_id, env, order_id, status, amount_cents, ts, user_id` and the log `id` of each payment in the batch. */
   payments: Promise<Row[]>
   hasPayments: boolean
 }
@@ -67,6 +67,7 @@ export function paymentsOf(events: readonly LogEvent[]): Row[] {
         amount_cents: e.payment.amountCents,
         ts: e.ts,
         user_id: e.userId,
+        id: e.id,
       })
   return out
 }

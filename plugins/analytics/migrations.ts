@@ -7,6 +7,7 @@ import m006 from './migrations/006_cohorts.sql' with { type: 'text' }
 import m007 from './migrations/007_realtime_minute.sql' with { type: 'text' }
 import m008 from './migrations/008_first_seen_by_user.sql' with { type: 'text' }
 import m009 from './migrations/009_platform_users.sql' with { type: 'text' }
+import m010 from './migrations/010_paid_orders.sql' with { type: 'text' }
 
 /** SQLite keeps keyed rollups WITHOUT ROWID (see ingest 002); PostgreSQL has no such clause. */
 const pg = (sql: string) => sql.replaceAll(') WITHOUT ROWID;', ');')
@@ -20,6 +21,7 @@ export const migrations: Migration[] = [
   { id: 7, name: 'realtime_minute', sql: m007, pg: pg(m007) },
   { id: 8, name: 'first_seen_by_user', sql: m008 },
   { id: 9, name: 'platform_users', sql: m009, pg: pg(m009) },
+  { id: 10, name: 'paid_orders', sql: m010, pg: pg(m010) },
 ]
 
 /**
@@ -51,4 +53,6 @@ export const RESULT_TABLES = [
   'analytics_cohort_week',
   'analytics_minute',
   'analytics_platform_user',
+  'analytics_order',
+  'analytics_behavior_order',
 ] as const

@@ -8,13 +8,14 @@ import { GAME } from './lib'
  * The nineteenth session's pipeline audit (payments), replayed as its attacker made it with the
  * shared signing secret: amount_cents up to 2^53 overflowed the day counters, and on PostgreSQL
  * and MariaDB the BIGINT error stopped the analytics, behavior and realtime consumers for every
- * game (M3); any event name on the payments route counted as revenue (L5).
+ * game (M3); a refund counted at its own amount whatever order it named (M1); any event name on the payments route counted as revenue (L5).
  */
 
 forEachEngine((engine) => {
   let a: TestApp
   let admin: string
   let gameId: string
+  let refundGame: string
   beforeAll(async () => {
     a = await makeApp(engine, {
       plugins: { games: {}, ingest: { signing_secret: SECRET, purge_interval_minutes: 0 }, analytics: {} },
@@ -22,6 +23,8 @@ forEachEngine((engine) => {
     admin = await a.token('admin')
     const made = await a.req('POST', '/api/games', { token: admin, body: { ...GAME, name: 'Paid' } })
     gameId = String(made.body.id)
+    const other = await a.req('POST', '/api/games', { token: admin, body: { ...GAME, name: 'Refunded' } })
+    refundGame = String(other.body.id)
   })
   afterAll(() => a.stop())
 
@@ -30,11 +33,12 @@ forEachEngine((engine) => {
     orderId: string,
     status: string,
     amount: number,
-    o: { uid?: string; event?: string } = {},
+    o: { uid?: string; event?: string; game?: string } = {},
   ) => ({
     event: o.event ?? 'payment',
     ts: String(now),
-    game_id: gameId,
+    game_id: o.game ?? gameId,
+    product_id: 'gems',
     env: 'prod',
     uid: o.uid ?? 'buyer',
     order_id: orderId,
@@ -55,12 +59,20 @@ forEachEngine((engine) => {
       const all = await consumers()
       return all.every((c) => c.lagEvents === 0 || c.lastError || c.parked) && all
     })
-  const revenue = async () =>
+  const revenue = async (game = gameId) =>
     (
-      await a.req('GET', `/api/v1/analytics/warehouse/revenue?gameId=${gameId}&env=prod&days=1`, {
+      await a.req('GET', `/api/v1/analytics/warehouse/revenue?gameId=${game}&env=prod&days=1`, {
         token: admin,
       })
     ).body.points[0] as { revenueCents: number; refundsCents: number }
+  /** The behavior consumer's product counters of the refund game: [kind, n, total]. */
+  const products = async () =>
+    (
+      await a.db.all<{ kind: string; n: number; total: number }>(
+        `SELECT kind, n, total FROM analytics_behavior_day WHERE game_id = ? AND kind IN ('product', 'product.refund') ORDER BY kind`,
+        [refundGame],
+      )
+    ).map((r) => [r.kind, Number(r.n), Number(r.total)])
 
   test('M3: a payment past AMOUNT_CENTS_MAX is refused naming amount_cents', async () => {
     const r = await signed(a, '/api/ingest/payments', [
@@ -105,5 +117,45 @@ forEachEngine((engine) => {
     expect(server.status).toBe(400)
     await settled()
     expect(await revenue()).toEqual(before)
+  })
+
+  test('M1: a refund counts only against a success of its order seen before it, for at most its amount', async () => {
+    const g = { game: refundGame }
+    const send = async (...events: ReturnType<typeof pay>[]) =>
+      expect((await signed(a, '/api/ingest/payments', events)).status).toBe(200)
+    await send(pay('o1', 'success', 999, { ...g, uid: 'victim' }))
+    // The attacker's refund of the victim's order for far more than it, of an order never paid, and
+    // of an order paid only after the refund: 999 at most counts.
+    await send(
+      pay('o1', 'refunded', 900_000_000, { ...g, uid: 'attacker' }),
+      pay('nope', 'refunded', AMOUNT_CENTS_MAX, { ...g, uid: 'attacker' }),
+      pay('later', 'refunded', 500, { ...g, uid: 'attacker' }),
+    )
+    await send(pay('later', 'success', 500, g))
+    // A real partial refund of a real order counts.
+    await send(pay('o2', 'success', 300, g), pay('o2', 'refunded', 200, g))
+    await a.events.drain()
+    const want = { revenueCents: 999 + 500 + 300, refundsCents: 999 + 200 }
+    expect(await revenue(refundGame)).toMatchObject(want)
+    const productWant = [
+      ['product', 3, 1799],
+      ['product.refund', 2, 1199],
+    ]
+    expect(await products()).toEqual(productWant)
+    // The refunds not counted are kept, as behavior transactions too.
+    const refunds = await a.db.all<{ order_id: string }>(
+      `SELECT order_id FROM analytics_transaction WHERE game_id = ? AND status = 'refunded' ORDER BY order_id`,
+      [refundGame],
+    )
+    expect(refunds.map((r) => r.order_id)).toEqual(['later', 'nope', 'o1', 'o2'])
+    // A whole rebuild of both consumers counts the same from the log.
+    for (const name of ['analytics', 'behavior']) {
+      const r = await a.req('POST', `/api/v1/analytics/consumers/${name}/rebuild`, { token: admin, body: {} })
+      expect(r.status).toBe(202)
+    }
+    await a.events.drain()
+    await until(async () => (await consumers()).every((c) => !('rebuilding' in c) || !c.rebuilding))
+    expect(await revenue(refundGame)).toMatchObject(want)
+    expect(await products()).toEqual(productWant)
   })
 })

@@ -123,7 +123,7 @@ forEachEngine((engine) => {
       expect(all.status).toBe(200)
       expect(all.body.total).toBe(6)
       expect(all.body.items.map((t: { orderId: string }) => t.orderId)).toEqual([
-        'o4',
+        'o1',
         'o6',
         'o5',
         'o3',
@@ -161,7 +161,7 @@ forEachEngine((engine) => {
         page.body.pageSize,
         page.body.items.map((t: { orderId: string }) => t.orderId),
       ]).toEqual([1, 2, ['o5', 'o3']])
-      // Jan 16 alone: o6 (Jan 17 local) and o4 are not in it.
+      // Jan 16 alone: o6 (Jan 17 local) and o1's refund are not in it.
       const one = await get(`payments/transactions?${q(day(16))}`)
       expect(one.body.total).toBe(4)
     })

@@ -144,7 +144,8 @@ export function behaviorSuite(engine: Engine) {
       pay('o1', 'u1', 'success', 500, at(16, 10), { product_id: 'gems' }),
       pay('o2', 'u2', 'success', 300, at(16, 11), { product_id: 'gems', platform: 'ios' }),
       pay('o3', 'u2', 'success', 1000, at(16, 12), { product_id: 'pass', kind: 'subscription' }),
-      pay('o4', 'u1', 'refunded', 500, at(17, 9), { product_id: 'gems' }),
+      // u1's o1 refunded: a refund counts only against its order's success (audit 19 M1).
+      pay('o1', 'u1', 'refunded', 500, at(17, 9), { product_id: 'gems' }),
       pay('o5', 'u3', 'failed', 200, at(16, 13), { product_id: 'gems' }),
       // Local 08:00 of Jan 17 (Jan 16 in UTC), no product.
       pay('o6', 'u3', 'success', 200, at(17, 8), {}),

@@ -2,6 +2,7 @@ import type { Db, Param, Row } from '../../../core/db'
 import { type Table, insertRows as insertMany } from '../../../core/db/bulk'
 import type { Stored } from '../../../core/derive'
 import { addCapped, cappedSql } from '../../../core/event-bounds'
+import { countRefunds } from '../store/orders'
 import type { BehaviorRows } from './behavior-rollup'
 
 /**
@@ -74,7 +75,8 @@ export async function writeBehavior(tx: Db, rows: BehaviorRows, stored: Stored):
   let counters = rows.counters
   let transactions: Param[] = []
   if (stored.hasPayments && rows.payments.length) {
-    const paid = await stored.payments
+    // Refunds count only against a success of their order seen before (store/orders.ts).
+    const paid = await countRefunds(tx, 'analytics_behavior_order', await stored.payments)
     const found = matchPayments(rows.payments, paid)
     transactions = found.transactions
     if (found.counters.size) counters = mergeCounters(counters, found.counters)
@@ -124,6 +126,9 @@ function matchPayments(meta: Param[], paid: Row[]) {
       platform === '' ? null : platform,
     )
     if (r.status !== 'success' && r.status !== 'refunded') continue
+    // A refund of an order not paid before it, kept as a transaction, counts in no product.
+    const counted = r.status === 'refunded' ? Number(r.counted_cents ?? 0) : cents
+    if (counted <= 0) continue
     const k = keyOf(
       r.game_id,
       r.env,
@@ -132,10 +137,10 @@ function matchPayments(meta: Param[], paid: Row[]) {
       String(product),
     )
     const c = counters.get(k)
-    if (!c) counters.set(k, [1, cents, ts, ts])
+    if (!c) counters.set(k, [1, counted, ts, ts])
     else {
       c[0]++
-      c[1] = addCapped(c[1], cents)
+      c[1] = addCapped(c[1], counted)
       c[2] = Math.min(c[2], ts)
       c[3] = Math.max(c[3], ts)
     }

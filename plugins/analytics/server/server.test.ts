@@ -71,7 +71,8 @@ forEachEngine((engine) => {
       pay('q1', 'p1', 'success', 300, 6),
       pay('q2', 'c1', 'success', 1000, 8),
       pay('q3', 'c1', 'success', 500, 9),
-      pay('q4', 'c2', 'refunded', 200, 10),
+      // Part of c1's q2 refunded: a refund counts only against its order's success (audit 19 M1).
+      pay('q2', 'c2', 'refunded', 200, 10),
       pay('q5', 'p1', 'success', 250, 9),
     ]
     expect((await signed(a, '/api/ingest/payments', payments)).status).toBe(200)

@@ -40,6 +40,7 @@ export const ANALYTICS_TABLES: Tables = [
   ['analytics_platform_user', 'day', 'day'],
   ['analytics_cohort_day', 'day', 'day'],
   ['analytics_cohort_week', 'week', 'week'],
+  ['analytics_order', 'ts', 'time'],
 ]
 /** Small tables that name every game the analytics consumer holds results of. */
 const ANALYTICS_GAMES = [
@@ -57,6 +58,7 @@ export const BEHAVIOR_TABLES: Tables = [
   ['analytics_event_span', 'hour', 'time'],
   ['analytics_death', 'ts', 'time'],
   ['analytics_transaction', 'ts', 'time'],
+  ['analytics_behavior_order', 'ts', 'time'],
 ]
 /** Every event of a game adds to its day's event counter. */
 const BEHAVIOR_GAMES = ['analytics_behavior_day']

@@ -9,6 +9,7 @@ import type { Stored } from '../../../core/derive'
 import { addCapped, cappedSql } from '../../../core/event-bounds'
 import { DAY, floorTo } from '../lib/time'
 import { countMergedCohorts, firstDay, weekOf } from '../server/cohort'
+import { countRefunds } from './orders'
 import type { AnalyticsRows } from './rollup-parts'
 import { USER_DAYS, USER_WEEKS, firstDaysOf, mergeLeftoverUserDays, weeksOf } from './user-days'
 
@@ -133,7 +134,7 @@ export async function writeAnalytics(tx: Db, rows: AnalyticsRows, stored: Stored
   if (known)
     for (const r of fresh) known.set(String(r.game_id), String(r.env), String(r.user_id), Number(r.first_day))
   await countMergedCohorts(tx, days, weeks, await firstDaysOf(tx, days, known))
-  const paid = withDays(rows, await stored.payments)
+  const paid = withDays(rows, await countRefunds(tx, 'analytics_order', await stored.payments))
   await gameDays(tx, rows, paid)
   await upsert(tx, 'daily', dayCounters(leftover.length ? [...leftover, ...days] : days, fresh, paid))
 }
@@ -185,8 +186,10 @@ function dayCounters(active: Row[], fresh: Row[] = [], paid: ReturnType<typeof w
   for (const r of fresh) bump(r.game_id, r.env, Number(r.first_day), 4, 1)
   for (const r of paid) {
     if (r.status === 'success') bump(r.game_id, r.env, r.day, 5, Number(r.amount_cents))
-    else if (r.status === 'refunded') bump(r.game_id, r.env, r.day, 6, Number(r.amount_cents))
-    else bump(r.game_id, r.env, r.day, 7, 1)
+    // A refund counts what it takes off a success of its order seen before it (store/orders.ts).
+    else if (r.status === 'refunded') {
+      if (r.counted > 0) bump(r.game_id, r.env, r.day, 6, r.counted)
+    } else bump(r.game_id, r.env, r.day, 7, 1)
   }
   return [...daily.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).flatMap(([, v]) => v)
 }
@@ -241,7 +244,9 @@ async function writePg(tx: Db, rows: AnalyticsRows, stored: Stored, early: Promi
   for (const p of sharing) p.catch(() => undefined)
   const [{ fresh, days = [], weeks = [] }, paid] = await Promise.all([
     early,
-    stored.hasPayments ? stored.payments.then((p) => withDays(rows, p)) : [],
+    stored.hasPayments
+      ? stored.payments.then((p) => countRefunds(tx, 'analytics_order', p)).then((p) => withDays(rows, p))
+      : [],
   ])
   const firstDays = new Map<string, number>()
   for (const r of [...days, ...weeks])
@@ -261,6 +266,8 @@ interface Paid {
   env: string
   status: string
   amount_cents: number
+  /** A refund's amount counted against its order (`countRefunds`); a payment's own amount otherwise. */
+  counted: number
   user_id: string | null
   ts: number
   day: number
@@ -286,6 +293,7 @@ function withDays(rows: AnalyticsRows, paid: Row[]): Paid[] {
       env: String(r.env),
       status: String(r.status),
       amount_cents: Number(r.amount_cents),
+      counted: Number(r.counted_cents ?? r.amount_cents),
       user_id: r.user_id == null ? null : String(r.user_id),
       ts: Number(r.ts),
       day: m?.[0] ?? floorTo(Number(r.ts), DAY),
