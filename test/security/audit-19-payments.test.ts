@@ -98,6 +98,12 @@ forEachEngine((engine) => {
     const all = await settled()
     expect(all.map((c) => [c.name, c.lastError, c.parked])).toEqual(all.map((c) => [c.name, null, 0]))
     expect((await revenue()).revenueCents).toBe(SUM_MAX)
+    // The product's day total (behavior) and the minute's revenue (realtime) saturate too.
+    const sums = async (sql: string) => (await a.db.all<{ v: number }>(sql, [gameId])).map((r) => Number(r.v))
+    expect(
+      await sums(`SELECT total AS v FROM analytics_behavior_day WHERE game_id = ? AND kind = 'product'`),
+    ).toEqual([SUM_MAX])
+    expect(await sums('SELECT revenue_cents AS v FROM analytics_minute WHERE game_id = ?')).toEqual([SUM_MAX])
   })
 
   test('L5: an event other than payment on a payments route is refused naming event; nothing counts', async () => {
