@@ -72,7 +72,7 @@ for (const where of ['the persist thread', 'the event loop'])
         checked(
           [
             {
-              event: 'purchase',
+              event: 'payment',
               ts: String(t + 3),
               game_id: 'g',
               env: 'prod',

@@ -112,7 +112,7 @@ for (const engine of engines.filter((e) => e !== 'sqlite'))
         checked(
           [
             {
-              event: 'purchase',
+              event: 'payment',
               ts: String(t),
               game_id: 'g',
               env: 'prod',
