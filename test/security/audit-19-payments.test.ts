@@ -106,6 +106,30 @@ forEachEngine((engine) => {
     expect(await sums('SELECT revenue_cents AS v FROM analytics_minute WHERE game_id = ?')).toEqual([SUM_MAX])
   })
 
+  test("calls' durations past BIGINT-sized sums leave every consumer healthy; the hour's sum saturates", async () => {
+    // Not money, summed the same way: a function.invoke's duration_ms (the SDK's, up to 2^53 - 1)
+    // went unbounded into the invocation hour's duration_sum.
+    for (let r = 0; r < 3; r++) {
+      const body = Array.from({ length: 500 }, (_, i) => ({
+        event: 'function.invoke',
+        ts: String(now),
+        game_id: gameId,
+        env: 'prod',
+        uid: `caller-${r}-${i}`,
+        function_id: 'slow-fn',
+        duration_ms: Number.MAX_SAFE_INTEGER,
+      }))
+      expect((await signed(a, '/api/ingest/events', body)).status).toBe(200)
+    }
+    const all = await settled()
+    expect(all.map((c) => [c.name, c.lastError, c.parked])).toEqual(all.map((c) => [c.name, null, 0]))
+    const rows = await a.db.all<{ v: number }>(
+      "SELECT duration_sum AS v FROM analytics_invocation_hour WHERE game_id = ? AND function_id = 'slow-fn'",
+      [gameId],
+    )
+    expect(rows.map((r) => Number(r.v))).toEqual([SUM_MAX])
+  })
+
   test('L5: an event other than payment on a payments route is refused naming event; nothing counts', async () => {
     const before = await revenue()
     for (const path of ['/api/ingest/payments'])

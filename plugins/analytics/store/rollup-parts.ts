@@ -1,4 +1,5 @@
 import type { Param } from '../../../core/db'
+import { addCapped } from '../../../core/event-bounds'
 import type { LogEvent as NormEvent } from '../../../core/event-log-types'
 import { inOrder } from '../../../core/order'
 import type { HyperLogLog } from '../lib/hll'
@@ -125,7 +126,8 @@ export function countInvocation(part: Part, e: NormEvent) {
   if (outcome === 'failure') h[1]++
   const dur = e.durationMs
   if (dur !== null) {
-    h[2] += dur
+    // Any duration the SDK sends (up to 2^53 - 1): the sum saturates rather than fail the commit.
+    h[2] = addCapped(h[2], dur)
     h[3]++
     let buckets = part.hist.get(hour)
     if (!buckets) {

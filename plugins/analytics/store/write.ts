@@ -68,7 +68,7 @@ const UPSERT = {
     table: table('analytics_invocation_hour', ['hour', 'total', 'failed', 'duration_sum', 'duration_n']),
     cols: ['game_id', 'env', 'hour', 'function_id', 'total', 'failed', 'duration_sum', 'duration_n'],
     tail: `ON CONFLICT (game_id, env, hour, function_id) DO UPDATE SET total = analytics_invocation_hour.total + excluded.total,
-           failed = analytics_invocation_hour.failed + excluded.failed, duration_sum = analytics_invocation_hour.duration_sum + excluded.duration_sum,
+           failed = analytics_invocation_hour.failed + excluded.failed, duration_sum = ${cappedSql('analytics_invocation_hour.duration_sum', 'excluded.duration_sum')},
            duration_n = analytics_invocation_hour.duration_n + excluded.duration_n`,
   },
   hist: {
