@@ -52,13 +52,15 @@ forEachEngine((engine) => {
   describe('event times outside the window', () => {
     test('signed: a 1970 and a year-9999 event refuse the batch naming ts; nothing stored', async () => {
       for (const path of ['/api/ingest/events', '/api/ingest/payments']) {
-        const pay = path.endsWith('payments')
-          ? { order_id: 'o-window', status: 'success', amount_cents: 99 }
-          : {}
+        // A payments route takes events named payment only (audit 19 L5).
+        const pay = (order: string) =>
+          path.endsWith('payments')
+            ? { event: 'payment', order_id: order, status: 'success', amount_cents: 99 }
+            : {}
         const r = await signed(a, path, [
-          ev('w_fine', Date.now(), pay),
-          ev('w_1970', EPOCH_1970, pay),
-          ev('w_9999', YEAR_9999, pay),
+          ev('w_fine', Date.now(), pay('o-fine')),
+          ev('w_1970', EPOCH_1970, pay('o-1970')),
+          ev('w_9999', YEAR_9999, pay('o-9999')),
         ])
         expect(r.status).toBe(400)
         expect(r.body.error).toBe('invalid_events')
@@ -68,7 +70,7 @@ forEachEngine((engine) => {
         ])
         expect(r.body.message).toContain('[1].ts: must be epoch milliseconds from ')
       }
-      for (const e of ['w_fine', 'w_1970', 'w_9999']) expect(await stored(e)).toBe(0)
+      for (const e of ['w_fine', 'w_1970', 'w_9999', 'payment']) expect(await stored(e)).toBe(0)
     })
 
     test('/v1/batch: each item outside the window is rejected naming ts_client; the rest stored', async () => {
