@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { type Db, iso, newId } from '../db'
-import { lockUntilCommit } from '../db/migrate'
+import { atCap } from '../db/room'
 import { sha256Hex } from '../digest'
 import { Conflict, NotFound } from '../http'
 import { confirmCaller } from './caller'
@@ -85,12 +85,8 @@ export function sdkKeyStore(db: Db) {
       const row = await db.tx(async (tx) => {
         await confirmCaller(tx, input.actor)
         if (input.gameId !== undefined) {
-          await lockUntilCommit(tx, KEYS_LOCK)
-          const active = await tx.get<{ n: number }>(
-            'SELECT COUNT(*) AS n FROM api_keys WHERE game_id = ? AND revoked_at IS NULL',
-            [input.gameId],
-          )
-          if (Number(active?.n ?? 0) >= MAX_ACTIVE_KEYS_PER_GAME)
+          const where = { sql: 'game_id = ? AND revoked_at IS NULL', args: [input.gameId] }
+          if (await atCap(tx, KEYS_LOCK, 'api_keys', MAX_ACTIVE_KEYS_PER_GAME, where))
             throw new Conflict(
               `game '${input.gameId}' has ${MAX_ACTIVE_KEYS_PER_GAME} active API keys, the most it may hold: revoke one first`,
               { field: 'gameId', max: MAX_ACTIVE_KEYS_PER_GAME },

@@ -26,7 +26,7 @@ const ADVISORY_LOCK = 72_410_001
  * released by the transaction's end too (core/db/mysql.ts). The PostgreSQL keys in use, each
  * with its MySQL name beside it: 72_410_001 migrations, 002 usernames (core/auth/users.ts), 003
  * certificates and 004 certificate alert rules (plugins/certificates/store.ts), 005 backups
- * (plugins/backups/store.ts), 006 SDK keys (core/auth/sdk-keys.ts), and the caps counted by `full`
+ * (plugins/backups/store.ts), 006 SDK keys (core/auth/sdk-keys.ts), and the caps counted by `atCap`
  * (core/db/room.ts): 007 rosters, 008 rule groups, 009 rate-limit sets, 010 agents, 011 ops alert
  * rules. A new lock takes the next.
  */

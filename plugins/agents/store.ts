@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { VerifiedCache } from '../../core/auth/verified'
 import { type Db, fromJson, iso } from '../../core/db'
-import { full } from '../../core/db/room'
+import { atCap } from '../../core/db/room'
 import { Conflict, NotFound } from '../../core/http'
 import { type Agent, type AgentQuery, type Heartbeat, QPS_MAX, type Register } from './schema'
 
@@ -127,7 +127,7 @@ export function agentsStore(
         // Every preview, metrics read and agent list reads them all: a new agent past the cap is
         // refused (the shared token had registered 1,000 agents of 1,000 functions in a minute).
         const max = opts.maxAgents?.() ?? MAX_AGENTS
-        if (!had && (await full(tx, { pg: 72_410_010, mysql: 'liveops_agents', waitS: 10 }, 'agents', max)))
+        if (!had && (await atCap(tx, { pg: 72_410_010, mysql: 'liveops_agents', waitS: 10 }, 'agents', max)))
           throw new Conflict(
             `at most ${max} agents are registered: delete one first (plugins.agents.max_agents)`,
           )

@@ -1,6 +1,6 @@
 import type { Static } from '@sinclair/typebox'
 import { type Db, fromJson, iso, newId } from '../../core/db'
-import { lockUntilCommit } from '../../core/db/migrate'
+import { atCap } from '../../core/db/room'
 import { Conflict, NotFound } from '../../core/http'
 import type { Alert, Certificate, CertificateWithPem } from './schema'
 import { type CertInfo, type CertStatus, daysLeft } from './x509'
@@ -153,8 +153,7 @@ export function certStore(db: Db) {
       const i = o.info
       try {
         const row = await db.tx(async (tx) => {
-          await lockUntilCommit(tx, CERT_LOCK)
-          if ((await count(tx, 'certificates')) >= MAX_CERTIFICATES)
+          if (await atCap(tx, CERT_LOCK, 'certificates', MAX_CERTIFICATES))
             throw full('certificates', MAX_CERTIFICATES)
           return tx.get<CertRow>(
             `INSERT INTO certificates (id, domain, port, address, source, pem, has_private_key, threshold_days,
@@ -289,8 +288,7 @@ export function certStore(db: Db) {
     async insertAlert(a: { domain: string; thresholdDays: number; active: boolean }): Promise<AlertRow> {
       const now = Date.now()
       const row = await db.tx(async (tx) => {
-        await lockUntilCommit(tx, ALERT_LOCK)
-        if ((await count(tx, 'certificate_alerts')) >= MAX_ALERTS)
+        if (await atCap(tx, ALERT_LOCK, 'certificate_alerts', MAX_ALERTS))
           throw full('certificate alert rules', MAX_ALERTS)
         return tx.get<AlertRow>(
           `INSERT INTO certificate_alerts (id, domain, threshold_days, active, created_at, updated_at)

@@ -1,5 +1,5 @@
 import { type Db, fromJson, iso, newId } from '../../core/db'
-import { full } from '../../core/db/room'
+import { atCap } from '../../core/db/room'
 import { keptKey } from '../../core/digest'
 import { Conflict, NotFound } from '../../core/http'
 
@@ -83,7 +83,7 @@ export function alertStore(db: Db, opts: { defaultCooldownS?: () => number } = {
       // Each evaluation reads them all: counted with the insert, under a lock.
       await db.tx(async (tx) => {
         if (
-          await full(
+          await atCap(
             tx,
             { pg: 72_410_011, mysql: 'liveops_ops_alert_rules', waitS: 10 },
             'ops_alert_rules',

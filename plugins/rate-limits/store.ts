@@ -1,5 +1,5 @@
 import { type Db, fromJson, iso } from '../../core/db'
-import { full } from '../../core/db/room'
+import { atCap } from '../../core/db/room'
 import { Conflict, NotFound, invalidField } from '../../core/http'
 
 /** Rate-limit sets kept at once (each up to 200 rules). */
@@ -67,7 +67,7 @@ export function rateLimitStore(db: Db) {
         // Every agent's heartbeat reads them all: a bounded number of sets.
         if (
           !prev &&
-          (await full(
+          (await atCap(
             tx,
             { pg: 72_410_009, mysql: 'liveops_rate_limits', waitS: 10 },
             'rate_limits',

@@ -1,5 +1,5 @@
 import { type Db, fromJson, iso } from '../../core/db'
-import { full } from '../../core/db/room'
+import { atCap } from '../../core/db/room'
 import { Generation } from '../../core/generation'
 import { Conflict, NotFound } from '../../core/http'
 import type { StoredPeriod } from './schema'
@@ -40,7 +40,7 @@ export const MAX_ROSTERS = 200
 /** A new roster past MAX_ROSTERS is refused (inside the writer's transaction). */
 async function room(tx: Db, id: string) {
   if (await tx.get('SELECT id FROM rosters WHERE id = ?', [id])) return
-  if (await full(tx, { pg: 72_410_007, mysql: 'liveops_rosters', waitS: 10 }, 'rosters', MAX_ROSTERS))
+  if (await atCap(tx, { pg: 72_410_007, mysql: 'liveops_rosters', waitS: 10 }, 'rosters', MAX_ROSTERS))
     throw new Conflict(`at most ${MAX_ROSTERS} rosters: delete one first`)
 }
 

@@ -1,5 +1,5 @@
 import { type Db, fromJson, iso } from '../../core/db'
-import { full } from '../../core/db/room'
+import { atCap } from '../../core/db/room'
 import { Conflict, NotFound, invalidField } from '../../core/http'
 import type { GroupBody, RuleBody } from './schema'
 
@@ -181,7 +181,7 @@ export function rulesStore(db: Db) {
       const now = Date.now()
       return db.tx(async (tx) => {
         if (
-          await full(
+          await atCap(
             tx,
             { pg: 72_410_008, mysql: 'liveops_rule_groups', waitS: 10 },
             'rules_groups',
