@@ -2,6 +2,7 @@ import type { Bus } from '../../core/bus'
 import type { CertificateEvent } from '../../core/events'
 import type { Logger } from '../../core/log'
 import { type Outbound, outboundFailure } from '../../core/outbound'
+import { SingleFlight } from '../../core/single-flight'
 import {
   type AlertRecord,
   type CertRecord,
@@ -36,7 +37,7 @@ async function pool<T>(items: T[], limit: number, fn: (item: T) => Promise<void>
  */
 export function certService(store: CertStore, bus: Bus, log: Logger, settings: CheckSettings) {
   /** The check-all under way, which a second caller joins. */
-  let running: Promise<{ checked: number; durationMs: number }> | undefined
+  const checking = new SingleFlight<{ checked: number; durationMs: number }>()
 
   /** What checking one entry finds, without writing it. */
   async function inspect(
@@ -164,10 +165,7 @@ export function certService(store: CertStore, bus: Bus, log: Logger, settings: C
      * shares its answer (20 at once had each probed every target, 685 sockets held).
      */
     checkAll(): Promise<{ checked: number; durationMs: number }> {
-      running ??= checkEvery().finally(() => {
-        running = undefined
-      })
-      return running
+      return checking.run(checkEvery)
     },
   }
 

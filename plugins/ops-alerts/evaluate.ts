@@ -1,6 +1,7 @@
 import type { Bus } from '../../core/bus'
 import type { Logger } from '../../core/log'
 import type { Metrics } from '../../core/metrics'
+import { SingleFlight } from '../../core/single-flight'
 import type { Rule } from './schema'
 import type { AlertStore } from './store'
 
@@ -54,7 +55,7 @@ const keyOf = (labels: Record<string, string | number>) =>
 export class Evaluator {
   private hits = new Map<string, number>()
   /** The evaluation under way: a second caller (the schedule, another POST) shares it. */
-  private running: Promise<Evaluation> | undefined
+  private readonly evaluating = new SingleFlight<Evaluation>()
 
   constructor(
     private store: AlertStore,
@@ -71,10 +72,7 @@ export class Evaluator {
 
   /** Evaluates every rule once; while one evaluation runs, callers share it. */
   run(now = Date.now()): Promise<Evaluation> {
-    this.running ??= this.evaluate(now).finally(() => {
-      this.running = undefined
-    })
-    return this.running
+    return this.evaluating.run(() => this.evaluate(now))
   }
 
   private async evaluate(now: number): Promise<Evaluation> {

@@ -2,6 +2,7 @@ import { Elysia, t } from 'elysia'
 import { auditor } from '../../core/audit'
 import { ok } from '../../core/http'
 import { definePlugin } from '../../core/plugin'
+import { SingleFlight } from '../../core/single-flight'
 import { rejectUnknown } from '../../core/strict'
 import type { Agent, EffectiveLimit } from '../agents/schema'
 import { GatewayLimiter } from './limiter'
@@ -103,13 +104,8 @@ export default definePlugin({
       return l
     })
     // Previews under way at once share one read of the agents.
-    let reading: Promise<Agent[]> | undefined
-    const registered = () => {
-      reading ??= agents.list().finally(() => {
-        reading = undefined
-      })
-      return reading
-    }
+    const reading = new SingleFlight<Agent[]>()
+    const registered = () => reading.run(() => agents.list())
     const url = ctx.config.redis.url ?? ctx.core.redis.url
     const limiter = new GatewayLimiter(
       {

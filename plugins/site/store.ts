@@ -1,5 +1,7 @@
 import { type Db, fromJson, iso, newId } from '../../core/db'
+import { Generation } from '../../core/generation'
 import { NotFound } from '../../core/http'
+import { SingleFlight } from '../../core/single-flight'
 import { DEFAULTS, KEY_NAMES, type KeyName, type Settings } from './keys'
 import { EMPTY_ROUTING, type Routing } from './routing'
 
@@ -100,11 +102,11 @@ export function siteStore(db: Db, file: () => Partial<Settings>, changed: () => 
   }
 
   let copy: (Current & { rev: number }) | undefined
-  let loading: Promise<Current> | undefined
+  const loading = new SingleFlight<Current>()
   /** Moves on each write and each notice: a read under way meanwhile is not kept. */
-  let generation = 0
+  const changes = new Generation()
   const drop = () => {
-    generation++
+    changes.bump()
     copy = undefined
   }
   /**
@@ -113,17 +115,13 @@ export function siteStore(db: Db, file: () => Partial<Settings>, changed: () => 
    * and never kept once five were: it could put back what the change replaced.
    */
   async function load(): Promise<Current> {
-    for (let attempt = 1; ; attempt++) {
-      const g = generation
+    const { value, settled } = await changes.settled(async () => {
       const rev = await revision(db)
       const [o, r] = await Promise.all([overrides(), routing()])
-      const read = { rev, effective: compose(o), routing: r }
-      if (g === generation) {
-        copy = read
-        return read
-      }
-      if (attempt >= 5) return read
-    }
+      return { rev, effective: compose(o), routing: r }
+    })
+    if (settled) copy = value
+    return value
   }
   const wrote = () => {
     drop()
@@ -137,10 +135,7 @@ export function siteStore(db: Db, file: () => Partial<Settings>, changed: () => 
     current(): Promise<Current> {
       if (copy) return Promise.resolve(copy)
       // Callers meanwhile share the one read.
-      loading ??= load().finally(() => {
-        loading = undefined
-      })
-      return loading
+      return loading.run(load)
     },
     /** Another instance wrote: the copy is read again when next needed. */
     drop,
