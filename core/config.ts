@@ -251,10 +251,18 @@ export interface LoadedConfig {
 
 export interface PluginSchemas {
   /** A plugin's settings schema and the environment variables that override its settings. */
-  [name: string]: { config?: TSchema; env?: Readonly<Record<string, string>> }
+  [name: string]: {
+    config?: TSchema
+    env?: Readonly<Record<string, string>>
+    /** Problems the schema cannot state, on settings it admitted (PluginManifest.check). */
+    check?(settings: unknown): string[]
+  }
 }
 
-/** The shortest `auth.jwt_secret` and `auth.admin_token` a server starts with. */
+/**
+ * The shortest `auth.jwt_secret` and `auth.admin_token` a server starts with, and the plugins'
+ * shared tokens (the agents', the remote workers').
+ */
 export const MIN_SECRET = 16
 
 /**
@@ -315,7 +323,9 @@ export function checkConfig(
     const own = (settings && typeof settings === 'object' ? settings : {}) as Record<string, unknown>
     for (const [variable, path] of Object.entries(def.env ?? {}))
       if (env[variable] !== undefined) setPath(own, path.split('.'), env[variable])
+    const before = errors.length
     plugins[name] = def.config ? check(def.config, own, `plugins.${name}`, errors) : own
+    if (def.check && errors.length === before) errors.push(...def.check(plugins[name]))
   }
   // Checked here, before anything is written: a short one used to fail after the migrations ran.
   const password = core.admin?.password

@@ -170,6 +170,13 @@ export interface PluginManifest<S extends TSchema = TSchema> {
    * (`{ WAREHOUSE_DSN: 'warehouse.dsn' }`). A variable set to the empty string applies too.
    */
   env?: Readonly<Record<string, string>>
+  /**
+   * What the schema cannot say (a secret's least length, a setting that matters only while
+   * another is on): one line a problem, naming the setting (`plugins.<name>.x`) and never a
+   * secret's value. Run with the schema's check, on settings the schema admitted, so
+   * `liveops check-config` reports them and the server does not start with them.
+   */
+  check?(settings: Static<S>): string[]
   /** Numbered migrations, imported statically so the compiled binary carries them. */
   migrations?: readonly Migration[]
   /**

@@ -323,3 +323,12 @@ test('without a configured token agents are refused with 403 agents_disabled', a
     await a.stop()
   }
 })
+
+test('a shared agent token shorter than 16 characters does not start, its value never said', async () => {
+  // The fleet's credential and the HMAC key of every agent key: a two-letter one had been taken.
+  const start = makeApp('sqlite', {
+    plugins: { games: {}, ingest: { purge_interval_minutes: 0 }, agents: { token: 'zq-Agent-15char' } },
+  })
+  await expect(start).rejects.toThrow('plugins.agents.token (AGENT_TOKEN): at least 16 characters, got 15')
+  await expect(start).rejects.not.toThrow('zq-Agent')
+})

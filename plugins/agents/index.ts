@@ -1,4 +1,5 @@
 import { Elysia, t as T } from 'elysia'
+import { MIN_SECRET } from '../../core/config'
 import { invalidField } from '../../core/http'
 import { definePlugin } from '../../core/plugin'
 import { Secret } from '../../core/secrets'
@@ -29,12 +30,21 @@ export default definePlugin({
        * list reads them all, each with up to 1,000 functions).
        */
       max_agents: T.Integer({ minimum: 1, default: MAX_AGENTS }),
-      /** The token agents send in X-Agent-Token (env AGENT_TOKEN); empty refuses agents with 403. */
+      /**
+       * The token agents send in X-Agent-Token (env AGENT_TOKEN), at least 16 characters; empty
+       * refuses agents with 403.
+       */
       token: Secret(T.String({ default: '' })),
     },
     { additionalProperties: false, default: {} },
   ),
   env: { AGENT_TOKEN: 'token' },
+  // The fleet's credential and the HMAC key of every agent key: as long as the admin token must
+  // be (a two-letter one had been taken). Checked with the schema: `liveops check-config` says it.
+  check: ({ token }) =>
+    token && token.length < MIN_SECRET
+      ? [`plugins.agents.token (AGENT_TOKEN): at least ${MIN_SECRET} characters, got ${token.length}`]
+      : [],
   migrations: [
     { id: 1, name: 'agents', sql: m001 },
     { id: 2, name: 'agent_details', sql: m002 },

@@ -1,4 +1,5 @@
 import { auditor } from '../../core/audit'
+import { MIN_SECRET } from '../../core/config'
 import { definePlugin } from '../../core/plugin'
 import { channelManager } from './channels'
 import { subscribePlatformEvents } from './events'
@@ -32,6 +33,15 @@ export default definePlugin({
   name: 'notify',
   config: NotifyConfig,
   env: { NOTIFY_WORKER_TOKEN: 'workers.remote.token' },
+  // It receives every channel's secrets unmasked: as long as the admin token must be (a two-letter
+  // one passed, and the worker port answered 50,000 guesses a second). Checked with the schema, so
+  // `liveops check-config` says it too (it had passed a file the server then refused).
+  check: ({ workers: { remote } }) =>
+    remote.enabled && remote.token && remote.token.length < MIN_SECRET
+      ? [
+          `plugins.notify.workers.remote.token (NOTIFY_WORKER_TOKEN): at least ${MIN_SECRET} characters, got ${remote.token.length}`,
+        ]
+      : [],
   migrations: [
     { id: 1, name: 'notify', sql: m001 },
     { id: 2, name: 'app_tokens_to_core', sql: m002 },
@@ -74,12 +84,6 @@ export default definePlugin({
     })
     let disp: Dispatcher | undefined
     const remote = config.workers.remote
-    // It receives every channel's secrets unmasked: as long as the admin token must be (a
-    // two-letter one passed, and the worker port answered 50,000 guesses a second).
-    if (remote.enabled && remote.token && remote.token.length < 16)
-      throw new Error(
-        `plugins.notify.workers.remote.token (NOTIFY_WORKER_TOKEN): at least 16 characters, got ${remote.token.length}`,
-      )
     const hub = remote.enabled
       ? workerHub({
           host: remote.host,

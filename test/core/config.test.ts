@@ -132,4 +132,35 @@ describe('config', () => {
     expect(err).toContain('server.port')
     expect(err).toContain('plugins.nope: unknown plugin')
   }, 30_000)
+
+  test('liveops check-config says a worker or agent token under 16 characters, naming the setting, never the value', async () => {
+    // The server refused both at start while check-config answered ok; the agent token had no
+    // least length at all (the fleet's credential and the key of every agent key).
+    const file = `${process.env.TMPDIR ?? '/tmp'}/liveops-short-${Date.now()}.yaml`
+    const yaml = (worker: string, agent: string) =>
+      `plugins:\n  notify: { workers: { remote: { enabled: true, token: ${worker} } } }\n  agents: { token: ${agent} }\n`
+    const env = Object.fromEntries(
+      Object.entries(process.env).filter(([k]) => k !== 'AGENT_TOKEN' && k !== 'NOTIFY_WORKER_TOKEN'),
+    )
+    const checkConfig = async (text: string) => {
+      await Bun.write(file, text)
+      const r = Bun.spawnSync([process.execPath, 'core/main.ts', 'check-config', file], { env })
+      rmSync(file, { force: true })
+      return { code: r.exitCode, out: `${r.stdout}${r.stderr}` }
+    }
+    const short = await checkConfig(yaml('wk-Zq-Short-15c', 'ag-Zq-7'))
+    expect(short.code).toBe(2)
+    expect(short.out).toContain(
+      'plugins.notify.workers.remote.token (NOTIFY_WORKER_TOKEN): at least 16 characters, got 15',
+    )
+    expect(short.out).toContain('plugins.agents.token (AGENT_TOKEN): at least 16 characters, got 7')
+    expect(short.out).not.toContain('Zq')
+    const long = await checkConfig(yaml('wk-Zq-Long-16chr', 'ag-Zq-Long-16chr'))
+    expect([long.code, long.out]).toEqual([0, expect.stringContaining('ok: ')])
+    // The variables count as the YAML does; empty (every worker or agent refused) is no problem.
+    expect(errorsOf('plugins: { agents: {} }', { AGENT_TOKEN: 'zq' })).toEqual([
+      'plugins.agents.token (AGENT_TOKEN): at least 16 characters, got 2',
+    ])
+    expect(() => load('plugins: { agents: { token: "" }, notify: {} }')).not.toThrow()
+  }, 30_000)
 })
