@@ -103,9 +103,10 @@ export const NotifyConfig = t.Object(
           {
             enabled: t.Boolean({ default: false }),
             /**
-             * What a remote worker sends as its Bearer token (env NOTIFY_WORKER_TOKEN). Deliveries
-             * carry the channels' secrets unmasked, which no user or application token may read, so
-             * only a holder of the configuration connects; empty refuses every worker with 403.
+             * What a remote worker sends in its `Authorization: Bearer` header, never the URL (env
+             * NOTIFY_WORKER_TOKEN), at least 16 characters. Deliveries carry the channels' secrets
+             * unmasked, which no user or application token may read, so only a holder of the
+             * configuration connects; empty refuses every worker with 403.
              */
             token: Secret(t.String({ default: '' })),
             /** Remote workers connect here by WebSocket (`/api/v1/workers/connect`); 0 picks a free port. */

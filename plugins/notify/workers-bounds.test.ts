@@ -100,6 +100,36 @@ engineFree('the remote worker connection', () => {
     expect([r.status, r.headers.get('retry-after')]).toEqual([429, '60'])
     expect(lines.filter((l) => l.includes('wrong token')).length - before).toBe(1)
   })
+
+  test('the token in the URL is refused 401 and counted: past 20 a minute the address is answered 429', async () => {
+    // A hub of its own: the test above used up this address's 20 refusals on the first.
+    const hub2 = workerHub({
+      host: '127.0.0.1',
+      port: 0,
+      heartbeatS: 10,
+      missedHeartbeats: 3,
+      resultTimeoutMs: 10_000,
+      outbound: { allow: [], deny: [] },
+      log: createLogger({ level: 'error', format: 'json', sensitive_fields: [] } as never, () => undefined),
+      authenticate: workerToken(TOKEN),
+      onCapacity: () => undefined,
+    })
+    const http = `http://127.0.0.1:${hub2.start()}/api/v1/workers/connect?token=${TOKEN}`
+    try {
+      for (let i = 0; i < 20; i++) {
+        const r = await fetch(http)
+        const body = await r.json()
+        expect([r.status, body.message]).toEqual([
+          401,
+          'a remote worker sends notify.workers.remote.token in the Authorization: Bearer header, never in the URL (?token=), which proxies and access logs keep',
+        ])
+      }
+      const r = await fetch(http.replace(/\?.*/, ''), { headers: { authorization: `Bearer ${TOKEN}` } })
+      expect([r.status, r.headers.get('retry-after')]).toEqual([429, '60'])
+    } finally {
+      await hub2.stop()
+    }
+  })
 })
 
 engineFree('the worker token', () => {

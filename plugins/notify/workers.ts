@@ -76,8 +76,14 @@ const MAX_NAME = 128
 const MAX_CAPABILITIES = 64
 /** A failure a worker reports is kept to this many characters in the delivery's log. */
 const MAX_ERROR = 2_000
-/** Refused connection attempts an address may make a minute before it is answered 429 unchecked. */
+/**
+ * Refused connection attempts an address may make a minute (a wrong token, or one in the URL)
+ * before it is answered 429 unchecked.
+ */
 const FAILURES_PER_MINUTE = 20
+
+const TOKEN_IN_URL =
+  'a remote worker sends notify.workers.remote.token in the Authorization: Bearer header, never in the URL (?token=), which proxies and access logs keep'
 
 const name = (v: unknown): v is string => typeof v === 'string' && v.length > 0 && v.length <= MAX_NAME
 
@@ -220,8 +226,6 @@ export function workerHub(opts: HubOptions) {
           req.headers.forEach((v, k) => {
             headers[k] = v
           })
-          const token = url.searchParams.get('token')
-          if (token && !headers.authorization) headers.authorization = `Bearer ${token}`
           const address = srv.requestIP(req)?.address ?? 'unknown'
           const refused = failures.get(address) ?? 0
           if (refused >= FAILURES_PER_MINUTE)
@@ -234,13 +238,20 @@ export function workerHub(opts: HubOptions) {
               { status: 429, headers: { 'retry-after': '60' } },
             )
           try {
+            // Refused whatever the header says: a URL lands in proxy and access logs, and this
+            // token receives every channel's secrets (it had been taken from `?token=`).
+            if (url.searchParams.has('token')) throw new Unauthorized(TOKEN_IN_URL)
             opts.authenticate(headers)
             if (srv.upgrade(req, { data: {} })) return undefined
             return new Response('expected a WebSocket upgrade', { status: 426 })
           } catch (e) {
             if (e instanceof Unauthorized) {
               failures.set(address, refused + 1)
-              if (!refused) opts.log.warn('worker connection refused: wrong token', { address })
+              if (!refused)
+                opts.log.warn('worker connection refused: wrong token', {
+                  address,
+                  ...(url.searchParams.has('token') ? { reason: 'token in the URL' } : {}),
+                })
             }
             const status = e instanceof HttpError ? e.status : 500
             return Response.json({ code: status, message: (e as Error).message, data: null }, { status })
@@ -328,8 +339,10 @@ export function workerHub(opts: HubOptions) {
 export type WorkerHub = ReturnType<typeof workerHub>
 
 /**
- * The check of a connecting worker: its Bearer token (or `?token=`) must be the configured
- * `notify.workers.remote.token`, compared in constant time. Deliveries carry the channels' secrets
+ * The check of a connecting worker: its `Authorization: Bearer` token must be the configured
+ * `notify.workers.remote.token`, compared in constant time. A token in the URL (`?token=`) is
+ * refused before this check, the right one too (the hub's fetch): URLs are kept by proxies and
+ * access logs. Deliveries carry the channels' secrets
  * unmasked, which the API shows no one (an operator's or a `config` token's connection read a
  * YAML-only header in clear, sixteenth session's audit): the worker's credential is the
  * configuration's, and changing it (then restarting) is how a worker is revoked.
