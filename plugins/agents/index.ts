@@ -7,8 +7,31 @@ import m001 from './migrations/001_agents.sql' with { type: 'text' }
 import m002 from './migrations/002_agent_details.sql' with { type: 'text' }
 import m003 from './migrations/003_agent_key_nonce.sql' with { type: 'text' }
 import { agentRoutes } from './routes'
-import type { LimitsSource } from './schema'
+import type { Agent, LimitsSource } from './schema'
 import { MAX_AGENTS, agentsStore } from './store'
+
+/** Agents with per-agent series in a scrape, unless `plugins.agents.metrics_max_agents` says otherwise. */
+export const METRICS_MAX_AGENTS = 1_000
+const BOUND_HELP =
+  'at most plugins.agents.metrics_max_agents agents: online first, then the longest registered'
+
+/**
+ * The agents a scrape gives series, `max` at most: online ones first, then the longest registered,
+ * then by id. Stable between scrapes (a heartbeat does not reorder it), so the same agents keep
+ * their series; an agent registered with the shared token later comes last.
+ */
+export function metricsAgents(list: Agent[], max: number): Agent[] {
+  if (list.length <= max) return list
+  const online = (a: Agent) => (a.status === 'online' ? 0 : 1)
+  return [...list]
+    .sort(
+      (a, b) =>
+        online(a) - online(b) ||
+        Date.parse(a.registered_at) - Date.parse(b.registered_at) ||
+        (a.agent_id < b.agent_id ? -1 : a.agent_id > b.agent_id ? 1 : 0),
+    )
+    .slice(0, max)
+}
 
 /**
  * Agents (spec 3): the processes next to game servers that register functions and heartbeat
@@ -30,6 +53,12 @@ export default definePlugin({
        * list reads them all, each with up to 1,000 functions).
        */
       max_agents: T.Integer({ minimum: 1, default: MAX_AGENTS }),
+      /**
+       * Agents given per-agent svc_agent_* series in a scrape: online ones first, then the longest
+       * registered (the rest are counted in svc_agents_metrics_omitted). At max_agents a scrape
+       * had been some 170,000 series, and the shared token registers made-up agents.
+       */
+      metrics_max_agents: T.Integer({ minimum: 0, default: METRICS_MAX_AGENTS }),
       /**
        * The token agents send in X-Agent-Token (env AGENT_TOKEN), at least 16 characters; empty
        * refuses agents with 403.
@@ -93,21 +122,40 @@ export default definePlugin({
       'Registered functions (distinct ids over all agents)',
     )
     const labels = ['agent_id', 'game_id', 'env'] as const
-    const connected = m.gauge('svc_agent_connected', '1 while the agent heartbeats, 0 once offline', labels)
-    const agentFns = m.gauge('svc_agent_functions_registered', 'Functions the agent registered', labels)
-    const jobs = m.counter('svc_agent_jobs_executed_total', 'Invocations the agent reported', labels)
+    const bounded = ` (${BOUND_HELP})`
+    const connected = m.gauge(
+      'svc_agent_connected',
+      `1 while the agent heartbeats, 0 once offline${bounded}`,
+      labels,
+    )
+    const agentFns = m.gauge(
+      'svc_agent_functions_registered',
+      `Functions the agent registered${bounded}`,
+      labels,
+    )
+    const jobs = m.counter(
+      'svc_agent_jobs_executed_total',
+      `Invocations the agent reported${bounded}`,
+      labels,
+    )
     const duration = m.histogram(
       'svc_agent_jobs_duration',
-      'Duration in seconds of the invocations agents reported (since this instance started)',
+      `Duration in seconds of the invocations agents reported (since this instance started; ${BOUND_HELP})`,
       labels,
       [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     )
+    const omitted = m.gauge(
+      'svc_agents_metrics_omitted',
+      'Registered agents without svc_agent_* series in this scrape (past plugins.agents.metrics_max_agents)',
+    )
     // Computed when read (spec 3): every series comes from the store, so instances agree.
     m.collect(async () => {
-      const list = await store.list()
-      total.set(list.length)
-      healthy.set(list.filter((a) => a.status === 'online').length)
-      functions.set(new Set(list.flatMap((a) => a.functions)).size)
+      const all = await store.list()
+      total.set(all.length)
+      healthy.set(all.filter((a) => a.status === 'online').length)
+      functions.set(new Set(all.flatMap((a) => a.functions)).size)
+      const list = metricsAgents(all, ctx.config.metrics_max_agents)
+      omitted.set(all.length - list.length)
       connected.reset()
       agentFns.reset()
       jobs.reset()
@@ -117,9 +165,9 @@ export default definePlugin({
         agentFns.set(l, a.functions.length)
         jobs.inc(l, a.jobs_executed)
       }
-      // The durations observed here stay, but only for agents as they are registered now: one
-      // deleted or registered again under other labels drops its series (an agent token's 8,000
-      // relabellings had left 8,000 series in every scrape).
+      // The durations observed here stay, but only for agents as they are registered now and
+      // within the bound: one deleted, registered again under other labels or past the bound
+      // drops its series (an agent token's 8,000 relabellings had left 8,000 series in every scrape).
       const live = new Set(list.map((a) => `${a.agent_id}\u0000${a.game_id}\u0000${a.env}`))
       for (const v of (await duration.get()).values) {
         const { agent_id, game_id, env } = v.labels as Record<string, string>
