@@ -22,7 +22,7 @@ forEachEngine((engine) => {
       plugins: {
         games: {},
         ingest: { purge_interval_minutes: 0 },
-        agents: { token: TOKEN, offline_after_s: 2, metrics_max_agents: BOUND },
+        agents: { token: TOKEN, offline_after_s: 3, metrics_max_agents: BOUND },
       },
       config: { telemetry: { prometheus: { enabled: true } } },
     })
@@ -46,7 +46,7 @@ forEachEngine((engine) => {
       await Bun.sleep(5)
     }
     // Every agent offline, then the two registered last heartbeat again: they come first.
-    await Bun.sleep(2_100)
+    await Bun.sleep(3_100)
     for (const id of ['m-5', 'm-4'])
       expect((await as('POST', `/api/v1/agents/${id}/heartbeat`, {})).status).toBe(200)
 
