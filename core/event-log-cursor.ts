@@ -49,16 +49,23 @@ export function rebuildUntil(cur: CursorRow): LogPosition {
 }
 
 /**
- * The rows of a batch the consumer takes: during a rebuild from a date, the re-counted times
- * (from the date, or from where the consumer says each game's results were kept to).
+ * The rows of a batch the consumer takes: none the source withholds (a deleted game's), and during
+ * a rebuild from a date, the re-counted times (from the date, or from where the consumer says each
+ * game's results were kept to).
  */
-export async function deliverable(c: LogConsumer, cur: CursorRow, entries: LogEntry[]) {
+export async function deliverable(
+  c: LogConsumer,
+  cur: CursorRow,
+  entries: LogEntry[],
+  withheld?: (row: LogRow) => boolean,
+) {
   const until =
     cur.until_seq === null ? undefined : { seq: Number(cur.until_seq), pos: Number(cur.until_pos) }
   const from = cur.rebuild_from === null ? undefined : Number(cur.rebuild_from)
   const rows: LogRow[] = []
   const cuts = new Map<string, number>()
   for (const e of entries) {
+    if (withheld?.(e.row)) continue
     if (until && from !== undefined && !before(until, e.at)) {
       let cut = c.replayFrom ? cuts.get(e.row.gameId) : from
       if (cut === undefined) {

@@ -104,6 +104,12 @@ export interface LogSource {
    * before what was kept (a rebuild, another process's consumer) must still be counted.
    */
   trim?(lowest: LogPosition, db: Db): Promise<void>
+  /**
+   * Optional: rows no consumer is to take in (a deleted game's or environment's, whose results are
+   * being deleted): the cursors move past them uncounted, so a consumer behind never writes
+   * results back where the deletion has passed.
+   */
+  withheld?(row: LogRow): boolean
 }
 
 /** The seq a PostgreSQL row carries: the id of the transaction writing it. */

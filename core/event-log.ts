@@ -264,7 +264,7 @@ export class EventLog implements EventLogService {
     // A full batch: more is waiting. On PostgreSQL the next batch is read meanwhile (`prefetch`).
     if (entries.length >= limit && this.db.dialect === 'postgres')
       this.reads.prefetch(source, last, below, limit, this.db)
-    const rows = await deliverable(c, cur, entries)
+    const rows = await deliverable(c, cur, entries, source.withheld && ((r) => source.withheld!(r)))
     const prepared = c.prepare ? await c.prepare(rows) : undefined
     await turn()
     const rebuilding = cur.until_seq !== null

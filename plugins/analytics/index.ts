@@ -9,7 +9,7 @@ import { behaviorRoutes } from './behavior/behavior-routes'
 import { levelAnalytics } from './behavior/levels'
 import { gameAnalytics } from './game/game'
 import { gameRoutes } from './game/game-routes'
-import { RESULT_TABLES, migrations } from './migrations'
+import { DATED_TABLES, RESULT_TABLES, migrations } from './migrations'
 import { RealtimeHub, realtimeStore } from './realtime/realtime'
 import { MinuteRollup } from './realtime/realtime-rollup'
 import { realtimeRoutes } from './realtime/realtime-routes'
@@ -62,6 +62,10 @@ export default definePlugin({
     ingest.onForget(RESULT_TABLES, (s) => {
       rollup.forgetGame(s.gameId)
       behaviorRollup.forgetGame(s.gameId)
+    })
+    // Rows of event times the window now refuses, stored before it (ingest's one-time clean-up).
+    ingest.onFarDated(DATED_TABLES, () => {
+      for (const d of [rollup, behaviorRollup, minutes]) d.forget()
     })
     // A game's days follow its time zone from its next event on.
     games.onChange((c) => {

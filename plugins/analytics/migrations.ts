@@ -56,3 +56,36 @@ export const RESULT_TABLES = [
   'analytics_order',
   'analytics_behavior_order',
 ] as const
+
+/**
+ * The event-time columns (epoch ms) of each result table: a row with a time no event inside the
+ * event-time window could have made (a 1970 or 9999 event stored before ingestion refused them)
+ * goes in ingest's one-time clean-up (`IngestService.onFarDated`). Every table of `RESULT_TABLES`
+ * but the saved filters (forget.test.ts compares the lists).
+ */
+export const DATED_TABLES: Readonly<Record<string, readonly string[]>> = {
+  analytics_online: ['minute'],
+  analytics_user_day: ['day'],
+  analytics_user_day_log: ['day'],
+  analytics_first_seen: ['first_ts', 'first_day'],
+  analytics_daily: ['day'],
+  analytics_invocation_hour: ['hour'],
+  analytics_invocation_hist: ['hour'],
+  analytics_day_sketch: ['day'],
+  analytics_game_day: ['day'],
+  analytics_game_hour: ['hour'],
+  analytics_payer_day: ['day'],
+  analytics_social_user: ['first_ts'],
+  analytics_behavior_day: ['day'],
+  analytics_behavior_sketch: ['day'],
+  analytics_event_span: ['hour'],
+  analytics_death: ['ts'],
+  analytics_transaction: ['ts'],
+  analytics_cohort_day: ['cohort', 'day'],
+  analytics_user_week: ['week'],
+  analytics_cohort_week: ['cohort', 'week'],
+  analytics_minute: ['minute'],
+  analytics_platform_user: ['day'],
+  analytics_order: ['ts'],
+  analytics_behavior_order: ['ts'],
+}

@@ -83,6 +83,11 @@ export default definePlugin({
     ctx
       .service('ingest')
       .onForget(['experiments_exposures', 'experiments_user_events'], () => exposures.forget())
+    ctx
+      .service('ingest')
+      .onFarDated({ experiments_exposures: ['ts'], experiments_user_events: ['last_ts'] }, () =>
+        exposures.forget(),
+      )
     // The cache reads through the store and the store refreshes the cache after each write;
     // both closures run only after setup, when both exist.
     const cache = new PublicConfig(

@@ -1,6 +1,7 @@
 import { type Db, type MigrationSet, migrate, openDb } from '../../core/db'
 import { Invalid } from '../../core/http'
 import { definePlugin } from '../../core/plugin'
+import { type Forgetter, Forgetting } from './forgetting'
 import { ingestMigrations } from './migrations'
 import { startOtlpGrpc } from './otlp/grpc'
 import { PersistThread } from './persist/persist-thread'
@@ -11,7 +12,7 @@ import { serverWrite } from './signed/collect'
 import { ingestRoutes } from './signed/routes'
 import { Ingestor } from './signed/service'
 import { eventWindow, outsideWindow, validateEvents } from './signed/validate'
-import { type Stream, forgetRaw, forgetTables } from './store/forget'
+import { forgetFarDated } from './store/far-dated'
 import { eventLog } from './store/log'
 import { RecentRows } from './store/recent'
 import { DAY } from './store/sql'
@@ -126,12 +127,25 @@ export default definePlugin({
     }
     const storeSets: MigrationSet[] = []
     const purgers: Parameters<IngestService['onPurge']>[0][] = []
-    const forgetters: Array<{ tables: readonly string[]; after?: (s: Stream) => void }> = []
+    const forgetters: Forgetter[] = []
+    const dated: Record<string, readonly string[]> = {}
+    const datedAfter: Array<() => void> = []
+    // A deleted environment or game takes what is stored of it along, in slices (forgetting.ts).
+    const forgetting = new Forgetting({
+      db: () => db,
+      forgetters,
+      idle: () => writer.idle(),
+      drain: () => ctx.events.drain(undefined, 30_000),
+      exists: async (gameId, env) => !!(await games.environment(gameId, env)),
+      log: ctx.log,
+    })
     // The committed events, in commit order, for the consumers of `ctx.events`.
     // PostgreSQL and MySQL: this process's last commits, which the log's reads take instead of
     // reading back rows they only need the positions of (store/recent.ts).
     const recent = new RecentRows()
-    ctx.events.provide(eventLog(() => db, recent))
+    const source = eventLog(() => db, recent)
+    source.withheld = (row) => forgetting.withheld(row)
+    ctx.events.provide(source)
     const secret = signingSecret(ctx.config, ctx.core.data_dir)
     const ingestor = new Ingestor(ctx.config, secret.secret, games, writer, ctx.log, ctx.shared)
 
@@ -152,6 +166,10 @@ export default definePlugin({
       },
       onForget(tables, after) {
         forgetters.push({ tables, after })
+      },
+      onFarDated(tables, after) {
+        Object.assign(dated, tables)
+        if (after) datedAfter.push(after)
       },
       write: (list, o) => serverWrite(ingestor, list, o.payments),
       invocations: (q) => invocations(db, q),
@@ -188,25 +206,39 @@ export default definePlugin({
       await db.run('DELETE FROM ingest_nonces WHERE expires_at <= ?', [Date.now()])
       await purgeEventIds(db, Date.now() - ctx.config.dedup_window_days * DAY)
     }
-    // A deleted environment or game takes what is stored of it along (on the instance that deleted
-    // it): the raw rows, then, once the consumers took in what was committed before, their results.
-    const forget = async (s: Stream) => {
-      let n = await forgetRaw(db, s)
-      await ctx.events.drain(undefined, 30_000).catch(() => undefined)
-      for (const f of forgetters) {
-        n += await forgetTables(db, f.tables, s)
-        f.after?.(s)
-      }
-      ctx.log.info('deleted stream forgotten', { gameId: s.gameId, env: s.env ?? '(every one)', rows: n })
-    }
+    // A deleted environment or game: recorded before the answer on the instance that deleted it,
+    // its rows deleted in the background there; every instance's consumers leave its rows.
     games.onChange((c) => {
-      if (c.deleted && c.local && started)
-        void forget({ gameId: c.gameId, env: c.environment }).catch((e) =>
-          ctx.log.error('forgetting a deleted stream failed', { gameId: c.gameId, error: String(e) }),
+      if (!c.deleted) return
+      const s = { gameId: c.gameId, env: c.environment }
+      if (!c.local || !started) return forgetting.heard(s, Date.now())
+      return forgetting
+        .deleted(s, Date.now())
+        .catch((e) =>
+          ctx.log.error('recording a deleted stream failed', { gameId: c.gameId, error: String(e) }),
         )
     })
+    // Deletions a stop interrupted, environments gone without one, and the one-time clean-ups: in
+    // the background from start (the consumers not yet running: no drain), then every 10 minutes
+    // on one instance at a time.
+    const sweep = async (drain: boolean, signal?: AbortSignal) => {
+      await forgetting.sweep(drain, signal)
+      await forgetting.once('far_dated', signal, async (pause) => {
+        const w = {
+          ageMs: ctx.config.max_event_age_days * DAY,
+          futureMs: ctx.config.max_event_future_s * 1000,
+        }
+        const n = await forgetFarDated(db, w, dated, Date.now(), pause)
+        for (const f of datedAfter) f()
+        if (n) ctx.log.info('far-dated rows deleted', { rows: n })
+      })
+    }
+    let startSweep: Promise<void> | undefined
+    ctx.schedule('ingest.forget', 10 * 60_000, (signal) => sweep(true, signal))
     ctx.onStart(async () => {
       await open()
+      await forgetting.load()
+      startSweep = sweep(false).catch((e) => ctx.log.error('forgetting sweep failed', { error: String(e) }))
       const g = ctx.config.otlp.grpc
       if (g.enabled)
         grpc = await startOtlpGrpc(ingestor, ctx.auth, ctx.log, {
@@ -225,6 +257,8 @@ export default definePlugin({
     ctx.onStop(async () => {
       stopping = true
       if (timer) clearInterval(timer)
+      await forgetting.stop()
+      await startSweep
       await grpc?.stop()
       await writer.idle()
       await thread?.close()

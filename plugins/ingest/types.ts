@@ -90,6 +90,13 @@ export interface IngestService {
    */
   onForget(tables: readonly string[], after?: (stream: { gameId: string; env?: string }) => void): void
   /**
+   * A consumer's result tables and the event-time columns of each (epoch ms): the one-time
+   * clean-up of far-dated rows (ingest migration 011, store/far-dated.ts) deletes their rows with
+   * a time no event inside the event-time window could have made, then calls `after` (to drop what
+   * the consumer caches). Call in `setup`.
+   */
+  onFarDated(tables: Readonly<Record<string, readonly string[]>>, after?: () => void): void
+  /**
    * The event store: the main store, or the one `useStore` named (from start on). The event log
    * and its consumers' results live here.
    */
