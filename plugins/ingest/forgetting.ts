@@ -67,7 +67,7 @@ export class Forgetting {
   /** This instance deleted it: recorded before the answer, its rows deleted in the background. */
   async deleted(s: Stream, at: number): Promise<void> {
     await this.mark(s, at)
-    void this.forget(s, at, true)
+    void this.forget(s, true)
   }
 
   /** The deletions recorded in the store (at start, before the consumers run). */
@@ -83,7 +83,7 @@ export class Forgetting {
   async sweep(drain: boolean, signal?: AbortSignal): Promise<void> {
     for (const m of await this.marks()) {
       if (this.stopped || signal?.aborted) return
-      await this.forget(m.stream, m.at, drain, signal)
+      await this.forget(m.stream, drain, signal)
     }
     const streams = await this.o
       .db()
@@ -98,7 +98,7 @@ export class Forgetting {
       const s = { gameId: st.game_id, env: st.env }
       const at = Date.now()
       await this.mark(s, at)
-      await this.forget(s, at, drain, signal)
+      await this.forget(s, drain, signal)
     }
   }
 
@@ -156,7 +156,7 @@ export class Forgetting {
   }
 
   /** One stream's forgetting; one at a time per stream in this process. */
-  private forget(s: Stream, at: number, drain: boolean, signal?: AbortSignal): Promise<void> {
+  private forget(s: Stream, drain: boolean, signal?: AbortSignal): Promise<void> {
     const key = keyOf(s.gameId, s.env)
     let run = this.running.get(key)
     if (!run) {
