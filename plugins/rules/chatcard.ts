@@ -1,6 +1,7 @@
 import { createDecipheriv, createHash, timingSafeEqual } from 'node:crypto'
 import { HttpError, Invalid, NotFound, ServiceUnavailable, Unauthorized, invalidField } from '../../core/http'
 import type { SharedState } from '../../core/shared'
+import { checkDepth, checkNul } from '../../core/strict'
 import { alertKey } from './alert-id'
 import type { AlertStore } from './alerts'
 
@@ -38,6 +39,49 @@ const same = (a: string, b: string) => {
   const x = Buffer.from(a)
   const y = Buffer.from(b)
   return x.length === y.length && timingSafeEqual(x, y)
+}
+
+/**
+ * Lark's signature of a callback, checked over the raw body before it is parsed or decrypted:
+ * X-Lark-Signature is the hex SHA-256 of X-Lark-Request-Timestamp + X-Lark-Request-Nonce + the
+ * encrypt key + the body (Lark's callbacks when an Encrypt Key is set, card.action.trigger
+ * included), or, for a card request URL of the 1.0 protocol, the hex SHA-1 of the same with the
+ * verification token in the key's place (Lark's SDKs check both so). True when it verifies,
+ * false when none was sent; a wrong one is 401 like every unproven caller. The signature covers
+ * the time and nonce headers, so a captured callback cannot be sent again under new ones, and the
+ * bytes, so a ciphertext (CBC, no MAC) cannot be rewritten.
+ */
+function signatureOk(
+  bytes: Uint8Array,
+  headers: Record<string, string | undefined>,
+  encryptKey: string,
+  verificationToken: string,
+): boolean {
+  const sent = headers['x-lark-signature']
+  if (sent === undefined) return false
+  const given = sent.toLowerCase()
+  const prefix = (headers['x-lark-request-timestamp'] ?? '') + (headers['x-lark-request-nonce'] ?? '')
+  const digest = (algorithm: string, secret: string) =>
+    createHash(algorithm)
+      .update(prefix + secret)
+      .update(bytes)
+      .digest('hex')
+  if (same(given, digest('sha256', encryptKey))) return true
+  if (verificationToken && same(given, digest('sha1', verificationToken))) return true
+  throw unproven()
+}
+
+/** The body as JSON, held to the depth and text every JSON route keeps (core's checks, which a raw route skips). */
+function parse(bytes: Uint8Array): unknown {
+  let value: unknown
+  try {
+    value = JSON.parse(new TextDecoder().decode(bytes))
+  } catch {
+    throw new Invalid('body: malformed JSON', { field: 'body', reason: 'malformed JSON' })
+  }
+  checkDepth(value)
+  checkNul(value)
+  return value
 }
 
 /** How far a callback's time may be from this server's: Lark's own advice for its callbacks. */
@@ -84,7 +128,9 @@ export interface CardAck {
 /**
  * The card callback (spec 2: a chat platform's callback proves itself; issue 34 point 4).
  * Without an encrypt key or a verification token configured it answers 501 and changes nothing.
- * With them, the caller proves itself before anything is read: an encrypted body must decrypt
+ * With them, the caller proves itself before anything is read: with an encrypt key, a signature
+ * sent must verify over the raw body (`signatureOk`), and one that acts must carry one unless
+ * `requireSignature` is off (Lark signs no url_verification); an encrypted body must decrypt
  * with the key, a plaintext one is taken only when a verification token is configured and it
  * carries it (`token`, or `header.token` in the 2.0 shape), and a decrypted one must carry it too
  * when one is configured; anything else is 401. Then url_verification echoes the challenge; a
@@ -95,6 +141,8 @@ export interface CardAck {
 export function chatcard(opts: {
   encryptKey: string
   verificationToken: string
+  /** With an encrypt key: a callback that acts without X-Lark-Signature is 401. */
+  requireSignature: boolean
   alerts: () => AlertStore | undefined
   /** Where the callbacks taken are remembered, by every instance alike. */
   shared: SharedState
@@ -103,25 +151,32 @@ export function chatcard(opts: {
   const now = opts.now ?? Date.now
   /** The answer, and the acknowledgement taken (for the audit entry). */
   return async (
-    raw: unknown,
+    bytes: Uint8Array,
     headers: Record<string, string | undefined> = {},
   ): Promise<{ answer: object; ack?: CardAck }> => {
     if (!opts.encryptKey && !opts.verificationToken)
       throw new NotImplemented(
         'the chat-card callback is not configured (plugins.rules.chatcard.encrypt_key or verification_token)',
       )
-    let body = obj(raw)
+    const signed = opts.encryptKey
+      ? signatureOk(bytes, headers, opts.encryptKey, opts.verificationToken)
+      : undefined
+    let body = obj(parse(bytes))
     if (!body) throw unproven()
     if (body.encrypt !== undefined) {
       if (!opts.encryptKey)
         throw new NotImplemented('encrypted callback but no card encryption key is configured')
       body = typeof body.encrypt === 'string' ? decrypt(body.encrypt, opts.encryptKey) : undefined
       if (!body) throw unproven()
+      checkDepth(body)
+      checkNul(body)
     } else if (!opts.verificationToken) throw unproven()
     if (opts.verificationToken) {
       const token = str(body.token) ?? str(obj(body.header)?.token)
       if (token === undefined || !same(token, opts.verificationToken)) throw unproven()
     }
+    // Lark signs every callback when an Encrypt Key is set, but not the URL check, which acts on nothing.
+    if (signed === false && opts.requireSignature && body.type !== 'url_verification') throw unproven()
     const when = stamp(body, headers, now())
     if (body.type === 'url_verification') {
       const challenge = str(body.challenge)

@@ -154,8 +154,22 @@ forEachEngine((engine) => {
   })
 
   describe('chat-card callback', () => {
+    /** Signed as Lark signs a callback when an Encrypt Key is set (SHA-256 of time, nonce, key, raw body). */
     const cb = (body: unknown, headers: Record<string, string> = {}) =>
-      a.req('POST', '/api/v1/callbacks/chatcard', { body, headers })
+      a.req('POST', '/api/v1/callbacks/chatcard', {
+        body,
+        headers: {
+          ...headers,
+          'x-lark-signature': createHash('sha256')
+            .update(
+              (headers['x-lark-request-timestamp'] ?? '') +
+                (headers['x-lark-request-nonce'] ?? '') +
+                KEY +
+                JSON.stringify(body),
+            )
+            .digest('hex'),
+        },
+      })
 
     test('url_verification echoes the challenge when encrypted with the key, without a Bearer token', async () => {
       // Only a key is configured: plaintext proves nothing (issue 34 point 4).

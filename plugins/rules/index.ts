@@ -74,6 +74,7 @@ export default definePlugin({
       callback: chatcard({
         encryptKey: cfg.chatcard.encrypt_key,
         verificationToken: cfg.chatcard.verification_token,
+        requireSignature: cfg.chatcard.require_signature,
         alerts: () => alerts,
         shared: ctx.shared,
       }),

@@ -132,6 +132,11 @@ export const RulesConfig = t.Object(
         encrypt_key: Secret(t.String({ default: '' })),
         /** When set, plaintext callbacks must carry this `token`. */
         verification_token: t.String({ default: '' }),
+        /**
+         * With `encrypt_key` set, a callback that acts must carry X-Lark-Signature (a signature that
+         * is sent is verified either way). Off only for a Lark that signs nothing (docs/security.md).
+         */
+        require_signature: t.Boolean({ default: true }),
       },
       { ...Strict, default: {} },
     ),

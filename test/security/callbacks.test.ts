@@ -20,8 +20,25 @@ function encrypt(body: unknown, key = KEY): string {
   return Buffer.concat([iv, c.update(JSON.stringify(body), 'utf8'), c.final()]).toString('base64')
 }
 
+/**
+ * Lark's X-Lark-Signature when an Encrypt Key is set: hex SHA-256 of its time and nonce headers,
+ * the key and the raw body (as sent: the JSON `req` writes). Checked only where a key is
+ * configured; test/security/chatcard-signature.test.ts tests it.
+ */
+const larkSigned = (body: unknown, headers: Record<string, string>) => ({
+  ...headers,
+  'x-lark-signature': createHash('sha256')
+    .update(
+      (headers['x-lark-request-timestamp'] ?? '') +
+        (headers['x-lark-request-nonce'] ?? '') +
+        KEY +
+        JSON.stringify(body),
+    )
+    .digest('hex'),
+})
+
 const callback = (a: TestApp, body: unknown, headers: Record<string, string> = {}) =>
-  a.req('POST', '/api/v1/callbacks/chatcard', { body, headers })
+  a.req('POST', '/api/v1/callbacks/chatcard', { body, headers: larkSigned(body, headers) })
 
 /** The headers Lark sends with a card callback: the time in seconds and a nonce. */
 const larkHeaders = (at = Date.now()) => ({
