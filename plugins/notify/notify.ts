@@ -39,6 +39,12 @@ export interface RoutingInput {
   title: string
   body: string
   params: Record<string, unknown>
+  /**
+   * Who sent it, as `notify`'s `caller` names it (`<principal kind>:<id>`, `anonymous` while auth
+   * is off); absent for the platform's own events. The rules plugin lets only an incident's opener
+   * resolve it.
+   */
+  caller?: string
 }
 
 /**
@@ -149,7 +155,7 @@ export function notifyService(opts: {
     return { title: b.title ?? '', body: b.body ?? '', level: b.level ?? 'info' }
   }
 
-  async function decide(b: NotifyBody, dryRun: boolean) {
+  async function decide(b: NotifyBody, dryRun: boolean, caller?: string) {
     const c = await content(b)
     const plan = new Map<string, { targets: Set<string>; recipients: Set<string> }>()
     const failed: Failure[] = []
@@ -179,7 +185,14 @@ export function notifyService(opts: {
     for (const ref of refs) await resolve(ref)
     let routed: RouteDecision | undefined
     if (!refs.length) {
-      const input = { type: b.type, level: c.level, title: c.title, body: c.body, params: b.params ?? {} }
+      const input: RoutingInput = {
+        type: b.type,
+        level: c.level,
+        title: c.title,
+        body: c.body,
+        params: b.params ?? {},
+        ...(caller !== undefined ? { caller } : {}),
+      }
       routed = router ? await router(input, { dryRun }) : undefined
       if (!routed?.held) {
         const names = routed?.channels ?? [
@@ -233,8 +246,8 @@ export function notifyService(opts: {
     return first ? (JSON.parse(first) as NotifyResult) : result
   }
 
-  async function process(b: NotifyBody, key: string | undefined): Promise<NotifyResult> {
-    const { c, plan, failed, routed } = await decide(b, false)
+  async function process(b: NotifyBody, key: string | undefined, caller?: string): Promise<NotifyResult> {
+    const { c, plan, failed, routed } = await decide(b, false, caller)
     if (routed?.held) {
       const result: NotifyResult = {
         code: 0,
@@ -325,7 +338,7 @@ export function notifyService(opts: {
   return {
     async notify(b, caller) {
       const key = b.idempotency_key === undefined ? undefined : idempotencyKey(caller, b.idempotency_key)
-      if (!key) return process(b, undefined)
+      if (!key) return process(b, undefined, caller)
       const twin = running.get(key)
       if (twin) {
         // A twin in this process may still be running; wait for it, and run anew only if it was not accepted.
@@ -334,7 +347,7 @@ export function notifyService(opts: {
       }
       const p = (async () => {
         const first = await store.recall(key)
-        return first ? (JSON.parse(first) as NotifyResult) : process(b, key)
+        return first ? (JSON.parse(first) as NotifyResult) : process(b, key, caller)
       })()
       running.set(key, p)
       try {

@@ -56,11 +56,15 @@ async function event(tx: Db, incident: string, at: number, kind: string, detail:
   )
 }
 
+/** What a refused resolve's timeline entry says of its caller: the kind of credential, never its id. */
+const callerKind = (by: string) => by.split(':', 1)[0]
+
 /**
  * The incident ledger: one open incident per alert id at a time, opened by a rule-routed
  * delivery, acknowledged by the first ack, resolved when the alert says so or its rule stops
- * matching it. Every change leaves a timeline entry {at, kind, detail}. Alert ids are taken as
- * sent and kept and compared as `alertKey` does.
+ * matching it, by a notification of the credential that opened it. Every change leaves a
+ * timeline entry {at, kind, detail}. Alert ids are taken as sent and kept and compared as
+ * `alertKey` does.
  */
 export function incidentStore(db: Db) {
   return {
@@ -71,6 +75,8 @@ export function incidentStore(db: Db) {
       n: { title: string; level: string },
       channels: string[],
       notificationId: string,
+      /** The credential of the notification (`RoutingInput.caller`, `platform` for the platform's own). */
+      openedBy: string,
       now = Date.now(),
     ) {
       const alertId = alertKey(raw)
@@ -93,15 +99,10 @@ export function incidentStore(db: Db) {
           return
         }
         const id = newId()
-        await tx.run(`INSERT INTO rules_incidents (${COLS}) VALUES (?, ?, ?, ?, ?, ?, NULL, NULL, 1, ?)`, [
-          id,
-          ruleId,
-          alertId,
-          n.title,
-          n.level,
-          now,
-          JSON.stringify(channels),
-        ])
+        await tx.run(
+          `INSERT INTO rules_incidents (${COLS}, opened_by) VALUES (?, ?, ?, ?, ?, ?, NULL, NULL, 1, ?, ?)`,
+          [id, ruleId, alertId, n.title, n.level, now, JSON.stringify(channels), openedBy],
+        )
         await event(tx, id, now, 'opened', { rule_id: ruleId, notification_id: notificationId, channels })
       })
     },
@@ -121,14 +122,33 @@ export function incidentStore(db: Db) {
         [alertId],
       )
     },
-    async resolve(raw: string, reason: string, now = Date.now()) {
+    /**
+     * Resolves the alert's open incident when `by` opened it (or it was opened before openers were
+     * kept); true when it did. Another credential's resolve is refused: it leaves a timeline entry
+     * `resolve_refused` naming the caller's kind, and the incident stays open. Any trigger token
+     * had resolved any incident by naming its alert id, cancelling another team's escalation.
+     */
+    async resolve(raw: string, reason: string, by: string, now = Date.now()): Promise<boolean> {
       const alertId = alertKey(raw)
-      await db.tx(async (tx) => {
+      return db.tx(async (tx) => {
         const rows = await tx.all<{ id: string }>(
-          'UPDATE rules_incidents SET resolved_at = ? WHERE alert_id = ? AND resolved_at IS NULL RETURNING id',
-          [now, alertId],
+          `UPDATE rules_incidents SET resolved_at = ?
+           WHERE alert_id = ? AND resolved_at IS NULL AND (opened_by IS NULL OR opened_by = ?) RETURNING id`,
+          [now, alertId, by],
         )
         for (const r of rows) await event(tx, r.id, now, 'resolved', { reason })
+        if (rows.length) return true
+        const open = await tx.get<{ id: string }>(
+          'SELECT id FROM rules_incidents WHERE alert_id = ? AND resolved_at IS NULL ORDER BY opened_at DESC',
+          [alertId],
+        )
+        if (open)
+          await event(tx, open.id, now, 'resolve_refused', {
+            reason,
+            caller: callerKind(by),
+            refused: 'another credential opened this incident: only its notifications resolve it',
+          })
+        return false
       })
     },
     async note(raw: string, kind: string, detail: Record<string, unknown>, now = Date.now()) {

@@ -3,6 +3,7 @@ import { alertStore } from './alerts'
 import { chatcard } from './chatcard'
 import { incidentStore } from './incidents'
 import m001 from './migrations/001_rules.sql' with { type: 'text' }
+import m002 from './migrations/002_incident_opener.sql' with { type: 'text' }
 import { rulesRoutes } from './routes'
 import { type RosterSource, rulesRuntime } from './runtime'
 import { RulesConfig } from './schema'
@@ -30,7 +31,10 @@ export default definePlugin({
   name: 'rules',
   dependsOn: ['notify'],
   config: RulesConfig,
-  migrations: [{ id: 1, name: 'rules', sql: m001 }],
+  migrations: [
+    { id: 1, name: 'rules', sql: m001 },
+    { id: 2, name: 'incident_opener', sql: m002 },
+  ],
   // Anyone may call the card callback before it proves itself: it takes what a card sends.
   bodyLimits: { '/api/v1/callbacks/chatcard': 64 * 1024 },
   permissions: {

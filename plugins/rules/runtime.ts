@@ -9,6 +9,9 @@ import { LEVEL_RANK } from './match'
 import { type CompiledRule, compileRule } from './rule'
 import type { GroupRecord, RuleRecord, RulesStore } from './store'
 
+/** The opener of an incident that a platform event opened (a notification without a caller). */
+const PLATFORM = 'platform'
+
 /** What a roster plugin registers so rules can be silenced (spec 2 "silence: {roster}"). */
 export interface RosterSource {
   /** True while a period of the roster covers `now`; false for an unknown roster. */
@@ -103,13 +106,17 @@ export function rulesRuntime(opts: {
         } catch {
           holds = true
         }
-        if (resolving || !holds) {
-          await incidents.resolve(
+        // Only the credential that opened the incident resolves it, either way: another's resolve
+        // is noted in the timeline, and the escalation stays armed.
+        if (
+          (resolving || !holds) &&
+          (await incidents.resolve(
             alertId,
             resolving ? 'alert resolved' : `rule '${open.rule_id}' no longer matches`,
-          )
+            n.caller ?? PLATFORM,
+          ))
+        )
           await alerts?.cancel(alertId)
-        }
       } else if (resolving) await alerts?.cancel(alertId)
     }
     const { outcome: out, shadow } = engine.evaluate(n, dryRun)
@@ -145,7 +152,7 @@ export function rulesRuntime(opts: {
     n: RoutingInput,
     r: { notification_id: string; accepted: string[] },
   ) {
-    await incidents?.record(c.rule.id, alertId, n, r.accepted, r.notification_id)
+    await incidents?.record(c.rule.id, alertId, n, r.accepted, r.notification_id, n.caller ?? PLATFORM)
     if (!c.escalation || !alerts) return
     const armed = await alerts.arm({
       alert_id: alertId,

@@ -1,0 +1,157 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { type TestApp, forEachEngine, makeApp, until } from '../../test/helpers'
+import { httpSink } from '../notify/testing'
+
+/*
+ * An incident resolves when a notification says its alert resolved (`params.status: resolved`)
+ * or its rule stops matching it. Any holder of any trigger token could do either for any open
+ * incident by naming its alert id: the incident closed and its escalation was cancelled, so
+ * another team's page never came. Only the credential that opened an incident resolves it now.
+ */
+
+forEachEngine((engine) => {
+  let a: TestApp
+  let admin: string
+  let teamA: string
+  let teamB: string
+  const pager = httpSink()
+  const oncall = httpSink()
+  beforeAll(async () => {
+    a = await makeApp(engine, {
+      plugins: {
+        'webhook-provider': {},
+        notify: {
+          channels: {
+            pager: { type: 'webhook', url: pager.url },
+            oncall: { type: 'webhook', url: oncall.url },
+          },
+          routes: [{ type: 'svc.*', channels: ['pager'] }],
+          retry: { base_ms: 10, max_ms: 50 },
+        },
+        rules: { sync_ms: 30 },
+      },
+    })
+    admin = await a.token('admin')
+    const rule = (id: string, match: string, escalation?: object) =>
+      a.req('POST', '/api/v1/rules', {
+        token: admin,
+        body: {
+          id,
+          match,
+          mode: 'active',
+          route: [{ channels: ['pager'] }],
+          ...(escalation ? { escalation } : {}),
+        },
+      })
+    await rule('pages', 'type == "svc.down"', { ack_timeout: '400ms', to: ['oncall'] })
+    await rule('lag', 'type == "svc.lag" && params.lag > 30')
+    const token = async (name: string) =>
+      (await a.req('POST', '/api/v1/app-tokens', { token: admin, body: { name, scopes: ['trigger'] } })).body
+        .data.token as string
+    teamA = await token('team-a')
+    teamB = await token('team-b')
+  })
+  afterAll(async () => {
+    await a.stop()
+    pager.stop()
+    oncall.stop()
+  })
+  const notify = (credential: { app?: string; user?: string }, body: Record<string, unknown>) =>
+    a.req('POST', '/api/v1/notify', {
+      token: credential.user ?? null,
+      headers: credential.app ? { 'x-app-token': credential.app } : {},
+      body,
+    })
+  const raise = (app: string, alert: string) =>
+    notify({ app }, { type: 'svc.down', level: 'error', title: `down ${alert}`, params: { alert_id: alert } })
+  const resolved = (credential: { app?: string; user?: string }, alert: string) =>
+    notify(credential, {
+      type: 'svc.down',
+      level: 'info',
+      title: `up ${alert}`,
+      params: { alert_id: alert, status: 'resolved' },
+    })
+  const incident = async (alert: string) => {
+    const [one] = (await a.req('GET', `/api/v1/incidents?alert_id=${alert}`, { token: admin })).body.data
+      .incidents
+    return (await a.req('GET', `/api/v1/incidents/${one.id}`, { token: admin })).body.data
+  }
+  const kinds = (inc: { timeline: { kind: string }[] }) => inc.timeline.map((e) => e.kind)
+  const escalated = (alert: string) =>
+    oncall.hits.some((h) => (h.body.raw as { params: { alert_id?: string } }).params.alert_id === alert)
+
+  describe('who resolves an incident', () => {
+    test("another trigger token's resolve is refused: the incident stays open, the timeline says why, the escalation fires", async () => {
+      expect((await raise(teamA, 'own-1')).body.code).toBe(0)
+      const r = await resolved({ app: teamB }, 'own-1')
+      // The notification itself is accepted and delivered as any other.
+      expect(r.body).toMatchObject({ code: 0, data: { accepted: ['pager'] } })
+      const inc = await incident('own-1')
+      expect(inc.resolved_at).toBeUndefined()
+      expect(kinds(inc)).toEqual(['opened', 'escalation_armed', 'resolve_refused'])
+      expect(inc.timeline[2].detail).toEqual({
+        reason: 'alert resolved',
+        caller: 'appToken',
+        refused: 'another credential opened this incident: only its notifications resolve it',
+      })
+      // Nothing of the token's id or secret is shown.
+      expect(JSON.stringify(inc)).not.toContain(teamB)
+      await until(() => escalated('own-1'))
+    })
+
+    test('the same token resolves its own incident, cancelling its escalation', async () => {
+      await raise(teamA, 'own-2')
+      expect((await resolved({ app: teamA }, 'own-2')).body.code).toBe(0)
+      const inc = await incident('own-2')
+      expect(inc.resolved_at).toBeDefined()
+      expect(kinds(inc)).toEqual(['opened', 'escalation_armed', 'resolved'])
+      expect(inc.timeline[2].detail).toEqual({ reason: 'alert resolved' })
+    })
+
+    test("the rule stops matching: the opener's notification resolves, another token's is refused", async () => {
+      const lag = (app: string, alert: string, n: number) =>
+        notify({ app }, { type: 'svc.lag', title: `lag ${n}`, params: { alert_id: alert, lag: n } })
+      await lag(teamA, 'lag-1', 40)
+      await lag(teamB, 'lag-1', 5)
+      let inc = await incident('lag-1')
+      expect(inc.resolved_at).toBeUndefined()
+      expect(inc.timeline.at(-1)).toMatchObject({
+        kind: 'resolve_refused',
+        detail: { reason: "rule 'lag' no longer matches", caller: 'appToken' },
+      })
+      await lag(teamA, 'lag-1', 5)
+      inc = await incident('lag-1')
+      expect(inc.resolved_at).toBeDefined()
+      expect(inc.timeline.at(-1)).toMatchObject({
+        kind: 'resolved',
+        detail: { reason: "rule 'lag' no longer matches" },
+      })
+    })
+
+    test('users are credentials too: another user is refused, the opener resolves', async () => {
+      const operator = await a.token('operator')
+      await notify(
+        { user: admin },
+        { type: 'svc.down', level: 'error', title: 'down', params: { alert_id: 'own-3' } },
+      )
+      await resolved({ user: operator }, 'own-3')
+      await resolved({ app: teamA }, 'own-3')
+      const inc = await incident('own-3')
+      expect(inc.resolved_at).toBeUndefined()
+      expect(
+        inc.timeline
+          .filter((e: { kind: string }) => e.kind === 'resolve_refused')
+          .map((e: { detail: { caller: string } }) => e.detail.caller),
+      ).toEqual(['user', 'appToken'])
+      await resolved({ user: admin }, 'own-3')
+      expect((await incident('own-3')).resolved_at).toBeDefined()
+    })
+
+    test('an incident opened before openers were kept resolves for any caller, as it did', async () => {
+      await raise(teamA, 'own-4')
+      await a.db.run('UPDATE rules_incidents SET opened_by = NULL WHERE alert_id = ?', ['own-4'])
+      await resolved({ app: teamB }, 'own-4')
+      expect((await incident('own-4')).resolved_at).toBeDefined()
+    })
+  })
+})
