@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe } from 'bun:test'
 import type { Browser } from 'playwright-core'
 import { enginesFor } from '../helpers'
-import { dropShots, launch } from './driver'
+import { launch } from './driver'
 import { analyticsFlows } from './flows/analytics'
 import { experimentFlows } from './flows/experiments'
 import { gameFlows, tokenFlows } from './flows/games'
@@ -13,8 +13,8 @@ import { FLOW, type World, consoleWorld } from './world'
  * The console in a real browser (issue 37 point 5): Debian's Chromium through playwright-core,
  * one browser for the file and one app per engine, the pages in sequence as a team would use
  * them: sign in, create, read, change, and what a lesser role is refused. Each page is checked
- * with axe-core (no serious or critical violation) and photographed (`shotsDir()`;
- * `bun scripts/console-shots.ts --keep` keeps every page's screenshot).
+ * with axe-core (no serious or critical violation), and photographed when CONSOLE_SHOTS_DIR is
+ * set (`bun scripts/console-shots.ts --keep` keeps every page's screenshot).
  */
 let browser: Browser
 beforeAll(async () => {
@@ -22,7 +22,6 @@ beforeAll(async () => {
 }, FLOW)
 afterAll(async () => {
   await browser?.close()
-  dropShots()
 })
 
 for (const engine of enginesFor('test/console/console.test.ts'))

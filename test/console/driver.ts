@@ -1,6 +1,5 @@
 import { expect } from 'bun:test'
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { existsSync, mkdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { type Browser, type Page, chromium } from 'playwright-core'
 
@@ -20,20 +19,14 @@ export function launch(): Promise<Browser> {
   return chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS })
 }
 
-let shots: string | undefined
-
 /**
- * Where the page screenshots go: CONSOLE_SHOTS_DIR, kept (scripts/console-shots.ts sets it and
- * copies the README's few into docs/console), else a folder of this run under the system's
- * temp dir, made at the first screenshot and removed at the end (`dropShots`).
+ * Where the page screenshots go: CONSOLE_SHOTS_DIR (scripts/console-shots.ts sets it and copies
+ * the README's few into docs/console). Without it no page is photographed: a screenshot asserts
+ * nothing, and the ones a test run took went to a temporary folder removed unseen at its end
+ * (~12 s of each engine's ~90 s, the costliest step after axe-core's).
  */
-export function shotsDir(): string {
-  shots ??= process.env.CONSOLE_SHOTS_DIR ?? mkdtempSync(join(tmpdir(), 'liveops-console-shots-'))
-  return shots
-}
-
-export function dropShots(): void {
-  if (shots && !process.env.CONSOLE_SHOTS_DIR) rmSync(shots, { recursive: true, force: true })
+export function shotsDir(): string | undefined {
+  return process.env.CONSOLE_SHOTS_DIR
 }
 
 const AXE = readFileSync(join(import.meta.dir, '../../node_modules/axe-core/axe.min.js'), 'utf8')
@@ -130,14 +123,16 @@ export class ConsoleTab {
     expect(serious).toEqual([])
   }
 
-  /** The page as a PNG in shotsDir()/<engine>/<name>.png (the whole page, or the viewport only). */
+  /** The page as a PNG in shotsDir()/<engine>/<name>.png (the whole page, or the viewport only), when kept. */
   async shot(name: string, fullPage = true): Promise<void> {
-    const dir = join(shotsDir(), this.engine)
+    const kept = shotsDir()
+    if (!kept) return
+    const dir = join(kept, this.engine)
     mkdirSync(dir, { recursive: true })
     await this.page.screenshot({ path: join(dir, `${name}.png`), fullPage })
   }
 
-  /** Accessibility, the errors so far and a screenshot: what every page ends with. */
+  /** Accessibility, the errors so far and a screenshot (when kept): what every page ends with. */
   async done(name: string, fullPage = true): Promise<void> {
     await this.accessible(name)
     this.checkErrors()
