@@ -21,7 +21,16 @@ forEachEngine((engine) => {
     a.auth.throttle.now = () => clock
     await a.auth.createUser({ ...OWNER, roles: ['viewer'] })
   })
-  afterAll(() => a.stop())
+  /** The app both real-connection tests use: X-Forwarded-For not trusted (the default), made once. */
+  let direct: TestApp | undefined
+  const untrusting = async () => {
+    direct ??= await makeApp(engine, { plugins: { games: {} } })
+    return direct
+  }
+  afterAll(async () => {
+    await a.stop()
+    await direct?.stop()
+  })
 
   const from = (ip: string) => ({ 'x-forwarded-for': `203.0.113.250, ${ip}` })
   const login = (email: string, password: string, ip: string) =>
@@ -218,57 +227,48 @@ forEachEngine((engine) => {
   test(
     'without a proxy, the socket address is the client: locked over a real connection',
     async () => {
-      const b = await makeApp(engine, { plugins: { games: {} } })
-      try {
-        const base = b.listen()
-        const post = (email: string, headers: Record<string, string> = {}) =>
-          fetch(`${base}/api/auth/login`, {
-            method: 'POST',
-            headers: { 'content-type': 'application/json', ...headers },
-            body: JSON.stringify({ email, password: 'nope-nope' }),
-          })
-        for (let i = 0; i < 20; i++) expect((await post(`sock-${i}@example.net`)).status).toBe(401)
-        // X-Forwarded-For is not trusted by default: a forged header does not escape the lock.
-        const r = await post('sock-x@example.net', { 'x-forwarded-for': '10.9.8.7' })
-        expect(r.status).toBe(429)
-        expect(r.headers.get('retry-after')).toBe('1')
-      } finally {
-        await b.stop()
-      }
+      // Its socket address is 127.0.0.1, which the next test leaves alone (127.0.0.2 and .3).
+      const base = (await untrusting()).listen()
+      const post = (email: string, headers: Record<string, string> = {}) =>
+        fetch(`${base}/api/auth/login`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', ...headers },
+          body: JSON.stringify({ email, password: 'nope-nope' }),
+        })
+      for (let i = 0; i < 20; i++) expect((await post(`sock-${i}@example.net`)).status).toBe(401)
+      // X-Forwarded-For is not trusted by default: a forged header does not escape the lock.
+      const r = await post('sock-x@example.net', { 'x-forwarded-for': '10.9.8.7' })
+      expect(r.status).toBe(429)
+      expect(r.headers.get('retry-after')).toBe('1')
     },
     SLOW,
   )
   test(
     'over a real connection each client is its own address: one locked, another still logs in',
     async () => {
-      const b = await makeApp(engine, { plugins: { games: {} } })
-      try {
-        const base = new URL(b.listen())
-        // The whole of 127/8 is loopback on Linux: two source addresses, two clients.
-        const post = (from: string, email: string, password = 'nope-nope') =>
-          new Promise<number>((resolve, reject) => {
-            const body = JSON.stringify({ email, password })
-            const head = 'POST /api/auth/login HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json'
-            const socket = connect({ host: base.hostname, port: Number(base.port), localAddress: from }, () =>
-              socket.write(
-                `${head}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-              ),
-            )
-            let text = ''
-            socket.on('data', (d) => {
-              text += d
-            })
-            socket.on('error', reject)
-            socket.on('close', () => resolve(Number(text.split(' ')[1])))
+      const base = new URL((await untrusting()).listen())
+      // The whole of 127/8 is loopback on Linux: two source addresses, two clients.
+      const post = (from: string, email: string, password = 'nope-nope') =>
+        new Promise<number>((resolve, reject) => {
+          const body = JSON.stringify({ email, password })
+          const head = 'POST /api/auth/login HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json'
+          const socket = connect({ host: base.hostname, port: Number(base.port), localAddress: from }, () =>
+            socket.write(
+              `${head}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+            ),
+          )
+          let text = ''
+          socket.on('data', (d) => {
+            text += d
           })
-        for (let i = 0; i < 20; i++) expect(await post('127.0.0.2', `spray-${i}@example.net`)).toBe(401)
-        expect(await post('127.0.0.2', 'spray-x@example.net')).toBe(429)
-        // Another address is not held by that lock (every client once read as one 'unknown').
-        expect(await post('127.0.0.3', 'spray-y@example.net')).toBe(401)
-        expect(await post('127.0.0.3', 'admin@localhost', ADMIN_PASSWORD)).toBe(200)
-      } finally {
-        await b.stop()
-      }
+          socket.on('error', reject)
+          socket.on('close', () => resolve(Number(text.split(' ')[1])))
+        })
+      for (let i = 0; i < 20; i++) expect(await post('127.0.0.2', `spray-${i}@example.net`)).toBe(401)
+      expect(await post('127.0.0.2', 'spray-x@example.net')).toBe(429)
+      // Another address is not held by that lock (every client once read as one 'unknown').
+      expect(await post('127.0.0.3', 'spray-y@example.net')).toBe(401)
+      expect(await post('127.0.0.3', 'admin@localhost', ADMIN_PASSWORD)).toBe(200)
     },
     SLOW,
   )
