@@ -1,5 +1,6 @@
 import { TooManyRequests } from '../http'
 import type { Logger } from '../log'
+import { clientIp } from '../request'
 import { type Count, MemoryState } from '../shared'
 
 export interface ThrottleSettings {
@@ -154,15 +155,14 @@ export class LoginThrottle {
   }
 }
 
-/** The client's address: the socket peer, or behind a trusted proxy the entry the proxy added. */
+/**
+ * The client's address as the throttle keys it: `clientIp` (core/request.ts, the one rule audit
+ * and rate limits use too), `unknown` when the socket has none.
+ */
 export function clientAddress(
   request: Request,
-  server: { requestIP(r: Request): { address: string } | null } | null | undefined,
+  server: Parameters<typeof clientIp>[1],
   trustForwardedFor: boolean,
 ): string {
-  if (trustForwardedFor) {
-    const last = request.headers.get('x-forwarded-for')?.split(',').pop()?.trim()
-    if (last) return last
-  }
-  return server?.requestIP(request)?.address ?? 'unknown'
+  return clientIp(request, server, trustForwardedFor) ?? 'unknown'
 }
