@@ -1,16 +1,11 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { createCipheriv, createHash, randomBytes } from 'node:crypto'
 import { type TestApp, forEachEngine, makeApp } from '../../test/helpers'
+import { larkEncrypt, larkSigned } from '../../test/lark'
 import { appOn, httpSink, ownStore } from '../notify/testing'
 
 const KEY = 'lark-card-key-7f3a'
 
-/** Encrypts a callback body as Lark does: AES-256-CBC, key SHA-256(encrypt key), random IV prefixed. */
-function encrypt(body: unknown, key = KEY): string {
-  const iv = randomBytes(16)
-  const c = createCipheriv('aes-256-cbc', createHash('sha256').update(key).digest(), iv)
-  return Buffer.concat([iv, c.update(JSON.stringify(body), 'utf8'), c.final()]).toString('base64')
-}
+const encrypt = (body: unknown, key = KEY) => larkEncrypt(body, key)
 
 forEachEngine((engine) => {
   let a: TestApp
@@ -158,17 +153,7 @@ forEachEngine((engine) => {
     const cb = (body: unknown, headers: Record<string, string> = {}) =>
       a.req('POST', '/api/v1/callbacks/chatcard', {
         body,
-        headers: {
-          ...headers,
-          'x-lark-signature': createHash('sha256')
-            .update(
-              (headers['x-lark-request-timestamp'] ?? '') +
-                (headers['x-lark-request-nonce'] ?? '') +
-                KEY +
-                JSON.stringify(body),
-            )
-            .digest('hex'),
-        },
+        headers: larkSigned(KEY, body, headers),
       })
 
     test('url_verification echoes the challenge when encrypted with the key, without a Bearer token', async () => {

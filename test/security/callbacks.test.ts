@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { createCipheriv, createHash, randomBytes } from 'node:crypto'
+import { randomBytes } from 'node:crypto'
 import { type TestApp, chunkedBody, forEachEngine, until } from '../helpers'
+import { larkEncrypt, larkSigned } from '../lark'
 import { surfaceApp } from './surface-app'
 
 /*
@@ -13,32 +14,10 @@ const TOKEN = 'vt-card-3c1f9'
 const KEY = 'card-encrypt-key-77a2'
 const ATTACK = { action: { value: { alert_id: 'disk-db1' } } }
 
-/** A callback body as Lark encrypts it: AES-256-CBC, key SHA-256(encrypt key), random IV first. */
-function encrypt(body: unknown, key = KEY): string {
-  const iv = randomBytes(16)
-  const c = createCipheriv('aes-256-cbc', createHash('sha256').update(key).digest(), iv)
-  return Buffer.concat([iv, c.update(JSON.stringify(body), 'utf8'), c.final()]).toString('base64')
-}
-
-/**
- * Lark's X-Lark-Signature when an Encrypt Key is set: hex SHA-256 of its time and nonce headers,
- * the key and the raw body (as sent: the JSON `req` writes). Checked only where a key is
- * configured; test/security/chatcard-signature.test.ts tests it.
- */
-const larkSigned = (body: unknown, headers: Record<string, string>) => ({
-  ...headers,
-  'x-lark-signature': createHash('sha256')
-    .update(
-      (headers['x-lark-request-timestamp'] ?? '') +
-        (headers['x-lark-request-nonce'] ?? '') +
-        KEY +
-        JSON.stringify(body),
-    )
-    .digest('hex'),
-})
+const encrypt = (body: unknown, key = KEY) => larkEncrypt(body, key)
 
 const callback = (a: TestApp, body: unknown, headers: Record<string, string> = {}) =>
-  a.req('POST', '/api/v1/callbacks/chatcard', { body, headers: larkSigned(body, headers) })
+  a.req('POST', '/api/v1/callbacks/chatcard', { body, headers: larkSigned(KEY, body, headers) })
 
 /** The headers Lark sends with a card callback: the time in seconds and a nonce. */
 const larkHeaders = (at = Date.now()) => ({

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { createCipheriv, createHash, randomBytes } from 'node:crypto'
+import { createHash, randomBytes } from 'node:crypto'
 import { forEachEngine } from '../helpers'
+import { larkEncrypt } from '../lark'
 import { surfaceApp } from './surface-app'
 
 /*
@@ -16,12 +17,7 @@ import { surfaceApp } from './surface-app'
 const KEY = 'card-encrypt-key-5d90'
 const TOKEN = 'vt-card-sig-71c2'
 
-/** Lark's encryption: AES-256-CBC, key SHA-256(encrypt key), a random IV before the ciphertext. */
-function encrypt(body: unknown): string {
-  const iv = randomBytes(16)
-  const c = createCipheriv('aes-256-cbc', createHash('sha256').update(KEY).digest(), iv)
-  return Buffer.concat([iv, c.update(JSON.stringify(body), 'utf8'), c.final()]).toString('base64')
-}
+const encrypt = (body: unknown) => larkEncrypt(body, KEY)
 
 /** A callback as Lark sends it: the raw body, its time and nonce, and their signature. */
 function signed(
