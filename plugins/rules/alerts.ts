@@ -20,6 +20,11 @@ export interface DueEscalation {
   level: string
 }
 
+/** What arming takes: the escalation and the credential whose notification armed it (`RoutingInput.caller`). */
+export interface Arming extends DueEscalation {
+  armed_by: string
+}
+
 /**
  * Acknowledgements and pending escalations, both in the store: an escalation due while the
  * process was down fires after it starts, and an acknowledgement taken by any instance cancels
@@ -73,19 +78,22 @@ export function alertStore(db: Db, incidents: IncidentStore | undefined) {
         return toAck(inserted)
       })
     },
-    /** Arms the alert's escalation unless it is acknowledged or one is already pending. */
-    async arm(raw: DueEscalation, now = Date.now()): Promise<boolean> {
+    /**
+     * Arms the alert's escalation unless it is acknowledged or one is already pending (whose
+     * `armed_by` is kept: another credential's notification neither re-arms nor takes it over).
+     */
+    async arm(raw: Arming, now = Date.now()): Promise<boolean> {
       const e = { ...raw, alert_id: alertKey(raw.alert_id) }
       return db.tx(async (tx) => {
         if (await tx.get('SELECT alert_id FROM rules_acks WHERE alert_id = ?', [e.alert_id])) return false
         const n = await tx.run(
-          `INSERT INTO rules_escalations (alert_id, rule_id, due_at, targets, title, level, status, created_at)
-           VALUES (?, ?, ?, ?, ?, ?, 'pending', ?)
+          `INSERT INTO rules_escalations (alert_id, rule_id, due_at, targets, title, level, status, created_at, armed_by)
+           VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?)
            ON CONFLICT (alert_id) DO UPDATE SET rule_id = excluded.rule_id, due_at = excluded.due_at,
              targets = excluded.targets, title = excluded.title, level = excluded.level, status = 'pending',
-             created_at = excluded.created_at, finished_at = NULL
+             created_at = excluded.created_at, finished_at = NULL, armed_by = excluded.armed_by
            WHERE rules_escalations.status <> 'pending'`,
-          [e.alert_id, e.rule_id, e.due_at, JSON.stringify(e.to), e.title, e.level, now],
+          [e.alert_id, e.rule_id, e.due_at, JSON.stringify(e.to), e.title, e.level, now, e.armed_by],
         )
         return n > 0
       })
@@ -102,15 +110,30 @@ export function alertStore(db: Db, incidents: IncidentStore | undefined) {
      * next firing escalates and is acknowledged anew. (An acknowledgement kept forever silenced
      * every later incident of the id, and a trigger token could raise, acknowledge and resolve an
      * id ahead of the real alert.)
+     *
+     * With `by` (a resolve no open incident decided), only the credential that armed the alert's
+     * escalation does either: another's changes nothing and answers false. An escalation armed
+     * before armers were kept (`armed_by` NULL), or none at all, is cancelled by any caller. Without
+     * `by` (the incident's opener resolved it) the cancel is unconditional.
      */
-    async cancel(raw: string, now = Date.now()) {
+    async cancel(raw: string, by?: string, now = Date.now()): Promise<boolean> {
       const alertId = alertKey(raw)
-      await db.tx(async (tx) => {
+      return db.tx(async (tx) => {
+        if (by !== undefined) {
+          const armed = await tx.get<{ armed_by: string | null }>(
+            'SELECT armed_by FROM rules_escalations WHERE alert_id = ?',
+            [alertId],
+          )
+          if (armed && armed.armed_by !== null && armed.armed_by !== by) return false
+        }
+        // The condition again in SQL: another credential may have re-armed it since the read.
         await tx.run(
-          "UPDATE rules_escalations SET status = 'cancelled', finished_at = ? WHERE alert_id = ? AND status = 'pending'",
-          [now, alertId],
+          `UPDATE rules_escalations SET status = 'cancelled', finished_at = ?
+           WHERE alert_id = ? AND status = 'pending' AND (CAST(? AS TEXT) IS NULL OR armed_by IS NULL OR armed_by = ?)`,
+          [now, alertId, by ?? null, by ?? null],
         )
         await tx.run('DELETE FROM rules_acks WHERE alert_id = ?', [alertId])
+        return true
       })
     },
     /** Claims the due escalations; each is claimed by exactly one instance. */

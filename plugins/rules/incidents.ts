@@ -57,7 +57,7 @@ async function event(tx: Db, incident: string, at: number, kind: string, detail:
 }
 
 /** What a refused resolve's timeline entry says of its caller: the kind of credential, never its id. */
-const callerKind = (by: string) => by.split(':', 1)[0]
+export const callerKind = (by: string) => by.split(':', 1)[0]
 
 /**
  * The incident ledger: one open incident per alert id at a time, opened by a rule-routed

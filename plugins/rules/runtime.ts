@@ -4,7 +4,7 @@ import type { NotifyService, RouteDecision, RoutingInput } from '../notify/notif
 import { alertKey } from './alert-id'
 import type { AlertStore } from './alerts'
 import { type Folded, RuleEngine } from './engine'
-import type { IncidentStore } from './incidents'
+import { type IncidentStore, callerKind } from './incidents'
 import { LEVEL_RANK } from './match'
 import { type CompiledRule, compileRule } from './rule'
 import type { GroupRecord, RuleRecord, RulesStore } from './store'
@@ -96,9 +96,9 @@ export function rulesRuntime(opts: {
   async function route(n: RoutingInput, { dryRun }: { dryRun: boolean }): Promise<RouteDecision | undefined> {
     const alertId = alertIdOf(n.params)
     const resolving = n.params.status === 'resolved'
-    if (!dryRun && alertId && incidents) {
-      const open = await incidents.openFor(alertId)
-      if (open) {
+    if (!dryRun && alertId) {
+      const open = await incidents?.openFor(alertId)
+      if (incidents && open) {
         let holds = true
         const rule = engine.list().find((c) => c.rule.id === open.rule_id)
         try {
@@ -117,7 +117,17 @@ export function rulesRuntime(opts: {
           ))
         )
           await alerts?.cancel(alertId)
-      } else if (resolving) await alerts?.cancel(alertId)
+      } else if (resolving && alerts) {
+        // No open incident decides (the ledger is off, or none is open): only the credential that
+        // armed the escalation cancels it and ends the acknowledgement. Another's is refused
+        // without failing its notification, and logged with its kind of credential only.
+        const caller = n.caller ?? PLATFORM
+        if (!(await alerts.cancel(alertId, caller)))
+          log.warn('escalation cancel refused: another credential armed it', {
+            alert_id: alertId,
+            caller: callerKind(caller),
+          })
+      }
     }
     const { outcome: out, shadow } = engine.evaluate(n, dryRun)
     if (!out) return dryRun ? { explain: { matched: false, shadow_matches: shadow } } : undefined
@@ -161,6 +171,7 @@ export function rulesRuntime(opts: {
       to: c.escalation.to,
       title: n.title,
       level: n.level,
+      armed_by: n.caller ?? PLATFORM,
     })
     if (armed) await incidents?.note(alertId, 'escalation_armed', { to: c.escalation.to })
   }

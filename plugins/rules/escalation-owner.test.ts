@@ -1,0 +1,116 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { type TestApp, forEachEngine, makeApp, until } from '../../test/helpers'
+import { httpSink } from '../notify/testing'
+
+/*
+ * Without the incident ledger (`plugins.rules.incidents: false`) a notification saying an alert
+ * resolved (`params.status: resolved`) cancels the alert's pending escalation and ends its
+ * acknowledgement. Only the credential whose notification armed the escalation may do so: another
+ * trigger token naming the alert id had silenced another team's page (incident-owner.test.ts
+ * covers the same rule with the ledger on).
+ */
+
+forEachEngine((engine) => {
+  let a: TestApp
+  let admin: string
+  let teamA: string
+  let teamB: string
+  const pager = httpSink()
+  const oncall = httpSink()
+  beforeAll(async () => {
+    a = await makeApp(engine, {
+      plugins: {
+        'webhook-provider': {},
+        notify: {
+          channels: {
+            pager: { type: 'webhook', url: pager.url },
+            oncall: { type: 'webhook', url: oncall.url },
+          },
+          routes: [{ type: 'svc.*', channels: ['pager'] }],
+          retry: { base_ms: 10, max_ms: 50 },
+        },
+        rules: { sync_ms: 30, incidents: false },
+      },
+    })
+    admin = await a.token('admin')
+    await a.req('POST', '/api/v1/rules', {
+      token: admin,
+      body: {
+        id: 'pages',
+        match: 'type == "svc.down"',
+        mode: 'active',
+        route: [{ channels: ['pager'] }],
+        escalation: { ack_timeout: '400ms', to: ['oncall'] },
+      },
+    })
+    const token = async (name: string) =>
+      (await a.req('POST', '/api/v1/app-tokens', { token: admin, body: { name, scopes: ['trigger'] } })).body
+        .data.token as string
+    teamA = await token('team-a')
+    teamB = await token('team-b')
+  })
+  afterAll(async () => {
+    await a.stop()
+    pager.stop()
+    oncall.stop()
+  })
+  const notify = (app: string, body: Record<string, unknown>) =>
+    a.req('POST', '/api/v1/notify', { token: null, headers: { 'x-app-token': app }, body })
+  const raise = (app: string, alert: string) =>
+    notify(app, { type: 'svc.down', level: 'error', title: `down ${alert}`, params: { alert_id: alert } })
+  const resolved = (app: string, alert: string) =>
+    notify(app, {
+      type: 'svc.down',
+      level: 'info',
+      title: `up ${alert}`,
+      params: { alert_id: alert, status: 'resolved' },
+    })
+  const status = async (alert: string) =>
+    (await a.db.get<{ status: string }>('SELECT status FROM rules_escalations WHERE alert_id = ?', [alert]))
+      ?.status
+  const acknowledged = async (alert: string) =>
+    (await a.req('GET', `/api/v1/alerts/${alert}`, { token: admin })).body.data.acknowledged as boolean
+  const escalated = (alert: string) =>
+    oncall.hits.some((h) => (h.body.raw as { params: { alert_id?: string } }).params.alert_id === alert)
+
+  describe('who cancels an escalation (no incident ledger)', () => {
+    test("another trigger token's resolve is accepted but cancels nothing: the escalation fires", async () => {
+      expect((await raise(teamA, 'esc-1')).body.code).toBe(0)
+      expect(await status('esc-1')).toBe('pending')
+      const r = await resolved(teamB, 'esc-1')
+      // The notification itself is accepted and delivered as any other.
+      expect(r.body).toMatchObject({ code: 0, data: { accepted: ['pager'] } })
+      expect(await status('esc-1')).toBe('pending')
+      await until(() => escalated('esc-1'))
+      expect(await status('esc-1')).toBe('fired')
+    })
+
+    test("the opener's resolve cancels its escalation; no page comes", async () => {
+      await raise(teamA, 'esc-2')
+      expect(await status('esc-2')).toBe('pending')
+      expect((await resolved(teamA, 'esc-2')).body.code).toBe(0)
+      expect(await status('esc-2')).toBe('cancelled')
+      // Past the timeout, another alert's page came and this one's did not.
+      await raise(teamA, 'esc-2b')
+      await until(() => escalated('esc-2b'))
+      expect(escalated('esc-2')).toBe(false)
+    })
+
+    test("an acknowledgement ends with the opener's resolve, not with another token's", async () => {
+      await raise(teamA, 'esc-3')
+      expect((await a.req('POST', '/api/v1/alerts/esc-3/ack', { token: admin, body: {} })).body.code).toBe(0)
+      expect(await status('esc-3')).toBe('cancelled')
+      await resolved(teamB, 'esc-3')
+      expect(await acknowledged('esc-3')).toBe(true)
+      await resolved(teamA, 'esc-3')
+      expect(await acknowledged('esc-3')).toBe(false)
+    })
+
+    test('an escalation armed before openers were kept is cancelled by any caller, as it was', async () => {
+      await raise(teamA, 'esc-4')
+      await a.db.run('UPDATE rules_escalations SET armed_by = NULL WHERE alert_id = ?', ['esc-4'])
+      await resolved(teamB, 'esc-4')
+      expect(await status('esc-4')).toBe('cancelled')
+    })
+  })
+})
