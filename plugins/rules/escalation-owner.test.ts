@@ -1,4 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { mkdtempSync, readFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { type TestApp, forEachEngine, makeApp, until } from '../../test/helpers'
 import { httpSink } from '../notify/testing'
 
@@ -17,6 +20,11 @@ forEachEngine((engine) => {
   let teamB: string
   const pager = httpSink()
   const oncall = httpSink()
+  const logFile = join(mkdtempSync(join(tmpdir(), 'liveops-esc-log-')), 'server.log')
+  const logged = (msg: string) =>
+    readFileSync(logFile, 'utf8')
+      .split('\n')
+      .filter((l) => l.includes(msg))
   beforeAll(async () => {
     a = await makeApp(engine, {
       plugins: {
@@ -31,6 +39,7 @@ forEachEngine((engine) => {
         },
         rules: { sync_ms: 30, incidents: false },
       },
+      config: { log: { level: 'warn', format: 'json', file: logFile } },
     })
     admin = await a.token('admin')
     await a.req('POST', '/api/v1/rules', {
@@ -81,6 +90,12 @@ forEachEngine((engine) => {
       // The notification itself is accepted and delivered as any other.
       expect(r.body).toMatchObject({ code: 0, data: { accepted: ['pager'] } })
       expect(await status('esc-1')).toBe('pending')
+      // Logged at warn with the alert and the caller's kind, nothing of the token.
+      const [line, ...more] = logged('escalation cancel refused')
+      expect(more).toEqual([])
+      expect(JSON.parse(line)).toMatchObject({ level: 'warn', alert_id: 'esc-1', caller: 'appToken' })
+      expect(line).not.toContain(teamB)
+      expect(line).not.toContain('appToken:')
       await until(() => escalated('esc-1'))
       expect(await status('esc-1')).toBe('fired')
     })

@@ -153,5 +153,20 @@ forEachEngine((engine) => {
       await resolved({ app: teamB }, 'own-4')
       expect((await incident('own-4')).resolved_at).toBeDefined()
     })
+
+    test('an escalation with no open incident (armed while the ledger was off): only its armer cancels it', async () => {
+      await raise(teamA, 'own-5')
+      await a.db.run('DELETE FROM rules_incidents WHERE alert_id = ?', ['own-5'])
+      const status = async () =>
+        (
+          await a.db.get<{ status: string }>('SELECT status FROM rules_escalations WHERE alert_id = ?', [
+            'own-5',
+          ])
+        )?.status
+      expect((await resolved({ app: teamB }, 'own-5')).body.code).toBe(0)
+      expect(await status()).toBe('pending')
+      await resolved({ app: teamA }, 'own-5')
+      expect(await status()).toBe('cancelled')
+    })
   })
 })
