@@ -6,9 +6,10 @@ import { Secret } from '../../core/secrets'
 import m001 from './migrations/001_agents.sql' with { type: 'text' }
 import m002 from './migrations/002_agent_details.sql' with { type: 'text' }
 import m003 from './migrations/003_agent_key_nonce.sql' with { type: 'text' }
+import m004 from './migrations/004_agent_function_count.sql' with { type: 'text' }
 import { agentRoutes } from './routes'
-import type { Agent, LimitsSource } from './schema'
-import { MAX_AGENTS, agentsStore } from './store'
+import type { LimitsSource } from './schema'
+import { type FleetAgent, MAX_AGENTS, agentsStore } from './store'
 
 /** Agents with per-agent series in a scrape, unless `plugins.agents.metrics_max_agents` says otherwise. */
 export const METRICS_MAX_AGENTS = 1_000
@@ -20,14 +21,14 @@ const BOUND_HELP =
  * then by id. Stable between scrapes (a heartbeat does not reorder it), so the same agents keep
  * their series; an agent registered with the shared token later comes last.
  */
-export function metricsAgents(list: Agent[], max: number): Agent[] {
+export function metricsAgents(list: FleetAgent[], max: number): FleetAgent[] {
   if (list.length <= max) return list
-  const online = (a: Agent) => (a.status === 'online' ? 0 : 1)
+  const online = (a: FleetAgent) => (a.status === 'online' ? 0 : 1)
   return [...list]
     .sort(
       (a, b) =>
         online(a) - online(b) ||
-        Date.parse(a.registered_at) - Date.parse(b.registered_at) ||
+        a.registered_at - b.registered_at ||
         (a.agent_id < b.agent_id ? -1 : a.agent_id > b.agent_id ? 1 : 0),
     )
     .slice(0, max)
@@ -49,8 +50,8 @@ export default definePlugin({
       /** Seconds without a heartbeat after which an agent counts as offline (three missed heartbeats). */
       offline_after_s: T.Integer({ minimum: 1, default: 30 }),
       /**
-       * Agents registered at once: a new one past it is 409 (each preview, metrics read and agent
-       * list reads them all, each with up to 1,000 functions).
+       * Agents registered at once: a new one past it is 409 (each preview reads them all, each with
+       * up to 1,000 functions; the agent list pages, the scrape reads stored counts).
        */
       max_agents: T.Integer({ minimum: 1, default: MAX_AGENTS }),
       /**
@@ -78,6 +79,7 @@ export default definePlugin({
     { id: 1, name: 'agents', sql: m001 },
     { id: 2, name: 'agent_details', sql: m002 },
     { id: 3, name: 'agent_key_nonce', sql: m003 },
+    { id: 4, name: 'agent_function_count', sql: m004 },
   ],
   permissions: { agents: { write: ['operator'] } },
   setup(ctx) {
@@ -150,10 +152,11 @@ export default definePlugin({
     )
     // Computed when read (spec 3): every series comes from the store, so instances agree.
     m.collect(async () => {
-      const all = await store.list()
+      // Counts and labels only: the functions' lists are parsed once per change of them, a few at a time.
+      const all = await store.fleet()
       total.set(all.length)
       healthy.set(all.filter((a) => a.status === 'online').length)
-      functions.set(new Set(all.flatMap((a) => a.functions)).size)
+      functions.set(await store.distinctFunctions())
       const list = metricsAgents(all, ctx.config.metrics_max_agents)
       omitted.set(all.length - list.length)
       connected.reset()
@@ -162,7 +165,7 @@ export default definePlugin({
       for (const a of list) {
         const l = { agent_id: a.agent_id, game_id: a.game_id, env: a.env }
         connected.set(l, a.status === 'online' ? 1 : 0)
-        agentFns.set(l, a.functions.length)
+        agentFns.set(l, a.function_count)
         jobs.inc(l, a.jobs_executed)
       }
       // The durations observed here stay, but only for agents as they are registered now and

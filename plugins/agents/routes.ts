@@ -1,13 +1,13 @@
 import { Elysia, t } from 'elysia'
 import { auditor } from '../../core/audit'
-import { ok } from '../../core/http'
+import { invalidField, ok } from '../../core/http'
 import type { PluginContext } from '../../core/plugin'
 import { rejectUnknown } from '../../core/strict'
 import { agentAuth, agentKey } from './auth'
 import {
   Agent,
   AgentLimits,
-  AgentQuery,
+  AgentListQuery,
   type EffectiveLimit,
   Heartbeat,
   HeartbeatAnswer,
@@ -15,7 +15,7 @@ import {
   Register,
   RegisterAnswer,
 } from './schema'
-import type { AgentsStore, Registration } from './store'
+import { AGENTS_PAGE_MAX, type AgentsStore, type Registration } from './store'
 
 const tag = (summary: string, description?: string, responses?: Record<string, { description: string }>) => ({
   tags: ['agents'],
@@ -151,15 +151,31 @@ export function agentRoutes(ctx: PluginContext<unknown>, d: AgentRouteDeps) {
     .get(
       '/api/v1/agents',
       async ({ query }) => {
-        const items = await store.list(query)
-        return ok({ items, total: items.length })
+        const { limit: asked, after, ...filter } = query
+        let limit = AGENTS_PAGE_MAX
+        if (asked !== undefined) {
+          limit = Number(asked)
+          if (!/^\d+$/.test(asked) || limit < 1 || limit > AGENTS_PAGE_MAX)
+            throw invalidField(
+              'query.limit',
+              `must be an integer from 1 to ${AGENTS_PAGE_MAX}, got '${asked}'`,
+            )
+        }
+        const items = await store.list({ ...filter, after, limit: limit + 1 })
+        const more = items.length > limit
+        if (more) items.length = limit
+        return ok({
+          items,
+          total: await store.count(filter),
+          ...(more ? { next_after: items[limit - 1].agent_id } : {}),
+        })
       },
       {
         permission: 'agents:read',
-        query: AgentQuery,
+        query: AgentListQuery,
         detail: tag(
           'List agents',
-          'Filters by labels (game_id, env, region, zone), status (online, offline) and served function.',
+          `Filters by labels (game_id, env, region, zone), status (online, offline) and served function. By agent_id, at most limit (1-${AGENTS_PAGE_MAX}, ${AGENTS_PAGE_MAX} when absent) after the agent_id \`after\`: next_after (the last agent_id) is present when more follow, send it as after. total counts every agent the filters select, on all pages. 400 naming query.limit.`,
         ),
       },
     )

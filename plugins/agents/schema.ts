@@ -120,6 +120,18 @@ export const AgentQuery = t.Object(
 )
 export type AgentQuery = typeof AgentQuery.static
 
+/** GET /api/v1/agents: the filters and a page (limit is checked by the route, 400 naming query.limit). */
+export const AgentListQuery = t.Object(
+  {
+    ...AgentQuery.properties,
+    limit: t.Optional(t.String({ description: 'at most this many agents, 1-500; 500 when absent' })),
+    after: t.Optional(
+      t.String({ maxLength: 200, description: 'the agent_id listed last on the page before' }),
+    ),
+  },
+  { additionalProperties: false },
+)
+
 export const EffectiveLimit = t.Object(
   {
     rateLimitId: t.String({ description: 'the rule set' }),
