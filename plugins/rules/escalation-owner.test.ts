@@ -2,8 +2,10 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { mkdtempSync, readFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { type TestApp, forEachEngine, makeApp, until } from '../../test/helpers'
-import { httpSink } from '../notify/testing'
+import { forEachEngine, until } from '../../test/helpers'
+import { ownerApp } from './owner-fixture'
+
+type Owners = Awaited<ReturnType<typeof ownerApp>>
 
 /*
  * Without the incident ledger (`plugins.rules.incidents: false`) a notification saying an alert
@@ -14,73 +16,32 @@ import { httpSink } from '../notify/testing'
  */
 
 forEachEngine((engine) => {
-  let a: TestApp
+  let f: Owners
+  let a: Owners['a']
   let admin: string
   let teamA: string
   let teamB: string
-  const pager = httpSink()
-  const oncall = httpSink()
   const logFile = join(mkdtempSync(join(tmpdir(), 'liveops-esc-log-')), 'server.log')
   const logged = (msg: string) =>
     readFileSync(logFile, 'utf8')
       .split('\n')
       .filter((l) => l.includes(msg))
   beforeAll(async () => {
-    a = await makeApp(engine, {
-      plugins: {
-        'webhook-provider': {},
-        notify: {
-          channels: {
-            pager: { type: 'webhook', url: pager.url },
-            oncall: { type: 'webhook', url: oncall.url },
-          },
-          routes: [{ type: 'svc.*', channels: ['pager'] }],
-          retry: { base_ms: 10, max_ms: 50 },
-        },
-        rules: { sync_ms: 30, incidents: false },
-      },
+    f = await ownerApp(engine, {
+      rules: { incidents: false },
       config: { log: { level: 'warn', format: 'json', file: logFile } },
     })
-    admin = await a.token('admin')
-    await a.req('POST', '/api/v1/rules', {
-      token: admin,
-      body: {
-        id: 'pages',
-        match: 'type == "svc.down"',
-        mode: 'active',
-        route: [{ channels: ['pager'] }],
-        escalation: { ack_timeout: '400ms', to: ['oncall'] },
-      },
-    })
-    const token = async (name: string) =>
-      (await a.req('POST', '/api/v1/app-tokens', { token: admin, body: { name, scopes: ['trigger'] } })).body
-        .data.token as string
-    teamA = await token('team-a')
-    teamB = await token('team-b')
+    ;({ a, admin, teamA, teamB } = f)
   })
-  afterAll(async () => {
-    await a.stop()
-    pager.stop()
-    oncall.stop()
-  })
-  const notify = (app: string, body: Record<string, unknown>) =>
-    a.req('POST', '/api/v1/notify', { token: null, headers: { 'x-app-token': app }, body })
-  const raise = (app: string, alert: string) =>
-    notify(app, { type: 'svc.down', level: 'error', title: `down ${alert}`, params: { alert_id: alert } })
-  const resolved = (app: string, alert: string) =>
-    notify(app, {
-      type: 'svc.down',
-      level: 'info',
-      title: `up ${alert}`,
-      params: { alert_id: alert, status: 'resolved' },
-    })
+  afterAll(() => f.stop())
+  const raise = (app: string, alert: string) => f.raise(app, alert)
+  const resolved = (app: string, alert: string) => f.resolved({ app }, alert)
   const status = async (alert: string) =>
     (await a.db.get<{ status: string }>('SELECT status FROM rules_escalations WHERE alert_id = ?', [alert]))
       ?.status
   const acknowledged = async (alert: string) =>
     (await a.req('GET', `/api/v1/alerts/${alert}`, { token: admin })).body.data.acknowledged as boolean
-  const escalated = (alert: string) =>
-    oncall.hits.some((h) => (h.body.raw as { params: { alert_id?: string } }).params.alert_id === alert)
+  const escalated = (alert: string) => f.escalated(alert)
 
   describe('who cancels an escalation (no incident ledger)', () => {
     test("another trigger token's resolve is accepted but cancels nothing: the escalation fires", async () => {

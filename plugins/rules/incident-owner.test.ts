@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { type TestApp, forEachEngine, makeApp, until } from '../../test/helpers'
-import { httpSink } from '../notify/testing'
+import { forEachEngine, until } from '../../test/helpers'
+import { ownerApp } from './owner-fixture'
+
+type Owners = Awaited<ReturnType<typeof ownerApp>>
 
 /*
  * An incident resolves when a notification says its alert resolved (`params.status: resolved`)
@@ -10,75 +12,27 @@ import { httpSink } from '../notify/testing'
  */
 
 forEachEngine((engine) => {
-  let a: TestApp
+  let f: Owners
+  let a: Owners['a']
   let admin: string
   let teamA: string
   let teamB: string
-  const pager = httpSink()
-  const oncall = httpSink()
   beforeAll(async () => {
-    a = await makeApp(engine, {
-      plugins: {
-        'webhook-provider': {},
-        notify: {
-          channels: {
-            pager: { type: 'webhook', url: pager.url },
-            oncall: { type: 'webhook', url: oncall.url },
-          },
-          routes: [{ type: 'svc.*', channels: ['pager'] }],
-          retry: { base_ms: 10, max_ms: 50 },
-        },
-        rules: { sync_ms: 30 },
-      },
-    })
-    admin = await a.token('admin')
-    const rule = (id: string, match: string, escalation?: object) =>
-      a.req('POST', '/api/v1/rules', {
-        token: admin,
-        body: {
-          id,
-          match,
-          mode: 'active',
-          route: [{ channels: ['pager'] }],
-          ...(escalation ? { escalation } : {}),
-        },
-      })
-    await rule('pages', 'type == "svc.down"', { ack_timeout: '400ms', to: ['oncall'] })
-    await rule('lag', 'type == "svc.lag" && params.lag > 30')
-    const token = async (name: string) =>
-      (await a.req('POST', '/api/v1/app-tokens', { token: admin, body: { name, scopes: ['trigger'] } })).body
-        .data.token as string
-    teamA = await token('team-a')
-    teamB = await token('team-b')
+    f = await ownerApp(engine)
+    ;({ a, admin, teamA, teamB } = f)
+    await f.rule('lag', 'type == "svc.lag" && params.lag > 30')
   })
-  afterAll(async () => {
-    await a.stop()
-    pager.stop()
-    oncall.stop()
-  })
-  const notify = (credential: { app?: string; user?: string }, body: Record<string, unknown>) =>
-    a.req('POST', '/api/v1/notify', {
-      token: credential.user ?? null,
-      headers: credential.app ? { 'x-app-token': credential.app } : {},
-      body,
-    })
-  const raise = (app: string, alert: string) =>
-    notify({ app }, { type: 'svc.down', level: 'error', title: `down ${alert}`, params: { alert_id: alert } })
-  const resolved = (credential: { app?: string; user?: string }, alert: string) =>
-    notify(credential, {
-      type: 'svc.down',
-      level: 'info',
-      title: `up ${alert}`,
-      params: { alert_id: alert, status: 'resolved' },
-    })
+  afterAll(() => f.stop())
+  const notify: Owners['notify'] = (c, body) => f.notify(c, body)
+  const raise: Owners['raise'] = (app, alert) => f.raise(app, alert)
+  const resolved: Owners['resolved'] = (c, alert) => f.resolved(c, alert)
+  const escalated: Owners['escalated'] = (alert) => f.escalated(alert)
   const incident = async (alert: string) => {
     const [one] = (await a.req('GET', `/api/v1/incidents?alert_id=${alert}`, { token: admin })).body.data
       .incidents
     return (await a.req('GET', `/api/v1/incidents/${one.id}`, { token: admin })).body.data
   }
   const kinds = (inc: { timeline: { kind: string }[] }) => inc.timeline.map((e) => e.kind)
-  const escalated = (alert: string) =>
-    oncall.hits.some((h) => (h.body.raw as { params: { alert_id?: string } }).params.alert_id === alert)
 
   describe('who resolves an incident', () => {
     test("another trigger token's resolve is refused: the incident stays open, the timeline says why, the escalation fires", async () => {
