@@ -3,7 +3,7 @@ import { migrate } from '../../core/db'
 import { insertMany } from '../../core/db/bulk'
 import { type TestApp, forEachEngine, makeApp, rawDb } from '../../test/helpers'
 import { ingestMigrations } from '../ingest/migrations'
-import { SECRET, game, signed } from '../ingest/testing'
+import { SECRET, forgotten, game, signed } from '../ingest/testing'
 import { ExposureRollup, UNEXPECTED_SHOWN } from './exposures'
 import experiments from './index'
 
@@ -154,6 +154,7 @@ forEachEngine((engine) => {
       expect(
         (await a.req('DELETE', `/api/games/${gameId}/environments/staging`, { token: admin })).status,
       ).toBe(204)
+      await forgotten(a)
       await send([ev('buy', 'u6'), exposure(id, 'a', 'u8'), ev('buy', 'u8'), ev('buy', 'u7')])
       expect(await gauge('svc_experiments_exposed_envs_in_store')).toBe(inStore + 1)
       expect(await gauge('svc_experiments_exposed_users')).toBeLessThanOrEqual(KEPT)

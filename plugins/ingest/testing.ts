@@ -2,7 +2,7 @@ import { afterAll, beforeAll } from 'bun:test'
 import { type Db, type MigrationSet, migrate } from '../../core/db'
 import type { LogEntry } from '../../core/event-log-types'
 import { signRequest } from '../../sdk/sign'
-import { type Engine, type TestApp, makeApp, rawDb } from '../../test/helpers'
+import { type Engine, type TestApp, makeApp, rawDb, until } from '../../test/helpers'
 import { ingestMigrations } from './migrations'
 import type { CommitRows } from './persist/persist'
 
@@ -106,3 +106,14 @@ export const logFields = (e: LogEntry) => {
     props: r.props,
   }
 }
+
+/**
+ * Waits until every deleted game or environment is forgotten: a deletion answers once recorded
+ * and deletes its rows (and tells the consumers to read again) in the background.
+ */
+export const forgotten = (app: TestApp) =>
+  until(
+    async () =>
+      Number((await app.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM ingest_forgetting'))?.n) === 0,
+    { what: 'deleted streams forgotten' },
+  )
