@@ -6,7 +6,7 @@ import { ActionNote, Async, Badge, Can, Page } from '../../components/ui'
 import { api } from '../../lib/api'
 import { num, when } from '../../lib/format'
 import { useAction, useApi, useInterval } from '../../lib/hooks'
-import { navigate } from '../../lib/router'
+import { href, navigate } from '../../lib/router'
 
 export interface Agent {
   agent_id: string
@@ -25,14 +25,38 @@ export interface Agent {
   last_heartbeat_at: string
 }
 
-/** `#/ops/agents`: the processes next to game servers, online or not, with their load. */
+interface AgentPage {
+  items: Agent[]
+  total: number
+  next_after?: string
+}
+
+/** Agents a page shows unless the link says (`limit`, 1-500 as the API takes). */
+const PAGE = 100
+
+/**
+ * `#/ops/agents`: the processes next to game servers, online or not, with their load, a page at a
+ * time (`after`: the last agent id of the page before, as the API pages).
+ */
 export function Agents({ query }: { query: URLSearchParams }): VNode {
   const status = query.get('status') ?? ''
+  const after = query.get('after') ?? ''
+  const asked = Math.trunc(Number(query.get('limit')))
+  const limit = asked >= 1 && asked <= 500 ? asked : PAGE
   const list = useApi(
     (signal) =>
-      api.v1<{ items: Agent[]; total: number }>('GET', '/api/v1/agents', { query: { status }, signal }),
-    [status],
+      api.v1<AgentPage>('GET', '/api/v1/agents', {
+        query: { status, after, limit: String(limit) },
+        signal,
+      }),
+    [status, after, limit],
   )
+  const link = (next?: string) =>
+    href('/ops/agents', {
+      status: status || undefined,
+      after: next,
+      limit: asked ? String(limit) : undefined,
+    })
   useInterval(list.reload, 10_000)
   const act = useAction()
   return html`<${Page} title="Agents">
@@ -43,10 +67,10 @@ export function Agents({ query }: { query: URLSearchParams }): VNode {
     <${Async}
       state=${list}
       what="agents"
-      isEmpty=${(d: { items: Agent[] }) => d.items.length === 0}
+      isEmpty=${(d: AgentPage) => d.items.length === 0 && !after}
       empty=${html`<p>No agent${status ? ` is ${status}` : ' has registered'}. Agents register at <code>/api/v1/agents</code> with the agent token.</p>`}
-      render=${(d: { items: Agent[] }) => html`<${Table}
-        caption=${`Agents (${d.items.length})`}
+      render=${(d: AgentPage) => html`<${Table}
+        caption=${`Agents (${d.items.length}${d.total > d.items.length ? ` of ${d.total}` : ''})`}
         rows=${d.items}
         rowKey=${(a: Agent) => a.agent_id}
         columns=${[
@@ -75,7 +99,15 @@ export function Agents({ query }: { query: URLSearchParams }): VNode {
             <//>`,
           },
         ]}
-      />`}
+      />
+      ${
+        after || d.next_after
+          ? html`<nav class="pager" aria-label="Pages of agents">
+              ${after ? html`<a href=${link()}>First page</a>` : ''}
+              ${d.next_after ? html`<a href=${link(d.next_after)}>Next ${limit}</a>` : ''}
+            </nav>`
+          : ''
+      }`}
     />
   <//>`
 }

@@ -112,6 +112,21 @@ export function opsFlows(w: () => World): void {
       await page.getByRole('cell', { name: 'gs-us-1', exact: true }).waitFor()
       expect(await page.getByRole('table', { name: 'Agents (3)' }).getByText('online').count()).toBe(3)
       await tab.done('agents')
+      // A page at a time, as the API pages: two of three, then the last one, then back.
+      await tab.go('#/ops/agents?limit=2', 'Agents')
+      await page.getByRole('table', { name: 'Agents (2 of 3)' }).waitFor()
+      expect(await page.getByRole('cell', { name: 'gs-us-1', exact: true }).count()).toBe(0)
+      await page
+        .getByRole('navigation', { name: 'Pages of agents' })
+        .getByRole('link', { name: 'Next 2' })
+        .click()
+      await page
+        .getByRole('table', { name: 'Agents (1 of 3)' })
+        .getByRole('cell', { name: 'gs-us-1', exact: true })
+        .waitFor()
+      await page.getByRole('link', { name: 'First page' }).click()
+      await page.getByRole('table', { name: 'Agents (2 of 3)' }).waitFor()
+      await tab.go('#/ops/agents', 'Agents')
       await page.getByRole('button', { name: 'Unregister gs-us-1' }).click()
       await page.getByText('Unregistered.').waitFor()
       await page.getByRole('table', { name: 'Agents (2)' }).waitFor()
