@@ -142,6 +142,43 @@ forEachEngine((engine) => {
       expect((await source.pending(all[n - 2].at, a.db, { until: { at: last, rows: 4 } })).rows).toBe(1 + 4)
     })
 
+    test('rows stored before the log (seq 0) are read in id order before the commits, from any position among them', async () => {
+      const source = eventLog(() => a.db)
+      const before = await source.read({ seq: 0, pos: 0 }, Number.MAX_SAFE_INTEGER, 1000, a.db)
+      // Six rows of an upgraded store: ids below every commit's, seq 0.
+      for (let id = 1; id <= 6; id++)
+        await a.db.run(
+          "INSERT INTO ingest_events (id, received_at, game_id, env, event, ts, user_id, props, seq) VALUES (?, ?, ?, 'prod', 'tap', ?, ?, '{}', 0)",
+          [id, 1000 + id, gameId, Date.now(), `old-${id}`],
+        )
+      try {
+        const ids = (list: { at: { pos: number } }[]) => list.map((e) => e.at.pos)
+        const all = await source.read({ seq: 0, pos: 0 }, Number.MAX_SAFE_INTEGER, 1000, a.db)
+        expect(ids(all)).toEqual([1, 2, 3, 4, 5, 6, ...ids(before)])
+        // From among them, in batches that cross into the commits.
+        expect(ids(await source.read({ seq: 0, pos: 4 }, Number.MAX_SAFE_INTEGER, 4, a.db))).toEqual([
+          5,
+          6,
+          ...ids(before.slice(0, 2)),
+        ])
+        expect(ids(await source.read({ seq: 0, pos: 6 }, Number.MAX_SAFE_INTEGER, 3, a.db))).toEqual(
+          ids(before.slice(0, 3)),
+        )
+        // Below a horizon that only the old rows are under: those alone.
+        expect(ids(await source.read({ seq: 0, pos: 2 }, before[0].at.seq, 1000, a.db))).toEqual([3, 4, 5, 6])
+        // Counted from among them (the rows themselves: no commit before the cursor's is kept).
+        expect(await source.pending({ seq: 0, pos: 4 }, a.db)).toEqual({
+          rows: 2 + before.length,
+          oldestReceivedAt: 1005,
+        })
+        expect((await source.pending({ seq: 0, pos: 6 }, a.db)).oldestReceivedAt).toBe(
+          before[0].row.receivedAt,
+        )
+      } finally {
+        await a.db.run('DELETE FROM ingest_events WHERE seq = 0 AND id <= 6')
+      }
+    })
+
     test('an invocation row has the id of the event it came from', async () => {
       const list = Array.from({ length: 7 }, (_, i) =>
         ev('function.invoke', { attrs: { functionId: `fn-${i}`, outcome: 'success', durationMs: 3 } }),

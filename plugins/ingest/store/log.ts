@@ -10,7 +10,7 @@ import type { EventRows } from '../persist/persist'
 import { invocationOf } from '../rows'
 import { PAYMENT_STATUSES, type PaymentStatus, clean, str } from '../signed/validate'
 import { EVENT_WIRE_COLS, EVENT_WIRE_WIDTH, LOG_COLS } from './event-cols'
-import { LOG_BATCH, logBatch, readIds, readLogPg, readPositions } from './log-pg'
+import { readIds, readLogPg, readPositions, readSplit } from './log-pg'
 import type { RecentRows } from './recent'
 
 const COLS = LOG_COLS.join(', ')
@@ -158,14 +158,17 @@ async function countAfter(db: Db, after: LogPosition, until: PendingOptions['unt
        (SELECT COUNT(*) FROM ingest_events WHERE seq = ? AND seq > ? AND id <= ?) AS last`,
     [after.seq, to.seq, after.seq, after.pos, to.seq === after.seq ? to.pos : END, to.seq, after.seq, to.pos],
   )
-  if (r && r.low !== null && after.seq >= Number(r.low))
-    return Number(r.later ?? 0) + Number(r.own) + Number(r.last) + behind
+  // The rows of the cursor's own commit after it, and of `until`'s before it: exact either way.
+  const edges = Number(r?.own ?? 0) + Number(r?.last ?? 0)
+  if (r && r.low !== null && after.seq >= Number(r.low)) return Number(r.later ?? 0) + edges + behind
+  // The commits between, row by row (a range of seq: a cursor among the rows stored before the
+  // log, all of seq 0, does not step over them, see `readSplit`).
   const n = await db.get<{ n: number | string }>(
-    `SELECT COUNT(*) AS n FROM (SELECT 1 AS x FROM ingest_events WHERE (seq, id) > (?, ?)${until ? ' AND (seq, id) <= (?, ?)' : ''} LIMIT ${PENDING_CAP}) t`,
-    until ? [after.seq, after.pos, to.seq, to.pos] : [after.seq, after.pos],
+    `SELECT COUNT(*) AS n FROM (SELECT 1 AS x FROM ingest_events WHERE seq > ? AND seq < ? LIMIT ${PENDING_CAP}) t`,
+    [after.seq, to.seq],
   )
   // Never fewer than the consumer ahead of it, whose count may be exact past the cap.
-  return Math.max(behind, Math.min(PENDING_CAP, Number(n?.n ?? 0) + behind))
+  return Math.max(behind, Math.min(PENDING_CAP, Number(n?.n ?? 0) + edges + behind))
 }
 
 /**
@@ -178,7 +181,7 @@ export function eventLog(store: () => Db, recent?: RecentRows): LogSource {
     const rows =
       db.dialect === 'postgres'
         ? ((await readLogPg(db, after, below, limit)) as EventRow[])
-        : await db.all<EventRow>(`SELECT ${COLS} ${LOG_BATCH}`, logBatch(after, below, limit))
+        : await readSplit<EventRow>(db, COLS, after, below, limit)
     return rows.map((r) => ({ at: { seq: Number(r.seq), pos: Number(r.id) }, row: logEvent(r) }))
   }
   return {
@@ -234,9 +237,12 @@ export function eventLog(store: () => Db, recent?: RecentRows): LogSource {
       const { until, count = true } = o
       const [rows, first] = await Promise.all([
         count ? countAfter(db, after, until) : 0,
+        // The next row of the cursor's commit, else of the later ones (two index probes, as `readSplit`).
         db.get<{ t: number | string }>(
-          'SELECT received_at AS t FROM ingest_events WHERE (seq, id) > (?, ?) ORDER BY seq, id LIMIT 1',
-          [after.seq, after.pos],
+          `SELECT COALESCE(
+             (SELECT received_at FROM ingest_events WHERE seq = ? AND id > ? ORDER BY id LIMIT 1),
+             (SELECT received_at FROM ingest_events WHERE seq > ? ORDER BY seq, id LIMIT 1)) AS t`,
+          [after.seq, after.pos, after.seq],
         ),
       ])
       return { rows, oldestReceivedAt: first?.t == null ? null : Number(first.t) }

@@ -91,6 +91,12 @@ const events = (user: string, n: number) =>
     attrs: { deep: { list: [1, 'ü', null] } },
   }))
 
+/** What a statement of a log read reads: rows by id, whole rows of a range, or positions alone. */
+const kindOf = (sql: string) =>
+  /id = ANY|WHERE id IN/.test(sql) ? 'ids' : /props/.test(sql) ? 'rows' : 'positions'
+/** The kinds of the statements in order, one for each run of the same kind (MySQL splits a range read in two). */
+const kinds = (seen: string[]) => seen.map(kindOf).filter((k, i, all) => i === 0 || all[i - 1] !== k)
+
 for (const engine of engines.filter((e) => e !== 'sqlite'))
   describe(`[${engine}] the log read from this process's last commits`, () => {
     const store = migratedStore(engine)
@@ -156,8 +162,10 @@ for (const engine of engines.filter((e) => e !== 'sqlite'))
       const mixed = await kept.read(cursor, Number.MAX_SAFE_INTEGER, 1000, watched)
       expect(mixed.map(logFields)).toEqual(all.map(logFields))
       expect(mixed.slice(-5).map((e) => e.row.userId)).toEqual(['c-0', 'c-1', 'c-2', 'c-3', 'c-4'])
-      expect(seen.length).toBe(2)
-      expect(seen[1]).toContain(engine === 'postgres' ? 'id = ANY' : 'WHERE id IN (?, ?, ?, ?, ?, ?, ?, ?)')
+      expect(kinds(seen)).toEqual(['positions', 'ids'])
+      expect(seen.find((q) => kindOf(q) === 'ids')).toContain(
+        engine === 'postgres' ? 'id = ANY' : 'WHERE id IN (?, ?, ?, ?, ?, ?, ?, ?)',
+      )
       expect(mixed[0].row).toBe(recent.row(mixed[0].at.pos, committedRow)!)
 
       // A row gone between its position's read and its own (retention): the range read whole.
@@ -165,15 +173,12 @@ for (const engine of engines.filter((e) => e !== 'sqlite'))
       const gone = watch(store.db, seen, /id = ANY|WHERE id IN/)
       const again = await kept.read(cursor, Number.MAX_SAFE_INTEGER, 1000, gone)
       expect(again.map(logFields)).toEqual(all.map(logFields))
-      expect(seen.length).toBe(3)
-      expect(seen[2]).toContain('(seq, id) > (?, ?)')
+      expect(kinds(seen)).toEqual(['positions', 'ids', 'rows'])
 
       // From the last kept row on, all five are another instance's: the range is read whole.
       seen.length = 0
       const tail = await kept.read(all[64].at, Number.MAX_SAFE_INTEGER, 1000, watched)
       expect(tail.map(logFields)).toEqual(all.slice(65).map(logFields))
-      expect(seen.length).toBe(2)
-      expect(seen[1]).not.toMatch(/id IN|ANY/)
-      expect(seen[1]).toContain('(seq, id) > (?, ?)')
+      expect(kinds(seen)).toEqual(['positions', 'rows'])
     })
   })
