@@ -1,4 +1,4 @@
-import { type Db, fromJson, iso } from '../../core/db'
+import { type Db, fromJson, iso, newId } from '../../core/db'
 import { alertKey } from './alert-id'
 import type { IncidentStore } from './incidents'
 
@@ -18,6 +18,8 @@ export interface DueEscalation {
   to: string[]
   title: string
   level: string
+  /** The credential whose notification armed it; null for one armed before armers were kept. */
+  armed_by: string | null
 }
 
 /** What arming takes: the escalation and the credential whose notification armed it (`RoutingInput.caller`). */
@@ -30,6 +32,11 @@ export interface Arming extends DueEscalation {
  * process was down fires after it starts, and an acknowledgement taken by any instance cancels
  * the escalation every other instance would fire (the claim is a conditional update). Every
  * method takes an alert id as sent and keeps and compares it as `alertKey` does.
+ *
+ * An acknowledgement is of an alert id (spec 2: `POST /alerts/{id}/ack`, one record per id); an
+ * escalation is of an alert id and the credential that armed it (rules migration 004), so two
+ * teams sending the same id each arm and cancel their own. An escalation armed before armers were
+ * kept (`armed_by` NULL) is anyone's, as it was.
  */
 export function alertStore(db: Db, incidents: IncidentStore | undefined) {
   return {
@@ -70,6 +77,7 @@ export function alertStore(db: Db, incidents: IncidentStore | undefined) {
           )
           return toAck(first!)
         }
+        // The acknowledgement is the alert id's: every credential's pending escalation and open incident of it.
         await tx.run(
           "UPDATE rules_escalations SET status = 'cancelled', finished_at = ? WHERE alert_id = ? AND status = 'pending'",
           [now, alertId],
@@ -79,58 +87,64 @@ export function alertStore(db: Db, incidents: IncidentStore | undefined) {
       })
     },
     /**
-     * Arms the alert's escalation unless it is acknowledged or one is already pending (whose
-     * `armed_by` is kept: another credential's notification neither re-arms nor takes it over).
+     * Arms the escalation of the alert and `armed_by` unless the alert id is acknowledged, the
+     * credential's own open incident of it was, or one is already pending for that credential
+     * (or one armed before armers were kept, anyone's). Another credential's pending escalation of
+     * the same id neither stops it nor is taken over.
      */
     async arm(raw: Arming, now = Date.now()): Promise<boolean> {
       const e = { ...raw, alert_id: alertKey(raw.alert_id) }
       return db.tx(async (tx) => {
         if (await tx.get('SELECT alert_id FROM rules_acks WHERE alert_id = ?', [e.alert_id])) return false
+        // Another credential's resolve may have ended the id's acknowledgement: this one's incident stays acknowledged.
+        if (await incidents?.ackedFor(tx, e.alert_id, e.armed_by)) return false
+        if (
+          await tx.get(
+            "SELECT 1 AS one FROM rules_escalations WHERE alert_id = ? AND armed_by IS NULL AND status = 'pending'",
+            [e.alert_id],
+          )
+        )
+          return false
         const n = await tx.run(
-          `INSERT INTO rules_escalations (alert_id, rule_id, due_at, targets, title, level, status, created_at, armed_by)
-           VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?)
-           ON CONFLICT (alert_id) DO UPDATE SET rule_id = excluded.rule_id, due_at = excluded.due_at,
+          `INSERT INTO rules_escalations (id, alert_id, rule_id, due_at, targets, title, level, status, created_at, armed_by)
+           VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)
+           ON CONFLICT (alert_id, armed_by) DO UPDATE SET rule_id = excluded.rule_id, due_at = excluded.due_at,
              targets = excluded.targets, title = excluded.title, level = excluded.level, status = 'pending',
-             created_at = excluded.created_at, finished_at = NULL, armed_by = excluded.armed_by
+             created_at = excluded.created_at, finished_at = NULL
            WHERE rules_escalations.status <> 'pending'`,
-          [e.alert_id, e.rule_id, e.due_at, JSON.stringify(e.to), e.title, e.level, now, e.armed_by],
+          [newId(), e.alert_id, e.rule_id, e.due_at, JSON.stringify(e.to), e.title, e.level, now, e.armed_by],
         )
         return n > 0
       })
     },
-    async pending(raw: string) {
-      const alertId = alertKey(raw)
-      return db.get<{ status: string; due_at: number }>(
-        'SELECT status, due_at FROM rules_escalations WHERE alert_id = ?',
-        [alertId],
-      )
-    },
     /**
-     * The alert resolved: its pending escalation is cancelled and its acknowledgement ends, so its
-     * next firing escalates and is acknowledged anew. (An acknowledgement kept forever silenced
-     * every later incident of the id, and a trigger token could raise, acknowledge and resolve an
-     * id ahead of the real alert.)
+     * `by`'s alert resolved: its pending escalation of the alert is cancelled (and one armed before
+     * armers were kept), and the alert id's acknowledgement ends, so the next firing escalates and
+     * is acknowledged anew. (An acknowledgement kept forever silenced every later incident of the
+     * id, and a trigger token could raise, acknowledge and resolve an id ahead of the real alert.)
      *
-     * With `by` (a resolve no open incident decided), only the credential that armed the alert's
-     * escalation does either: another's changes nothing and answers false. An escalation armed
-     * before armers were kept (`armed_by` NULL), or none at all, is cancelled by any caller. Without
-     * `by` (the incident's opener resolved it) the cancel is unconditional.
+     * Refused (false, nothing changes) when `by` neither resolved an incident of its own
+     * (`resolvedIncident`) nor has an escalation of the alert while another credential has one:
+     * another team's `resolved` naming the id had silenced its page. An alert with no escalation at
+     * all is `resolved` by any caller, as before. Another credential's escalation is never
+     * cancelled here; its incident, if acknowledged, stays so and its escalation is not re-armed
+     * (`arm`).
      */
-    async cancel(raw: string, by?: string, now = Date.now()): Promise<boolean> {
+    async cancel(raw: string, by: string, resolvedIncident = false, now = Date.now()): Promise<boolean> {
       const alertId = alertKey(raw)
       return db.tx(async (tx) => {
-        if (by !== undefined) {
-          const armed = await tx.get<{ armed_by: string | null }>(
+        if (!resolvedIncident) {
+          const armers = await tx.all<{ armed_by: string | null }>(
             'SELECT armed_by FROM rules_escalations WHERE alert_id = ?',
             [alertId],
           )
-          if (armed && armed.armed_by !== null && armed.armed_by !== by) return false
+          const held = armers.some((r) => r.armed_by === null || r.armed_by === by)
+          if (armers.length && !held) return false
         }
-        // The condition again in SQL: another credential may have re-armed it since the read.
         await tx.run(
           `UPDATE rules_escalations SET status = 'cancelled', finished_at = ?
-           WHERE alert_id = ? AND status = 'pending' AND (CAST(? AS TEXT) IS NULL OR armed_by IS NULL OR armed_by = ?)`,
-          [now, alertId, by ?? null, by ?? null],
+           WHERE alert_id = ? AND status = 'pending' AND (armed_by IS NULL OR armed_by = ?)`,
+          [now, alertId, by],
         )
         await tx.run('DELETE FROM rules_acks WHERE alert_id = ?', [alertId])
         return true
@@ -139,21 +153,23 @@ export function alertStore(db: Db, incidents: IncidentStore | undefined) {
     /** Claims the due escalations; each is claimed by exactly one instance. */
     async claimDue(now = Date.now()): Promise<DueEscalation[]> {
       const due = await db.all<{
+        id: string
         alert_id: string
+        armed_by: string | null
         rule_id: string
         due_at: number
         targets: string
         title: string
         level: string
       }>(
-        "SELECT alert_id, rule_id, due_at, targets, title, level FROM rules_escalations WHERE status = 'pending' AND due_at <= ? ORDER BY due_at LIMIT 100",
+        "SELECT id, alert_id, armed_by, rule_id, due_at, targets, title, level FROM rules_escalations WHERE status = 'pending' AND due_at <= ? ORDER BY due_at LIMIT 100",
         [now],
       )
       const out: DueEscalation[] = []
       for (const d of due) {
         const n = await db.run(
-          "UPDATE rules_escalations SET status = 'fired', finished_at = ? WHERE alert_id = ? AND status = 'pending'",
-          [now, d.alert_id],
+          "UPDATE rules_escalations SET status = 'fired', finished_at = ? WHERE id = ? AND status = 'pending'",
+          [now, d.id],
         )
         if (n)
           out.push({
@@ -163,6 +179,7 @@ export function alertStore(db: Db, incidents: IncidentStore | undefined) {
             to: fromJson(d.targets, []),
             title: d.title,
             level: d.level,
+            armed_by: d.armed_by,
           })
       }
       return out

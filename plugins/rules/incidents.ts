@@ -59,10 +59,18 @@ async function event(tx: Db, incident: string, at: number, kind: string, detail:
 /** What a refused resolve's timeline entry says of its caller: the kind of credential, never its id. */
 export const callerKind = (by: string) => by.split(':', 1)[0]
 
+/** Open incidents of an alert id that `by` holds: its own, or one opened before openers were kept. */
+const HELD = 'alert_id = ? AND resolved_at IS NULL AND (opened_by = ? OR opened_by IS NULL)'
+/** Its own first, then one opened before openers were kept, newest first. */
+const HELD_ORDER = 'ORDER BY CASE WHEN opened_by IS NULL THEN 1 ELSE 0 END, opened_at DESC'
+
 /**
- * The incident ledger: one open incident per alert id at a time, opened by a rule-routed
- * delivery, acknowledged by the first ack, resolved when the alert says so or its rule stops
- * matching it, by a notification of the credential that opened it. Every change leaves a
+ * The incident ledger: one open incident per alert id and credential at a time, opened by a
+ * rule-routed delivery, acknowledged by the first ack of its alert id, resolved when the alert
+ * says so or its rule stops matching it, by a notification of the credential that opened it.
+ * Another credential's notification under the same alert id opens and joins an incident of its
+ * own (an id held by whoever sent it first had taken in every other team's events). An incident
+ * opened before openers were kept (`opened_by` NULL) is anyone's, as it was. Every change leaves a
  * timeline entry {at, kind, detail}. Alert ids are taken as sent and kept and compared as
  * `alertKey` does.
  */
@@ -82,8 +90,8 @@ export function incidentStore(db: Db) {
       const alertId = alertKey(raw)
       await db.tx(async (tx) => {
         const open = await tx.get<IncidentRow>(
-          `SELECT ${COLS} FROM rules_incidents WHERE alert_id = ? AND resolved_at IS NULL ORDER BY opened_at DESC`,
-          [alertId],
+          `SELECT ${COLS} FROM rules_incidents WHERE ${HELD} ${HELD_ORDER}`,
+          [alertId, openedBy],
         )
         if (open) {
           const merged = [...new Set([...fromJson<string[]>(open.channels, []), ...channels])]
@@ -106,7 +114,7 @@ export function incidentStore(db: Db) {
         await event(tx, id, now, 'opened', { rule_id: ruleId, notification_id: notificationId, channels })
       })
     },
-    /** Marks the alert's open incident acknowledged (inside the ack's transaction). */
+    /** Marks every open incident of the alert id acknowledged, whoever opened it (inside the ack's transaction). */
     async ack(tx: Db, raw: string, at: number, by: string, source: string) {
       const alertId = alertKey(raw)
       const rows = await tx.all<{ id: string }>(
@@ -115,18 +123,33 @@ export function incidentStore(db: Db) {
       )
       for (const r of rows) await event(tx, r.id, at, 'acknowledged', { acked_by: by, source })
     },
-    async openFor(raw: string): Promise<{ id: string; rule_id: string } | undefined> {
+    /** Whether `by` holds an open incident of the alert that was acknowledged (inside `arm`'s transaction). */
+    async ackedFor(tx: Db, raw: string, by: string): Promise<boolean> {
+      return !!(await tx.get(`SELECT 1 AS one FROM rules_incidents WHERE ${HELD} AND acked_at IS NOT NULL`, [
+        alertKey(raw),
+        by,
+      ]))
+    },
+    /** The open incident of the alert that `by` holds, else the newest open one of another credential. */
+    async openFor(raw: string, by: string): Promise<{ id: string; rule_id: string } | undefined> {
       const alertId = alertKey(raw)
-      return db.get(
-        'SELECT id, rule_id FROM rules_incidents WHERE alert_id = ? AND resolved_at IS NULL ORDER BY opened_at DESC',
-        [alertId],
+      return (
+        (await db.get<{ id: string; rule_id: string }>(
+          `SELECT id, rule_id FROM rules_incidents WHERE ${HELD} ${HELD_ORDER}`,
+          [alertId, by],
+        )) ??
+        (await db.get(
+          'SELECT id, rule_id FROM rules_incidents WHERE alert_id = ? AND resolved_at IS NULL ORDER BY opened_at DESC',
+          [alertId],
+        ))
       )
     },
     /**
-     * Resolves the alert's open incident when `by` opened it (or it was opened before openers were
-     * kept); true when it did. Another credential's resolve is refused: it leaves a timeline entry
-     * `resolve_refused` naming the caller's kind, and the incident stays open. Any trigger token
-     * had resolved any incident by naming its alert id, cancelling another team's escalation.
+     * Resolves the alert's open incidents that `by` holds (its own, and any opened before openers
+     * were kept); true when it did. Where `by` holds none, its resolve is refused: it leaves a
+     * timeline entry `resolve_refused` naming the caller's kind on the newest open incident of
+     * another credential, which stays open. Any trigger token had resolved any incident by naming
+     * its alert id, cancelling another team's escalation.
      */
     async resolve(raw: string, reason: string, by: string, now = Date.now()): Promise<boolean> {
       const alertId = alertKey(raw)
@@ -151,13 +174,29 @@ export function incidentStore(db: Db) {
         return false
       })
     },
-    async note(raw: string, kind: string, detail: Record<string, unknown>, now = Date.now()) {
+    /**
+     * A timeline entry on the open incident that `by` holds (the credential that armed an
+     * escalation); with `by` null (an escalation armed before armers were kept), on the newest.
+     */
+    async note(
+      raw: string,
+      by: string | null,
+      kind: string,
+      detail: Record<string, unknown>,
+      now = Date.now(),
+    ) {
       const alertId = alertKey(raw)
       await db.tx(async (tx) => {
-        const open = await tx.get<{ id: string }>(
-          'SELECT id FROM rules_incidents WHERE alert_id = ? AND resolved_at IS NULL ORDER BY opened_at DESC',
-          [alertId],
-        )
+        const open =
+          by === null
+            ? await tx.get<{ id: string }>(
+                'SELECT id FROM rules_incidents WHERE alert_id = ? AND resolved_at IS NULL ORDER BY opened_at DESC',
+                [alertId],
+              )
+            : await tx.get<{ id: string }>(`SELECT id FROM rules_incidents WHERE ${HELD} ${HELD_ORDER}`, [
+                alertId,
+                by,
+              ])
         if (open) await event(tx, open.id, now, kind, detail)
       })
     },

@@ -5,6 +5,7 @@ import { incidentStore } from './incidents'
 import m001 from './migrations/001_rules.sql' with { type: 'text' }
 import m002 from './migrations/002_incident_opener.sql' with { type: 'text' }
 import m003 from './migrations/003_escalation_armer.sql' with { type: 'text' }
+import m004 from './migrations/004_escalation_per_armer.sql' with { type: 'text' }
 import { rulesRoutes } from './routes'
 import { type RosterSource, rulesRuntime } from './runtime'
 import { RulesConfig } from './schema'
@@ -36,6 +37,7 @@ export default definePlugin({
     { id: 1, name: 'rules', sql: m001 },
     { id: 2, name: 'incident_opener', sql: m002 },
     { id: 3, name: 'escalation_armer', sql: m003 },
+    { id: 4, name: 'escalation_per_armer', sql: m004 },
   ],
   // Anyone may call the card callback before it proves itself: it takes what a card sends.
   bodyLimits: { '/api/v1/callbacks/chatcard': 64 * 1024 },

@@ -264,7 +264,7 @@ export function rulesRoutes(d: RulesRouteDeps) {
         params: Id,
         detail: tags(
           'alerts',
-          'Acknowledge an alert: the first acknowledgement wins and repeats return it; cancels its pending escalation and acks its open incident',
+          'Acknowledge an alert id: the first acknowledgement wins and repeats return it; cancels every pending escalation and acks every open incident of the id, whichever credential opened or armed them',
           "acked_by defaults to the caller's user name. 404 when no incident or escalation names the alert: an alert never raised cannot be acknowledged ahead of time to silence its escalation.",
         ),
       },

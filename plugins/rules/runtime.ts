@@ -96,8 +96,10 @@ export function rulesRuntime(opts: {
   async function route(n: RoutingInput, { dryRun }: { dryRun: boolean }): Promise<RouteDecision | undefined> {
     const alertId = alertIdOf(n.params)
     const resolving = n.params.status === 'resolved'
+    const caller = n.caller ?? PLATFORM
     if (!dryRun && alertId) {
-      const open = await incidents?.openFor(alertId)
+      // The caller's own open incident of the alert, else another credential's (whose resolve is refused).
+      const open = await incidents?.openFor(alertId, caller)
       if (incidents && open) {
         let holds = true
         const rule = engine.list().find((c) => c.rule.id === open.rule_id)
@@ -106,22 +108,21 @@ export function rulesRuntime(opts: {
         } catch {
           holds = true
         }
-        // Only the credential that opened the incident resolves it, either way: another's resolve
-        // is noted in the timeline, and the escalation stays armed.
+        // Only the credential that opened the incident resolves it, either way, and cancels its own
+        // escalation: another's resolve is noted in the timeline, and the escalation stays armed.
         if (
           (resolving || !holds) &&
           (await incidents.resolve(
             alertId,
             resolving ? 'alert resolved' : `rule '${open.rule_id}' no longer matches`,
-            n.caller ?? PLATFORM,
+            caller,
           ))
         )
-          await alerts?.cancel(alertId)
+          await alerts?.cancel(alertId, caller, true)
       } else if (resolving && alerts) {
         // No open incident decides (the ledger is off, or none is open): only the credential that
-        // armed the escalation cancels it and ends the acknowledgement. Another's is refused
+        // armed an escalation cancels it and ends the acknowledgement. Another's is refused
         // without failing its notification, and logged with its kind of credential only.
-        const caller = n.caller ?? PLATFORM
         if (!(await alerts.cancel(alertId, caller)))
           log.warn('escalation cancel refused: another credential armed it', {
             alert_id: alertId,
@@ -162,7 +163,8 @@ export function rulesRuntime(opts: {
     n: RoutingInput,
     r: { notification_id: string; accepted: string[] },
   ) {
-    await incidents?.record(c.rule.id, alertId, n, r.accepted, r.notification_id, n.caller ?? PLATFORM)
+    const caller = n.caller ?? PLATFORM
+    await incidents?.record(c.rule.id, alertId, n, r.accepted, r.notification_id, caller)
     if (!c.escalation || !alerts) return
     const armed = await alerts.arm({
       alert_id: alertId,
@@ -171,9 +173,9 @@ export function rulesRuntime(opts: {
       to: c.escalation.to,
       title: n.title,
       level: n.level,
-      armed_by: n.caller ?? PLATFORM,
+      armed_by: caller,
     })
-    if (armed) await incidents?.note(alertId, 'escalation_armed', { to: c.escalation.to })
+    if (armed) await incidents?.note(alertId, caller, 'escalation_armed', { to: c.escalation.to })
   }
 
   /** Fires the escalations that came due; each is claimed by exactly one instance. */
@@ -188,7 +190,7 @@ export function rulesRuntime(opts: {
         audience: e.to,
         params: { alert_id: e.alert_id, rule_id: e.rule_id, escalated: true },
       })
-      await incidents?.note(e.alert_id, 'escalated', {
+      await incidents?.note(e.alert_id, e.armed_by, 'escalated', {
         to: e.to,
         ...(r.code === 0 ? { notification_id: r.data.notification_id } : { error: r.message }),
       })
