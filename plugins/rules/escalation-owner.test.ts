@@ -88,5 +88,30 @@ forEachEngine((engine) => {
       await resolved(teamB, 'esc-4')
       expect(await status('esc-4')).toBe('cancelled')
     })
+
+    test('an id another token armed first: the team arms its own and cancels only its own (the rule `holds`, due in an hour)', async () => {
+      const rows = () =>
+        a.db.all<{ armed_by: string; status: string }>(
+          'SELECT armed_by, status FROM rules_escalations WHERE alert_id = ?',
+          ['esc-6'],
+        )
+      await f.hold(teamA, 'esc-6')
+      const [squat] = await rows()
+      await f.hold(teamB, 'esc-6')
+      /** The squatter's status, then the team's. */
+      const statuses = async () => {
+        const all = await rows()
+        expect(all.length).toBe(2)
+        return [
+          all.find((r) => r.armed_by === squat.armed_by)?.status,
+          all.find((r) => r.armed_by !== squat.armed_by)?.status,
+        ]
+      }
+      expect(await statuses()).toEqual(['pending', 'pending'])
+      await f.resolved({ app: teamB }, 'esc-6', 'svc.db')
+      expect(await statuses()).toEqual(['pending', 'cancelled'])
+      await f.resolved({ app: teamA }, 'esc-6', 'svc.db')
+      expect(await statuses()).toEqual(['cancelled', 'cancelled'])
+    })
   })
 })

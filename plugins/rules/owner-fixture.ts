@@ -2,9 +2,11 @@ import { type Engine, type TestApp, makeApp } from '../../test/helpers'
 import { httpSink } from '../notify/testing'
 
 /**
- * The app of the owner tests (incident-owner.test.ts, escalation-owner.test.ts): a `pager` channel
- * every `svc.*` notification goes to, an `oncall` one an escalation pages, the rule `pages`
- * (`svc.down`, escalating to oncall after 400 ms) and two trigger tokens, team A's and team B's.
+ * The app of the owner tests (incident-owner.test.ts, escalation-owner.test.ts, squat.test.ts): a
+ * `pager` channel every `svc.*` notification goes to, an `oncall` one an escalation pages, the
+ * rule `pages` (`svc.down`, escalating to oncall after 400 ms), the rule `holds` (`svc.db`,
+ * escalating after an hour: a test makes one due by its `due_at`) and two trigger tokens, team A's
+ * and team B's.
  */
 export async function ownerApp(
   engine: Engine,
@@ -40,6 +42,7 @@ export async function ownerApp(
       },
     })
   await rule('pages', 'type == "svc.down"', { ack_timeout: '400ms', to: ['oncall'] })
+  await rule('holds', 'type == "svc.db"', { ack_timeout: '1h', to: ['oncall'] })
   const token = async (name: string) =>
     (await a.req('POST', '/api/v1/app-tokens', { token: admin, body: { name, scopes: ['trigger'] } })).body
       .data.token as string
@@ -64,9 +67,12 @@ export async function ownerApp(
         { app },
         { type: 'svc.down', level: 'error', title: `down ${alert}`, params: { alert_id: alert } },
       ),
-    resolved: (credential: { app?: string; user?: string }, alert: string) =>
+    /** A `svc.db` alert (the rule `holds`: its escalation is due in an hour). */
+    hold: (app: string, alert: string) =>
+      notify({ app }, { type: 'svc.db', level: 'error', title: `db ${alert}`, params: { alert_id: alert } }),
+    resolved: (credential: { app?: string; user?: string }, alert: string, type = 'svc.down') =>
       notify(credential, {
-        type: 'svc.down',
+        type,
         level: 'info',
         title: `up ${alert}`,
         params: { alert_id: alert, status: 'resolved' },
