@@ -105,16 +105,22 @@ export function alertStore(db: Db, incidents: IncidentStore | undefined) {
           )
         )
           return false
-        const n = await tx.run(
+        // Re-armed when its last one fired or was cancelled, else inserted when there is none: a
+        // conditional update and an insert that leaves a conflict alone count on every engine (a
+        // guarded upsert does not on MySQL, where FOUND_ROWS counts the row it found unchanged).
+        const rearmed = await tx.run(
+          `UPDATE rules_escalations SET rule_id = ?, due_at = ?, targets = ?, title = ?, level = ?, status = 'pending',
+             created_at = ?, finished_at = NULL
+           WHERE alert_id = ? AND armed_by = ? AND status <> 'pending'`,
+          [e.rule_id, e.due_at, JSON.stringify(e.to), e.title, e.level, now, e.alert_id, e.armed_by],
+        )
+        if (rearmed > 0) return true
+        const inserted = await tx.run(
           `INSERT INTO rules_escalations (id, alert_id, rule_id, due_at, targets, title, level, status, created_at, armed_by)
-           VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)
-           ON CONFLICT (alert_id, armed_by) DO UPDATE SET rule_id = excluded.rule_id, due_at = excluded.due_at,
-             targets = excluded.targets, title = excluded.title, level = excluded.level, status = 'pending',
-             created_at = excluded.created_at, finished_at = NULL
-           WHERE rules_escalations.status <> 'pending'`,
+           VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?) ON CONFLICT (alert_id, armed_by) DO NOTHING`,
           [newId(), e.alert_id, e.rule_id, e.due_at, JSON.stringify(e.to), e.title, e.level, now, e.armed_by],
         )
-        return n > 0
+        return inserted > 0
       })
     },
     /**

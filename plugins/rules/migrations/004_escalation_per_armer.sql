@@ -23,5 +23,6 @@ INSERT INTO rules_escalations_next
   SELECT alert_id, alert_id, armed_by, rule_id, due_at, targets, title, level, status, created_at, finished_at
   FROM rules_escalations;
 DROP TABLE rules_escalations;
+-- On the new table before its rename, so MySQL's translation makes `status` a key column there.
+CREATE INDEX rules_escalations_due ON rules_escalations_next (status, due_at);
 ALTER TABLE rules_escalations_next RENAME TO rules_escalations;
-CREATE INDEX rules_escalations_due ON rules_escalations (status, due_at);
