@@ -1,5 +1,5 @@
 import type { Db } from '../../../core/db'
-import { deleteInSlices } from './slices'
+import { deleteInSlices } from '../../../core/db/slices'
 import { DAY } from './sql'
 
 /** The event times ingestion takes around a receipt (`max_event_age_days`, `max_event_future_s`), in ms. */
@@ -17,7 +17,7 @@ const AFTER_SLACK = DAY
 
 /**
  * Rows stored before ingestion refused event times outside the window (a 1970 or 9999 event) and
- * what they made (migration 011, `far_dated`), in slices (store/slices.ts):
+ * what they made (migration 011, `far_dated`), in slices (core/db/slices.ts):
  *
  * - raw events, invocations and payments whose time is more than `ageMs` before or `futureMs`
  *   after their own receipt;

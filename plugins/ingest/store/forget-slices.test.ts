@@ -1,12 +1,12 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { join } from 'node:path'
 import { Elysia } from 'elysia'
+import { SLICE } from '../../../core/db/slices'
 import { definePlugin } from '../../../core/plugin'
 import { type TestApp, forEachEngine, makeApp, until } from '../../../test/helpers'
 import { RESULT_TABLES } from '../../analytics/migrations'
 import { SECRET, game, signed } from '../testing'
 import type { IngestService } from '../types'
-import { SLICE } from './slices'
 
 /*
  * A deleted game's rows go in slices in the background (forgetting.ts): all of them, however many

@@ -1,5 +1,5 @@
 import type { Db, Param } from '../../../core/db'
-import { deleteInSlices } from './slices'
+import { deleteInSlices } from '../../../core/db/slices'
 
 /** A deleted environment (`env`), or every environment of a deleted game (no `env`). */
 export interface Stream {
@@ -9,7 +9,7 @@ export interface Stream {
 
 /**
  * Everything ingestion stored of a deleted environment or game: raw events, invocations,
- * payments and the event ids it deduplicates by. Every table goes in slices (store/slices.ts),
+ * payments and the event ids it deduplicates by. Every table goes in slices (core/db/slices.ts),
  * `pause` between them: the raw tables have no index by game, so they are walked by id, each
  * slice deleting that range's rows of the stream; the others within the stream's keys. Answers
  * how many rows went. Without it an environment deleted and created again under its name showed

@@ -1,10 +1,10 @@
 import { expect, test } from 'bun:test'
 import type { Db, Param } from '../../../core/db'
 import { insertMany } from '../../../core/db/bulk'
+import { deleteInSlices } from '../../../core/db/slices'
 import { forEachEngine } from '../../../test/helpers'
 import { migrations as analyticsMigrations } from '../../analytics/migrations'
 import { migratedStore } from '../testing'
-import { deleteInSlices } from './slices'
 
 /*
  * A deleted game's rows went in one DELETE per table: on SQLite ~415 ms of the event loop for a

@@ -1,4 +1,4 @@
-import type { Db, Param, Row } from '../../../core/db'
+import type { Db, Param, Row } from './types'
 
 /**
  * Rows one statement deletes at most: on SQLite a statement holds the event loop (and the store's
