@@ -1,6 +1,6 @@
 import type { Db, Row } from './db'
 import { KEY_MAX, bounded, cut } from './event-bounds'
-import type { LogConsumer, LogEvent } from './event-log-types'
+import type { LogConsumer, LogEvent, Pause } from './event-log-types'
 
 /**
  * A derivation of the event log (analytics' counters and sketches, experiment exposures) in two
@@ -27,8 +27,11 @@ export interface Derivation<R = unknown, E = unknown> {
   early?: (tx: Db, rows: R) => Promise<E>
   /** Whether `reset` can keep the results before a date (else only whole rebuilds). */
   rebuildsFrom?: boolean
-  /** Deletes the results for event times at or after `from` (all when undefined), before a rebuild. */
-  reset(from: number | undefined, tx: Db): Promise<void>
+  /**
+   * Deletes the results for event times at or after `from` (all when undefined), before a
+   * rebuild: through `db`, in slices with `pause` between them (`LogConsumer.reset`).
+   */
+  reset(from: number | undefined, db: Db, pause: Pause): Promise<void>
   /** See `LogConsumer.replayFrom`: where a game's rows are delivered again in a rebuild from `from`. */
   replayFrom?(gameId: string, from: number): number | Promise<number>
   /** Drops every cache of what is stored (a batch rolled back, or another instance wrote). */
@@ -102,7 +105,7 @@ export function derivedConsumer<R, E>(d: Derivation<R, E>): LogConsumer & { init
       await Promise.all([early, d.write(tx, batch.rows, stored, early)])
       return batch.done
     },
-    reset: (from, tx) => d.reset(from, tx),
+    reset: (from, db, pause) => d.reset(from, db, pause),
     replayFrom: d.replayFrom?.bind(d),
     forget: () => d.forget(),
   }

@@ -97,6 +97,12 @@ export function statusOf(r: CursorRow, pending: Pending, now: number, parked = 0
 }
 
 /**
+ * Where a consumer's lag is counted from: its cursor, or the start of the log once a rebuild is
+ * asked (its results are then being deleted, in slices, before the cursor goes back there).
+ */
+const lagFrom = (r: CursorRow): LogPosition => (r.rebuild_request !== null ? START : cursorOf(r))
+
+/**
  * Each consumer's pending rows, by name. The most advanced cursor is counted first, and each one
  * behind counts only the rows up to the next one's cursor, adding that one's count: the log behind
  * the slowest consumer is counted once, not once per consumer (under a status read each second on
@@ -111,8 +117,8 @@ export async function pendingOf(
 ): Promise<Map<string, Pending>> {
   const out = new Map<string, Pending>()
   let next: { at: LogPosition; p: Pending } | undefined
-  for (const r of [...rows].sort((a, b) => compare(cursorOf(b), cursorOf(a)))) {
-    const at = cursorOf(r)
+  for (const r of [...rows].sort((a, b) => compare(lagFrom(b), lagFrom(a)))) {
+    const at = lagFrom(r)
     let p: Pending = { rows: 0, oldestReceivedAt: null }
     if (next && compare(next.at, at) === 0) p = next.p
     else if (source)

@@ -116,6 +116,12 @@ export interface LogSource {
 export const PG_SEQ_SQL = 'pg_current_xact_id()::text::bigint'
 
 /**
+ * A turn of the event loop between two slices of a rebuild's reset (`LogConsumer.reset`); throws
+ * once the slices are to stop (the lease was lost, the app stops).
+ */
+export type Pause = () => Promise<void>
+
+/**
  * A named derivation of the log. `handle` writes its results through `tx`, the transaction that
  * then advances the cursor: a throw rolls both back and the same rows come again.
  */
@@ -142,10 +148,16 @@ export interface LogConsumer {
    */
   forget?(): void
   /**
-   * Deletes its results for times at or after `from` (epoch ms; everything when undefined), in
-   * `tx`, before a rebuild delivers those rows again.
+   * Deletes its results for times at or after `from` (epoch ms; everything when undefined) through
+   * `db`, before a rebuild delivers those rows again. No transaction holds it: each statement
+   * commits alone, and the cursor moves afterwards in a transaction of its own. A large deletion
+   * goes in slices (core/db/slices.ts) with `pause` between them: a turn of the event loop (on
+   * SQLite a statement holds the thread), which throws once this instance lost the consumer's lease
+   * or stops (the reset then ends there). Nothing else writes the results meanwhile (the consumer
+   * takes no step), and a reset cut short is run again whole by the next holder of the lease (the
+   * rebuild stays asked until the cursor moved): it must delete the same rows when run twice.
    */
-  reset(from: number | undefined, tx: Db): Promise<void>
+  reset(from: number | undefined, db: Db, pause: Pause): Promise<void>
   /** Whether it can rebuild from a date (else only from the start of the log). */
   rebuildsFrom?: boolean
   /**

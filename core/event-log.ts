@@ -13,11 +13,11 @@ import {
   deliverable,
   healthOf,
   pendingOf,
-  rebuildUntil,
   statusOf,
 } from './event-log-cursor'
-import { Parking, consumerMetrics, parkRow, parkedCounts, parkedRows, unpark } from './event-log-park'
+import { Parking, consumerMetrics, parkRow, parkedCounts, parkedRows } from './event-log-park'
 import { SharedReads } from './event-log-reads'
+import { performRebuild } from './event-log-rebuild'
 import type {
   Appended,
   ConsumerStatus,
@@ -82,6 +82,8 @@ export class EventLog implements EventLogService {
   private readonly horizon = new Horizon()
   private readonly trimmer: Trimmer
   private running = false
+  /** While `stop` runs: a rebuild's reset ends at its next slice (the next start does it again). */
+  private halting = false
   private loops: Promise<void>[] = []
   private readonly leaseMs: number
   private readonly pollMs: number
@@ -143,11 +145,13 @@ export class EventLog implements EventLogService {
 
   async stop(): Promise<void> {
     this.running = false
+    this.halting = true
     this.trimmer.stop()
     this.notify()
     for (const w of this.stopping) w()
     await Promise.all(this.loops)
     await Promise.all(this.busy.values()).catch(() => undefined)
+    this.halting = false
     this.heldUntil.clear()
     await this.db
       .run('UPDATE liveops_consumers SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = ?', [
@@ -215,10 +219,7 @@ export class EventLog implements EventLogService {
       if (!cur) return 0
       const n =
         cur.rebuild_request !== null
-          ? await this.db.tx(async (tx) => {
-              const now = await tx.get<CursorRow>('SELECT * FROM liveops_consumers WHERE name = ?', [name])
-              return now ? this.startRebuild(c, now, tx, hook) : 0
-            })
+          ? await this.startRebuild(c, cur, hook)
           : await this.take(c, cur, source, hook)
       hook.after?.()
       if (n > 0) this.parking.succeeded(name)
@@ -343,27 +344,22 @@ export class EventLog implements EventLogService {
   }
 
   /**
-   * Performs an asked rebuild in the step's transaction: the consumer deletes its results (from
-   * the date on), and the cursor goes back to the start of the log. Until it passes where it
-   * was (or where an earlier unfinished rebuild was going), rows older than the date are not
-   * delivered again: their results were kept.
+   * Performs an asked rebuild (core/event-log-rebuild.ts): the consumer deletes its results (from
+   * the date on) in slices, then the cursor goes back to the start of the log. Until it passes
+   * where it was (or where an earlier unfinished rebuild was going), rows older than the date are
+   * not delivered again: their results were kept.
    */
-  private async startRebuild(c: LogConsumer, cur: CursorRow, tx: Db, hook: Attempt) {
-    const request = Number(cur.rebuild_request)
-    const from = request === WHOLE ? undefined : request
-    await c.reset(from, tx)
-    await unpark(tx, c.name, from === undefined ? undefined : (game) => c.replayFrom?.(game, from) ?? from)
-    const until = rebuildUntil(cur)
-    const moved = await tx.run(
-      `UPDATE liveops_consumers SET seq = 0, pos = 0, updated_at = ?, rebuild_from = ?, until_seq = ?, until_pos = ?,
-         rebuild_request = NULL, last_error = NULL
-       WHERE name = ? AND lease_owner = ?`,
-      [this.now(), from ?? null, until.seq, until.pos, c.name, this.o.instanceId],
-    )
-    if (moved !== 1) throw new LostLease(`consumer '${c.name}' moved under this instance`)
+  private async startRebuild(c: LogConsumer, cur: CursorRow, hook: Attempt) {
+    const n = await performRebuild(this.db, c, cur, {
+      instanceId: this.o.instanceId,
+      leaseMs: this.leaseMs,
+      now: this.now,
+      log: this.o.log,
+      stopping: () => this.halting,
+      renewed: (until) => this.heldUntil.set(c.name, until),
+    })
     hook.after = () => c.forget?.()
-    this.o.log.info('consumer rebuild started', { consumer: c.name, from: from ?? null })
-    return 1
+    return n
   }
 
   /** The consumers' reads of the log served from a shared one, and those that read the store. */

@@ -1,6 +1,7 @@
 import type { Db, Param } from '../../core/db'
+import { deleteInSlices } from '../../core/db/slices'
 import { type Derivation, type Gathered as RollupBatch, label, pick } from '../../core/derive'
-import type { LogEvent as NormEvent } from '../../core/event-log-types'
+import type { LogEvent as NormEvent, Pause } from '../../core/event-log-types'
 import { byStream, inOrder } from '../../core/order'
 import { type CountedExperiments, Lru, scopeOf } from './exposed'
 import { writeExposures } from './exposures-write'
@@ -84,14 +85,22 @@ export class ExposureRollup implements Derivation<ExposureRows> {
    * undefined). An earlier first exposure or last time stays: the events delivered again (from
    * `from` on) cannot move it (a first exposure only moves earlier, a last time only later).
    */
-  async reset(from: number | undefined, tx: Db): Promise<void> {
-    if (from === undefined) {
-      await tx.run('DELETE FROM experiments_exposures')
-      await tx.run('DELETE FROM experiments_user_events')
-      return
-    }
-    await tx.run('DELETE FROM experiments_exposures WHERE ts >= ?', [from])
-    await tx.run('DELETE FROM experiments_user_events WHERE last_ts >= ?', [from])
+  async reset(from: number | undefined, db: Db, pause: Pause): Promise<void> {
+    // In slices of each key (`LogConsumer.reset`): a row per exposed user and per user and event.
+    const all = { where: '1 = 1', params: [], pinned: [] }
+    await deleteInSlices(
+      db,
+      'experiments_exposures',
+      from === undefined ? all : { ...all, where: 'ts >= ?', params: [from] },
+      pause,
+    )
+    await pause()
+    await deleteInSlices(
+      db,
+      'experiments_user_events',
+      from === undefined ? all : { ...all, where: 'last_ts >= ?', params: [from] },
+      pause,
+    )
   }
 
   private loaded = false

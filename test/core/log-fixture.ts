@@ -1,6 +1,7 @@
 import { afterEach, beforeEach } from 'bun:test'
 import { coreMigrations } from '../../core/auth/migrations'
 import { type Db, migrate } from '../../core/db'
+import { deleteInSlices } from '../../core/db/slices'
 import {
   EventLog,
   type EventLogOptions,
@@ -108,8 +109,10 @@ export function counter(
       const ids = rows.map((r) => r.id)
       return () => seen.push({ ids, by })
     },
-    async reset(from, tx) {
-      await tx.run('DELETE FROM log_out WHERE consumer = ? AND ts >= ?', [name, from ?? 0])
+    // In slices of two rows (a rebuild's reset: core/event-log-rebuild.ts).
+    async reset(from, db, pause) {
+      const scope = { where: 'consumer = ? AND ts >= ?', params: [name, from ?? 0], pinned: ['consumer'] }
+      await deleteInSlices(db, 'log_out', scope, pause, 2)
     },
   }
 }

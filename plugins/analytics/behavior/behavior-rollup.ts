@@ -1,7 +1,7 @@
 import type { Db, Param } from '../../../core/db'
 import { type Derivation, type Gathered as RollupBatch, label, pick } from '../../../core/derive'
 import { KEY_COLUMN_MAX, cut } from '../../../core/event-bounds'
-import type { LogEvent as NormEvent } from '../../../core/event-log-types'
+import type { LogEvent as NormEvent, Pause } from '../../../core/event-log-types'
 import { EVENTS } from '../../../sdk/events'
 import { GameZones } from '../lib/game-zones'
 import { HyperLogLog } from '../lib/hll'
@@ -127,8 +127,8 @@ export class BehaviorRollup implements Derivation<BehaviorRows> {
     this.cache.clear()
   }
 
-  reset(from: number | undefined, tx: Db): Promise<void> {
-    return resetBehavior(this.cuts, tx, from)
+  reset(from: number | undefined, db: Db, pause: Pause): Promise<void> {
+    return resetBehavior(this.cuts, db, from, pause)
   }
 
   async init(db: Db): Promise<void> {

@@ -1,8 +1,9 @@
 import type { Db, Param } from '../../../core/db'
 import { insertRows as insertMany } from '../../../core/db/bulk'
+import { deleteInSlices } from '../../../core/db/slices'
 import type { Derivation, Gathered as RollupBatch, Stored } from '../../../core/derive'
 import { addCapped, cappedSql } from '../../../core/event-bounds'
-import type { LogEvent as NormEvent } from '../../../core/event-log-types'
+import type { LogEvent as NormEvent, Pause } from '../../../core/event-log-types'
 import { MINUTE, floorTo } from '../lib/time'
 
 /** game, env, minute, events: one row per key, keys in order. */
@@ -28,9 +29,13 @@ export class MinuteRollup implements Derivation<MinuteRows> {
   /** It keeps nothing in memory. */
   forget(): void {}
 
-  async reset(from: number | undefined, tx: Db): Promise<void> {
-    if (from === undefined) await tx.run('DELETE FROM analytics_minute')
-    else await tx.run('DELETE FROM analytics_minute WHERE minute >= ?', [floorTo(from, MINUTE)])
+  /** In slices of its key (`LogConsumer.reset`): a month of minutes of many games is many rows. */
+  async reset(from: number | undefined, db: Db, pause: Pause): Promise<void> {
+    const scope =
+      from === undefined
+        ? { where: '1 = 1', params: [], pinned: [] }
+        : { where: 'minute >= ?', params: [floorTo(from, MINUTE)], pinned: [] }
+    await deleteInSlices(db, 'analytics_minute', scope, pause)
   }
 
   gather(events: readonly NormEvent[]): RollupBatch<MinuteRows> | undefined {

@@ -54,7 +54,7 @@ forEachEngine((engine) => {
       )
     }
     const cuts = new RebuildCuts(async (g) => zones[g])
-    await db.tx((tx) => resetAnalytics(cuts, tx, X + 7 * HOUR))
+    await resetAnalytics(cuts, db, X + 7 * HOUR, async () => {})
     const left = async (table: string, col: string, g: string) =>
       (
         await db.all<{ v: number }>(`SELECT ${col} AS v FROM ${table} WHERE game_id = ? ORDER BY ${col}`, [g])
@@ -72,5 +72,68 @@ forEachEngine((engine) => {
     expect(await cuts.replayFrom('utc', X + 7 * HOUR)).toBe(X)
     expect(await cuts.replayFrom('ny', X + 7 * HOUR)).toBe(X + 5 * HOUR)
     expect(await cuts.replayFrom('india', X + 7 * HOUR)).toBe(Number.NEGATIVE_INFINITY)
+  })
+
+  test('a reset cut short at any pause and run again leaves exactly what one whole reset leaves', async () => {
+    const db = store.db
+    const cuts = new RebuildCuts(async (g) => (g === 'ny' ? 'America/New_York' : 'UTC'))
+    // 'late' has results from X on only, in two environments: once an environment's rows of the
+    // tables naming the games are gone, a second run finds it no more, so those go after its other
+    // tables' rows.
+    // The rows of each stream (the other tables stay empty throughout).
+    const rows: Array<[string, string, unknown[]]> = [
+      [
+        'analytics_daily',
+        '(game_id, env, day, dau, new_users, revenue_cents, refunds_cents, failed)',
+        [X, 1, 0, 0, 0, 0],
+      ],
+      ['analytics_user_week', '(game_id, env, week, user_id)', [X + 4 * DAY, 'u']],
+      ['analytics_cohort_week', '(game_id, env, cohort, week, n)', [X + 4 * DAY, X + 4 * DAY, 1]],
+      ['analytics_order', '(game_id, env, order_id, ts, log_id, amount_cents)', ['o1', X + 6 * HOUR, 1, 100]],
+      [
+        'analytics_game_hour',
+        '(game_id, env, hour, metric, dim, n, total, first_ts, last_ts)',
+        [X + 5 * HOUR, 'crash', '', 1, 0, 0, 0],
+      ],
+    ]
+    const seed = async () => {
+      for (const [t] of rows) await db.run(`DELETE FROM ${t}`)
+      for (const [g, env] of [
+        ['late', 'dev'],
+        ['late', 'prod'],
+        ['ny', 'prod'],
+      ])
+        for (const [t, cols, vals] of rows) {
+          const all = [g, env, ...vals] as never[]
+          await db.run(`INSERT INTO ${t} ${cols} VALUES (${all.map(() => '?').join(', ')})`, all)
+        }
+      // New York keeps rows from before its cut.
+      await db.run(
+        "INSERT INTO analytics_daily (game_id, env, day, dau, new_users, revenue_cents, refunds_cents, failed) VALUES ('ny', 'prod', ?, 1, 0, 0, 0, 0)",
+        [X - DAY],
+      )
+    }
+    const snapshot = async () => {
+      const out: Record<string, unknown[]> = {}
+      for (const [t] of rows) out[t] = await db.all(`SELECT * FROM ${t} ORDER BY game_id, env`)
+      return JSON.stringify(out)
+    }
+    await seed()
+    let pauses = 0
+    await resetAnalytics(cuts, db, X, async () => void pauses++)
+    const whole = await snapshot()
+    expect(whole).toContain('"ny"')
+    expect(whole).not.toContain('"late"')
+    for (let k = 1; k <= pauses; k++) {
+      await seed()
+      let n = 0
+      await expect(
+        resetAnalytics(cuts, db, X, async () => {
+          if (++n === k) throw new Error('killed')
+        }),
+      ).rejects.toThrow('killed')
+      await resetAnalytics(cuts, db, X, async () => {})
+      expect({ k, left: await snapshot() }).toEqual({ k, left: whole })
+    }
   })
 })

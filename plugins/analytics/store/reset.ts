@@ -1,4 +1,6 @@
 import type { Db } from '../../../core/db'
+import { deleteInSlices } from '../../../core/db/slices'
+import type { Pause } from '../../../core/event-log-types'
 import { DAY, HOUR, floorTo } from '../lib/time'
 import { type Zone, zone } from '../lib/zone'
 import { mondayOf } from '../server/cohort'
@@ -116,43 +118,80 @@ export class RebuildCuts {
 
   /**
    * Deletes what the rows `replayFrom` delivers again contributed to (everything when `from` is
-   * undefined), game by game. `games` are tables that name every game holding results.
+   * undefined), game by game, in slices of the key (core/db/slices.ts) with `pause` between them:
+   * each slice a statement of its own (`LogConsumer.reset`). `games` are tables that name every
+   * game and environment holding results: their rows go last, so a reset cut short and run again
+   * still finds every game and environment it had not finished.
    */
-  async reset(tx: Db, tables: Tables, games: readonly string[], from: number | undefined): Promise<void> {
+  async reset(db: Db, tables: Tables, games: readonly string[], from: number | undefined, pause: Pause) {
     if (from === undefined) {
-      // PostgreSQL: TRUNCATE (transactional there) leaves no dead rows for the rebuild's inserts
+      // PostgreSQL: TRUNCATE (one cheap statement) leaves no dead rows for the rebuild's inserts
       // to step over in every unique index, and writes no WAL per row (a 10 M-event log's
       // user-days are millions of rows).
-      if (tx.dialect === 'postgres') await tx.run(`TRUNCATE ${tables.map(([t]) => t).join(', ')}`)
-      else for (const [t] of tables) await tx.run(`DELETE FROM ${t}`)
+      if (db.dialect === 'postgres') await db.run(`TRUNCATE ${tables.map(([t]) => t).join(', ')}`)
+      else
+        for (const [t] of tables) {
+          await deleteInSlices(db, t, { where: '1 = 1', params: [], pinned: [] }, pause)
+          await pause()
+        }
       return
     }
-    const ids = new Set<string>()
-    for (const t of games)
-      for (const r of await tx.all<{ game_id: string }>(`SELECT DISTINCT game_id FROM ${t}`))
-        ids.add(r.game_id)
     const day = RebuildCuts.day(from)
-    for (const gameId of [...ids].sort()) {
+    const order = [
+      ...tables.filter(([t]) => !games.includes(t)),
+      ...tables.filter(([t]) => games.includes(t)),
+    ]
+    // Environment by environment: a key (game_id, env, day, ...) is then walked from the date on,
+    // not from the game's first row (the first slice of a month's user-days from its middle held
+    // the loop ~100 ms reading the half it keeps).
+    for (const [gameId, env] of await streamsIn(db, games)) {
       const cut = await this.cut(gameId, from)
-      for (const [t, col, rule] of tables) {
-        if (cut === undefined) await tx.run(`DELETE FROM ${t} WHERE game_id = ?`, [gameId])
-        else
-          await tx.run(`DELETE FROM ${t} WHERE game_id = ? AND ${col} >= ?`, [
-            gameId,
-            rule === 'day' ? day : rule === 'week' ? weekFrom(day) : cut,
-          ])
+      for (const [t, col, rule] of order) {
+        const scope =
+          cut === undefined
+            ? { where: 'game_id = ? AND env = ?', params: [gameId, env], pinned: ['game_id', 'env'] }
+            : {
+                where: `game_id = ? AND env = ? AND ${col} >= ?`,
+                params: [gameId, env, rule === 'day' ? day : rule === 'week' ? weekFrom(day) : cut],
+                pinned: ['game_id', 'env'],
+              }
+        await deleteInSlices(db, t, scope, pause)
+        await pause()
       }
     }
   }
 }
 
+/**
+ * The games and environments `tables` hold rows of, in order: each found by a seek of the key
+ * (game_id, env lead every result table's), not by a walk of the table (`SELECT DISTINCT`).
+ */
+async function streamsIn(db: Db, tables: readonly string[]): Promise<Array<[string, string]>> {
+  const found = new Map<string, [string, string]>()
+  const next = async (sql: string, params: string[]) => (await db.get<{ v: string }>(sql, params))?.v
+  for (const t of tables) {
+    let game = await next(`SELECT game_id AS v FROM ${t} ORDER BY game_id LIMIT 1`, [])
+    while (game !== undefined) {
+      const g = game
+      const env = (after?: string) =>
+        next(
+          `SELECT env AS v FROM ${t} WHERE game_id = ?${after === undefined ? '' : ' AND env > ?'} ORDER BY env LIMIT 1`,
+          after === undefined ? [g] : [g, after],
+        )
+      for (let e = await env(); e !== undefined; e = await env(e)) found.set(`${g}\u0001${e}`, [g, e])
+      game = await next(`SELECT game_id AS v FROM ${t} WHERE game_id > ? ORDER BY game_id LIMIT 1`, [g])
+    }
+  }
+  return [...found.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, s]) => s)
+}
+
 /** The analytics consumer's reset. */
-export const resetAnalytics = (cuts: RebuildCuts, tx: Db, from: number | undefined) =>
-  cuts.reset(tx, ANALYTICS_TABLES, ANALYTICS_GAMES, from)
+export const resetAnalytics = (cuts: RebuildCuts, db: Db, from: number | undefined, pause: Pause) =>
+  cuts.reset(db, ANALYTICS_TABLES, ANALYTICS_GAMES, from, pause)
 
 /** The behavior consumer's reset. */
-export const resetBehavior = (cuts: RebuildCuts, tx: Db, from: number | undefined) =>
-  cuts.reset(tx, BEHAVIOR_TABLES, BEHAVIOR_GAMES, from)
+export const resetBehavior = (cuts: RebuildCuts, db: Db, from: number | undefined, pause: Pause) =>
+  cuts.reset(db, BEHAVIOR_TABLES, BEHAVIOR_GAMES, from, pause)
 
 /**
  * Per-user and per-minute detail past retention goes; day and hour counters stay. Logged

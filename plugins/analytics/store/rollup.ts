@@ -1,6 +1,6 @@
 import type { Db } from '../../../core/db'
 import type { Derivation, Gathered as RollupBatch } from '../../../core/derive'
-import type { LogEvent as NormEvent } from '../../../core/event-log-types'
+import type { LogEvent as NormEvent, Pause } from '../../../core/event-log-types'
 import { turn } from '../../../core/turn'
 import { GAME_EVENTS, countGame } from '../game/game-rollup'
 import { GameZones } from '../lib/game-zones'
@@ -106,8 +106,8 @@ export class AnalyticsRollup implements Derivation<AnalyticsRows, Early> {
   private readonly cuts: RebuildCuts
 
   /** Deletes what the consumer derived from each game's rows that a rebuild from `from` delivers again (all when undefined). */
-  async reset(from: number | undefined, tx: Db): Promise<void> {
-    await resetAnalytics(this.cuts, tx, from)
+  async reset(from: number | undefined, db: Db, pause: Pause): Promise<void> {
+    await resetAnalytics(this.cuts, db, from, pause)
   }
 
   replayFrom(gameId: string, from: number): Promise<number> {
