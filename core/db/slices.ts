@@ -12,6 +12,14 @@ export interface Scope {
   where: string
   params: Param[]
   pinned: readonly string[]
+  /**
+   * Optional: of the rows `where` names, only those matching this go, and each slice walks
+   * `slice` keys of `where` whether they match or not: a condition the key does not order (a
+   * user's first day, within a game's users) then never has one statement read the whole scope
+   * looking for matches (a rebuild from a date over 200,000 users: one such read held the loop
+   * ~160 ms).
+   */
+  filter?: { where: string; params: Param[] }
 }
 
 const keys = new WeakMap<Db, Map<string, Promise<string[]>>>()
@@ -88,7 +96,12 @@ export async function deleteInSlices(
   const within =
     scope.pinned.length > 0 && scope.pinned.every((c) => key.slice(0, scope.pinned.length).includes(c))
   const walk = within ? key.slice(scope.pinned.length) : key
-  if (!walk.length) return db.run(`DELETE FROM ${table} WHERE ${scope.where}`, scope.params)
+  const only = scope.filter ? ` AND (${scope.filter.where})` : ''
+  const gone = {
+    where: `(${scope.where})${only}`,
+    params: [...scope.params, ...(scope.filter?.params ?? [])],
+  }
+  if (!walk.length) return db.run(`DELETE FROM ${table} WHERE ${gone.where}`, gone.params)
   const cols = walk.join(', ')
   const sel = within ? { where: `(${scope.where})`, params: scope.params } : { where: '1 = 1', params: [] }
   let deleted = 0
@@ -102,10 +115,11 @@ export async function deleteInSlices(
     )
     const upTo = next ? walk.map((c) => next[c] as Param) : undefined
     const [le, upToParams] = upTo ? compare(db, walk, '<=', upTo) : ['', []]
-    deleted += await db.run(
-      `DELETE FROM ${table} WHERE (${scope.where})${after}${upTo ? ` AND (${le})` : ''}`,
-      [...scope.params, ...afterParams, ...upToParams],
-    )
+    deleted += await db.run(`DELETE FROM ${table} WHERE ${gone.where}${after}${upTo ? ` AND (${le})` : ''}`, [
+      ...gone.params,
+      ...afterParams,
+      ...upToParams,
+    ])
     if (!upTo) return deleted
     last = upTo
     await pause()

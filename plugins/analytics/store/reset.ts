@@ -1,5 +1,5 @@
 import type { Db } from '../../../core/db'
-import { deleteInSlices } from '../../../core/db/slices'
+import { deleteInSlices, primaryKey } from '../../../core/db/slices'
 import type { Pause } from '../../../core/event-log-types'
 import { DAY, HOUR, floorTo } from '../lib/time'
 import { type Zone, zone } from '../lib/zone'
@@ -147,15 +147,29 @@ export class RebuildCuts {
     for (const [gameId, env] of await streamsIn(db, games)) {
       const cut = await this.cut(gameId, from)
       for (const [t, col, rule] of order) {
-        const scope =
-          cut === undefined
-            ? { where: 'game_id = ? AND env = ?', params: [gameId, env], pinned: ['game_id', 'env'] }
-            : {
-                where: `game_id = ? AND env = ? AND ${col} >= ?`,
-                params: [gameId, env, rule === 'day' ? day : rule === 'week' ? weekFrom(day) : cut],
-                pinned: ['game_id', 'env'],
-              }
-        await deleteInSlices(db, t, scope, pause)
+        const stream = { where: 'game_id = ? AND env = ?', params: [gameId, env], pinned: ['game_id', 'env'] }
+        if (cut === undefined) await deleteInSlices(db, t, stream, pause)
+        else {
+          const since = {
+            where: `${col} >= ?`,
+            params: [rule === 'day' ? day : rule === 'week' ? weekFrom(day) : cut],
+          }
+          // A key that goes on with the column (game_id, env, day, ...) is walked from the date on;
+          // any other (a user's first day) key by key, deleting the rows from the date.
+          const ordered = (await primaryKey(db, t))[2] === col
+          await deleteInSlices(
+            db,
+            t,
+            ordered
+              ? {
+                  ...stream,
+                  where: `${stream.where} AND ${since.where}`,
+                  params: [...stream.params, ...since.params],
+                }
+              : { ...stream, filter: since },
+            pause,
+          )
+        }
         await pause()
       }
     }

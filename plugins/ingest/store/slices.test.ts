@@ -73,6 +73,40 @@ forEachEngine((engine) => {
     expect(await count('analytics_user_day', 'game_id = ?', ['g-a'])).toBe(40)
   })
 
+  test('a filter the key does not order: each slice walks the slice size of keys, deleting the matching rows of them', async () => {
+    const db = store.db
+    const params: Param[] = []
+    // Within the game the key goes by environment and day: the rows to go (user ids ending in 7)
+    // are spread over all of it, 100 of 1,000.
+    for (let i = 0; i < 1000; i++) params.push('g-f', i % 2 ? 'prod' : 'dev', (i % 7) * 86_400_000, `u${i}`)
+    for (let i = 0; i < params.length; i += 400 * 4)
+      await insertMany(
+        db,
+        'analytics_user_day',
+        ['game_id', 'env', 'day', 'user_id'],
+        params.slice(i, i + 400 * 4),
+      )
+    const { spy, runs } = counted(db)
+    const n = await deleteInSlices(
+      spy,
+      'analytics_user_day',
+      {
+        where: 'game_id = ?',
+        params: ['g-f'],
+        pinned: ['game_id'],
+        filter: { where: "user_id LIKE '%7'", params: [] },
+      },
+      async () => {},
+      100,
+    )
+    expect(n).toBe(100)
+    // Ten slices of 100 keys each (a slice looking for 100 matches would have read all 1,000 keys).
+    expect(runs.length).toBeGreaterThanOrEqual(10)
+    expect(Math.max(...runs)).toBeLessThan(100)
+    expect(await count('analytics_user_day', "game_id = ? AND user_id LIKE '%7'", ['g-f'])).toBe(0)
+    expect(await count('analytics_user_day', 'game_id = ?', ['g-f'])).toBe(900)
+  })
+
   test('a table keyed by id is walked whole by id, each slice deleting its rows of the stream; a stopped walk resumes', async () => {
     const db = store.db
     const params: Param[] = []
