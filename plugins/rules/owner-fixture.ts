@@ -2,7 +2,7 @@ import { type Engine, type TestApp, makeApp } from '../../test/helpers'
 import { httpSink } from '../notify/testing'
 
 /**
- * The app of the owner tests (incident-owner.test.ts, escalation-owner.test.ts, squat.test.ts): a
+ * The app of the owner tests (incident-owner.test.ts, escalation-owner.test.ts, test/security/alert-squat.test.ts): a
  * `pager` channel every `svc.*` notification goes to, an `oncall` one an escalation pages, the
  * rule `pages` (`svc.down`, escalating to oncall after 400 ms), the rule `holds` (`svc.db`,
  * escalating after an hour: a test makes one due by its `due_at`) and two trigger tokens, team A's

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { forEachEngine, until } from '../../test/helpers'
-import { ownerApp } from './owner-fixture'
+import { ownerApp } from '../../plugins/rules/owner-fixture'
+import { forEachEngine, until } from '../helpers'
 
 type Owners = Awaited<ReturnType<typeof ownerApp>>
 
