@@ -3,7 +3,7 @@ import postgres from 'postgres'
 /**
  * What a PostgreSQL test store looks like as new (test/pg-template.ts), and making a used one so
  * again. Dropping a database costs a checkpoint of the whole server (PostgreSQL 15 requests one,
- * and waits for it, on every database dropped), which under a suite's load took ~1 s a drop (p90 3.2
+ * and waits for it, on every DROP DATABASE), which under a suite's load took ~1 s a drop (p90 3.2
  * s); emptying the few tables a test wrote and setting sequences back takes a fraction of that.
  */
 export interface StoreFacts {

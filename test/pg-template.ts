@@ -37,7 +37,7 @@ import { FACTS_FORM, type StoreFacts, readFacts, resetStore } from './pg-reuse'
  */
 export const SCHEMA = 't_app'
 const TEMPLATE_IDLE_MS = 24 * 3_600_000
-const SPARES = 2
+const SPARES = 3
 const REGISTRY = 'lt_pg_templates'
 /** Advisory lock keys (two int4, the class first): templates by their hash, the sweep, the registry. */
 const LOCKS = 72_410_100
