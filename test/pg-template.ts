@@ -6,39 +6,32 @@ import { migrationSql } from '../core/db/migrate'
 import { migrationSets } from '../core/migration-sets'
 import type { PluginManifest } from '../core/plugin'
 import { PG_URL, pgUrlWith } from './pg-db'
-import { FACTS_FORM, type StoreFacts, readFacts, resetStore } from './pg-reuse'
 
 /**
  * Test stores on PostgreSQL copied from a migrated template, as test/mysql-db.ts does for MySQL.
  * Making a fresh schema and running every plugin's migrations in it cost ~1.0-1.2 s an app, and
  * dropping it ~0.2-0.4 s; a database created from a migrated template (WAL_LOG, PostgreSQL 15's
- * default strategy; FILE_COPY took ~270 ms) has the catalog and rows in ~60 ms. Dropping one
- * makes the server checkpoint (~40 ms alone, ~1 s under a suite's load), so a used store is made
- * as new again and reused (test/pg-reuse.ts) rather than dropped.
+ * default strategy; FILE_COPY took ~270 ms) has the catalog and rows in ~60 ms, and dropping it
+ * takes ~40 ms.
  *
  * - The template (`lt_<hash>`, a hash of what the migrations run on PostgreSQL) is built once per
  *   set of migrations on PG_URL's server and kept between runs: by the first process that needs
  *   it, under an advisory lock (the others wait), migrated in a database of its own (`lb_<hash>`)
- *   and renamed to its name only when complete (what it holds as new recorded in REGISTRY, in
- *   PG_URL's database), then closed to connections (a template must have none while copied).
- * - Each app's store is a database `t_<owner>_<template>_<random>` (schema SCHEMA): the app
- *   migrates as always, checks every checksum against the copied ledger and finds nothing to
- *   apply. A server's own migrations run as written (core/db/migrate.ts); only the test helper
- *   copies. When the app stops, its process keeps the database for its next app of the same
- *   plugins, made as new first (or dropped when a test altered it).
+ *   and renamed to its name only when complete, then closed to connections (a template must have
+ *   none while it is copied). Its store is the schema SCHEMA.
+ * - Each app's store is a copy (`t_<owner>_<random>`, schema SCHEMA): the app migrates as always,
+ *   checks every checksum against the copied ledger and finds nothing to apply. A server's own
+ *   migrations run as written (core/db/migrate.ts); only the test helper copies.
  * - Owners: each process keeps one connection to PG_URL named `lo_<owner>` (application_name)
- *   for as long as it lives. A store whose owner has no such connection and that nobody is
- *   connected to is a spare: another process adopts it (renamed to its own owner, made as new)
- *   before it copies the template again.
- * - The first template a process meets starts a sweep (one process at a time): it drops spares
- *   beyond SPARES of a template, half-built templates nobody is building, and templates of
- *   another hash no app used for TEMPLATE_IDLE_MS (read again under the template's lock) with
- *   their spares. Between runs a server keeps its templates and their few spares, as MySQL's.
+ *   for as long as it lives; a copy whose owner has no such connection and that nobody is
+ *   connected to is left over. The first template a process meets starts a sweep (one process at
+ *   a time) that drops those, half-built templates nobody is building, and templates of another
+ *   hash no app used for TEMPLATE_IDLE_MS (their last use is recorded in REGISTRY, in PG_URL's
+ *   database, and read again under the template's lock before the drop).
  */
 export const SCHEMA = 't_app'
-const TEMPLATE_IDLE_MS = 24 * 3_600_000
-const SPARES = 3
-const REGISTRY = 'lt_pg_templates'
+const TEMPLATE_IDLE_MS = 20 * 60_000
+const REGISTRY = 'lt_registry'
 /** Advisory lock keys (two int4, the class first): templates by their hash, the sweep, the registry. */
 const LOCKS = 72_410_100
 const SWEEP = 1
@@ -65,7 +58,7 @@ function adminSql(): postgres.Sql {
 function templateName(sets: readonly MigrationSet[]): string {
   const pg = { dialect: 'postgres' } as Parameters<typeof migrationSql>[0]
   const h = new Bun.CryptoHasher('sha256')
-  h.update(`pg template, schema ${SCHEMA}, facts ${FACTS_FORM}\n`)
+  h.update(`pg template 1, schema ${SCHEMA}\n`)
   for (const s of sets)
     for (const m of s.migrations) h.update(`${s.plugin}/${m.id}/${m.name}\n${migrationSql(pg, m)}\n`)
   return `lt_${h.digest('hex').slice(0, 24)}`
@@ -73,6 +66,11 @@ function templateName(sets: readonly MigrationSet[]): string {
 
 /** The int4 a template's lock is keyed by. */
 const lockKey = (name: string) => Number.parseInt(name.slice(3, 10), 16)
+
+async function exists(sql: postgres.Sql, name: string): Promise<boolean> {
+  const [row] = await sql`SELECT 1 AS x FROM pg_database WHERE datname = ${name}`
+  return Boolean(row)
+}
 
 /** Takes a session advisory lock, polling (the connection stays free for this process's other queries). */
 async function lock(sql: postgres.Sql, key: number, waitMs: number): Promise<postgres.ReservedSql> {
@@ -104,7 +102,7 @@ function ensureRegistry(): Promise<void> {
     .begin(async (tx) => {
       await tx`SELECT pg_advisory_xact_lock(${LOCKS}, ${REGISTRY_LOCK})`
       await tx.unsafe(
-        `CREATE TABLE IF NOT EXISTS ${REGISTRY} (name TEXT PRIMARY KEY, last_used BIGINT NOT NULL, facts TEXT)`,
+        `CREATE TABLE IF NOT EXISTS ${REGISTRY} (name TEXT PRIMARY KEY, last_used BIGINT NOT NULL)`,
       )
     })
     .then(() => undefined)
@@ -119,69 +117,47 @@ async function touch(sql: postgres.Sql, name: string): Promise<void> {
   )
 }
 
-interface Template {
-  name: string
-  facts: StoreFacts
-}
-
-/** The template's facts when it is complete (built, renamed and recorded). */
-async function ready(sql: postgres.Sql, name: string): Promise<Template | undefined> {
-  const [r] = await sql.unsafe(
-    `SELECT facts FROM ${REGISTRY} WHERE name = $1 AND facts IS NOT NULL
-        AND EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`,
-    [name],
-  )
-  return r ? { name, facts: JSON.parse(r.facts) } : undefined
-}
-
-/** Builds the template of these migrations unless it is there (under its lock). */
-async function buildTemplate(sets: readonly MigrationSet[]): Promise<Template> {
+/** Builds the template of these migrations unless it exists (under its lock). */
+async function buildTemplate(sets: readonly MigrationSet[]): Promise<string> {
   const sql = adminSql()
   const name = templateName(sets)
   const key = lockKey(name)
-  await ensureRegistry()
-  const found = await ready(sql, name)
-  if (found) return found
+  if (await exists(sql, name)) return name
   const held = await lock(sql, key, 300_000)
   try {
     // Recorded before it exists: a sweep never takes a template being built for unrecorded.
     await touch(held, name)
-    const again = await ready(held, name)
-    if (again) return again
+    if (await exists(held, name)) return name
     const building = `lb_${name.slice(3)}`
-    // A builder that died half-way left these; nobody else builds under the lock.
+    // A builder that died half-way left this; nobody else builds under the lock.
     await held.unsafe(`DROP DATABASE IF EXISTS ${building} WITH (FORCE)`)
-    await held.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
     await held.unsafe(`CREATE DATABASE ${building}`)
-    const url = pgUrlWith({ database: building })
-    const db = openDb(url, tmpdir(), { max: 1 })
+    const db = openDb(pgUrlWith({ database: building }), tmpdir(), { max: 1 })
     try {
       await db.exec(`CREATE SCHEMA ${SCHEMA}`)
     } finally {
       await db.close()
     }
-    const store = openDb(url, tmpdir(), { schema: SCHEMA, max: 1 })
+    const store = openDb(pgUrlWith({ database: building }), tmpdir(), { schema: SCHEMA, max: 1 })
     try {
       await migrate(store, sets)
     } finally {
       await store.close()
     }
-    const facts = await readFacts(url, SCHEMA)
-    await held.unsafe(`UPDATE ${REGISTRY} SET facts = $2 WHERE name = $1`, [name, JSON.stringify(facts)])
     await held.unsafe(`ALTER DATABASE ${building} RENAME TO ${name}`)
     // Nobody connects to it again: a copy fails while anyone is connected to its template.
     await held.unsafe(`ALTER DATABASE ${name} WITH ALLOW_CONNECTIONS false`)
-    return { name, facts }
+    return name
   } finally {
     await unlock(held, key)
   }
 }
 
-const templates = new Map<string, Promise<Template | undefined>>()
+const templates = new Map<string, Promise<string | undefined>>()
 const touched = new Map<string, number>()
 
 /** The template of these migrations, built (or found) once per process; undefined when migrating fails. */
-function templateFor(sets: readonly MigrationSet[]): Promise<Template | undefined> {
+function templateFor(sets: readonly MigrationSet[]): Promise<string | undefined> {
   const key = templateName(sets)
   let pending = templates.get(key)
   if (!pending) {
@@ -189,67 +165,6 @@ function templateFor(sets: readonly MigrationSet[]): Promise<Template | undefine
     templates.set(key, pending)
   }
   return pending
-}
-
-/** A template's part of its stores' names. */
-const tagOf = (template: string) => template.slice(3, 15)
-const storeName = (template: string) =>
-  `t_${owner}_${tagOf(template)}_${crypto.randomUUID().replace(/-/g, '').slice(0, 8)}`
-const STORE = /^t_[0-9a-f]{12}_([0-9a-f]{12})_[0-9a-f]{8}$/
-
-/** Stores of this process an app gave back, by template: made as new when taken again. */
-const spares = new Map<string, string[]>()
-
-async function dropStore(name: string): Promise<void> {
-  await adminSql().unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
-}
-
-/** A spare of another, ended process, renamed to this one's and made as new; undefined when none. */
-async function adopt(template: Template): Promise<string | undefined> {
-  const sql = adminSql()
-  for (let attempt = 0; attempt < 3; attempt++) {
-    const [spare] = await sql<{ name: string }[]>`
-      SELECT d.datname AS name FROM pg_database d
-       WHERE d.datname ~ ${`^t_[0-9a-f]{12}_${tagOf(template.name)}_[0-9a-f]{8}$`}
-         AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.application_name = 'lo_' || substr(d.datname, 3, 12))
-         AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.datname = d.datname)
-       ORDER BY random() LIMIT 1`
-    if (!spare) return undefined
-    const mine = storeName(template.name)
-    try {
-      await sql.unsafe(`ALTER DATABASE ${spare.name} RENAME TO ${mine}`)
-    } catch {
-      continue // another process took it first, or someone connected to it
-    }
-    if (await resetStore(pgUrlWith({ database: mine }), SCHEMA, template.facts)) return mine
-    await dropStore(mine)
-  }
-  return undefined
-}
-
-/** A new copy of the template (built again when a sweep dropped it meanwhile). */
-async function copy(sets: readonly MigrationSet[], first: Template): Promise<string> {
-  const sql = adminSql()
-  let template = first
-  for (let attempt = 1; ; attempt++) {
-    const name = storeName(template.name)
-    try {
-      await sql.unsafe(`CREATE DATABASE ${name} TEMPLATE ${template.name}`)
-      return name
-    } catch (e) {
-      const code = (e as { code?: string }).code
-      if (attempt >= 3) throw e
-      if (code === '3D000') {
-        // Swept by another process since this one found it (idle for 20 minutes): built again.
-        templates.delete(template.name)
-        const again = await templateFor(sets)
-        if (!again) throw e
-        template = again
-      } else if (code !== '55006') throw e
-      // 55006: someone was connected to the template (or copying it with FILE_COPY): again.
-      await Bun.sleep(100 * attempt)
-    }
-  }
 }
 
 export interface PgTestStore {
@@ -274,31 +189,39 @@ export async function migratedPgStore(
   } catch {
     return undefined
   }
-  const template = await templateFor(sets)
+  let template = await templateFor(sets)
   if (!template) return undefined
   const sql = adminSql()
-  void sweepOnce(sql, template.name)
-  // Its last use, at most once a minute a process: the sweep keeps what ran in the last 20.
-  if (Date.now() - (touched.get(template.name) ?? 0) > 60_000) {
-    touched.set(template.name, Date.now())
-    await touch(sql, template.name)
+  void sweepOnce(sql, template)
+  const name = `t_${owner}_${crypto.randomUUID().replace(/-/g, '').slice(0, 8)}`
+  for (let attempt = 1; ; attempt++) {
+    try {
+      // Its last use, at most once a minute a process: the sweep keeps what ran in the last 20.
+      if (Date.now() - (touched.get(template) ?? 0) > 60_000) {
+        touched.set(template, Date.now())
+        await touch(sql, template)
+      }
+      await sql.unsafe(`CREATE DATABASE ${name} TEMPLATE ${template}`)
+      break
+    } catch (e) {
+      const code = (e as { code?: string }).code
+      if (attempt >= 3) throw e
+      if (code === '3D000') {
+        // Swept by another process since this one found it (idle for 20 minutes): built again.
+        templates.delete(templateName(sets))
+        touched.delete(template)
+        template = await templateFor(sets)
+        if (!template) throw e
+      } else if (code !== '55006') throw e
+      // 55006: someone was connected to the template (or copying it with FILE_COPY): again.
+      await Bun.sleep(100 * attempt)
+    }
   }
-  const own = spares.get(template.name) ?? []
-  spares.set(template.name, own)
-  let name: string | undefined
-  while (!name && own.length) {
-    const spare = own.pop() ?? ''
-    if (await resetStore(pgUrlWith({ database: spare }), SCHEMA, template.facts)) name = spare
-    else await dropStore(spare)
-  }
-  name ??= (await adopt(template)) ?? (await copy(sets, template))
-  const store = name
   return {
-    url: pgUrlWith({ database: store }),
+    url: pgUrlWith({ database: name }),
     schema: SCHEMA,
-    // Kept for this process's next app (made as new then); a spare for others once it ends.
     drop: async () => {
-      own.push(store)
+      await sql.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
     },
   }
 }
@@ -309,15 +232,22 @@ function sweepOnce(sql: postgres.Sql, current: string): Promise<void> {
   return swept
 }
 
-/** Drops what is not kept (see the top of this file); never while another sweep runs. */
+/** Drops what no live process owns (see the top of this file); never while another sweep runs. */
 async function sweep(sql: postgres.Sql, current: string): Promise<void> {
   const held = await sql.reserve()
   try {
     const [got] = await held`SELECT pg_try_advisory_lock(${LOCKS}, ${SWEEP}) AS got`
     if (!got?.got) return
     try {
+      const copies = await held<{ name: string }[]>`
+        SELECT d.datname AS name FROM pg_database d
+         WHERE d.datname ~ '^t_[0-9a-f]{12}_[0-9a-f]{8}$'
+           AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.application_name = 'lo_' || substr(d.datname, 3, 12))
+           AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.datname = d.datname)`
+      // Without FORCE: should anyone connect to it meanwhile, it stays.
+      for (const { name } of copies)
+        await held.unsafe(`DROP DATABASE IF EXISTS ${name}`).catch(() => undefined)
       await ensureRegistry()
-      const kept = new Set([tagOf(current)])
       const built = await held<{ name: string }[]>`
         SELECT datname AS name FROM pg_database WHERE datname ~ '^l[tb]_[0-9a-f]{24}$'`
       for (const { name } of built) {
@@ -326,10 +256,7 @@ async function sweep(sql: postgres.Sql, current: string): Promise<void> {
         const key = lockKey(template)
         const [mine] = await held`SELECT pg_try_advisory_lock(${LOCKS}, ${key}) AS got`
         // Its builder holds the lock (or this process's own build does): left alone.
-        if (!mine?.got) {
-          kept.add(tagOf(template))
-          continue
-        }
+        if (!mine?.got) continue
         try {
           const [r] = await held.unsafe(`SELECT MAX(last_used) AS used FROM ${REGISTRY} WHERE name = $1`, [
             template,
@@ -339,25 +266,10 @@ async function sweep(sql: postgres.Sql, current: string): Promise<void> {
             await held.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
             if (name.startsWith('lt_'))
               await held.unsafe(`DELETE FROM ${REGISTRY} WHERE name = $1`, [template])
-          } else kept.add(tagOf(template))
+          }
         } finally {
           await held`SELECT pg_advisory_unlock(${LOCKS}, ${key})`
         }
-      }
-      // Spares: stores whose owner has ended and that nobody uses.
-      const spare = await held<{ name: string }[]>`
-        SELECT d.datname AS name FROM pg_database d
-         WHERE d.datname ~ '^t_[0-9a-f]{12}_([0-9a-f]{12}_)?[0-9a-f]{8}$'
-           AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.application_name = 'lo_' || substr(d.datname, 3, 12))
-           AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.datname = d.datname)
-         ORDER BY 1`
-      const count = new Map<string, number>()
-      for (const { name } of spare) {
-        const tag = STORE.exec(name)?.[1]
-        const n = tag && kept.has(tag) ? (count.get(tag) ?? 0) + 1 : Number.POSITIVE_INFINITY
-        if (tag) count.set(tag, n)
-        // Without FORCE: should anyone adopt it meanwhile, it stays.
-        if (n > SPARES) await held.unsafe(`DROP DATABASE IF EXISTS ${name}`).catch(() => undefined)
       }
     } finally {
       await held`SELECT pg_advisory_unlock(${LOCKS}, ${SWEEP})`
