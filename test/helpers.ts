@@ -15,7 +15,6 @@ import type { PluginManifest } from '../core/plugin'
 import { plugins as allPlugins } from '../plugins'
 import { MYSQL_URL, freshMysqlDb, migratedMysqlDb } from './mysql-db'
 import { PG_URL, freshSchema, pgReachable, pgUrlWith, scratchDatabase } from './pg-db'
-import { migratedPgStore } from './pg-template'
 
 export { MYSQL_URL, PG_URL, freshMysqlDb, freshSchema, pgUrlWith, scratchDatabase }
 
@@ -116,8 +115,6 @@ export interface TestApp extends LiveopsApp {
   dataDir: string
   /** The PostgreSQL schema of its store (another app may share it: `makeApp(engine, { store: app })`). */
   pgSchema?: string
-  /** The URL of its PostgreSQL store's database (a copy of a template, or the server's own database). */
-  pgUrl?: string
   /** The MySQL URL of its store (its own database; shared the same way). */
   mysqlUrl?: string
   /** `app.handle` of a request to `http://localhost{path}`; JSON bodies are sent and parsed, an event stream's is not read. */
@@ -141,9 +138,9 @@ export interface MakeAppOptions {
   env?: Record<string, string>
   /** Plugins beside the shipped ones (the example plugin of docs/plugins.md, broken manifests). */
   extraPlugins?: Record<string, PluginManifest>
-  /** A second instance on this app's store (its PostgreSQL database and schema, or MySQL database; left to that app to drop). */
+  /** A second instance on this app's PostgreSQL schema (left to that app to drop; pass its `pgUrl` too). */
   store?: TestApp
-  /** On PostgreSQL: the server to use (one the test runs itself) instead of the shared one; the app gets a fresh schema there. */
+  /** On PostgreSQL: the server to use (one the test runs itself) instead of the shared one. */
   pgUrl?: string
   /** The rate limiter's clock (core/app.ts `clock`): a fixed one keeps a test's requests in one window. */
   clock?: () => number
@@ -162,8 +159,8 @@ function merge(a: Record<string, unknown>, b: Record<string, unknown>): Record<s
 }
 
 /**
- * The real app on a real store: a temp SQLite file, a PostgreSQL or MySQL database copied from a
- * migrated template (or a fresh PostgreSQL schema). Rate limits are lifted unless a test sets them.
+ * The real app on a real store: a temp SQLite file or a fresh PostgreSQL schema. Rate limits are
+ * lifted unless a test sets them.
  */
 /** The plugins an app of these settings enables (none known when the settings do not load). */
 function enabledPlugins(
@@ -180,6 +177,12 @@ function enabledPlugins(
 
 export async function makeApp(engine: Engine, opts: MakeAppOptions = {}): Promise<TestApp> {
   const dataDir = mkdtempSync(join(tmpdir(), 'liveops-test-'))
+  const pg =
+    engine !== 'postgres'
+      ? undefined
+      : opts.store?.pgSchema
+        ? { schema: opts.store.pgSchema, drop: async () => undefined }
+        : await freshSchema(opts.pgUrl)
   const base = {
     data_dir: dataDir,
     auth: { jwt_secret: TEST_JWT_SECRET, admin_token: 'test-admin-token' },
@@ -192,20 +195,6 @@ export async function makeApp(engine: Engine, opts: MakeAppOptions = {}): Promis
   const known = { ...allPlugins, ...opts.extraPlugins }
   const settings = (url: string) =>
     stringify(merge({ ...base, database: { url, pool: 5 } }, opts.config ?? {}))
-  // A new PostgreSQL store is a database of its own copied from the migrated template of its
-  // plugins (test/pg-template.ts); a fresh schema, migrated by the app, where the test names the
-  // server (`pgUrl`) or the store's URL (`config.database.url`) itself.
-  const ownUrl = (opts.config?.database as { url?: unknown } | undefined)?.url !== undefined
-  const pgStore = async () => {
-    if (opts.store?.pgSchema)
-      return { url: opts.store.pgUrl ?? PG_URL, schema: opts.store.pgSchema, drop: async () => undefined }
-    const copy =
-      opts.pgUrl || ownUrl
-        ? undefined
-        : await migratedPgStore(enabledPlugins(settings(PG_URL), known, opts.env))
-    return copy ?? { url: opts.pgUrl ?? PG_URL, ...(await freshSchema(opts.pgUrl)) }
-  }
-  const pg = engine === 'postgres' ? await pgStore() : undefined
   // A new MySQL database starts as a copy of the migrated template of its plugins (test/mysql-db.ts).
   const my =
     engine !== 'mysql'
@@ -214,7 +203,7 @@ export async function makeApp(engine: Engine, opts: MakeAppOptions = {}): Promis
         ? { url: opts.store.mysqlUrl, drop: async () => undefined }
         : ((await migratedMysqlDb(enabledPlugins(settings(MYSQL_URL), known, opts.env))) ??
           (await freshMysqlDb()))
-  const yaml = settings(my ? my.url : pg ? pg.url : join(dataDir, 'test.sqlite'))
+  const yaml = settings(my ? my.url : pg ? (opts.pgUrl ?? PG_URL) : join(dataDir, 'test.sqlite'))
   const config = loadConfig(yaml, known, opts.env ?? {})
   const built = await createApp(config, {
     plugins: known,
@@ -264,7 +253,6 @@ export async function makeApp(engine: Engine, opts: MakeAppOptions = {}): Promis
     engine,
     dataDir,
     pgSchema: pg?.schema,
-    pgUrl: pg?.url,
     mysqlUrl: my?.url,
     req,
     token,
