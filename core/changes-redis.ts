@@ -16,7 +16,9 @@ const RETRY_MS = 1000
  * the first `subscribe`, and a server on MySQL with Redis down did not start meanwhile).
  */
 export function redisNotifier(url: string): Notifier & { close(): void } {
-  const pub = new RedisClient(url, { connectionTimeout: 2000 })
+  // Connected again by each notice when the last connection is gone: with the client's own
+  // reconnecting a notice published while Redis refused waited ~35 s to fail.
+  const pub = new RedisClient(url, { connectionTimeout: 2000, autoReconnect: false, maxRetries: 0 })
   const channels = new Map<string, (payload: string) => void>()
   let sub: RedisClient | undefined
   let closed = false
@@ -54,6 +56,7 @@ export function redisNotifier(url: string): Notifier & { close(): void } {
       }
     },
     async notify(channel, payload) {
+      if (!pub.connected) await pub.connect()
       await pub.publish(channel, payload)
     },
     close() {

@@ -1,5 +1,6 @@
 import { afterAll, expect, test } from 'bun:test'
 import { createLogger } from '../../core/log'
+import { until } from '../../test/helpers'
 import { tcpProxy } from '../../test/tcp-proxy'
 import { GatewayLimiter } from './limiter'
 
@@ -78,6 +79,34 @@ test('a Redis that answers nothing is an outage after the timeouts in a row: eve
     expect(lines.join('\n')).toContain('Redis: no answer for')
   } finally {
     for (const l of ls) l.close()
+    proxy.set('pass')
+  }
+}, 30_000)
+
+test('a Redis refused from the start is down at once, not after the timeouts, and once it answers the instance shares it', async () => {
+  proxy.set('refuse')
+  const prefix = `liveops-test:${crypto.randomUUID()}:`
+  const l = new GatewayLimiter({ requestsPerMinute: 60, burstSize: BURST }, log, {
+    url: `redis://127.0.0.1:${proxy.port}`,
+    prefix,
+    timeoutMs: 1_000,
+    downAfter: 3,
+    retryMs: 50,
+  })
+  try {
+    // Refused: the check reports the refusal, not the bound of 3 s (a client reconnecting on its
+    // own had held every retry of Redis and every health read until it).
+    expect(await admitted(l, 1)).toBe(1)
+    expect(l.mode).toBe('local')
+    const down = await l.check()
+    expect(down.ok).toBe(false)
+    expect(down.error).not.toContain('did not answer')
+    proxy.set('pass')
+    // Answering: a later request connects again and counts in the shared bucket.
+    expect(await until(async () => (await admitted(l, 1)) === 1 && l.mode === 'shared', 10_000)).toBe(true)
+    expect((await l.check()).ok).toBe(true)
+  } finally {
+    l.close()
     proxy.set('pass')
   }
 }, 30_000)

@@ -61,9 +61,13 @@ export class GatewayLimiter implements Limiter {
     this.local = new LocalBuckets(s)
     if (shared) this.watch = new SilenceWatch(shared.timeoutMs, shared.downAfter ?? 3)
     if (shared)
+      // No reconnecting of its own (`connected` connects again when the last connection is gone):
+      // a refused Redis then fails at once, where the client's own retries held a request's retry
+      // of Redis, and every health read, for the whole bound (timeout_ms x 3).
       this.redis = new RedisClient(shared.url, {
         connectionTimeout: Math.max(200, shared.timeoutMs * 4),
-        autoReconnect: true,
+        autoReconnect: false,
+        maxRetries: 0,
         enableOfflineQueue: false,
       })
   }
