@@ -50,7 +50,12 @@ export interface Gathered<R> {
 
 /** A batch's payments, as the derivations that count money read them. */
 export interface Stored {
-  /** `game_id, env, order_id, status, amount_cents, ts, user_id` and the log `id` of each payment in the batch. */
+  /**
+   * `game_id, env, order_id, status, amount_cents, ts, user_id` and the log `id` of each payment
+   * in the batch, in log order. A row that supersedes a client's (`LogPayment.supersedes`) comes
+   * as two: the client's with `sign: -1` (to take off what it counted), then its own with
+   * `replaces: true` (and `sign: 0` when its counts were kept by a rebuild from a date).
+   */
   payments: Promise<Row[]>
   hasPayments: boolean
 }
@@ -61,19 +66,31 @@ export type DerivationWrite<R, E> = (tx: Db, rows: R, stored: Stored, early: Pro
 export function paymentsOf(events: readonly LogEvent[]): Row[] {
   const out: Row[] = []
   for (const e of events)
-    if (e.payment)
-      out.push({
+    if (e.payment) {
+      const p = e.payment
+      const row: Row = {
         game_id: e.gameId,
         env: e.env,
-        order_id: e.payment.orderId,
-        status: e.payment.status,
-        amount_cents: e.payment.amountCents,
+        order_id: p.orderId,
+        status: p.status,
+        amount_cents: p.amountCents,
         ts: e.ts,
         user_id: e.userId,
         id: e.id,
-      })
+      }
+      if (p.supersedes) {
+        const s = p.supersedes
+        out.push({ ...row, amount_cents: s.amountCents, ts: s.ts, user_id: s.userId, id: s.id, sign: -1 })
+        row.replaces = true
+        if (p.recount === false) row.sign = 0
+      }
+      out.push(row)
+    }
   return out
 }
+
+/** A payment row's sign (`Stored.payments`): 1 counts it, -1 takes it off, 0 neither. */
+export const signOf = (r: Row): number => (r.sign === undefined ? 1 : Number(r.sign))
 
 /** The log consumer that runs a derivation: gather, then write in the cursor's transaction. */
 export function derivedConsumer<R, E>(d: Derivation<R, E>): LogConsumer & { init(db: Db): Promise<void> } {

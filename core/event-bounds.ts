@@ -90,7 +90,11 @@ class BoundedEvent implements LogEvent {
     this.network = cutOrNull(e.network)
     this.level = cutOrNull(e.level)
     const p = e.payment
-    this.payment = p && { ...p, orderId: cut(p.orderId, KEY_MAX) }
+    this.payment = p && {
+      ...p,
+      orderId: cut(p.orderId, KEY_MAX),
+      ...(p.supersedes ? { supersedes: bounded(p.supersedes) } : {}),
+    }
     const i = e.invocation
     this.invocation = i && { ...i, functionId: cut(i.functionId, KEY_MAX) }
   }

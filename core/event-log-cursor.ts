@@ -72,11 +72,29 @@ export async function deliverable(
         cut = await c.replayFrom!(e.row.gameId, from)
         cuts.set(e.row.gameId, cut)
       }
+      const p = e.row.payment
+      // A superseding payment (`LogPayment.supersedes`) whose two times lie either side of the cut:
+      // the side before it was kept, so only the other side is delivered.
+      if (p?.supersedes && e.row.ts >= cut !== p.supersedes.ts >= cut) {
+        rows.push(partOf(e.row, e.row.ts >= cut))
+        continue
+      }
       if (e.row.ts < cut) continue
     }
     rows.push(e.row)
   }
   return rows
+}
+
+/**
+ * A superseding payment row with only its own counting (`own`: the client's row before the cut
+ * kept what it counted, and what the supersede took off it), or only the taking off of the
+ * client's (its own counts, before the cut, were kept).
+ */
+function partOf(row: LogRow, own: boolean): LogRow {
+  const { supersedes, ...p } = row.payment!
+  const payment = own ? p : { ...p, supersedes, recount: false as const }
+  return new Proxy(row, { get: (t, k) => (k === 'payment' ? payment : Reflect.get(t, k, t)) })
 }
 
 /** One consumer's status from its row and what lies after its cursor. */

@@ -26,10 +26,25 @@ export interface LogEvent {
   eventId: string | null
   /** The event's other fields. */
   props: Record<string, unknown>
-  /** A payment event's order (the log holds each order and status once). */
-  payment?: { orderId: string; status: 'success' | 'refunded' | 'failed'; amountCents: number }
+  /** A payment event's order (the log holds each order and status once, bar a superseding row). */
+  payment?: LogPayment
   /** A `function.invoke` event's call. */
   invocation?: LogInvocation
+}
+
+/**
+ * A payment's facts. `supersedes`: the row is the trusted server route's write of an order and
+ * status a signed client stored first (docs/security.md, "Superseding payments"): a consumer that
+ * counted `supersedes` (the client's row as it stood, same order and status) takes it off, then
+ * counts this row. `recount: false` (a rebuild from a date whose cut lies between the two rows'
+ * times): only the taking off applies, this row's own counts were kept.
+ */
+export interface LogPayment {
+  orderId: string
+  status: 'success' | 'refunded' | 'failed'
+  amountCents: number
+  supersedes?: LogEvent
+  recount?: false
 }
 
 /** What a `function.invoke` event says of its call. */

@@ -10,6 +10,7 @@ import m008 from './migrations/008_event_log.sql' with { type: 'text' }
 import m009 from './migrations/009_dateless_events.sql' with { type: 'text' }
 import m010 from './migrations/010_log_commits.sql' with { type: 'text' }
 import m011 from './migrations/011_forgetting.sql' with { type: 'text' }
+import m012 from './migrations/012_payment_source.sql' with { type: 'text' }
 
 /** Events are keyed by the rowid (`INTEGER PRIMARY KEY`), which the migration runner makes BIGINT on PostgreSQL. */
 export const ingestMigrations: Migration[] = [
@@ -39,4 +40,5 @@ export const ingestMigrations: Migration[] = [
   { id: 9, name: 'dateless_events', sql: m009 },
   { id: 10, name: 'log_commits', sql: m010, pg: m010.replace(') WITHOUT ROWID;', ');') },
   { id: 11, name: 'forgetting', sql: m011 },
+  { id: 12, name: 'payment_source', sql: m012 },
 ]

@@ -10,6 +10,14 @@ import { type NormEvent, pick, str } from './signed/validate'
  */
 export { byStream, byText, inOrder } from '../../core/order'
 
+/**
+ * The `payment_status` of a log row that supersedes a client's payment (`LogPayment.supersedes`):
+ * its status with this suffix. Only the server route's write takes it; a client's status is one
+ * of `PAYMENT_STATUSES`, so no client can mark a row so.
+ */
+export const SUPERSEDING = '/supersedes'
+export const superseding = (status: string): string => `${status}${SUPERSEDING}`
+
 /** What a `function.invoke` event says of its call. */
 export interface InvocationFacts {
   functionId: string

@@ -3,6 +3,7 @@ import { type Derivation, type Gathered as RollupBatch, label, pick } from '../.
 import { KEY_COLUMN_MAX, cut } from '../../../core/event-bounds'
 import type { LogEvent as NormEvent, Pause } from '../../../core/event-log-types'
 import { EVENTS } from '../../../sdk/events'
+import { REPLACING, TAKEN_OFF } from '../game/game-rollup'
 import { GameZones } from '../lib/game-zones'
 import { HyperLogLog } from '../lib/hll'
 import { HOUR, MINUTE, floorTo } from '../lib/time'
@@ -247,18 +248,12 @@ export class BehaviorRollup implements Derivation<BehaviorRows> {
       count(named, 1, 0, e.ts)
       see(named, e.userId)
       if (e.payment) {
-        const p = e.props
-        g.payments.push(
-          e.gameId,
-          e.env,
-          e.payment.orderId,
-          e.payment.status,
-          day,
-          label(pick(p, 'product_id')) ?? label(pick(p, 'productId')) ?? '',
-          label(pick(p, 'kind')) === 'subscription' ? 'subscription' : 'iap',
-          dimensionOf(p, 'platform') ?? '',
-          e.currency ?? '',
-        )
+        const s = e.payment.supersedes
+        // A superseding row: the client's it takes off and its own, said apart (game-rollup.ts).
+        if (s) {
+          paymentMeta(g.payments, s, `${stream}${sep}${pad(z.day(s.ts))}`, TAKEN_OFF)
+          paymentMeta(g.payments, e, day, REPLACING)
+        } else paymentMeta(g.payments, e, day, '')
         continue
       }
       if (e.event === EVENTS.featureUse) {
@@ -384,4 +379,20 @@ function rowsOf(g: Gathered, due: Array<[string, Sketch, number]>): BehaviorRows
   // Payments carry their local day as a key prefix; the write half needs the number.
   const payments = g.payments.map((v, i) => (i % 9 === 4 ? Number(String(v).split(sep)[2]) : v))
   return { counters, sketches, spans, deaths: g.deaths, payments }
+}
+
+/** A payment's facts the write half matches with the batch's payments (`BehaviorRows.payments`). */
+function paymentMeta(out: Param[], e: NormEvent, day: string, role: string): void {
+  const p = e.props
+  out.push(
+    e.gameId,
+    e.env,
+    e.payment!.orderId,
+    `${e.payment!.status}${role}`,
+    day,
+    label(pick(p, 'product_id')) ?? label(pick(p, 'productId')) ?? '',
+    label(pick(p, 'kind')) === 'subscription' ? 'subscription' : 'iap',
+    dimensionOf(p, 'platform') ?? '',
+    e.currency ?? '',
+  )
 }

@@ -1,7 +1,8 @@
 import type { Db, Param, Row } from '../../../core/db'
 import { type Table, insertRows as insertMany } from '../../../core/db/bulk'
-import type { Stored } from '../../../core/derive'
+import { type Stored, signOf } from '../../../core/derive'
 import { addCapped, cappedSql } from '../../../core/event-bounds'
+import { REPLACING, TAKEN_OFF } from '../game/game-rollup'
 import { countRefunds } from '../store/orders'
 import type { BehaviorRows } from './behavior-rollup'
 
@@ -80,6 +81,13 @@ export async function writeBehavior(tx: Db, rows: BehaviorRows, stored: Stored):
     const found = matchPayments(rows.payments, paid)
     transactions = found.transactions
     if (found.counters.size) counters = mergeCounters(counters, found.counters)
+    // The clients' transactions a server's superseded (before the inserts: the server's may have
+    // the same key): the list shows the server's alone.
+    for (let i = 0; i < found.removed.length; i += 5)
+      await tx.run(
+        'DELETE FROM analytics_transaction WHERE game_id = ? AND env = ? AND ts = ? AND order_id = ? AND status = ?',
+        found.removed.slice(i, i + 5),
+      )
   }
   await Promise.all([
     ...sharing,
@@ -103,32 +111,48 @@ function matchPayments(meta: Param[], paid: Row[]) {
       meta.slice(i, i + W),
     )
   const transactions: Param[] = []
+  const removed: Param[] = []
+  const gone = new Set<string>()
+  /** Where the server's rows that replace a client's start in `transactions`. */
+  const replacing = new Set<number>()
   const counters = new Map<string, Counter>()
+  const role = (r: Row) => (signOf(r) < 0 ? TAKEN_OFF : r.replaces ? REPLACING : '')
   const rows = paid
-    .map((r) => ({ r, m: byOrder.get(`${r.game_id}\u0001${r.env}\u0001${r.order_id}\u0001${r.status}`) }))
+    .map((r) => ({
+      r,
+      m: byOrder.get(`${r.game_id}\u0001${r.env}\u0001${r.order_id}\u0001${r.status}${role(r)}`),
+    }))
     .filter((x): x is { r: Row; m: Param[] } => x.m !== undefined)
     .sort((a, b) => Number(a.r.ts) - Number(b.r.ts))
   for (const { r, m } of rows) {
     const [, , , , day, product, kind, platform, currency] = m
     const cents = Number(r.amount_cents)
     const ts = Number(r.ts)
-    transactions.push(
-      String(r.game_id),
-      String(r.env),
-      ts,
-      String(r.order_id),
-      String(r.status),
-      cents,
-      currency === '' ? null : currency,
-      r.user_id == null ? null : String(r.user_id),
-      product === '' ? null : product,
-      kind,
-      platform === '' ? null : platform,
-    )
-    if (r.status !== 'success' && r.status !== 'refunded') continue
+    const sign = signOf(r)
+    const at = [String(r.game_id), String(r.env), ts, String(r.order_id), String(r.status)]
+    // Taken off: its transaction row goes, stored before or (a rebuild's) in this very batch.
+    if (sign < 0) {
+      removed.push(...at)
+      gone.add(at.join('\u0001'))
+    } else if (r.replaces) replacing.add(transactions.length)
+    if (sign >= 0)
+      transactions.push(
+        String(r.game_id),
+        String(r.env),
+        ts,
+        String(r.order_id),
+        String(r.status),
+        cents,
+        currency === '' ? null : currency,
+        r.user_id == null ? null : String(r.user_id),
+        product === '' ? null : product,
+        kind,
+        platform === '' ? null : platform,
+      )
+    if ((r.status !== 'success' && r.status !== 'refunded') || sign === 0) continue
     // A refund of an order not paid before it, kept as a transaction, counts in no product.
-    const counted = r.status === 'refunded' ? Number(r.counted_cents ?? 0) : cents
-    if (counted <= 0) continue
+    const counted = (r.status === 'refunded' ? Number(r.counted_cents ?? 0) : cents) * sign
+    if (counted === 0) continue
     const k = keyOf(
       r.game_id,
       r.env,
@@ -137,16 +161,25 @@ function matchPayments(meta: Param[], paid: Row[]) {
       String(product),
     )
     const c = counters.get(k)
-    if (!c) counters.set(k, [1, counted, ts, ts])
+    if (!c) counters.set(k, [sign, counted, ts, ts])
     else {
-      c[0]++
+      c[0] += sign
       c[1] = addCapped(c[1], counted)
       c[2] = Math.min(c[2], ts)
       c[3] = Math.max(c[3], ts)
     }
   }
   // One key per transaction row: sorted so concurrent commits insert in one order.
-  return { transactions: sortRows(transactions, 11), counters }
+  // A client's row taken off in this batch is not inserted (a server's of the same key is).
+  const kept = gone.size ? withoutGone(transactions, gone, replacing) : transactions
+  return { transactions: sortRows(kept, 11), counters, removed }
+}
+
+function withoutGone(rows: Param[], gone: Set<string>, replacing: Set<number>): Param[] {
+  const out: Param[] = []
+  for (let i = 0; i < rows.length; i += 11)
+    if (replacing.has(i) || !gone.has(rows.slice(i, i + 5).join('\u0001'))) out.push(...rows.slice(i, i + 11))
+  return out
 }
 
 function mergeCounters(rows: Param[], more: Map<string, Counter>): Param[] {

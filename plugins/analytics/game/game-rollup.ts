@@ -42,16 +42,31 @@ function bump(m: Part['gameDays'], key: string, n: number, total: number, ts: nu
   }
 }
 
+/** The suffixes of a superseding payment's keys in `Part.payments` (`withDays` in store/write.ts). */
+export const TAKEN_OFF = '\u0001-'
+export const REPLACING = '\u0001+'
+
+/** A payment's local day, kind and platform. */
+function paymentMeta(part: Part, e: NormEvent): [number, string, string] {
+  const kind = label(pick(e.props, 'kind')) === 'subscription' ? 'subscription' : 'iap'
+  const said = label(pick(e.props, 'platform'))?.toUpperCase()
+  return [part.s.zone.day(e.ts), kind, said && PLATFORMS.has(said) ? said : '']
+}
+
 /** Adds one event of the vocabulary (or a payment) to its stream's counters in this commit. */
 export function countGame(part: Part, e: NormEvent): void {
   const { ts, userId } = e
   const day = part.s.zone.day(ts)
   const at = (metric: string, dim: string) => `${day}\u0001${metric}\u0001${dim}`
   if (e.payment) {
-    const kind = label(pick(e.props, 'kind')) === 'subscription' ? 'subscription' : 'iap'
-    const said = label(pick(e.props, 'platform'))?.toUpperCase()
-    const platform = said && PLATFORMS.has(said) ? said : ''
-    part.payments.set(`${e.payment.orderId}\u0001${e.payment.status}`, [day, kind, platform])
+    const { orderId, status, supersedes } = e.payment
+    const k = `${orderId}\u0001${status}`
+    // A superseding row (core/event-log-types.ts `LogPayment`): the client's it takes off and its
+    // own, each said apart from a client's row of the same order in the batch (a rebuild's).
+    if (supersedes) {
+      part.payments.set(`${k}${TAKEN_OFF}`, paymentMeta(part, supersedes))
+      part.payments.set(`${k}${REPLACING}`, paymentMeta(part, e))
+    } else part.payments.set(k, paymentMeta(part, e))
     return
   }
   if (userId && SOCIAL.has(e.event)) {

@@ -1,7 +1,7 @@
 import type { Db, Param } from '../../../core/db'
 import { insertRows as insertMany } from '../../../core/db/bulk'
 import { deleteInSlices } from '../../../core/db/slices'
-import type { Derivation, Gathered as RollupBatch, Stored } from '../../../core/derive'
+import { type Derivation, type Gathered as RollupBatch, type Stored, signOf } from '../../../core/derive'
 import { addCapped, cappedSql } from '../../../core/event-bounds'
 import type { LogEvent as NormEvent, Pause } from '../../../core/event-log-types'
 import { MINUTE, floorTo } from '../lib/time'
@@ -90,7 +90,9 @@ async function writeRealtime(tx: Db, rows: MinuteRows, stored: Stored): Promise<
       0,
     ])
   for (const p of paid) {
-    if (p.status !== 'success') continue
+    // A client's success a server's superseded is taken off its minute (core/derive.ts `paymentsOf`).
+    const sign = signOf(p)
+    if (p.status !== 'success' || sign === 0) continue
     const minute = floorTo(Number(p.ts), MINUTE)
     const k = key(String(p.game_id), String(p.env), minute)
     let row = merged.get(k)
@@ -98,7 +100,7 @@ async function writeRealtime(tx: Db, rows: MinuteRows, stored: Stored): Promise<
       row = [String(p.game_id), String(p.env), minute, 0, 0]
       merged.set(k, row)
     }
-    row[4] = addCapped(Number(row[4]), Number(p.amount_cents))
+    row[4] = addCapped(Number(row[4]), sign * Number(p.amount_cents))
   }
   if (merged.size) await insertMany(tx, TABLE, COLS, inKeyOrder(merged), TAIL)
 }

@@ -1,5 +1,6 @@
 import type { Db, Param, Row } from '../../../core/db'
 import { type Table, insertRows } from '../../../core/db/bulk'
+import { signOf } from '../../../core/derive'
 
 /**
  * Which refunds count, for the consumers that count money (analytics' day counters, behavior's
@@ -8,7 +9,8 @@ import { type Table, insertRows } from '../../../core/db/bulk'
  * refund (an order never paid, or paid later) counts nothing. Anyone holding the signing secret
  * could otherwise refund any order for any amount (audit 19 M1). Each consumer keeps its own
  * record of successes (migration 010), written in the transaction that moves its cursor, so a
- * rebuild from the log counts the same.
+ * rebuild from the log counts the same. A server's success that supersedes a client's
+ * (`LogPayment.supersedes`) replaces the record's amount.
  */
 export type OrderTable = 'analytics_order' | 'analytics_behavior_order'
 
@@ -23,34 +25,62 @@ const LOOKUP = 500
  */
 export async function countRefunds(tx: Db, name: OrderTable, paid: Row[]): Promise<Row[]> {
   const successes: Param[][] = []
+  const replacing: Param[][] = []
   const refunds: Row[] = []
-  for (const r of paid)
-    if (r.status === 'success')
-      successes.push([
+  const refundAt: number[] = []
+  /** Orders whose success the server's replaced in this batch: where, and the amount before. */
+  const replacedAt = new Map<string, { at: number; before: number }>()
+  paid.forEach((r, i) => {
+    if (r.status === 'success') {
+      const row = [
         String(r.game_id),
         String(r.env),
         String(r.order_id),
         Number(r.ts),
         Number(r.id),
         Number(r.amount_cents),
-      ])
-    else if (r.status === 'refunded') refunds.push(r)
+      ]
+      // The client's success a server's replaces (core/derive.ts `paymentsOf`): the record takes
+      // the server's amount (its first time and log position stay), so later refunds cap by it.
+      if (signOf(r) < 0)
+        replacedAt.set(key(r.game_id, r.env, r.order_id), { at: i, before: Number(r.amount_cents) })
+      else if (r.replaces) {
+        replacing.push(row)
+        const k = key(r.game_id, r.env, r.order_id)
+        const x = replacedAt.get(k)
+        if (x) x.at = i
+      } else successes.push(row)
+    } else if (r.status === 'refunded' && signOf(r) > 0) {
+      refunds.push(r)
+      refundAt.push(i)
+    }
+  })
   // Key order, the order every commit inserts in.
-  successes.sort((a, b) => (key(a[0], a[1], a[2]) < key(b[0], b[1], b[2]) ? -1 : 1))
-  const stored = insertRows(
-    tx,
-    table(name),
-    COLS,
-    successes.flat(),
-    'ON CONFLICT (game_id, env, order_id) DO NOTHING',
-  )
-  await stored
+  const byKey = (a: Param[], b: Param[]) => (key(a[0], a[1], a[2]) < key(b[0], b[1], b[2]) ? -1 : 1)
+  successes.sort(byKey)
+  await insertRows(tx, table(name), COLS, successes.flat(), 'ON CONFLICT (game_id, env, order_id) DO NOTHING')
+  if (replacing.length)
+    await insertRows(
+      tx,
+      table(name),
+      COLS,
+      replacing.sort(byKey).flat(),
+      'ON CONFLICT (game_id, env, order_id) DO UPDATE SET amount_cents = excluded.amount_cents',
+    )
   if (!refunds.length) return paid
   const known = await lookUp(tx, name, refunds)
   const counted = new Map<Row, number>()
-  for (const r of refunds) {
-    const s = known.get(key(r.game_id, r.env, r.order_id))
-    counted.set(r, s && s.logId < Number(r.id) ? Math.min(Number(r.amount_cents), s.amount) : 0)
+  for (let j = 0; j < refunds.length; j++) {
+    const r = refunds[j]
+    const k = key(r.game_id, r.env, r.order_id)
+    const s = known.get(k)
+    // A refund before the server's success in this batch met the client's amount.
+    const x = replacedAt.get(k)
+    const cap = x && refundAt[j] < x.at ? x.before : s?.amount
+    counted.set(
+      r,
+      s && cap !== undefined && s.logId < Number(r.id) ? Math.min(Number(r.amount_cents), cap) : 0,
+    )
   }
   return paid.map((r) => (counted.has(r) ? { ...r, counted_cents: counted.get(r)! } : r))
 }
@@ -60,7 +90,8 @@ const key = (g: unknown, env: unknown, order: unknown) => `${g}\u0001${env}\u000
 /** The stored successes of the refunds' orders, by key, a statement per stream and `LOOKUP` orders. */
 async function lookUp(tx: Db, name: OrderTable, refunds: Row[]) {
   const byStream = new Map<string, { g: string; env: string; orders: Set<string> }>()
-  for (const r of refunds) {
+  for (let j = 0; j < refunds.length; j++) {
+    const r = refunds[j]
     const k = `${r.game_id}\u0001${r.env}`
     let s = byStream.get(k)
     if (!s) {

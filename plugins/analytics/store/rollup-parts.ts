@@ -183,8 +183,9 @@ export function rows(ordered: Part[], firstDays?: FirstDayCache): AnalyticsRows 
       out.gameHours.push(g, env, Number(hour), metric, dim, v[0], v[1], v[2], v[3])
     }
     for (const k of inOrder(p.payments)) {
-      const [order, status] = k.split('\u0001')
-      out.payments.push(g, env, order, status, ...p.payments.get(k)!)
+      // The status keeps a superseding payment's suffix (game/game-rollup.ts `TAKEN_OFF`).
+      const cut = k.indexOf('\u0001')
+      out.payments.push(g, env, k.slice(0, cut), k.slice(cut + 1), ...p.payments.get(k)!)
     }
     for (const user of inOrder(p.social)) out.social.push(g, env, user, p.social.get(user)!)
     for (const k of inOrder(p.platforms)) {

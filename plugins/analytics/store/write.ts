@@ -5,8 +5,9 @@ import {
   jsonRows,
   tableSelect as jsonSelect,
 } from '../../../core/db/bulk'
-import type { Stored } from '../../../core/derive'
+import { type Stored, signOf } from '../../../core/derive'
 import { addCapped, cappedSql } from '../../../core/event-bounds'
+import { REPLACING, TAKEN_OFF } from '../game/game-rollup'
 import { DAY, floorTo } from '../lib/time'
 import { countMergedCohorts, firstDay, weekOf } from '../server/cohort'
 import { countRefunds } from './orders'
@@ -185,11 +186,13 @@ function dayCounters(active: Row[], fresh: Row[] = [], paid: ReturnType<typeof w
   for (const r of active) bump(r.game_id, r.env, Number(r.day), 3, 1)
   for (const r of fresh) bump(r.game_id, r.env, Number(r.first_day), 4, 1)
   for (const r of paid) {
-    if (r.status === 'success') bump(r.game_id, r.env, r.day, 5, Number(r.amount_cents))
+    // A client's payment a server's supersedes is taken off (-1), a kept one counts nothing (0).
+    if (r.sign === 0) continue
+    if (r.status === 'success') bump(r.game_id, r.env, r.day, 5, r.sign * Number(r.amount_cents))
     // A refund counts what it takes off a success of its order seen before it (store/orders.ts).
     else if (r.status === 'refunded') {
-      if (r.counted > 0) bump(r.game_id, r.env, r.day, 6, r.counted)
-    } else bump(r.game_id, r.env, r.day, 7, 1)
+      if (r.counted > 0) bump(r.game_id, r.env, r.day, 6, r.sign * r.counted)
+    } else bump(r.game_id, r.env, r.day, 7, r.sign)
   }
   return [...daily.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).flatMap(([, v]) => v)
 }
@@ -268,6 +271,8 @@ interface Paid {
   amount_cents: number
   /** A refund's amount counted against its order (`countRefunds`); a payment's own amount otherwise. */
   counted: number
+  /** 1 counts it; -1 takes off a client's payment a server's superseded; 0 counts nothing (`Stored`). */
+  sign: number
   user_id: string | null
   ts: number
   day: number
@@ -287,8 +292,11 @@ function withDays(rows: AnalyticsRows, paid: Row[]): Paid[] {
       String(p[i + 6]),
     ])
   return paid.map((r) => {
-    const m = meta.get(`${r.game_id}\u0001${r.env}\u0001${r.order_id}\u0001${r.status}`)
+    const sign = signOf(r)
+    const role = sign < 0 ? TAKEN_OFF : r.replaces ? REPLACING : ''
+    const m = meta.get(`${r.game_id}\u0001${r.env}\u0001${r.order_id}\u0001${r.status}${role}`)
     return {
+      sign,
       game_id: String(r.game_id),
       env: String(r.env),
       status: String(r.status),
@@ -308,15 +316,17 @@ function withDays(rows: AnalyticsRows, paid: Row[]): Paid[] {
  * paying users from the payments that turned out new, merged per key, in key order.
  */
 async function gameDays(tx: Db, rows: AnalyticsRows, paid: Paid[]): Promise<void> {
-  const success = paid.filter((r) => r.status === 'success')
+  const success = paid.filter((r) => r.status === 'success' && r.sign !== 0)
   if (!success.length) {
     await upsert(tx, 'gameDays', rows.gameDays)
     return
   }
   const payers: Param[] = []
   const platformPayers: Param[] = []
+  // A payer taken off stays a payer of that day: the sets cannot tell whether another payment
+  // made them one (docs/analytics.md, "Superseding payments").
   for (const r of success)
-    if (r.user_id) {
+    if (r.user_id && r.sign > 0) {
       payers.push(r.game_id, r.env, r.day, r.user_id)
       // The users who paid on a platform that day (ARPPU by platform).
       if (r.platform) platformPayers.push(r.game_id, r.env, r.day, r.platform, 1, r.user_id)
@@ -351,7 +361,7 @@ async function gameDays(tx: Db, rows: AnalyticsRows, paid: Paid[]): Promise<void
     merged.set(k, d.slice(i, i + 9))
   }
   for (const r of success)
-    add(r.game_id, r.env, r.day, 'rev', `${r.kind}|${r.platform}`, 1, r.amount_cents, r.ts)
+    add(r.game_id, r.env, r.day, 'rev', `${r.kind}|${r.platform}`, r.sign, r.sign * r.amount_cents, r.ts)
   for (const r of newPayers)
     add(String(r.game_id), String(r.env), Number(r.day), 'payers', '', 1, 0, Number(r.day))
   const out = [...merged.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).flatMap(([, v]) => v)

@@ -14,6 +14,18 @@ const PAYMENT_COLS = [
   'ts',
   'received_at',
 ]
+/** Values of a client's payment row (`PAYMENT_COLS`); a server's adds its `source`. */
+export const PAYMENT_WIDTH = PAYMENT_COLS.length
+const SERVER_PAYMENT_COLS = [...PAYMENT_COLS, 'source']
+/**
+ * The server's payment that replaces a client's stored first (docs/security.md): only a client's
+ * row is replaced, so a second server write, or a concurrent one, changes nothing (0 rows: the
+ * commit rolls back as for a duplicate, and the writer sorts it out).
+ */
+const SUPERSEDE_SQL = `UPDATE ingest_payments SET amount_cents = ?, currency = ?, user_id = ?, ts = ?, received_at = ?,
+  source = 'server' WHERE game_id = ? AND env = ? AND order_id = ? AND status = ? AND source = 'client'`
+const SUPERSEDE_WIDTH = 9
+
 const INVOCATION_COLS = [
   'id',
   'game_id',
@@ -68,6 +80,10 @@ const EVENT_COLS_SEQ = [...EVENT_COLS, 'seq']
 export interface CommitRows {
   events: EventRows
   payments: Param[]
+  /** The server route's new payments: `PAYMENT_COLS` and `source` (rare; absent when none). */
+  serverPayments?: Param[]
+  /** The server route's payments that replace a client's: `SUPERSEDE_SQL`'s parameters, row after row. */
+  supersede?: Param[]
   invocations: Param[]
   /** `nonce, expires_at` pairs of the requests in this commit (single-instance replay window). */
   nonces?: Param[]
@@ -235,7 +251,11 @@ async function writeRows(
     }
   }
   const payments = insertMany(tx, 'ingest_payments', PAYMENT_COLS, rows.payments, PAYMENTS_TAIL)
-  const [, , paid] = await Promise.all([
+  const server = rows.serverPayments?.length
+    ? insertMany(tx, 'ingest_payments', SERVER_PAYMENT_COLS, rows.serverPayments, PAYMENTS_TAIL)
+    : undefined
+  const replaced = rows.supersede?.length ? supersede(tx, rows.supersede) : undefined
+  const [, , paid, , serverPaid, replacedAll] = await Promise.all([
     Promise.all(raw),
     insertMany(tx, 'ingest_invocations', INVOCATION_COLS, rows.invocations),
     payments,
@@ -248,10 +268,23 @@ async function writeRows(
           'ON CONFLICT (expires_at, nonce) DO NOTHING',
         )
       : undefined,
+    server,
+    replaced,
   ])
   if (idParams && claimed * 2 < rows.eventIds!.length) throw new Error(DUPLICATE_EVENTS)
   if (paid.length * PAYMENT_COLS.length < rows.payments.length) throw new Error(DUPLICATE_PAYMENTS)
+  if (serverPaid && serverPaid.length * SERVER_PAYMENT_COLS.length < rows.serverPayments!.length)
+    throw new Error(DUPLICATE_PAYMENTS)
+  if (replacedAll === false) throw new Error(DUPLICATE_PAYMENTS)
   return seq
+}
+
+/** Replaces the clients' rows (`SUPERSEDE_SQL`), one statement each; false when one was not a client's. */
+async function supersede(tx: Db, params: Param[]): Promise<boolean> {
+  let all = true
+  for (let i = 0; i < params.length; i += SUPERSEDE_WIDTH)
+    if ((await tx.run(SUPERSEDE_SQL, params.slice(i, i + SUPERSEDE_WIDTH))) !== 1) all = false
+  return all
 }
 
 /**

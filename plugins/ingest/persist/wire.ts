@@ -34,6 +34,8 @@ const lists = (rows: CommitRows): Array<Param[] | undefined> => [
   rows.invocations,
   rows.nonces,
   rows.eventIds,
+  rows.serverPayments,
+  rows.supersede,
 ]
 
 export function encodeCommit(rows: CommitRows): WireCommit {
@@ -92,7 +94,8 @@ export function decodeCommit(w: WireCommit): CommitRows {
     }
     return out
   }
-  const [streams, cols, props, payments, invocations, nonces, eventIds] = w.sizes.map(take)
+  const [streams, cols, props, payments, invocations, nonces, eventIds, serverPayments, supersede] =
+    w.sizes.map(take)
   return {
     events: {
       firstId: w.firstId,
@@ -105,5 +108,7 @@ export function decodeCommit(w: WireCommit): CommitRows {
     invocations: invocations!,
     nonces,
     eventIds,
+    serverPayments,
+    supersede,
   }
 }

@@ -1,8 +1,8 @@
 import type { Param } from '../../../core/db'
-import { inOrder, invocationOf } from '../rows'
+import { inOrder, invocationOf, superseding } from '../rows'
 import type { NormEvent } from '../signed/validate'
 import { EVENT_WIRE_WIDTH } from '../store/event-cols'
-import type { CommitRows, EventRows } from './persist'
+import { type CommitRows, type EventRows, PAYMENT_WIDTH } from './persist'
 
 /**
  * The rows of one commit of the group writer (`writer.ts`): raw events, payments, invocations
@@ -40,6 +40,8 @@ export function gatherRows(events: NormEvent[], now: number, ids: { last: number
   /** stream index -> order -> status -> row: a payment repeated within the commit is sent once. */
   const paid = new Map<number, Map<string, Map<string, Param[]>>>()
   const index = new Map<string, number>()
+  /** The server's payments that replace a client's (`UPDATE` parameters, see persist.ts). */
+  const supersede: Param[] = []
   let stream = -1
   let lastGame = ''
   let lastEnv = ''
@@ -70,10 +72,13 @@ export function gatherRows(events: NormEvent[], now: number, ids: { last: number
     cols[k++] = e.durationMs
     cols[k++] = e.network
     cols[k++] = e.level
-    cols[k] = e.payment ? e.payment.status : null
+    cols[k] = e.payment ? (e.payment.supersedes ? superseding(e.payment.status) : e.payment.status) : null
     props[i] = propsJson(e.props)
     if (e.eventId !== null) withId.push(i)
-    if (e.payment) {
+    if (e.payment?.supersedes) {
+      const p = e.payment
+      supersede.push(p.amountCents, e.currency, userId, ts, now, gameId, env, p.orderId, p.status)
+    } else if (e.payment) {
       const { orderId, status } = e.payment
       let orders = paid.get(stream)
       if (!orders) {
@@ -85,8 +90,8 @@ export function gatherRows(events: NormEvent[], now: number, ids: { last: number
         byStatus = new Map()
         orders.set(orderId, byStatus)
       }
-      if (!byStatus.has(status))
-        byStatus.set(status, [
+      if (!byStatus.has(status)) {
+        const row: Param[] = [
           gameId,
           env,
           orderId,
@@ -96,7 +101,11 @@ export function gatherRows(events: NormEvent[], now: number, ids: { last: number
           userId,
           ts,
           now,
-        ])
+        ]
+        // The server route's rows say so (`ingest_payments.source`); a client's take the default.
+        if (e.server) row.push('server')
+        byStatus.set(status, row)
+      }
     }
     if (e.event === 'function.invoke') {
       const f = invocationOf(e)
@@ -117,16 +126,28 @@ export function gatherRows(events: NormEvent[], now: number, ids: { last: number
   ids.last = firstId + events.length - 1
   // Payments in key order: game, environment, order, status.
   const payments: Param[] = []
+  const serverPayments: Param[] = []
   const order = [...index.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
   for (const [, st] of order) {
     const orders = paid.get(st)
     if (!orders) continue
     for (const o of inOrder(orders)) {
       const byStatus = orders.get(o)!
-      for (const status of inOrder(byStatus)) payments.push(...byStatus.get(status)!)
+      for (const status of inOrder(byStatus)) {
+        const row = byStatus.get(status)!
+        if (row.length > PAYMENT_WIDTH) serverPayments.push(...row)
+        else payments.push(...row)
+      }
     }
   }
-  return { ev, payments, invocations, eventIds: eventIdsInKeyOrder(events, withId) }
+  return {
+    ev,
+    payments,
+    serverPayments: serverPayments.length ? serverPayments : undefined,
+    supersede: supersede.length ? supersede : undefined,
+    invocations,
+    eventIds: eventIdsInKeyOrder(events, withId),
+  }
 }
 
 /** A commit of nonces alone. */
@@ -143,8 +164,8 @@ export const paymentKey = (e: NormEvent) =>
   `${e.gameId}\u0001${e.env}\u0001${e.payment!.orderId}\u0001${e.payment!.status}`
 
 /**
- * The events with each payment (game, environment, order, status) once, the first kept: the log
- * holds a re-sent payment once, whatever its event_id.
+ * The events with each payment (game, environment, order, status) once, the first kept (the
+ * server route's before any client's): the log holds a re-sent payment once, whatever its event_id.
  */
 export function firstOfEachPayment(events: NormEvent[]): NormEvent[] {
   let seen: Set<string> | undefined
@@ -160,14 +181,16 @@ export function firstOfEachPayment(events: NormEvent[]): NormEvent[] {
     seen.add(k)
   }
   if (!dropped) return events
-  const kept = new Set<string>()
-  return events.filter((e) => {
-    if (!e.payment) return true
+  // The first of each, but the server's where one is among them: a client's write before it in
+  // the same commit is then not stored at all, as if the server's had superseded it.
+  const chosen = new Map<string, NormEvent>()
+  for (const e of events) {
+    if (!e.payment) continue
     const k = paymentKey(e)
-    if (kept.has(k)) return false
-    kept.add(k)
-    return true
-  })
+    const c = chosen.get(k)
+    if (!c || (e.server && !c.server)) chosen.set(k, e)
+  }
+  return events.filter((e) => !e.payment || chosen.get(paymentKey(e)) === e)
 }
 
 /** Thrown by `gatherRows` when an (game, environment, event_id) repeats within the commit. */

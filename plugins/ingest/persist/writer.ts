@@ -6,14 +6,8 @@ import type { NormEvent } from '../signed/validate'
 import { committedEntries } from '../store/log'
 import type { RecentRows } from '../store/recent'
 import { type CommitRows, DUPLICATE_EVENTS, DUPLICATE_PAYMENTS, persist } from './persist'
-import {
-  REPEATED_IDS,
-  firstOfEachId,
-  firstOfEachPayment,
-  gatherRows,
-  nonceRows,
-  paymentKey,
-} from './writer-rows'
+import { settlePayments } from './supersede'
+import { REPEATED_IDS, firstOfEachId, firstOfEachPayment, gatherRows, nonceRows } from './writer-rows'
 
 /**
  * Commits in flight at once. PostgreSQL overlaps round trips and fsyncs on several connections.
@@ -198,7 +192,7 @@ export class GroupWriter {
         if (attempt >= 5) throw e
         // Each attempt takes out what the store held.
         if (message.includes(DUPLICATE_EVENTS)) list = await this.withoutStored(list)
-        else if (message.includes(DUPLICATE_PAYMENTS)) list = await this.withoutStoredPayments(list)
+        else if (message.includes(DUPLICATE_PAYMENTS)) list = await settlePayments(this.db, list)
         else if (TAKEN_ID.test(message))
           // Past the rows stored and past the present (the other instance's commit in flight
           // numbered from about now), by a random step: the two do not pick the same ids again.
@@ -240,26 +234,10 @@ export class GroupWriter {
     )
   }
 
-  /** The events without the payments whose order and status the store holds. */
-  private async withoutStoredPayments(events: NormEvent[]): Promise<NormEvent[]> {
-    const stored = new Set<string>()
-    for (const e of events) {
-      if (!e.payment) continue
-      const k = paymentKey(e)
-      if (stored.has(k)) continue
-      const row = await this.db.get(
-        'SELECT 1 AS x FROM ingest_payments WHERE game_id = ? AND env = ? AND order_id = ? AND status = ?',
-        [e.gameId, e.env, e.payment.orderId, e.payment.status],
-      )
-      if (row) stored.add(k)
-    }
-    return events.filter((e) => !e.payment || !stored.has(paymentKey(e)))
-  }
-
   private async commitOnce(events: NormEvent[], nonces: Param[]): Promise<void> {
     // The per-event work runs in a plain function, which the JIT optimizes better than async ones.
-    const { ev, payments, invocations, eventIds } = gatherRows(events, Date.now(), this.ids)
-    const seq = await this.persistRows({ events: ev, payments, invocations, nonces, eventIds })
+    const { ev, ...rows } = gatherRows(events, Date.now(), this.ids)
+    const seq = await this.persistRows({ events: ev, ...rows, nonces })
     if (this.handOver && typeof seq === 'number' && ev.props.length) {
       const entries = committedEntries(ev, seq)
       const after = this.lastAt

@@ -266,7 +266,9 @@ export async function collect(
 
 /**
  * Server-side writes (`/api/v1/analytics/ingest`, `/payments/ingest`): validated like signed
- * ingestion and bound by the same privacy policy, but never sampled.
+ * ingestion and bound by the same privacy policy, but never sampled. Their payments are the
+ * server's (`ingest_payments.source`): one of an order and status a client stored first
+ * supersedes it (docs/security.md, "Superseding payments").
  */
 export async function serverWrite(ing: Ingestor, body: unknown[], payments: boolean) {
   const events = checked(body, payments, undefined, undefined, eventWindow(ing.config, Date.now()))
@@ -275,6 +277,8 @@ export async function serverWrite(ing: Ingestor, body: unknown[], payments: bool
   )
   const { kept, denied } = protect(events, envs)
   if (denied.length) throw piiDenied(denied)
+  // The trusted route's payments replace a client's stored first (persist/writer.ts, `settle`).
+  if (payments) for (const e of kept) if (e.payment) e.server = true
   await ing.store(kept)
   return { ok: true as const, accepted: kept.length }
 }

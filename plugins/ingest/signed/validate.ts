@@ -10,7 +10,10 @@ import type { LogEvent } from '../../../core/event-log-types'
  * One accepted event, normalized (`props` is the event object as sent): what the log's consumers
  * later read (`LogEvent`, core/event-log-types.ts), before it has a stored id and receive time.
  */
-export type NormEvent = Omit<LogEvent, 'id' | 'receivedAt' | 'invocation'>
+export type NormEvent = Omit<LogEvent, 'id' | 'receivedAt' | 'invocation'> & {
+  /** Written through the trusted server route (`serverWrite`): its payment may supersede a client's. */
+  server?: true
+}
 
 /**
  * The key of one game's environment (a stream) in the maps the ingest path shares:

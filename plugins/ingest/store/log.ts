@@ -2,12 +2,13 @@ import type { Db } from '../../../core/db'
 import type {
   LogEntry,
   LogEvent,
+  LogPayment,
   LogPosition,
   LogSource,
   PendingOptions,
 } from '../../../core/event-log-types'
 import type { EventRows } from '../persist/persist'
-import { invocationOf } from '../rows'
+import { SUPERSEDING, invocationOf } from '../rows'
 import { PAYMENT_STATUSES, type PaymentStatus, clean, str } from '../signed/validate'
 import { EVENT_WIRE_COLS, EVENT_WIRE_WIDTH, LOG_COLS } from './event-cols'
 import { readIds, readLogPg, readPositions, readSplit } from './log-pg'
@@ -81,13 +82,22 @@ class StoredEvent implements LogEvent {
     this.durationMs = n(r.duration_ms)
     this.network = r.network
     this.level = r.level
-    const status = r.payment_status
-    if (status !== null && PAYMENT_STATUSES.includes(status as PaymentStatus))
-      this.payment = {
-        orderId: clean(String(this.props.order_id ?? '')),
-        status: status as PaymentStatus,
-        amountCents: Number(r.amount_cents ?? 0),
-      }
+    let status = r.payment_status
+    if (status === null) return
+    // The server's row that supersedes a client's (persist/supersede.ts): only it is so marked.
+    const marked = status.endsWith(SUPERSEDING)
+    if (marked) status = status.slice(0, -SUPERSEDING.length)
+    if (!PAYMENT_STATUSES.includes(status as PaymentStatus)) return
+    const payment: LogPayment = {
+      orderId: clean(String(this.props.order_id ?? '')),
+      status: status as PaymentStatus,
+      amountCents: Number(r.amount_cents ?? 0),
+    }
+    if (marked) {
+      const s = supersededEvent(this, payment, this.props.superseded)
+      if (s) payment.supersedes = s
+    }
+    this.payment = payment
   }
 
   get props(): Record<string, unknown> {
@@ -109,6 +119,38 @@ class StoredEvent implements LogEvent {
     if (this.event !== 'function.invoke') return undefined
     this.invoked ??= invocationOf(this)
     return this.invoked
+  }
+}
+
+const isObj = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v)
+
+/**
+ * The client's payment a superseding row replaces, as consumers see it: what its props'
+ * `superseded` says (persist/supersede.ts), with the superseding row's game, environment, name,
+ * order and status. Its id is the client's raw row's, or, where that was not found, the
+ * superseding row's negated (unique all the same, so consumers can key by it).
+ */
+export function supersededEvent(row: LogEvent, p: LogPayment, v: unknown): LogEvent | undefined {
+  if (!isObj(v)) return undefined
+  const amountCents = Number(v.amount_cents)
+  return {
+    id: typeof v.id === 'number' ? v.id : -row.id,
+    receivedAt: Number(v.received_at),
+    gameId: row.gameId,
+    env: row.env,
+    event: row.event,
+    ts: Number(v.ts),
+    userId: str(v.user_id),
+    sessionId: null,
+    amountCents,
+    currency: str(v.currency),
+    durationMs: null,
+    network: null,
+    level: null,
+    eventId: null,
+    props: isObj(v.props) ? v.props : {},
+    payment: { orderId: p.orderId, status: p.status, amountCents },
   }
 }
 
