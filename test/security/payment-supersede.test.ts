@@ -150,6 +150,22 @@ forEachEngine((engine) => {
       expect(got.payments).toEqual([79.99, 49.99, 2])
     })
 
+    test("a refund between the client's success and the server's stays capped by the client's amount", async () => {
+      // Counted when it came, against what the log held then (10); the rebuild below, which takes
+      // all three in one batch, must count it so too.
+      await client(pay('e', 'success', 10, now, 'client'), pay('e', 'refunded', 50, now, 'client'))
+      await server(pay('e', 'success', 5000, now, 'server'))
+      const got = await figures()
+      expect(got.days).toEqual([
+        [3000, 0],
+        [9999, 5009],
+      ])
+      expect(got.products).toEqual([
+        ['cheap', 0, 0],
+        ['gems', 3, 12999],
+      ])
+    })
+
     test('a rebuild of each money consumer, whole and from a date between the pairs, gives the same figures', async () => {
       const before = await figures()
       const yesterday = new Date(now - DAY).toISOString().slice(0, 10)

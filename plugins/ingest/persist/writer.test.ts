@@ -101,4 +101,32 @@ forEachEngine((engine) => {
     expect(await count('io-')).toBe(0)
     await writer.idle()
   })
+
+  test("a client's payment and the server's of the same order and status in one commit: the server's alone is stored", async () => {
+    const writer = new GroupWriter(store.db, log, (rows) => persist(store.db, rows))
+    const pay = (uid: string, amount: number) => ({
+      event: 'payment',
+      ts: String(Date.now()),
+      game_id: 'g',
+      env: 'prod',
+      uid,
+      order_id: 'same-commit',
+      status: 'success',
+      amount_cents: amount,
+    })
+    const [client, server] = checked([pay('attacker', 1), pay('buyer', 4999)], true)
+    server.server = true
+    await writer.write([client, server])
+    const rows = await store.db.all<{ amount_cents: number; user_id: string; source: string }>(
+      "SELECT amount_cents, user_id, source FROM ingest_payments WHERE order_id = 'same-commit'",
+    )
+    expect(rows.map((r) => [Number(r.amount_cents), r.user_id, r.source])).toEqual([
+      [4999, 'buyer', 'server'],
+    ])
+    const logged = await store.db.all<{ user_id: string }>(
+      "SELECT user_id FROM ingest_events WHERE event = 'payment' AND props LIKE '%same-commit%'",
+    )
+    expect(logged.map((r) => r.user_id)).toEqual(['buyer'])
+    await writer.idle()
+  })
 })
