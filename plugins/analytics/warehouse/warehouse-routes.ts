@@ -51,7 +51,12 @@ export function warehouseRoutes(
       audit: false,
       body: t.Array(t.Unknown()),
       response: { 200: S.ServerIngestOut },
-      detail: { tags: ['analytics'], summary: 'Server-side payment write' },
+      detail: {
+        tags: ['analytics'],
+        summary: 'Server-side payment write',
+        description:
+          "The game server's verified payments. A success of an order a signed client stored first supersedes the client's: every revenue figure, product counter and transaction list then holds the server's values (docs/security.md, 'Superseding payments'); a second server write of the same order and status is a duplicate, counted once.",
+      },
     })
     .get(
       '/api/v1/analytics/warehouse/dau',
