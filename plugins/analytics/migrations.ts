@@ -8,6 +8,7 @@ import m007 from './migrations/007_realtime_minute.sql' with { type: 'text' }
 import m008 from './migrations/008_first_seen_by_user.sql' with { type: 'text' }
 import m009 from './migrations/009_platform_users.sql' with { type: 'text' }
 import m010 from './migrations/010_paid_orders.sql' with { type: 'text' }
+import m011 from './migrations/011_order_refunds.sql' with { type: 'text' }
 
 /** SQLite keeps keyed rollups WITHOUT ROWID (see ingest 002); PostgreSQL has no such clause. */
 const pg = (sql: string) => sql.replaceAll(') WITHOUT ROWID;', ');')
@@ -22,6 +23,7 @@ export const migrations: Migration[] = [
   { id: 8, name: 'first_seen_by_user', sql: m008 },
   { id: 9, name: 'platform_users', sql: m009, pg: pg(m009) },
   { id: 10, name: 'paid_orders', sql: m010, pg: pg(m010) },
+  { id: 11, name: 'order_refunds', sql: m011 },
 ]
 
 /**

@@ -62,14 +62,18 @@ forEachEngine((engine) => {
       date: string
       revenueCents: number
       refundsCents: number
+      failed: number
     }>
     const payments = await get(`/api/v1/analytics/payments?${q}`)
     const list = await get(`/api/v1/analytics/payments/transactions?${q}`)
-    const products = await a.db.all<{ name: string; n: number; total: number }>(
-      `SELECT name, SUM(n) AS n, SUM(total) AS total FROM analytics_behavior_day
-       WHERE game_id = ? AND kind = 'product' GROUP BY name ORDER BY name`,
-      [gameId],
-    )
+    const products = async (kind: string) =>
+      (
+        await a.db.all<{ name: string; n: number; total: number }>(
+          `SELECT name, SUM(n) AS n, SUM(total) AS total FROM analytics_behavior_day
+           WHERE game_id = ? AND kind = ? GROUP BY name ORDER BY name`,
+          [gameId, kind],
+        )
+      ).map((p) => [p.name, Number(p.n), Number(p.total)])
     const minutes = await a.db.get<{ v: number }>(
       'SELECT SUM(revenue_cents) AS v FROM analytics_minute WHERE game_id = ?',
       [gameId],
@@ -86,7 +90,9 @@ forEachEngine((engine) => {
         t.userId,
         t.productId,
       ]),
-      products: products.map((p) => [p.name, Number(p.n), Number(p.total)]),
+      products: await products('product'),
+      refunds: await products('product.refund'),
+      failed: points.filter((p) => p.failed).map((p) => p.failed),
       realtime: Number(minutes?.v ?? 0),
     }
   }
@@ -112,6 +118,8 @@ forEachEngine((engine) => {
       ['cheap', 0, 0],
       ['gems', 2, 7999],
     ],
+    refunds: [],
+    failed: [],
     realtime: 7999,
   }
 
@@ -163,6 +171,38 @@ forEachEngine((engine) => {
       expect(got.products).toEqual([
         ['cheap', 0, 0],
         ['gems', 3, 12999],
+      ])
+    })
+
+    test("a server's refund and a failed payment supersede the client's too", async () => {
+      // The server's real order, then the attacker's 1-cent refund of it: counted (a success came
+      // before it), until the server's real refund supersedes it.
+      await server(pay('r', 'success', 2000, now, 'server'))
+      await client(pay('r', 'refunded', 1, now, 'client'))
+      expect((await figures()).days).toEqual([
+        [3000, 0],
+        [11999, 5010],
+      ])
+      await server(pay('r', 'refunded', 2000, now, 'server'))
+      // A failure: the client's, two days before, moves to the server's day.
+      await client(pay('f', 'failed', 5, earlier, 'client'))
+      await server(pay('f', 'failed', 7, now, 'server'))
+      const got = await figures()
+      expect(got.days).toEqual([
+        [3000, 0],
+        [11999, 7009],
+      ])
+      expect(got.failed).toEqual([1])
+      // The attacker's earlier refunds of orders a and e (4999 and 10) stay under its product.
+      expect(got.refunds).toEqual([
+        ['cheap', 2, 5009],
+        ['gems', 1, 2000],
+      ])
+      expect(got.payments).toEqual([149.99, 70.09, 4])
+      expect(got.transactions.filter((t) => t[0] === 'r' || t[0] === 'f')).toEqual([
+        ['r', 'success', 2000, 'buyer', 'gems'],
+        ['r', 'refunded', 2000, 'buyer', 'gems'],
+        ['f', 'failed', 7, 'buyer', 'gems'],
       ])
     })
 

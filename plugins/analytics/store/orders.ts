@@ -10,12 +10,16 @@ import { signOf } from '../../../core/derive'
  * could otherwise refund any order for any amount (audit 19 M1). Each consumer keeps its own
  * record of successes (migration 010), written in the transaction that moves its cursor, so a
  * rebuild from the log counts the same. A server's success that supersedes a client's
- * (`LogPayment.supersedes`) replaces the record's amount.
+ * (`LogPayment.supersedes`) replaces the record's amount; the record keeps what its order's refund
+ * counted (migration 011), so a server's refund that supersedes a client's takes that off.
  */
 export type OrderTable = 'analytics_order' | 'analytics_behavior_order'
 
 const COLS = ['game_id', 'env', 'order_id', 'ts', 'log_id', 'amount_cents']
-const table = (name: OrderTable): Table => ({ name, bigint: ['ts', 'log_id', 'amount_cents'] })
+const table = (name: OrderTable): Table => ({
+  name,
+  bigint: ['ts', 'log_id', 'amount_cents', 'refund_cents'],
+})
 /** Rows looked up per statement (three parameters of the stream, then one per order). */
 const LOOKUP = 500
 
@@ -50,7 +54,7 @@ export async function countRefunds(tx: Db, name: OrderTable, paid: Row[]): Promi
         const x = replacedAt.get(k)
         if (x) x.at = i
       } else successes.push(row)
-    } else if (r.status === 'refunded' && signOf(r) > 0) {
+    } else if (r.status === 'refunded') {
       refunds.push(r)
       refundAt.push(i)
     }
@@ -70,18 +74,34 @@ export async function countRefunds(tx: Db, name: OrderTable, paid: Row[]): Promi
   if (!refunds.length) return paid
   const known = await lookUp(tx, name, refunds)
   const counted = new Map<Row, number>()
+  /** The records whose counted refund this batch set: each order's one refund (its key holds one). */
+  const changed = new Map<string, Param[]>()
   for (let j = 0; j < refunds.length; j++) {
     const r = refunds[j]
     const k = key(r.game_id, r.env, r.order_id)
     const s = known.get(k)
-    // A refund before the server's success in this batch met the client's amount.
-    const x = replacedAt.get(k)
-    const cap = x && refundAt[j] < x.at ? x.before : s?.amount
-    counted.set(
-      r,
-      s && cap !== undefined && s.logId < Number(r.id) ? Math.min(Number(r.amount_cents), cap) : 0,
-    )
+    if (!s) counted.set(r, 0)
+    // A client's refund a server's supersedes: what it counted comes off.
+    else if (signOf(r) < 0) counted.set(r, s.refund)
+    else {
+      // A refund before the server's success in this batch met the client's amount.
+      const x = replacedAt.get(k)
+      const cap = x && refundAt[j] < x.at ? x.before : s.amount
+      const c = s.logId < Number(r.id) ? Math.min(Number(r.amount_cents), cap) : 0
+      counted.set(r, c)
+      s.refund = c
+      changed.set(k, [String(r.game_id), String(r.env), String(r.order_id), s.ts, s.logId, s.amount, c])
+    }
   }
+  // Kept so that a server's refund superseding this one takes off what it counted.
+  if (changed.size)
+    await insertRows(
+      tx,
+      table(name),
+      [...COLS, 'refund_cents'],
+      [...changed.keys()].sort().flatMap((k) => changed.get(k)!),
+      'ON CONFLICT (game_id, env, order_id) DO UPDATE SET refund_cents = excluded.refund_cents',
+    )
   return paid.map((r) => (counted.has(r) ? { ...r, counted_cents: counted.get(r)! } : r))
 }
 
@@ -100,18 +120,29 @@ async function lookUp(tx: Db, name: OrderTable, refunds: Row[]) {
     }
     s.orders.add(String(r.order_id))
   }
-  const known = new Map<string, { logId: number; amount: number }>()
+  const known = new Map<string, { ts: number; logId: number; amount: number; refund: number }>()
   for (const { g, env, orders } of byStream.values()) {
     const all = [...orders]
     for (let i = 0; i < all.length; i += LOOKUP) {
       const part = all.slice(i, i + LOOKUP)
-      const rows = await tx.all<{ order_id: string; log_id: number; amount_cents: number }>(
-        `SELECT order_id, log_id, amount_cents FROM ${name} WHERE game_id = ? AND env = ?
+      const rows = await tx.all<{
+        order_id: string
+        ts: number
+        log_id: number
+        amount_cents: number
+        refund_cents: number
+      }>(
+        `SELECT order_id, ts, log_id, amount_cents, refund_cents FROM ${name} WHERE game_id = ? AND env = ?
          AND order_id IN (${part.map(() => '?').join(', ')})`,
         [g, env, ...part],
       )
       for (const r of rows)
-        known.set(key(g, env, r.order_id), { logId: Number(r.log_id), amount: Number(r.amount_cents) })
+        known.set(key(g, env, r.order_id), {
+          ts: Number(r.ts),
+          logId: Number(r.log_id),
+          amount: Number(r.amount_cents),
+          refund: Number(r.refund_cents),
+        })
     }
   }
   return known

@@ -7,9 +7,8 @@ import { paymentKey } from './writer-rows'
 /**
  * What the group writer does with payments whose order and status the store holds already (the
  * commit rolled back on them, `DUPLICATE_PAYMENTS`): a client's is dropped, as ever (a retry
- * under a new event_id), and so is a server's of a row the server wrote. A server's success (the
- * trusted route, `serverWrite`) of a row a signed client stored first supersedes it (refunds and
- * failures stay duplicates: what a client's refund counted is not kept to be taken off) (docs/security.md,
+ * under a new event_id), and so is a server's of a row the server wrote. A server's (the trusted
+ * route, `serverWrite`) of a row a signed client stored first supersedes it (docs/security.md,
  * "Superseding payments"): its log row carries the client's as it stood, so every consumer that
  * counted the client's takes it off (docs/analytics.md). Only this retry path reads here, and
  * only a duplicate leads to it: the signed path's per-event work is unchanged.
@@ -30,7 +29,7 @@ export async function settlePayments(db: Db, events: NormEvent[]): Promise<NormE
     }
     // Not stored (any more: retention took the client's): a new row after all.
     if (!s) out.push(e.payment.supersedes ? plain(e) : e)
-    else if (e.server && s.source === 'client' && e.payment.status === 'success')
+    else if (e.server && s.source === 'client')
       out.push(e.payment.supersedes ? e : await supersedingOf(db, e, s))
   }
   return out
