@@ -55,7 +55,7 @@ export function warehouseRoutes(
         tags: ['analytics'],
         summary: 'Server-side payment write',
         description:
-          "The game server's verified payments. A success of an order a signed client stored first supersedes the client's: every revenue figure, product counter and transaction list then holds the server's values (docs/security.md, 'Superseding payments'); a second server write of the same order and status is a duplicate, counted once.",
+          "The game server's verified payments. A payment of an order and status a signed client stored first supersedes the client's: every revenue figure, product counter and transaction list then holds the server's values (docs/security.md, 'Superseding payments'); a second server write of the same order and status is a duplicate, counted once.",
       },
     })
     .get(
