@@ -239,6 +239,21 @@ forEachEngine((engine) => {
       expect(rows.map((r) => [Number(r.amount_cents), r.source])).toEqual([[5, 'client']])
     })
 
+    test('an SDK key cannot supersede either: /v1/batch stores no payment at all', async () => {
+      const k = await a.req('POST', '/api/api-keys', {
+        token: admin,
+        body: { name: 'sdk', gameId, environment: 'prod' },
+      })
+      expect(k.status).toBe(201)
+      const r = await a.req('POST', '/v1/batch', {
+        headers: { 'x-api-key': k.body.key },
+        body: [{ ...pay('c', 'success', 900_000, now, 'server'), event_id: 'c-sdk' }],
+      })
+      expect([r.status, r.body.accepted]).toEqual([200, ['c-sdk']])
+      const rows = (await stored()).filter((r) => r.order_id === 'c')
+      expect(rows.map((r) => [Number(r.amount_cents), r.source])).toEqual([[5, 'client']])
+    })
+
     test('the route refuses a viewer (403) and no token (401); a bad payment or an unknown game is 400 naming the field', async () => {
       const body = [pay('d', 'success', 5, now, 'server')]
       const viewer = await a.token('viewer')
