@@ -75,36 +75,38 @@ export function gatherRows(events: NormEvent[], now: number, ids: { last: number
     cols[k] = e.payment ? (e.payment.supersedes ? superseding(e.payment.status) : e.payment.status) : null
     props[i] = propsJson(e.props)
     if (e.eventId !== null) withId.push(i)
-    if (e.payment?.supersedes) {
-      const p = e.payment
-      supersede.push(p.amountCents, e.currency, userId, ts, now, gameId, env, p.orderId, p.status)
-    } else if (e.payment) {
-      const { orderId, status } = e.payment
-      let orders = paid.get(stream)
-      if (!orders) {
-        orders = new Map()
-        paid.set(stream, orders)
-      }
-      let byStatus = orders.get(orderId)
-      if (!byStatus) {
-        byStatus = new Map()
-        orders.set(orderId, byStatus)
-      }
-      if (!byStatus.has(status)) {
-        const row: Param[] = [
-          gameId,
-          env,
-          orderId,
-          status,
-          e.payment.amountCents,
-          e.currency,
-          userId,
-          ts,
-          now,
-        ]
-        // The server route's rows say so (`ingest_payments.source`); a client's take the default.
-        if (e.server) row.push('server')
-        byStatus.set(status, row)
+    // One test for an event without a payment, as before superseding rows existed.
+    if (e.payment) {
+      const { orderId, status, supersedes } = e.payment
+      if (supersedes)
+        supersede.push(e.payment.amountCents, e.currency, userId, ts, now, gameId, env, orderId, status)
+      else {
+        let orders = paid.get(stream)
+        if (!orders) {
+          orders = new Map()
+          paid.set(stream, orders)
+        }
+        let byStatus = orders.get(orderId)
+        if (!byStatus) {
+          byStatus = new Map()
+          orders.set(orderId, byStatus)
+        }
+        if (!byStatus.has(status)) {
+          const row: Param[] = [
+            gameId,
+            env,
+            orderId,
+            status,
+            e.payment.amountCents,
+            e.currency,
+            userId,
+            ts,
+            now,
+          ]
+          // The server route's rows say so (`ingest_payments.source`); a client's take the default.
+          if (e.server) row.push('server')
+          byStatus.set(status, row)
+        }
       }
     }
     if (e.event === 'function.invoke') {
