@@ -254,11 +254,11 @@ forEachEngine((engine) => {
       expect(rows.map((r) => [Number(r.amount_cents), r.source])).toEqual([[5, 'client']])
     })
 
-    test('the route refuses a viewer (403) and no token (401); a bad payment or an unknown game is 400 naming the field', async () => {
+    test('the route refuses every role but the admin (403) and no token (401); a bad payment or an unknown game is 400 naming the field', async () => {
       const body = [pay('d', 'success', 5, now, 'server')]
-      const viewer = await a.token('viewer')
       const path = '/api/v1/analytics/payments/ingest'
-      expect((await a.req('POST', path, { token: viewer, body })).status).toBe(403)
+      for (const role of ['viewer', 'operator', 'analyst', 'developer'])
+        expect((await a.req('POST', path, { token: await a.token(role), body })).status).toBe(403)
       expect((await a.req('POST', path, { body })).status).toBe(401)
       const bad = await a.req('POST', path, { token: admin, body: [{ ...body[0], amount_cents: 0 }] })
       expect(bad.status).toBe(400)
