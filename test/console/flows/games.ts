@@ -65,6 +65,8 @@ export function gameFlows(w: () => World): void {
       const menu = page.getByRole('button', { name: 'Menu' })
       await menu.focus()
       await page.keyboard.press('Enter')
+      // The menu opens on the next render: wait for it, then read it.
+      await page.getByRole('button', { name: 'Menu', expanded: true }).waitFor()
       expect(await menu.getAttribute('aria-expanded')).toBe('true')
       await page
         .getByRole('navigation', { name: 'Pages' })
@@ -72,6 +74,7 @@ export function gameFlows(w: () => World): void {
         .focus()
       await page.keyboard.press('Enter')
       await page.getByRole('heading', { level: 1, name: 'Games' }).waitFor()
+      await page.getByRole('button', { name: 'Menu', expanded: false }).waitFor()
       expect(await menu.getAttribute('aria-expanded')).toBe('false')
       await page.setViewportSize(DESKTOP)
       tab.checkErrors()
