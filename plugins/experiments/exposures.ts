@@ -1,4 +1,5 @@
 import type { Db, Param } from '../../core/db'
+import { rowsByKeys } from '../../core/db/keyed'
 import { deleteInSlices } from '../../core/db/slices'
 import { type Derivation, type Gathered as RollupBatch, label, pick } from '../../core/derive'
 import type { LogEvent as NormEvent, Pause } from '../../core/event-log-types'
@@ -18,8 +19,6 @@ const EXPERIMENTS_KEPT = 10_000
 const NOT_COUNTED_MS = 5_000
 /** Exposed users kept in memory in all, unless told (`experiments.exposed_users_in_memory`). */
 export const EXPOSED_USERS_KEPT = 1_000_000
-/** The most users one lookup in the store names; fewer are padded to a power of two (a few statement texts). */
-const LOOKUP_MAX = 4_096
 
 /**
  * Experiment analysis without scanning raw events, a consumer of the event log: each user's
@@ -146,21 +145,17 @@ export class ExposureRollup implements Derivation<ExposureRows> {
       const u = events[i].userId
       if (u) asked.add(u)
     }
-    const out = new Set<string>()
-    const ids = [...asked]
-    for (let i = 0; i < ids.length; i += LOOKUP_MAX) {
-      const part = ids.slice(i, i + LOOKUP_MAX)
-      let size = 16
-      while (size < part.length) size *= 2
-      // Padded with its first id: one statement text per size.
-      while (part.length < size) part.push(part[0])
-      const rows = await this.db!.all<{ user_id: string }>(
-        `SELECT DISTINCT user_id FROM experiments_exposures WHERE game_id = ? AND env = ? AND user_id IN (${part.map(() => '?').join(', ')})`,
-        [gameId, env, ...part],
-      )
-      for (const r of rows) out.add(r.user_id)
-    }
-    return out
+    const rows = await rowsByKeys<{ user_id: string }>(this.db!, {
+      table: 'experiments_exposures',
+      cols: ['user_id'],
+      scope: [
+        ['game_id', gameId],
+        ['env', env],
+      ],
+      key: 'user_id',
+      keys: [...asked],
+    })
+    return new Set(rows.map((r) => r.user_id))
   }
 
   /** Past `usersKept`, the environments with the most users go to the store until the rest fit. */

@@ -1,5 +1,6 @@
 import type { Db, Param, Row } from '../../../core/db'
 import { type Table, insertRows } from '../../../core/db/bulk'
+import { rowsByKeys } from '../../../core/db/keyed'
 import { signOf } from '../../../core/derive'
 
 /**
@@ -20,8 +21,6 @@ const table = (name: OrderTable): Table => ({
   name,
   bigint: ['ts', 'log_id', 'amount_cents', 'refund_cents'],
 })
-/** Rows looked up per statement (three parameters of the stream, then one per order). */
-const LOOKUP = 500
 
 /**
  * The batch's payments (`Stored.payments`), each refund with `counted_cents`: what it takes off
@@ -107,43 +106,43 @@ export async function countRefunds(tx: Db, name: OrderTable, paid: Row[]): Promi
 
 const key = (g: unknown, env: unknown, order: unknown) => `${g}\u0001${env}\u0001${order}`
 
-/** The stored successes of the refunds' orders, by key, a statement per stream and `LOOKUP` orders. */
+/** The stored successes of the refunds' orders, by key (core/db/keyed.ts: an index lookup a key). */
 async function lookUp(tx: Db, name: OrderTable, refunds: Row[]) {
-  const byStream = new Map<string, { g: string; env: string; orders: Set<string> }>()
-  for (let j = 0; j < refunds.length; j++) {
-    const r = refunds[j]
+  const byStream = new Map<string, { g: string; env: string; orders: string[] }>()
+  for (const r of refunds) {
     const k = `${r.game_id}\u0001${r.env}`
     let s = byStream.get(k)
     if (!s) {
-      s = { g: String(r.game_id), env: String(r.env), orders: new Set() }
+      s = { g: String(r.game_id), env: String(r.env), orders: [] }
       byStream.set(k, s)
     }
-    s.orders.add(String(r.order_id))
+    s.orders.push(String(r.order_id))
   }
   const known = new Map<string, { ts: number; logId: number; amount: number; refund: number }>()
   for (const { g, env, orders } of byStream.values()) {
-    const all = [...orders]
-    for (let i = 0; i < all.length; i += LOOKUP) {
-      const part = all.slice(i, i + LOOKUP)
-      const rows = await tx.all<{
-        order_id: string
-        ts: number
-        log_id: number
-        amount_cents: number
-        refund_cents: number
-      }>(
-        `SELECT order_id, ts, log_id, amount_cents, refund_cents FROM ${name} WHERE game_id = ? AND env = ?
-         AND order_id IN (${part.map(() => '?').join(', ')})`,
-        [g, env, ...part],
-      )
-      for (const r of rows)
-        known.set(key(g, env, r.order_id), {
-          ts: Number(r.ts),
-          logId: Number(r.log_id),
-          amount: Number(r.amount_cents),
-          refund: Number(r.refund_cents),
-        })
-    }
+    const rows = await rowsByKeys<{
+      order_id: string
+      ts: number
+      log_id: number
+      amount_cents: number
+      refund_cents: number
+    }>(tx, {
+      table: name,
+      cols: ['order_id', 'ts', 'log_id', 'amount_cents', 'refund_cents'],
+      scope: [
+        ['game_id', g],
+        ['env', env],
+      ],
+      key: 'order_id',
+      keys: orders,
+    })
+    for (const r of rows)
+      known.set(key(g, env, r.order_id), {
+        ts: Number(r.ts),
+        logId: Number(r.log_id),
+        amount: Number(r.amount_cents),
+        refund: Number(r.refund_cents),
+      })
   }
   return known
 }

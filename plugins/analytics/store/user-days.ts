@@ -1,5 +1,6 @@
 import type { Db, Param, Row } from '../../../core/db'
 import type { Table } from '../../../core/db/bulk'
+import { rowsByKeys } from '../../../core/db/keyed'
 import { countMergedCohorts, mondayOf, weekOf } from '../server/cohort'
 import type { FirstDayCache } from './rollup-parts'
 
@@ -34,9 +35,8 @@ export function weeksOf(days: Row[]): Param[] {
 
 /**
  * The first day of each user of `days` (first sights are stored before user-days in every
- * batch): those the consumer's cache `known` holds from it, the others by one statement per
- * stream and up to 512 users, in power-of-two sizes so the statement texts repeat (and noted in
- * `known`).
+ * batch): those the consumer's cache `known` holds from it, the others looked up by stream
+ * (core/db/keyed.ts) and noted in `known`.
  */
 export async function firstDaysOf(tx: Db, days: Row[], known?: FirstDayCache): Promise<Map<string, number>> {
   const out = new Map<string, number>()
@@ -57,21 +57,20 @@ export async function firstDaysOf(tx: Db, days: Row[], known?: FirstDayCache): P
     }
     st.users.add(String(r.user_id))
   }
-  for (const { gameId, env, users } of byStream.values()) {
-    const all = [...users]
-    for (let i = 0; i < all.length; ) {
-      const size = 2 ** Math.floor(Math.log2(Math.min(512, all.length - i)))
-      const chunk = all.slice(i, i + size)
-      i += size
-      for (const r of await tx.all<{ user_id: string; first_day: number }>(
-        `SELECT user_id, first_day FROM analytics_first_seen WHERE game_id = ? AND env = ? AND user_id IN (${'?, '.repeat(size - 1)}?)`,
-        [gameId, env, ...chunk],
-      )) {
-        out.set(`${gameId}\u0001${env}\u0001${r.user_id}`, Number(r.first_day))
-        known?.set(gameId, env, String(r.user_id), Number(r.first_day))
-      }
+  for (const { gameId, env, users } of byStream.values())
+    for (const r of await rowsByKeys<{ user_id: string; first_day: number }>(tx, {
+      table: 'analytics_first_seen',
+      cols: ['user_id', 'first_day'],
+      scope: [
+        ['game_id', gameId],
+        ['env', env],
+      ],
+      key: 'user_id',
+      keys: [...users],
+    })) {
+      out.set(`${gameId}\u0001${env}\u0001${r.user_id}`, Number(r.first_day))
+      known?.set(gameId, env, String(r.user_id), Number(r.first_day))
     }
-  }
   return out
 }
 
