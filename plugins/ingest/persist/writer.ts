@@ -1,5 +1,6 @@
 import type { Db, Param } from '../../../core/db'
 import { GroupCommit } from '../../../core/db/group-commit'
+import { rowsByKeys } from '../../../core/db/keyed'
 import type { Appended, LogPosition } from '../../../core/event-log-types'
 import type { Logger } from '../../../core/log'
 import type { NormEvent } from '../signed/validate'
@@ -219,16 +220,22 @@ export class GroupWriter {
       s.ids.push(e.eventId)
     }
     const stored = new Set<string>()
-    for (const { gameId, env, ids } of byStream.values())
-      for (let i = 0; i < ids.length; i += 500) {
-        const part = ids.slice(i, i + 500)
-        const rows = await this.db.all<{ event_id: string }>(
-          `SELECT e.event_id FROM ingest_event_ids e JOIN ingest_streams s ON s.id = e.stream
-           WHERE s.game_id = ? AND s.env = ? AND e.event_id IN (${part.map(() => '?').join(', ')})`,
-          [gameId, env, ...part],
-        )
-        for (const r of rows) stored.add(`${gameId}\u0001${env}\u0001${r.event_id}`)
-      }
+    for (const { gameId, env, ids } of byStream.values()) {
+      const stream = await this.db.get<{ id: number }>(
+        'SELECT id FROM ingest_streams WHERE game_id = ? AND env = ?',
+        [gameId, env],
+      )
+      if (!stream) continue
+      // One index probe an id on PostgreSQL too, whatever the table's statistics (core/db/keyed.ts).
+      const rows = await rowsByKeys<{ event_id: string }>(this.db, {
+        table: 'ingest_event_ids',
+        cols: ['event_id'],
+        scope: [['stream', stream.id]],
+        key: 'event_id',
+        keys: ids,
+      })
+      for (const r of rows) stored.add(`${gameId}\u0001${env}\u0001${r.event_id}`)
+    }
     return events.filter(
       (e) => e.eventId === null || !stored.has(`${e.gameId}\u0001${e.env}\u0001${e.eventId}`),
     )
