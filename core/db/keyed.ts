@@ -33,7 +33,7 @@ export async function rowsByKeys<T extends Row>(
 ): Promise<T[]> {
   const keys = [...new Set(o.keys)]
   if (!keys.length) return []
-  const where = o.scope.map(([c]) => `${c} = ?`).join(' AND ')
+  const where = o.scope.map(([c]) => `${c} = ? AND `).join('')
   const scope = o.scope.map(([, v]) => v)
   const out: T[] = []
   for (let i = 0; i < keys.length; i += CHUNK) {
@@ -41,7 +41,7 @@ export async function rowsByKeys<T extends Row>(
     if (db.dialect === 'postgres') {
       const rows = await db.all<T>(
         `SELECT t.* FROM json_array_elements_text(?::text::json) AS k(v) CROSS JOIN LATERAL
-           (SELECT ${o.cols.join(', ')} FROM ${o.table} WHERE ${where} AND ${o.key} = k.v LIMIT 1) t`,
+           (SELECT ${o.cols.join(', ')} FROM ${o.table} WHERE ${where}${o.key} = k.v LIMIT 1) t`,
         [JSON.stringify(part), ...scope],
       )
       for (const r of rows) out.push(r)
@@ -51,7 +51,7 @@ export async function rowsByKeys<T extends Row>(
     while (size < part.length) size *= 2
     while (part.length < size) part.push(part[0])
     const rows = await db.all<T>(
-      `SELECT ${o.cols.join(', ')} FROM ${o.table} WHERE ${where} AND ${o.key} IN (${'?, '.repeat(size - 1)}?)`,
+      `SELECT ${o.cols.join(', ')} FROM ${o.table} WHERE ${where}${o.key} IN (${'?, '.repeat(size - 1)}?)`,
       [...scope, ...part],
     )
     for (const r of rows) out.push(r)

@@ -1,6 +1,6 @@
 import { type Db, fromJson, iso, newId } from '../../core/db'
 import { alertKey } from './alert-id'
-import type { IncidentStore } from './incidents'
+import { type Gone, type IncidentStore, goneHolders } from './incidents'
 
 type AckRow = { alert_id: string; acked_by: string; source: string; acked_at: number }
 const toAck = (r: AckRow) => ({
@@ -38,7 +38,7 @@ export interface Arming extends DueEscalation {
  * teams sending the same id each arm and cancel their own. An escalation armed before armers were
  * kept (`armed_by` NULL) is anyone's, as it was.
  */
-export function alertStore(db: Db, incidents: IncidentStore | undefined) {
+export function alertStore(db: Db, incidents: IncidentStore | undefined, gone?: Gone) {
   return {
     async get(raw: string) {
       const alertId = alertKey(raw)
@@ -132,25 +132,39 @@ export function alertStore(db: Db, incidents: IncidentStore | undefined) {
      * Refused (false, nothing changes) when `by` neither resolved an incident of its own
      * (`resolvedIncident`) nor has an escalation of the alert while another credential has one:
      * another team's `resolved` naming the id had silenced its page. An alert with no escalation at
-     * all is `resolved` by any caller, as before. Another credential's escalation is never
+     * all is `resolved` by any caller, as before. Another live credential's escalation is never
      * cancelled here; its incident, if acknowledged, stays so and its escalation is not re-armed
-     * (`arm`).
+     * (`arm`). One armed by a credential that is gone (a deleted user, a revoked token) is
+     * anyone's: it is cancelled with `by`'s.
      */
     async cancel(raw: string, by: string, resolvedIncident = false, now = Date.now()): Promise<boolean> {
       const alertId = alertKey(raw)
+      const armers = await db.all<{ armed_by: string | null }>(
+        "SELECT armed_by FROM rules_escalations WHERE alert_id = ? AND status = 'pending'",
+        [alertId],
+      )
+      const orphaned = await goneHolders(
+        gone,
+        armers.map((r) => r.armed_by),
+        by,
+      )
       return db.tx(async (tx) => {
         if (!resolvedIncident) {
-          const armers = await tx.all<{ armed_by: string | null }>(
+          const all = await tx.all<{ armed_by: string | null }>(
             'SELECT armed_by FROM rules_escalations WHERE alert_id = ?',
             [alertId],
           )
-          const held = armers.some((r) => r.armed_by === null || r.armed_by === by)
-          if (armers.length && !held) return false
+          const held = all.some(
+            (r) => r.armed_by === null || r.armed_by === by || orphaned.includes(r.armed_by),
+          )
+          if (all.length && !held) return false
         }
         await tx.run(
           `UPDATE rules_escalations SET status = 'cancelled', finished_at = ?
-           WHERE alert_id = ? AND status = 'pending' AND (armed_by IS NULL OR armed_by = ?)`,
-          [now, alertId, by],
+           WHERE alert_id = ? AND status = 'pending' AND (armed_by IS NULL OR armed_by = ?${
+             orphaned.length ? ` OR armed_by IN (${orphaned.map(() => '?').join(', ')})` : ''
+           })`,
+          [now, alertId, by, ...orphaned],
         )
         await tx.run('DELETE FROM rules_acks WHERE alert_id = ?', [alertId])
         return true

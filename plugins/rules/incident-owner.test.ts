@@ -122,5 +122,60 @@ forEachEngine((engine) => {
       await resolved({ app: teamA }, 'own-5')
       expect(await status()).toBe('cancelled')
     })
+
+    test("a revoked token's incident and escalation go to the next credential that resolves the alert", async () => {
+      const made = (
+        await a.req('POST', '/api/v1/app-tokens', {
+          token: admin,
+          body: { name: 'rotated', scopes: ['trigger'] },
+        })
+      ).body.data
+      // `svc.db`: its escalation is due in an hour, so it is pending throughout.
+      expect((await f.hold(made.token, 'gone-1')).body.code).toBe(0)
+      const escalation = async () =>
+        (
+          await a.db.get<{ status: string }>('SELECT status FROM rules_escalations WHERE alert_id = ?', [
+            'gone-1',
+          ])
+        )?.status
+      // While the token lives, another's resolve is refused.
+      await resolved({ app: teamB }, 'gone-1', 'svc.db')
+      expect((await incident('gone-1')).resolved_at).toBeUndefined()
+      expect(await escalation()).toBe('pending')
+      expect((await a.req('DELETE', `/api/v1/app-tokens/${made.id}`, { token: admin })).status).toBe(200)
+      await resolved({ app: teamB }, 'gone-1', 'svc.db')
+      const inc = await incident('gone-1')
+      expect(inc.resolved_at).toBeDefined()
+      expect(inc.timeline.at(-1)).toEqual(
+        expect.objectContaining({
+          kind: 'resolved',
+          detail: { reason: 'alert resolved', opener_gone: 'appToken' },
+        }),
+      )
+      expect(JSON.stringify(inc)).not.toContain(made.id)
+      expect(await escalation()).toBe('cancelled')
+    })
+
+    test("a revoked token's escalation with no open incident is cancelled by the next resolve", async () => {
+      const made = (
+        await a.req('POST', '/api/v1/app-tokens', {
+          token: admin,
+          body: { name: 'rotated-2', scopes: ['trigger'] },
+        })
+      ).body.data
+      await f.hold(made.token, 'gone-2')
+      await a.db.run('DELETE FROM rules_incidents WHERE alert_id = ?', ['gone-2'])
+      const status = async () =>
+        (
+          await a.db.get<{ status: string }>('SELECT status FROM rules_escalations WHERE alert_id = ?', [
+            'gone-2',
+          ])
+        )?.status
+      await resolved({ app: teamB }, 'gone-2', 'svc.db')
+      expect(await status()).toBe('pending')
+      await a.req('DELETE', `/api/v1/app-tokens/${made.id}`, { token: admin })
+      await resolved({ app: teamB }, 'gone-2', 'svc.db')
+      expect(await status()).toBe('cancelled')
+    })
   })
 })

@@ -3,6 +3,18 @@ import { cut } from '../../core/event-bounds'
 import { NotFound } from '../../core/http'
 import { alertKey } from './alert-id'
 
+/** Which of these callers no longer name a credential (core/auth/gone.ts `goneCredentials`). */
+export type Gone = (callers: readonly string[]) => Promise<Set<string>>
+
+/**
+ * Of the holders (openers, armers) of an alert id's open rows other than `by`, those whose
+ * credential is gone: their rows are anyone's (`resolve`, `cancel` in alerts.ts).
+ */
+export async function goneHolders(gone: Gone | undefined, holders: Array<string | null>, by: string) {
+  const others = holders.filter((h): h is string => h !== null && h !== by)
+  return others.length && gone ? [...(await gone(others))] : []
+}
+
 type IncidentRow = {
   id: string
   rule_id: string
@@ -74,7 +86,7 @@ const HELD_ORDER = 'ORDER BY CASE WHEN opened_by IS NULL THEN 1 ELSE 0 END, open
  * timeline entry {at, kind, detail}. Alert ids are taken as sent and kept and compared as
  * `alertKey` does.
  */
-export function incidentStore(db: Db) {
+export function incidentStore(db: Db, gone?: Gone) {
   return {
     /** A rule-routed delivery for an alert: opens an incident or adds the event to the open one. */
     async record(
@@ -145,21 +157,42 @@ export function incidentStore(db: Db) {
       )
     },
     /**
-     * Resolves the alert's open incidents that `by` holds (its own, and any opened before openers
-     * were kept); true when it did. Where `by` holds none, its resolve is refused: it leaves a
+     * Resolves the alert's open incidents that `by` holds (its own, any opened before openers
+     * were kept, and any whose opener is gone: a deleted user, a revoked token, named by kind in
+     * the entry's `opener_gone`); true when it did. Where `by` holds none, its resolve is refused: it leaves a
      * timeline entry `resolve_refused` naming the caller's kind on the newest open incident of
      * another credential, which stays open. Any trigger token had resolved any incident by naming
      * its alert id, cancelling another team's escalation.
      */
     async resolve(raw: string, reason: string, by: string, now = Date.now()): Promise<boolean> {
       const alertId = alertKey(raw)
+      const openers = await db.all<{ opened_by: string | null }>(
+        'SELECT DISTINCT opened_by FROM rules_incidents WHERE alert_id = ? AND resolved_at IS NULL',
+        [alertId],
+      )
+      const orphaned = await goneHolders(
+        gone,
+        openers.map((r) => r.opened_by),
+        by,
+      )
       return db.tx(async (tx) => {
-        const rows = await tx.all<{ id: string }>(
+        const rows = await tx.all<{ id: string; opened_by: string | null }>(
           `UPDATE rules_incidents SET resolved_at = ?
-           WHERE alert_id = ? AND resolved_at IS NULL AND (opened_by IS NULL OR opened_by = ?) RETURNING id`,
-          [now, alertId, by],
+           WHERE alert_id = ? AND resolved_at IS NULL AND (opened_by IS NULL OR opened_by = ?${
+             orphaned.length ? ` OR opened_by IN (${orphaned.map(() => '?').join(', ')})` : ''
+           }) RETURNING id, opened_by`,
+          [now, alertId, by, ...orphaned],
         )
-        for (const r of rows) await event(tx, r.id, now, 'resolved', { reason })
+        for (const r of rows)
+          await event(
+            tx,
+            r.id,
+            now,
+            'resolved',
+            r.opened_by !== null && r.opened_by !== by
+              ? { reason, opener_gone: callerKind(r.opened_by) }
+              : { reason },
+          )
         if (rows.length) return true
         const open = await tx.get<{ id: string }>(
           'SELECT id FROM rules_incidents WHERE alert_id = ? AND resolved_at IS NULL ORDER BY opened_at DESC',

@@ -1,3 +1,4 @@
+import { goneCredentials } from '../../core/auth/gone'
 import { definePlugin } from '../../core/plugin'
 import { alertStore } from './alerts'
 import { chatcard } from './chatcard'
@@ -50,8 +51,10 @@ export default definePlugin({
     const cfg = ctx.config
     const notify = ctx.service('notify')
     const store = rulesStore(ctx.db)
-    const incidents = cfg.incidents ? incidentStore(ctx.db) : undefined
-    const alerts = cfg.acks ? alertStore(ctx.db, incidents) : undefined
+    // What a deleted user or a revoked token opened or armed goes to the next credential that resolves it.
+    const gone = (callers: readonly string[]) => goneCredentials(ctx.db, callers)
+    const incidents = cfg.incidents ? incidentStore(ctx.db, gone) : undefined
+    const alerts = cfg.acks ? alertStore(ctx.db, incidents, gone) : undefined
     const runtime = rulesRuntime({
       store,
       notify,
