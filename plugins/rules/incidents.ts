@@ -159,9 +159,9 @@ export function incidentStore(db: Db, gone?: Gone) {
     /**
      * Resolves the alert's open incidents that `by` holds (its own, any opened before openers
      * were kept, and any whose opener is gone: a deleted user, a revoked token, named by kind in
-     * the entry's `opener_gone`); true when it did. Where `by` holds none, its resolve is refused: it leaves a
-     * timeline entry `resolve_refused` naming the caller's kind on the newest open incident of
-     * another credential, which stays open. Any trigger token had resolved any incident by naming
+     * the entry's `opener_gone`); true when it did. Where `by` holds none, its resolve is
+     * refused: it leaves a timeline entry `resolve_refused` naming the caller's kind on the
+     * newest open incident of another credential, which stays open. Any trigger token had resolved any incident by naming
      * its alert id, cancelling another team's escalation.
      */
     async resolve(raw: string, reason: string, by: string, now = Date.now()): Promise<boolean> {
