@@ -10,7 +10,12 @@ import { httpSink } from '../notify/testing'
  */
 export async function ownerApp(
   engine: Engine,
-  o: { rules?: Record<string, unknown>; config?: Record<string, unknown> } = {},
+  o: {
+    rules?: Record<string, unknown>
+    config?: Record<string, unknown>
+    /** More plugins beside these three (their settings). */
+    plugins?: Record<string, unknown>
+  } = {},
 ) {
   const pager = httpSink()
   const oncall = httpSink()
@@ -26,6 +31,7 @@ export async function ownerApp(
         retry: { base_ms: 10, max_ms: 50 },
       },
       rules: { sync_ms: 30, ...o.rules },
+      ...o.plugins,
     },
     ...(o.config ? { config: o.config } : {}),
   })
