@@ -139,15 +139,13 @@ export function alertStore(db: Db, incidents: IncidentStore | undefined, gone?: 
      */
     async cancel(raw: string, by: string, resolvedIncident = false, now = Date.now()): Promise<boolean> {
       const alertId = alertKey(raw)
-      const armers = await db.all<{ armed_by: string | null }>(
-        "SELECT armed_by FROM rules_escalations WHERE alert_id = ? AND status = 'pending'",
-        [alertId],
-      )
-      const orphaned = await goneHolders(
-        gone,
-        armers.map((r) => r.armed_by),
+      const orphaned = await goneHolders(db, gone, {
+        table: 'rules_escalations',
+        col: 'armed_by',
+        open: "status = 'pending'",
+        alertId,
         by,
-      )
+      })
       return db.tx(async (tx) => {
         if (!resolvedIncident) {
           const all = await tx.all<{ armed_by: string | null }>(
@@ -155,16 +153,14 @@ export function alertStore(db: Db, incidents: IncidentStore | undefined, gone?: 
             [alertId],
           )
           const held = all.some(
-            (r) => r.armed_by === null || r.armed_by === by || orphaned.includes(r.armed_by),
+            (r) => r.armed_by === null || r.armed_by === by || orphaned.holders.includes(r.armed_by),
           )
           if (all.length && !held) return false
         }
         await tx.run(
           `UPDATE rules_escalations SET status = 'cancelled', finished_at = ?
-           WHERE alert_id = ? AND status = 'pending' AND (armed_by IS NULL OR armed_by = ?${
-             orphaned.length ? ` OR armed_by IN (${orphaned.map(() => '?').join(', ')})` : ''
-           })`,
-          [now, alertId, by, ...orphaned],
+           WHERE alert_id = ? AND status = 'pending' AND (armed_by IS NULL OR armed_by = ?${orphaned.also})`,
+          [now, alertId, by, ...orphaned.holders],
         )
         await tx.run('DELETE FROM rules_acks WHERE alert_id = ?', [alertId])
         return true

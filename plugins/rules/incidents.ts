@@ -7,12 +7,25 @@ import { alertKey } from './alert-id'
 export type Gone = (callers: readonly string[]) => Promise<Set<string>>
 
 /**
- * Of the holders (openers, armers) of an alert id's open rows other than `by`, those whose
- * credential is gone: their rows are anyone's (`resolve`, `cancel` in alerts.ts).
+ * The holders (`col`: openers, armers) of an alert id's open rows of `table` (`open`) other than
+ * `by` whose credential is gone: their rows are anyone's (`resolve`, `cancel` in alerts.ts). With
+ * `also`, the condition that takes them in (` OR col IN (...)`, empty when none), and its values.
  */
-export async function goneHolders(gone: Gone | undefined, holders: Array<string | null>, by: string) {
-  const others = holders.filter((h): h is string => h !== null && h !== by)
-  return others.length && gone ? [...(await gone(others))] : []
+export async function goneHolders(
+  db: Db,
+  gone: Gone | undefined,
+  o: { table: string; col: string; open: string; alertId: string; by: string },
+): Promise<{ also: string; holders: string[] }> {
+  const none = { also: '', holders: [] }
+  if (!gone) return none
+  const rows = await db.all<{ h: string | null }>(
+    `SELECT DISTINCT ${o.col} AS h FROM ${o.table} WHERE alert_id = ? AND ${o.open}`,
+    [o.alertId],
+  )
+  const others = rows.map((r) => r.h).filter((h): h is string => h !== null && h !== o.by)
+  const holders = others.length ? [...(await gone(others))] : []
+  if (!holders.length) return none
+  return { also: ` OR ${o.col} IN (${holders.map(() => '?').join(', ')})`, holders }
 }
 
 type IncidentRow = {
@@ -166,22 +179,19 @@ export function incidentStore(db: Db, gone?: Gone) {
      */
     async resolve(raw: string, reason: string, by: string, now = Date.now()): Promise<boolean> {
       const alertId = alertKey(raw)
-      const openers = await db.all<{ opened_by: string | null }>(
-        'SELECT DISTINCT opened_by FROM rules_incidents WHERE alert_id = ? AND resolved_at IS NULL',
-        [alertId],
-      )
-      const orphaned = await goneHolders(
-        gone,
-        openers.map((r) => r.opened_by),
+      const orphaned = await goneHolders(db, gone, {
+        table: 'rules_incidents',
+        col: 'opened_by',
+        open: 'resolved_at IS NULL',
+        alertId,
         by,
-      )
+      })
       return db.tx(async (tx) => {
         const rows = await tx.all<{ id: string; opened_by: string | null }>(
           `UPDATE rules_incidents SET resolved_at = ?
-           WHERE alert_id = ? AND resolved_at IS NULL AND (opened_by IS NULL OR opened_by = ?${
-             orphaned.length ? ` OR opened_by IN (${orphaned.map(() => '?').join(', ')})` : ''
-           }) RETURNING id, opened_by`,
-          [now, alertId, by, ...orphaned],
+           WHERE alert_id = ? AND resolved_at IS NULL AND (opened_by IS NULL OR opened_by = ?${orphaned.also})
+           RETURNING id, opened_by`,
+          [now, alertId, by, ...orphaned.holders],
         )
         for (const r of rows)
           await event(
